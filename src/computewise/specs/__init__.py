@@ -1,0 +1,47 @@
+"""Plain values shared by every layer: models, hardware, prices and jobs."""
+
+from computewise.specs.hardware import (
+    DTYPES,
+    PRICINGS,
+    Accelerator,
+    CarbonIntensity,
+    Dtype,
+    Offering,
+    OnPremCost,
+    Pricing,
+)
+from computewise.specs.model import Architecture, ModelSpec, TracedStats
+from computewise.specs.workload import (
+    OPTIMIZERS,
+    PRECISIONS,
+    RECOMPUTES,
+    InferJob,
+    Optimizer,
+    Parallelism,
+    Precision,
+    Recompute,
+    TrainJob,
+)
+
+__all__ = [
+    "DTYPES",
+    "OPTIMIZERS",
+    "PRECISIONS",
+    "PRICINGS",
+    "RECOMPUTES",
+    "Accelerator",
+    "Architecture",
+    "CarbonIntensity",
+    "Dtype",
+    "InferJob",
+    "ModelSpec",
+    "Offering",
+    "OnPremCost",
+    "Optimizer",
+    "Parallelism",
+    "Precision",
+    "Pricing",
+    "Recompute",
+    "TracedStats",
+    "TrainJob",
+]

@@ -1,0 +1,114 @@
+"""Hardware, offerings, carbon and on-premises costs as plain values (rows of the catalog)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+__all__ = [
+    "DTYPES",
+    "PRICINGS",
+    "Accelerator",
+    "CarbonIntensity",
+    "Dtype",
+    "Offering",
+    "OnPremCost",
+    "Pricing",
+]
+
+Dtype = Literal["fp32", "tf32", "bf16", "fp16", "fp8", "int8"]
+DTYPES: tuple[Dtype, ...] = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8")
+
+Pricing = Literal["on-demand", "spot", "reserved-1y", "reserved-3y", "on-prem"]
+PRICINGS: tuple[Pricing, ...] = ("on-demand", "spot", "reserved-1y", "reserved-3y", "on-prem")
+
+
+@dataclass(frozen=True)
+class Accelerator:
+    """One accelerator (or one CPU socket). Peak FLOP/s are dense (no structured sparsity)."""
+
+    slug: str  # lowercase, e.g. "h100-sxm"
+    name: str
+    vendor: str
+    kind: Literal["gpu", "tpu", "npu", "cpu", "edge"]
+    memory_bytes: float
+    memory_bandwidth_bytes_per_s: float
+    peak_flops: dict[Dtype, float]  # 0 or missing: the dtype is not supported natively
+    tdp_w: float
+    interconnect_bytes_per_s: float  # per device, one direction, intra-node (NVLink, xGMI, ICI)
+    form_factor: str
+    aliases: tuple[str, ...]
+    source: str
+    retrieved: str  # ISO date
+
+    def peak_flops_for(self, dtype: Dtype) -> float:
+        """Peak for a dtype, falling back the way frameworks do (tf32 -> fp32, fp16 <-> bf16)."""
+        value = self.peak_flops.get(dtype, 0.0)
+        if value:
+            return value
+        fallback: dict[Dtype, Dtype] = {"tf32": "fp32", "bf16": "fp16", "fp16": "bf16", "fp8": "bf16"}
+        if dtype in fallback:
+            return self.peak_flops.get(fallback[dtype], 0.0) or self.peak_flops.get("fp32", 0.0)
+        return 0.0
+
+
+@dataclass(frozen=True)
+class Offering:
+    """A rentable instance type in one region, with its prices per hour (None: not sold)."""
+
+    cloud: str
+    instance_type: str
+    accelerator: str  # slug
+    accelerator_count: int
+    vcpus: int
+    ram_bytes: float
+    network_bytes_per_s: float  # inter-node, per instance
+    region: str
+    on_demand_usd_per_h: float
+    spot_usd_per_h: float | None
+    reserved_1y_usd_per_h: float | None
+    reserved_3y_usd_per_h: float | None
+    source: str
+    retrieved: str
+
+    def usd_per_h(self, pricing: Pricing) -> float | None:
+        return {
+            "on-demand": self.on_demand_usd_per_h,
+            "spot": self.spot_usd_per_h,
+            "reserved-1y": self.reserved_1y_usd_per_h,
+            "reserved-3y": self.reserved_3y_usd_per_h,
+        }.get(pricing)
+
+
+@dataclass(frozen=True)
+class CarbonIntensity:
+    cloud: str
+    region: str
+    g_co2_per_kwh: float
+    source: str
+    retrieved: str
+
+
+@dataclass(frozen=True)
+class OnPremCost:
+    """Owning a server: purchase price amortised over its life, plus power at PUE.
+
+    Hourly cost at a utilization u (fraction of hours doing paid work):
+    (purchase / lifetime_hours + power_kw * pue * usd_per_kwh + ops_usd_per_h) / u.
+    """
+
+    accelerator: str
+    accelerator_count: int
+    purchase_usd: float
+    lifetime_years: float
+    server_power_w: float  # whole server at load, accelerators included
+    ops_usd_per_year: float  # space, support, staff share
+    source: str
+    retrieved: str
+
+    def usd_per_h(self, power_usd_per_kwh: float, pue: float, utilization: float) -> float:
+        lifetime_h = self.lifetime_years * 365.25 * 24
+        capital = self.purchase_usd / lifetime_h
+        power = self.server_power_w / 1000 * pue * power_usd_per_kwh
+        ops = self.ops_usd_per_year / (365.25 * 24)
+        return (capital + power + ops) / utilization

@@ -1,0 +1,88 @@
+"""ModelSpec: the shape of a model, as much as the estimators need and no more."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+__all__ = ["Architecture", "ModelSpec", "TracedStats"]
+
+Architecture = Literal["decoder", "encoder", "encoder-decoder", "vision-transformer", "cnn", "generic"]
+
+
+@dataclass(frozen=True)
+class TracedStats:
+    """What a trace of a real ``nn.Module`` measured, per sample of the example input.
+
+    These replace the transformer formulas when present: a CNN or an unusual block has no
+    closed form, but its trace is exact.
+    """
+
+    forward_flops_per_sample: float
+    activation_bytes_per_sample: float  # tensors autograd saves for backward, at the traced dtype
+    param_bytes: int  # at the traced dtype
+    traced_dtype_bytes: int = 4
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """Shape of a model. Transformer fields are zero for models without them (CNNs).
+
+    ``params`` is the exact total parameter count when known (preset, config.json, trace).
+    ``ffn_size`` is the inner size of one expert's MLP; ``gated_ffn`` means three matrices
+    (SwiGLU/GeGLU) instead of two. ``experts``/``active_experts`` describe MoE layers
+    (1/1 for dense models). ``sliding_window`` caps attention span and KV cache (None: full).
+    """
+
+    name: str
+    params: int
+    architecture: Architecture = "decoder"
+    layers: int = 0
+    hidden_size: int = 0
+    heads: int = 0
+    kv_heads: int = 0
+    ffn_size: int = 0
+    vocab_size: int = 0
+    tied_embeddings: bool = False
+    gated_ffn: bool = False
+    experts: int = 1
+    active_experts: int = 1
+    sliding_window: int | None = None
+    max_seq_len: int = 2048
+    head_dim: int = 0  # 0: hidden_size // heads
+    decoder_layers: int = 0  # encoder-decoder models: layers is the encoder, this the decoder
+    image_size: int = 0  # vision models: input side in pixels
+    patch_size: int = 0
+    shape_inferred: bool = False  # True when only a parameter count was given
+    traced: TracedStats | None = None
+    source: str = ""
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def is_transformer(self) -> bool:
+        return self.layers > 0 and self.hidden_size > 0 and self.heads > 0
+
+    @property
+    def attention_head_dim(self) -> int:
+        return self.head_dim or (self.hidden_size // self.heads if self.heads else 0)
+
+    @property
+    def total_layers(self) -> int:
+        return self.layers + self.decoder_layers
+
+    @property
+    def active_params(self) -> float:
+        """Parameters touched per token: MoE layers use ``active_experts`` of ``experts``."""
+        if self.experts <= 1 or not self.is_transformer:
+            return float(self.params)
+        per_expert = (3 if self.gated_ffn else 2) * self.hidden_size * self.ffn_size
+        inactive = (self.experts - self.active_experts) * per_expert * self.total_layers
+        return float(self.params - inactive)
+
+    @property
+    def embedding_params(self) -> int:
+        """Input embedding plus an untied LM head (accelerate's estimator misses the latter)."""
+        copies = 1 if self.tied_embeddings else 2
+        if self.architecture not in ("decoder", "encoder-decoder"):
+            copies = 1
+        return copies * self.vocab_size * self.hidden_size
