@@ -1,0 +1,16 @@
+"""Every estimator works on numpy columns, so one formula serves ``estimate`` (one row) and
+``plan`` (a million rows) alike. Scalars go in as 0-d arrays and come out with ``float()``."""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = ["FloatArray", "col"]
+
+FloatArray = npt.NDArray[np.float64]
+
+
+def col(value: float | int | bool | FloatArray | npt.NDArray[np.int64] | npt.NDArray[np.bool_]) -> FloatArray:
+    """A float64 column from a scalar or an array (no copy when it already is one)."""
+    return np.asarray(value, dtype=np.float64)

@@ -1,0 +1,38 @@
+"""Numbers the estimators assume, each read from the catalog's assumptions.csv (with its source)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from computewise.catalog import Catalog
+
+
+__all__ = ["Assumptions"]
+
+
+@dataclass(frozen=True)
+class Assumptions:
+    """Defaults a user may override per call (``dataclasses.replace``); sources live in the CSV."""
+
+    achievable_mfu_train: float
+    achievable_mfu_infer_prefill: float
+    achievable_bandwidth_fraction_decode: float
+    intra_node_link_efficiency: float
+    inter_node_network_efficiency: float
+    runtime_overhead_bytes: float
+    runtime_overhead_fraction: float
+    gpu_power_fraction_of_tdp: float
+    cloud_pue: float
+    world_g_co2_per_kwh: float
+    spot_preemptions_per_h: float
+    restart_overhead_s: float
+    checkpoint_write_bytes_per_s: float
+    onprem_power_usd_per_kwh: float
+    onprem_pue: float
+    onprem_utilization: float
+
+    @classmethod
+    def from_catalog(cls, catalog: Catalog) -> Assumptions:
+        return cls(**{f.name: catalog.assumption(f.name) for f in fields(cls)})

@@ -1,0 +1,66 @@
+"""FLOPs of training and inference.
+
+Forward FLOPs per token are 2 per matmul parameter (Kaplan et al. 2020, arXiv:2001.08361,
+Table 1) plus attention's two batched matmuls, QK^T and PV, at 2 * s * d_attn each per layer
+(halved for causal attention, which a flash kernel skips). Backward costs twice the forward,
+so training is 3x forward = the familiar 6ND plus attention.
+
+Model FLOPs (MFU) count only that useful work; hardware FLOPs (HFU) add what recomputation
+repeats: one extra forward for full recompute, the attention core for selective recompute
+(Korthikanti et al. 2022, section 5; Chowdhery et al. 2022 (PaLM), appendix B).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from computewise.estimate.arrays import FloatArray, col
+from computewise.specs import ModelSpec
+
+__all__ = [
+    "attention_flops_per_token",
+    "forward_flops_per_token",
+    "matmul_params",
+    "training_flops_per_token",
+]
+
+
+def matmul_params(model: ModelSpec) -> float:
+    """Active parameters that take part in a matmul per token.
+
+    The input embedding is a lookup, not a matmul; an LM head is a matmul even when tied to it.
+    """
+    embedding_lookup = float(model.vocab_size * model.hidden_size)
+    head_matmul = embedding_lookup if model.tied_embeddings else 0.0
+    return model.active_params - embedding_lookup + head_matmul
+
+
+def attention_flops_per_token(model: ModelSpec, context_len: FloatArray, causal: bool) -> FloatArray:
+    """QK^T and PV per token, forward: 2 matmuls * 2 FLOPs * layers * attended tokens * d_attn."""
+    attended = col(context_len)
+    if model.sliding_window:
+        attended = np.minimum(attended, float(model.sliding_window))
+    d_attn = float(model.heads * model.attention_head_dim)
+    causal_factor = 0.5 if causal else 1.0
+    return 4.0 * model.total_layers * attended * d_attn * causal_factor
+
+
+def forward_flops_per_token(model: ModelSpec, seq_len: FloatArray) -> FloatArray:
+    """Forward FLOPs per token of a training sequence of ``seq_len`` tokens (or per sample for CNNs)."""
+    if model.traced is not None and not model.is_transformer:
+        return col(model.traced.forward_flops_per_sample) + 0.0 * col(seq_len)
+    causal = model.architecture == "decoder"
+    return 2.0 * matmul_params(model) + attention_flops_per_token(model, seq_len, causal)
+
+
+def training_flops_per_token(
+    model: ModelSpec, seq_len: FloatArray, recompute: FloatArray
+) -> tuple[FloatArray, FloatArray]:
+    """(model FLOPs, hardware FLOPs) per trained token; ``recompute`` is 0 none, 1 selective, 2 full."""
+    forward = forward_flops_per_token(model, seq_len)
+    model_flops = 3.0 * forward
+    if model.traced is not None and not model.is_transformer:
+        return model_flops, model_flops + np.where(col(recompute) >= 2, forward, 0.0)
+    attention = attention_flops_per_token(model, seq_len, model.architecture == "decoder")
+    extra = np.select([col(recompute) >= 2, col(recompute) >= 1], [forward, attention], 0.0)
+    return model_flops, model_flops + extra

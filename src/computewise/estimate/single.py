@@ -1,0 +1,293 @@
+"""``estimate train|infer``: one configuration in, one frozen estimate out (scalars, JSON-ready)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from computewise.errors import InputError
+from computewise.estimate.arrays import col
+from computewise.estimate.assumptions import Assumptions
+from computewise.estimate.infer import InferColumns, InferRows, evaluate_infer, inference_weight_bytes
+from computewise.estimate.layout import check_layout
+from computewise.estimate.memory import (
+    RECOMPUTE_CODES,
+    MemoryBreakdown,
+    bytes_per_value,
+    optimizer_bytes_per_param,
+)
+from computewise.estimate.pricing import Quote, quote
+from computewise.estimate.train import TrainColumns, TrainRows, evaluate_train
+from computewise.specs import Accelerator, InferJob, ModelSpec, Parallelism, Precision, Pricing, TrainJob
+
+if TYPE_CHECKING:
+    from computewise.catalog import Catalog
+
+__all__ = ["InferEstimate", "TrainEstimate", "estimate_infer", "estimate_train", "memory_dict", "peak_for"]
+
+
+def peak_for(accelerator: Accelerator, precision: Precision) -> float:
+    """Dense peak FLOP/s at a training precision; a precision the chip lacks is the user's to change."""
+    peak = accelerator.peak_flops.get(precision, 0.0)
+    if peak <= 0:
+        supported = [p for p in ("fp32", "bf16", "fp16", "fp8") if accelerator.peak_flops.get(p, 0.0) > 0]  # type: ignore[call-overload]
+        raise InputError(
+            f"{accelerator.name} has no {precision} support",
+            f"use --precision {' or '.join(supported)}",
+        )
+    return peak
+
+
+def memory_dict(memory: MemoryBreakdown, row: int = 0) -> dict[str, float]:
+    parts = ("weights", "gradients", "optimizer_states", "activations", "kv_cache", "overhead")
+    values = {name: float(getattr(memory, name).reshape(-1)[row]) for name in parts}
+    values["total"] = sum(values.values())
+    return values
+
+
+def _scalar(values: Any) -> float:
+    return float(col(values).reshape(-1)[0])
+
+
+@dataclass(frozen=True)
+class TrainEstimate:
+    model: ModelSpec
+    accelerator: Accelerator
+    gpus: int
+    parallelism: Parallelism
+    job: TrainJob
+    quote: Quote
+    utilization: float
+    columns: TrainColumns
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def memory_per_device(self) -> dict[str, float]:
+        return memory_dict(self.columns.memory)
+
+    @property
+    def fits(self) -> bool:
+        return self.memory_per_device["total"] <= self.accelerator.memory_bytes
+
+    def to_dict(self) -> dict[str, Any]:
+        c = self.columns
+        p = self.parallelism
+        return {
+            "model": self.model.name,
+            "params": self.model.params,
+            "accelerator": self.accelerator.slug,
+            "gpus": self.gpus,
+            "layout": {
+                "dp": p.dp,
+                "tp": p.tp,
+                "pp": p.pp,
+                "zero": p.zero,
+                "sequence_parallel": p.sequence_parallel,
+            },
+            "job": {
+                "tokens": self.job.tokens,
+                "seq_len": self.job.seq_len,
+                "micro_batch": self.job.micro_batch,
+                "global_batch": self.job.global_batch,
+                "precision": self.job.precision,
+                "optimizer": self.job.optimizer,
+                "recompute": self.job.recompute,
+                "flash_attention": self.job.flash_attention,
+            },
+            "memory": {
+                "per_device_bytes": self.memory_per_device,
+                "capacity_bytes": self.accelerator.memory_bytes,
+                "fits": self.fits,
+            },
+            "compute": {
+                "flops": _scalar(c.model_flops),
+                "hardware_flops": _scalar(c.hardware_flops),
+                "mfu": _scalar(c.mfu),
+                "utilization_assumed": self.utilization,
+            },
+            "time": {
+                "seconds": _scalar(c.time_s),
+                "step_seconds": _scalar(c.step_s),
+                "steps": _scalar(c.steps),
+                "compute_seconds_per_step": _scalar(c.compute_s),
+                "comm_exposed_seconds_per_step": _scalar(c.comm_exposed_s),
+                "pipeline_bubble_fraction": _scalar(c.bubble_fraction),
+                "spot_slowdown": _scalar(c.spot_slowdown),
+                "tokens_per_second": _scalar(c.tokens_per_s),
+            },
+            "cost": {
+                "usd": _scalar(c.cost_usd),
+                "pricing": self.quote.pricing,
+                "usd_per_hour": self.quote.usd_per_h,
+                "hardware": self.quote.description,
+            },
+            "energy": {"kwh": _scalar(c.energy_kwh), "pue": self.quote.pue},
+            "co2": {"kg": _scalar(c.co2_kg), "g_per_kwh": self.quote.g_co2_per_kwh},
+            "storage": {
+                "read_bytes_per_second": _scalar(c.read_bytes_per_s),
+                "checkpoint_bytes": _scalar(c.checkpoint_bytes),
+                "checkpoint_interval_seconds": _scalar(c.checkpoint_interval_s),
+            },
+            "notes": list(self.notes),
+        }
+
+
+def estimate_train(
+    model: ModelSpec,
+    accelerator: Accelerator,
+    gpus: int,
+    job: TrainJob,
+    parallelism: Parallelism,
+    catalog: Catalog,
+    assumptions: Assumptions,
+    pricing: Pricing = "on-demand",
+    cloud: str | None = None,
+    region: str | None = None,
+    instance_type: str | None = None,
+    utilization: float | None = None,
+) -> TrainEstimate:
+    check_layout(model, gpus, parallelism, job.global_batch, job.micro_batch)
+    peak = peak_for(accelerator, job.precision)
+    hw = quote(catalog, accelerator, gpus, pricing, assumptions, cloud, region, instance_type)
+    used_utilization = utilization if utilization is not None else assumptions.achievable_mfu_train
+    rows = TrainRows(
+        tp=col(parallelism.tp),
+        pp=col(parallelism.pp),
+        dp=col(parallelism.dp),
+        zero=col(parallelism.zero),
+        micro_batch=col(job.micro_batch),
+        global_batch=col(job.global_batch),
+        seq_len=col(job.seq_len),
+        recompute=col(RECOMPUTE_CODES[job.recompute]),
+        sequence_parallel=col(parallelism.sequence_parallel),
+        flash_attention=col(job.flash_attention),
+        weight_bytes=col(bytes_per_value(job.precision)),
+        optimizer_bytes=col(optimizer_bytes_per_param(job.optimizer, job.precision)),
+        peak_flops=col(peak),
+        intra_node_bytes_per_s=col(accelerator.interconnect_bytes_per_s),
+        inter_node_bytes_per_s=col(hw.inter_node_bytes_per_s),
+        devices_per_node=col(hw.devices_per_node),
+        tdp_w=col(accelerator.tdp_w),
+        rental_usd_per_h=col(hw.usd_per_h),
+        spot=col(pricing == "spot"),
+        g_co2_per_kwh=col(hw.g_co2_per_kwh),
+        pue=col(hw.pue),
+        utilization=col(used_utilization),
+    )
+    notes = [hw.description, f"utilization {used_utilization:.0%} of peak {job.precision} FLOP/s assumed"]
+    notes.extend(model.notes)
+    return TrainEstimate(
+        model=model,
+        accelerator=accelerator,
+        gpus=gpus,
+        parallelism=parallelism,
+        job=job,
+        quote=hw,
+        utilization=used_utilization,
+        columns=evaluate_train(model, job.tokens, rows, assumptions),
+        notes=tuple(notes),
+    )
+
+
+@dataclass(frozen=True)
+class InferEstimate:
+    model: ModelSpec
+    accelerator: Accelerator
+    tp: int
+    job: InferJob
+    quote: Quote
+    columns: InferColumns
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def memory_per_device(self) -> dict[str, float]:
+        return memory_dict(self.columns.memory)
+
+    @property
+    def fits(self) -> bool:
+        return self.memory_per_device["total"] <= self.accelerator.memory_bytes
+
+    def to_dict(self) -> dict[str, Any]:
+        c = self.columns
+        return {
+            "model": self.model.name,
+            "params": self.model.params,
+            "accelerator": self.accelerator.slug,
+            "gpus": self.tp,
+            "job": {
+                "batch": self.job.batch,
+                "context_len": self.job.context_len,
+                "output_len": self.job.output_len,
+                "precision": self.job.precision,
+            },
+            "memory": {
+                "per_device_bytes": self.memory_per_device,
+                "capacity_bytes": self.accelerator.memory_bytes,
+                "fits": self.fits,
+            },
+            "compute": {"flops": _scalar(c.flops)},
+            "time": {
+                "seconds": _scalar(c.latency_s),
+                "time_to_first_token_seconds": _scalar(c.prefill_s),
+                "seconds_per_output_token": _scalar(c.decode_step_s),
+                "requests_per_second": _scalar(c.requests_per_s),
+                "output_tokens_per_second": _scalar(c.output_tokens_per_s),
+            },
+            "cost": {
+                "usd": _scalar(c.cost_usd),
+                "usd_per_1000_requests": _scalar(c.usd_per_1000_requests),
+                "pricing": self.quote.pricing,
+                "usd_per_hour": self.quote.usd_per_h,
+                "hardware": self.quote.description,
+            },
+            "energy": {"kwh": _scalar(c.energy_kwh), "pue": self.quote.pue},
+            "co2": {"kg": _scalar(c.co2_kg), "g_per_kwh": self.quote.g_co2_per_kwh},
+            "notes": list(self.notes),
+        }
+
+
+def estimate_infer(
+    model: ModelSpec,
+    accelerator: Accelerator,
+    job: InferJob,
+    catalog: Catalog,
+    assumptions: Assumptions,
+    tp: int = 1,
+    pricing: Pricing = "on-demand",
+    cloud: str | None = None,
+    region: str | None = None,
+    instance_type: str | None = None,
+) -> InferEstimate:
+    if model.heads and model.heads % tp:
+        raise InputError(
+            f"{model.heads} attention heads are not divisible by --gpus {tp} (tensor parallel)",
+            "use a GPU count that divides the number of heads",
+        )
+    peak = peak_for(accelerator, job.precision)
+    hw = quote(catalog, accelerator, tp, pricing, assumptions, cloud, region, instance_type)
+    rows = InferRows(
+        tp=col(tp),
+        batch=col(job.batch),
+        context_len=col(job.context_len),
+        output_len=col(job.output_len),
+        weight_bytes=col(inference_weight_bytes(job.precision)),
+        kv_bytes=col(job.kv_cache_bytes_per_value),
+        act_bytes=col(2.0 if job.precision != "fp32" else 4.0),
+        peak_flops=col(peak),
+        memory_bandwidth_bytes_per_s=col(accelerator.memory_bandwidth_bytes_per_s),
+        intra_node_bytes_per_s=col(accelerator.interconnect_bytes_per_s),
+        tdp_w=col(accelerator.tdp_w),
+        rental_usd_per_h=col(hw.usd_per_h),
+        g_co2_per_kwh=col(hw.g_co2_per_kwh),
+        pue=col(hw.pue),
+    )
+    notes = (hw.description, *model.notes)
+    return InferEstimate(
+        model=model,
+        accelerator=accelerator,
+        tp=tp,
+        job=job,
+        quote=hw,
+        columns=evaluate_infer(model, rows, assumptions),
+        notes=notes,
+    )

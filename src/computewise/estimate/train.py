@@ -1,0 +1,185 @@
+"""One training job on one layout: memory, FLOPs, time, money, energy, storage, as columns.
+
+``evaluate_train`` is the single formula both ``estimate train`` (one row) and ``plan train``
+(every candidate of the catalog at once) run, so the two can never disagree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from computewise.estimate.arrays import FloatArray, col
+from computewise.estimate.assumptions import Assumptions
+from computewise.estimate.comm import dp_sync_bytes, pp_transfer_bytes, tp_allreduce_bytes
+from computewise.estimate.cost import co2_kg, energy_kwh, spot_slowdown
+from computewise.estimate.flops import training_flops_per_token
+from computewise.estimate.memory import MemoryBreakdown, activation_bytes, model_state_bytes, with_overhead
+from computewise.specs import ModelSpec
+
+__all__ = ["TrainColumns", "TrainRows", "evaluate_train", "token_bytes"]
+
+
+@dataclass(frozen=True)
+class TrainRows:
+    """Inputs, one entry per candidate. Bandwidths are per device, one direction."""
+
+    tp: FloatArray
+    pp: FloatArray
+    dp: FloatArray
+    zero: FloatArray
+    micro_batch: FloatArray
+    global_batch: FloatArray  # sequences per optimizer step
+    seq_len: FloatArray
+    recompute: FloatArray  # 0 none, 1 selective, 2 full
+    sequence_parallel: FloatArray  # 0/1
+    flash_attention: FloatArray  # 0/1
+    weight_bytes: FloatArray
+    optimizer_bytes: FloatArray
+    peak_flops: FloatArray  # of one device at the training precision
+    intra_node_bytes_per_s: FloatArray
+    inter_node_bytes_per_s: FloatArray  # instance network bandwidth / devices per instance
+    devices_per_node: FloatArray
+    tdp_w: FloatArray
+    rental_usd_per_h: FloatArray  # for all instances the job rents together
+    spot: FloatArray  # 0/1: pay for preemptions with restarts and lost work
+    g_co2_per_kwh: FloatArray
+    pue: FloatArray
+    utilization: FloatArray  # achieved fraction of peak on this job's FLOPs
+
+    @property
+    def gpus(self) -> FloatArray:
+        return self.tp * self.pp * self.dp
+
+
+@dataclass(frozen=True)
+class TrainColumns:
+    memory: MemoryBreakdown
+    model_flops: FloatArray  # whole job
+    hardware_flops: FloatArray  # whole job, recomputation included
+    microbatches: FloatArray  # per data-parallel rank per step
+    steps: FloatArray
+    compute_s: FloatArray  # per step
+    comm_exposed_s: FloatArray  # per step, not hidden behind compute
+    bubble_fraction: FloatArray
+    step_s: FloatArray
+    time_s: FloatArray  # whole job, preemption overhead included
+    spot_slowdown: FloatArray
+    checkpoint_interval_s: FloatArray
+    checkpoint_bytes: FloatArray
+    tokens_per_s: FloatArray
+    read_bytes_per_s: FloatArray
+    cost_usd: FloatArray
+    energy_kwh: FloatArray
+    co2_kg: FloatArray
+    mfu: FloatArray  # model FLOP/s over the peak of all devices (PaLM's definition), preemptions excluded
+
+
+def token_bytes(model: ModelSpec) -> float:
+    """Bytes a tokenised sample stores per token: uint16 ids while the vocabulary fits, else int32."""
+    return 2.0 if 0 < model.vocab_size <= 65536 else 4.0
+
+
+def evaluate_train(model: ModelSpec, tokens: float, rows: TrainRows, assumptions: Assumptions) -> TrainColumns:
+    """Evaluate every row. ``tokens`` is the job's total (samples for models without a sequence)."""
+    gpus = rows.gpus
+    microbatches = rows.global_batch / (rows.dp * rows.micro_batch)
+    act_bytes = rows.weight_bytes
+    weights, gradients, optimizer = model_state_bytes(
+        model.params, rows.weight_bytes, rows.optimizer_bytes, rows.tp, rows.pp, rows.dp, rows.zero
+    )
+    activations = activation_bytes(
+        model,
+        rows.seq_len,
+        rows.micro_batch,
+        rows.tp,
+        rows.pp,
+        rows.sequence_parallel,
+        rows.recompute,
+        rows.flash_attention,
+        act_bytes,
+        microbatches,
+    )
+    memory = with_overhead(
+        weights,
+        gradients,
+        optimizer,
+        activations,
+        col(0.0) * gpus,
+        assumptions.runtime_overhead_fraction,
+        assumptions.runtime_overhead_bytes,
+    )
+
+    tokens_per_step = rows.global_batch * rows.seq_len
+    steps = np.ceil(tokens / tokens_per_step)
+    model_per_token, hardware_per_token = training_flops_per_token(model, rows.seq_len, rows.recompute)
+    compute_s = hardware_per_token * tokens_per_step / gpus / (rows.peak_flops * rows.utilization)
+
+    spans_nodes = gpus > rows.devices_per_node
+    dp_link = np.where(
+        spans_nodes,
+        rows.inter_node_bytes_per_s * assumptions.inter_node_network_efficiency,
+        rows.intra_node_bytes_per_s * assumptions.intra_node_link_efficiency,
+    )
+    intra = rows.intra_node_bytes_per_s * assumptions.intra_node_link_efficiency
+    inter = rows.inter_node_bytes_per_s * assumptions.inter_node_network_efficiency
+    tp_link = np.where(rows.tp > rows.devices_per_node, inter, intra)
+    pp_link = np.where(rows.tp * rows.pp > rows.devices_per_node, inter, intra)
+
+    tokens_per_microbatch = rows.micro_batch * rows.seq_len
+    layers_per_stage = max(model.total_layers, 1) / rows.pp
+    tp_s = (
+        tp_allreduce_bytes(
+            tokens_per_microbatch,
+            model.hidden_size,
+            layers_per_stage,
+            act_bytes,
+            rows.tp,
+            microbatches,
+            rows.recompute,
+        )
+        / tp_link
+    )
+    pp_s = pp_transfer_bytes(tokens_per_microbatch, model.hidden_size, act_bytes, rows.pp, microbatches) / pp_link
+    dp_s = dp_sync_bytes(model.params, rows.weight_bytes, rows.tp, rows.pp, rows.dp, rows.zero, microbatches) / dp_link
+    # DDP overlaps the gradient sync with the last micro-batch's backward (2/3 of its compute);
+    # ZeRO-3 prefetches its gathers across the whole step.
+    overlap_s = np.where(rows.zero >= 3, compute_s, compute_s / microbatches * 2.0 / 3.0)
+    comm_exposed_s = tp_s + pp_s + np.maximum(dp_s - overlap_s, 0.0)
+    bubble = (rows.pp - 1.0) / microbatches  # 1F1B: (p - 1) / m (Narayanan et al. 2021, section 2.2)
+    step_s = compute_s * (1.0 + bubble) + comm_exposed_s
+
+    checkpoint_bytes = model.params * (rows.weight_bytes + rows.optimizer_bytes)
+    # Each data-parallel group writes its own shards in parallel; the slowest writer bounds it.
+    writers = np.where(rows.zero >= 1, gpus, rows.tp * rows.pp)
+    checkpoint_write_s = checkpoint_bytes / (writers * assumptions.checkpoint_write_bytes_per_s)
+    slowdown, interval_s = spot_slowdown(
+        checkpoint_write_s, assumptions.spot_preemptions_per_h, assumptions.restart_overhead_s
+    )
+    slowdown = np.where(rows.spot > 0, slowdown, 1.0)
+    time_s = steps * step_s * slowdown
+
+    kwh = energy_kwh(gpus, rows.tdp_w, assumptions.gpu_power_fraction_of_tdp, time_s, 1.0) * rows.pue
+    tokens_per_s = tokens_per_step / step_s
+    return TrainColumns(
+        memory=memory,
+        model_flops=model_per_token * steps * tokens_per_step,
+        hardware_flops=hardware_per_token * steps * tokens_per_step,
+        microbatches=microbatches,
+        steps=steps,
+        compute_s=compute_s,
+        comm_exposed_s=comm_exposed_s,
+        bubble_fraction=bubble,
+        step_s=step_s,
+        time_s=time_s,
+        spot_slowdown=slowdown,
+        checkpoint_interval_s=interval_s,
+        checkpoint_bytes=checkpoint_bytes,
+        tokens_per_s=tokens_per_s,
+        read_bytes_per_s=tokens_per_s * token_bytes(model),
+        cost_usd=rows.rental_usd_per_h * time_s / 3600.0,
+        energy_kwh=kwh,
+        co2_kg=co2_kg(kwh, rows.g_co2_per_kwh),
+        mfu=model_per_token * tokens_per_step / (step_s * gpus * rows.peak_flops),
+    )
