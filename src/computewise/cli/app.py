@@ -7,7 +7,7 @@ import sys
 import typer
 from rich.console import Console
 
-from computewise.cli import catalog_cmd
+from computewise.cli import catalog_cmd, estimate_cmd, plan_cmd
 from computewise.errors import ComputewiseError
 
 app = typer.Typer(
@@ -17,6 +17,8 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+app.add_typer(estimate_cmd.app, name="estimate")
+app.add_typer(plan_cmd.app, name="plan")
 app.add_typer(catalog_cmd.app, name="catalog")
 
 _stderr = Console(stderr=True)

@@ -1,0 +1,33 @@
+# One check for developers and CI: lint (ruff), layering (import-linter), types (mypy), tests (pytest).
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+
+.PHONY: install install-dev lint test check demo bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+install: $(BIN)/python
+	$(BIN)/pip install -q -e .
+
+install-dev: $(BIN)/python
+	$(BIN)/pip install -q -c constraints-cpu.txt -e '.[dev,torch]'
+
+lint: install-dev
+	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff format --check src tests benchmarks
+	$(BIN)/lint-imports
+	$(BIN)/mypy
+
+test: lint
+	$(BIN)/pytest -n 2
+
+demo: install
+	$(BIN)/computewise plan train --model llama-3-8b --tokens 20B --deadline 7d
+
+bench: install-dev
+	$(BIN)/python benchmarks/speed.py
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -1,0 +1,75 @@
+"""What every verb shares: loading the catalog, reading the model, printing JSON, Rich or HTML."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+
+import typer
+from rich.console import Console
+
+from computewise.errors import InputError
+
+if TYPE_CHECKING:
+    from computewise.catalog import Catalog
+    from computewise.estimate import Assumptions
+    from computewise.specs import ModelSpec
+
+Choice = TypeVar("Choice", bound=str)
+
+CatalogOption = Annotated[
+    list[Path] | None,
+    typer.Option("--catalog", help="Extra catalog CSV file or directory; its rows override bundled ones."),
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object instead of tables.")]
+HtmlOption = Annotated[
+    Path | None, typer.Option("--html", help="Also write a self-contained HTML report with plots to FILE.")
+]
+ModelOption = Annotated[
+    str, typer.Option("--model", "-m", help="Preset name, path to a config.json, or a parameter count (7.5B).")
+]
+
+
+def load(catalog_paths: list[Path] | None) -> tuple[Catalog, Assumptions]:
+    from computewise.catalog import load_catalog
+    from computewise.estimate import Assumptions
+
+    catalog = load_catalog(tuple(catalog_paths or ()))
+    return catalog, Assumptions.from_catalog(catalog)
+
+
+def model(text: str) -> ModelSpec:
+    from computewise.models import resolve_model
+
+    return resolve_model(text)
+
+
+def emit(
+    data: dict[str, Any],
+    as_json: bool,
+    html_path: Path | None,
+    show: Callable[[dict[str, Any], Console], None],
+    to_html: Callable[[dict[str, Any]], str],
+) -> None:
+    """JSON to stdout for scripts, or Rich tables for people; the HTML report is written either way."""
+    if html_path is not None:
+        from computewise.report import write_html
+
+        write_html(html_path, to_html(data))
+    if as_json:
+        sys.stdout.write(json.dumps(data, indent=2) + "\n")
+    else:
+        show(data, Console())
+        if html_path is not None:
+            Console(stderr=True).print(f"wrote {html_path}")
+
+
+def choice(value: str, allowed: tuple[Choice, ...], flag: str) -> Choice:
+    """The member of ``allowed`` the user named, typed as the Literal it belongs to."""
+    for option in allowed:
+        if option == value.lower():
+            return option
+    raise InputError(f"{flag} must be one of {', '.join(allowed)}, got {value!r}", f"e.g. {flag} {allowed[0]}")

@@ -1,0 +1,163 @@
+"""``computewise estimate train|infer``: one configuration, every number broken down."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from computewise.cli.common import CatalogOption, HtmlOption, JsonOption, ModelOption, choice, emit, load, model
+from computewise.errors import InputError
+from computewise.specs import InferJob, Parallelism, TrainJob
+from computewise.units import parse_count, parse_positive_int
+
+app = typer.Typer(help="Estimate memory, FLOPs, time, cost, energy and CO2 of one configuration.", no_args_is_help=True)
+
+GpuOption = Annotated[str, typer.Option("--gpu", "-g", help="Accelerator slug or alias: t4, a100, h100-sxm, mi300x...")]
+
+
+@app.command("train")
+def train(
+    model_name: ModelOption,
+    gpu: GpuOption,
+    gpus: Annotated[str, typer.Option("--gpus", "-n", help="Number of accelerators.")] = "1",
+    tokens: Annotated[
+        str | None, typer.Option(help="Training tokens: 1e10, 10B, 300000000. Default 20 per parameter.")
+    ] = None,
+    seq_len: Annotated[str | None, typer.Option(help="Sequence length. Default: the model's, at most 4096.")] = None,
+    micro_batch: Annotated[str, typer.Option(help="Sequences per device per micro-step.")] = "1",
+    global_batch: Annotated[
+        str | None, typer.Option(help="Sequences per optimizer step. Default micro-batch*dp.")
+    ] = None,
+    precision: Annotated[str, typer.Option(help="bf16, fp16, fp32 or fp8.")] = "bf16",
+    optimizer: Annotated[str, typer.Option(help="adamw, adam, sgd or adam8bit.")] = "adamw",
+    zero: Annotated[int, typer.Option(help="ZeRO stage 0-3 (3 = FSDP full shard).")] = 0,
+    tp: Annotated[int, typer.Option(help="Tensor-parallel degree.")] = 1,
+    pp: Annotated[int, typer.Option(help="Pipeline-parallel degree.")] = 1,
+    sequence_parallel: Annotated[bool, typer.Option(help="Shard activations over tp too.")] = False,
+    recompute: Annotated[str, typer.Option(help="Activation recomputation: none, selective or full.")] = "none",
+    flash_attention: Annotated[bool, typer.Option(help="Fused attention that never stores the score matrix.")] = True,
+    pricing: Annotated[str, typer.Option(help="on-demand, spot, reserved-1y, reserved-3y or on-prem.")] = "on-demand",
+    cloud: Annotated[
+        str | None, typer.Option(help="Price on this cloud only (aws, gcp, azure, lambda, coreweave).")
+    ] = None,
+    region: Annotated[str | None, typer.Option(help="Price in this region only.")] = None,
+    instance: Annotated[str | None, typer.Option(help="Price this instance type.")] = None,
+    mfu: Annotated[
+        float | None, typer.Option(help="Achieved fraction of peak FLOP/s, e.g. from one measured step.")
+    ] = None,
+    catalog_paths: CatalogOption = None,
+    as_json: JsonOption = False,
+    html: HtmlOption = None,
+) -> None:
+    """Memory per device, FLOPs, time, cost, energy and CO2 of one training configuration."""
+    from computewise.estimate import estimate_train
+    from computewise.report import estimate_html, print_estimate
+    from computewise.specs import OPTIMIZERS, PRECISIONS, PRICINGS, RECOMPUTES
+
+    catalog, assumptions = load(catalog_paths)
+    spec = model(model_name)
+    accelerator = catalog.accelerator(gpu)
+    n_gpus = parse_positive_int(gpus, "--gpus")
+    for degree, flag in ((tp, "--tp"), (pp, "--pp")):
+        if degree < 1:
+            raise InputError(f"{flag} must be at least 1, got {degree}", f"use {flag} 1 for no split")
+    if not 0 <= zero <= 3:
+        raise InputError(f"--zero must be 0, 1, 2 or 3, got {zero}", "use --zero 3 for FSDP-style full sharding")
+    if mfu is not None and not 0 < mfu <= 1:
+        raise InputError(f"--mfu must be in (0, 1], got {mfu}", "e.g. --mfu 0.4")
+    if n_gpus % (tp * pp):
+        raise InputError(
+            f"tp*pp = {tp * pp} does not divide --gpus {n_gpus}, so dp = gpus/(tp*pp) is not whole",
+            "choose --tp and --pp whose product divides --gpus",
+        )
+    dp = n_gpus // (tp * pp)
+    seq = (
+        parse_positive_int(seq_len, "--seq-len") if seq_len else _default_seq_len(spec.max_seq_len, spec.is_transformer)
+    )
+    micro = parse_positive_int(micro_batch, "--micro-batch")
+    job = TrainJob(
+        tokens=parse_count(tokens, "--tokens") if tokens else 20.0 * spec.params,
+        seq_len=seq,
+        micro_batch=micro,
+        global_batch=parse_positive_int(global_batch, "--global-batch") if global_batch else micro * dp,
+        precision=choice(precision, PRECISIONS, "--precision"),
+        optimizer=choice(optimizer, OPTIMIZERS, "--optimizer"),
+        recompute=choice(recompute, RECOMPUTES, "--recompute"),
+        flash_attention=flash_attention,
+    )
+    layout = Parallelism(dp=dp, tp=tp, pp=pp, zero=zero, sequence_parallel=sequence_parallel)
+    result = estimate_train(
+        spec,
+        accelerator,
+        n_gpus,
+        job,
+        layout,
+        catalog,
+        assumptions,
+        pricing=choice(pricing, PRICINGS, "--pricing"),
+        cloud=cloud,
+        region=region,
+        instance_type=instance,
+        utilization=mfu,
+    )
+    data = result.to_dict()
+    if not tokens:
+        data["notes"].append(f"--tokens not given: 20 tokens per parameter ({job.tokens:.3g}), Chinchilla-optimal")
+    emit(data, as_json, html, print_estimate, estimate_html)
+
+
+@app.command("infer")
+def infer(
+    model_name: ModelOption,
+    gpu: GpuOption,
+    gpus: Annotated[int, typer.Option("--gpus", "-n", help="Accelerators per replica (tensor parallel).")] = 1,
+    batch: Annotated[str, typer.Option(help="Concurrent sequences.")] = "1",
+    context_len: Annotated[str, typer.Option(help="Prompt tokens per sequence.")] = "1024",
+    output_len: Annotated[str, typer.Option(help="Generated tokens per sequence.")] = "256",
+    precision: Annotated[str, typer.Option(help="Weights: bf16, fp16, fp32 or fp8.")] = "bf16",
+    kv_precision: Annotated[str, typer.Option(help="KV cache: bf16, fp16 or fp8.")] = "bf16",
+    pricing: Annotated[str, typer.Option(help="on-demand, spot, reserved-1y, reserved-3y or on-prem.")] = "on-demand",
+    cloud: Annotated[str | None, typer.Option(help="Price on this cloud only.")] = None,
+    region: Annotated[str | None, typer.Option(help="Price in this region only.")] = None,
+    instance: Annotated[str | None, typer.Option(help="Price this instance type.")] = None,
+    catalog_paths: CatalogOption = None,
+    as_json: JsonOption = False,
+    html: HtmlOption = None,
+) -> None:
+    """Memory (weights, KV cache), latency, throughput and $ per 1000 requests of one serving replica."""
+    from computewise.estimate import estimate_infer
+    from computewise.report import estimate_html, print_estimate
+    from computewise.specs import PRECISIONS, PRICINGS
+
+    catalog, assumptions = load(catalog_paths)
+    spec = model(model_name)
+    accelerator = catalog.accelerator(gpu)
+    if gpus < 1:
+        raise InputError(f"--gpus must be at least 1, got {gpus}", "use --gpus 1 for one device per replica")
+    job = InferJob(
+        batch=parse_positive_int(batch, "--batch"),
+        context_len=parse_positive_int(context_len, "--context-len"),
+        output_len=parse_positive_int(output_len, "--output-len"),
+        precision=choice(precision, PRECISIONS, "--precision"),
+        kv_cache_bytes_per_value=1.0
+        if choice(kv_precision, ("bf16", "fp16", "fp8"), "--kv-precision") == "fp8"
+        else 2.0,
+    )
+    result = estimate_infer(
+        spec,
+        accelerator,
+        job,
+        catalog,
+        assumptions,
+        tp=gpus,
+        pricing=choice(pricing, PRICINGS, "--pricing"),
+        cloud=cloud,
+        region=region,
+        instance_type=instance,
+    )
+    emit(result.to_dict(), as_json, html, print_estimate, estimate_html)
+
+
+def _default_seq_len(max_seq_len: int, is_transformer: bool) -> int:
+    return min(max_seq_len, 4096) if is_transformer else 1

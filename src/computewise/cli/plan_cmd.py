@@ -1,0 +1,160 @@
+"""``computewise plan train|infer|compare-onprem``: search the catalog under a deadline or a budget."""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated
+
+import typer
+
+from computewise.cli.common import CatalogOption, HtmlOption, JsonOption, ModelOption, choice, emit, load, model
+from computewise.errors import InputError
+from computewise.units import parse_count, parse_duration_s, parse_positive_int, parse_usd
+
+app = typer.Typer(help="Search accelerators, layouts and prices for the best way to run a job.", no_args_is_help=True)
+
+GpuFilter = Annotated[list[str] | None, typer.Option("--gpu", "-g", help="Only these accelerators (repeatable).")]
+CloudFilter = Annotated[list[str] | None, typer.Option("--cloud", help="Only these clouds (repeatable).")]
+RegionFilter = Annotated[list[str] | None, typer.Option("--region", help="Only these regions (repeatable).")]
+TopOption = Annotated[int, typer.Option("--top", help="Candidates to show (JSON: all with --top 0).")]
+
+
+def _default_global_batch(seq_len: int) -> int:
+    """About a million tokens per step, a power of two of sequences: GPT-3 and Llama used 0.5-4M."""
+    return max(1, 2 ** round(math.log2(2**20 / seq_len)))
+
+
+@app.command("train")
+def train(
+    model_name: ModelOption,
+    tokens: Annotated[str | None, typer.Option(help="Training tokens: 1e10, 10B. Default 20 per parameter.")] = None,
+    seq_len: Annotated[str | None, typer.Option(help="Sequence length. Default: the model's, at most 4096.")] = None,
+    global_batch: Annotated[str | None, typer.Option(help="Sequences per optimizer step. Default ~1M tokens.")] = None,
+    optimizer: Annotated[str, typer.Option(help="adamw, adam, sgd or adam8bit.")] = "adamw",
+    deadline: Annotated[str | None, typer.Option(help="Finish within: 72h, 3d, 90min.")] = None,
+    budget: Annotated[str | None, typer.Option(help="Spend at most: 5000, $2.5k.")] = None,
+    max_gpus: Annotated[int, typer.Option(help="Largest number of accelerators to consider.")] = 512,
+    gpu: GpuFilter = None,
+    cloud: CloudFilter = None,
+    region: RegionFilter = None,
+    spot: Annotated[
+        bool | None, typer.Option("--spot/--no-spot", help="Only spot / never spot (default: both).")
+    ] = None,
+    pricing: Annotated[list[str] | None, typer.Option(help="Pricing models to consider (repeatable).")] = None,
+    precision: Annotated[list[str] | None, typer.Option(help="Precisions to consider (repeatable).")] = None,
+    optimize: Annotated[str, typer.Option(help="Rank by cost (under the deadline) or time.")] = "cost",
+    top: TopOption = 10,
+    catalog_paths: CatalogOption = None,
+    as_json: JsonOption = False,
+    html: HtmlOption = None,
+) -> None:
+    """Recommended configuration, cost-vs-time Pareto frontier, and every rejected option with its reason."""
+    from computewise.plan import TrainConstraints, plan_train
+    from computewise.report import plan_html, print_plan
+    from computewise.specs import OPTIMIZERS, PRECISIONS, PRICINGS
+
+    catalog, assumptions = load(catalog_paths)
+    spec = model(model_name)
+    if max_gpus < 1:
+        raise InputError(f"--max-gpus must be at least 1, got {max_gpus}", "e.g. --max-gpus 64")
+    pricings = tuple(
+        choice(p, PRICINGS, "--pricing") for p in pricing or ("on-demand", "spot", "reserved-1y", "reserved-3y")
+    )
+    if spot is True:
+        pricings = ("spot",)
+    elif spot is False:
+        pricings = tuple(p for p in pricings if p != "spot")
+    if not pricings:
+        raise InputError("--no-spot removed the only --pricing given", "add --pricing on-demand")
+    seq = (
+        parse_positive_int(seq_len, "--seq-len")
+        if seq_len
+        else (min(spec.max_seq_len, 4096) if spec.is_transformer else 1)
+    )
+    constraints = TrainConstraints(
+        tokens=parse_count(tokens, "--tokens") if tokens else 20.0 * spec.params,
+        seq_len=seq,
+        global_batch=parse_positive_int(global_batch, "--global-batch") if global_batch else _default_global_batch(seq),
+        optimizer=choice(optimizer, OPTIMIZERS, "--optimizer"),
+        deadline_s=parse_duration_s(deadline, "--deadline") if deadline else None,
+        budget_usd=parse_usd(budget, "--budget") if budget else None,
+        max_gpus=max_gpus,
+        accelerators=tuple(catalog.accelerator(name).slug for name in gpu or ()),
+        clouds=tuple(c.lower() for c in cloud or ()),
+        regions=tuple(region or ()),
+        pricings=pricings,
+        precisions=tuple(choice(p, PRECISIONS, "--precision") for p in precision or PRECISIONS),
+        objective=choice(optimize, ("cost", "time"), "--optimize"),
+    )
+    result = plan_train(spec, catalog, assumptions, constraints)
+    emit(result.to_dict(top=top or None), as_json, html, print_plan, plan_html)
+
+
+@app.command("infer")
+def infer(
+    model_name: ModelOption,
+    rps: Annotated[float, typer.Option("--rps", help="Peak requests per second.")],
+    mean_rps: Annotated[float | None, typer.Option(help="Mean requests per second (for scale-to-zero).")] = None,
+    input_len: Annotated[str, typer.Option(help="Prompt tokens per request.")] = "512",
+    output_len: Annotated[str, typer.Option(help="Generated tokens per request.")] = "128",
+    latency: Annotated[
+        str | None, typer.Option(help="Latency target per request, first token to last: 2s, 0.5 (seconds).")
+    ] = None,
+    utilization: Annotated[float, typer.Option(help="Target replica utilization at peak.")] = 0.65,
+    gpu: GpuFilter = None,
+    cloud: CloudFilter = None,
+    region: RegionFilter = None,
+    precision: Annotated[list[str] | None, typer.Option(help="Precisions to consider (repeatable).")] = None,
+    top: TopOption = 10,
+    catalog_paths: CatalogOption = None,
+    as_json: JsonOption = False,
+    html: HtmlOption = None,
+) -> None:
+    """Accelerator and replica count for a traffic level, $ per 1000 requests, always-on vs scale-to-zero."""
+    from computewise.plan import InferConstraints, plan_infer
+    from computewise.report import plan_html, print_plan
+    from computewise.specs import PRECISIONS
+
+    catalog, assumptions = load(catalog_paths)
+    spec = model(model_name)
+    if rps <= 0 or (mean_rps is not None and not 0 < mean_rps <= rps):
+        raise InputError("--rps must be > 0 and --mean-rps in (0, --rps]", "e.g. --rps 200 --mean-rps 60")
+    constraints = InferConstraints(
+        requests_per_s=rps,
+        input_len=parse_positive_int(input_len, "--input-len"),
+        output_len=parse_positive_int(output_len, "--output-len"),
+        latency_s=parse_duration_s(latency, "--latency") if latency else None,
+        mean_requests_per_s=mean_rps,
+        target_utilization=utilization,
+        precisions=tuple(choice(p, PRECISIONS, "--precision") for p in precision or ("bf16", "fp16", "fp8")),
+        accelerators=tuple(catalog.accelerator(name).slug for name in gpu or ()),
+        clouds=tuple(c.lower() for c in cloud or ()),
+        regions=tuple(region or ()),
+    )
+    result = plan_infer(spec, catalog, assumptions, constraints)
+    emit(result.to_dict(top=top or None), as_json, html, print_plan, plan_html)
+
+
+@app.command("compare-onprem")
+def compare_onprem_cmd(
+    gpu: GpuFilter = None,
+    catalog_paths: CatalogOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Utilization above which owning a server beats renting the same accelerators."""
+    import json
+    import sys
+
+    from computewise.plan import compare_onprem
+    from computewise.report import print_break_even
+
+    catalog, assumptions = load(catalog_paths)
+    rows = compare_onprem(catalog, assumptions, tuple(catalog.accelerator(name).slug for name in gpu or ()))
+    if not rows:
+        raise InputError("no on-premises server in the catalog matches", "drop --gpu or add rows to onprem.csv")
+    if as_json:
+        sys.stdout.write(json.dumps([r.to_dict() for r in rows], indent=2) + "\n")
+    else:
+        from rich.console import Console
+
+        print_break_even([r.to_dict() for r in rows], Console())

@@ -1,0 +1,430 @@
+"""Read a Hugging Face ``config.json`` offline into a ModelSpec.
+
+Only the json module: importing transformers takes seconds and may want the network, and a
+config.json holds everything the estimators need. Each supported ``model_type`` names its
+fields its own way (GPT-2's ``n_embd``, T5's ``d_model``) and has its own defaults (whether the
+LM head is tied, the context length), which are the defaults of the matching transformers
+config class. Any other model_type is read as a Llama-style decoder, with a note.
+
+A malformed file is a ``ModelConfigError`` that names the file and the field: the user can
+open it and fix that line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from computewise.errors import ModelConfigError
+from computewise.models.shape import FAMILIES, Family, count_params
+from computewise.specs.model import ModelSpec
+
+__all__ = ["from_hf_config", "load_hf_config"]
+
+_HINT = "use the model's config.json as published on the Hugging Face Hub, or give a preset name"
+
+
+def from_hf_config(config: str | os.PathLike[str] | Mapping[str, Any]) -> ModelSpec:
+    """A ModelSpec from a config.json path, a directory holding one, or its parsed dict.
+
+    ``params`` is computed from the shape with the family's conventions (biases, norms,
+    positions), exact for the supported families.
+    """
+    if isinstance(config, Mapping):
+        label, data, default_name = "config.json", dict(config), "config"
+    else:
+        path = _config_path(Path(config))
+        label, data, default_name = str(path), load_hf_config(path), path.parent.name or "config"
+    spec, fam = _parse(label, data)
+    name = data.get("_name_or_path")
+    return replace(
+        spec,
+        name=name if isinstance(name, str) and name else default_name,
+        params=count_params(spec, fam),
+        source=f"config.json: {label}" if label != "config.json" else "config.json",
+    )
+
+
+def load_hf_config(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The JSON object in ``path``; a missing file or invalid JSON names the file and position."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError as error:
+        raise ModelConfigError(f"{path}: no such file", _HINT) from error
+    except (OSError, UnicodeDecodeError) as error:
+        raise ModelConfigError(f"{path}: cannot read the file ({error})", _HINT) from error
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ModelConfigError(
+            f"{path}: invalid JSON at line {error.lineno}, column {error.colno}: {error.msg}", _HINT
+        ) from error
+    if not isinstance(data, dict):
+        raise ModelConfigError(f"{path}: expected a JSON object, got {type(data).__name__}", _HINT)
+    return data
+
+
+def _config_path(path: Path) -> Path:
+    if path.is_dir():
+        candidate = path / "config.json"
+        if not candidate.is_file():
+            raise ModelConfigError(f"{path}: directory has no config.json", _HINT)
+        return candidate
+    return path
+
+
+class _Fields:
+    """Typed access to one config's fields; every failure names the file, field and family."""
+
+    def __init__(self, label: str, data: Mapping[str, Any], model_type: str) -> None:
+        self.label = label
+        self.data = data
+        self.model_type = model_type
+
+    def error(self, problem: str) -> ModelConfigError:
+        return ModelConfigError(f"{self.label}: {problem} ({self.model_type})", _HINT)
+
+    def _first(self, names: tuple[str, ...]) -> tuple[str, Any]:
+        for name in names:
+            if self.data.get(name) is not None:
+                return name, self.data[name]
+        return names[0], None
+
+    def integer(self, *names: str, default: int | None = None) -> int:
+        """The first of ``names`` present; required when ``default`` is None."""
+        value = self.optional_integer(*names)
+        if value is not None:
+            return value
+        if default is None:
+            raise self.error(f"missing field {names[0]!r}")
+        return default
+
+    def optional_integer(self, *names: str) -> int | None:
+        name, value = self._first(names)
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self.error(f"field {name!r} must be an integer, got {value!r}")
+        if value <= 0:
+            raise self.error(f"field {name!r} must be positive, got {value}")
+        return value
+
+    def flag(self, name: str, default: bool) -> bool:
+        value = self.data.get(name)
+        if value is None:
+            return default
+        if not isinstance(value, bool):
+            raise self.error(f"field {name!r} must be true or false, got {value!r}")
+        return value
+
+    def string(self, name: str, default: str) -> str:
+        value = self.data.get(name)
+        if value is None:
+            return default
+        if not isinstance(value, str):
+            raise self.error(f"field {name!r} must be a string, got {value!r}")
+        return value
+
+
+@dataclass(frozen=True)
+class _Attention:
+    heads: int
+    kv_heads: int
+    head_dim: int  # 0: hidden_size // heads
+
+
+def _attention(f: _Fields, hidden: int, heads_names: tuple[str, ...], kv_names: tuple[str, ...] = ()) -> _Attention:
+    heads = f.integer(*heads_names)
+    kv_heads = f.optional_integer(*kv_names) if kv_names else None
+    kv_heads = kv_heads or heads
+    if heads % kv_heads:
+        raise f.error(f"{heads_names[0]} ({heads}) is not a multiple of {kv_names[0]} ({kv_heads})")
+    head_dim = f.optional_integer("head_dim")
+    if head_dim is None:
+        if hidden % heads:
+            raise f.error(
+                f"{heads_names[0]} ({heads}) does not divide the hidden size ({hidden}) and head_dim is absent"
+            )
+        head_dim = 0
+    elif head_dim * heads == hidden:
+        head_dim = 0
+    return _Attention(heads, kv_heads, head_dim)
+
+
+def _decoder(
+    f: _Fields,
+    fam: Family,
+    *,
+    tied: bool,
+    max_positions: int,
+    sliding_window: int | None = None,
+    gated: bool = True,
+    experts: int = 1,
+    ffn_ratio: int | None = None,
+) -> tuple[ModelSpec, Family]:
+    """Llama-style decoders: hidden_size, num_hidden_layers, intermediate_size, GQA, MoE.
+
+    ``experts`` is the default of num_local_experts; ``ffn_ratio`` makes intermediate_size
+    optional (that multiple of the hidden size).
+    """
+    hidden = f.integer("hidden_size")
+    attention = _attention(f, hidden, ("num_attention_heads",), ("num_key_value_heads",))
+    experts = f.integer("num_local_experts", default=experts)
+    active = f.integer("num_experts_per_tok", default=2 if experts > 1 else 1)
+    if active > experts:
+        raise f.error(f"num_experts_per_tok ({active}) exceeds num_local_experts ({experts})")
+    spec = ModelSpec(
+        name="",
+        params=0,
+        architecture="decoder",
+        layers=f.integer("num_hidden_layers"),
+        hidden_size=hidden,
+        heads=attention.heads,
+        kv_heads=attention.kv_heads,
+        head_dim=attention.head_dim,
+        ffn_size=f.integer("intermediate_size", default=ffn_ratio * hidden if ffn_ratio else None),
+        vocab_size=f.integer("vocab_size"),
+        tied_embeddings=f.flag("tie_word_embeddings", tied),
+        gated_ffn=gated,
+        experts=experts,
+        active_experts=active,
+        sliding_window=sliding_window,
+        max_seq_len=f.integer("max_position_embeddings", default=max_positions),
+    )
+    return spec, fam
+
+
+def _llama(f: _Fields) -> tuple[ModelSpec, Family]:
+    biased = f.flag("attention_bias", False)
+    fam = replace(FAMILIES["llama"], qkv_bias=biased, out_bias=biased, mlp_bias=f.flag("mlp_bias", False))
+    return _decoder(f, fam, tied=False, max_positions=2048)
+
+
+def _mistral(f: _Fields) -> tuple[ModelSpec, Family]:
+    # MistralConfig defaults to a 4096-token window when the key is absent; null turns it off.
+    window = f.optional_integer("sliding_window") if "sliding_window" in f.data else 4096
+    return _decoder(f, FAMILIES["llama"], tied=False, max_positions=4096 * 32, sliding_window=window)
+
+
+def _mixtral(f: _Fields) -> tuple[ModelSpec, Family]:
+    window = f.optional_integer("sliding_window")
+    return _decoder(f, FAMILIES["llama"], tied=False, max_positions=4096 * 32, sliding_window=window, experts=8)
+
+
+def _qwen2(f: _Fields) -> tuple[ModelSpec, Family]:
+    # Qwen2 ships a sliding_window value but only uses it when use_sliding_window is true.
+    window = f.optional_integer("sliding_window") if f.flag("use_sliding_window", False) else None
+    return _decoder(f, FAMILIES["qwen2"], tied=False, max_positions=32768, sliding_window=window)
+
+
+def _gemma(f: _Fields) -> tuple[ModelSpec, Family]:
+    return _decoder(f, FAMILIES["llama"], tied=True, max_positions=8192)
+
+
+def _gemma2(f: _Fields) -> tuple[ModelSpec, Family]:
+    spec, fam = _decoder(f, FAMILIES["gemma2"], tied=True, max_positions=8192)
+    window = f.optional_integer("sliding_window")
+    if window is not None:
+        note = f"sliding window {window} applies to every other layer only; full attention assumed (conservative)"
+        spec = replace(spec, notes=(note,))
+    return spec, fam
+
+
+def _phi3(f: _Fields) -> tuple[ModelSpec, Family]:
+    window = f.optional_integer("sliding_window")
+    return _decoder(f, FAMILIES["llama"], tied=False, max_positions=4096, sliding_window=window)
+
+
+def _gpt2(f: _Fields) -> tuple[ModelSpec, Family]:
+    hidden = f.integer("n_embd")
+    attention = _attention(f, hidden, ("n_head",))
+    spec = ModelSpec(
+        name="",
+        params=0,
+        architecture="decoder",
+        layers=f.integer("n_layer"),
+        hidden_size=hidden,
+        heads=attention.heads,
+        kv_heads=attention.heads,
+        ffn_size=f.integer("n_inner", default=4 * hidden),
+        vocab_size=f.integer("vocab_size"),
+        tied_embeddings=f.flag("tie_word_embeddings", True),
+        max_seq_len=f.integer("n_positions", "n_ctx", default=1024),
+    )
+    return spec, FAMILIES["gpt2"]
+
+
+def _gpt_neox(f: _Fields) -> tuple[ModelSpec, Family]:
+    biased = f.flag("attention_bias", True)
+    fam = replace(FAMILIES["gpt-neox"], qkv_bias=biased, out_bias=biased)
+    return _decoder(f, fam, tied=False, max_positions=2048, gated=False)
+
+
+def _bert(f: _Fields) -> tuple[ModelSpec, Family]:
+    roberta = f.model_type in ("roberta", "xlm-roberta")
+    base = FAMILIES["roberta" if roberta else "bert"]
+    fam = replace(base, token_types=f.integer("type_vocab_size", default=base.token_types))
+    hidden = f.integer("hidden_size")
+    attention = _attention(f, hidden, ("num_attention_heads",))
+    positions = f.integer("max_position_embeddings", default=514 if roberta else 512)
+    if positions <= fam.position_offset:
+        raise f.error(f"max_position_embeddings ({positions}) leaves no positions after the padding offset")
+    spec = ModelSpec(
+        name="",
+        params=0,
+        architecture="encoder",
+        layers=f.integer("num_hidden_layers"),
+        hidden_size=hidden,
+        heads=attention.heads,
+        kv_heads=attention.heads,
+        ffn_size=f.integer("intermediate_size"),
+        vocab_size=f.integer("vocab_size"),
+        tied_embeddings=True,  # the masked-LM head shares the input embedding
+        max_seq_len=positions - fam.position_offset,
+    )
+    return spec, fam
+
+
+def _t5(f: _Fields) -> tuple[ModelSpec, Family]:
+    hidden = f.integer("d_model")
+    heads = f.integer("num_heads")
+    head_dim = f.integer("d_kv")
+    layers = f.integer("num_layers")
+    fam = replace(
+        FAMILIES["t5"],
+        relative_attention_buckets=f.integer("relative_attention_num_buckets", default=32),
+    )
+    spec = ModelSpec(
+        name="",
+        params=0,
+        architecture="encoder-decoder",
+        layers=layers,
+        decoder_layers=f.integer("num_decoder_layers", default=layers),
+        hidden_size=hidden,
+        heads=heads,
+        kv_heads=heads,
+        head_dim=0 if heads * head_dim == hidden else head_dim,
+        ffn_size=f.integer("d_ff"),
+        vocab_size=f.integer("vocab_size"),
+        tied_embeddings=f.flag("tie_word_embeddings", True),
+        gated_ffn=f.string("feed_forward_proj", "relu").startswith("gated-"),
+        max_seq_len=f.integer("n_positions", default=512),
+    )
+    return spec, fam
+
+
+def _vit(f: _Fields) -> tuple[ModelSpec, Family]:
+    hidden = f.integer("hidden_size")
+    attention = _attention(f, hidden, ("num_attention_heads",))
+    image_size = f.integer("image_size", default=224)
+    patch_size = f.integer("patch_size", default=16)
+    architectures = f.data.get("architectures") or []
+    labels = f.data.get("id2label")
+    classifier = "ViTForImageClassification" in architectures
+    classes = len(labels) if classifier and isinstance(labels, dict) else 0
+    biased = f.flag("qkv_bias", True)
+    fam = replace(
+        FAMILIES["vit" if classifier else "vit-backbone"],
+        qkv_bias=biased,
+        image_channels=f.integer("num_channels", default=3),
+    )
+    spec = ModelSpec(
+        name="",
+        params=0,
+        architecture="vision-transformer",
+        layers=f.integer("num_hidden_layers"),
+        hidden_size=hidden,
+        heads=attention.heads,
+        kv_heads=attention.heads,
+        ffn_size=f.integer("intermediate_size"),
+        vocab_size=classes,
+        image_size=image_size,
+        patch_size=patch_size,
+        max_seq_len=(image_size // patch_size) ** 2 + 1,
+    )
+    return spec, fam
+
+
+def _falcon(f: _Fields) -> tuple[ModelSpec, Family]:
+    hidden = f.integer("hidden_size", "n_embd")
+    new_architecture = f.flag("new_decoder_architecture", f.model_type == "RefinedWeb")
+    heads = f.integer("num_attention_heads", "n_head")
+    if new_architecture:
+        kv_heads = f.integer("num_kv_heads", "n_head_kv", default=heads)
+    else:
+        kv_heads = 1 if f.flag("multi_query", True) else heads
+    if hidden % heads:
+        raise f.error(f"num_attention_heads ({heads}) does not divide the hidden size ({hidden})")
+    one_norm = f.flag("parallel_attn", True) and not new_architecture
+    biased = f.flag("bias", False)
+    fam = replace(
+        FAMILIES["falcon"],
+        norms_per_layer=1 if one_norm else 2,
+        qkv_bias=biased,
+        out_bias=biased,
+        mlp_bias=biased,
+    )
+    spec = ModelSpec(
+        name="",
+        params=0,
+        architecture="decoder",
+        layers=f.integer("num_hidden_layers", "n_layer"),
+        hidden_size=hidden,
+        heads=heads,
+        kv_heads=kv_heads,
+        ffn_size=f.integer("ffn_hidden_size", default=4 * hidden),
+        vocab_size=f.integer("vocab_size"),
+        tied_embeddings=f.flag("tie_word_embeddings", True),
+        max_seq_len=f.integer("max_position_embeddings", default=2048),
+    )
+    return spec, fam
+
+
+def _generic(f: _Fields) -> tuple[ModelSpec, Family]:
+    gated = f.string("hidden_act", "silu") in ("silu", "swish", "swiglu")
+    spec, fam = _decoder(f, FAMILIES["llama"], tied=False, max_positions=2048, gated=gated, ffn_ratio=4)
+    if f.flag("is_encoder_decoder", False):
+        spec = replace(
+            spec,
+            architecture="encoder-decoder",
+            decoder_layers=f.integer("num_decoder_layers", default=spec.layers),
+        )
+    note = (
+        f"model_type {f.model_type!r} is not one computewise knows; read as a Llama-style decoder "
+        "(no biases, RMSNorm), so the parameter count may be off by the family's biases and norms"
+    )
+    return replace(spec, notes=(note,)), fam
+
+
+_READERS: dict[str, Callable[[_Fields], tuple[ModelSpec, Family]]] = {
+    "llama": _llama,
+    "mistral": _mistral,
+    "mixtral": _mixtral,
+    "qwen2": _qwen2,
+    "gemma": _gemma,
+    "gemma2": _gemma2,
+    "phi3": _phi3,
+    "gpt2": _gpt2,
+    "gpt_neox": _gpt_neox,
+    "bert": _bert,
+    "roberta": _bert,
+    "xlm-roberta": _bert,
+    "t5": _t5,
+    "vit": _vit,
+    "falcon": _falcon,
+    "RefinedWeb": _falcon,
+    "RefinedWebModel": _falcon,
+}
+
+
+def _parse(label: str, data: Mapping[str, Any]) -> tuple[ModelSpec, Family]:
+    model_type = data.get("model_type", "unknown")
+    if not isinstance(model_type, str):
+        raise ModelConfigError(f"{label}: field 'model_type' must be a string, got {model_type!r}", _HINT)
+    reader = _READERS.get(model_type, _generic)
+    return reader(_Fields(label, data, model_type))

@@ -1,0 +1,227 @@
+"""Measure a real ``nn.Module`` without running it: a forward and backward pass on the meta device.
+
+Formulas cover transformers; anything else (a CNN, an unusual block) needs the module itself.
+We swap every parameter and buffer for a meta tensor of the same shape and dtype
+(``torch.func.functional_call``), feed meta inputs of the example's shapes, and run forward
+and backward of a scalar loss. Meta tensors carry shapes but no data, so a 70B model traces
+on a laptop, and the module the user passed is never moved, copied or changed.
+
+What we read from the trace:
+
+- parameters and their bytes, each tensor once (tied embeddings count once);
+- forward FLOPs from our operator-level counter (``computewise.models.flop_counter``), both in
+  the PyTorch convention and causal-aware;
+- activation memory: the bytes of every tensor autograd saves for backward, seen through
+  ``saved_tensors_hooks``, deduplicated by storage so that views and tensors saved twice
+  count once. Parameters and buffers are excluded (they are weights, not activations); the
+  example inputs are included when autograd saves them, since they stay alive until backward.
+
+The trace runs in training mode (dropout masks and batch-norm statistics are saved as in a
+training step); the module's own train/eval flags are restored afterwards.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from computewise.errors import MissingExtraError, ModelConfigError
+from computewise.models.flop_counter import FlopCounter
+from computewise.models.hf_config import from_hf_config
+from computewise.specs.model import Architecture, ModelSpec, TracedStats
+
+__all__ = ["TraceMeasurement", "measure_module", "trace_module"]
+
+_TRACE_HINT = (
+    "pass example inputs the module accepts (a tensor, a tuple of positional inputs or a dict "
+    "of keyword inputs), and keep the forward free of data-dependent steps (.item(), .tolist(), "
+    "boolean masks with unknown counts), which a meta-device trace cannot follow"
+)
+
+
+@dataclass(frozen=True)
+class TraceMeasurement:
+    """What one meta-device trace measured, for the whole example batch.
+
+    ``forward_flops`` follows the PyTorch convention (``torch.utils.flop_counter``: 2*M*N*K per
+    matmul, causal attention counted in full); ``forward_flops_causal_aware`` halves the causal
+    part of ``attention_flops``. ``backward_flops`` is in the PyTorch convention, 0 when
+    nothing required a gradient.
+    """
+
+    module_name: str
+    batch_size: int
+    params: int
+    param_bytes: int
+    dtype_bytes: int
+    forward_flops: int
+    forward_flops_causal_aware: float
+    attention_flops: int
+    causal_attention_flops: int
+    backward_flops: int
+    activation_bytes: int
+    has_convolutions: bool
+
+
+def trace_module(module: Any, example_inputs: Any, *, causal: bool | None = None) -> ModelSpec:
+    """A ModelSpec for ``module`` with exact parameters and a ``TracedStats`` per sample.
+
+    ``traced.forward_flops_per_sample`` is the causal-aware figure (what a causal attention
+    kernel computes); the PyTorch-convention figure is in ``notes``. ``causal`` as in
+    ``FlopCounter``: None trusts each attention call's ``is_causal`` flag.
+    """
+    measured = measure_module(module, example_inputs, causal=causal)
+    batch = measured.batch_size
+    traced = TracedStats(
+        forward_flops_per_sample=measured.forward_flops_causal_aware / batch,
+        activation_bytes_per_sample=measured.activation_bytes / batch,
+        param_bytes=measured.param_bytes,
+        traced_dtype_bytes=measured.dtype_bytes,
+    )
+    notes = [
+        f"traced on the meta device with batch {batch}, training mode",
+        f"forward FLOPs per sample: {measured.forward_flops / batch:.6g} in the PyTorch convention "
+        f"(causal attention in full), {measured.forward_flops_causal_aware / batch:.6g} causal-aware",
+        f"backward FLOPs per sample: {measured.backward_flops / batch:.6g} (PyTorch convention)",
+    ]
+    architecture: Architecture = "cnn" if measured.has_convolutions else "generic"
+    spec = ModelSpec(name=measured.module_name, params=measured.params, architecture=architecture)
+    config = getattr(module, "config", None)
+    if config is not None and callable(getattr(config, "to_dict", None)):
+        try:
+            spec = from_hf_config(config.to_dict())
+        except ModelConfigError as error:
+            notes.append(f"shape fields left empty: the module's config could not be read ({error.message})")
+    return replace(
+        spec,
+        name=measured.module_name,
+        params=measured.params,
+        traced=traced,
+        source=f"traced: {measured.module_name}",
+        notes=(*spec.notes, *notes),
+    )
+
+
+def measure_module(module: Any, example_inputs: Any, *, causal: bool | None = None) -> TraceMeasurement:
+    """Trace ``module`` on the meta device with inputs shaped like ``example_inputs``.
+
+    ``example_inputs`` is one tensor, a tuple/list of positional inputs, or a dict of keyword
+    inputs; tensors nested in them are replaced by meta tensors, other values pass through.
+    The batch size is the first dimension of the first tensor input.
+    """
+    try:
+        import torch
+        from torch.func import functional_call
+    except ImportError as error:
+        raise MissingExtraError("torch", "torch", "tracing an nn.Module") from error
+
+    if not isinstance(module, torch.nn.Module):
+        raise ModelConfigError(
+            f"cannot trace a {type(module).__name__}: it is not a torch.nn.Module",
+            "pass the model object itself, e.g. trace_module(model, torch.zeros(8, 512, dtype=torch.long))",
+        )
+    name = type(module).__name__
+    parameters = dict(module.named_parameters())  # unique tensors: tied weights appear once
+    params = sum(p.numel() for p in parameters.values())
+    param_bytes = sum(p.numel() * p.element_size() for p in parameters.values())
+
+    def to_meta(value: Any) -> Any:
+        if isinstance(value, torch.Tensor):
+            meta = torch.empty_like(value, device="meta")
+            return meta.requires_grad_(value.requires_grad) if meta.is_floating_point() else meta
+        if isinstance(value, Mapping):
+            return {key: to_meta(item) for key, item in value.items()}
+        if isinstance(value, list | tuple):
+            return type(value)(to_meta(item) for item in value)
+        return value
+
+    if isinstance(example_inputs, Mapping):
+        args: tuple[Any, ...] = ()
+        kwargs: dict[str, Any] = dict(to_meta(dict(example_inputs)))
+    else:
+        args = to_meta(tuple(example_inputs) if isinstance(example_inputs, list | tuple) else (example_inputs,))
+        kwargs = {}
+    first = next(_tensors((args, kwargs)), None)
+    if first is None:
+        raise ModelConfigError(f"cannot trace {name}: the example inputs hold no tensor", _TRACE_HINT)
+    batch_size = int(first.shape[0]) if first.dim() > 0 and first.shape[0] > 0 else 1
+
+    weights = {key: to_meta(value) for key, value in parameters.items()}
+    weights.update({key: to_meta(value) for key, value in module.named_buffers()})
+    weight_storages = {_storage_key(tensor) for tensor in weights.values()}
+    saved_bytes: dict[int, int] = {}
+
+    def pack(tensor: Any) -> Any:
+        key = _storage_key(tensor)
+        if key not in weight_storages:
+            saved_bytes.setdefault(key, int(tensor.untyped_storage().nbytes()))
+        return tensor
+
+    def unpack(tensor: Any) -> Any:
+        return tensor
+
+    training_flags = [(submodule, submodule.training) for submodule in module.modules()]
+    module.train()
+    try:
+        with (
+            torch.enable_grad(),
+            torch.device("meta"),
+            torch.autograd.graph.saved_tensors_hooks(pack, unpack),
+            FlopCounter(causal=causal) as forward,
+        ):
+            output = functional_call(module, weights, args, kwargs, tie_weights=True, strict=False)
+        losses = [t.sum() for t in _tensors(output) if t.is_floating_point() and t.requires_grad]
+        with FlopCounter() as backward:
+            if losses:
+                torch.stack(losses).sum().backward()
+    except (RuntimeError, NotImplementedError, TypeError, ValueError) as error:
+        raise ModelConfigError(f"cannot trace {name} on the meta device: {error}", _TRACE_HINT) from error
+    finally:
+        for submodule, flag in training_flags:
+            submodule.training = flag
+
+    return TraceMeasurement(
+        module_name=name,
+        batch_size=batch_size,
+        params=params,
+        param_bytes=param_bytes,
+        dtype_bytes=_dominant_element_size(parameters.values(), default=first.element_size()),
+        forward_flops=forward.tally.total_flops,
+        forward_flops_causal_aware=forward.tally.causal_aware_flops,
+        attention_flops=forward.tally.attention_flops,
+        causal_attention_flops=forward.tally.causal_attention_flops,
+        backward_flops=backward.tally.total_flops,
+        activation_bytes=sum(saved_bytes.values()),
+        has_convolutions=any(isinstance(m, torch.nn.modules.conv._ConvNd) for m in module.modules()),
+    )
+
+
+def _storage_key(tensor: Any) -> int:
+    """Identity of a tensor's storage; meta tensors have no data pointer, but a storage object."""
+    return int(tensor.untyped_storage()._cdata)
+
+
+def _tensors(value: Any) -> Iterator[Any]:
+    """Tensors nested in tuples, lists and dicts (Hugging Face outputs are dicts), in order."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif isinstance(value, Mapping):
+        for item in value.values():
+            yield from _tensors(item)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            yield from _tensors(item)
+
+
+def _dominant_element_size(parameters: Any, *, default: int) -> int:
+    """Bytes per element of the dtype holding most parameters (the traced precision)."""
+    numel_by_size: dict[int, int] = {}
+    for p in parameters:
+        if p.is_floating_point():
+            numel_by_size[p.element_size()] = numel_by_size.get(p.element_size(), 0) + p.numel()
+    if not numel_by_size:
+        return default
+    return max(numel_by_size, key=lambda size: numel_by_size[size])

@@ -1,0 +1,220 @@
+"""``plan infer``: accelerator, GPUs per replica, precision and batch for a traffic level and latency target.
+
+Replicas run at a target utilization (default 65 %) so queueing does not blow the latency
+up at peak; scale-to-zero pays only for the replica-hours the mean load needs.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from computewise.errors import InfeasiblePlanError, InputError
+from computewise.estimate.arrays import col
+from computewise.estimate.assumptions import Assumptions
+from computewise.estimate.infer import InferRows, evaluate_infer, inference_weight_bytes
+from computewise.estimate.single import memory_dict
+from computewise.plan.result import Rejection
+from computewise.specs import ModelSpec, Precision
+from computewise.units import format_bytes, format_duration
+
+if TYPE_CHECKING:
+    from computewise.catalog import Catalog
+
+__all__ = ["InferConstraints", "InferOption", "InferPlan", "plan_infer"]
+
+_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+_TP = (1, 2, 4, 8)
+HOURS_PER_MONTH = 730.0
+
+
+@dataclass(frozen=True)
+class InferConstraints:
+    requests_per_s: float  # peak
+    input_len: int
+    output_len: int
+    latency_s: float | None = None  # per request, first token to last
+    mean_requests_per_s: float | None = None  # for scale-to-zero; default: peak
+    target_utilization: float = 0.65
+    precisions: tuple[Precision, ...] = ("bf16", "fp16", "fp8")
+    accelerators: tuple[str, ...] = ()
+    clouds: tuple[str, ...] = ()
+    regions: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class InferOption:
+    accelerator: str
+    cloud: str
+    instance_type: str
+    region: str
+    gpus_per_replica: int
+    precision: str
+    batch: int
+    replicas: int
+    latency_s: float
+    requests_per_s_per_replica: float
+    memory_bytes: dict[str, float]
+    usd_per_h_per_replica: float
+    usd_per_1000_requests: float
+    always_on_usd_per_month: float
+    scale_to_zero_usd_per_month: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "accelerator": self.accelerator,
+            "hardware": {"cloud": self.cloud, "instance_type": self.instance_type, "region": self.region},
+            "gpus": self.gpus_per_replica,
+            "replicas": self.replicas,
+            "job": {"precision": self.precision, "batch": self.batch},
+            "memory": {"per_device_bytes": self.memory_bytes},
+            "time": {"seconds": self.latency_s, "requests_per_second_per_replica": self.requests_per_s_per_replica},
+            "cost": {
+                "usd_per_1000_requests": self.usd_per_1000_requests,
+                "usd_per_hour_per_replica": self.usd_per_h_per_replica,
+                "always_on_usd_per_month": self.always_on_usd_per_month,
+                "scale_to_zero_usd_per_month": self.scale_to_zero_usd_per_month,
+            },
+        }
+
+
+@dataclass(frozen=True)
+class InferPlan:
+    recommended: InferOption
+    candidates: tuple[InferOption, ...]
+    rejected: tuple[Rejection, ...]
+    considered: int
+
+    def to_dict(self, top: int | None = None) -> dict[str, Any]:
+        candidates = self.candidates if top is None else self.candidates[:top]
+        return {
+            "recommended": self.recommended.to_dict(),
+            "pareto": [self.recommended.to_dict()],
+            "candidates": [o.to_dict() for o in candidates],
+            "rejected": [r.to_dict() for r in self.rejected],
+            "considered": self.considered,
+            "feasible": len(self.candidates),
+        }
+
+
+def plan_infer(model: ModelSpec, catalog: Catalog, assumptions: Assumptions, c: InferConstraints) -> InferPlan:
+    if not 0 < c.target_utilization <= 1:
+        raise InputError(f"target utilization must be in (0, 1], got {c.target_utilization}", "e.g. 0.65")
+    offerings = [
+        o
+        for o in catalog.offerings
+        if (not c.accelerators or o.accelerator in c.accelerators)
+        and (not c.clouds or o.cloud in c.clouds)
+        and (not c.regions or o.region in c.regions)
+    ]
+    if not offerings:
+        raise InputError("no offering matches the accelerator, cloud and region filters", "drop a filter")
+    options: list[InferOption] = []
+    rejected: list[Rejection] = []
+    considered = 0
+    mean_rps = c.mean_requests_per_s if c.mean_requests_per_s is not None else c.requests_per_s
+    for offering in offerings:
+        accel = catalog.accelerator(offering.accelerator)
+        rows = [
+            (tp, precision, batch)
+            for tp in _TP
+            if tp <= offering.accelerator_count and (not model.heads or model.heads % tp == 0)
+            for precision in c.precisions
+            if accel.peak_flops.get(precision, 0.0) > 0
+            for batch in _BATCHES
+        ]
+        considered += len(rows)
+        if not rows:
+            continue
+        tp = col([r[0] for r in rows])
+        replicas_per_instance = np.floor(offering.accelerator_count / tp)
+        columns = evaluate_infer(
+            model,
+            InferRows(
+                tp=tp,
+                batch=col([r[2] for r in rows]),
+                context_len=col(c.input_len) + 0 * tp,
+                output_len=col(c.output_len) + 0 * tp,
+                weight_bytes=col([inference_weight_bytes(r[1]) for r in rows]),
+                kv_bytes=col([1.0 if r[1] == "fp8" else 2.0 for r in rows]),
+                act_bytes=col(2.0) + 0 * tp,
+                peak_flops=col([accel.peak_flops[r[1]] for r in rows]),
+                memory_bandwidth_bytes_per_s=col(accel.memory_bandwidth_bytes_per_s) + 0 * tp,
+                intra_node_bytes_per_s=col(accel.interconnect_bytes_per_s) + 0 * tp,
+                tdp_w=col(accel.tdp_w) + 0 * tp,
+                rental_usd_per_h=offering.on_demand_usd_per_h / replicas_per_instance,
+                g_co2_per_kwh=col(0.0) + 0 * tp,
+                pue=col(assumptions.cloud_pue) + 0 * tp,
+            ),
+            assumptions,
+        )
+        fits = columns.memory.total <= accel.memory_bytes
+        fast = columns.latency_s <= (c.latency_s if c.latency_s is not None else np.inf)
+        if not fits.any():
+            rejected.append(
+                Rejection(
+                    accel.slug,
+                    offering.accelerator_count,
+                    "memory",
+                    f"does not fit: {format_bytes(float(columns.memory.total.min()))} > "
+                    f"{format_bytes(accel.memory_bytes)} on {accel.name}",
+                    len(rows),
+                    offering.instance_type,
+                )
+            )
+            continue
+        if not (fits & fast).any():
+            best = float(columns.latency_s[fits].min())
+            rejected.append(
+                Rejection(
+                    accel.slug,
+                    offering.accelerator_count,
+                    "latency",
+                    f"fastest request takes {format_duration(best)} > target {format_duration(c.latency_s or 0.0)}",
+                    len(rows),
+                    offering.instance_type,
+                )
+            )
+            continue
+        ok = np.flatnonzero(fits & fast)
+        best_row = int(ok[np.argmin(columns.usd_per_1000_requests[ok])])
+        tp_best, precision, batch = rows[best_row]
+        hourly = float(offering.on_demand_usd_per_h / replicas_per_instance[best_row])
+        capacity = float(columns.requests_per_s[best_row]) * c.target_utilization
+        replicas = max(1, math.ceil(c.requests_per_s / capacity))
+        options.append(
+            InferOption(
+                accelerator=accel.slug,
+                cloud=offering.cloud,
+                instance_type=offering.instance_type,
+                region=offering.region,
+                gpus_per_replica=tp_best,
+                precision=precision,
+                batch=batch,
+                replicas=replicas,
+                latency_s=float(columns.latency_s[best_row]),
+                requests_per_s_per_replica=float(columns.requests_per_s[best_row]),
+                memory_bytes=memory_dict(columns.memory, best_row),
+                usd_per_h_per_replica=hourly,
+                usd_per_1000_requests=replicas * hourly / (c.requests_per_s * 3600.0) * 1000.0,
+                always_on_usd_per_month=replicas * hourly * HOURS_PER_MONTH,
+                scale_to_zero_usd_per_month=mean_rps / capacity * hourly * HOURS_PER_MONTH,
+            )
+        )
+    if not options:
+        stages = {r.stage for r in rejected}
+        hint = (
+            "raise --latency or use a smaller --output-len"
+            if "latency" in stages
+            else "use a larger accelerator, --precision fp8, or tensor parallelism across more GPUs"
+        )
+        raise InfeasiblePlanError(
+            f"no accelerator meets the {'latency target' if 'latency' in stages else 'memory need'}: "
+            + "; ".join(sorted({r.reason for r in rejected})[:3]),
+            hint,
+        )
+    ranked = sorted(options, key=lambda o: (o.always_on_usd_per_month, o.latency_s))
+    return InferPlan(ranked[0], tuple(ranked), tuple(rejected), considered)

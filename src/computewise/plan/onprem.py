@@ -1,0 +1,77 @@
+"""``plan compare-onprem``: the utilization above which owning a server beats renting one.
+
+Owning costs the same every hour whether the server works or not; renting costs only the hours
+used. At utilization u the owned cost per used hour is C_full / u, so owning wins once
+u > C_full / P, where C_full is the owned hourly cost at 100 % and P the rental price of the same
+accelerators (cheapest offering, scaled to the server's accelerator count).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+from computewise.estimate.assumptions import Assumptions
+from computewise.specs import Pricing
+
+if TYPE_CHECKING:
+    from computewise.catalog import Catalog
+
+__all__ = ["BreakEven", "compare_onprem"]
+
+
+@dataclass(frozen=True)
+class BreakEven:
+    accelerator: str
+    accelerator_count: int
+    owned_usd_per_h_at_full_use: float
+    pricing: Pricing
+    rented_usd_per_h: float
+    rented_from: str
+    break_even_utilization: float  # > 1: renting is always cheaper
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "accelerator": self.accelerator,
+            "accelerator_count": self.accelerator_count,
+            "owned_usd_per_hour_at_full_use": self.owned_usd_per_h_at_full_use,
+            "pricing": self.pricing,
+            "rented_usd_per_hour": self.rented_usd_per_h,
+            "rented_from": self.rented_from,
+            "break_even_utilization": self.break_even_utilization,
+        }
+
+
+def compare_onprem(
+    catalog: Catalog,
+    assumptions: Assumptions,
+    accelerators: tuple[str, ...] = (),
+    pricings: tuple[Pricing, ...] = ("on-demand", "reserved-1y", "reserved-3y"),
+) -> list[BreakEven]:
+    full_use = replace(assumptions, onprem_utilization=1.0)
+    results: list[BreakEven] = []
+    for server in catalog.onprem:
+        if accelerators and server.accelerator not in accelerators:
+            continue
+        owned = server.usd_per_h(full_use.onprem_power_usd_per_kwh, full_use.onprem_pue, 1.0)
+        for pricing in pricings:
+            prices = [
+                (hourly / o.accelerator_count * server.accelerator_count, f"{o.cloud} {o.instance_type} {o.region}")
+                for o in catalog.offerings_for(server.accelerator)
+                if (hourly := o.usd_per_h(pricing)) is not None
+            ]
+            if not prices:
+                continue
+            rented, source = min(prices)
+            results.append(
+                BreakEven(
+                    accelerator=server.accelerator,
+                    accelerator_count=server.accelerator_count,
+                    owned_usd_per_h_at_full_use=owned,
+                    pricing=pricing,
+                    rented_usd_per_h=rented,
+                    rented_from=source,
+                    break_even_utilization=owned / rented,
+                )
+            )
+    return results

@@ -1,0 +1,148 @@
+"""A frozen plan: the recommendation, the cost-vs-time frontier, every candidate and every rejection."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from computewise.specs import Pricing
+
+__all__ = ["Option", "Plan", "Rejection", "ScalingPoint", "pareto_front", "scaling_curve"]
+
+
+@dataclass(frozen=True)
+class Option:
+    """One way to run the job: hardware, price, layout and what it costs."""
+
+    accelerator: str
+    gpus: int
+    instances: int
+    cloud: str
+    instance_type: str
+    region: str
+    pricing: Pricing
+    usd_per_h: float  # all instances
+    tp: int
+    pp: int
+    dp: int
+    zero: int
+    precision: str
+    micro_batch: int
+    recompute: str
+    memory_bytes: dict[str, float]  # per device
+    capacity_bytes: float
+    flops: float
+    time_s: float
+    cost_usd: float
+    energy_kwh: float
+    co2_kg: float
+    mfu: float
+
+    @property
+    def label(self) -> str:
+        return f"{self.instances} x {self.cloud} {self.instance_type} {self.region} {self.pricing}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The same fields as ``estimate --json``: memory.per_device_bytes, compute.flops, time.seconds, ..."""
+        memory = dict(self.memory_bytes)
+        memory["total"] = sum(self.memory_bytes.values())
+        return {
+            "accelerator": self.accelerator,
+            "gpus": self.gpus,
+            "hardware": {
+                "cloud": self.cloud,
+                "instance_type": self.instance_type,
+                "instances": self.instances,
+                "region": self.region,
+            },
+            "layout": {"dp": self.dp, "tp": self.tp, "pp": self.pp, "zero": self.zero},
+            "job": {"precision": self.precision, "micro_batch": self.micro_batch, "recompute": self.recompute},
+            "memory": {"per_device_bytes": memory, "capacity_bytes": self.capacity_bytes},
+            "compute": {"flops": self.flops, "mfu": self.mfu},
+            "time": {"seconds": self.time_s},
+            "cost": {"usd": self.cost_usd, "pricing": self.pricing, "usd_per_hour": self.usd_per_h},
+            "energy": {"kwh": self.energy_kwh},
+            "co2": {"kg": self.co2_kg},
+        }
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """Why an accelerator, a GPU count or a priced option was dropped, and how many candidates went with it."""
+
+    accelerator: str
+    gpus: int
+    stage: str  # precision | memory | deadline | budget | latency
+    reason: str
+    candidates: int
+    option: str = ""
+
+    @classmethod
+    def for_option(cls, option: Option, stage: str, reason: str) -> Rejection:
+        return cls(option.accelerator, option.gpus, stage, reason, 1, option.label)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def pareto_front(options: Sequence[Option]) -> tuple[Option, ...]:
+    """Options no other option beats on both time and cost, fastest first."""
+    front: list[Option] = []
+    best_cost = float("inf")
+    for option in sorted(options, key=lambda o: (o.time_s, o.cost_usd)):
+        if option.cost_usd < best_cost:
+            front.append(option)
+            best_cost = option.cost_usd
+    return tuple(front)
+
+
+@dataclass(frozen=True)
+class ScalingPoint:
+    """Time and cost at one GPU count; efficiency = speed-up over the smallest count / GPU ratio."""
+
+    gpus: int
+    time_s: float
+    cost_usd: float
+    efficiency: float
+
+
+def scaling_curve(options: Sequence[Option], like: Option) -> tuple[ScalingPoint, ...]:
+    """How ``like``'s instance type scales with more instances: where efficiency falls, communication wins."""
+    same = sorted(
+        (
+            o
+            for o in options
+            if (o.cloud, o.instance_type, o.region, o.pricing)
+            == (like.cloud, like.instance_type, like.region, like.pricing)
+        ),
+        key=lambda o: o.gpus,
+    )
+    if not same:
+        return ()
+    base = same[0]
+    return tuple(
+        ScalingPoint(o.gpus, o.time_s, o.cost_usd, (base.time_s * base.gpus) / (o.time_s * o.gpus)) for o in same
+    )
+
+
+@dataclass(frozen=True)
+class Plan:
+    recommended: Option
+    pareto: tuple[Option, ...]
+    candidates: tuple[Option, ...]  # ranked, best first
+    rejected: tuple[Rejection, ...]
+    considered: int  # candidate configurations evaluated (layouts x offerings x pricings)
+    scaling: tuple[ScalingPoint, ...] = ()
+
+    def to_dict(self, top: int | None = None) -> dict[str, Any]:
+        candidates = self.candidates if top is None else self.candidates[:top]
+        return {
+            "recommended": self.recommended.to_dict(),
+            "pareto": [o.to_dict() for o in self.pareto],
+            "candidates": [o.to_dict() for o in candidates],
+            "rejected": [r.to_dict() for r in self.rejected],
+            "considered": self.considered,
+            "feasible": len(self.candidates),
+            "scaling": [asdict(p) for p in self.scaling],
+        }
