@@ -16,7 +16,6 @@ import json
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any
 
 from computewise.errors import ModelConfigError
@@ -37,8 +36,9 @@ def from_hf_config(config: str | os.PathLike[str] | Mapping[str, Any]) -> ModelS
     if isinstance(config, Mapping):
         label, data, default_name = "config.json", dict(config), "config"
     else:
-        path = _config_path(Path(config))
-        label, data, default_name = str(path), load_hf_config(path), path.parent.name or "config"
+        path = _config_path(os.fspath(config))
+        directory = os.path.basename(os.path.dirname(os.path.abspath(path)))
+        label, data, default_name = path, load_hf_config(path), directory or "config"
     spec, fam = _parse(label, data)
     name = data.get("_name_or_path")
     return replace(
@@ -51,9 +51,9 @@ def from_hf_config(config: str | os.PathLike[str] | Mapping[str, Any]) -> ModelS
 
 def load_hf_config(path: str | os.PathLike[str]) -> dict[str, Any]:
     """The JSON object in ``path``; a missing file or invalid JSON names the file and position."""
-    path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        with open(path, encoding="utf-8") as file:
+            text = file.read()
     except FileNotFoundError as error:
         raise ModelConfigError(f"{path}: no such file", _HINT) from error
     except (OSError, UnicodeDecodeError) as error:
@@ -69,10 +69,10 @@ def load_hf_config(path: str | os.PathLike[str]) -> dict[str, Any]:
     return data
 
 
-def _config_path(path: Path) -> Path:
-    if path.is_dir():
-        candidate = path / "config.json"
-        if not candidate.is_file():
+def _config_path(path: str) -> str:
+    if os.path.isdir(path):
+        candidate = os.path.join(path, "config.json")
+        if not os.path.isfile(candidate):
             raise ModelConfigError(f"{path}: directory has no config.json", _HINT)
         return candidate
     return path

@@ -18,6 +18,12 @@ What we read from the trace:
 
 The trace runs in training mode (dropout masks and batch-norm statistics are saved as in a
 training step); the module's own train/eval flags are restored afterwards.
+
+``F.scaled_dot_product_attention`` is traced through the fused kernel PyTorch runs on a real
+CPU (``_scaled_dot_product_flash_attention_for_cpu``), which saves q, k, v, the output and the
+log-sum-exp, as FlashAttention does on a GPU. Left alone, the meta device would take the math
+kernel and save the whole attention matrix: an O(seq^2) overestimate of activation memory.
+Attention written by hand (``q @ k.transpose``, softmax) is traced as written.
 """
 
 from __future__ import annotations
@@ -168,13 +174,14 @@ def measure_module(module: Any, example_inputs: Any, *, causal: bool | None = No
             torch.enable_grad(),
             torch.device("meta"),
             torch.autograd.graph.saved_tensors_hooks(pack, unpack),
+            _fused_attention(torch),
             FlopCounter(causal=causal) as forward,
         ):
             output = functional_call(module, weights, args, kwargs, tie_weights=True, strict=False)
-        losses = [t.sum() for t in _tensors(output) if t.is_floating_point() and t.requires_grad]
+        losses = [t.float().sum() for t in _tensors(output) if t.is_floating_point() and t.requires_grad]
         with FlopCounter() as backward:
             if losses:
-                torch.stack(losses).sum().backward()
+                sum(losses[1:], losses[0]).backward()
     except (RuntimeError, NotImplementedError, TypeError, ValueError) as error:
         raise ModelConfigError(f"cannot trace {name} on the meta device: {error}", _TRACE_HINT) from error
     finally:
@@ -195,6 +202,50 @@ def measure_module(module: Any, example_inputs: Any, *, causal: bool | None = No
         activation_bytes=sum(saved_bytes.values()),
         has_convolutions=any(isinstance(m, torch.nn.modules.conv._ConvNd) for m in module.modules()),
     )
+
+
+def _fused_attention(torch: Any) -> Any:
+    """A function mode running F.scaled_dot_product_attention through the fused CPU kernel.
+
+    Grouped-query attention repeats K and V to the query heads first, as the math kernel does;
+    that keeps the kernel's requirements while saving only O(seq) per head.
+    """
+    from torch.overrides import TorchFunctionMode
+
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    fused = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
+    names = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa")
+
+    class FusedAttention(TorchFunctionMode):
+        def __torch_function__(
+            self,
+            func: Any,
+            types: Any,
+            args: tuple[Any, ...] = (),
+            kwargs: Mapping[str, Any] | None = None,
+        ) -> Any:
+            kwargs = kwargs or {}
+            if func is not sdpa:
+                return func(*args, **kwargs)
+            bound = {**dict(zip(names, args, strict=False)), **kwargs}
+            query, key, value = bound["query"], bound["key"], bound["value"]
+            if query.dim() != 4 or key.dim() != 4 or query.shape[1] % key.shape[1]:
+                return func(*args, **kwargs)
+            groups = query.shape[1] // key.shape[1]
+            if groups > 1:
+                key, value = key.repeat_interleave(groups, dim=1), value.repeat_interleave(groups, dim=1)
+            output, _ = fused(
+                query,
+                key,
+                value,
+                float(bound.get("dropout_p", 0.0)),
+                bool(bound.get("is_causal", False)),
+                attn_mask=bound.get("attn_mask"),
+                scale=bound.get("scale"),
+            )
+            return output
+
+    return FusedAttention()
 
 
 def _storage_key(tensor: Any) -> int:

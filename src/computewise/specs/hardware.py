@@ -9,6 +9,7 @@ __all__ = [
     "DTYPES",
     "PRICINGS",
     "Accelerator",
+    "Assumption",
     "CarbonIntensity",
     "Dtype",
     "Offering",
@@ -112,3 +113,14 @@ class OnPremCost:
         power = self.server_power_w / 1000 * pue * power_usd_per_kwh
         ops = self.ops_usd_per_year / (365.25 * 24)
         return (capital + power + ops) / utilization
+
+
+@dataclass(frozen=True)
+class Assumption:
+    """A number the estimators assume (PUE, achievable MFU, ...), kept as data so it carries a source."""
+
+    key: str  # snake_case, e.g. "onprem_pue"
+    value: float
+    unit: str  # e.g. "ratio", "usd/kWh", "bytes"
+    source: str
+    retrieved: str  # ISO date

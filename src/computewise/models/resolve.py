@@ -1,0 +1,42 @@
+"""Turn whatever the user typed for ``--model`` into a ModelSpec."""
+
+from __future__ import annotations
+
+import os
+
+from computewise.errors import InputError, ModelConfigError, UnknownNameError
+from computewise.models.hf_config import from_hf_config
+from computewise.models.infer import from_param_count
+from computewise.models.presets import preset
+from computewise.specs.model import ModelSpec
+from computewise.units import parse_count
+
+__all__ = ["resolve_model"]
+
+_HINT = "give a preset name, a path to a Hugging Face config.json, or a parameter count such as 7.5B"
+
+
+def resolve_model(text: str) -> ModelSpec:
+    """A config.json path (or a directory holding one), a parameter count, or a preset name.
+
+    Tried in that order: an existing file wins over a preset of the same name, and anything
+    starting with a digit is a count ("7.5B", "1.3e9", "125M"), so a bad count says what is
+    wrong with it instead of "unknown model".
+    """
+    stripped = text.strip()
+    if not stripped:
+        raise InputError("no model given", _HINT)
+    path = os.path.expanduser(stripped)
+    if os.path.isfile(path) or os.path.isfile(os.path.join(path, "config.json")):
+        return from_hf_config(path)
+    if stripped[0].isdigit() or stripped[0] == ".":
+        try:
+            return from_param_count(parse_count(stripped, "a parameter count"))
+        except InputError as error:
+            raise InputError(f"cannot read {text!r} as a model: {error.message}", error.hint or _HINT) from error
+    try:
+        return preset(stripped)
+    except UnknownNameError:
+        if stripped.endswith(".json"):
+            raise ModelConfigError(f"{stripped}: no such file", _HINT) from None
+        raise

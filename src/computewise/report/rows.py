@@ -1,0 +1,397 @@
+"""What the reports show, as plain strings, computed once so the terminal and the HTML page never disagree.
+
+Everything here reads the JSON-ready dicts (``estimate --json``, ``plan --json``); nothing
+imports the estimators or the planner, so a saved JSON file renders the same as a live run.
+Training and inference dicts share one shape but differ in a few keys; the one test for which
+kind a dict is lives in :func:`is_inference`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from computewise.units import format_bytes, format_count, format_duration, format_flops, format_usd
+
+__all__ = [
+    "MEMORY_PARTS",
+    "Fit",
+    "Grid",
+    "RejectionGroup",
+    "break_even_grid",
+    "estimate_setup",
+    "estimate_summary",
+    "fit",
+    "format_kg",
+    "format_kwh",
+    "format_share",
+    "group_rejections",
+    "is_inference",
+    "memory_parts",
+    "option_grid",
+    "option_point",
+    "plural",
+    "point_labels",
+    "recommendation",
+    "rejection_line",
+    "scaling_grid",
+]
+
+# Keys of memory.per_device_bytes in the order a user reasons about them: state first, then per-step buffers.
+MEMORY_PARTS = (
+    ("weights", "weights"),
+    ("gradients", "gradients"),
+    ("optimizer_states", "optimizer states"),
+    ("activations", "activations"),
+    ("kv_cache", "KV cache"),
+    ("overhead", "overhead"),
+)
+
+
+@dataclass(frozen=True)
+class Grid:
+    """A table as strings; ``numeric`` columns are right-aligned so digits line up."""
+
+    headers: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+    numeric: frozenset[int]
+
+
+@dataclass(frozen=True)
+class Fit:
+    """Whether the per-device total fits the accelerator; ``fits`` is None when the dict has no capacity."""
+
+    fits: bool | None
+    text: str
+
+
+@dataclass(frozen=True)
+class RejectionGroup:
+    stage: str
+    candidates: int  # configurations removed at this stage, summed over its rejections
+    rejections: tuple[dict[str, Any], ...]
+
+
+def is_inference(d: dict[str, Any]) -> bool:
+    """Inference estimates and options price per request; training ones do not."""
+    return "usd_per_1000_requests" in d["cost"]
+
+
+def _quantity(value: float, unit: str) -> str:
+    # Three significant digits read well from 0.00123 to 999; above that, grouped integers beat 1.23e+05.
+    if abs(value) >= 1000:
+        return f"{value:,.0f} {unit}"
+    return f"{value:.3g} {unit}"
+
+
+def format_kwh(kwh: float) -> str:
+    return _quantity(kwh, "kWh")
+
+
+def format_kg(kg: float) -> str:
+    return _quantity(kg, "kg")
+
+
+def plural(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
+def format_share(share: float) -> str:
+    return f"{share:.1%}"
+
+
+def memory_parts(memory: dict[str, Any]) -> list[tuple[str, float]]:
+    """(label, bytes per device) of the non-zero parts: a zero row only says what the job does not do."""
+    per_device = memory["per_device_bytes"]
+    return [(label, float(per_device[key])) for key, label in MEMORY_PARTS if float(per_device.get(key, 0.0)) > 0]
+
+
+def _total(memory: dict[str, Any]) -> float:
+    per_device = memory["per_device_bytes"]
+    if "total" in per_device:
+        return float(per_device["total"])
+    return sum(float(per_device.get(key, 0.0)) for key, _ in MEMORY_PARTS)
+
+
+def fit(memory: dict[str, Any]) -> Fit:
+    """'fits: 31.2 GiB of 80.0 GiB' or 'does not fit: ...'; the estimate's own verdict wins over recomputing it."""
+    total = _total(memory)
+    if "capacity_bytes" not in memory:
+        return Fit(None, f"{format_bytes(total)} per device")
+    capacity = float(memory["capacity_bytes"])
+    fits = bool(memory["fits"]) if "fits" in memory else total <= capacity
+    if fits:
+        return Fit(True, f"fits: {format_bytes(total)} of {format_bytes(capacity)}")
+    return Fit(False, f"does not fit: {format_bytes(total)} > {format_bytes(capacity)} per device")
+
+
+def _layout(layout: dict[str, Any]) -> str:
+    text = f"dp {layout['dp']} · tp {layout['tp']} · pp {layout['pp']}"
+    if int(layout.get("zero", 0)):
+        text += f" · ZeRO-{layout['zero']}"
+    if layout.get("sequence_parallel"):
+        text += " · sequence parallel"
+    return text
+
+
+def _short_layout(layout: dict[str, Any], job: dict[str, Any]) -> str:
+    """'dp8 tp1 pp1 z1 bf16 mb2': a table column has no room for the long form."""
+    parts = [f"dp{layout['dp']}", f"tp{layout['tp']}", f"pp{layout['pp']}"]
+    if int(layout.get("zero", 0)):
+        parts.append(f"z{layout['zero']}")
+    if "precision" in job:
+        parts.append(str(job["precision"]))
+    if "micro_batch" in job:
+        parts.append(f"mb{job['micro_batch']}")
+    return " ".join(parts)
+
+
+def _job(job: dict[str, Any]) -> str:
+    """The job settings present in the dict, in a fixed order; train and infer jobs carry different keys."""
+    parts: list[str] = []
+    if "precision" in job:
+        parts.append(str(job["precision"]))
+    for key, label in (
+        ("micro_batch", "micro-batch"),
+        ("global_batch", "global batch"),
+        ("batch", "batch"),
+        ("seq_len", "sequence"),
+        ("context_len", "context"),
+        ("output_len", "output"),
+    ):
+        if key in job:
+            parts.append(f"{label} {job[key]}")
+    if "tokens" in job:
+        parts.append(f"{format_count(float(job['tokens']))} tokens")
+    if "optimizer" in job:
+        parts.append(str(job["optimizer"]))
+    if "recompute" in job:
+        parts.append(f"recompute {job['recompute']}")
+    if job.get("flash_attention"):
+        parts.append("flash attention")
+    return ", ".join(parts)
+
+
+def estimate_setup(d: dict[str, Any]) -> str:
+    """One line naming what was estimated, so a saved report says what it is about."""
+    text = f"{d['model']} ({format_count(float(d['params']))} parameters) on {d['gpus']} × {d['accelerator']}"
+    if "layout" in d:
+        text += f", {_layout(d['layout'])}"
+    job = _job(d.get("job", {}))
+    return f"{text}; {job}" if job else text
+
+
+def estimate_summary(d: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """(quantity, value, detail) rows: FLOPs, time, throughput, cost, energy, CO2 and, for training, storage."""
+    compute, time, cost = d["compute"], d["time"], d["cost"]
+    rows: list[tuple[str, str, str]] = []
+    detail = f"MFU {float(compute['mfu']):.0%}" if "mfu" in compute else ""
+    rows.append(("compute", format_flops(float(compute["flops"])), detail))
+    if "steps" in time:
+        detail = f"{format_count(float(time['steps']))} steps of {format_duration(float(time['step_seconds']))}"
+    elif "time_to_first_token_seconds" in time:
+        detail = (
+            f"first token {format_duration(float(time['time_to_first_token_seconds']))}, "
+            f"{format_duration(float(time['seconds_per_output_token']))} per output token"
+        )
+    else:
+        detail = ""
+    rows.append(("time", format_duration(float(time["seconds"])), detail))
+    if "tokens_per_second" in time:
+        rows.append(("throughput", f"{format_count(float(time['tokens_per_second']))} tokens/s", ""))
+    if "requests_per_second" in time:
+        rows.append(
+            (
+                "throughput",
+                f"{float(time['requests_per_second']):.3g} requests/s",
+                f"{format_count(float(time['output_tokens_per_second']))} output tokens/s",
+            )
+        )
+    detail = f"{cost['pricing']} at {format_usd(float(cost['usd_per_hour']))}/h"
+    if "usd_per_1000_requests" in cost:
+        detail += f", {format_usd(float(cost['usd_per_1000_requests']))} per 1000 requests"
+    rows.append(("cost", format_usd(float(cost["usd"])), detail))
+    energy, co2 = d["energy"], d["co2"]
+    rows.append(
+        ("energy", format_kwh(float(energy["kwh"])), f"PUE {float(energy['pue']):.2f}" if "pue" in energy else "")
+    )
+    detail = f"{float(co2['g_per_kwh']):.0f} g/kWh" if "g_per_kwh" in co2 else ""
+    rows.append(("CO2", format_kg(float(co2["kg"])), detail))
+    storage = d.get("storage")
+    if storage:
+        rows.append(
+            (
+                "storage",
+                f"{format_bytes(float(storage['read_bytes_per_second']))}/s read",
+                f"checkpoint {format_bytes(float(storage['checkpoint_bytes']))} "
+                f"every {format_duration(float(storage['checkpoint_interval_seconds']))}",
+            )
+        )
+    return rows
+
+
+def _hardware(option: dict[str, Any]) -> str:
+    hw = option["hardware"]
+    text = f"{hw['cloud']} {hw['instance_type']} {hw['region']}"
+    instances = int(hw.get("instances", 1))
+    return f"{instances} × {text}" if instances > 1 else text
+
+
+def recommendation(option: dict[str, Any]) -> list[tuple[str, str]]:
+    """(label, value) lines that say what to rent, how to lay it out, and what it costs."""
+    job = _job(option.get("job", {}))
+    cost, time = option["cost"], option["time"]
+    lines = [("hardware", f"{option['gpus']} × {option['accelerator']} on {_hardware(option)}")]
+    if is_inference(option):
+        lines[0] = ("hardware", f"{option['replicas']} replicas of {lines[0][1]}")
+        lines.append(("job", job))
+        lines.append(("latency", f"{format_duration(float(time['seconds']))} per request"))
+        lines.append(("cost", f"{format_usd(float(cost['usd_per_1000_requests']))} per 1000 requests"))
+        lines.append(
+            (
+                "per month",
+                f"{format_usd(float(cost['always_on_usd_per_month']))} always on, "
+                f"{format_usd(float(cost['scale_to_zero_usd_per_month']))} scaling to zero",
+            )
+        )
+    else:
+        lines.append(("layout", f"{_layout(option['layout'])}; {job}"))
+        lines.append(("time", format_duration(float(time["seconds"]))))
+        lines.append(
+            (
+                "cost",
+                f"{format_usd(float(cost['usd']))} {cost['pricing']} at {format_usd(float(cost['usd_per_hour']))}/h",
+            )
+        )
+        lines.append(
+            ("energy", f"{format_kwh(float(option['energy']['kwh']))}, {format_kg(float(option['co2']['kg']))} CO2")
+        )
+        if "mfu" in option.get("compute", {}):
+            lines.append(("MFU", f"{float(option['compute']['mfu']):.0%}"))
+    lines.append(("memory", fit(option["memory"]).text))
+    return lines
+
+
+_TRAIN_HEADERS = ("GPUs", "hardware", "pricing", "layout", "time", "cost", "$/h", "MFU", "memory")
+_INFER_HEADERS = (
+    "replicas",
+    "GPUs",
+    "hardware",
+    "job",
+    "latency",
+    "$/1000 req",
+    "$/mo always on",
+    "$/mo to zero",
+    "memory",
+)
+_NUMERIC_HEADERS = frozenset(
+    {"#", "replicas", "time", "cost", "$/h", "MFU", "memory", "latency", "$/1000 req", "$/mo always on", "$/mo to zero"}
+)
+
+
+def _train_row(o: dict[str, Any]) -> tuple[str, ...]:
+    cost, job = o["cost"], o.get("job", {})
+    mfu = o.get("compute", {}).get("mfu")
+    return (
+        f"{o['gpus']} × {o['accelerator']}",
+        _hardware(o),
+        str(cost["pricing"]),
+        _short_layout(o["layout"], job),
+        format_duration(float(o["time"]["seconds"])),
+        format_usd(float(cost["usd"])),
+        format_usd(float(cost["usd_per_hour"])),
+        f"{float(mfu):.0%}" if mfu is not None else "",
+        format_bytes(_total(o["memory"])),
+    )
+
+
+def _infer_row(o: dict[str, Any]) -> tuple[str, ...]:
+    cost, job = o["cost"], o.get("job", {})
+    return (
+        str(o["replicas"]),
+        f"{o['gpus']} × {o['accelerator']}",
+        _hardware(o),
+        _job(job),
+        format_duration(float(o["time"]["seconds"])),
+        format_usd(float(cost["usd_per_1000_requests"])),
+        format_usd(float(cost["always_on_usd_per_month"])),
+        format_usd(float(cost["scale_to_zero_usd_per_month"])),
+        format_bytes(_total(o["memory"])),
+    )
+
+
+def option_grid(options: Sequence[dict[str, Any]], ranked: bool = False) -> Grid:
+    """Candidates or the Pareto frontier as one table; columns follow the kind of the first option."""
+    inference = bool(options) and is_inference(options[0])
+    headers, row = (_INFER_HEADERS, _infer_row) if inference else (_TRAIN_HEADERS, _train_row)
+    rows = tuple((str(rank), *row(o)) if ranked else row(o) for rank, o in enumerate(options, start=1))
+    if ranked:
+        headers = ("#", *headers)
+    return Grid(headers, rows, frozenset(i for i, h in enumerate(headers) if h in _NUMERIC_HEADERS))
+
+
+def option_point(option: dict[str, Any]) -> tuple[float, float]:
+    """(seconds, USD) placing an option on the cost-vs-time chart: job time and cost, or latency and $/1000 requests."""
+    cost = option["cost"]
+    usd = cost["usd_per_1000_requests"] if is_inference(option) else cost["usd"]
+    return float(option["time"]["seconds"]), float(usd)
+
+
+def point_labels(option: dict[str, Any]) -> tuple[str, str]:
+    """Axis titles matching :func:`option_point`."""
+    if is_inference(option):
+        return "latency per request", "USD per 1000 requests"
+    return "time to finish", "cost (USD)"
+
+
+def scaling_grid(scaling: Sequence[dict[str, Any]]) -> Grid:
+    rows = tuple(
+        (
+            str(p["gpus"]),
+            format_duration(float(p["time_s"])),
+            format_usd(float(p["cost_usd"])),
+            f"{float(p['efficiency']):.0%}",
+        )
+        for p in scaling
+    )
+    return Grid(("GPUs", "time", "cost", "efficiency"), rows, frozenset({0, 1, 2, 3}))
+
+
+def rejection_line(r: dict[str, Any]) -> str:
+    where = f" ({r['option']})" if r.get("option") else ""
+    count = int(r.get("candidates", 1))
+    many = f" [{count} candidates]" if count > 1 else ""
+    return f"{r['gpus']} × {r['accelerator']}{where}: {r['reason']}{many}"
+
+
+def group_rejections(rejected: Sequence[dict[str, Any]]) -> list[RejectionGroup]:
+    """By stage, in the order stages first appear, which is the order the planner applies its filters."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for r in rejected:
+        groups.setdefault(str(r["stage"]), []).append(r)
+    return [
+        RejectionGroup(stage, sum(int(r.get("candidates", 1)) for r in items), tuple(items))
+        for stage, items in groups.items()
+    ]
+
+
+def _utilization(value: float) -> str:
+    # Above 100 % owning never pays: the owned server costs more per hour even when it never idles.
+    return "never (renting is cheaper)" if value > 1 else f"{value:.0%}"
+
+
+def break_even_grid(rows: Sequence[dict[str, Any]]) -> Grid:
+    body = tuple(
+        (
+            f"{r['accelerator_count']} × {r['accelerator']}",
+            str(r["pricing"]),
+            f"{format_usd(float(r['owned_usd_per_hour_at_full_use']))}/h",
+            f"{format_usd(float(r['rented_usd_per_hour']))}/h",
+            str(r["rented_from"]),
+            _utilization(float(r["break_even_utilization"])),
+        )
+        for r in rows
+    )
+    headers = ("server", "rental pricing", "owned at full use", "rented", "rented from", "owning wins above")
+    return Grid(headers, body, frozenset({2, 3, 5}))

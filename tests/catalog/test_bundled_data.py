@@ -1,0 +1,133 @@
+"""The shipped CSV files: every row loads, carries a source and a date, and its numbers are plausible."""
+
+from __future__ import annotations
+
+import csv
+from datetime import date
+from pathlib import Path
+
+import pytest
+
+from computewise.catalog import TABLES, Catalog, TableName, load_catalog
+from computewise.catalog.loader import bundled_files
+
+ESTIMATOR_ASSUMPTIONS = (
+    "onprem_power_usd_per_kwh",
+    "onprem_pue",
+    "onprem_utilization",
+    "world_g_co2_per_kwh",
+    "cloud_pue",
+    "spot_preemptions_per_h",
+    "restart_overhead_s",
+    "achievable_mfu_train",
+    "achievable_mfu_infer_prefill",
+    "achievable_bandwidth_fraction_decode",
+    "inter_node_network_efficiency",
+    "intra_node_link_efficiency",
+    "runtime_overhead_bytes",
+    "runtime_overhead_fraction",
+)
+
+
+@pytest.fixture(scope="module")
+def catalog() -> Catalog:
+    return load_catalog()
+
+
+def test_every_bundled_row_loads(catalog: Catalog) -> None:
+    for source in bundled_files():
+        with Path(source.path).open(newline="", encoding="utf-8") as handle:
+            raw_rows = list(csv.DictReader(handle))
+        assert len(raw_rows) == len(catalog.rows(source.table)), source.path
+        assert raw_rows, f"{source.path} is empty"
+
+
+def test_catalog_has_the_minimum_rows(catalog: Catalog) -> None:
+    assert len(catalog.accelerators) >= 25
+    assert 80 <= len(catalog.offerings) <= 200
+    assert {"aws", "gcp", "azure", "lambda", "coreweave"} <= set(catalog.clouds())
+    assert len(catalog.onprem) >= 6
+
+
+@pytest.mark.parametrize("table", TABLES)
+def test_every_row_has_a_source_and_a_past_iso_date(catalog: Catalog, table: TableName) -> None:
+    for row in catalog.rows(table):
+        assert row.source.strip(), row
+        assert date.fromisoformat(row.retrieved) <= date.today(), row
+
+
+def test_required_accelerators_and_kinds(catalog: Catalog) -> None:
+    slugs = {acc.slug for acc in catalog.accelerators}
+    required = {
+        "v100-16gb", "t4", "a10g", "l4", "l40s", "a100-40gb", "a100-80gb", "h100-sxm", "h100-pcie", "h200", "b200",
+        "mi250x", "mi300x", "tpu-v4", "tpu-v5e", "tpu-v5p", "gaudi2", "gaudi3", "trainium", "inferentia2",
+        "jetson-agx-orin-64gb", "jetson-xavier-nx", "epyc-9654", "xeon-8480plus",
+    }  # fmt: skip
+    assert required <= slugs
+    assert {acc.kind for acc in catalog.accelerators} == {"gpu", "tpu", "npu", "cpu", "edge"}
+
+
+def test_numbers_are_in_plausible_units(catalog: Catalog) -> None:
+    """Catches a TFLOP/s or GB figure typed where FLOP/s or bytes belong."""
+    for acc in catalog.accelerators:
+        assert 1e9 <= acc.memory_bytes <= 2e12, acc.slug
+        assert 1e10 <= acc.memory_bandwidth_bytes_per_s <= 1e14, acc.slug
+        assert acc.peak_flops, acc.slug
+        for flops in acc.peak_flops.values():
+            assert 1e11 <= flops <= 1e16, acc.slug
+        assert acc.tdp_w == 0 or 5 <= acc.tdp_w <= 2000, acc.slug
+    for offering in catalog.offerings:
+        assert 0.05 <= offering.on_demand_usd_per_h / offering.accelerator_count <= 20, offering
+        assert offering.ram_bytes >= 1e9, offering
+
+
+def test_vendor_figures_reproduce() -> None:
+    catalog = load_catalog()
+    h100 = catalog.accelerator("h100-sxm")
+    # NVIDIA H100 Tensor Core GPU datasheet, SXM column: BF16 1,979 TFLOPS with sparsity -> 989.5 dense,
+    # 80 GB, 3.35 TB/s.
+    assert h100.peak_flops["bf16"] == pytest.approx(989.5e12)
+    assert h100.memory_bytes == 80e9
+    assert h100.memory_bandwidth_bytes_per_s == pytest.approx(3.35e12)
+    # NVIDIA A100 datasheet: 312 TFLOPS BF16 dense, 19.5 TFLOPS FP32; the 80 GB SXM part has 2,039 GB/s.
+    a100 = catalog.accelerator("a100-80gb")
+    assert a100.peak_flops["bf16"] == pytest.approx(312e12)
+    assert a100.peak_flops["fp32"] == pytest.approx(19.5e12)
+    assert a100.memory_bandwidth_bytes_per_s == pytest.approx(2039e9)
+    # Cloud TPU v5e docs: 197 TFLOPs bf16 and 16 GB HBM per chip.
+    assert catalog.accelerator("tpu-v5e").peak_flops["bf16"] == pytest.approx(197e12)
+
+
+def test_prices_are_ordered_where_several_exist(catalog: Catalog) -> None:
+    for row in catalog.offerings:
+        if row.spot_usd_per_h is not None:
+            assert row.spot_usd_per_h < row.on_demand_usd_per_h, row
+        if row.reserved_1y_usd_per_h is not None:
+            assert row.reserved_1y_usd_per_h < row.on_demand_usd_per_h, row
+        if row.reserved_3y_usd_per_h is not None:
+            assert row.reserved_1y_usd_per_h is not None, row
+            assert row.reserved_3y_usd_per_h < row.reserved_1y_usd_per_h, row
+
+
+def test_every_offering_prices_carbon(catalog: Catalog) -> None:
+    world = catalog.assumption("world_g_co2_per_kwh")
+    for row in catalog.offerings:
+        assert 0 < catalog.carbon_g_per_kwh(row.cloud, row.region) <= 1000, row
+    specific = [row for row in catalog.offerings if catalog.carbon_for(row.cloud, row.region).cloud != "*"]
+    # Only regions without published data (GCP us-central2, a TPU-only region) fall back to the world average.
+    assert len(specific) >= len(catalog.offerings) - 2
+    assert catalog.carbon_g_per_kwh("nowhere", "nowhere-1") == world
+
+
+def test_estimator_assumptions_are_present(catalog: Catalog) -> None:
+    for key in ESTIMATOR_ASSUMPTIONS:
+        value = catalog.assumption(key)
+        assert value >= 0, key
+    for key in ("onprem_utilization", "achievable_mfu_train", "achievable_bandwidth_fraction_decode"):
+        assert 0 < catalog.assumption(key) <= 1, key
+
+
+def test_onprem_rows_name_catalog_accelerators(catalog: Catalog) -> None:
+    for row in catalog.onprem:
+        assert catalog.accelerator(row.accelerator).slug == row.accelerator
+        assert row.usd_per_h(0.1, 1.5, 0.6) > 0

@@ -1,0 +1,95 @@
+"""``computewise catalog`` through the real entry point, so exit codes and error messages are what users see."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+OFFERING_HEADER = (
+    "cloud,instance_type,accelerator,accelerator_count,vcpus,ram_bytes,network_bytes_per_s,region,"
+    "on_demand_usd_per_h,spot_usd_per_h,reserved_1y_usd_per_h,reserved_3y_usd_per_h,source,retrieved"
+)
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "COLUMNS": "200"}
+    return subprocess.run(
+        [sys.executable, "-m", "computewise.cli.app", "catalog", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_list_accelerators_table_shows_data_age() -> None:
+    result = run("list")
+    assert result.returncode == 0, result.stderr
+    assert "h100-sxm" in result.stdout
+    assert "days ago" in result.stdout
+
+
+def test_list_json_parses_and_filters_by_cloud() -> None:
+    result = run("list", "offerings", "--cloud", "gcp", "--json")
+    assert result.returncode == 0, result.stderr
+    payload = json.loads(result.stdout)
+    assert payload["table"] == "offerings"
+    assert payload["rows"] and {row["cloud"] for row in payload["rows"]} == {"gcp"}
+    assert payload["age_days"] >= 0
+    for table in ("carbon", "onprem", "assumptions"):
+        assert json.loads(run("list", table, "--json").stdout)["rows"]
+
+
+def test_show_accelerator_json_has_offerings_and_cheapest() -> None:
+    result = run("show", "A100", "--json")
+    assert result.returncode == 0, result.stderr
+    payload = json.loads(result.stdout)
+    assert payload["accelerator"]["slug"] == "a100-80gb"
+    assert payload["offerings"]
+    assert payload["cheapest_usd_per_accelerator_h"]["on-demand"]["usd_per_h"] > 0
+
+
+def test_show_instance_type() -> None:
+    result = run("show", "g5.xlarge")
+    assert result.returncode == 0, result.stderr
+    assert "a10g" in result.stdout and "us-east-1" in result.stdout
+
+
+def test_unknown_name_exits_2_with_did_you_mean_and_no_traceback() -> None:
+    result = run("show", "h10O")
+    assert result.returncode == 2
+    assert "error: unknown accelerator" in result.stderr
+    assert "did you mean" in result.stderr
+    assert "Traceback" not in result.stderr + result.stdout
+    missing = run("show", "nonexist")
+    assert missing.returncode == 2 and "unknown accelerator or instance type" in missing.stderr
+
+
+def test_validate_counts_files_and_user_override_is_visible(tmp_path: Path) -> None:
+    extra = tmp_path / "offerings-contract.csv"
+    extra.write_text(
+        OFFERING_HEADER + "\naws,p5.48xlarge,h100,8,192,2.2e12,4e11,us-east-1,55.04,,,,contract,2025-07-01\n",
+        encoding="utf-8",
+    )
+    result = run("validate", str(extra))
+    assert result.returncode == 0, result.stderr
+    assert "OK" in result.stdout and "offerings-contract.csv" in result.stdout
+    shown = json.loads(run("show", "h100", "--json", "--catalog", str(extra)).stdout)
+    p5 = [o for o in shown["offerings"] if o["instance_type"] == "p5.48xlarge" and o["region"] == "us-east-1"]
+    assert p5[0]["on_demand_usd_per_h"] == 55.04
+    assert p5[0]["origin"] == f"{extra}:2"
+
+
+def test_validate_bad_file_exits_2_naming_line_and_column(tmp_path: Path) -> None:
+    bad = tmp_path / "offerings.csv"
+    bad.write_text(
+        OFFERING_HEADER + "\naws,p5,h100,8,192,2.2e12,4e11,us-east-1,lots,,,,c,2025-07-01\n", encoding="utf-8"
+    )
+    result = run("validate", str(bad))
+    assert result.returncode == 2
+    assert f"{bad}:2: column 'on_demand_usd_per_h'" in result.stderr.replace("\n", "")
+    assert "Traceback" not in result.stderr
