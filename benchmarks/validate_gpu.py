@@ -292,21 +292,21 @@ GPU_SHAPES = {
         _llama("llama-1.1b", 22, 2048, 32, 4, 5632),
     )
 }
-# The same ladder in miniature for the CPU smoke run (sequence 64).
+# The same ladder in miniature for the CPU smoke run (sequences 32 to 128).
 CPU_SHAPES = {
     s.name: s
     for s in (
-        Shape("gpt-125m", "gpt", 2, 64, 4, 4, 256, 512, 64),
-        Shape("gpt-350m", "gpt", 2, 96, 4, 4, 384, 512, 64),
-        Shape("gpt-760m", "gpt", 3, 128, 4, 4, 512, 512, 64),
-        Shape("gpt-1.3b", "gpt", 4, 128, 4, 4, 512, 512, 64),
-        Shape("llama-160m", "llama", 2, 64, 4, 2, 176, 512, 64),
-        Shape("llama-400m", "llama", 2, 96, 4, 2, 256, 512, 64),
-        Shape("llama-1.1b", "llama", 4, 128, 8, 2, 352, 512, 64),
+        Shape("gpt-125m", "gpt", 2, 64, 4, 4, 256, 512, 128),
+        Shape("gpt-350m", "gpt", 2, 96, 4, 4, 384, 512, 128),
+        Shape("gpt-760m", "gpt", 3, 128, 4, 4, 512, 512, 128),
+        Shape("gpt-1.3b", "gpt", 4, 128, 4, 4, 512, 512, 128),
+        Shape("llama-160m", "llama", 2, 64, 4, 2, 176, 512, 128),
+        Shape("llama-400m", "llama", 2, 96, 4, 2, 256, 512, 128),
+        Shape("llama-1.1b", "llama", 4, 128, 8, 2, 352, 512, 128),
     )
 }
 
-# (shape, seq, micro-batch, precision, recompute); the starred row calibrates utilization.
+# (shape, seq, micro-batch, precision, recompute); row CALIBRATION_ROW calibrates utilization.
 TRAIN_LADDER: list[tuple[str, int, int, Precision, Recompute]] = [
     ("gpt-125m", 1024, 8, "bf16", "none"),
     ("gpt-125m", 1024, 16, "bf16", "none"),
@@ -328,6 +328,8 @@ TRAIN_LADDER: list[tuple[str, int, int, Precision, Recompute]] = [
     ("llama-1.1b", 2048, 8, "bf16", "full"),
     ("llama-1.1b", 4096, 2, "bf16", "none"),
     ("llama-1.1b", 4096, 8, "bf16", "full"),
+    ("llama-1.1b", 2048, 16, "bf16", "none"),  # near an 80 GB card's capacity
+    ("gpt-1.3b", 2048, 16, "bf16", "none"),  # estimated not to fit 80 GB: checks the "fits" verdict
 ]
 CALIBRATION_ROW = 7
 # (shape, prompt, batch, new tokens)
@@ -340,15 +342,16 @@ QUICK = ("gpt-125m s1024 b8 bf16 none", "llama-160m s2048 b16 bf16 full", "llama
 
 
 def ladder(device: str, quick: bool = False) -> list[Config]:
-    """The configurations to run; the CPU ladder keeps every row but shrinks shapes, sequences and batches."""
+    """The configurations to run; the CPU ladder keeps every row, with tiny shapes, sequences / 32 and batches / 4."""
     cpu = device == "cpu"
     configs: list[Config] = []
     for i, (name, seq, batch, precision, recompute) in enumerate(TRAIN_LADDER):
         gpu = Config(GPU_SHAPES[name], "train", seq, batch, precision, recompute, calibration=i == CALIBRATION_ROW)
-        configs.append(replace(gpu, shape=CPU_SHAPES[name], seq=64, batch=min(batch, 4)) if cpu else gpu)
+        configs.append(replace(gpu, shape=CPU_SHAPES[name], seq=seq // 32, batch=max(batch // 4, 1)) if cpu else gpu)
     for name, prompt, batch, new in INFER_LADDER:
         gpu = Config(GPU_SHAPES[name], "infer", prompt, batch, new_tokens=new)
-        configs.append(replace(gpu, shape=CPU_SHAPES[name], seq=32, batch=min(batch, 4), new_tokens=16) if cpu else gpu)
+        tiny = replace(gpu, shape=CPU_SHAPES[name], seq=prompt // 32, batch=max(batch // 4, 1), new_tokens=16)
+        configs.append(tiny if cpu else gpu)
     configs = [replace(c, key=gpu_name) for c, gpu_name in zip(configs, _gpu_names(), strict=True)]
     if quick:
         configs = [c for c in configs if c.key in QUICK]

@@ -432,3 +432,17 @@ def test_untraceable_inputs_are_model_config_errors() -> None:
         measure_module(nn.Linear(4, 4), ("not a tensor",))
     with pytest.raises(ModelConfigError, match="not a torch.nn.Module"):
         measure_module(lambda x: x, torch.zeros(2, 4))
+
+
+def test_sdpa_activations_grow_linearly_with_sequence_length() -> None:
+    # The fused kernel saves q, k, v, output and log-sum-exp: O(seq). The math kernel would
+    # save the seq x seq attention matrix, and doubling the sequence would more than double.
+    class Attention(nn.Module):
+        def forward(self, q: Any) -> Any:
+            return F.scaled_dot_product_attention(q, q, q, is_causal=True)
+
+    def saved_bytes(seq: int) -> int:
+        q = torch.randn(2, HEADS, seq, DIM // HEADS, requires_grad=True)
+        return measure_module(Attention(), q).activation_bytes
+
+    assert saved_bytes(512) == 2 * saved_bytes(256)

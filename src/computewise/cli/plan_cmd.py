@@ -21,7 +21,7 @@ TopOption = Annotated[int, typer.Option("--top", help="Candidates to show (JSON:
 
 def _default_global_batch(seq_len: int) -> int:
     """About a million tokens per step, a power of two of sequences: GPT-3 and Llama used 0.5-4M."""
-    return max(1, 2 ** round(math.log2(2**20 / seq_len)))
+    return max(1, int(2 ** round(math.log2(2**20 / seq_len))))
 
 
 @app.command("train")

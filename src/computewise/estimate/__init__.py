@@ -7,7 +7,7 @@ from computewise.estimate.assumptions import Assumptions
 from computewise.estimate.infer import InferColumns, InferRows, evaluate_infer
 from computewise.estimate.memory import MemoryBreakdown
 from computewise.estimate.single import InferEstimate, TrainEstimate, estimate_infer, estimate_train
-from computewise.estimate.train import TrainColumns, TrainRows, evaluate_train
+from computewise.estimate.train import TrainColumns, TrainHardware, TrainLayout, evaluate_train, train_memory
 
 __all__ = [
     "Assumptions",
@@ -17,9 +17,11 @@ __all__ = [
     "MemoryBreakdown",
     "TrainColumns",
     "TrainEstimate",
-    "TrainRows",
+    "TrainHardware",
+    "TrainLayout",
     "estimate_infer",
     "estimate_train",
     "evaluate_infer",
     "evaluate_train",
+    "train_memory",
 ]

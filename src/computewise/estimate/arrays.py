@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import numpy.typing as npt
 
@@ -11,6 +13,8 @@ __all__ = ["FloatArray", "col"]
 FloatArray = npt.NDArray[np.float64]
 
 
-def col(value: float | int | bool | FloatArray | npt.NDArray[np.int64] | npt.NDArray[np.bool_]) -> FloatArray:
+def col(
+    value: float | Sequence[float] | FloatArray | npt.NDArray[np.int64] | npt.NDArray[np.bool_],
+) -> FloatArray:
     """A float64 column from a scalar or an array (no copy when it already is one)."""
     return np.asarray(value, dtype=np.float64)

@@ -17,7 +17,7 @@ from computewise.estimate.memory import (
     optimizer_bytes_per_param,
 )
 from computewise.estimate.pricing import Quote, quote
-from computewise.estimate.train import TrainColumns, TrainRows, evaluate_train
+from computewise.estimate.train import TrainColumns, TrainHardware, TrainLayout, evaluate_train
 from computewise.specs import Accelerator, InferJob, ModelSpec, Parallelism, Precision, Pricing, TrainJob
 
 if TYPE_CHECKING:
@@ -30,7 +30,7 @@ def peak_for(accelerator: Accelerator, precision: Precision) -> float:
     """Dense peak FLOP/s at a training precision; a precision the chip lacks is the user's to change."""
     peak = accelerator.peak_flops.get(precision, 0.0)
     if peak <= 0:
-        supported = [p for p in ("fp32", "bf16", "fp16", "fp8") if accelerator.peak_flops.get(p, 0.0) > 0]  # type: ignore[call-overload]
+        supported = [p for p in ("fp32", "bf16", "fp16", "fp8") if accelerator.peak_flops.get(p, 0.0) > 0]
         raise InputError(
             f"{accelerator.name} has no {precision} support",
             f"use --precision {' or '.join(supported)}",
@@ -47,6 +47,20 @@ def memory_dict(memory: MemoryBreakdown, row: int = 0) -> dict[str, float]:
 
 def _scalar(values: Any) -> float:
     return float(col(values).reshape(-1)[0])
+
+
+def _require_links(accelerator: Accelerator, gpus: int, hw: Quote) -> None:
+    """Communication time over a link of unknown speed is unknowable: say so instead of printing infinity."""
+    if gpus > 1 and accelerator.interconnect_bytes_per_s <= 0:
+        raise InputError(
+            f"the catalog has no interconnect bandwidth for {accelerator.name}, so {gpus} devices cannot be timed",
+            "add interconnect_bytes_per_s for it in a catalog file (--catalog PATH), or use --gpus 1",
+        )
+    if hw.instances > 1 and hw.inter_node_bytes_per_s <= 0:
+        raise InputError(
+            f"the catalog has no network bandwidth for {hw.description}, so {hw.instances} instances cannot be timed",
+            "add network_bytes_per_s for the instance in a catalog file (--catalog PATH), or use one instance",
+        )
 
 
 @dataclass(frozen=True)
@@ -149,8 +163,9 @@ def estimate_train(
     check_layout(model, gpus, parallelism, job.global_batch, job.micro_batch)
     peak = peak_for(accelerator, job.precision)
     hw = quote(catalog, accelerator, gpus, pricing, assumptions, cloud, region, instance_type)
+    _require_links(accelerator, gpus, hw)
     used_utilization = utilization if utilization is not None else assumptions.achievable_mfu_train
-    rows = TrainRows(
+    layout = TrainLayout(
         tp=col(parallelism.tp),
         pp=col(parallelism.pp),
         dp=col(parallelism.dp),
@@ -163,6 +178,8 @@ def estimate_train(
         flash_attention=col(job.flash_attention),
         weight_bytes=col(bytes_per_value(job.precision)),
         optimizer_bytes=col(optimizer_bytes_per_param(job.optimizer, job.precision)),
+    )
+    hardware = TrainHardware(
         peak_flops=col(peak),
         intra_node_bytes_per_s=col(accelerator.interconnect_bytes_per_s),
         inter_node_bytes_per_s=col(hw.inter_node_bytes_per_s),
@@ -184,7 +201,7 @@ def estimate_train(
         job=job,
         quote=hw,
         utilization=used_utilization,
-        columns=evaluate_train(model, job.tokens, rows, assumptions),
+        columns=evaluate_train(model, job.tokens, layout, hardware, assumptions),
         notes=tuple(notes),
     )
 
@@ -265,6 +282,7 @@ def estimate_infer(
         )
     peak = peak_for(accelerator, job.precision)
     hw = quote(catalog, accelerator, tp, pricing, assumptions, cloud, region, instance_type)
+    _require_links(accelerator, tp, hw)
     rows = InferRows(
         tp=col(tp),
         batch=col(job.batch),

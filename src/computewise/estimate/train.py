@@ -6,11 +6,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
+import numpy.typing as npt
 
-from computewise.estimate.arrays import FloatArray, col
+from computewise.estimate.arrays import FloatArray
 from computewise.estimate.assumptions import Assumptions
 from computewise.estimate.comm import dp_sync_bytes, pp_transfer_bytes, tp_allreduce_bytes
 from computewise.estimate.cost import co2_kg, energy_kwh, spot_slowdown
@@ -18,12 +19,12 @@ from computewise.estimate.flops import training_flops_per_token
 from computewise.estimate.memory import MemoryBreakdown, activation_bytes, model_state_bytes, with_overhead
 from computewise.specs import ModelSpec
 
-__all__ = ["TrainColumns", "TrainRows", "evaluate_train", "token_bytes"]
+__all__ = ["TrainColumns", "TrainHardware", "TrainLayout", "evaluate_train", "token_bytes", "train_memory"]
 
 
 @dataclass(frozen=True)
-class TrainRows:
-    """Inputs, one entry per candidate. Bandwidths are per device, one direction."""
+class TrainLayout:
+    """How the job is laid out, one entry per candidate; independent of the hardware it runs on."""
 
     tp: FloatArray
     pp: FloatArray
@@ -37,6 +38,24 @@ class TrainRows:
     flash_attention: FloatArray  # 0/1
     weight_bytes: FloatArray
     optimizer_bytes: FloatArray
+
+    @property
+    def gpus(self) -> FloatArray:
+        return self.tp * self.pp * self.dp
+
+    @property
+    def microbatches(self) -> FloatArray:
+        """Micro-batches per data-parallel rank per optimizer step (gradient accumulation steps)."""
+        return self.global_batch / (self.dp * self.micro_batch)
+
+    def take(self, index: npt.NDArray[np.int64]) -> TrainLayout:
+        return TrainLayout(**{f.name: getattr(self, f.name)[index] for f in fields(self)})
+
+
+@dataclass(frozen=True)
+class TrainHardware:
+    """Where each candidate runs. Bandwidths are per device, one direction."""
+
     peak_flops: FloatArray  # of one device at the training precision
     intra_node_bytes_per_s: FloatArray
     inter_node_bytes_per_s: FloatArray  # instance network bandwidth / devices per instance
@@ -47,10 +66,6 @@ class TrainRows:
     g_co2_per_kwh: FloatArray
     pue: FloatArray
     utilization: FloatArray  # achieved fraction of peak on this job's FLOPs
-
-    @property
-    def gpus(self) -> FloatArray:
-        return self.tp * self.pp * self.dp
 
 
 @dataclass(frozen=True)
@@ -81,68 +96,80 @@ def token_bytes(model: ModelSpec) -> float:
     return 2.0 if 0 < model.vocab_size <= 65536 else 4.0
 
 
-def evaluate_train(model: ModelSpec, tokens: float, rows: TrainRows, assumptions: Assumptions) -> TrainColumns:
-    """Evaluate every row. ``tokens`` is the job's total (samples for models without a sequence)."""
-    gpus = rows.gpus
-    microbatches = rows.global_batch / (rows.dp * rows.micro_batch)
-    act_bytes = rows.weight_bytes
+def train_memory(model: ModelSpec, layout: TrainLayout, assumptions: Assumptions) -> MemoryBreakdown:
+    """Bytes per device; the planner computes it once per layout, before pairing layouts with hardware."""
     weights, gradients, optimizer = model_state_bytes(
-        model.params, rows.weight_bytes, rows.optimizer_bytes, rows.tp, rows.pp, rows.dp, rows.zero
+        model.params, layout.weight_bytes, layout.optimizer_bytes, layout.tp, layout.pp, layout.dp, layout.zero
     )
     activations = activation_bytes(
         model,
-        rows.seq_len,
-        rows.micro_batch,
-        rows.tp,
-        rows.pp,
-        rows.sequence_parallel,
-        rows.recompute,
-        rows.flash_attention,
-        act_bytes,
-        microbatches,
+        layout.seq_len,
+        layout.micro_batch,
+        layout.tp,
+        layout.pp,
+        layout.sequence_parallel,
+        layout.recompute,
+        layout.flash_attention,
+        layout.weight_bytes,
+        layout.microbatches,
     )
-    memory = with_overhead(
+    return with_overhead(
         weights,
         gradients,
         optimizer,
         activations,
-        col(0.0) * gpus,
+        np.zeros_like(activations),
         assumptions.runtime_overhead_fraction,
         assumptions.runtime_overhead_bytes,
     )
 
+
+def _transfer_s(n_bytes: FloatArray, bytes_per_s: FloatArray) -> FloatArray:
+    """Seconds to move ``n_bytes``; nothing to move takes no time even over an unknown (0) link."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(n_bytes > 0, n_bytes / bytes_per_s, 0.0)
+
+
+def evaluate_train(
+    model: ModelSpec,
+    tokens: float,
+    rows: TrainLayout,
+    hw: TrainHardware,
+    assumptions: Assumptions,
+    memory: MemoryBreakdown | None = None,
+) -> TrainColumns:
+    """Evaluate every row. ``tokens`` is the job's total (samples for models without a sequence)."""
+    gpus = rows.gpus
+    microbatches = rows.microbatches
+    act_bytes = rows.weight_bytes
+    memory = memory if memory is not None else train_memory(model, rows, assumptions)
+
     tokens_per_step = rows.global_batch * rows.seq_len
     steps = np.ceil(tokens / tokens_per_step)
     model_per_token, hardware_per_token = training_flops_per_token(model, rows.seq_len, rows.recompute)
-    compute_s = hardware_per_token * tokens_per_step / gpus / (rows.peak_flops * rows.utilization)
+    compute_s = hardware_per_token * tokens_per_step / gpus / (hw.peak_flops * hw.utilization)
 
-    spans_nodes = gpus > rows.devices_per_node
+    spans_nodes = gpus > hw.devices_per_node
     dp_link = np.where(
         spans_nodes,
-        rows.inter_node_bytes_per_s * assumptions.inter_node_network_efficiency,
-        rows.intra_node_bytes_per_s * assumptions.intra_node_link_efficiency,
+        hw.inter_node_bytes_per_s * assumptions.inter_node_network_efficiency,
+        hw.intra_node_bytes_per_s * assumptions.intra_node_link_efficiency,
     )
-    intra = rows.intra_node_bytes_per_s * assumptions.intra_node_link_efficiency
-    inter = rows.inter_node_bytes_per_s * assumptions.inter_node_network_efficiency
-    tp_link = np.where(rows.tp > rows.devices_per_node, inter, intra)
-    pp_link = np.where(rows.tp * rows.pp > rows.devices_per_node, inter, intra)
+    intra = hw.intra_node_bytes_per_s * assumptions.intra_node_link_efficiency
+    inter = hw.inter_node_bytes_per_s * assumptions.inter_node_network_efficiency
+    tp_link = np.where(rows.tp > hw.devices_per_node, inter, intra)
+    pp_link = np.where(rows.tp * rows.pp > hw.devices_per_node, inter, intra)
 
     tokens_per_microbatch = rows.micro_batch * rows.seq_len
     layers_per_stage = max(model.total_layers, 1) / rows.pp
-    tp_s = (
-        tp_allreduce_bytes(
-            tokens_per_microbatch,
-            model.hidden_size,
-            layers_per_stage,
-            act_bytes,
-            rows.tp,
-            microbatches,
-            rows.recompute,
-        )
-        / tp_link
+    tp_bytes = tp_allreduce_bytes(
+        tokens_per_microbatch, model.hidden_size, layers_per_stage, act_bytes, rows.tp, microbatches, rows.recompute
     )
-    pp_s = pp_transfer_bytes(tokens_per_microbatch, model.hidden_size, act_bytes, rows.pp, microbatches) / pp_link
-    dp_s = dp_sync_bytes(model.params, rows.weight_bytes, rows.tp, rows.pp, rows.dp, rows.zero, microbatches) / dp_link
+    pp_bytes = pp_transfer_bytes(tokens_per_microbatch, model.hidden_size, act_bytes, rows.pp, microbatches)
+    dp_bytes = dp_sync_bytes(model.params, rows.weight_bytes, rows.tp, rows.pp, rows.dp, rows.zero, microbatches)
+    tp_s = _transfer_s(tp_bytes, tp_link)
+    pp_s = _transfer_s(pp_bytes, pp_link)
+    dp_s = _transfer_s(dp_bytes, dp_link)
     # DDP overlaps the gradient sync with the last micro-batch's backward (2/3 of its compute);
     # ZeRO-3 prefetches its gathers across the whole step.
     overlap_s = np.where(rows.zero >= 3, compute_s, compute_s / microbatches * 2.0 / 3.0)
@@ -157,10 +184,10 @@ def evaluate_train(model: ModelSpec, tokens: float, rows: TrainRows, assumptions
     slowdown, interval_s = spot_slowdown(
         checkpoint_write_s, assumptions.spot_preemptions_per_h, assumptions.restart_overhead_s
     )
-    slowdown = np.where(rows.spot > 0, slowdown, 1.0)
+    slowdown = np.where(hw.spot > 0, slowdown, 1.0)
     time_s = steps * step_s * slowdown
 
-    kwh = energy_kwh(gpus, rows.tdp_w, assumptions.gpu_power_fraction_of_tdp, time_s, 1.0) * rows.pue
+    kwh = energy_kwh(gpus, hw.tdp_w, assumptions.gpu_power_fraction_of_tdp, time_s, 1.0) * hw.pue
     tokens_per_s = tokens_per_step / step_s
     return TrainColumns(
         memory=memory,
@@ -178,8 +205,8 @@ def evaluate_train(model: ModelSpec, tokens: float, rows: TrainRows, assumptions
         checkpoint_bytes=checkpoint_bytes,
         tokens_per_s=tokens_per_s,
         read_bytes_per_s=tokens_per_s * token_bytes(model),
-        cost_usd=rows.rental_usd_per_h * time_s / 3600.0,
+        cost_usd=hw.rental_usd_per_h * time_s / 3600.0,
         energy_kwh=kwh,
-        co2_kg=co2_kg(kwh, rows.g_co2_per_kwh),
-        mfu=model_per_token * tokens_per_step / (step_s * gpus * rows.peak_flops),
+        co2_kg=co2_kg(kwh, hw.g_co2_per_kwh),
+        mfu=model_per_token * tokens_per_step / (step_s * gpus * hw.peak_flops),
     )

@@ -13,6 +13,7 @@ Enumerate, filter, rank, in three passes that are exact, not heuristic:
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
@@ -23,8 +24,8 @@ import numpy.typing as npt
 from computewise.errors import InfeasiblePlanError, InputError
 from computewise.estimate.arrays import FloatArray, col
 from computewise.estimate.assumptions import Assumptions
-from computewise.estimate.memory import bytes_per_value, optimizer_bytes_per_param
-from computewise.estimate.train import TrainRows, evaluate_train
+from computewise.estimate.memory import MemoryBreakdown, bytes_per_value, optimizer_bytes_per_param
+from computewise.estimate.train import TrainColumns, TrainHardware, TrainLayout, evaluate_train, train_memory
 from computewise.plan.result import Option, Plan, Rejection, pareto_front, scaling_curve
 from computewise.specs import PRECISIONS, RECOMPUTES, Accelerator, ModelSpec, Optimizer, Precision, Pricing
 from computewise.units import format_bytes, format_duration, format_usd
@@ -57,44 +58,57 @@ class TrainConstraints:
     clouds: tuple[str, ...] = ()
     regions: tuple[str, ...] = ()
     pricings: tuple[Pricing, ...] = ("on-demand", "spot", "reserved-1y", "reserved-3y")
-    precisions: tuple[Precision, ...] = PRECISIONS
+    precisions: tuple[Precision, ...] = ("bf16", "fp16", "fp32")  # fp8 needs Transformer Engine: opt in
     objective: Objective = "cost"
 
 
-@dataclass(frozen=True)
-class _Layouts:
-    """Hardware-independent layouts, one column entry each."""
+def _layouts(model: ModelSpec, gpu_counts: Sequence[int], c: TrainConstraints) -> tuple[TrainLayout, IntArray]:
+    """Every (gpus, tp, pp, ZeRO, precision, micro-batch, recompute) the model's shape allows.
 
-    gpus: IntArray
-    tp: IntArray
-    pp: IntArray
-    zero: IntArray
-    precision: IntArray  # index into PRECISIONS
-    micro: IntArray
-    recompute: IntArray
-
-
-def _layouts(model: ModelSpec, gpu_counts: Sequence[int], c: TrainConstraints) -> _Layouts:
-    rows: list[tuple[int, int, int, int, int, int, int]] = []
-    precision_codes = [PRECISIONS.index(p) for p in c.precisions]
+    Returns the layouts and, per row, the index of its precision in PRECISIONS.
+    """
     splittable = model.is_transformer
-    for gpus in sorted(set(gpu_counts)):
-        for tp in _TP if splittable else (1,):
-            if model.heads % tp:
-                continue
-            for pp in _PP if splittable else (1,):
-                if gpus % (tp * pp) or (splittable and pp > model.total_layers):
-                    continue
-                dp = gpus // (tp * pp)
-                for micro in _MICRO:
-                    if c.global_batch % (dp * micro):
-                        continue
-                    for zero in _ZERO if dp > 1 else (0,):
-                        for precision in precision_codes:
-                            for recompute in range(len(RECOMPUTES)) if splittable else (0,):
-                                rows.append((gpus, tp, pp, zero, precision, micro, recompute))
-    table = np.array(rows, dtype=np.int64).reshape(-1, 7)
-    return _Layouts(*(table[:, i] for i in range(7)))
+    grid = np.array(
+        list(
+            itertools.product(
+                sorted(set(gpu_counts)),
+                _TP if splittable else (1,),
+                _PP if splittable else (1,),
+                _ZERO,
+                [PRECISIONS.index(p) for p in c.precisions],
+                _MICRO,
+                range(len(RECOMPUTES)) if splittable else (0,),
+            )
+        ),
+        dtype=np.int64,
+    ).reshape(-1, 7)
+    gpus, tp, pp, zero, precision, micro, recompute = (grid[:, i] for i in range(7))
+    ok = gpus % (tp * pp) == 0
+    dp = np.where(ok, gpus // (tp * pp), 1)
+    ok &= c.global_batch % (dp * micro) == 0
+    ok &= (dp > 1) | (zero == 0)  # ZeRO shards over data parallelism; with dp = 1 every stage is stage 0
+    if splittable:
+        ok &= (model.heads % tp == 0) & (pp <= model.total_layers)
+    keep = np.flatnonzero(ok)
+    weight = np.array([bytes_per_value(p) for p in PRECISIONS])
+    optimizer = np.array([optimizer_bytes_per_param(c.optimizer, p) for p in PRECISIONS])
+    precision = precision[keep]
+    tp_k = col(tp[keep])
+    layout = TrainLayout(
+        tp=tp_k,
+        pp=col(pp[keep]),
+        dp=col(dp[keep]),
+        zero=col(zero[keep]),
+        micro_batch=col(micro[keep]),
+        global_batch=np.full(len(keep), float(c.global_batch)),
+        seq_len=np.full(len(keep), float(c.seq_len)),
+        recompute=col(recompute[keep]),
+        sequence_parallel=col(tp_k > 1),
+        flash_attention=np.ones(len(keep)),
+        weight_bytes=weight[precision],
+        optimizer_bytes=optimizer[precision],
+    )
+    return layout, precision
 
 
 @dataclass(frozen=True)
@@ -147,173 +161,172 @@ def plan_train(model: ModelSpec, catalog: Catalog, assumptions: Assumptions, con
             "no offering in the catalog matches the accelerator, cloud, region and pricing filters",
             "drop a filter, or run `computewise catalog list offerings` to see what is sold where",
         )
-    units = [
-        (h_index, n) for h_index, h in enumerate(hardware) for n in _INSTANCES if n * h.devices_per_node <= c.max_gpus
-    ]
+    rejections: list[Rejection] = []
+    units: list[tuple[int, int]] = []  # (hardware shape, instances)
+    for h_index, h in enumerate(hardware):
+        for n in _INSTANCES:
+            if n * h.devices_per_node > c.max_gpus:
+                break
+            if n * h.devices_per_node > 1 and h.accelerator.interconnect_bytes_per_s <= 0:
+                reason = (
+                    f"interconnect bandwidth of {h.accelerator.name} is not in the catalog; planned on one device only"
+                )
+                rejections.append(Rejection(h.accelerator.slug, n * h.devices_per_node, "network", reason, 0))
+                break
+            if n > 1 and h.inter_node_bytes_per_s <= 0:
+                reason = f"network bandwidth of {h.prices[0][1]} is not in the catalog; planned on one instance only"
+                rejections.append(Rejection(h.accelerator.slug, n * h.devices_per_node, "network", reason, 0))
+                break
+            units.append((h_index, n))
     if not units:
         raise InputError(
             f"--max-gpus {c.max_gpus} is smaller than the smallest matching instance",
             "raise --max-gpus or choose an accelerator sold in smaller instances",
         )
-    layouts = _layouts(model, [n * hardware[h].devices_per_node for h, n in units], c)
-    by_gpus = {int(g): np.flatnonzero(layouts.gpus == g) for g in np.unique(layouts.gpus)}
+    unit_gpus = np.array([n * hardware[h].devices_per_node for h, n in units], dtype=np.int64)
+    layouts, precision = _layouts(model, unit_gpus.tolist(), c)
+    memory = train_memory(model, layouts, assumptions)
+    total_memory = memory.total
+    layout_gpus = layouts.gpus.astype(np.int64)
 
-    # Join units with their layouts; rows of one unit stay contiguous.
-    layout_index = np.concatenate(
-        [by_gpus.get(n * hardware[h].devices_per_node, np.empty(0, np.int64)) for h, n in units]
-    )
-    unit_index = np.repeat(
-        np.arange(len(units)), [len(by_gpus.get(n * hardware[h].devices_per_node, ())) for h, n in units]
-    )
-    # Every layout of a unit is a candidate once per offering and pricing sharing that hardware shape.
-    considered = sum(len(by_gpus.get(n * hardware[h].devices_per_node, ())) * len(hardware[h].prices) for h, n in units)
-    peak_table = np.array(
-        [[h.accelerator.peak_flops.get(p, 0.0) for p in PRECISIONS] for h in hardware], dtype=np.float64
-    )
-    unit_hw = np.array([h for h, _ in units], dtype=np.int64)[unit_index]
-    precision = layouts.precision[layout_index]
-    peak = peak_table[unit_hw, precision]
-    supported = peak > 0
-
-    rejections: list[Rejection] = []
-    for h_index, h in enumerate(hardware):
-        missing = [p for p in c.precisions if h.accelerator.peak_flops.get(p, 0.0) <= 0]
-        if missing and len(missing) < len(c.precisions):
-            continue
-        if missing:
+    # Pair each unit with the layouts of its GPU count that fit its memory and use a precision it runs.
+    pieces: list[IntArray] = []
+    considered = 0
+    for u, (h_index, _) in enumerate(units):
+        h = hardware[h_index]
+        same_gpus = np.flatnonzero(layout_gpus == unit_gpus[u])
+        considered += len(same_gpus) * len(h.prices)
+        peaks = np.array([h.accelerator.peak_flops.get(p, 0.0) for p in PRECISIONS])
+        runs = same_gpus[peaks[precision[same_gpus]] > 0]
+        fitting = runs[total_memory[runs] <= h.accelerator.memory_bytes]
+        pieces.append(fitting)
+        if len(same_gpus) and not len(runs):
             rejections.append(
                 Rejection(
                     h.accelerator.slug,
-                    0,
+                    int(unit_gpus[u]),
                     "precision",
-                    f"{h.accelerator.name} supports none of {', '.join(c.precisions)}",
-                    int(np.sum(unit_hw == h_index)),
+                    f"{h.accelerator.name} runs none of {', '.join(c.precisions)}",
+                    len(same_gpus) * len(h.prices),
                 )
             )
-
-    keep = np.flatnonzero(supported)
-    layout_index, unit_index, unit_hw, peak = layout_index[keep], unit_index[keep], unit_hw[keep], peak[keep]
-    rows = _rows(layouts, layout_index, hardware, unit_hw, peak, c, assumptions)
-    columns = evaluate_train(model, c.tokens, rows, assumptions)
-    capacity = np.array([h.accelerator.memory_bytes for h in hardware])[unit_hw]
-    total_memory = columns.memory.total
-    fits = total_memory <= capacity
-
-    # Units where nothing fits are rejected with their closest miss.
-    for u, (h_index, n) in enumerate(units):
-        mask = unit_index == u
-        if mask.any() and not (fits & mask).any():
-            need = float(total_memory[mask].min())
-            accel = hardware[h_index].accelerator
-            gpus = n * hardware[h_index].devices_per_node
+        elif len(runs) and not len(fitting):
+            need = float(total_memory[runs].min())
             rejections.append(
                 Rejection(
-                    accel.slug,
-                    gpus,
+                    h.accelerator.slug,
+                    int(unit_gpus[u]),
                     "memory",
-                    f"does not fit: {format_bytes(need)} > {format_bytes(accel.memory_bytes)} on {accel.name} "
-                    f"even with the leanest layout on {gpus} GPUs",
-                    int(mask.sum()),
+                    f"does not fit: {format_bytes(need)} > {format_bytes(h.accelerator.memory_bytes)} on "
+                    f"{h.accelerator.name} even with the leanest layout on {unit_gpus[u]} GPUs",
+                    len(runs) * len(h.prices),
                 )
             )
+    sizes = np.array([len(p) for p in pieces], dtype=np.int64)
+    layout_index = np.concatenate(pieces) if pieces else np.empty(0, np.int64)
+    unit_index = np.repeat(np.arange(len(units)), sizes)
+    unit_hw = np.array([h for h, _ in units], dtype=np.int64)[unit_index]
 
+    def per_row(values: list[float]) -> FloatArray:
+        return np.array(values, dtype=np.float64)[unit_hw]
+
+    peak_table = np.array([[h.accelerator.peak_flops.get(p, 0.0) for p in PRECISIONS] for h in hardware])
+    rows = len(layout_index)
+    zeros = np.zeros(rows)
+    columns = evaluate_train(
+        model,
+        c.tokens,
+        layouts.take(layout_index),
+        TrainHardware(
+            peak_flops=peak_table[unit_hw, precision[layout_index]],
+            intra_node_bytes_per_s=per_row([h.accelerator.interconnect_bytes_per_s for h in hardware]),
+            inter_node_bytes_per_s=per_row([h.inter_node_bytes_per_s for h in hardware]),
+            devices_per_node=per_row([float(h.devices_per_node) for h in hardware]),
+            tdp_w=per_row([h.accelerator.tdp_w for h in hardware]),
+            rental_usd_per_h=zeros,  # priced per offering below
+            spot=zeros + 1.0,  # time_s carries the spot slowdown; steps * step_s is the time without it
+            g_co2_per_kwh=zeros,
+            pue=zeros + 1.0,
+            utilization=zeros + assumptions.achievable_mfu_train,
+        ),
+        assumptions,
+        memory=MemoryBreakdown(**{k: getattr(memory, k)[layout_index] for k in _MEMORY_PARTS}),
+    )
     base_time = columns.steps * columns.step_s
     spot_time = columns.time_s
     options: list[Option] = []
+    ends = np.cumsum(sizes)
     for u, (h_index, n) in enumerate(units):
-        ok = np.flatnonzero((unit_index == u) & fits)
-        if not len(ok):
+        start, stop = int(ends[u] - sizes[u]), int(ends[u])
+        if start == stop:
             continue
-        best = {False: ok[np.argmin(base_time[ok])], True: ok[np.argmin(spot_time[ok])]}
+        best = {
+            False: start + int(np.argmin(base_time[start:stop])),
+            True: start + int(np.argmin(spot_time[start:stop])),
+        }
         h = hardware[h_index]
-        gpus = n * h.devices_per_node
         for cloud, instance_type, region, pricing, hourly, carbon in h.prices:
-            r = int(best[pricing == "spot"])
-            time_s = float(spot_time[r] if pricing == "spot" else base_time[r])
-            kwh = (
-                gpus
-                * h.accelerator.tdp_w
-                * assumptions.gpu_power_fraction_of_tdp
-                * time_s
-                / 3.6e6
-                * (assumptions.onprem_pue if pricing == "on-prem" else assumptions.cloud_pue)
-            )
-            li = layout_index[r]
+            r = best[pricing == "spot"]
             options.append(
-                Option(
-                    accelerator=h.accelerator.slug,
-                    gpus=gpus,
-                    instances=n,
-                    cloud=cloud,
-                    instance_type=instance_type,
-                    region=region,
-                    pricing=pricing,
-                    usd_per_h=n * hourly,
-                    tp=int(layouts.tp[li]),
-                    pp=int(layouts.pp[li]),
-                    dp=gpus // int(layouts.tp[li] * layouts.pp[li]),
-                    zero=int(layouts.zero[li]),
-                    precision=PRECISIONS[int(layouts.precision[li])],
-                    micro_batch=int(layouts.micro[li]),
-                    recompute=RECOMPUTES[int(layouts.recompute[li])],
-                    memory_bytes={
-                        k: float(getattr(columns.memory, k)[r])
-                        for k in ("weights", "gradients", "optimizer_states", "activations", "kv_cache", "overhead")
-                    },
-                    capacity_bytes=h.accelerator.memory_bytes,
-                    flops=float(columns.model_flops[r]),
-                    time_s=time_s,
-                    cost_usd=n * hourly * time_s / 3600.0,
-                    energy_kwh=kwh,
-                    co2_kg=kwh * carbon / 1000.0,
-                    mfu=float(columns.mfu[r]),
+                _option(
+                    h,
+                    n,
+                    (cloud, instance_type, region, pricing, hourly, carbon),
+                    r,
+                    int(layout_index[r]),
+                    layouts,
+                    precision,
+                    columns,
+                    assumptions,
                 )
             )
     return _select(options, rejections, c, considered)
 
 
-def _rows(
-    layouts: _Layouts,
-    li: IntArray,
-    hardware: list[_Hardware],
-    hw: IntArray,
-    peak: FloatArray,
-    c: TrainConstraints,
+_MEMORY_PARTS = ("weights", "gradients", "optimizer_states", "activations", "kv_cache", "overhead")
+
+
+def _option(
+    h: _Hardware,
+    instances: int,
+    price: tuple[str, str, str, Pricing, float, float],
+    r: int,
+    li: int,
+    layouts: TrainLayout,
+    precision: IntArray,
+    columns: TrainColumns,
     assumptions: Assumptions,
-) -> TrainRows:
-    tp, pp = col(layouts.tp[li]), col(layouts.pp[li])
-    gpus = col(layouts.gpus[li])
-    precision = layouts.precision[li]
-    weight = np.array([bytes_per_value(p) for p in PRECISIONS])[precision]
-    optimizer = np.array([optimizer_bytes_per_param(c.optimizer, p) for p in PRECISIONS])[precision]
-
-    def per_hw(values: list[float]) -> FloatArray:
-        return np.array(values, dtype=np.float64)[hw]
-
-    zeros = np.zeros(len(li))
-    return TrainRows(
+) -> Option:
+    cloud, instance_type, region, pricing, hourly, carbon = price
+    gpus = instances * h.devices_per_node
+    time_s = float(columns.time_s[r] if pricing == "spot" else columns.steps[r] * columns.step_s[r])
+    pue = assumptions.onprem_pue if pricing == "on-prem" else assumptions.cloud_pue
+    kwh = gpus * h.accelerator.tdp_w * assumptions.gpu_power_fraction_of_tdp * time_s / 3.6e6 * pue
+    tp, pp = int(layouts.tp[li]), int(layouts.pp[li])
+    return Option(
+        accelerator=h.accelerator.slug,
+        gpus=gpus,
+        instances=instances,
+        cloud=cloud,
+        instance_type=instance_type,
+        region=region,
+        pricing=pricing,
+        usd_per_h=instances * hourly,
         tp=tp,
         pp=pp,
-        dp=gpus / (tp * pp),
-        zero=col(layouts.zero[li]),
-        micro_batch=col(layouts.micro[li]),
-        global_batch=zeros + c.global_batch,
-        seq_len=zeros + c.seq_len,
-        recompute=col(layouts.recompute[li]),
-        sequence_parallel=col(tp > 1),
-        flash_attention=zeros + 1.0,
-        weight_bytes=weight,
-        optimizer_bytes=optimizer,
-        peak_flops=peak,
-        intra_node_bytes_per_s=per_hw([h.accelerator.interconnect_bytes_per_s for h in hardware]),
-        inter_node_bytes_per_s=per_hw([h.inter_node_bytes_per_s for h in hardware]),
-        devices_per_node=per_hw([float(h.devices_per_node) for h in hardware]),
-        tdp_w=per_hw([h.accelerator.tdp_w for h in hardware]),
-        rental_usd_per_h=zeros,
-        spot=zeros + 1.0,
-        g_co2_per_kwh=zeros,
-        pue=zeros + 1.0,
-        utilization=zeros + assumptions.achievable_mfu_train,
+        dp=gpus // (tp * pp),
+        zero=int(layouts.zero[li]),
+        precision=PRECISIONS[int(precision[li])],
+        micro_batch=int(layouts.micro_batch[li]),
+        recompute=RECOMPUTES[int(layouts.recompute[li])],
+        memory_bytes={k: float(getattr(columns.memory, k)[r]) for k in _MEMORY_PARTS},
+        capacity_bytes=h.accelerator.memory_bytes,
+        flops=float(columns.model_flops[r]),
+        time_s=time_s,
+        cost_usd=instances * hourly * time_s / 3600.0,
+        energy_kwh=kwh,
+        co2_kg=kwh * carbon / 1000.0,
+        mfu=float(columns.mfu[r]),
     )
 
 

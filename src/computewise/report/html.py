@@ -33,7 +33,7 @@ from computewise.report.rows import (
     scaling_grid,
 )
 from computewise.report.svg import MUTED, PALETTE, Axis, Segment, Series, stacked_bar, use_log, xy_chart
-from computewise.units import format_bytes, format_duration, format_usd
+from computewise.units import format_bytes, format_usd
 
 __all__ = ["estimate_html", "plan_html", "write_html"]
 
@@ -157,6 +157,25 @@ def estimate_html(d: dict[str, Any]) -> str:
     return _page(f"computewise estimate: {d['model']}", body)
 
 
+# Round human durations for a log time axis: 1 s, 10 s, 1 min, 10 min, 1 h, 6 h, 1 d, 1 week, 30 d, 1 year.
+_DURATION_LADDER = (1.0, 10.0, 60.0, 600.0, 3600.0, 21600.0, 86400.0, 604800.0, 2592000.0, 31536000.0)
+_DURATION_UNITS = (("d", 86400.0), ("h", 3600.0), ("min", 60.0), ("s", 1.0), ("ms", 0.001))
+
+
+def _duration_tick(seconds: float) -> str:
+    """'6 h', '1 d': each tick in its own largest whole unit, as a log axis spans several."""
+    name, size = next(((n, s) for n, s in _DURATION_UNITS if abs(seconds) >= s), _DURATION_UNITS[-1])
+    return f"{seconds / size:g} {name}"
+
+
+def _duration_axis(label: str, seconds: Sequence[float]) -> Axis:
+    """Log axes tick on the human ladder; linear ones in one unit, so '5 h, 10 h' rather than '16.7 h, 33.3 h'."""
+    if use_log(seconds):
+        return Axis(label, _duration_tick, log=True, ticks=_DURATION_LADDER)
+    name, size = next(((n, s) for n, s in _DURATION_UNITS if max(seconds) >= 2 * s), _DURATION_UNITS[-1])
+    return Axis(label, lambda v: f"{v / size:g} {name}", unit=size)
+
+
 def _tip(option: dict[str, Any]) -> str:
     # The tooltip repeats the table row, so a point on the chart can be found in the table.
     return " · ".join(option_grid([option]).rows[0])
@@ -178,7 +197,7 @@ def _frontier_chart(d: dict[str, Any]) -> str:
     return xy_chart(
         "cost vs time",
         series,
-        Axis(x_label, format_duration, log=use_log([p[0] for p in points])),
+        _duration_axis(x_label, [p[0] for p in points]),
         Axis(y_label, format_usd, log=use_log([p[1] for p in points])),
     )
 
@@ -194,7 +213,7 @@ def _scaling(scaling: Sequence[dict[str, Any]]) -> list[str]:
         "time vs GPUs",
         [Series("", tuple(zip(gpus, times, strict=True)), PALETTE[0], line=True)],
         x,
-        Axis("time to finish", format_duration, log=use_log(times)),
+        _duration_axis("time to finish", times),
         width=540,
         height=300,
     )

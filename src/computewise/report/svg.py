@@ -31,7 +31,8 @@ class Axis:
     format: Callable[[float], str]
     log: bool = False
     domain: tuple[float, float] | None = None
-    ticks: tuple[float, ...] = ()
+    ticks: tuple[float, ...] = ()  # fixed tick positions, e.g. the GPU counts actually planned
+    unit: float = 1.0  # linear ticks fall on round multiples of this: 3600 gives 5 h, 10 h, not 16.7 h
 
 
 @dataclass(frozen=True)
@@ -117,11 +118,13 @@ class _Scale:
             t = (value - self.lo) / (self.hi - self.lo)
         return self.start + t * (self.end - self.start)
 
-    def ticks(self, fixed: Sequence[float]) -> list[float]:
-        if fixed:
-            chosen = [t for t in fixed if self.lo <= t <= self.hi]
-        else:
-            chosen = _log_ticks(self.lo, self.hi) if self.log else _linear_ticks(self.lo, self.hi)
+    def ticks(self, axis: Axis) -> list[float]:
+        chosen = [t for t in axis.ticks if self.lo <= t <= self.hi]
+        if len(chosen) < 2:
+            if self.log:
+                chosen = _log_ticks(self.lo, self.hi)
+            else:
+                chosen = [t * axis.unit for t in _linear_ticks(self.lo / axis.unit, self.hi / axis.unit)]
         return _thin(chosen)
 
 
@@ -179,14 +182,14 @@ def xy_chart(title: str, series: Sequence[Series], x: Axis, y: Axis, width: int 
         out.append(_text(legend_x + 13, 34, s.name))
         legend_x += 24 + 6.5 * len(s.name)
     base_y, base_x = height - bottom, left
-    for tick in sy.ticks(y.ticks):
+    for tick in sy.ticks(y):
         py = sy(tick)
         out.append(
             f'<line x1="{_n(base_x)}" y1="{_n(py)}" x2="{_n(width - right)}" y2="{_n(py)}" '
             'stroke="currentColor" stroke-opacity="0.15"/>'
         )
         out.append(_text(base_x - 6, py + 4, y.format(tick), "end"))
-    for tick in sx.ticks(x.ticks):
+    for tick in sx.ticks(x):
         px = sx(tick)
         out.append(f'<line x1="{_n(px)}" y1="{_n(base_y)}" x2="{_n(px)}" y2="{_n(base_y + 5)}" stroke="currentColor"/>')
         out.append(_text(px, base_y + 17, x.format(tick), "middle"))
@@ -235,7 +238,7 @@ def stacked_bar(
     pad, bar_y, bar_h = 10.0, 34.0, 26.0
     scale_hi = max(total, limit or 0.0) * 1.04 or 1.0
     columns = 2
-    legend_top = bar_y + bar_h + 38
+    legend_top = bar_y + bar_h + 56  # below the total and the limit labels, which sit on rows of their own
     rows = math.ceil(len(segments) / columns)
     height = int(legend_top + rows * 18 + 6)
 
