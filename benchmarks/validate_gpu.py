@@ -500,10 +500,14 @@ def measure(config: Config, device: torch.device, warmup: int, steps: int) -> Me
         return Measured(status="oom")
     except RuntimeError as error:  # e.g. no fused attention kernel for this shape
         return Measured(status=f"error: {str(error).splitlines()[0][:120]}")
-    finally:
-        gc.collect()
-        if device.type == "cuda":
-            torch.cuda.empty_cache()
+
+
+def release(device: torch.device) -> None:
+    """Free what the last configuration left (an OOM's traceback held its tensors until now)."""
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats(device)
 
 
 # ------------------------------------------------------------------------------------- estimation
@@ -644,7 +648,7 @@ def calibrate(rows: list[Row], accelerator: Accelerator) -> tuple[Row | None, fl
 
 
 def _gib(value: float | None) -> str:
-    return "n/a" if value is None else f"{value / GIB:.2f}"
+    return "n/a" if value is None else f"{value / GIB:.3g}"
 
 
 def _pct(value: float | None) -> str:
@@ -932,6 +936,7 @@ def main(argv: list[str] | None = None) -> int:
     for i, config in enumerate(configs, 1):
         began = time.perf_counter()
         result = measure(config, device, warmup, steps)
+        release(device)
         measured.append(result)
         took = time.perf_counter() - began
         print(f"[{i}/{len(configs)}] {config.name}: {result.status}, {took:.1f} s", file=sys.stderr, flush=True)

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from computewise.models.presets import preset_entries
 from computewise.models.shape import FAMILIES, count_params
 from computewise.specs.model import ModelSpec
 
-# Exact totals, sum(p.numel() for p in model.parameters()) of the Hugging Face / torchvision
-# implementation built from the config.json each preset cites (tied weights counted once):
-# GPT-2 124M and BERT-base (BertModel, with pooler) are the classic checks; Llama-2 6.74B /
-# 13.0B / 69.0B, Llama-3 8.03B / 70.6B, Mistral 7.24B, Mixtral 46.7B are the totals Meta and
-# Mistral AI publish, to the parameter. ViT-B/16 is timm's vit_base_patch16_224 (86.6M).
+# Exact totals: sum(p.numel() for p in model.parameters()) of the transformers / torchvision
+# model built from the config.json each preset cites, tied weights once (the figures the
+# Hugging Face Hub shows from each checkpoint's safetensors metadata). GPT-2 is
+# GPT2LMHeadModel, BERT is BertModel with its pooler (no masked-LM head), ViT-B/16 is
+# ViTForImageClassification with the ImageNet-1k head (= timm's vit_base_patch16_224).
 EXACT_COUNTS = {
     "gpt2": 124_439_808,
     "gpt2-medium": 354_823_168,
@@ -102,7 +104,6 @@ def test_families_with_position_tables_and_classifier_heads() -> None:
 
 def test_untied_head_adds_a_vocabulary_matrix_for_decoders_only() -> None:
     decoder = ModelSpec(name="d", params=0, layers=1, hidden_size=8, heads=2, ffn_size=16, vocab_size=10)
-    tied = count_params(decoder.__class__(**{**decoder.__dict__, "tied_embeddings": True}), FAMILIES["llama"])
+    tied = count_params(replace(decoder, tied_embeddings=True), FAMILIES["llama"])
     assert count_params(decoder, FAMILIES["llama"]) - tied == 10 * 8
-    encoder = decoder.__class__(**{**decoder.__dict__, "architecture": "encoder"})
-    assert count_params(encoder, FAMILIES["llama"]) == tied
+    assert count_params(replace(decoder, architecture="encoder"), FAMILIES["llama"]) == tied

@@ -319,9 +319,7 @@ print(json.dumps({"params": m.params, "param_bytes": m.param_bytes, "flops": m.f
 def test_seven_billion_shape_on_meta_traces_without_real_memory() -> None:
     # Four Llama-2-7B layers plus embeddings hold 1.07B parameters: 4.3 GB in fp32 if real, and
     # a 4096-token forward would add gigabytes of activations. The child's peak RSS stays low.
-    result = subprocess.run(
-        [sys.executable, "-c", LLAMA_STACK_SCRIPT], capture_output=True, text=True, check=True
-    )
+    result = subprocess.run([sys.executable, "-c", LLAMA_STACK_SCRIPT], capture_output=True, text=True, check=True)
     measured = json.loads(result.stdout.strip().splitlines()[-1])
     shape = ModelSpec(
         name="llama-2-7b x4",
@@ -430,7 +428,7 @@ def test_untraceable_inputs_are_model_config_errors() -> None:
         measure_module(ReadsValues(), torch.zeros(2, 4))
     with pytest.raises(ModelConfigError, match="no tensor"):
         measure_module(nn.Linear(4, 4), ("not a tensor",))
-    with pytest.raises(ModelConfigError, match="not a torch.nn.Module"):
+    with pytest.raises(ModelConfigError, match=r"not a torch\.nn\.Module"):
         measure_module(lambda x: x, torch.zeros(2, 4))
 
 

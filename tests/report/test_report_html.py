@@ -133,6 +133,10 @@ def test_plan_page_has_frontier_scaling_and_tables(train_plan: dict[str, Any]) -
     # 2.8 h to 45 d is more than 100x, so the time axis is logarithmic; $1,083 to $5,735 is not.
     assert "time to finish (log scale)" in text
     assert "cost (USD) (log scale)" not in text
+    # Ticks on round human durations: the log time axis on the ladder, the linear one in whole hours.
+    labels = re.findall(r"<text[^>]*>([^<]*)</text>", page)
+    assert {"6 h", "1 d", "7 d", "30 d"} <= set(labels)
+    assert {"10 h", "20 h", "30 h"} <= set(labels)
     # 15 candidates in grey, 7 frontier points, 1 recommendation; each with its table row as tooltip.
     assert counts["circle"] >= 15 + 7 + 1
     assert "polyline" in counts
@@ -157,10 +161,11 @@ def test_infer_plan_page(infer_plan: dict[str, Any]) -> None:
     _check_well_formed(page)
     _check_self_contained(page)
     text = _text(page)
+    assert "Cost vs latency" in text
     assert "latency per request" in text
     assert "USD per 1000 requests" in text
     assert "$32,594 always on" in text
-    assert "Frontier" not in text  # one point is no frontier table
+    assert "frontier" not in text.lower()  # its one-point frontier is the recommendation again
 
 
 def test_write_html_writes_the_page(tmp_path: Path, train_estimate: dict[str, Any]) -> None:

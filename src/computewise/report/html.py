@@ -9,7 +9,6 @@ or a full disk never leaves half a report where a good one was.
 from __future__ import annotations
 
 import os
-import secrets
 from collections.abc import Sequence
 from html import escape
 from pathlib import Path
@@ -22,7 +21,9 @@ from computewise.report.rows import (
     estimate_setup,
     estimate_summary,
     fit,
+    format_share,
     group_rejections,
+    is_inference,
     memory_parts,
     option_grid,
     option_point,
@@ -130,7 +131,7 @@ def _memory(memory: dict[str, Any]) -> list[str]:
     )
     verdict = fit(memory)
     klass = {True: "ok", False: "bad", None: "muted"}[verdict.fits]
-    rows = [(label, format_bytes(value), f"{value / total:.1%}" if total else "") for label, value in parts]
+    rows = [(label, format_bytes(value), format_share(value / total) if total else "") for label, value in parts]
     rows.append(("total", format_bytes(total), ""))
     return [chart, f'<p class="{klass}">{escape(verdict.text)}</p>', _pairs(rows, frozenset({1, 2}))]
 
@@ -181,25 +182,27 @@ def _tip(option: dict[str, Any]) -> str:
     return " · ".join(option_grid([option]).rows[0])
 
 
-def _frontier_chart(d: dict[str, Any]) -> str:
-    """Every candidate in grey, the frontier joined in colour, the recommendation ringed: the trade-off at a glance."""
+def _frontier(d: dict[str, Any]) -> list[str]:
+    """Candidates in grey, the frontier joined in colour, the recommendation drawn large: the trade-off at a glance."""
     candidates, pareto = d.get("candidates", []), sorted(d.get("pareto", []), key=option_point)
     recommended = d["recommended"]
     points = [option_point(o) for o in [*candidates, *pareto, recommended]]
     x_label, y_label = point_labels(recommended)
-    series = [
-        Series("candidates", tuple(option_point(o) for o in candidates), MUTED, tips=tuple(map(_tip, candidates))),
-        Series(
-            "frontier", tuple(option_point(o) for o in pareto), PALETTE[0], line=True, tips=tuple(map(_tip, pareto))
-        ),
-        Series("recommended", (option_point(recommended),), PALETTE[1], radius=7, tips=(_tip(recommended),)),
-    ]
-    return xy_chart(
-        "cost vs time",
+    title = "cost vs latency" if is_inference(recommended) else "cost vs time"
+    series = [Series("candidates", tuple(map(option_point, candidates)), MUTED, tips=tuple(map(_tip, candidates)))]
+    # A one-point frontier (an inference plan's) is the recommendation again.
+    if len(pareto) > 1:
+        series.append(
+            Series("frontier", tuple(map(option_point, pareto)), PALETTE[0], line=True, tips=tuple(map(_tip, pareto)))
+        )
+    series.append(Series("recommended", (option_point(recommended),), PALETTE[1], radius=7, tips=(_tip(recommended),)))
+    chart = xy_chart(
+        title,
         series,
         _duration_axis(x_label, [p[0] for p in points]),
         Axis(y_label, format_usd, log=use_log([p[1] for p in points])),
     )
+    return [f"<h2>{escape(title.capitalize())}</h2>", chart]
 
 
 def _scaling(scaling: Sequence[dict[str, Any]]) -> list[str]:
@@ -251,8 +254,7 @@ def plan_html(d: dict[str, Any]) -> str:
         "<h2>Recommended</h2>",
         _pairs(recommendation(recommended), frozenset()),
         *_memory(recommended["memory"]),
-        "<h2>Cost vs time</h2>",
-        _frontier_chart(d),
+        *_frontier(d),
     ]
     pareto = d.get("pareto", [])
     if len(pareto) > 1:
@@ -283,7 +285,7 @@ def write_html(path: str | os.PathLike[str], html: str) -> None:
         raise InputError(
             f"cannot write {target}: it is a directory", f"give a file name, e.g. {target / 'report.html'}"
         )
-    temp = directory / f".{target.name}.{secrets.token_hex(4)}.tmp"
+    temp = directory / f".{target.name}.{os.urandom(4).hex()}.tmp"  # hidden, and unique per writer
     hint = f"check that {directory} is writable and has free space, or write the report somewhere else"
     try:
         # O_EXCL: never reuse someone else's file; mode 0o666 lets the umask decide, as for any new file.

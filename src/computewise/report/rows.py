@@ -324,10 +324,9 @@ def _infer_row(o: dict[str, Any]) -> tuple[str, ...]:
 def option_grid(options: Sequence[dict[str, Any]], ranked: bool = False) -> Grid:
     """Candidates or the Pareto frontier as one table; columns follow the kind of the first option."""
     inference = bool(options) and is_inference(options[0])
-    headers, row = (_INFER_HEADERS, _infer_row) if inference else (_TRAIN_HEADERS, _train_row)
+    columns, row = (_INFER_HEADERS, _infer_row) if inference else (_TRAIN_HEADERS, _train_row)
     rows = tuple((str(rank), *row(o)) if ranked else row(o) for rank, o in enumerate(options, start=1))
-    if ranked:
-        headers = ("#", *headers)
+    headers = ("#", *columns) if ranked else columns
     return Grid(headers, rows, frozenset(i for i, h in enumerate(headers) if h in _NUMERIC_HEADERS))
 
 

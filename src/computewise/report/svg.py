@@ -129,14 +129,16 @@ class _Scale:
 
 
 def _scale(values: Sequence[float], axis: Axis, start: float, end: float) -> _Scale:
-    """Data range plus 5 % padding (on a log axis, 5 % of the decades); never below zero for non-negative data."""
-    log = axis.log and min(values) > 0
+    """Data range plus 5 % padding (on a log axis, 5 % of the decades); never below zero for non-negative data.
+
+    ``values`` are non-empty and, on a log axis, positive: :func:`xy_chart` drops the others first.
+    """
     if axis.domain is not None:
-        return _Scale(axis.domain[0], axis.domain[1], start, end, log)
+        return _Scale(axis.domain[0], axis.domain[1], start, end, axis.log)
     lo, hi = min(values), max(values)
-    if log:
+    if axis.log:
         pad = (hi / lo) ** 0.05 if hi > lo else 2.0
-        return _Scale(lo / pad, hi * pad, start, end, log)
+        return _Scale(lo / pad, hi * pad, start, end, True)
     if hi == lo:
         half = abs(lo) / 2 or 0.5
         lo, hi = lo - half, hi + half
@@ -144,7 +146,7 @@ def _scale(values: Sequence[float], axis: Axis, start: float, end: float) -> _Sc
     low = lo - pad
     if min(values) >= 0:
         low = max(0.0, low)
-    return _Scale(low, hi + pad, start, end, log)
+    return _Scale(low, hi + pad, start, end, False)
 
 
 def xy_chart(title: str, series: Sequence[Series], x: Axis, y: Axis, width: int = 640, height: int = 360) -> str:

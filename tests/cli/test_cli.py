@@ -1,0 +1,106 @@
+"""The real console script in a child process: JSON contracts, exit codes, no tracebacks, lazy imports."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+CLI = [sys.executable, "-m", "computewise.cli.app"]
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=120)
+
+
+def test_estimate_train_json_contract() -> None:
+    result = run("estimate", "train", "--model", "llama-3-8b", "--gpu", "h100", "--gpus", "8", "--tokens", "10B",
+                 "--seq-len", "4096", "--micro-batch", "1", "--zero", "3", "--recompute", "selective",
+                 "--pricing", "spot", "--json")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    parts = data["memory"]["per_device_bytes"]
+    assert set(parts) == {"weights", "gradients", "optimizer_states", "activations", "kv_cache", "overhead", "total"}
+    for path in (("compute", "flops"), ("time", "seconds"), ("cost", "usd"), ("energy", "kwh"), ("co2", "kg")):
+        assert data[path[0]][path[1]] > 0
+    assert data["cost"]["pricing"] == "spot"
+
+
+def test_estimate_infer_json_contract() -> None:
+    result = run("estimate", "infer", "--model", "llama-2-7b", "--gpu", "a100", "--batch", "16",
+                 "--context-len", "2k", "--json")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["memory"]["per_device_bytes"]["kv_cache"] == 524_288 * 16 * (2000 + 256)
+    assert data["memory"]["per_device_bytes"]["gradients"] == 0
+
+
+def test_plan_train_json_contract(tmp_path: Path) -> None:
+    html = tmp_path / "plan.html"
+    result = run("plan", "train", "--model", "gpt2", "--tokens", "1e9", "--deadline", "3d", "--max-gpus", "16",
+                 "--json", "--html", str(html))
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert set(data) >= {"recommended", "pareto", "candidates", "rejected"}
+    assert data["recommended"]["time"]["seconds"] <= 3 * 86400
+    assert "per_device_bytes" in data["recommended"]["memory"]
+    assert html.read_text().count("<svg") >= 2
+
+
+def test_plan_infer_and_compare_onprem() -> None:
+    infer = run("plan", "infer", "--model", "llama-3-8b", "--rps", "50", "--latency", "20s", "--json")
+    assert infer.returncode == 0, infer.stderr
+    option = json.loads(infer.stdout)["recommended"]
+    assert option["replicas"] >= 1 and option["cost"]["usd_per_1000_requests"] > 0
+    onprem = run("plan", "compare-onprem", "--json")
+    assert onprem.returncode == 0, onprem.stderr
+    rows = json.loads(onprem.stdout)
+    assert rows and all(r["break_even_utilization"] > 0 for r in rows)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("estimate", "train", "--model", "lama-3-8b", "--gpu", "h100"), "did you mean 'llama-3-8b'"),
+        (("estimate", "train", "--model", "gpt2", "--gpu", "h10O"), "did you mean"),
+        (("estimate", "train", "--model", "gpt2", "--gpu", "h100", "--gpus", "-4"), "must be positive"),
+        (("estimate", "train", "--model", "gpt2", "--gpu", "h100", "--gpus", "0"), "must be positive"),
+        (("estimate", "train", "--model", "gpt2", "--gpu", "h100", "--gpus", "8", "--tp", "3"), "does not divide"),
+        (("estimate", "train", "--model", "gpt2", "--gpu", "h100", "--gpus", "8", "--tp", "8"), "not divisible by tp"),
+        (("estimate", "train", "--model", "gpt2", "--gpu", "h100", "--tokens", "ten"), "cannot read 'ten'"),
+        (("estimate", "train", "--model", "gpt2", "--gpu", "h100", "--precision", "bf17"), "--precision must be"),
+        (("plan", "train", "--model", "llama-3-70b", "--tokens", "2T", "--deadline", "1h", "--max-gpus", "64"),
+         "deadline removed the last candidates"),
+        (("plan", "train", "--model", "gpt2", "--budget", "-5"), "must be positive"),
+    ],
+)
+def test_bad_input_exits_2_with_a_clear_message(args: tuple[str, ...], message: str) -> None:
+    result = run(*args)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_malformed_config_json_names_the_field(tmp_path: Path) -> None:
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"model_type": "llama", "hidden_size": 4096, "num_attention_heads": 32,
+                                  "intermediate_size": 11008, "vocab_size": 32000}))
+    result = run("estimate", "train", "--model", str(config), "--gpu", "a100")
+    assert result.returncode == 2
+    assert "num_hidden_layers" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_help_and_plan_do_not_import_torch() -> None:
+    probe = (
+        "import sys, runpy\n"
+        "sys.argv = ['computewise', *sys.argv[1:]]\n"
+        "try:\n    runpy.run_module('computewise.cli.app', run_name='__main__')\n"
+        "except SystemExit:\n    pass\n"
+        "assert 'torch' not in sys.modules, 'torch was imported'\n"
+    )
+    for args in (["--help"], ["plan", "train", "--model", "gpt2", "--json"]):
+        result = subprocess.run([sys.executable, "-c", probe, *args], capture_output=True, text=True, timeout=120)
+        assert result.returncode == 0, result.stderr
