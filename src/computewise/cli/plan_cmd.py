@@ -41,7 +41,9 @@ def train(
         bool | None, typer.Option("--spot/--no-spot", help="Only spot / never spot (default: both).")
     ] = None,
     pricing: Annotated[list[str] | None, typer.Option(help="Pricing models to consider (repeatable).")] = None,
-    precision: Annotated[list[str] | None, typer.Option(help="Precisions to consider (repeatable).")] = None,
+    precision: Annotated[
+        list[str] | None, typer.Option(help="Precisions to consider (repeatable; fp8 is opt-in).")
+    ] = None,
     optimize: Annotated[str, typer.Option(help="Rank by cost (under the deadline) or time.")] = "cost",
     top: TopOption = 10,
     catalog_paths: CatalogOption = None,
@@ -83,7 +85,7 @@ def train(
         clouds=tuple(c.lower() for c in cloud or ()),
         regions=tuple(region or ()),
         pricings=pricings,
-        precisions=tuple(choice(p, PRECISIONS, "--precision") for p in precision or PRECISIONS),
+        precisions=tuple(choice(p, PRECISIONS, "--precision") for p in precision or ("bf16", "fp16", "fp32")),
         objective=choice(optimize, ("cost", "time"), "--optimize"),
     )
     result = plan_train(spec, catalog, assumptions, constraints)

@@ -283,7 +283,7 @@ def _make_modes(counter: FlopCounter) -> tuple[Any, Any]:
         torch.nn.functional.scaled_dot_product_attention: "sdpa",
         torch.nn.functional.multi_head_attention_forward: "mha",
     }
-    # Only NJT-style subclasses route these through a mode; FlopCounterMode skips them too.
+    # FlopCounterMode never decomposes prim.device (it has no decomposition); neither do we.
     passthrough = {torch.ops.prim.device.default}
 
     class AttentionCalls(TorchFunctionMode):
