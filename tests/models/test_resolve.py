@@ -79,19 +79,8 @@ def test_tracing_without_torch_is_a_missing_extra(monkeypatch: pytest.MonkeyPatc
         computewise.models.trace_module(object(), ())
 
 
-def test_import_is_light_and_fast() -> None:
-    script = (
-        "import sys, time\n"
-        "import computewise.specs\n"  # the layer below; its cost is not ours
-        "start = time.perf_counter()\n"
-        "import computewise.models\n"
-        "elapsed = time.perf_counter() - start\n"
-        "print(elapsed, 'torch' in sys.modules, 'numpy' in sys.modules)\n"
-    )
-    runs = [
-        subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True) for _ in range(3)
-    ]
-    results = [run.stdout.split() for run in runs]
-    assert all(torch == "False" and numpy == "False" for _, torch, numpy in results)
-    # On top of computewise.specs; a generous bound for loaded CI machines (about 10 ms here).
-    assert min(float(elapsed) for elapsed, _, _ in results) < 0.05
+def test_import_is_light() -> None:
+    # The contract is "no torch, no numpy at import"; start-up time is measured by benchmarks/speed.py.
+    script = "import sys\nimport computewise.models\nprint('torch' in sys.modules, 'numpy' in sys.modules)\n"
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert run.stdout.split() == ["False", "False"]

@@ -8,7 +8,7 @@ import typer
 
 from computewise.cli.common import CatalogOption, HtmlOption, JsonOption, ModelOption, choice, emit, load, model
 from computewise.errors import InputError
-from computewise.specs import InferJob, Parallelism, TrainJob
+from computewise.specs import Accelerator, InferJob, Parallelism, Precision, TrainJob
 from computewise.units import parse_count, parse_positive_int
 
 app = typer.Typer(help="Estimate memory, FLOPs, time, cost, energy and CO2 of one configuration.", no_args_is_help=True)
@@ -29,7 +29,7 @@ def train(
     global_batch: Annotated[
         str | None, typer.Option(help="Sequences per optimizer step. Default micro-batch*dp.")
     ] = None,
-    precision: Annotated[str, typer.Option(help="bf16, fp16, fp32 or fp8.")] = "bf16",
+    precision: Annotated[str, typer.Option(help="auto (bf16, else fp16), bf16, fp16, fp32 or fp8.")] = "auto",
     optimizer: Annotated[str, typer.Option(help="adamw, adam, sgd or adam8bit.")] = "adamw",
     zero: Annotated[int, typer.Option(help="ZeRO stage 0-3 (3 = FSDP full shard).")] = 0,
     tp: Annotated[int, typer.Option(help="Tensor-parallel degree.")] = 1,
@@ -53,7 +53,7 @@ def train(
     """Memory per device, FLOPs, time, cost, energy and CO2 of one training configuration."""
     from computewise.estimate import estimate_train
     from computewise.report import estimate_html, print_estimate
-    from computewise.specs import OPTIMIZERS, PRECISIONS, PRICINGS, RECOMPUTES
+    from computewise.specs import OPTIMIZERS, PRICINGS, RECOMPUTES
 
     catalog, assumptions = load(catalog_paths)
     spec = model(model_name)
@@ -81,7 +81,7 @@ def train(
         seq_len=seq,
         micro_batch=micro,
         global_batch=parse_positive_int(global_batch, "--global-batch") if global_batch else micro * dp,
-        precision=choice(precision, PRECISIONS, "--precision"),
+        precision=_precision(precision, accelerator),
         optimizer=choice(optimizer, OPTIMIZERS, "--optimizer"),
         recompute=choice(recompute, RECOMPUTES, "--recompute"),
         flash_attention=flash_attention,
@@ -115,7 +115,7 @@ def infer(
     batch: Annotated[str, typer.Option(help="Concurrent sequences.")] = "1",
     context_len: Annotated[str, typer.Option(help="Prompt tokens per sequence.")] = "1024",
     output_len: Annotated[str, typer.Option(help="Generated tokens per sequence.")] = "256",
-    precision: Annotated[str, typer.Option(help="Weights: bf16, fp16, fp32 or fp8.")] = "bf16",
+    precision: Annotated[str, typer.Option(help="Weights: auto (bf16, else fp16), bf16, fp16, fp32, fp8.")] = "auto",
     kv_precision: Annotated[str, typer.Option(help="KV cache: bf16, fp16 or fp8.")] = "bf16",
     pricing: Annotated[str, typer.Option(help="on-demand, spot, reserved-1y, reserved-3y or on-prem.")] = "on-demand",
     cloud: Annotated[str | None, typer.Option(help="Price on this cloud only.")] = None,
@@ -128,7 +128,7 @@ def infer(
     """Memory (weights, KV cache), latency, throughput and $ per 1000 requests of one serving replica."""
     from computewise.estimate import estimate_infer
     from computewise.report import estimate_html, print_estimate
-    from computewise.specs import PRECISIONS, PRICINGS
+    from computewise.specs import PRICINGS
 
     catalog, assumptions = load(catalog_paths)
     spec = model(model_name)
@@ -139,7 +139,7 @@ def infer(
         batch=parse_positive_int(batch, "--batch"),
         context_len=parse_positive_int(context_len, "--context-len"),
         output_len=parse_positive_int(output_len, "--output-len"),
-        precision=choice(precision, PRECISIONS, "--precision"),
+        precision=_precision(precision, accelerator),
         kv_cache_bytes_per_value=1.0
         if choice(kv_precision, ("bf16", "fp16", "fp8"), "--kv-precision") == "fp8"
         else 2.0,
@@ -161,3 +161,10 @@ def infer(
 
 def _default_seq_len(max_seq_len: int, is_transformer: bool) -> int:
     return min(max_seq_len, 4096) if is_transformer else 1
+
+
+def _precision(text: str, accelerator: Accelerator) -> Precision:
+    from computewise.estimate.single import default_precision
+    from computewise.specs import PRECISIONS
+
+    return default_precision(accelerator) if text == "auto" else choice(text, PRECISIONS, "--precision")

@@ -128,7 +128,7 @@ def infer(
         latency_s=parse_duration_s(latency, "--latency") if latency else None,
         mean_requests_per_s=mean_rps,
         target_utilization=utilization,
-        precisions=tuple(choice(p, PRECISIONS, "--precision") for p in precision or ("bf16", "fp16", "fp8")),
+        precisions=tuple(choice(p, PRECISIONS, "--precision") for p in precision or ("bf16", "fp16")),
         accelerators=tuple(catalog.accelerator(name).slug for name in gpu or ()),
         clouds=tuple(c.lower() for c in cloud or ()),
         regions=tuple(region or ()),

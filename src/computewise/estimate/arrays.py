@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["FloatArray", "col"]
+__all__ = ["FloatArray", "col", "transfer_s"]
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -18,3 +18,9 @@ def col(
 ) -> FloatArray:
     """A float64 column from a scalar or an array (no copy when it already is one)."""
     return np.asarray(value, dtype=np.float64)
+
+
+def transfer_s(n_bytes: FloatArray, bytes_per_s: FloatArray) -> FloatArray:
+    """Seconds to move ``n_bytes``; nothing to move takes no time even over an unknown (0) link."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(n_bytes > 0, n_bytes / bytes_per_s, 0.0)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from computewise.estimate.arrays import FloatArray, col
+from computewise.estimate.arrays import FloatArray, col, transfer_s
 from computewise.estimate.assumptions import Assumptions
 from computewise.estimate.cost import co2_kg, energy_kwh
 from computewise.estimate.flops import attention_flops_per_token, matmul_params
@@ -97,9 +97,8 @@ def evaluate_infer(model: ModelSpec, rows: InferRows, assumptions: Assumptions) 
     compute_s = decode_flops_per_step / sustained_flops
     layers = max(model.total_layers, 1)
     link = rows.intra_node_bytes_per_s * assumptions.intra_node_link_efficiency
-    tp_comm_s = np.where(
-        tp > 1, 2.0 * layers * 2.0 * (tp - 1) / tp * batch * model.hidden_size * rows.act_bytes / link, 0.0
-    )
+    tp_bytes = np.where(tp > 1, 2.0 * layers * 2.0 * (tp - 1) / tp * batch * model.hidden_size * rows.act_bytes, 0.0)
+    tp_comm_s = transfer_s(tp_bytes, link)
     decode_step_s = np.maximum(memory_s, compute_s) + tp_comm_s
 
     latency_s = prefill_s + rows.output_len * decode_step_s

@@ -23,7 +23,23 @@ from computewise.specs import Accelerator, InferJob, ModelSpec, Parallelism, Pre
 if TYPE_CHECKING:
     from computewise.catalog import Catalog
 
-__all__ = ["InferEstimate", "TrainEstimate", "estimate_infer", "estimate_train", "memory_dict", "peak_for"]
+__all__ = [
+    "InferEstimate",
+    "TrainEstimate",
+    "default_precision",
+    "estimate_infer",
+    "estimate_train",
+    "memory_dict",
+    "peak_for",
+]
+
+
+def default_precision(accelerator: Accelerator) -> Precision:
+    """bf16 where the chip has it (no loss scaling needed), else fp16, else fp32: what AMP users pick."""
+    for precision in ("bf16", "fp16"):
+        if accelerator.peak_flops.get(precision, 0.0) > 0:
+            return precision
+    return "fp32"
 
 
 def peak_for(accelerator: Accelerator, precision: Precision) -> float:

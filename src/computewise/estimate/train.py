@@ -11,7 +11,7 @@ from dataclasses import dataclass, fields
 import numpy as np
 import numpy.typing as npt
 
-from computewise.estimate.arrays import FloatArray
+from computewise.estimate.arrays import FloatArray, transfer_s
 from computewise.estimate.assumptions import Assumptions
 from computewise.estimate.comm import dp_sync_bytes, pp_transfer_bytes, tp_allreduce_bytes
 from computewise.estimate.cost import co2_kg, energy_kwh, spot_slowdown
@@ -124,12 +124,6 @@ def train_memory(model: ModelSpec, layout: TrainLayout, assumptions: Assumptions
     )
 
 
-def _transfer_s(n_bytes: FloatArray, bytes_per_s: FloatArray) -> FloatArray:
-    """Seconds to move ``n_bytes``; nothing to move takes no time even over an unknown (0) link."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(n_bytes > 0, n_bytes / bytes_per_s, 0.0)
-
-
 def evaluate_train(
     model: ModelSpec,
     tokens: float,
@@ -167,9 +161,9 @@ def evaluate_train(
     )
     pp_bytes = pp_transfer_bytes(tokens_per_microbatch, model.hidden_size, act_bytes, rows.pp, microbatches)
     dp_bytes = dp_sync_bytes(model.params, rows.weight_bytes, rows.tp, rows.pp, rows.dp, rows.zero, microbatches)
-    tp_s = _transfer_s(tp_bytes, tp_link)
-    pp_s = _transfer_s(pp_bytes, pp_link)
-    dp_s = _transfer_s(dp_bytes, dp_link)
+    tp_s = transfer_s(tp_bytes, tp_link)
+    pp_s = transfer_s(pp_bytes, pp_link)
+    dp_s = transfer_s(dp_bytes, dp_link)
     # DDP overlaps the gradient sync with the last micro-batch's backward (2/3 of its compute);
     # ZeRO-3 prefetches its gathers across the whole step.
     overlap_s = np.where(rows.zero >= 3, compute_s, compute_s / microbatches * 2.0 / 3.0)

@@ -17,7 +17,7 @@ from computewise.estimate.arrays import col
 from computewise.estimate.assumptions import Assumptions
 from computewise.estimate.infer import InferRows, evaluate_infer, inference_weight_bytes
 from computewise.estimate.single import memory_dict
-from computewise.plan.result import Rejection
+from computewise.plan.result import Rejection, merge_rejections
 from computewise.specs import ModelSpec, Precision
 from computewise.units import format_bytes, format_duration
 
@@ -39,7 +39,7 @@ class InferConstraints:
     latency_s: float | None = None  # per request, first token to last
     mean_requests_per_s: float | None = None  # for scale-to-zero; default: peak
     target_utilization: float = 0.65
-    precisions: tuple[Precision, ...] = ("bf16", "fp16", "fp8")
+    precisions: tuple[Precision, ...] = ("bf16", "fp16")  # fp8 weights change accuracy: opt in
     accelerators: tuple[str, ...] = ()
     clouds: tuple[str, ...] = ()
     regions: tuple[str, ...] = ()
@@ -121,7 +121,9 @@ def plan_infer(model: ModelSpec, catalog: Catalog, assumptions: Assumptions, c: 
         rows = [
             (tp, precision, batch)
             for tp in _TP
-            if tp <= offering.accelerator_count and (not model.heads or model.heads % tp == 0)
+            if tp <= offering.accelerator_count
+            and (not model.heads or model.heads % tp == 0)
+            and (tp == 1 or accel.interconnect_bytes_per_s > 0)
             for precision in c.precisions
             if accel.peak_flops.get(precision, 0.0) > 0
             for batch in _BATCHES
@@ -217,4 +219,4 @@ def plan_infer(model: ModelSpec, catalog: Catalog, assumptions: Assumptions, c: 
             hint,
         )
     ranked = sorted(options, key=lambda o: (o.always_on_usd_per_month, o.latency_s))
-    return InferPlan(ranked[0], tuple(ranked), tuple(rejected), considered)
+    return InferPlan(ranked[0], tuple(ranked), merge_rejections(rejected), considered)

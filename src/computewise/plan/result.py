@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from computewise.specs import Pricing
 
-__all__ = ["Option", "Plan", "Rejection", "ScalingPoint", "pareto_front", "scaling_curve"]
+__all__ = ["Option", "Plan", "Rejection", "ScalingPoint", "merge_rejections", "pareto_front", "scaling_curve"]
 
 
 @dataclass(frozen=True)
@@ -84,6 +84,16 @@ class Rejection:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def merge_rejections(rejections: Sequence[Rejection]) -> tuple[Rejection, ...]:
+    """One entry per accelerator, GPU count and reason: regions selling the same machine add up."""
+    merged: dict[tuple[str, int, str, str], Rejection] = {}
+    for r in rejections:
+        key = (r.accelerator, r.gpus, r.stage, r.reason)
+        seen = merged.get(key)
+        merged[key] = r if seen is None else replace(seen, candidates=seen.candidates + r.candidates)
+    return tuple(merged.values())
 
 
 def pareto_front(options: Sequence[Option]) -> tuple[Option, ...]:

@@ -26,7 +26,7 @@ from computewise.estimate.arrays import FloatArray, col
 from computewise.estimate.assumptions import Assumptions
 from computewise.estimate.memory import MemoryBreakdown, bytes_per_value, optimizer_bytes_per_param
 from computewise.estimate.train import TrainColumns, TrainHardware, TrainLayout, evaluate_train, train_memory
-from computewise.plan.result import Option, Plan, Rejection, pareto_front, scaling_curve
+from computewise.plan.result import Option, Plan, Rejection, merge_rejections, pareto_front, scaling_curve
 from computewise.specs import PRECISIONS, RECOMPUTES, Accelerator, ModelSpec, Optimizer, Precision, Pricing
 from computewise.units import format_bytes, format_duration, format_usd
 
@@ -378,6 +378,6 @@ def _select(options: list[Option], rejections: list[Rejection], c: TrainConstrai
         recommended=ranked[0],
         pareto=pareto_front(ranked),
         candidates=tuple(ranked),
-        rejected=tuple(rejections),
+        rejected=merge_rejections(rejections),
         considered=considered,
     )
