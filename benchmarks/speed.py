@@ -73,6 +73,7 @@ def main() -> None:
         "hardware": f"{_cpu_name()}, {os.cpu_count()} cores, Python {platform.python_version()}",
         "python_startup_s": baseline,
         "help_s": _median_s([*CLI, "--help"], args.repeat),
+        "plan_help_s": _median_s([*CLI, "plan", "train", "--help"], args.repeat),
         "plan_cli_s": _median_s([*CLI, "plan", "train", "--model", PLAN_MODELS[0], "--json"], args.repeat),
     }
     for name in PLAN_MODELS:
@@ -82,7 +83,7 @@ def main() -> None:
 
     print(f"hardware: {rows['hardware']}")
     print(f"python -c pass             {baseline:7.3f} s  (baseline)")
-    for key, target in (("help_s", 0.3), ("plan_cli_s", 1.0)):
+    for key, target in (("help_s", 0.3), ("plan_help_s", 0.3), ("plan_cli_s", 1.0)):
         value = float(rows[key])
         print(
             f"{key:26} {value:7.3f} s  {value / baseline:5.1f}x baseline  target < {target} s: "

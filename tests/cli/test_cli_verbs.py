@@ -17,9 +17,29 @@ def run(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_estimate_train_json_contract() -> None:
-    result = run("estimate", "train", "--model", "llama-3-8b", "--gpu", "h100", "--gpus", "8", "--tokens", "10B",
-                 "--seq-len", "4096", "--micro-batch", "1", "--zero", "3", "--recompute", "selective",
-                 "--pricing", "spot", "--json")
+    result = run(
+        "estimate",
+        "train",
+        "--model",
+        "llama-3-8b",
+        "--gpu",
+        "h100",
+        "--gpus",
+        "8",
+        "--tokens",
+        "10B",
+        "--seq-len",
+        "4096",
+        "--micro-batch",
+        "1",
+        "--zero",
+        "3",
+        "--recompute",
+        "selective",
+        "--pricing",
+        "spot",
+        "--json",
+    )
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
     parts = data["memory"]["per_device_bytes"]
@@ -30,8 +50,9 @@ def test_estimate_train_json_contract() -> None:
 
 
 def test_estimate_infer_json_contract() -> None:
-    result = run("estimate", "infer", "--model", "llama-2-7b", "--gpu", "a100", "--batch", "16",
-                 "--context-len", "2k", "--json")
+    result = run(
+        "estimate", "infer", "--model", "llama-2-7b", "--gpu", "a100", "--batch", "16", "--context-len", "2k", "--json"
+    )
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
     assert data["memory"]["per_device_bytes"]["kv_cache"] == 524_288 * 16 * (2000 + 256)
@@ -40,8 +61,21 @@ def test_estimate_infer_json_contract() -> None:
 
 def test_plan_train_json_contract(tmp_path: Path) -> None:
     html = tmp_path / "plan.html"
-    result = run("plan", "train", "--model", "gpt2", "--tokens", "1e9", "--deadline", "3d", "--max-gpus", "16",
-                 "--json", "--html", str(html))
+    result = run(
+        "plan",
+        "train",
+        "--model",
+        "gpt2",
+        "--tokens",
+        "1e9",
+        "--deadline",
+        "3d",
+        "--max-gpus",
+        "16",
+        "--json",
+        "--html",
+        str(html),
+    )
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
     assert set(data) >= {"recommended", "pareto", "candidates", "rejected"}
@@ -72,8 +106,10 @@ def test_plan_infer_and_compare_onprem() -> None:
         (("estimate", "train", "--model", "gpt2", "--gpu", "h100", "--gpus", "8", "--tp", "8"), "not divisible by tp"),
         (("estimate", "train", "--model", "gpt2", "--gpu", "h100", "--tokens", "ten"), "cannot read 'ten'"),
         (("estimate", "train", "--model", "gpt2", "--gpu", "h100", "--precision", "bf17"), "--precision must be"),
-        (("plan", "train", "--model", "llama-3-70b", "--tokens", "2T", "--deadline", "1h", "--max-gpus", "64"),
-         "deadline removed the last candidates"),
+        (
+            ("plan", "train", "--model", "llama-3-70b", "--tokens", "2T", "--deadline", "1h", "--max-gpus", "64"),
+            "deadline removed the last candidates",
+        ),
         (("plan", "train", "--model", "gpt2", "--budget", "-5"), "must be positive"),
     ],
 )
@@ -86,8 +122,17 @@ def test_bad_input_exits_2_with_a_clear_message(args: tuple[str, ...], message: 
 
 def test_malformed_config_json_names_the_field(tmp_path: Path) -> None:
     config = tmp_path / "config.json"
-    config.write_text(json.dumps({"model_type": "llama", "hidden_size": 4096, "num_attention_heads": 32,
-                                  "intermediate_size": 11008, "vocab_size": 32000}))
+    config.write_text(
+        json.dumps(
+            {
+                "model_type": "llama",
+                "hidden_size": 4096,
+                "num_attention_heads": 32,
+                "intermediate_size": 11008,
+                "vocab_size": 32000,
+            }
+        )
+    )
     result = run("estimate", "train", "--model", str(config), "--gpu", "a100")
     assert result.returncode == 2
     assert "num_hidden_layers" in result.stderr and "Traceback" not in result.stderr

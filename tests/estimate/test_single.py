@@ -81,8 +81,15 @@ def test_impossible_layouts_are_explained(
 
 def test_precision_the_chip_lacks_is_refused(catalog: Catalog, assumptions: Assumptions) -> None:
     with pytest.raises(InputError, match="no bf16"):
-        estimate_train(preset("gpt2"), catalog.accelerator("v100"), 1, replace(JOB, global_batch=1),
-                       Parallelism(), catalog, assumptions)
+        estimate_train(
+            preset("gpt2"),
+            catalog.accelerator("v100"),
+            1,
+            replace(JOB, global_batch=1),
+            Parallelism(),
+            catalog,
+            assumptions,
+        )
 
 
 def test_inference_kv_cache_and_decode_bandwidth(catalog: Catalog, assumptions: Assumptions) -> None:

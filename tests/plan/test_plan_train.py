@@ -25,7 +25,11 @@ def test_recommendation_is_the_brute_force_minimum_of_its_instance(catalog: Cata
     accelerator = catalog.accelerator(best.accelerator)
     costs = []
     for tp, pp, zero, precision, micro, recompute in itertools.product(
-        (1, 2, 4, 8), (1, 2, 4, 8), (0, 1, 2, 3), ("bf16", "fp16", "fp32"), (1, 2, 4, 8, 16, 32),
+        (1, 2, 4, 8),
+        (1, 2, 4, 8),
+        (0, 1, 2, 3),
+        ("bf16", "fp16", "fp32"),
+        (1, 2, 4, 8, 16, 32),
         ("none", "selective", "full"),
     ):
         if best.gpus % (tp * pp):
@@ -37,8 +41,17 @@ def test_recommendation_is_the_brute_force_minimum_of_its_instance(catalog: Cata
         layout = Parallelism(dp=dp, tp=tp, pp=pp, zero=zero, sequence_parallel=tp > 1)
         try:
             estimate = estimate_train(
-                model, accelerator, best.gpus, job, layout, catalog, assumptions, pricing=best.pricing,
-                cloud=best.cloud, region=best.region, instance_type=best.instance_type,
+                model,
+                accelerator,
+                best.gpus,
+                job,
+                layout,
+                catalog,
+                assumptions,
+                pricing=best.pricing,
+                cloud=best.cloud,
+                region=best.region,
+                instance_type=best.instance_type,
             )
         except (ParallelismError, ValueError):
             continue
@@ -78,8 +91,12 @@ def test_deadline_and_budget_filter_and_rank(catalog: Catalog, assumptions: Assu
 
 
 def test_memory_rejections_name_the_need(catalog: Catalog, assumptions: Assumptions) -> None:
-    plan = plan_train(preset("llama-2-70b"), catalog, assumptions,
-                      TrainConstraints(tokens=1e10, seq_len=4096, global_batch=512, max_gpus=64))
+    plan = plan_train(
+        preset("llama-2-70b"),
+        catalog,
+        assumptions,
+        TrainConstraints(tokens=1e10, seq_len=4096, global_batch=512, max_gpus=64),
+    )
     t4 = [r for r in plan.rejected if r.accelerator == "t4" and r.stage == "memory"]
     assert t4 and "does not fit" in t4[0].reason and "> 14.9 GiB on Tesla T4" in t4[0].reason
 

@@ -188,6 +188,14 @@ class _Cells:
             raise self.error(column, f"must not be negative, got {text!r}")
         return value
 
+    def yes_no(self, column: str, default: bool) -> bool:
+        text = self.raw(column).lower()
+        if not text:
+            return default
+        if text not in ("yes", "no"):
+            raise self.error(column, f"expected yes or no, got {text!r}")
+        return text == "yes"
+
     def optional_price(self, column: str) -> float | None:
         """Empty means "not sold" (or no figure recorded); a price that is present must be positive."""
         if not self.raw(column):
@@ -248,6 +256,7 @@ def _accelerator(cells: _Cells) -> Accelerator:
         tdp_w=cells.number("tdp_w"),
         interconnect_bytes_per_s=cells.number("interconnect_bytes_per_s", default=0.0),
         form_factor=cells.raw("form_factor"),
+        trains=cells.yes_no("trains", default=True),
         aliases=tuple(aliases),
         source=cells.text("source"),
         retrieved=cells.iso_date("retrieved"),
@@ -332,10 +341,11 @@ _TABLE_SPECS: dict[TableName, _Table] = {
             "tdp_w",
             "interconnect_bytes_per_s",
             "form_factor",
+            "trains",
             "source",
             "retrieved",
         ),
-        optional=frozenset({"aliases", "form_factor", "interconnect_bytes_per_s", *_FLOPS_COLUMNS}),
+        optional=frozenset({"aliases", "form_factor", "trains", "interconnect_bytes_per_s", *_FLOPS_COLUMNS}),
         parse=_accelerator,
     ),
     "offerings": _Table(

@@ -79,6 +79,12 @@ def _require_links(accelerator: Accelerator, gpus: int, hw: Quote) -> None:
         )
 
 
+def _power_notes(accelerator: Accelerator) -> list[str]:
+    if accelerator.tdp_w > 0:
+        return []
+    return [f"{accelerator.name} has no published TDP in the catalog: energy and CO2 are shown as 0"]
+
+
 @dataclass(frozen=True)
 class TrainEstimate:
     model: ModelSpec
@@ -208,6 +214,7 @@ def estimate_train(
         utilization=col(used_utilization),
     )
     notes = [hw.description, f"utilization {used_utilization:.0%} of peak {job.precision} FLOP/s assumed"]
+    notes.extend(_power_notes(accelerator))
     notes.extend(model.notes)
     return TrainEstimate(
         model=model,
@@ -315,7 +322,7 @@ def estimate_infer(
         g_co2_per_kwh=col(hw.g_co2_per_kwh),
         pue=col(hw.pue),
     )
-    notes = (hw.description, *model.notes)
+    notes = (hw.description, *_power_notes(accelerator), *model.notes)
     return InferEstimate(
         model=model,
         accelerator=accelerator,

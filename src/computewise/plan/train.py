@@ -128,6 +128,8 @@ def _hardware(catalog: Catalog, c: TrainConstraints, assumptions: Assumptions) -
     for o in catalog.offerings:
         if (wanted and o.accelerator not in wanted) or (c.clouds and o.cloud not in c.clouds):
             continue
+        if not catalog.accelerator(o.accelerator).trains:
+            continue
         if c.regions and o.region not in c.regions:
             continue
         key = (o.accelerator, o.accelerator_count, o.network_bytes_per_s / o.accelerator_count)

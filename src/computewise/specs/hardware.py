@@ -41,6 +41,7 @@ class Accelerator:
     aliases: tuple[str, ...]
     source: str
     retrieved: str  # ISO date
+    trains: bool = True  # False for inference-only chips (Inferentia): the training planner skips them
 
     def peak_flops_for(self, dtype: Dtype) -> float:
         """Peak for a dtype, falling back the way frameworks do (tf32 -> fp32, fp16 <-> bf16)."""
