@@ -119,3 +119,14 @@ def test_nothing_fits_is_an_error_with_a_fix(catalog: Catalog, assumptions: Assu
     with pytest.raises(InfeasiblePlanError, match="does not fit") as error:
         plan_train(preset("llama-2-70b"), catalog, assumptions, constraints)
     assert error.value.hint and "--max-gpus" in error.value.hint
+
+
+def test_owned_servers_are_planned_at_their_amortised_hourly_cost(catalog: Catalog, assumptions: Assumptions) -> None:
+    constraints = TrainConstraints(tokens=2e10, seq_len=4096, global_batch=256, pricings=("on-prem",), max_gpus=64)
+    plan = plan_train(preset("llama-3-8b"), catalog, assumptions, constraints)
+    best = plan.recommended
+    assert best.pricing == "on-prem" and best.cloud == "on-prem"
+    assert best.cost_usd == pytest.approx(best.usd_per_h * best.time_s / 3600)
+    server = next(s for s in catalog.onprem if s.accelerator == best.accelerator)
+    hourly = server.usd_per_h(assumptions.onprem_power_usd_per_kwh, assumptions.onprem_pue, assumptions.onprem_utilization)
+    assert best.usd_per_h == pytest.approx(best.instances * hourly)

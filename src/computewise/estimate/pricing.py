@@ -13,7 +13,7 @@ from computewise.specs import Accelerator, Offering, Pricing
 if TYPE_CHECKING:
     from computewise.catalog import Catalog
 
-__all__ = ["Quote", "quote"]
+__all__ = ["Quote", "onprem_network_per_device", "quote"]
 
 
 @dataclass(frozen=True)
@@ -70,12 +70,11 @@ def quote(
     chosen = _cheapest(offerings, pricing, gpus)
     if chosen is None:
         where = " ".join(x for x in (cloud, region) if x)
-        devices = min(gpus, 8)
         return Quote(
             pricing=pricing,
             usd_per_h=0.0,
             instances=1,
-            devices_per_node=max(devices, gpus),
+            devices_per_node=gpus,  # no instance type known: timed as one node
             inter_node_bytes_per_s=accelerator.interconnect_bytes_per_s,
             g_co2_per_kwh=catalog.carbon_g_per_kwh(cloud or "", region or ""),
             pue=assumptions.cloud_pue,
@@ -100,6 +99,15 @@ def quote(
     )
 
 
+def onprem_network_per_device(catalog: Catalog, slug: str) -> float:
+    """Owned clusters are assumed networked like the best cloud instance of the same accelerator
+    (the catalog's on-prem rows price servers, not fabrics); 0, meaning unknown, when none is rented."""
+    return max(
+        (o.network_bytes_per_s / o.accelerator_count for o in catalog.offerings_for(slug)),
+        default=0.0,
+    )
+
+
 def _onprem_quote(catalog: Catalog, accelerator: Accelerator, gpus: int, assumptions: Assumptions) -> Quote:
     server = catalog.onprem_for(accelerator.slug)
     if server is None:
@@ -116,7 +124,7 @@ def _onprem_quote(catalog: Catalog, accelerator: Accelerator, gpus: int, assumpt
         usd_per_h=instances * hourly,
         instances=instances,
         devices_per_node=server.accelerator_count,
-        inter_node_bytes_per_s=accelerator.interconnect_bytes_per_s / 4,
+        inter_node_bytes_per_s=onprem_network_per_device(catalog, accelerator.slug),
         g_co2_per_kwh=assumptions.world_g_co2_per_kwh,
         pue=assumptions.onprem_pue,
         offering=None,

@@ -25,6 +25,7 @@ from computewise.errors import InfeasiblePlanError, InputError
 from computewise.estimate.arrays import FloatArray, col
 from computewise.estimate.assumptions import Assumptions
 from computewise.estimate.memory import MemoryBreakdown, bytes_per_value, optimizer_bytes_per_param
+from computewise.estimate.pricing import onprem_network_per_device
 from computewise.estimate.train import TrainColumns, TrainHardware, TrainLayout, evaluate_train, train_memory
 from computewise.plan.result import Option, Plan, Rejection, merge_rejections, pareto_front, scaling_curve
 from computewise.specs import PRECISIONS, RECOMPUTES, Accelerator, ModelSpec, Optimizer, Precision, Pricing
@@ -146,7 +147,7 @@ def _hardware(catalog: Catalog, c: TrainConstraints, assumptions: Assumptions) -
             hourly = server.usd_per_h(
                 assumptions.onprem_power_usd_per_kwh, assumptions.onprem_pue, assumptions.onprem_utilization
             )
-            key = (server.accelerator, server.accelerator_count, accel.interconnect_bytes_per_s / 8)
+            key = (server.accelerator, server.accelerator_count, onprem_network_per_device(catalog, accel.slug))
             entry = ("on-prem", f"{server.accelerator_count}x {accel.name} server", "owned", "on-prem")
             shapes.setdefault(key, []).append((*entry, hourly, assumptions.world_g_co2_per_kwh))  # type: ignore[arg-type]
     return [
