@@ -38,9 +38,11 @@ where the estimate said it fits. Exit status: 0 PASS, 1 FAIL, 2 no CUDA device.
 
 Usage
 -----
-    python benchmarks/validate_gpu.py                     # full ladder on the local GPU
-    python benchmarks/validate_gpu.py --quick --json rows.json --markdown table.md
-    python benchmarks/validate_gpu.py --device cpu --quick  # smoke run without a GPU (no memory)
+    python benchmarks/validate_gpu.py                      # full ladder on the local GPU
+    python benchmarks/validate_gpu.py --json rows.json --markdown table.md  # table for docs/ACCURACY.md
+    python benchmarks/validate_gpu.py --quick              # 3 configurations
+    python benchmarks/validate_gpu.py --gpu h100-pcie      # when the name is not detected
+    python benchmarks/validate_gpu.py --device cpu --quick  # smoke run on tiny models: time only, nominal peak
 """
 
 from __future__ import annotations
@@ -945,12 +947,13 @@ def main(argv: list[str] | None = None) -> int:
         _estimate_row(c, m, accelerator, catalog, assumptions, None) for c, m in zip(configs, measured, strict=True)
     ]
     calibration, utilization = calibrate(rows, accelerator)
-    if utilization is not None:
+    if calibration is not None:
+        configs = [replace(c, calibration=c.name == calibration.name) for c in configs]
         rows = [
             _estimate_row(c, m, accelerator, catalog, assumptions, utilization) if c.kind == "train" else r
             for c, m, r in zip(configs, measured, rows, strict=True)
         ]
-        calibration = next(r for r in rows if calibration is not None and r.name == calibration.name)
+        calibration = next(r for r in rows if r.calibration)
     summary = summarize(rows, device, utilization, calibration)
 
     print(format_table(rows))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -131,6 +132,7 @@ def test_cpu_quick_run_writes_estimates_and_measurements(tmp_path: Path) -> None
         text=True,
         timeout=60,
         check=False,
+        env={**os.environ, "COMPUTEWISE_CATALOG_DIR": str(tmp_path)},  # the bundled catalog only
     )
     assert done.returncode == 0, done.stderr
     assert "verdict: n/a" in done.stdout

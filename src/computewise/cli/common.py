@@ -28,6 +28,11 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object 
 HtmlOption = Annotated[
     Path | None, typer.Option("--html", help="Also write a self-contained HTML report with plots to FILE.")
 ]
+TokensOption = Annotated[
+    str | None, typer.Option(help="Training tokens: 1e10, 10B, 300000000. Default 20 per parameter.")
+]
+SeqLenOption = Annotated[str | None, typer.Option(help="Sequence length. Default: the model's, at most 4096.")]
+OptimizerOption = Annotated[str, typer.Option(help="adamw, adam, sgd or adam8bit.")]
 ModelOption = Annotated[
     str, typer.Option("--model", "-m", help="Preset name, path to a config.json, or a parameter count (7.5B).")
 ]
@@ -73,3 +78,19 @@ def choice(value: str, allowed: tuple[Choice, ...], flag: str) -> Choice:
         if option == value.lower():
             return option
     raise InputError(f"{flag} must be one of {', '.join(allowed)}, got {value!r}", f"e.g. {flag} {allowed[0]}")
+
+
+def training_tokens(text: str | None, spec: ModelSpec) -> float:
+    """--tokens, or 20 per parameter: the compute-optimal ratio of Hoffmann et al. 2022 (Chinchilla)."""
+    from computewise.units import parse_count
+
+    return parse_count(text, "--tokens") if text else 20.0 * spec.params
+
+
+def sequence_length(text: str | None, spec: ModelSpec) -> int:
+    """--seq-len, or the model's context capped at 4096; models without a sequence train on samples."""
+    from computewise.units import parse_positive_int
+
+    if text:
+        return parse_positive_int(text, "--seq-len")
+    return min(spec.max_seq_len, 4096) if spec.is_transformer else 1

@@ -6,10 +6,24 @@ from typing import Annotated
 
 import typer
 
-from computewise.cli.common import CatalogOption, HtmlOption, JsonOption, ModelOption, choice, emit, load, model
+from computewise.cli.common import (
+    CatalogOption,
+    HtmlOption,
+    JsonOption,
+    ModelOption,
+    OptimizerOption,
+    SeqLenOption,
+    TokensOption,
+    choice,
+    emit,
+    load,
+    model,
+    sequence_length,
+    training_tokens,
+)
 from computewise.errors import InputError
 from computewise.specs import Accelerator, InferJob, Parallelism, Precision, TrainJob
-from computewise.units import parse_count, parse_positive_int
+from computewise.units import parse_positive_int
 
 app = typer.Typer(help="Estimate memory, FLOPs, time, cost, energy and CO2 of one configuration.", no_args_is_help=True)
 
@@ -21,16 +35,14 @@ def train(
     model_name: ModelOption,
     gpu: GpuOption,
     gpus: Annotated[str, typer.Option("--gpus", "-n", help="Number of accelerators.")] = "1",
-    tokens: Annotated[
-        str | None, typer.Option(help="Training tokens: 1e10, 10B, 300000000. Default 20 per parameter.")
-    ] = None,
-    seq_len: Annotated[str | None, typer.Option(help="Sequence length. Default: the model's, at most 4096.")] = None,
+    tokens: TokensOption = None,
+    seq_len: SeqLenOption = None,
     micro_batch: Annotated[str, typer.Option(help="Sequences per device per micro-step.")] = "1",
     global_batch: Annotated[
         str | None, typer.Option(help="Sequences per optimizer step. Default micro-batch*dp.")
     ] = None,
     precision: Annotated[str, typer.Option(help="auto (bf16, else fp16), bf16, fp16, fp32 or fp8.")] = "auto",
-    optimizer: Annotated[str, typer.Option(help="adamw, adam, sgd or adam8bit.")] = "adamw",
+    optimizer: OptimizerOption = "adamw",
     zero: Annotated[int, typer.Option(help="ZeRO stage 0-3 (3 = FSDP full shard).")] = 0,
     tp: Annotated[int, typer.Option(help="Tensor-parallel degree.")] = 1,
     pp: Annotated[int, typer.Option(help="Pipeline-parallel degree.")] = 1,
@@ -72,12 +84,10 @@ def train(
             "choose --tp and --pp whose product divides --gpus",
         )
     dp = n_gpus // (tp * pp)
-    seq = (
-        parse_positive_int(seq_len, "--seq-len") if seq_len else _default_seq_len(spec.max_seq_len, spec.is_transformer)
-    )
+    seq = sequence_length(seq_len, spec)
     micro = parse_positive_int(micro_batch, "--micro-batch")
     job = TrainJob(
-        tokens=parse_count(tokens, "--tokens") if tokens else 20.0 * spec.params,
+        tokens=training_tokens(tokens, spec),
         seq_len=seq,
         micro_batch=micro,
         global_batch=parse_positive_int(global_batch, "--global-batch") if global_batch else micro * dp,
@@ -157,10 +167,6 @@ def infer(
         instance_type=instance,
     )
     emit(result.to_dict(), as_json, html, print_estimate, estimate_html)
-
-
-def _default_seq_len(max_seq_len: int, is_transformer: bool) -> int:
-    return min(max_seq_len, 4096) if is_transformer else 1
 
 
 def _precision(text: str, accelerator: Accelerator) -> Precision:

@@ -7,9 +7,22 @@ from typing import Annotated
 
 import typer
 
-from computewise.cli.common import CatalogOption, HtmlOption, JsonOption, ModelOption, choice, emit, load, model
+from computewise.cli.common import (
+    CatalogOption,
+    HtmlOption,
+    JsonOption,
+    ModelOption,
+    OptimizerOption,
+    SeqLenOption,
+    TokensOption,
+    choice,
+    emit,
+    load,
+    model,
+    training_tokens,
+)
 from computewise.errors import InputError
-from computewise.units import parse_count, parse_duration_s, parse_positive_int, parse_usd
+from computewise.units import parse_duration_s, parse_positive_int, parse_usd
 
 app = typer.Typer(help="Search accelerators, layouts and prices for the best way to run a job.", no_args_is_help=True)
 
@@ -27,10 +40,10 @@ def _default_global_batch(seq_len: int) -> int:
 @app.command("train")
 def train(
     model_name: ModelOption,
-    tokens: Annotated[str | None, typer.Option(help="Training tokens: 1e10, 10B. Default 20 per parameter.")] = None,
-    seq_len: Annotated[str | None, typer.Option(help="Sequence length. Default: the model's, at most 4096.")] = None,
+    tokens: TokensOption = None,
+    seq_len: SeqLenOption = None,
     global_batch: Annotated[str | None, typer.Option(help="Sequences per optimizer step. Default ~1M tokens.")] = None,
-    optimizer: Annotated[str, typer.Option(help="adamw, adam, sgd or adam8bit.")] = "adamw",
+    optimizer: OptimizerOption = "adamw",
     deadline: Annotated[str | None, typer.Option(help="Finish within: 72h, 3d, 90min.")] = None,
     budget: Annotated[str | None, typer.Option(help="Spend at most: 5000, $2.5k.")] = None,
     max_gpus: Annotated[int, typer.Option(help="Largest number of accelerators to consider.")] = 512,
@@ -68,13 +81,9 @@ def train(
         pricings = tuple(p for p in pricings if p != "spot")
     if not pricings:
         raise InputError("--no-spot removed the only --pricing given", "add --pricing on-demand")
-    seq = (
-        parse_positive_int(seq_len, "--seq-len")
-        if seq_len
-        else (min(spec.max_seq_len, 4096) if spec.is_transformer else 1)
-    )
+    seq = sequence_length(seq_len, spec)
     constraints = TrainConstraints(
-        tokens=parse_count(tokens, "--tokens") if tokens else 20.0 * spec.params,
+        tokens=training_tokens(tokens, spec),
         seq_len=seq,
         global_batch=parse_positive_int(global_batch, "--global-batch") if global_batch else _default_global_batch(seq),
         optimizer=choice(optimizer, OPTIMIZERS, "--optimizer"),

@@ -79,6 +79,25 @@ def _require_links(accelerator: Accelerator, gpus: int, hw: Quote) -> None:
         )
 
 
+def _fits(memory: MemoryBreakdown, accelerator: Accelerator) -> bool:
+    return memory_dict(memory)["total"] <= accelerator.memory_bytes
+
+
+def _memory_section(memory: MemoryBreakdown, accelerator: Accelerator) -> dict[str, Any]:
+    return {
+        "per_device_bytes": memory_dict(memory),
+        "capacity_bytes": accelerator.memory_bytes,
+        "fits": _fits(memory, accelerator),
+    }
+
+
+def _footprint(hw: Quote, kwh: Any, co2: Any) -> dict[str, Any]:
+    return {
+        "energy": {"kwh": _scalar(kwh), "pue": hw.pue},
+        "co2": {"kg": _scalar(co2), "g_per_kwh": hw.g_co2_per_kwh},
+    }
+
+
 def _power_notes(accelerator: Accelerator) -> list[str]:
     if accelerator.tdp_w > 0:
         return []
@@ -103,7 +122,7 @@ class TrainEstimate:
 
     @property
     def fits(self) -> bool:
-        return self.memory_per_device["total"] <= self.accelerator.memory_bytes
+        return _fits(self.columns.memory, self.accelerator)
 
     def to_dict(self) -> dict[str, Any]:
         c = self.columns
@@ -130,11 +149,7 @@ class TrainEstimate:
                 "recompute": self.job.recompute,
                 "flash_attention": self.job.flash_attention,
             },
-            "memory": {
-                "per_device_bytes": self.memory_per_device,
-                "capacity_bytes": self.accelerator.memory_bytes,
-                "fits": self.fits,
-            },
+            "memory": _memory_section(self.columns.memory, self.accelerator),
             "compute": {
                 "flops": _scalar(c.model_flops),
                 "hardware_flops": _scalar(c.hardware_flops),
@@ -157,8 +172,7 @@ class TrainEstimate:
                 "usd_per_hour": self.quote.usd_per_h,
                 "hardware": self.quote.description,
             },
-            "energy": {"kwh": _scalar(c.energy_kwh), "pue": self.quote.pue},
-            "co2": {"kg": _scalar(c.co2_kg), "g_per_kwh": self.quote.g_co2_per_kwh},
+            **_footprint(self.quote, c.energy_kwh, c.co2_kg),
             "storage": {
                 "read_bytes_per_second": _scalar(c.read_bytes_per_s),
                 "checkpoint_bytes": _scalar(c.checkpoint_bytes),
@@ -245,7 +259,7 @@ class InferEstimate:
 
     @property
     def fits(self) -> bool:
-        return self.memory_per_device["total"] <= self.accelerator.memory_bytes
+        return _fits(self.columns.memory, self.accelerator)
 
     def to_dict(self) -> dict[str, Any]:
         c = self.columns
@@ -260,11 +274,7 @@ class InferEstimate:
                 "output_len": self.job.output_len,
                 "precision": self.job.precision,
             },
-            "memory": {
-                "per_device_bytes": self.memory_per_device,
-                "capacity_bytes": self.accelerator.memory_bytes,
-                "fits": self.fits,
-            },
+            "memory": _memory_section(self.columns.memory, self.accelerator),
             "compute": {"flops": _scalar(c.flops)},
             "time": {
                 "seconds": _scalar(c.latency_s),
@@ -280,8 +290,7 @@ class InferEstimate:
                 "usd_per_hour": self.quote.usd_per_h,
                 "hardware": self.quote.description,
             },
-            "energy": {"kwh": _scalar(c.energy_kwh), "pue": self.quote.pue},
-            "co2": {"kg": _scalar(c.co2_kg), "g_per_kwh": self.quote.g_co2_per_kwh},
+            **_footprint(self.quote, c.energy_kwh, c.co2_kg),
             "notes": list(self.notes),
         }
 
