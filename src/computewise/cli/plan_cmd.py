@@ -19,6 +19,7 @@ from computewise.cli.common import (
     emit,
     load,
     model,
+    sequence_length,
     training_tokens,
 )
 from computewise.errors import InputError
