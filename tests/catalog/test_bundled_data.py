@@ -87,7 +87,7 @@ def test_vendor_figures_reproduce() -> None:
     # NVIDIA H100 Tensor Core GPU datasheet, SXM column: BF16 1,979 TFLOPS with sparsity -> 989.5 dense,
     # 80 GB, 3.35 TB/s.
     assert h100.peak_flops["bf16"] == pytest.approx(989.5e12)
-    assert h100.memory_bytes == 80e9
+    assert h100.memory_bytes == 81559 * 1024**2  # nvidia-smi on a real H100 80GB HBM3
     assert h100.memory_bandwidth_bytes_per_s == pytest.approx(3.35e12)
     # NVIDIA A100 datasheet: 312 TFLOPS BF16 dense, 19.5 TFLOPS FP32; the 80 GB SXM part has 2,039 GB/s.
     a100 = catalog.accelerator("a100-80gb")

@@ -40,7 +40,7 @@ def test_zero_and_recompute_shrink_memory(catalog: Catalog, assumptions: Assumpt
     full = _train(catalog, assumptions, recompute="full")["memory"]["per_device_bytes"]  # type: ignore[index]
     assert zero3["weights"] == pytest.approx(base["weights"] / 8)
     assert zero3["optimizer_states"] == pytest.approx(base["optimizer_states"] / 8)
-    assert full["activations"] < base["activations"] / 4
+    assert full["activations"] < base["activations"] / 3  # the logits stay; every layer keeps only its input
 
 
 def test_full_recompute_costs_an_extra_forward(catalog: Catalog, assumptions: Assumptions) -> None:

@@ -128,5 +128,7 @@ def test_owned_servers_are_planned_at_their_amortised_hourly_cost(catalog: Catal
     assert best.pricing == "on-prem" and best.cloud == "on-prem"
     assert best.cost_usd == pytest.approx(best.usd_per_h * best.time_s / 3600)
     server = next(s for s in catalog.onprem if s.accelerator == best.accelerator)
-    hourly = server.usd_per_h(assumptions.onprem_power_usd_per_kwh, assumptions.onprem_pue, assumptions.onprem_utilization)
+    hourly = server.usd_per_h(
+        assumptions.onprem_power_usd_per_kwh, assumptions.onprem_pue, assumptions.onprem_utilization
+    )
     assert best.usd_per_h == pytest.approx(best.instances * hourly)

@@ -38,6 +38,9 @@ RECOMPUTE_CODES: dict[Recompute, int] = {"none": 0, "selective": 1, "full": 2}
 _MASK_BYTES = 1.0  # dropout masks are stored as uint8/bool
 _SOFTMAX_STATS_BYTES = 4.0  # flash attention keeps one fp32 log-sum-exp per row and head
 _LOSS_BYTES = 4.0  # cross entropy upcasts logits to fp32 and keeps its log-softmax
+# At the loss backward the fp32 log-softmax and two fp32 gradient buffers of the logits coexist:
+# 12 bytes per logit, whatever the training precision (PyTorch's cross_entropy on upcast logits).
+_LOGITS_PEAK_BYTES = 12.0
 
 
 def bytes_per_value(precision: Precision) -> float:
@@ -157,7 +160,7 @@ def activation_bytes(
     in_flight = np.minimum(pp, np.maximum(col(microbatches_per_step), 1.0))
     drop = 1.0 if _uses_dropout(model) else 0.0
     embedding = s * b * drop * _MASK_BYTES * model.hidden_size / sp_divisor
-    logits = s * b * model.vocab_size * (col(act_bytes) + _LOSS_BYTES) / tp
+    logits = s * b * model.vocab_size * _LOGITS_PEAK_BYTES / tp
     first = layers_per_stage * in_flight * per_layer + transient + embedding
     last = layers_per_stage * per_layer + transient + logits
     return np.where(pp <= 1, first + logits, np.maximum(first, last))
