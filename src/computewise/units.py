@@ -1,4 +1,4 @@
-"""Parse human quantities ("80GB", "72h", "7.5B", "1.5e12", "$2.50") in one place, and format them back.
+"""Parse human quantities ("72h", "7.5B", "1.5e12", "$2.50") in one place, and format them back.
 
 Binary units (GiB) and decimal units (GB) are kept apart on purpose: vendors quote HBM in GB
 (decimal) on data sheets but the CUDA allocator reports GiB, and mixing them is a classic 7 % error.
@@ -22,7 +22,6 @@ __all__ = [
     "format_duration",
     "format_flops",
     "format_usd",
-    "parse_bytes",
     "parse_count",
     "parse_duration_s",
     "parse_positive_int",
@@ -38,22 +37,6 @@ TB = 1000**4
 _NUMBER = r"([+-]?[0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)"
 
 _COUNT_SUFFIX = {"": 1.0, "k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12, "p": 1e15}
-_BYTE_SUFFIX = {
-    "": 1,
-    "b": 1,
-    "kb": 1000,
-    "mb": 1000**2,
-    "gb": 1000**3,
-    "tb": 1000**4,
-    "kib": KIB,
-    "mib": MIB,
-    "gib": GIB,
-    "tib": 1024**4,
-    "k": KIB,
-    "m": MIB,
-    "g": GIB,
-    "t": 1024**4,
-}
 _DURATION_SUFFIX = {
     "": 1.0,
     "s": 1.0,
@@ -102,19 +85,6 @@ def parse_positive_int(text: str | int, what: str) -> int:
     if value != int(value):
         raise InputError(f"{what} must be a whole number, got {text!r}", f"round {what} to an integer")
     return int(value)
-
-
-def parse_bytes(text: str | int | float, what: str = "a size") -> float:
-    """'80GB' (decimal), '80GiB' / '80G' (binary), plain numbers are bytes."""
-    if isinstance(text, int | float):
-        _require_positive(float(text), str(text), what)
-        return float(text)
-    number, suffix = _split(text, what, "80GB, 80GiB or 1.5e12")
-    if suffix not in _BYTE_SUFFIX:
-        raise InputError(f"unknown unit {suffix!r} in {text!r} for {what}", "use B, KB, MB, GB, TB or KiB..TiB")
-    value = number * _BYTE_SUFFIX[suffix]
-    _require_positive(value, text, what)
-    return value
 
 
 def parse_duration_s(text: str | int | float, what: str = "a duration") -> float:

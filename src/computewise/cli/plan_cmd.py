@@ -65,7 +65,7 @@ def train(
     html: HtmlOption = None,
 ) -> None:
     """Recommended configuration, cost-vs-time Pareto frontier, and every rejected option with its reason."""
-    from computewise.plan import TrainConstraints, plan_train
+    from computewise.plan import CLOUD_PRICINGS, TRAIN_PRECISIONS, TrainConstraints, plan_train
     from computewise.report import plan_html, print_plan
     from computewise.specs import OPTIMIZERS, PRECISIONS, PRICINGS
 
@@ -73,9 +73,7 @@ def train(
     spec = model(model_name)
     if max_gpus < 1:
         raise InputError(f"--max-gpus must be at least 1, got {max_gpus}", "e.g. --max-gpus 64")
-    pricings = tuple(
-        choice(p, PRICINGS, "--pricing") for p in pricing or ("on-demand", "spot", "reserved-1y", "reserved-3y")
-    )
+    pricings = tuple(choice(p, PRICINGS, "--pricing") for p in pricing or CLOUD_PRICINGS)
     if spot is True:
         pricings = ("spot",)
     elif spot is False:
@@ -95,7 +93,7 @@ def train(
         clouds=tuple(c.lower() for c in cloud or ()),
         regions=tuple(region or ()),
         pricings=pricings,
-        precisions=tuple(choice(p, PRECISIONS, "--precision") for p in precision or ("bf16", "fp16", "fp32")),
+        precisions=tuple(choice(p, PRECISIONS, "--precision") for p in precision or TRAIN_PRECISIONS),
         objective=choice(optimize, ("cost", "time"), "--optimize"),
     )
     result = plan_train(spec, catalog, assumptions, constraints)
@@ -123,7 +121,7 @@ def infer(
     html: HtmlOption = None,
 ) -> None:
     """Accelerator and replica count for a traffic level, $ per 1000 requests, always-on vs scale-to-zero."""
-    from computewise.plan import InferConstraints, plan_infer
+    from computewise.plan import INFER_PRECISIONS, InferConstraints, plan_infer
     from computewise.report import plan_html, print_plan
     from computewise.specs import PRECISIONS
 
@@ -138,7 +136,7 @@ def infer(
         latency_s=parse_duration_s(latency, "--latency") if latency else None,
         mean_requests_per_s=mean_rps,
         target_utilization=utilization,
-        precisions=tuple(choice(p, PRECISIONS, "--precision") for p in precision or ("bf16", "fp16")),
+        precisions=tuple(choice(p, PRECISIONS, "--precision") for p in precision or INFER_PRECISIONS),
         accelerators=tuple(catalog.accelerator(name).slug for name in gpu or ()),
         clouds=tuple(c.lower() for c in cloud or ()),
         regions=tuple(region or ()),

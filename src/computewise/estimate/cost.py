@@ -31,10 +31,10 @@ def spot_slowdown(
 
 
 def energy_kwh(
-    devices: FloatArray, tdp_w: FloatArray, power_fraction: float, time_s: FloatArray, pue: float
+    devices: FloatArray, tdp_w: FloatArray, power_fraction: float, time_s: FloatArray, pue: FloatArray
 ) -> FloatArray:
     """Accelerator energy at the facility meter: devices * TDP * average draw * hours * PUE."""
-    return col(devices) * col(tdp_w) * power_fraction * col(time_s) / 3600.0 * pue / 1000.0
+    return col(devices) * col(tdp_w) * power_fraction * col(time_s) / 3600.0 * col(pue) / 1000.0
 
 
 def co2_kg(kwh: FloatArray, g_co2_per_kwh: FloatArray) -> FloatArray:

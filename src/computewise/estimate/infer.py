@@ -104,7 +104,7 @@ def evaluate_infer(model: ModelSpec, rows: InferRows, assumptions: Assumptions) 
     latency_s = prefill_s + rows.output_len * decode_step_s
     flops = prefill_flops + rows.output_len * decode_flops_per_step
     cost_usd = rows.rental_usd_per_h * latency_s / 3600.0
-    kwh = energy_kwh(tp, rows.tdp_w, assumptions.gpu_power_fraction_of_tdp, latency_s, 1.0) * rows.pue
+    kwh = energy_kwh(tp, rows.tdp_w, assumptions.gpu_power_fraction_of_tdp, latency_s, rows.pue)
     return InferColumns(
         memory=memory,
         flops=flops,

@@ -181,7 +181,7 @@ def evaluate_train(
     slowdown = np.where(hw.spot > 0, slowdown, 1.0)
     time_s = steps * step_s * slowdown
 
-    kwh = energy_kwh(gpus, hw.tdp_w, assumptions.gpu_power_fraction_of_tdp, time_s, 1.0) * hw.pue
+    kwh = energy_kwh(gpus, hw.tdp_w, assumptions.gpu_power_fraction_of_tdp, time_s, hw.pue)
     tokens_per_s = tokens_per_step / step_s
     return TrainColumns(
         memory=memory,

@@ -24,11 +24,14 @@ from computewise.units import format_bytes, format_duration
 if TYPE_CHECKING:
     from computewise.catalog import Catalog
 
-__all__ = ["InferConstraints", "InferOption", "InferPlan", "plan_infer"]
+__all__ = ["INFER_PRECISIONS", "InferConstraints", "InferOption", "InferPlan", "plan_infer"]
 
 _BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 _TP = (1, 2, 4, 8)
 HOURS_PER_MONTH = 730.0
+
+
+INFER_PRECISIONS: tuple[Precision, ...] = ("bf16", "fp16")  # fp8 weights change accuracy: opt in
 
 
 @dataclass(frozen=True)
@@ -39,7 +42,7 @@ class InferConstraints:
     latency_s: float | None = None  # per request, first token to last
     mean_requests_per_s: float | None = None  # for scale-to-zero; default: peak
     target_utilization: float = 0.65
-    precisions: tuple[Precision, ...] = ("bf16", "fp16")  # fp8 weights change accuracy: opt in
+    precisions: tuple[Precision, ...] = INFER_PRECISIONS
     accelerators: tuple[str, ...] = ()
     clouds: tuple[str, ...] = ()
     regions: tuple[str, ...] = ()

@@ -24,6 +24,7 @@ import numpy.typing as npt
 from computewise.errors import InfeasiblePlanError, InputError
 from computewise.estimate.arrays import FloatArray, col
 from computewise.estimate.assumptions import Assumptions
+from computewise.estimate.cost import energy_kwh
 from computewise.estimate.memory import MemoryBreakdown, bytes_per_value, optimizer_bytes_per_param
 from computewise.estimate.pricing import onprem_network_per_device
 from computewise.estimate.train import TrainColumns, TrainHardware, TrainLayout, evaluate_train, train_memory
@@ -34,7 +35,7 @@ from computewise.units import format_bytes, format_duration, format_usd
 if TYPE_CHECKING:
     from computewise.catalog import Catalog
 
-__all__ = ["TrainConstraints", "plan_train"]
+__all__ = ["CLOUD_PRICINGS", "TRAIN_PRECISIONS", "TrainConstraints", "plan_train"]
 
 IntArray = npt.NDArray[np.int64]
 Objective = Literal["cost", "time"]
@@ -44,6 +45,10 @@ _PP = (1, 2, 4, 8, 16)
 _ZERO = (0, 1, 2, 3)
 _MICRO = (1, 2, 4, 8, 16, 32)
 _INSTANCES = (1, 2, 4, 8, 16, 32, 64, 128)
+
+
+CLOUD_PRICINGS: tuple[Pricing, ...] = ("on-demand", "spot", "reserved-1y", "reserved-3y")
+TRAIN_PRECISIONS: tuple[Precision, ...] = ("bf16", "fp16", "fp32")  # fp8 needs Transformer Engine: opt in
 
 
 @dataclass(frozen=True)
@@ -58,8 +63,8 @@ class TrainConstraints:
     accelerators: tuple[str, ...] = ()  # slugs; empty: all
     clouds: tuple[str, ...] = ()
     regions: tuple[str, ...] = ()
-    pricings: tuple[Pricing, ...] = ("on-demand", "spot", "reserved-1y", "reserved-3y")
-    precisions: tuple[Precision, ...] = ("bf16", "fp16", "fp32")  # fp8 needs Transformer Engine: opt in
+    pricings: tuple[Pricing, ...] = CLOUD_PRICINGS
+    precisions: tuple[Precision, ...] = TRAIN_PRECISIONS
     objective: Objective = "cost"
 
 
@@ -148,8 +153,10 @@ def _hardware(catalog: Catalog, c: TrainConstraints, assumptions: Assumptions) -
                 assumptions.onprem_power_usd_per_kwh, assumptions.onprem_pue, assumptions.onprem_utilization
             )
             key = (server.accelerator, server.accelerator_count, onprem_network_per_device(catalog, accel.slug))
-            entry = ("on-prem", f"{server.accelerator_count}x {accel.name} server", "owned", "on-prem")
-            shapes.setdefault(key, []).append((*entry, hourly, assumptions.world_g_co2_per_kwh))  # type: ignore[arg-type]
+            name = f"{server.accelerator_count}x {accel.name} server"
+            shapes.setdefault(key, []).append(
+                ("on-prem", name, "owned", "on-prem", hourly, assumptions.world_g_co2_per_kwh)
+            )
     return [
         _Hardware(catalog.accelerator(slug), count, network, tuple(prices))
         for (slug, count, network), prices in sorted(shapes.items())
@@ -304,7 +311,9 @@ def _option(
     gpus = instances * h.devices_per_node
     time_s = float(columns.time_s[r] if pricing == "spot" else columns.steps[r] * columns.step_s[r])
     pue = assumptions.onprem_pue if pricing == "on-prem" else assumptions.cloud_pue
-    kwh = gpus * h.accelerator.tdp_w * assumptions.gpu_power_fraction_of_tdp * time_s / 3.6e6 * pue
+    kwh = float(
+        energy_kwh(col(gpus), col(h.accelerator.tdp_w), assumptions.gpu_power_fraction_of_tdp, col(time_s), col(pue))
+    )
     tp, pp = int(layouts.tp[li]), int(layouts.pp[li])
     return Option(
         accelerator=h.accelerator.slug,
