@@ -91,11 +91,22 @@ class InferPlan:
     rejected: tuple[Rejection, ...]
     considered: int
 
+    @property
+    def pareto(self) -> tuple[InferOption, ...]:
+        """Options no other beats on both latency and cost per request, fastest first."""
+        front: list[InferOption] = []
+        best_cost = float("inf")
+        for option in sorted(self.candidates, key=lambda o: (o.latency_s, o.usd_per_1000_requests)):
+            if option.usd_per_1000_requests < best_cost:
+                front.append(option)
+                best_cost = option.usd_per_1000_requests
+        return tuple(front)
+
     def to_dict(self, top: int | None = None) -> dict[str, Any]:
         candidates = self.candidates if top is None else self.candidates[:top]
         return {
             "recommended": self.recommended.to_dict(),
-            "pareto": [self.recommended.to_dict()],
+            "pareto": [o.to_dict() for o in self.pareto],
             "candidates": [o.to_dict() for o in candidates],
             "rejected": [r.to_dict() for r in self.rejected],
             "considered": self.considered,
