@@ -10,6 +10,7 @@ stderr and exit code 2, never a traceback. Anything else escaping is a bug in co
     ├── ModelConfigError             a config.json (or traced module) we cannot turn into a ModelSpec
     ├── CatalogError                 a malformed catalog row (file, line and column named)
     ├── InfeasiblePlanError          no candidate survives the constraints (names the last one to cut)
+    ├── LedgerError                  the ledger database is unreachable, corrupt, or newer than this version
     └── MissingExtraError            an optional dependency (torch, ...) is not installed
 """
 
@@ -23,6 +24,7 @@ __all__ = [
     "ComputewiseError",
     "InfeasiblePlanError",
     "InputError",
+    "LedgerError",
     "MissingExtraError",
     "ModelConfigError",
     "ParallelismError",
@@ -81,6 +83,10 @@ class CatalogError(ComputewiseError):
 
 class InfeasiblePlanError(ComputewiseError):
     """No candidate configuration satisfies the constraints."""
+
+
+class LedgerError(ComputewiseError):
+    """The ledger cannot be opened or written: bad URL, unreachable server, corrupt or too-new file."""
 
 
 class MissingExtraError(ComputewiseError):

@@ -1,0 +1,33 @@
+"""The ledger: every run, its samples and steps, budgets and alerts, in SQLite or PostgreSQL."""
+
+from computewise.ledger.records import (
+    RUN_KINDS,
+    RUN_STATUSES,
+    AlertRow,
+    BudgetRow,
+    GpuSampleRow,
+    NewRun,
+    PriceSnapshot,
+    RunKind,
+    RunRow,
+    RunStatus,
+    SampleRow,
+    StepRow,
+)
+from computewise.ledger.store import Ledger
+
+__all__ = [
+    "RUN_KINDS",
+    "RUN_STATUSES",
+    "AlertRow",
+    "BudgetRow",
+    "GpuSampleRow",
+    "Ledger",
+    "NewRun",
+    "PriceSnapshot",
+    "RunKind",
+    "RunRow",
+    "RunStatus",
+    "SampleRow",
+    "StepRow",
+]

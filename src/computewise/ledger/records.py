@@ -1,0 +1,212 @@
+"""Plain rows that go into and come out of the ledger.
+
+The monitor builds ``SampleRow``/``GpuSampleRow``/``StepRow`` while a job runs; the ledger
+stores them and hands back ``RunRow``. Times are Unix epoch seconds (``*_s``), energies joules,
+money US dollars. Frozen so a row read back can be passed around without defensive copies.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+__all__ = [
+    "RUN_KINDS",
+    "RUN_STATUSES",
+    "AlertRow",
+    "BudgetRow",
+    "GpuSampleRow",
+    "NewRun",
+    "PriceSnapshot",
+    "RunKind",
+    "RunRow",
+    "RunStatus",
+    "SampleRow",
+    "StepRow",
+]
+
+RunStatus = Literal["running", "succeeded", "failed", "interrupted", "crashed"]
+RUN_STATUSES: tuple[RunStatus, ...] = ("running", "succeeded", "failed", "interrupted", "crashed")
+RunKind = Literal["command", "track", "serve"]
+RUN_KINDS: tuple[RunKind, ...] = ("command", "track", "serve")
+
+
+@dataclass(frozen=True)
+class PriceSnapshot:
+    """The price a run was charged at, copied into the ledger so later catalog edits never rewrite history.
+
+    ``assumed`` is True when the user gave no price and computewise picked one; ``explanation``
+    says what was assumed, in words the summary prints as is.
+    """
+
+    hourly_usd: float
+    source: str
+    explanation: str
+    assumed: bool
+    cloud: str | None = None
+    instance_type: str | None = None
+    pricing: str | None = None
+    region: str | None = None
+    retrieved: str | None = None
+    carbon_g_per_kwh: float = 475.0
+    carbon_source: str = ""
+    pue: float = 1.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "hourly_usd": self.hourly_usd,
+            "source": self.source,
+            "explanation": self.explanation,
+            "assumed": self.assumed,
+            "cloud": self.cloud,
+            "instance_type": self.instance_type,
+            "pricing": self.pricing,
+            "region": self.region,
+            "retrieved": self.retrieved,
+            "carbon_g_per_kwh": self.carbon_g_per_kwh,
+            "carbon_source": self.carbon_source,
+            "pue": self.pue,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> PriceSnapshot:
+        return cls(**data)
+
+
+@dataclass(frozen=True)
+class NewRun:
+    """What is known when a run starts."""
+
+    kind: RunKind
+    command: str
+    argv: tuple[str, ...]
+    tags: dict[str, str]
+    host: str
+    pid: int
+    user: str
+    cwd: str
+    started_at_s: float
+    interval_s: float
+    price: PriceSnapshot
+    gpu_count: int = 0
+    gpu_name: str | None = None
+    accelerator: str | None = None
+    input_hash: str | None = None
+
+
+@dataclass(frozen=True)
+class RunRow:
+    """A run as the ledger holds it."""
+
+    id: int
+    kind: RunKind
+    command: str
+    argv: tuple[str, ...]
+    tags: dict[str, str]
+    host: str
+    pid: int
+    user: str
+    cwd: str
+    started_at_s: float
+    ended_at_s: float | None
+    heartbeat_at_s: float
+    status: RunStatus
+    exit_code: int | None
+    interval_s: float
+    price: PriceSnapshot
+    gpu_count: int
+    gpu_name: str | None
+    accelerator: str | None
+    input_hash: str | None
+    inferences: int
+    error: str | None
+    summary: dict[str, Any] | None
+
+
+@dataclass(frozen=True)
+class SampleRow:
+    """One tick of the sampler: the process tree and host, plus the GPUs folded to one line.
+
+    ``energy_j`` is the energy of this interval: the NVML counter's delta when ``energy_measured``,
+    otherwise estimated from TDP and utilization (GPU) or busy cores (CPU only). ``idle`` is
+    decided by the sampler when the row is made, so every report counts idle time the same way.
+    """
+
+    run_id: int
+    t_s: float
+    interval_s: float
+    cpu_percent: float
+    rss_bytes: int
+    read_bytes: int
+    write_bytes: int
+    net_sent_bytes: int
+    net_recv_bytes: int
+    host_cpu_percent: float
+    host_memory_used_bytes: int
+    gpu_count: int
+    gpu_util_pct: float | None
+    gpu_memory_used_bytes: int | None
+    gpu_power_w: float | None
+    energy_j: float
+    energy_measured: bool
+    idle: bool
+
+
+@dataclass(frozen=True)
+class GpuSampleRow:
+    """One GPU at one tick, as NVML reported it (None where the driver does not say)."""
+
+    run_id: int
+    t_s: float
+    gpu_index: int
+    utilization_pct: float | None
+    sm_clock_mhz: float | None
+    memory_used_bytes: int | None
+    power_w: float | None
+    energy_counter_j: float | None
+    pcie_tx_bytes_per_s: float | None
+    pcie_rx_bytes_per_s: float | None
+    process_memory_bytes: int | None
+
+
+@dataclass(frozen=True)
+class StepRow:
+    """One training step recorded by ``track()``: where its time went and how much work it did."""
+
+    run_id: int
+    step: int
+    t_s: float
+    data_wait_s: float
+    compute_s: float
+    samples: int | None = None
+    tokens: int | None = None
+    flops: float | None = None
+
+
+@dataclass(frozen=True)
+class BudgetRow:
+    """A monthly budget on one scope (``team=nlp``) with the percentages that raise alerts."""
+
+    id: int
+    scope: str
+    monthly_usd: float
+    alert_at_pct: tuple[float, ...]
+    webhook_url: str | None
+    command: str | None
+    created_at_s: float
+
+
+@dataclass(frozen=True)
+class AlertRow:
+    """An alert that fired; budget alerts fire once per (budget, month, threshold)."""
+
+    id: int
+    kind: str
+    scope: str | None
+    budget_id: int | None
+    run_id: int | None
+    period: str | None
+    threshold_pct: float | None
+    message: str
+    fired_at_s: float
+    delivery: dict[str, Any] = field(default_factory=dict)
