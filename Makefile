@@ -20,14 +20,18 @@ lint: install-dev
 	$(BIN)/lint-imports
 	$(BIN)/mypy
 
+# The ledger's tests run against a real PostgreSQL too: ensure-postgres.sh installs it when missing
+# (a fresh Debian CI clone), and COMPUTEWISE_REQUIRE_POSTGRES=1 turns "not found" into a failure.
 test: lint
-	$(BIN)/pytest -n 2
+	bash scripts/ensure-postgres.sh
+	COMPUTEWISE_REQUIRE_POSTGRES=1 $(BIN)/pytest -n 2
 
 demo: install
 	$(BIN)/computewise plan train --model llama-3-8b --tokens 20B --deadline 7d
 
 bench: install-dev
 	$(BIN)/python benchmarks/speed.py
+	$(BIN)/python benchmarks/ledger_ingest.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

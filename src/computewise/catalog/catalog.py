@@ -8,6 +8,7 @@ key holds the modification time and size of every user file, so an edited file i
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date
@@ -99,6 +100,29 @@ class Catalog:
                 f"or add a row to {user_catalog_dir() / 'accelerators.csv'}",
             )
         return found
+
+    def match_device(self, device_name: str, memory_total_bytes: float | None = None) -> Accelerator | None:
+        """The catalog accelerator behind a driver's device name ("NVIDIA A100-SXM4-80GB", "Tesla T4"), or None.
+
+        Drivers name devices their own way, so we match the family token (a100, h100, t4, ...), then
+        the form factor the name states (pcie, sxm, nvl), then the memory size the driver reports.
+        """
+        tokens = set(re.split(r"[^a-z0-9]+", device_name.lower()))
+        forms = {"pcie", "nvl"} & tokens
+        sizes = {token for token in tokens if re.fullmatch(r"\d+gb", token)}
+        family = [acc for acc in self.accelerators if acc.slug.split("-")[0] in tokens]
+        if not family:
+            return None
+
+        def rank(acc: Accelerator) -> tuple[int, int, float, int]:
+            acc_tokens = set(re.split(r"[^a-z0-9]+", " ".join((acc.slug, *acc.aliases))))
+            form_mismatch = len(forms ^ ({"pcie", "nvl"} & acc_tokens))
+            size_mismatch = 1 if sizes and not sizes & acc_tokens else 0
+            memory_gap = abs(acc.memory_bytes - memory_total_bytes) if memory_total_bytes else 0.0
+            is_family_default = acc.slug.split("-")[0] in acc.aliases or acc.slug == acc.slug.split("-")[0]
+            return (form_mismatch, size_mismatch, memory_gap, 0 if is_family_default else 1)
+
+        return min(family, key=rank)
 
     # -------------------------------------------------------------------------- offerings
 

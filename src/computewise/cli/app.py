@@ -5,9 +5,9 @@ from __future__ import annotations
 import sys
 
 import typer
-from rich.console import Console
 
-from computewise.cli import catalog_cmd, estimate_cmd, plan_cmd
+from computewise.cli import budget_cmd, catalog_cmd, cost_cmd, estimate_cmd, plan_cmd, run_cmd, runs_cmd
+from computewise.cli.common import print_error
 from computewise.errors import ComputewiseError
 
 app = typer.Typer(
@@ -20,8 +20,14 @@ app = typer.Typer(
 app.add_typer(estimate_cmd.app, name="estimate")
 app.add_typer(plan_cmd.app, name="plan")
 app.add_typer(catalog_cmd.app, name="catalog")
-
-_stderr = Console(stderr=True)
+app.command(
+    "run",
+    context_settings={"allow_interspersed_args": False, "ignore_unknown_options": True},
+    no_args_is_help=True,
+)(run_cmd.run)
+app.add_typer(runs_cmd.app, name="runs")
+app.add_typer(cost_cmd.app, name="cost")
+app.add_typer(budget_cmd.app, name="budget")
 
 EXIT_USER_ERROR = 2
 
@@ -31,9 +37,7 @@ def main() -> None:
     try:
         app(standalone_mode=True)
     except ComputewiseError as error:
-        _stderr.print(f"[bold red]error:[/] {error.message}", highlight=False)
-        if error.hint:
-            _stderr.print(f"[bold]To fix:[/] {error.hint}", highlight=False)
+        print_error(error)
         sys.exit(EXIT_USER_ERROR)
 
 

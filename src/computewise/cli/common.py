@@ -10,12 +10,14 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
-from computewise.errors import InputError
+from computewise.errors import ComputewiseError, InputError
 
 if TYPE_CHECKING:
     from computewise.catalog import Catalog
     from computewise.estimate import Assumptions
+    from computewise.ledger import Ledger
     from computewise.specs import ModelSpec
 
 Choice = TypeVar("Choice", bound=str)
@@ -33,6 +35,14 @@ TokensOption = Annotated[
 ]
 SeqLenOption = Annotated[str | None, typer.Option(help="Sequence length. Default: the model's, at most 4096.")]
 OptimizerOption = Annotated[str, typer.Option(help="adamw, adam, sgd or adam8bit.")]
+DbOption = Annotated[
+    str | None,
+    typer.Option(
+        "--db",
+        help="Ledger database: a SQLAlchemy URL (sqlite:///runs.db, postgresql://user@host/db) or a file path. "
+        "Default: $COMPUTEWISE_DB, else a SQLite file in your user data directory.",
+    ),
+]
 ModelOption = Annotated[
     str, typer.Option("--model", "-m", help="Preset name, path to a config.json, or a parameter count (7.5B).")
 ]
@@ -44,6 +54,26 @@ def load(catalog_paths: list[Path] | None) -> tuple[Catalog, Assumptions]:
 
     catalog = load_catalog(tuple(catalog_paths or ()))
     return catalog, Assumptions.from_catalog(catalog)
+
+
+def print_error(error: ComputewiseError) -> None:
+    """``error: ...`` and ``To fix: ...`` on stderr: how every user error reads."""
+    stderr = Console(stderr=True)
+    stderr.print(f"[bold red]error:[/] {escape(error.message)}", highlight=False)
+    if error.hint:
+        stderr.print(f"[bold]To fix:[/] {escape(error.hint)}", highlight=False)
+
+
+def open_ledger(url: str | None) -> Ledger:
+    """Open the ledger and mark as crashed the runs whose monitor died without saying so (SIGKILL, power loss)."""
+    import socket
+    import time
+
+    from computewise.ledger import Ledger
+
+    ledger = Ledger.open(url)
+    ledger.mark_crashed(time.time(), socket.gethostname())
+    return ledger
 
 
 def model(text: str) -> ModelSpec:

@@ -88,6 +88,7 @@ class NewRun:
     started_at_s: float
     interval_s: float
     price: PriceSnapshot
+    logical_cpus: int = 1
     gpu_count: int = 0
     gpu_name: str | None = None
     accelerator: str | None = None
@@ -114,6 +115,7 @@ class RunRow:
     exit_code: int | None
     interval_s: float
     price: PriceSnapshot
+    logical_cpus: int
     gpu_count: int
     gpu_name: str | None
     accelerator: str | None

@@ -32,6 +32,7 @@ runs = sa.Table(
     sa.Column("status", sa.String(16), nullable=False),
     sa.Column("exit_code", sa.Integer),
     sa.Column("interval_s", sa.Float, nullable=False),
+    sa.Column("logical_cpus", sa.Integer, nullable=False, server_default="1"),
     sa.Column("gpu_count", sa.Integer, nullable=False, server_default="0"),
     sa.Column("gpu_name", sa.String(255)),
     sa.Column("accelerator", sa.String(64)),
@@ -139,4 +140,5 @@ alerts = sa.Table(
     sa.Column("delivery", sa.JSON, nullable=False),
     # Budget alerts fire once per threshold per month: the database, not a race between writers, decides.
     sa.UniqueConstraint("kind", "budget_id", "period", "threshold_pct", name="uq_alerts_once"),
+    sa.Index("ix_alerts_fired_at_s", "fired_at_s"),  # revision 0002
 )

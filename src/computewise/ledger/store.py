@@ -1,21 +1,31 @@
-"""``Ledger``: the one door to the runs database (SQLite by default, any SQLAlchemy URL otherwise).
+"""``Ledger``: the one door to the runs database (SQLite by default, PostgreSQL for a team).
 
-Every write is a short transaction so that many processes can share one SQLite file (WAL mode,
-busy timeout); readers never block writers. Opening a ledger creates or migrates it first
-(see ``computewise.ledger.migrate``), so callers never see a half-made schema.
+Every write is one short transaction (``connect.write``: ``BEGIN IMMEDIATE`` on SQLite, retried
+while the file is locked), so many ``computewise run`` processes can share one SQLite file in WAL
+mode while readers never block them. Opening a ledger connects eagerly and creates or migrates it
+first (``computewise.ledger.migrate``), so callers never see a half-made schema and a job never
+starts against a ledger that cannot record it. Database failures surface as ``LedgerError``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+import contextlib
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict
-from typing import Any
+from functools import lru_cache
+from operator import attrgetter
+from types import TracebackType
+from typing import Any, TypeVar
 
+import psutil
 import sqlalchemy as sa
 
 from computewise.errors import InputError
 from computewise.ledger import schema
-from computewise.ledger.connect import connect
+from computewise.ledger.connect import display_url, ledger_error, open_engine, write
+from computewise.ledger.migrate import SchemaChange, ensure_schema
 from computewise.ledger.records import (
     AlertRow,
     BudgetRow,
@@ -28,28 +38,62 @@ from computewise.ledger.records import (
     StepRow,
 )
 
-__all__ = ["Ledger"]
+__all__ = ["STALE_HEARTBEATS", "STALE_MIN_S", "Ledger"]
 
-_SAMPLE_FIELDS = tuple(f for f in SampleRow.__dataclass_fields__)
-_GPU_FIELDS = tuple(f for f in GpuSampleRow.__dataclass_fields__)
-_STEP_FIELDS = tuple(f for f in StepRow.__dataclass_fields__)
+T = TypeVar("T")
+
+# A run on another host is presumed dead when nothing (heartbeat or sample) arrived for this long.
+STALE_HEARTBEATS = 10
+STALE_MIN_S = 120.0
+# psutil derives create times from the boot time in whole seconds; a pid created later than the run's
+# start by more than this is another process that reused the number.
+_PID_CREATE_SLACK_S = 2.0
+
+_SAMPLE_FIELDS = tuple(SampleRow.__dataclass_fields__)
+_GPU_FIELDS = tuple(GpuSampleRow.__dataclass_fields__)
+_STEP_FIELDS = tuple(StepRow.__dataclass_fields__)
 
 
 class Ledger:
-    """Runs, samples, steps, budgets and alerts in one SQL database."""
+    """Runs, samples, steps, budgets and alerts in one SQL database.
 
-    def __init__(self, engine: sa.Engine, url: str) -> None:
+    ``url`` is printable (the password masked); ``schema_change`` says whether opening created or
+    migrated the schema (None when it was already current), so the CLI can mention the backup.
+    """
+
+    def __init__(self, engine: sa.Engine, url: str, schema_change: SchemaChange | None = None) -> None:
         self.engine = engine
         self.url = url
+        self.schema_change = schema_change
+        # SQLite admits one writer at a time and makes the others nap (1 ms and up) before retrying;
+        # threads of one process queue here instead, which hands the file over without the naps.
+        self._write_lock = threading.Lock() if engine.dialect.name == "sqlite" else contextlib.nullcontext()
 
     @classmethod
     def open(cls, url: str | None = None) -> Ledger:
-        """Open (creating or migrating as needed) the ledger at ``url``, ``$COMPUTEWISE_DB`` or the default file."""
-        engine, resolved = connect(url)
-        return cls(engine, resolved)
+        """Open, creating or migrating as needed, the ledger at ``url``, ``$COMPUTEWISE_DB`` or the default file.
+
+        ``url`` is a file path, ``sqlite:///PATH`` or ``postgresql://...``. Raises ``LedgerError``
+        (with a hint) when it cannot be reached, written or trusted, in about five seconds at most.
+        """
+        engine, resolved = open_engine(url)
+        try:
+            change = ensure_schema(engine, resolved)
+        except BaseException:
+            engine.dispose()
+            raise
+        return cls(engine, display_url(resolved), change)
 
     def close(self) -> None:
         self.engine.dispose()
+
+    def __enter__(self) -> Ledger:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
 
     # -- runs -------------------------------------------------------------------------------
 
@@ -58,7 +102,8 @@ class Ledger:
         price: PriceSnapshot = run.price
         values.pop("price")
         values["argv"] = list(run.argv)
-        with self.engine.begin() as conn:
+
+        def work(conn: sa.Connection) -> int:
             result = conn.execute(
                 schema.runs.insert().values(
                     **values,
@@ -74,11 +119,12 @@ class Ledger:
                     schema.run_tags.insert(),
                     [{"run_id": run_id, "key": key, "value": value} for key, value in run.tags.items()],
                 )
-        return run_id
+            return run_id
+
+        return self._write(work)
 
     def heartbeat(self, run_id: int, t_s: float) -> None:
-        with self.engine.begin() as conn:
-            conn.execute(schema.runs.update().where(schema.runs.c.id == run_id).values(heartbeat_at_s=t_s))
+        self._execute(schema.runs.update().where(schema.runs.c.id == run_id).values(heartbeat_at_s=t_s))
 
     def finish_run(
         self,
@@ -89,30 +135,26 @@ class Ledger:
         summary: Mapping[str, Any] | None = None,
         error: str | None = None,
     ) -> None:
-        with self.engine.begin() as conn:
-            conn.execute(
-                schema.runs.update()
-                .where(schema.runs.c.id == run_id)
-                .values(
-                    status=status,
-                    ended_at_s=ended_at_s,
-                    heartbeat_at_s=ended_at_s,
-                    exit_code=exit_code,
-                    summary=dict(summary) if summary is not None else None,
-                    error=error,
-                )
+        self._execute(
+            schema.runs.update()
+            .where(schema.runs.c.id == run_id)
+            .values(
+                status=status,
+                ended_at_s=ended_at_s,
+                heartbeat_at_s=ended_at_s,
+                exit_code=exit_code,
+                summary=dict(summary) if summary is not None else None,
+                error=error,
             )
+        )
 
     def add_inferences(self, run_id: int, count: int) -> None:
-        with self.engine.begin() as conn:
-            conn.execute(
-                schema.runs.update()
-                .where(schema.runs.c.id == run_id)
-                .values(inferences=schema.runs.c.inferences + count)
-            )
+        self._execute(
+            schema.runs.update().where(schema.runs.c.id == run_id).values(inferences=schema.runs.c.inferences + count)
+        )
 
     def run(self, run_id: int) -> RunRow:
-        with self.engine.connect() as conn:
+        with self._reading() as conn:
             row = conn.execute(sa.select(schema.runs).where(schema.runs.c.id == run_id)).mappings().first()
         if row is None:
             raise InputError(f"no run with id {run_id} in {self.url}", "list the runs with `computewise runs`")
@@ -136,40 +178,104 @@ class Ledger:
             query = query.where(schema.runs.c.started_at_s >= since_s)
         if limit is not None:
             query = query.limit(limit)
-        with self.engine.connect() as conn:
+        with self._reading() as conn:
             return [_run_row(row) for row in conn.execute(query).mappings()]
+
+    def recent_successful_run(
+        self, command: str, tags: Mapping[str, str], input_hash: str | None, since_s: float
+    ) -> RunRow | None:
+        """The latest succeeded run with this exact command, tag set and input hash, started at or after ``since_s``.
+
+        ``computewise run`` asks before launching, to warn that the same job already ran (and what it cost).
+        """
+        runs = schema.runs
+        same_input = runs.c.input_hash.is_(None) if input_hash is None else runs.c.input_hash == input_hash
+        query = (
+            sa.select(runs)
+            .where(runs.c.command == command, runs.c.status == "succeeded", runs.c.started_at_s >= since_s, same_input)
+            .order_by(runs.c.started_at_s.desc(), runs.c.id.desc())
+        )
+        wanted = dict(tags)
+        with self._reading() as conn:
+            for row in conn.execute(query).mappings():
+                if dict(row["tags"]) == wanted:  # the whole set: {team: a} is not {team: a, exp: b}
+                    return _run_row(row)
+        return None
+
+    def mark_crashed(self, now_s: float, host: str) -> list[int]:
+        """Mark every ``running`` run whose monitor is gone as ``crashed``; return their ids.
+
+        On ``host`` a run is gone when its pid is no live process, or is a process created after the
+        run started (the number was reused). A run on another host is gone when nothing, heartbeat or
+        sample, came from it for ``STALE_HEARTBEATS`` intervals (at least ``STALE_MIN_S``). The run
+        ends at that last sign of life, so its cost stops where the evidence does.
+        """
+        runs, samples = schema.runs, schema.samples
+        last_sample_s = sa.select(sa.func.max(samples.c.t_s)).where(samples.c.run_id == runs.c.id).scalar_subquery()
+        query = sa.select(
+            runs.c.id, runs.c.host, runs.c.pid, runs.c.started_at_s, runs.c.heartbeat_at_s, runs.c.interval_s,
+            last_sample_s,
+        ).where(runs.c.status == "running")  # fmt: skip
+        with self._reading() as conn:
+            candidates = conn.execute(query).all()
+        gone: dict[int, tuple[float, str]] = {}
+        for run_id, run_host, pid, started_at_s, heartbeat_at_s, interval_s, sample_s in candidates:
+            last_seen_s = max(heartbeat_at_s, sample_s if sample_s is not None else heartbeat_at_s)
+            if run_host == host:
+                if not _process_alive(pid, started_at_s):
+                    gone[run_id] = (last_seen_s, f"process {pid} on {host} ended without recording the end of the run")
+            elif (silent_s := now_s - last_seen_s) > max(STALE_HEARTBEATS * interval_s, STALE_MIN_S):
+                gone[run_id] = (last_seen_s, f"no heartbeat from host {run_host} for {silent_s:.0f} s")
+        if not gone:
+            return []
+
+        def work(conn: sa.Connection) -> list[int]:
+            marked = []
+            for run_id, (ended_at_s, error) in gone.items():
+                result = conn.execute(
+                    runs.update()
+                    .where(runs.c.id == run_id, runs.c.status == "running")  # unless it finished meanwhile
+                    .values(status="crashed", ended_at_s=ended_at_s, error=error)
+                )
+                if result.rowcount == 1:
+                    marked.append(run_id)
+            return marked
+
+        return self._write(work)
 
     # -- time series ------------------------------------------------------------------------
 
     def add_samples(self, rows: Sequence[SampleRow], gpu_rows: Sequence[GpuSampleRow] = ()) -> None:
         """Insert a batch in one transaction (executemany): the sampler flushes about once a second."""
-        with self.engine.begin() as conn:
+        if not rows and not gpu_rows:
+            return
+
+        def work(conn: sa.Connection) -> None:
             if rows:
-                conn.execute(schema.samples.insert(), [_values(row, _SAMPLE_FIELDS) for row in rows])
+                _insert_many(conn, schema.samples, _SAMPLE_FIELDS, rows)
             if gpu_rows:
-                conn.execute(schema.gpu_samples.insert(), [_values(row, _GPU_FIELDS) for row in gpu_rows])
+                _insert_many(conn, schema.gpu_samples, _GPU_FIELDS, gpu_rows)
+
+        self._write(work)
 
     def add_steps(self, rows: Sequence[StepRow]) -> None:
-        if not rows:
-            return
-        with self.engine.begin() as conn:
-            conn.execute(schema.steps.insert(), [_values(row, _STEP_FIELDS) for row in rows])
+        if rows:
+            self._write(lambda conn: _insert_many(conn, schema.steps, _STEP_FIELDS, rows))
 
     def samples(self, run_id: int) -> list[SampleRow]:
-        return list(self._rows(schema.samples, run_id, SampleRow, _SAMPLE_FIELDS))
+        return [SampleRow(*row) for row in self._rows(schema.samples, run_id, _SAMPLE_FIELDS)]
 
     def gpu_samples(self, run_id: int) -> list[GpuSampleRow]:
-        return list(self._rows(schema.gpu_samples, run_id, GpuSampleRow, _GPU_FIELDS))
+        return [GpuSampleRow(*row) for row in self._rows(schema.gpu_samples, run_id, _GPU_FIELDS)]
 
     def steps(self, run_id: int) -> list[StepRow]:
-        return list(self._rows(schema.steps, run_id, StepRow, _STEP_FIELDS))
+        return [StepRow(*row) for row in self._rows(schema.steps, run_id, _STEP_FIELDS)]
 
-    def _rows(self, table: sa.Table, run_id: int, kind: Any, fields: tuple[str, ...]) -> Iterator[Any]:
+    def _rows(self, table: sa.Table, run_id: int, fields: tuple[str, ...]) -> list[Any]:
         order = table.c.step if table is schema.steps else table.c.t_s
         query = sa.select(*(table.c[f] for f in fields)).where(table.c.run_id == run_id).order_by(order, table.c.id)
-        with self.engine.connect() as conn:
-            for row in conn.execute(query):
-                yield kind(*row)
+        with self._reading() as conn:
+            return list(conn.execute(query))
 
     # -- budgets and alerts -----------------------------------------------------------------
 
@@ -189,16 +295,19 @@ class Ledger:
             "webhook_url": webhook_url,
             "command": command,
         }
-        with self.engine.begin() as conn:
+
+        def work(conn: sa.Connection) -> None:
             existing = conn.execute(sa.select(schema.budgets.c.id).where(schema.budgets.c.scope == scope)).first()
             if existing is None:
                 conn.execute(schema.budgets.insert().values(scope=scope, created_at_s=now_s, **values))
             else:
                 conn.execute(schema.budgets.update().where(schema.budgets.c.id == existing.id).values(**values))
+
+        self._write(work)
         return next(b for b in self.budgets() if b.scope == scope)
 
     def budgets(self) -> list[BudgetRow]:
-        with self.engine.connect() as conn:
+        with self._reading() as conn:
             rows = conn.execute(sa.select(schema.budgets).order_by(schema.budgets.c.scope)).mappings().all()
         return [
             BudgetRow(
@@ -225,35 +334,51 @@ class Ledger:
         threshold_pct: float | None = None,
     ) -> int | None:
         """Store an alert; None when this (budget, period, threshold) already fired, so it is sent once."""
+        insert = schema.alerts.insert().values(
+            kind=kind,
+            scope=scope,
+            budget_id=budget_id,
+            run_id=run_id,
+            period=period,
+            threshold_pct=threshold_pct,
+            message=message,
+            fired_at_s=fired_at_s,
+            delivery={},
+        )
         try:
-            with self.engine.begin() as conn:
-                result = conn.execute(
-                    schema.alerts.insert().values(
-                        kind=kind,
-                        scope=scope,
-                        budget_id=budget_id,
-                        run_id=run_id,
-                        period=period,
-                        threshold_pct=threshold_pct,
-                        message=message,
-                        fired_at_s=fired_at_s,
-                        delivery={},
-                    )
-                )
+            return self._write(lambda conn: _inserted_id(conn.execute(insert)))
         except sa.exc.IntegrityError:
             return None
-        return _inserted_id(result)
 
     def set_alert_delivery(self, alert_id: int, delivery: Mapping[str, Any]) -> None:
-        with self.engine.begin() as conn:
-            conn.execute(schema.alerts.update().where(schema.alerts.c.id == alert_id).values(delivery=dict(delivery)))
+        self._execute(schema.alerts.update().where(schema.alerts.c.id == alert_id).values(delivery=dict(delivery)))
 
     def alerts(self, since_s: float | None = None) -> list[AlertRow]:
         query = sa.select(schema.alerts).order_by(schema.alerts.c.fired_at_s)
         if since_s is not None:
             query = query.where(schema.alerts.c.fired_at_s >= since_s)
-        with self.engine.connect() as conn:
+        with self._reading() as conn:
             return [AlertRow(**row) for row in conn.execute(query).mappings()]
+
+    # -- transactions -----------------------------------------------------------------------
+
+    def _write(self, work: Callable[[sa.Connection], T]) -> T:
+        try:
+            with self._write_lock:
+                return write(self.engine, work)
+        except sa.exc.OperationalError as exc:
+            raise ledger_error("cannot write to the ledger", self.engine.url, exc) from exc
+
+    def _execute(self, statement: sa.Executable) -> None:
+        self._write(lambda conn: conn.execute(statement))
+
+    @contextmanager
+    def _reading(self) -> Iterator[sa.Connection]:
+        try:
+            with self.engine.connect() as conn:
+                yield conn
+        except sa.exc.OperationalError as exc:
+            raise ledger_error("cannot read the ledger", self.engine.url, exc) from exc
 
 
 def _inserted_id(result: sa.CursorResult[Any]) -> int:
@@ -263,8 +388,36 @@ def _inserted_id(result: sa.CursorResult[Any]) -> int:
     return int(key[0])
 
 
-def _values(row: Any, fields: tuple[str, ...]) -> dict[str, Any]:
-    return {f: getattr(row, f) for f in fields}
+def _insert_many(conn: sa.Connection, table: sa.Table, fields: tuple[str, ...], rows: Sequence[Any]) -> None:
+    """One ``executemany`` of plain tuples straight to the driver: the hot path of every monitored run.
+
+    SQLAlchemy's per-row parameter processing costs about twice the insert itself, and these columns
+    (numbers and booleans) need no conversion that the drivers do not already do.
+    """
+    conn.exec_driver_sql(_insert_sql(conn.dialect, table, fields), list(map(attrgetter(*fields), rows)))
+
+
+@lru_cache(maxsize=64)  # a few tables x the dialects of the open engines
+def _insert_sql(dialect: sa.Dialect, table: sa.Table, fields: tuple[str, ...]) -> str:
+    quote = dialect.identifier_preparer.quote
+    marker = "?" if dialect.paramstyle == "qmark" else "%s"  # sqlite3 | psycopg (format and pyformat)
+    return (
+        f"INSERT INTO {quote(table.name)} ({', '.join(quote(f) for f in fields)}) "
+        f"VALUES ({', '.join(marker for _ in fields)})"
+    )
+
+
+def _process_alive(pid: int, started_at_s: float) -> bool:
+    """Whether ``pid`` is still the process that started the run (not a zombie, not a reused number)."""
+    try:
+        process = psutil.Process(pid)
+        if process.status() == psutil.STATUS_ZOMBIE:
+            return False
+        return bool(process.create_time() <= started_at_s + _PID_CREATE_SLACK_S)
+    except psutil.NoSuchProcess:
+        return False
+    except psutil.AccessDenied:
+        return True  # it exists and belongs to someone else; assume it is still ours
 
 
 def _run_row(row: sa.RowMapping) -> RunRow:
@@ -285,6 +438,7 @@ def _run_row(row: sa.RowMapping) -> RunRow:
         exit_code=row["exit_code"],
         interval_s=row["interval_s"],
         price=PriceSnapshot.from_dict(row["price"]),
+        logical_cpus=row["logical_cpus"],
         gpu_count=row["gpu_count"],
         gpu_name=row["gpu_name"],
         accelerator=row["accelerator"],

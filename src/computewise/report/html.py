@@ -72,10 +72,10 @@ _SEGMENT_COLORS = {
 }
 
 
-_NUM = ' class="num"'
+NUM_CLASS = ' class="num"'
 
 
-def _page(title: str, body: Sequence[str]) -> str:
+def page(title: str, body: Sequence[str]) -> str:
     return "\n".join(
         [
             "<!DOCTYPE html>",
@@ -96,20 +96,20 @@ def _page(title: str, body: Sequence[str]) -> str:
     )
 
 
-def _grid(grid: Grid) -> str:
+def grid_table(grid: Grid) -> str:
     def cell(tag: str, i: int, text: str) -> str:
-        return f"<{tag}{_NUM if i in grid.numeric else ''}>{escape(text)}</{tag}>"
+        return f"<{tag}{NUM_CLASS if i in grid.numeric else ''}>{escape(text)}</{tag}>"
 
     head = "".join(cell("th", i, h) for i, h in enumerate(grid.headers))
     body = "\n".join("<tr>" + "".join(cell("td", i, c) for i, c in enumerate(row)) + "</tr>" for row in grid.rows)
     return f'<div class="wide"><table>\n<thead><tr>{head}</tr></thead>\n<tbody>\n{body}\n</tbody>\n</table></div>'
 
 
-def _pairs(rows: Sequence[tuple[str, ...]], numeric: frozenset[int] = frozenset({1})) -> str:
+def pairs_table(rows: Sequence[tuple[str, ...]], numeric: frozenset[int] = frozenset({1})) -> str:
     """Label, value and detail rows as a table without a header; the label is the row's own header cell."""
     body = "\n".join(
         f"<tr><th>{escape(row[0])}</th>"
-        + "".join(f"<td{_NUM if i in numeric else ''}>{escape(c)}</td>" for i, c in enumerate(row) if i)
+        + "".join(f"<td{NUM_CLASS if i in numeric else ''}>{escape(c)}</td>" for i, c in enumerate(row) if i)
         + "</tr>"
         for row in rows
     )
@@ -133,7 +133,7 @@ def _memory(memory: dict[str, Any]) -> list[str]:
     klass = {True: "ok", False: "bad", None: "muted"}[verdict.fits]
     rows = [(label, format_bytes(value), format_share(value / total) if total else "") for label, value in parts]
     rows.append(("total", format_bytes(total), ""))
-    return [chart, f'<p class="{klass}">{escape(verdict.text)}</p>', _pairs(rows, frozenset({1, 2}))]
+    return [chart, f'<p class="{klass}">{escape(verdict.text)}</p>', pairs_table(rows, frozenset({1, 2}))]
 
 
 def _notes(notes: Sequence[str]) -> list[str]:
@@ -150,12 +150,12 @@ def estimate_html(d: dict[str, Any]) -> str:
         f"<h1>computewise estimate: {escape(str(d['model']))}</h1>",
         f'<p class="muted">{escape(setup)}</p>',
         "<h2>Summary</h2>",
-        _pairs(estimate_summary(d)),
+        pairs_table(estimate_summary(d)),
         "<h2>Memory</h2>",
         *_memory(d["memory"]),
         *_notes(d.get("notes", [])),
     ]
-    return _page(f"computewise estimate: {d['model']}", body)
+    return page(f"computewise estimate: {d['model']}", body)
 
 
 # Round human durations for a log time axis: 1 s, 10 s, 1 min, 10 min, 1 h, 6 h, 1 d, 1 week, 30 d, 1 year.
@@ -228,7 +228,7 @@ def _scaling(scaling: Sequence[dict[str, Any]]) -> list[str]:
         width=540,
         height=300,
     )
-    return [f'<div class="charts">\n{time_chart}\n{efficiency_chart}\n</div>', _grid(scaling_grid(scaling))]
+    return [f'<div class="charts">\n{time_chart}\n{efficiency_chart}\n</div>', grid_table(scaling_grid(scaling))]
 
 
 def _rejections(rejected: Sequence[dict[str, Any]]) -> list[str]:
@@ -252,20 +252,20 @@ def plan_html(d: dict[str, Any]) -> str:
         "<h1>computewise plan</h1>",
         f'<p class="muted">considered {d["considered"]} candidate configurations, {feasible} feasible</p>',
         "<h2>Recommended</h2>",
-        _pairs(recommendation(recommended), frozenset()),
+        pairs_table(recommendation(recommended), frozenset()),
         *_memory(recommended["memory"]),
         *_frontier(d),
     ]
     pareto = d.get("pareto", [])
     if len(pareto) > 1:
-        body += ["<h3>Frontier (fastest first)</h3>", _grid(option_grid(pareto))]
+        body += ["<h3>Frontier (fastest first)</h3>", grid_table(option_grid(pareto))]
     if d.get("scaling"):
         body += ["<h2>Scaling of the recommended instance type</h2>", *_scaling(d["scaling"])]
     if candidates:
         shown = f" (top {len(candidates)} of {feasible})" if feasible > len(candidates) else ""
-        body += [f"<h2>Candidates{escape(shown)}</h2>", _grid(option_grid(candidates, ranked=True))]
+        body += [f"<h2>Candidates{escape(shown)}</h2>", grid_table(option_grid(candidates, ranked=True))]
     body += _rejections(d.get("rejected", []))
-    return _page("computewise plan", body)
+    return page("computewise plan", body)
 
 
 def write_html(path: str | os.PathLike[str], html: str) -> None:

@@ -86,11 +86,19 @@ def _quantity(value: float, unit: str) -> str:
 
 
 def format_kwh(kwh: float) -> str:
-    return _quantity(kwh, "kWh")
+    """kWh down to 0.0001 kWh; a monitored few-second job reads better in Wh or J than as 1.6e-06 kWh."""
+    if kwh == 0 or abs(kwh) >= 1e-4:
+        return _quantity(kwh, "kWh")
+    if abs(kwh) >= 1e-6:
+        return _quantity(kwh * 1e3, "Wh")
+    return _quantity(kwh * 3.6e6, "J")
 
 
 def format_kg(kg: float) -> str:
-    return _quantity(kg, "kg")
+    """kg down to 1 g, then grams: a short run emits milligrams, not 7.67e-07 kg."""
+    if kg == 0 or abs(kg) >= 1e-3:
+        return _quantity(kg, "kg")
+    return _quantity(kg * 1e3, "g")
 
 
 def plural(count: int, noun: str) -> str:

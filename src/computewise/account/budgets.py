@@ -1,0 +1,266 @@
+"""Monthly budgets per scope: month-to-date spend, burn rate, a run-out forecast, and alerts that fire once.
+
+A budget covers the runs whose tags match its scope (``account.tags.Scope``) over the calendar month
+in UTC. Spend is accrued (``account.spend``): a job that started last month counts for the hours it
+ran this month. The forecast is a straight line at the recent burn rate::
+
+    burn_rate_usd_per_day = spend in [now - w, now) / w,   w = clamp(now - first matching run start, 1 d, 7 d)
+    projected_month_end   = spent + burn_rate x (month end - now)
+    runs_out_at           = now + (monthly - spent) / burn_rate, if that falls before the month ends
+
+The trailing week (rather than month to date) follows a change of pace within days and does not
+reset on the 1st; the one-day floor keeps a team's very first hour from being extrapolated 24-fold.
+
+``check_budgets`` records each crossed threshold with ``Ledger.record_alert``; the database's unique
+key (kind, budget, month, threshold) makes it fire once per month even with many processes checking,
+and only the process whose insert won delivers it.
+"""
+
+from __future__ import annotations
+
+import math
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from computewise.account.alerts import Alert, Notifier, parse_webhook_url
+from computewise.account.periods import DAY_S, iso_utc, month_period, month_start_s, next_month_start_s
+from computewise.account.spend import PricedRun, priced_runs
+from computewise.account.tags import Scope, parse_scope
+from computewise.errors import InputError
+from computewise.ledger import BudgetRow, Ledger
+from computewise.units import format_usd, parse_usd
+
+__all__ = [
+    "BURN_WINDOW_MAX_S",
+    "BURN_WINDOW_MIN_S",
+    "BudgetStatus",
+    "budget_status",
+    "check_budgets",
+    "parse_alert_at",
+    "set_budget",
+]
+
+BURN_WINDOW_MAX_S = 7 * DAY_S
+BURN_WINDOW_MIN_S = DAY_S
+_MAX_PCT = 1000.0
+
+
+@dataclass(frozen=True)
+class BudgetStatus:
+    """Where one budget stands at ``now_s``."""
+
+    budget: BudgetRow
+    scope: Scope
+    period: str
+    month_start_s: float
+    month_end_s: float
+    now_s: float
+    spent_usd: float
+    runs: int
+    running: int
+    burn_rate_usd_per_day: float
+    burn_window_s: float
+    projected_month_end_usd: float
+    runs_out_at_s: float | None
+    fired_pct: tuple[float, ...]
+
+    @property
+    def pct_used(self) -> float:
+        return 100.0 * self.spent_usd / self.budget.monthly_usd
+
+    @property
+    def remaining_usd(self) -> float:
+        return self.budget.monthly_usd - self.spent_usd
+
+    @property
+    def exhausted(self) -> bool:
+        return self.spent_usd >= self.budget.monthly_usd
+
+    @property
+    def crossed_pct(self) -> tuple[float, ...]:
+        """Thresholds at or below the spend so far (fired or about to be)."""
+        return tuple(p for p in self.budget.alert_at_pct if self.pct_used >= p)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "budget_id": self.budget.id,
+            "scope": self.budget.scope,
+            "monthly_usd": self.budget.monthly_usd,
+            "alert_at_pct": list(self.budget.alert_at_pct),
+            "webhook": self.budget.webhook_url is not None,
+            "command": self.budget.command,
+            "period": self.period,
+            "month_start": iso_utc(self.month_start_s),
+            "month_end": iso_utc(self.month_end_s),
+            "now_s": self.now_s,
+            "spent_usd": self.spent_usd,
+            "pct_used": self.pct_used,
+            "remaining_usd": self.remaining_usd,
+            "exhausted": self.exhausted,
+            "runs": self.runs,
+            "running": self.running,
+            "burn_rate_usd_per_day": self.burn_rate_usd_per_day,
+            "burn_window_s": self.burn_window_s,
+            "burn_rate_basis": "trailing window of burn_window_s seconds ending now (1 to 7 days)",
+            "projected_month_end_usd": self.projected_month_end_usd,
+            "runs_out_at_s": self.runs_out_at_s,
+            "runs_out_at": None if self.runs_out_at_s is None else iso_utc(self.runs_out_at_s),
+            "fired_pct": list(self.fired_pct),
+        }
+
+
+def parse_alert_at(text: str | Sequence[float]) -> tuple[float, ...]:
+    """``"50,80,100"`` (a ``%`` after each is allowed) -> ``(50.0, 80.0, 100.0)``: each in (0, 1000], no repeats,
+    returned sorted."""
+    parts: list[str | float] = list(text.split(",")) if isinstance(text, str) else list(text)
+    if not parts or (len(parts) == 1 and not str(parts[0]).strip()):
+        raise InputError("no alert thresholds given", "give percentages of the budget, e.g. --alert-at 50,80,100")
+    values: list[float] = []
+    for part in parts:
+        cleaned = str(part).strip().removesuffix("%").strip()
+        try:
+            value = float(cleaned)
+        except ValueError:
+            raise InputError(
+                f"cannot read alert threshold {str(part).strip()!r}", "give percentages, e.g. --alert-at 50,80,100"
+            ) from None
+        if not math.isfinite(value) or not 0.0 < value <= _MAX_PCT:
+            raise InputError(
+                f"alert threshold {cleaned}% is out of range",
+                f"each threshold must be above 0 and at most {_MAX_PCT:g} (percent of the monthly budget)",
+            )
+        if value in values:
+            raise InputError(f"alert threshold {value:g}% is given twice", "list each threshold once")
+        values.append(value)
+    return tuple(sorted(values))
+
+
+def set_budget(
+    ledger: Ledger,
+    scope: str,
+    monthly_usd: str | float,
+    now_s: float,
+    alert_at: str | Sequence[float] = "50,80,100",
+    webhook_url: str | None = None,
+    command: str | None = None,
+) -> BudgetRow:
+    """Validate what the user typed and create or replace the budget of ``scope`` (stored canonically)."""
+    parsed_scope = parse_scope(scope)
+    usd = parse_usd(monthly_usd, "--monthly-usd")
+    thresholds = parse_alert_at(alert_at)
+    url = None if webhook_url is None else parse_webhook_url(webhook_url)
+    if command is not None:
+        try:
+            argv = shlex.split(command)
+        except ValueError as exc:
+            raise InputError(f"cannot read --command {command!r}: {exc}", "quote it like a shell word list") from None
+        if not argv:
+            raise InputError("--command is empty", "give a program and its arguments, or leave --command out")
+    return ledger.set_budget(parsed_scope.text, usd, thresholds, url, command, now_s)
+
+
+def budget_status(ledger: Ledger, now_s: float) -> list[BudgetStatus]:
+    """Every budget's month-to-date spend and forecast, in scope order."""
+    budgets = ledger.budgets()
+    if not budgets:
+        return []
+    month_from_s = month_start_s(now_s)
+    runs = priced_runs(ledger, min(month_from_s, now_s - BURN_WINDOW_MAX_S), now_s, now_s)
+    period = month_period(now_s)
+    fired: dict[int, list[float]] = {}
+    for alert in ledger.alerts(since_s=month_from_s):
+        if alert.kind == "budget" and alert.period == period and alert.budget_id is not None:
+            fired.setdefault(alert.budget_id, []).append(float(alert.threshold_pct or 0.0))
+    return [_status(budget, runs, now_s, tuple(sorted(fired.get(budget.id, [])))) for budget in budgets]
+
+
+def check_budgets(ledger: Ledger, now_s: float, notifier: Notifier) -> list[Alert]:
+    """Fire every crossed threshold not yet fired this month (once, across processes) and deliver it."""
+    alerts: list[Alert] = []
+    for status in budget_status(ledger, now_s):
+        for threshold in status.crossed_pct:
+            if threshold in status.fired_pct:
+                continue
+            message = _message(status, threshold)
+            alert_id = ledger.record_alert(
+                kind="budget",
+                message=message,
+                fired_at_s=now_s,
+                scope=status.budget.scope,
+                budget_id=status.budget.id,
+                period=status.period,
+                threshold_pct=threshold,
+            )
+            if alert_id is None:  # another process fired it first
+                continue
+            alert = Alert(
+                alert_id=alert_id,
+                kind="budget",
+                message=message,
+                fired_at_s=now_s,
+                scope=status.budget.scope,
+                period=status.period,
+                threshold_pct=threshold,
+                details=status.to_dict(),
+            )
+            notifier.notify(alert, webhook_url=status.budget.webhook_url, command=status.budget.command)
+            alerts.append(alert)
+    return alerts
+
+
+def _status(budget: BudgetRow, runs: Sequence[PricedRun], now_s: float, fired: tuple[float, ...]) -> BudgetStatus:
+    scope = parse_scope(budget.scope)
+    month_from_s, month_to_s = month_start_s(now_s), next_month_start_s(now_s)
+    matching = [r for r in runs if scope.matches(r.run.tags)]
+    spent_usd = 0.0
+    in_month = running = 0
+    for priced in matching:
+        share = priced.share(month_from_s, now_s)
+        if share > 0:
+            in_month += 1
+            running += int(priced.run.status == "running")
+        spent_usd += priced.cost.cost_usd * share
+    first_start_s = min((r.run.started_at_s for r in matching), default=now_s)
+    window_s = min(BURN_WINDOW_MAX_S, max(BURN_WINDOW_MIN_S, now_s - first_start_s))
+    window_usd = sum(r.cost.cost_usd * r.share(now_s - window_s, now_s) for r in matching)
+    rate_usd_per_s = window_usd / window_s
+    runs_out_at_s = None
+    if spent_usd < budget.monthly_usd and rate_usd_per_s > 0:
+        candidate_s = now_s + (budget.monthly_usd - spent_usd) / rate_usd_per_s
+        runs_out_at_s = candidate_s if candidate_s < month_to_s else None
+    return BudgetStatus(
+        budget=budget,
+        scope=scope,
+        period=month_period(now_s),
+        month_start_s=month_from_s,
+        month_end_s=month_to_s,
+        now_s=now_s,
+        spent_usd=spent_usd,
+        runs=in_month,
+        running=running,
+        burn_rate_usd_per_day=rate_usd_per_s * DAY_S,
+        burn_window_s=window_s,
+        projected_month_end_usd=spent_usd + rate_usd_per_s * (month_to_s - now_s),
+        runs_out_at_s=runs_out_at_s,
+        fired_pct=fired,
+    )
+
+
+def _message(status: BudgetStatus, threshold: float) -> str:
+    budget = status.budget
+    text = (
+        f"budget {budget.scope}: {format_usd(status.spent_usd)} of {format_usd(budget.monthly_usd)} spent in "
+        f"{status.period} ({status.pct_used:.0f} %, alert at {threshold:g} %)"
+    )
+    if status.exhausted:
+        return text + "; the budget is used up"
+    if status.runs_out_at_s is not None:
+        return (
+            f"{text}; at {format_usd(status.burn_rate_usd_per_day)}/day it runs out on {iso_utc(status.runs_out_at_s)}"
+        )
+    return (
+        f"{text}; at {format_usd(status.burn_rate_usd_per_day)}/day the month ends near "
+        f"{format_usd(status.projected_month_end_usd)}"
+    )

@@ -1,0 +1,73 @@
+"""Which runs spent money in a time window, and how much of each run's cost falls inside it.
+
+Every accounting view (cost report, budgets, daily spend for anomalies) starts here, so a dollar is
+attributed to the same period everywhere. The rule is accrual: a run's cost, GPU-hours, energy,
+CO2 and idle time accrue evenly over its wall time, from its start to its end (or ``now`` while it
+runs), and a window gets the fraction of that time that lies inside it::
+
+    share(run, [a, b)) = |[start, end] ∩ [a, b)| / (end - start)        (1 or 0 for a zero-length run)
+
+For dollars and GPU-hours this is exact, because ``totals.price_run`` charges a constant hourly
+price for the run's duration. For energy, CO2 and idle time it assumes the run's average rate
+holds throughout (one aggregate query per report instead of re-aggregating samples per window).
+A month-long job therefore counts against each month's budget for the days it ran in that month,
+and a three-day job spreads over three days of the anomaly series instead of spiking on day one.
+
+Runs are priced once through ``totals.run_totals``/``price_run``, the one cost formula.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from computewise.account.totals import RunCost, RunTotals, empty_totals, price_run, run_end_s, run_totals
+from computewise.ledger import Ledger, RunRow
+
+__all__ = ["PricedRun", "priced_runs"]
+
+_IDS_PER_QUERY = 5000  # keeps IN lists far below SQLite's and PostgreSQL's bound-parameter limits
+
+
+@dataclass(frozen=True)
+class PricedRun:
+    """A run with its whole-run cost and sample totals, able to say what share of it lies in a window."""
+
+    run: RunRow
+    cost: RunCost
+    totals: RunTotals
+    end_s: float
+
+    def share(self, from_s: float, to_s: float) -> float:
+        """Fraction of the run's wall time inside ``[from_s, to_s)`` (module docstring)."""
+        start_s = self.run.started_at_s
+        if self.end_s <= start_s:
+            return 1.0 if from_s <= start_s < to_s else 0.0
+        overlap_s = min(self.end_s, to_s) - max(start_s, from_s)
+        return max(0.0, overlap_s) / (self.end_s - start_s)
+
+
+def priced_runs(ledger: Ledger, from_s: float | None, to_s: float, now_s: float) -> list[PricedRun]:
+    """Runs whose wall time overlaps ``[from_s, to_s)`` (``from_s`` None: since the beginning), priced
+    with one aggregate query over their samples (chunked so huge ledgers stay under parameter limits)."""
+    start_bound = -math.inf if from_s is None else from_s
+    selected: list[tuple[RunRow, float]] = []
+    for run in ledger.runs(limit=None):
+        end_s = max(run.started_at_s, run_end_s(run, now_s))
+        if run.started_at_s >= to_s:
+            continue
+        if end_s > start_bound or (end_s == run.started_at_s and run.started_at_s >= start_bound):
+            selected.append((run, end_s))
+    totals: dict[int, RunTotals] = {}
+    for chunk in _chunks([run.id for run, _ in selected], _IDS_PER_QUERY):
+        totals.update(run_totals(ledger, chunk))
+    priced = []
+    for run, end_s in selected:
+        run_total = totals.get(run.id, empty_totals(run.id))
+        priced.append(PricedRun(run=run, cost=price_run(run, run_total, now_s), totals=run_total, end_s=end_s))
+    return priced
+
+
+def _chunks(ids: Sequence[int], size: int) -> list[Sequence[int]]:
+    return [ids[i : i + size] for i in range(0, len(ids), size)]

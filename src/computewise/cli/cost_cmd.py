@@ -1,0 +1,79 @@
+"""``computewise cost report|anomalies``: who spent what, and which days stand out."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from computewise.cli.common import DbOption, JsonOption, open_ledger
+
+app = typer.Typer(help="Spend by team, project or any tag; spend anomalies.", no_args_is_help=True)
+
+ByOption = Annotated[
+    list[str] | None, typer.Option("--by", help="Group by this tag key (repeatable, or team,project).")
+]
+CsvOption = Annotated[bool, typer.Option("--csv", help="Print CSV instead of a table.")]
+
+
+@app.command("report")
+def report(
+    by: ByOption = None,
+    since: Annotated[str, typer.Option(help="Window start: 30d, 12h, today, month, 2025-03-01.")] = "30d",
+    until: Annotated[str | None, typer.Option(help="Window end (default now), same forms as --since.")] = None,
+    db: DbOption = None,
+    as_json: JsonOption = False,
+    as_csv: CsvOption = False,
+) -> None:
+    """Spend, GPU-hours, energy, CO2, mean utilization and idle cost per group; $ per run and per 1000 inferences."""
+    from computewise.account.periods import parse_time_s
+    from computewise.account.report import cost_report
+    from computewise.report.accounts import cost_grid, csv_text, print_grid
+
+    now_s = time.time()
+    since_s = None if since.strip().lower() == "all" else parse_time_s(since, now_s)
+    until_s = None if until is None else parse_time_s(until, now_s, "--until")
+    result = cost_report(open_ledger(db), by or [], since_s, until_s, now_s)
+    if as_json:
+        sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n")
+    elif as_csv:
+        sys.stdout.write(csv_text(result.csv_rows(include_total=True)))
+    else:
+        console = Console()
+        window = f"since {result.to_dict()['since']}" if since_s is not None else "all time"
+        print_grid(cost_grid(result.to_dict()), console, f"spend {window} until {result.to_dict()['until']}")
+        console.print("* energy estimated for some runs (no GPU energy counter)", style="dim")
+
+
+@app.command("anomalies")
+def anomalies(
+    by: ByOption = None,
+    since: Annotated[str, typer.Option(help="Report anomalies on days since: 30d, 7d, month, 2025-03-01.")] = "30d",
+    window: Annotated[int, typer.Option(min=3, max=90, help="Trailing days the robust baseline looks at.")] = 14,
+    threshold: Annotated[float, typer.Option(min=1.0, help="Robust z-score above which a day is flagged.")] = 3.5,
+    db: DbOption = None,
+    as_json: JsonOption = False,
+    as_csv: CsvOption = False,
+) -> None:
+    """Days whose spend jumps above the group's recent median (robust z-score on median and MAD)."""
+    from computewise.account.anomalies import spend_anomalies
+    from computewise.account.periods import parse_time_s
+    from computewise.report.accounts import anomalies_grid, csv_text, print_grid
+
+    now_s = time.time()
+    result = spend_anomalies(
+        open_ledger(db), by or [], parse_time_s(since, now_s), now_s, window=window, threshold=threshold
+    )
+    data = result.to_dict()
+    if as_json:
+        sys.stdout.write(json.dumps(data, indent=2) + "\n")
+    elif as_csv:
+        sys.stdout.write(csv_text(result.csv_rows()))
+    elif not data["anomalies"]:
+        Console().print(f"no spend anomalies since {data['since'][:10]} ({len(data['series'])} group(s) checked)")
+    else:
+        print_grid(anomalies_grid(data), Console(), f"spend anomalies since {data['since'][:10]}")

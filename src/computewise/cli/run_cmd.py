@@ -1,0 +1,117 @@
+"""``computewise run -- CMD ...``: run any command under watch, record it in the ledger, print what it cost."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from computewise.cli.common import DbOption, HtmlOption, JsonOption, emit, open_ledger, print_error
+
+
+def run(
+    command: Annotated[
+        list[str], typer.Argument(help="The command to run, after --: computewise run -- python train.py")
+    ],
+    tag: Annotated[
+        list[str] | None, typer.Option("--tag", help="KEY=VALUE label for reports and budgets (repeatable).")
+    ] = None,
+    interval: Annotated[str, typer.Option(help="Sampling interval: 1s, 500ms, 5s.")] = "1s",
+    hourly_usd: Annotated[str | None, typer.Option(help="Price per hour of the machine, e.g. 32.77.")] = None,
+    instance: Annotated[
+        str | None, typer.Option(help="Catalog instance type to price the run, e.g. p4d.24xlarge.")
+    ] = None,
+    cloud: Annotated[str | None, typer.Option(help="Cloud of --instance, and of the grid carbon intensity.")] = None,
+    region: Annotated[str | None, typer.Option(help="Region of --instance, and of the grid carbon intensity.")] = None,
+    pricing: Annotated[str, typer.Option(help="on-demand, spot, reserved-1y or reserved-3y.")] = "on-demand",
+    input_path: Annotated[
+        list[Path] | None,
+        typer.Option("--input", help="Data file or directory the job reads, for the duplicate-run check (repeatable)."),
+    ] = None,
+    prometheus_port: Annotated[
+        int | None, typer.Option(help="Serve live metrics at http://127.0.0.1:PORT/metrics (0: any free port).")
+    ] = None,
+    idle_minutes: Annotated[
+        str | None, typer.Option(help="Alert when the GPU (or, without one, the job) is idle this long, e.g. 15.")
+    ] = None,
+    idle_action: Annotated[
+        str, typer.Option(help="none, or signal: SIGUSR1, then SIGTERM after --idle-grace.")
+    ] = "none",
+    idle_grace: Annotated[str, typer.Option(help="Time between SIGUSR1 and SIGTERM for --idle-action signal.")] = "60s",
+    idle_enforce: Annotated[
+        bool, typer.Option(help="Really send the idle signals; by default it only says what it would do.")
+    ] = False,
+    live: Annotated[bool, typer.Option(help="Pin a status line to the terminal while the job runs (TTY only).")] = True,
+    db: DbOption = None,
+    as_json: JsonOption = False,
+    html: HtmlOption = None,
+) -> None:
+    """Run a command, sample it every second (CPU, memory, disk, network, NVIDIA GPUs), price it, diagnose it.
+
+    The command's exit code becomes ours; the summary goes to stderr (or JSON to stdout with --json).
+    """
+    from computewise.account.tags import parse_tags
+    from computewise.catalog import load_catalog
+    from computewise.cli.common import choice
+    from computewise.errors import InputError
+    from computewise.monitor.gpu import open_gpu_source
+    from computewise.monitor.idle import IdleAction
+    from computewise.monitor.pricing import PriceRequest
+    from computewise.monitor.runner import RunOptions, monitored_run
+    from computewise.report.live import LiveStatus
+    from computewise.report.runs import print_run_summary, run_html
+    from computewise.specs import PRICINGS, Pricing
+    from computewise.units import parse_duration_s, parse_usd
+
+    for path in input_path or []:
+        if not path.exists():
+            raise InputError(f"--input {path} does not exist", "give a data file or directory the job reads")
+    idle_actions: tuple[IdleAction, ...] = ("none", "signal")
+    cloud_pricings: tuple[Pricing, ...] = tuple(p for p in PRICINGS if p != "on-prem")
+    options = RunOptions(
+        argv=tuple(command),
+        tags=parse_tags(tag or []),
+        interval_s=parse_duration_s(interval, "--interval"),
+        price=PriceRequest(
+            hourly_usd=parse_usd(hourly_usd, "--hourly-usd") if hourly_usd is not None else None,
+            instance_type=instance,
+            cloud=cloud,
+            region=region,
+            pricing=choice(pricing, cloud_pricings, "--pricing"),
+        ),
+        inputs=tuple(str(p) for p in input_path or []),
+        prometheus_port=prometheus_port,
+        idle_s_limit=parse_duration_s(_minutes(idle_minutes), "--idle-minutes") if idle_minutes else None,
+        idle_action=choice(idle_action, idle_actions, "--idle-action"),
+        idle_grace_s=parse_duration_s(idle_grace, "--idle-grace"),
+        idle_enforce=idle_enforce,
+    )
+    ledger = open_ledger(db)
+    catalog = load_catalog()
+    gpu = open_gpu_source()
+    stderr = Console(stderr=True)
+    try:
+        with LiveStatus(sys.stderr, wanted=live) as view:
+            outcome = monitored_run(ledger, catalog, gpu, options, live=view.update if view.enabled else None)
+    finally:
+        gpu.close()
+    if outcome.launch_error is not None:
+        print_error(outcome.launch_error)
+        stderr.print(f"(recorded as run {outcome.run_id})", highlight=False)
+        raise typer.Exit(outcome.launch_error.exit_code)
+    if outcome.summary is not None:
+        data = outcome.summary.to_dict()
+        if as_json:
+            emit(data, True, html, print_run_summary, run_html)
+        else:
+            emit(data, False, html, lambda d, _console: print_run_summary(d, stderr), run_html)
+    raise typer.Exit(outcome.exit_code)
+
+
+def _minutes(text: str) -> str:
+    """``--idle-minutes 15`` means minutes; ``15min`` or ``2h`` are read as written."""
+    stripped = text.strip()
+    return f"{stripped}min" if stripped.replace(".", "", 1).isdigit() else stripped

@@ -1,0 +1,149 @@
+"""The first ledger: runs with their tags, samples, GPU samples, steps, budgets and alerts.
+
+Revision ID: 0001
+Revises:
+Create Date: 2026-05-20
+
+Written out column by column rather than with ``metadata.create_all``: a revision is a frozen
+snapshot, so later edits of ``schema.py`` must come with a new revision, never change this one.
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from alembic import op
+
+revision = "0001"
+down_revision = None
+branch_labels = None
+depends_on = None
+
+_ROW_ID = sa.BigInteger().with_variant(sa.Integer, "sqlite")  # SQLite only autoincrements INTEGER keys
+
+
+def upgrade() -> None:
+    op.create_table(
+        "runs",
+        sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+        sa.Column("kind", sa.String(16), nullable=False),
+        sa.Column("command", sa.Text, nullable=False),
+        sa.Column("argv", sa.JSON, nullable=False),
+        sa.Column("tags", sa.JSON, nullable=False),
+        sa.Column("host", sa.String(255), nullable=False),
+        sa.Column("pid", sa.Integer, nullable=False),
+        sa.Column("user", sa.String(255), nullable=False),
+        sa.Column("cwd", sa.Text, nullable=False),
+        sa.Column("input_hash", sa.String(64)),
+        sa.Column("started_at_s", sa.Float, nullable=False),
+        sa.Column("ended_at_s", sa.Float),
+        sa.Column("heartbeat_at_s", sa.Float, nullable=False),
+        sa.Column("status", sa.String(16), nullable=False),
+        sa.Column("exit_code", sa.Integer),
+        sa.Column("interval_s", sa.Float, nullable=False),
+        sa.Column("logical_cpus", sa.Integer, nullable=False, server_default="1"),
+        sa.Column("gpu_count", sa.Integer, nullable=False, server_default="0"),
+        sa.Column("gpu_name", sa.String(255)),
+        sa.Column("accelerator", sa.String(64)),
+        sa.Column("hourly_usd", sa.Float, nullable=False),
+        sa.Column("price", sa.JSON, nullable=False),
+        sa.Column("inferences", sa.BigInteger, nullable=False, server_default="0"),
+        sa.Column("error", sa.Text),
+        sa.Column("summary", sa.JSON),
+    )
+    op.create_index("ix_runs_status", "runs", ["status"])
+    op.create_index("ix_runs_started_at_s", "runs", ["started_at_s"])
+    op.create_index("ix_runs_input_hash", "runs", ["input_hash"])
+
+    op.create_table(
+        "run_tags",
+        sa.Column("run_id", sa.Integer, sa.ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True),
+        sa.Column("key", sa.String(255), primary_key=True),
+        sa.Column("value", sa.String(1024), nullable=False),
+    )
+    op.create_index("ix_run_tags_key_value", "run_tags", ["key", "value"])
+
+    op.create_table(
+        "samples",
+        sa.Column("id", _ROW_ID, primary_key=True, autoincrement=True),
+        sa.Column("run_id", sa.Integer, sa.ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
+        sa.Column("t_s", sa.Float, nullable=False),
+        sa.Column("interval_s", sa.Float, nullable=False),
+        sa.Column("cpu_percent", sa.Float, nullable=False),
+        sa.Column("rss_bytes", sa.BigInteger, nullable=False),
+        sa.Column("read_bytes", sa.BigInteger, nullable=False),
+        sa.Column("write_bytes", sa.BigInteger, nullable=False),
+        sa.Column("net_sent_bytes", sa.BigInteger, nullable=False),
+        sa.Column("net_recv_bytes", sa.BigInteger, nullable=False),
+        sa.Column("host_cpu_percent", sa.Float, nullable=False),
+        sa.Column("host_memory_used_bytes", sa.BigInteger, nullable=False),
+        sa.Column("gpu_count", sa.Integer, nullable=False),
+        sa.Column("gpu_util_pct", sa.Float),
+        sa.Column("gpu_memory_used_bytes", sa.BigInteger),
+        sa.Column("gpu_power_w", sa.Float),
+        sa.Column("energy_j", sa.Float, nullable=False),
+        sa.Column("energy_measured", sa.Boolean, nullable=False),
+        sa.Column("idle", sa.Boolean, nullable=False),
+    )
+    op.create_index("ix_samples_run_id_t_s", "samples", ["run_id", "t_s"])
+
+    op.create_table(
+        "gpu_samples",
+        sa.Column("id", _ROW_ID, primary_key=True, autoincrement=True),
+        sa.Column("run_id", sa.Integer, sa.ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
+        sa.Column("t_s", sa.Float, nullable=False),
+        sa.Column("gpu_index", sa.Integer, nullable=False),
+        sa.Column("utilization_pct", sa.Float),
+        sa.Column("sm_clock_mhz", sa.Float),
+        sa.Column("memory_used_bytes", sa.BigInteger),
+        sa.Column("power_w", sa.Float),
+        sa.Column("energy_counter_j", sa.Float),
+        sa.Column("pcie_tx_bytes_per_s", sa.Float),
+        sa.Column("pcie_rx_bytes_per_s", sa.Float),
+        sa.Column("process_memory_bytes", sa.BigInteger),
+    )
+    op.create_index("ix_gpu_samples_run_id_t_s", "gpu_samples", ["run_id", "t_s"])
+
+    op.create_table(
+        "steps",
+        sa.Column("id", _ROW_ID, primary_key=True, autoincrement=True),
+        sa.Column("run_id", sa.Integer, sa.ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
+        sa.Column("step", sa.Integer, nullable=False),
+        sa.Column("t_s", sa.Float, nullable=False),
+        sa.Column("data_wait_s", sa.Float, nullable=False),
+        sa.Column("compute_s", sa.Float, nullable=False),
+        sa.Column("samples", sa.BigInteger),
+        sa.Column("tokens", sa.BigInteger),
+        sa.Column("flops", sa.Float),
+    )
+    op.create_index("ix_steps_run_id_step", "steps", ["run_id", "step"])
+
+    op.create_table(
+        "budgets",
+        sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+        sa.Column("scope", sa.String(1024), nullable=False, unique=True),
+        sa.Column("monthly_usd", sa.Float, nullable=False),
+        sa.Column("alert_at_pct", sa.JSON, nullable=False),
+        sa.Column("webhook_url", sa.Text),
+        sa.Column("command", sa.Text),
+        sa.Column("created_at_s", sa.Float, nullable=False),
+    )
+
+    op.create_table(
+        "alerts",
+        sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+        sa.Column("kind", sa.String(16), nullable=False),
+        sa.Column("scope", sa.String(1024)),
+        sa.Column("budget_id", sa.Integer, sa.ForeignKey("budgets.id", ondelete="CASCADE")),
+        sa.Column("run_id", sa.Integer, sa.ForeignKey("runs.id", ondelete="SET NULL")),
+        sa.Column("period", sa.String(16)),
+        sa.Column("threshold_pct", sa.Float),
+        sa.Column("message", sa.Text, nullable=False),
+        sa.Column("fired_at_s", sa.Float, nullable=False),
+        sa.Column("delivery", sa.JSON, nullable=False),
+        sa.UniqueConstraint("kind", "budget_id", "period", "threshold_pct", name="uq_alerts_once"),
+    )
+
+
+def downgrade() -> None:
+    for table in ("alerts", "budgets", "steps", "gpu_samples", "samples", "run_tags", "runs"):
+        op.drop_table(table)

@@ -1,0 +1,207 @@
+"""Why a run was slow or wasteful, in plain words: the classic utilization table plus idle periods.
+
+    GPU util   CPU           verdict
+    high       any           compute-bound: the GPU is the bottleneck (mixed precision, compile)
+    low        high          input-bound: the CPU-side pipeline starves the GPU (more loader workers)
+    low        low           starved: batch too small, or waiting on disk / network / synchronisation
+    (no GPU)   all cores     CPU compute-bound
+    (no GPU)   one core      single-threaded: one of N cores does the work
+    (no GPU)   low           waiting on I/O or sleeping
+
+"CPU high" means the job's processes use >= 70 % of the host's cores, or the host is >= 80 % busy,
+or one core is saturated (>= 90 % of one core: a Python main thread or single-process loader).
+Thresholds are data, not magic: they are the defaults of ``Thresholds`` and named in each finding.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from computewise.ledger import SampleRow
+from computewise.units import format_duration, format_usd
+
+__all__ = ["Finding", "IdlePeriod", "Thresholds", "UsageStats", "describe_idle", "diagnose", "idle_periods"]
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    gpu_busy_pct: float = 80.0
+    gpu_low_pct: float = 50.0
+    cpu_share_of_host: float = 0.7
+    host_busy_pct: float = 80.0
+    one_core_pct: float = 90.0
+    data_wait_share: float = 0.2
+    min_idle_period_s: float = 10.0
+
+
+@dataclass(frozen=True)
+class UsageStats:
+    """What the diagnosis looks at, already reduced from the samples and steps."""
+
+    gpu_count: int
+    logical_cpus: int
+    gpu_util_pct_mean: float | None
+    gpu_memory_share_peak: float | None  # peak memory used / total, when the total is known
+    cpu_percent_mean: float
+    host_cpu_percent_mean: float
+    disk_read_bytes_per_s: float
+    net_recv_bytes_per_s: float
+    data_wait_share: float | None  # from track() steps, when the run recorded any
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One line of diagnosis: what we see, the numbers behind it, what to try."""
+
+    verdict: str
+    evidence: str
+    advice: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"verdict": self.verdict, "evidence": self.evidence, "advice": self.advice}
+
+
+@dataclass(frozen=True)
+class IdlePeriod:
+    start_s: float
+    end_s: float
+    cost_usd: float
+
+    @property
+    def duration_s(self) -> float:
+        return self.end_s - self.start_s
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"start_s": self.start_s, "end_s": self.end_s, "duration_s": self.duration_s, "cost_usd": self.cost_usd}
+
+
+def _cpu_high(stats: UsageStats, t: Thresholds) -> bool:
+    share = stats.cpu_percent_mean / (100.0 * max(1, stats.logical_cpus))
+    return (
+        share >= t.cpu_share_of_host
+        or stats.host_cpu_percent_mean >= t.host_busy_pct
+        or stats.cpu_percent_mean >= t.one_core_pct
+    )
+
+
+def _cpu_text(stats: UsageStats) -> str:
+    return (
+        f"the job's processes used {stats.cpu_percent_mean:.0f} % CPU (100 % = one core) of "
+        f"{stats.logical_cpus} logical CPUs; host {stats.host_cpu_percent_mean:.0f} % busy"
+    )
+
+
+def _io_text(stats: UsageStats) -> str:
+    disk_mb_s = stats.disk_read_bytes_per_s / 1e6
+    return f"disk reads {disk_mb_s:.1f} MB/s, network in {stats.net_recv_bytes_per_s / 1e6:.1f} MB/s"
+
+
+def diagnose(stats: UsageStats, thresholds: Thresholds | None = None) -> list[Finding]:
+    """The verdicts that apply, most important first (see the module table)."""
+    t = thresholds or Thresholds()
+    findings: list[Finding] = []
+    if stats.gpu_count and stats.gpu_util_pct_mean is not None:
+        findings.extend(_gpu_findings(stats, t))
+    else:
+        findings.append(_cpu_finding(stats, t))
+    if stats.data_wait_share is not None and stats.data_wait_share >= t.data_wait_share:
+        findings.append(
+            Finding(
+                "input-bound steps",
+                f"{stats.data_wait_share:.0%} of step time was spent waiting for the next batch "
+                f"(>= {t.data_wait_share:.0%})",
+                "raise DataLoader num_workers, set pin_memory=True and persistent_workers=True, prefetch, "
+                "or pre-process the data once and cache it",
+            )
+        )
+    return findings
+
+
+def _gpu_findings(stats: UsageStats, t: Thresholds) -> list[Finding]:
+    util = stats.gpu_util_pct_mean or 0.0
+    gpu_text = f"GPU utilization averaged {util:.0f} % over {stats.gpu_count} GPU(s)"
+    if util >= t.gpu_busy_pct:
+        return [
+            Finding(
+                "compute-bound",
+                f"{gpu_text} (>= {t.gpu_busy_pct:.0f} %)",
+                "the GPU is the bottleneck, as it should be; to go faster use mixed precision (bf16/fp16, TF32), "
+                "torch.compile, fused optimizers, or a larger batch if memory allows",
+            )
+        ]
+    findings: list[Finding] = []
+    if _cpu_high(stats, t):
+        findings.append(
+            Finding(
+                "input-bound",
+                f"{gpu_text} while {_cpu_text(stats)}",
+                "the CPU side (data loading, augmentation, tokenization, Python overhead) starves the GPU: add "
+                "DataLoader workers, move augmentation to the GPU, or cache pre-processed data",
+            )
+        )
+    else:
+        memory = stats.gpu_memory_share_peak
+        memory_text = f"; peak GPU memory {memory:.0%} of capacity" if memory is not None else ""
+        findings.append(
+            Finding(
+                "starved",
+                f"{gpu_text} and the CPU was mostly idle too ({_cpu_text(stats)}; {_io_text(stats)}){memory_text}",
+                "the batch is probably too small to fill the GPU"
+                + (" (memory is mostly free: raise the batch size)" if memory is not None and memory < 0.5 else "")
+                + ", or the job waits on storage, the network or synchronisation; profile one step",
+            )
+        )
+    if util >= t.gpu_low_pct:
+        findings[-1] = Finding("partly stalled: " + findings[-1].verdict, findings[-1].evidence, findings[-1].advice)
+    return findings
+
+
+def _cpu_finding(stats: UsageStats, t: Thresholds) -> Finding:
+    cores_used = stats.cpu_percent_mean / 100.0
+    if stats.cpu_percent_mean / (100.0 * max(1, stats.logical_cpus)) >= t.cpu_share_of_host:
+        return Finding(
+            "CPU compute-bound",
+            f"no GPU; {_cpu_text(stats)}",
+            "the job uses the whole machine; a GPU or more cores would speed it up",
+        )
+    if stats.cpu_percent_mean >= t.one_core_pct and stats.logical_cpus > 1:
+        return Finding(
+            "single-threaded",
+            f"no GPU; about {cores_used:.1f} of {stats.logical_cpus} cores busy ({_cpu_text(stats)})",
+            "the work runs on one core: use more threads or processes (torch.set_num_threads, DataLoader "
+            "workers, multiprocessing)",
+        )
+    return Finding(
+        "mostly waiting",
+        f"no GPU; about {cores_used:.1f} of {stats.logical_cpus} cores busy; {_io_text(stats)}",
+        "the job spends its time waiting on I/O, the network, a lock or sleep; profile where it blocks",
+    )
+
+
+def idle_periods(
+    samples: Sequence[SampleRow], hourly_usd: float, min_period_s: float = Thresholds.min_idle_period_s
+) -> list[IdlePeriod]:
+    """Runs of consecutive idle samples at least ``min_period_s`` long, each with what it cost."""
+    periods: list[IdlePeriod] = []
+    start: float | None = None
+    end = 0.0
+    for sample in samples:
+        if sample.idle:
+            if start is None:
+                start = sample.t_s - sample.interval_s
+            end = sample.t_s
+        elif start is not None:
+            periods.append(IdlePeriod(start, end, hourly_usd * (end - start) / 3600.0))
+            start = None
+    if start is not None:
+        periods.append(IdlePeriod(start, end, hourly_usd * (end - start) / 3600.0))
+    return [p for p in periods if p.duration_s >= min_period_s]
+
+
+def describe_idle(periods: Sequence[IdlePeriod], what: str) -> str:
+    """'GPU idle in 3 periods, 2 min 10 s in all ($0.12)'."""
+    total_s = sum(p.duration_s for p in periods)
+    cost = sum(p.cost_usd for p in periods)
+    return f"{what} idle in {len(periods)} period(s), {format_duration(total_s)} in all ({format_usd(cost)})"

@@ -1,0 +1,278 @@
+"""``computewise run``: launch a command, watch it, record it, price it, and say what happened.
+
+The order matters for "nothing lost": the ledger is opened (and a bad URL refused) before anything
+starts; the run row is written before the child is launched, so a launch that fails is recorded
+too; samples are flushed at most ``flush_s`` apart; and the run is closed with the child's exit
+code even when the monitor's own pieces (Prometheus port, webhook) fail.
+
+    ledger -> price -> duplicate check -> run row -> child + sampler + sinks -> wait -> close -> summary
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import shlex
+import socket
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TextIO
+
+import psutil
+
+from computewise.account.alerts import Alert, Notifier
+from computewise.account.budgets import check_budgets
+from computewise.catalog import Catalog
+from computewise.ledger import GpuSampleRow, Ledger, NewRun, RunRow, SampleRow
+from computewise.monitor.energy import EnergyModel
+from computewise.monitor.gpu import GpuSource, GpuStatus
+from computewise.monitor.idle import IdleAction, IdleGuard
+from computewise.monitor.inputs import input_hash
+from computewise.monitor.launcher import Child, ChildExit, LaunchError, SignalForwarder
+from computewise.monitor.pricing import DetectedHardware, PriceRequest, resolve_price
+from computewise.monitor.process import ProcessTreeSampler
+from computewise.monitor.prometheus import MetricsServer
+from computewise.monitor.sampler import LedgerWriter, Sampler, Sink
+from computewise.monitor.summary import RunSummary, summarize
+from computewise.units import format_duration
+
+__all__ = ["DUPLICATE_WINDOW_S", "RunOptions", "RunOutcome", "monitored_run"]
+
+DUPLICATE_WINDOW_S = 7 * 86400.0
+BUDGET_CHECK_EVERY_S = 60.0
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """Everything ``computewise run`` was asked to do, already parsed and validated."""
+
+    argv: tuple[str, ...]
+    tags: dict[str, str] = field(default_factory=dict)
+    interval_s: float = 1.0
+    flush_s: float = 1.0
+    price: PriceRequest = field(default_factory=PriceRequest)
+    inputs: tuple[str, ...] = ()
+    prometheus_port: int | None = None
+    idle_s_limit: float | None = None
+    idle_action: IdleAction = "none"
+    idle_grace_s: float = 60.0
+    idle_enforce: bool = False
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    run_id: int
+    exit_code: int
+    summary: RunSummary | None
+    launch_error: LaunchError | None = None
+
+
+LiveSink = Callable[[SampleRow, float, float], None]
+"""Called on every tick with the sample, seconds since start and the cost so far (the live status line)."""
+
+
+def _hardware(status: GpuStatus) -> DetectedHardware:
+    first = status.devices[0] if status.devices else None
+    return DetectedHardware(
+        gpu_count=len(status.devices),
+        gpu_name=first.name if first else None,
+        gpu_memory_total_bytes=float(first.memory_total_bytes) if first and first.memory_total_bytes else None,
+        logical_cpus=psutil.cpu_count(logical=True) or 1,
+    )
+
+
+def _warn(stream: TextIO, message: str) -> None:
+    try:
+        stream.write(f"computewise: {message}\n")
+        stream.flush()
+    except (OSError, ValueError):
+        pass
+
+
+def _duplicate_warning(ledger: Ledger, new_run: NewRun, now_s: float) -> str | None:
+    previous: RunRow | None = ledger.recent_successful_run(
+        new_run.command, new_run.tags, new_run.input_hash, now_s - DUPLICATE_WINDOW_S
+    )
+    if previous is None:
+        return None
+    ago = format_duration(now_s - previous.started_at_s)
+    return (
+        f"run {previous.id} ran this same command with the same tags and inputs {ago} ago and succeeded; "
+        f"see `computewise runs show {previous.id}`. Launching anyway."
+    )
+
+
+class _BudgetWatch:
+    """Checks budgets now and then on a daemon thread; alerts go out through the notifier, never blocking."""
+
+    def __init__(self, ledger: Ledger, notifier: Notifier, every_s: float) -> None:
+        self._ledger, self._notifier, self._every_s = ledger, notifier, every_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="computewise-budgets", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self._every_s):
+            self.check()
+
+    def check(self) -> None:
+        try:
+            check_budgets(self._ledger, time.time(), self._notifier)
+        except Exception as error:  # a budget check must never take the job down
+            _warn(sys.stderr, f"budget check failed: {error}")
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5.0)
+
+
+def monitored_run(
+    ledger: Ledger,
+    catalog: Catalog,
+    gpu: GpuSource,
+    options: RunOptions,
+    live: LiveSink | None = None,
+    stream: TextIO = sys.stderr,
+) -> RunOutcome:
+    """Run ``options.argv`` under watch; returns its shell-style exit code and the summary."""
+    status = gpu.status()
+    if not status.available:
+        _warn(stream, f"GPU metrics {status.reason}")
+    hardware = _hardware(status)
+    price = resolve_price(catalog, options.price, hardware)
+    if price.assumed:
+        _warn(stream, f"price {price.explanation}")
+    now_s = time.time()
+    new_run = NewRun(
+        kind="command",
+        command=shlex.join(options.argv),
+        argv=options.argv,
+        tags=options.tags,
+        host=socket.gethostname(),
+        pid=os.getpid(),
+        user=getpass.getuser(),
+        cwd=os.getcwd(),
+        started_at_s=now_s,
+        interval_s=options.interval_s,
+        price=price,
+        logical_cpus=hardware.logical_cpus,
+        gpu_count=hardware.gpu_count,
+        gpu_name=hardware.gpu_name,
+        accelerator=_accelerator_slug(catalog, hardware),
+        input_hash=input_hash(options.argv, options.inputs),
+    )
+    duplicate = _duplicate_warning(ledger, new_run, now_s)
+    if duplicate:
+        _warn(stream, duplicate)
+    run_id = ledger.start_run(new_run)
+    notifier = Notifier(ledger, stream=stream)
+    try:
+        with SignalForwarder() as forwarder:
+            try:
+                child = Child.start(options.argv)
+            except LaunchError as error:
+                ledger.finish_run(run_id, "failed", time.time(), exit_code=error.exit_code, error=error.message)
+                return RunOutcome(run_id, error.exit_code, None, launch_error=error)
+            forwarder.attach(child)
+            ended = _watch(ledger, catalog, gpu, options, run_id, price.hourly_usd, child, notifier, live, stream)
+        ended_s = time.time()
+        ledger.finish_run(run_id, ended.status, ended_s, exit_code=ended.exit_code)
+        summary = summarize(ledger, run_id, ended_s, catalog)
+        ledger.finish_run(run_id, ended.status, ended_s, exit_code=ended.exit_code, summary=_stored(summary))
+        _BudgetWatch(ledger, notifier, BUDGET_CHECK_EVERY_S).check()
+        return RunOutcome(run_id, ended.exit_code, summary)
+    finally:
+        notifier.close(timeout_s=10.0)
+
+
+def _stored(summary: RunSummary) -> dict[str, object]:
+    """What the runs table keeps of the summary: the figures, not the time series (those are the samples)."""
+    data = summary.to_dict()
+    data.pop("series", None)
+    return data
+
+
+def _accelerator_slug(catalog: Catalog, hardware: DetectedHardware) -> str | None:
+    if hardware.gpu_name is None:
+        return None
+    accelerator = catalog.match_device(hardware.gpu_name, hardware.gpu_memory_total_bytes)
+    return accelerator.slug if accelerator else None
+
+
+def _watch(
+    ledger: Ledger,
+    catalog: Catalog,
+    gpu: GpuSource,
+    options: RunOptions,
+    run_id: int,
+    hourly_usd: float,
+    child: Child,
+    notifier: Notifier,
+    live: LiveSink | None,
+    stream: TextIO,
+) -> ChildExit:
+    """Sample the child until it exits; every helper thread is stopped before returning."""
+    writer = LedgerWriter(
+        ledger, run_id, flush_s=options.flush_s, on_error=lambda e: _warn(stream, f"ledger write failed: {e}")
+    )
+    sinks: list[Sink] = [writer]
+    metrics: MetricsServer | None = None
+    if options.prometheus_port is not None:
+        metrics = MetricsServer(run_id, hourly_usd, port=options.prometheus_port).start()
+        _warn(stream, f"Prometheus metrics at {metrics.url}")
+        sinks.append(metrics)
+    if options.idle_s_limit is not None:
+        sinks.append(_idle_guard(ledger, options, options.idle_s_limit, run_id, child, notifier))
+    started_s = time.time()
+    if live is not None:
+        show = live
+
+        def live_sink(row: SampleRow, gpu_rows: Sequence[GpuSampleRow]) -> None:
+            elapsed_s = row.t_s - started_s
+            show(row, elapsed_s, hourly_usd * elapsed_s / 3600.0)
+
+        sinks.append(live_sink)
+    sampler = Sampler(
+        run_id,
+        ProcessTreeSampler(child.pid),
+        gpu,
+        EnergyModel.from_catalog(catalog, gpu.status().devices),
+        options.interval_s,
+        sinks=sinks,
+    )
+    budgets = _BudgetWatch(ledger, notifier, BUDGET_CHECK_EVERY_S)
+    writer.start()
+    sampler.start()
+    budgets.start()
+    try:
+        ended = child.wait()
+    finally:
+        budgets.stop()
+        sampler.stop()
+        writer.close()
+        if metrics is not None:
+            metrics.close()
+    return ended
+
+
+def _idle_guard(
+    ledger: Ledger, options: RunOptions, limit_s: float, run_id: int, child: Child, notifier: Notifier
+) -> IdleGuard:
+    def on_alert(message: str, idle_s: float) -> None:
+        fired_s = time.time()
+        alert_id = ledger.record_alert("idle", message, fired_s, run_id=run_id)
+        notifier.notify(Alert(alert_id, "idle", message, fired_s, details={"run_id": run_id, "idle_s": idle_s}))
+
+    return IdleGuard(
+        limit_s,
+        on_alert,
+        action=options.idle_action,
+        grace_s=options.idle_grace_s,
+        dry_run=not options.idle_enforce,
+        send_signal=child.send_signal,
+    )

@@ -1,0 +1,222 @@
+"""A run's summary, rebuilt from the ledger alone.
+
+The summary printed when ``computewise run`` ends and the one ``computewise runs show ID`` prints
+weeks later are the same function of the same rows, priced by ``account.totals`` (the one cost
+formula) at the snapshot price taken at launch. A crashed run is summarised like any other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from computewise.account.totals import RunCost, empty_totals, price_run, run_totals
+from computewise.catalog import Catalog
+from computewise.errors import UnknownNameError
+from computewise.ledger import GpuSampleRow, Ledger, RunRow, SampleRow, StepRow
+from computewise.monitor.diagnosis import (
+    Finding,
+    IdlePeriod,
+    UsageStats,
+    describe_idle,
+    diagnose,
+    idle_periods,
+)
+
+__all__ = ["RunSummary", "summarize"]
+
+_MAX_SERIES_POINTS = 600
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    run: RunRow
+    cost: RunCost
+    energy_basis: str
+    usage: UsageStats
+    stats: dict[str, Any]
+    findings: tuple[Finding, ...]
+    idle: tuple[IdlePeriod, ...]
+    idle_text: str | None
+    steps: dict[str, Any] | None
+    series: dict[str, list[float | None]]
+
+    def to_dict(self) -> dict[str, Any]:
+        run = self.run
+        return {
+            "run": {
+                "id": run.id,
+                "kind": run.kind,
+                "command": run.command,
+                "tags": run.tags,
+                "status": run.status,
+                "exit_code": run.exit_code,
+                "host": run.host,
+                "started_at_s": run.started_at_s,
+                "ended_at_s": run.ended_at_s,
+                "gpu_count": run.gpu_count,
+                "gpu_name": run.gpu_name,
+                "accelerator": run.accelerator,
+                "error": run.error,
+            },
+            "price": run.price.to_dict(),
+            **self.cost.to_dict(),
+            "energy_basis": self.energy_basis,
+            "utilization": self.stats,
+            "diagnosis": [f.to_dict() for f in self.findings],
+            "idle_periods": [p.to_dict() for p in self.idle],
+            "idle_text": self.idle_text,
+            "steps": self.steps,
+            "series": self.series,
+        }
+
+
+def summarize(ledger: Ledger, run_id: int, now_s: float, catalog: Catalog | None = None) -> RunSummary:
+    """Everything the end-of-run report says, from the ledger rows of ``run_id``."""
+    run = ledger.run(run_id)
+    samples = ledger.samples(run_id)
+    gpu_rows = ledger.gpu_samples(run_id)
+    steps = ledger.steps(run_id)
+    totals = run_totals(ledger, [run_id]).get(run_id, empty_totals(run_id))
+    cost = price_run(run, totals, now_s)
+    usage = _usage(run, samples, steps, _gpu_memory_total(run, catalog))
+    periods = idle_periods(samples, run.price.hourly_usd)
+    what = "GPU" if run.gpu_count else "job"
+    return RunSummary(
+        run=run,
+        cost=cost,
+        energy_basis=_energy_basis(run, cost, samples),
+        usage=usage,
+        stats=_stats(samples, gpu_rows, usage),
+        findings=tuple(diagnose(usage)),
+        idle=tuple(periods),
+        idle_text=describe_idle(periods, what) if periods else None,
+        steps=_step_stats(steps),
+        series=_series(samples),
+    )
+
+
+def _energy_basis(run: RunRow, cost: RunCost, samples: Sequence[SampleRow]) -> str:
+    if not samples:
+        return "no samples recorded"
+    if cost.energy_measured:
+        return "measured by the GPU driver (NVML energy counter or power draw)"
+    if run.gpu_count:
+        return "estimated from GPU TDP and utilization (the driver reported no energy counter)"
+    return "estimated from busy CPUs x watts per CPU (catalog assumption cpu_power_w_per_busy_cpu)"
+
+
+def _gpu_memory_total(run: RunRow, catalog: Catalog | None) -> float | None:
+    if catalog is None or run.accelerator is None:
+        return None
+    try:
+        return catalog.accelerator(run.accelerator).memory_bytes * run.gpu_count
+    except UnknownNameError:
+        return None
+
+
+def _rate(first: float, last: float, seconds: float) -> float:
+    return max(0.0, last - first) / seconds if seconds > 0 else 0.0
+
+
+def _usage(
+    run: RunRow, samples: Sequence[SampleRow], steps: Sequence[StepRow], gpu_memory_total: float | None
+) -> UsageStats:
+    span_s = sum(s.interval_s for s in samples)
+    gpu_utils = [s.gpu_util_pct for s in samples if s.gpu_util_pct is not None]
+    gpu_memory = [s.gpu_memory_used_bytes for s in samples if s.gpu_memory_used_bytes is not None]
+    data_wait = sum(s.data_wait_s for s in steps)
+    step_time = data_wait + sum(s.compute_s for s in steps)
+    return UsageStats(
+        gpu_count=run.gpu_count,
+        logical_cpus=run.logical_cpus,
+        gpu_util_pct_mean=float(np.mean(gpu_utils)) if gpu_utils else None,
+        gpu_memory_share_peak=max(gpu_memory) / gpu_memory_total if gpu_memory and gpu_memory_total else None,
+        cpu_percent_mean=float(np.mean([s.cpu_percent for s in samples])) if samples else 0.0,
+        host_cpu_percent_mean=float(np.mean([s.host_cpu_percent for s in samples])) if samples else 0.0,
+        disk_read_bytes_per_s=_rate(samples[0].read_bytes, samples[-1].read_bytes, span_s) if samples else 0.0,
+        net_recv_bytes_per_s=_rate(samples[0].net_recv_bytes, samples[-1].net_recv_bytes, span_s) if samples else 0.0,
+        data_wait_share=data_wait / step_time if steps and step_time > 0 else None,
+    )
+
+
+def _percentiles(values: Sequence[float]) -> dict[str, float] | None:
+    if not values:
+        return None
+    array = np.asarray(values, dtype=float)
+    return {
+        "mean": float(array.mean()),
+        "p50": float(np.percentile(array, 50)),
+        "p95": float(np.percentile(array, 95)),
+        "min": float(array.min()),
+        "max": float(array.max()),
+    }
+
+
+def _stats(samples: Sequence[SampleRow], gpu_rows: Sequence[GpuSampleRow], usage: UsageStats) -> dict[str, Any]:
+    per_gpu: dict[int, list[float]] = {}
+    for row in gpu_rows:
+        if row.utilization_pct is not None:
+            per_gpu.setdefault(row.gpu_index, []).append(row.utilization_pct)
+    written = samples[-1].write_bytes - samples[0].write_bytes if samples else 0
+    read = samples[-1].read_bytes - samples[0].read_bytes if samples else 0
+    return {
+        "samples": len(samples),
+        "gpu_util_pct": _percentiles([s.gpu_util_pct for s in samples if s.gpu_util_pct is not None]),
+        "gpu_util_pct_by_gpu": {str(i): float(np.mean(v)) for i, v in sorted(per_gpu.items())},
+        "cpu_percent": _percentiles([s.cpu_percent for s in samples]),
+        "host_cpu_percent_mean": usage.host_cpu_percent_mean,
+        "logical_cpus": usage.logical_cpus,
+        "peak_rss_bytes": max((s.rss_bytes for s in samples), default=None),
+        "peak_gpu_memory_bytes": max(
+            (s.gpu_memory_used_bytes for s in samples if s.gpu_memory_used_bytes is not None), default=None
+        ),
+        "gpu_power_w_mean": _mean([s.gpu_power_w for s in samples if s.gpu_power_w is not None]),
+        "disk_read_bytes": max(0, read),
+        "disk_write_bytes": max(0, written),
+        "net_recv_bytes": max(0, samples[-1].net_recv_bytes - samples[0].net_recv_bytes) if samples else 0,
+        "net_sent_bytes": max(0, samples[-1].net_sent_bytes - samples[0].net_sent_bytes) if samples else 0,
+    }
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return float(np.mean(values)) if values else None
+
+
+def _step_stats(steps: Sequence[StepRow]) -> dict[str, Any] | None:
+    if not steps:
+        return None
+    data_wait = sum(s.data_wait_s for s in steps)
+    compute = sum(s.compute_s for s in steps)
+    total = data_wait + compute
+    samples = sum(s.samples or 0 for s in steps)
+    tokens = sum(s.tokens or 0 for s in steps)
+    return {
+        "steps": len(steps),
+        "data_wait_s": data_wait,
+        "compute_s": compute,
+        "data_wait_share": data_wait / total if total > 0 else None,
+        "samples_per_s": samples / total if total > 0 and samples else None,
+        "tokens_per_s": tokens / total if total > 0 and tokens else None,
+    }
+
+
+def _series(samples: Sequence[SampleRow]) -> dict[str, list[float | None]]:
+    """Time series for the HTML plots, thinned to at most a few hundred points."""
+    step = max(1, len(samples) // _MAX_SERIES_POINTS)
+    picked = samples[::step]
+    start = samples[0].t_s - samples[0].interval_s if samples else 0.0
+    return {
+        "t_s": [s.t_s - start for s in picked],
+        "cpu_percent": [s.cpu_percent for s in picked],
+        "rss_bytes": [float(s.rss_bytes) for s in picked],
+        "gpu_util_pct": [s.gpu_util_pct for s in picked],
+        "gpu_memory_used_bytes": [
+            None if s.gpu_memory_used_bytes is None else float(s.gpu_memory_used_bytes) for s in picked
+        ],
+        "gpu_power_w": [s.gpu_power_w for s in picked],
+        "idle": [1.0 if s.idle else 0.0 for s in picked],
+    }

@@ -1,0 +1,876 @@
+"""``track()``: where the time of a training loop goes, step by step, and what it achieves (MFU).
+
+Wrap the data loader and every batch becomes a step: the time spent inside ``next()`` is data
+wait, the time from getting a batch to asking for the next one is compute.
+
+    with computewise.track(tags={"team": "nlp"}, flops_per_step=6 * n_params * tokens_per_step) as t:
+        for batch in t.loader(train_loader):
+            train_step(batch)
+    print(t.summary())
+
+Choices, and why:
+
+- **Overhead under 1 % of a step.** The loop only takes timestamps and appends a tuple; turning
+  them into rows, statistics and ledger writes happens in batches, every ``flush_every_s``, on a
+  background thread by default (``benchmarks/track_overhead.py`` measures both ways).
+- **CUDA is timed by the GPU.** Kernels run asynchronously, so a host clock would time launches,
+  not work. When the caller's process has imported torch and initialized CUDA, every step records
+  a pair of ``torch.cuda.Event``; the events are read once the GPU has passed them (``query()``)
+  at flush time, never by synchronizing in the loop. Data wait is then the GPU's idle gap between
+  the previous step's end and this step's start: loading that the host hides behind queued
+  kernels costs nothing and is not counted. Elsewhere, ``time.perf_counter``.
+- **torch is never imported here**, only found in ``sys.modules``: ``track()`` works in a plain
+  Python loop.
+- **FLOPs** per step are given, or traced from the model on the meta device
+  (``computewise.models.trace``) per sample and scaled by the samples of each step. A training
+  step is taken as 3 x the forward pass (backward ~ 2 x forward), the convention MFU is defined
+  with (PaLM, Chowdhery et al. 2022, appendix B); recomputation is not counted.
+- **MFU** = achieved FLOP/s over the steps' time / the dense peak of the actual accelerator at
+  the training precision, from the catalog. One device: in data-parallel training every process
+  tracks its own. A CPU has no detectable peak; name it with ``accelerator=`` to get MFU on CPU.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextvars
+import functools
+import getpass
+import os
+import shlex
+import socket
+import sys
+import threading
+import time
+import warnings
+from array import array
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sized
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, Generic, Literal, NamedTuple, ParamSpec, Protocol, TypeVar
+
+from computewise.catalog import load_catalog
+from computewise.errors import InputError
+from computewise.ledger import Ledger, NewRun, PriceSnapshot, RunStatus, StepRow
+from computewise.specs.hardware import DTYPES, Accelerator, Dtype
+
+__all__ = [
+    "INPUT_BOUND_FRACTION",
+    "NOT_PRICED",
+    "ClockChoice",
+    "Count",
+    "CudaEventClock",
+    "HostClock",
+    "StepClock",
+    "TrackedLoader",
+    "Tracker",
+    "batch_samples",
+    "count_batch",
+    "current_tracker",
+    "track",
+]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+T = TypeVar("T")
+
+ClockChoice = Literal["auto", "host", "cuda"]
+# A count per batch: a constant, a function of the batch, or None (inferred for samples, unknown for tokens).
+Count = int | Callable[[Any], int | None] | None
+
+# Above this share of step time spent waiting for data, the loop is input-bound.
+INPUT_BOUND_FRACTION = 0.20
+_NOTICEABLE_WAIT_FRACTION = 0.05
+# The MFU convention: one training step = forward + backward ~ 3 x forward (PaLM, Chowdhery et al. 2022).
+_TRAIN_FLOPS_PER_FORWARD = 3.0
+# Flush early when this many steps are buffered (very short steps), whatever the flush period.
+_MAX_BUFFERED_STEPS = 4096
+
+NOT_PRICED = PriceSnapshot(
+    hourly_usd=0.0,
+    source="none",
+    explanation="not priced: track() was given no price",
+    assumed=True,
+)
+
+_CURRENT: contextvars.ContextVar[Tracker | None] = contextvars.ContextVar("computewise_tracker", default=None)
+
+
+def current_tracker() -> Tracker | None:
+    """The tracker of the innermost running ``track()``: how a ``@track()``-decorated function reaches it."""
+    return _CURRENT.get()
+
+
+# -- clocks -------------------------------------------------------------------------------------
+
+
+class StepClock(Protocol):
+    """Marks points in a step and turns pairs of marks into seconds, possibly later (an async device).
+
+    ``done(mark)`` says whether the mark can be read without waiting; ``wait(mark)`` blocks until it
+    can. ``device_name`` and ``memory_total_bytes`` describe the accelerator the clock times (None
+    for the host), so the tracker can find its peak in the catalog.
+    """
+
+    name: str
+    device_name: str | None
+    memory_total_bytes: float | None
+
+    def mark(self) -> Any: ...
+
+    def done(self, mark: Any) -> bool: ...
+
+    def wait(self, mark: Any) -> None: ...
+
+    def seconds(self, start: Any, end: Any) -> float: ...
+
+
+class HostClock:
+    """``time.perf_counter``: every mark is readable at once."""
+
+    name = "host"
+    device_name: str | None = None
+    memory_total_bytes: float | None = None
+
+    def mark(self) -> float:
+        return time.perf_counter()
+
+    def done(self, mark: Any) -> bool:
+        return True
+
+    def wait(self, mark: Any) -> None:
+        return None
+
+    def seconds(self, start: Any, end: Any) -> float:
+        return float(end - start)
+
+
+class CudaEventClock:
+    """``torch.cuda.Event`` pairs on the current stream of the current device, read lazily."""
+
+    name = "cuda-events"
+
+    def __init__(self, torch: Any) -> None:
+        self._event = torch.cuda.Event
+        device = torch.cuda.current_device()
+        self.device_name: str | None = str(torch.cuda.get_device_name(device))
+        self.memory_total_bytes: float | None = float(torch.cuda.get_device_properties(device).total_memory)
+
+    def mark(self) -> Any:
+        event = self._event(enable_timing=True)
+        event.record()
+        return event
+
+    def done(self, mark: Any) -> bool:
+        return bool(mark.query())
+
+    def wait(self, mark: Any) -> None:
+        mark.synchronize()
+
+    def seconds(self, start: Any, end: Any) -> float:
+        return float(start.elapsed_time(end)) / 1000.0  # elapsed_time is in milliseconds
+
+
+def _cuda_in_use() -> Any:
+    """torch, if the caller imported it and initialized CUDA; None otherwise (we never import it)."""
+    torch = sys.modules.get("torch")
+    if torch is None or not torch.cuda.is_available() or not torch.cuda.is_initialized():
+        return None
+    return torch
+
+
+# -- counting -----------------------------------------------------------------------------------
+
+
+def batch_samples(batch: Any) -> int | None:
+    """Samples in a batch: the leading dimension of its first array, found depth-first.
+
+    An array is anything with a ``shape`` of at least one dimension (a torch tensor, a NumPy
+    array). Tuples and lists are searched in order, mappings in insertion order (a Hugging Face
+    batch ``{"input_ids": ..., "labels": ...}`` counts ``input_ids``). A list or tuple holding no
+    array is a list of examples and counts its length. Anything else: None (unknown).
+    """
+    found = _leading_dim(batch)
+    if found is None and isinstance(batch, list | tuple):
+        return len(batch)
+    return found
+
+
+def _leading_dim(value: Any) -> int | None:
+    shape = getattr(value, "shape", None)
+    if shape is not None:
+        try:
+            return int(shape[0]) if len(shape) > 0 else None
+        except (TypeError, ValueError):
+            return None
+    items: Iterable[Any]
+    if isinstance(value, Mapping):
+        items = value.values()
+    elif isinstance(value, list | tuple):
+        items = value
+    else:
+        return None
+    for item in items:
+        found = _leading_dim(item)
+        if found is not None:
+            return found
+    return None
+
+
+def count_batch(count: Count, batch: Any, *, infer_samples: bool) -> int | None:
+    """Apply a ``Count`` to a batch; None means ``batch_samples`` when ``infer_samples``, else unknown."""
+    if count is None:
+        return batch_samples(batch) if infer_samples else None
+    if isinstance(count, int):
+        return count
+    return count(batch)
+
+
+# -- options and statistics ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Options:
+    tags: Mapping[str, str]
+    db: str | None
+    flops_per_step: float | None
+    model: Any
+    example_inputs: Any
+    accelerator: str | None
+    precision: Dtype
+    price: PriceSnapshot | None
+    record: bool
+    flush_every_s: float
+    flush_in_background: bool
+    clock: ClockChoice | StepClock
+
+
+class _Step(NamedTuple):
+    number: int
+    t_s: float
+    wait: Any  # clock mark where waiting for this step's data began, or None
+    start: Any
+    end: Any
+    samples: int | None
+    tokens: int | None
+    flops: float | None
+
+
+@dataclass
+class _Totals:
+    steps: int = 0
+    data_wait_s: float = 0.0
+    compute_s: float = 0.0
+    samples: int = 0
+    samples_time_s: float = 0.0  # time of the steps whose samples are known
+    tokens: int = 0
+    tokens_time_s: float = 0.0
+    flops: float = 0.0
+    flops_time_s: float = 0.0
+    step_times_s: array[float] = field(default_factory=lambda: array("d"))
+
+    def add(self, data_wait_s: float, compute_s: float, step: _Step) -> None:
+        step_s = data_wait_s + compute_s
+        self.steps += 1
+        self.data_wait_s += data_wait_s
+        self.compute_s += compute_s
+        self.step_times_s.append(step_s)
+        if step.samples is not None:
+            self.samples += step.samples
+            self.samples_time_s += step_s
+        if step.tokens is not None:
+            self.tokens += step.tokens
+            self.tokens_time_s += step_s
+        if step.flops is not None:
+            self.flops += step.flops
+            self.flops_time_s += step_s
+
+
+@dataclass(frozen=True)
+class _Peak:
+    accelerator: Accelerator | None
+    how: str  # "given" or "detected from 'NVIDIA H100 80GB HBM3'"; the reason when accelerator is None
+
+
+# -- the tracker --------------------------------------------------------------------------------
+
+
+class Tracker:
+    """One tracked run: a context manager, a decorator, and the step recorder of a training loop.
+
+    Made by ``track()``. ``with track() as t:`` records one run; ``@track()`` records one run per
+    call of the decorated function (reach the tracker inside it with ``current_tracker()``).
+    Frameworks without a loader to wrap call ``start()``, ``begin_wait()``, ``begin_step()``,
+    ``end_step()`` and ``finish()`` themselves (see ``computewise.monitor.callbacks``).
+    """
+
+    def __init__(self, options: _Options) -> None:
+        self._options = options
+        self._state: Literal["new", "running", "finished"] = "new"
+        self._lock = threading.Lock()
+        self._pending: deque[_Step] = deque()
+        self._totals = _Totals()
+        self._clock: StepClock | None = options.clock if not isinstance(options.clock, str) else None
+        self._open: tuple[Any, Any, int, int | None, int | None, float | None] | None = None
+        self._wait_start: Any = None
+        self._next_index = 0
+        self._started_perf = self._ended_perf = self._flushed_perf = 0.0
+        self._started_s = 0.0
+        self._ledger: Ledger | None = None
+        self._run_id: int | None = None
+        self._flops_per_sample: float | None = None
+        self._flops_note: str | None = "flops_per_step given" if options.flops_per_step is not None else None
+        self._peak: _Peak | None = None
+        self._flusher: threading.Thread | None = None
+        self._wake = threading.Event()
+        self._stopping = False
+        self._unrecorded_steps = 0
+        self._write_warned = False
+        self._context_token: contextvars.Token[Tracker | None] | None = None
+        self._final: dict[str, Any] | None = None
+
+    @property
+    def run_id(self) -> int | None:
+        """The ledger's id of this run (None before start or with ``record=False``)."""
+        return self._run_id
+
+    def fresh(self) -> Tracker:
+        """A new, unstarted tracker with the same options: one run each."""
+        return Tracker(self._options)
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def start(self) -> Tracker:
+        """Open the ledger, start the run and the flusher. Errors here (bad ledger URL, unknown
+        accelerator, a model that cannot be traced) are raised before training begins."""
+        if self._state != "new":
+            raise InputError(
+                "this tracker already recorded a run", "call track() again, or tracker.fresh(), for another run"
+            )
+        options = self._options
+        if options.accelerator is not None:
+            self._peak = _Peak(load_catalog().accelerator(options.accelerator), "given")
+        if options.model is not None:
+            self._flops_per_sample, self._flops_note = _traced_flops_per_sample(options.model, options.example_inputs)
+        if self._clock is None and (options.clock == "cuda" or (options.clock == "auto" and _cuda_in_use())):
+            self._clock = self._pick_clock()
+        if options.record:
+            self._ledger = Ledger.open(options.db)
+        self._started_s = time.time()
+        self._started_perf = self._flushed_perf = time.perf_counter()
+        if self._ledger is not None:
+            try:
+                self._run_id = self._ledger.start_run(self._new_run())
+            except BaseException:
+                self._ledger.close()
+                raise
+        self._state = "running"
+        self._context_token = _CURRENT.set(self)
+        atexit.register(self._at_exit)
+        if options.flush_in_background:
+            self._flusher = threading.Thread(target=self._flush_loop, name="computewise-track-flush", daemon=True)
+            self._flusher.start()
+        return self
+
+    def finish(self, error: BaseException | None = None) -> dict[str, Any]:
+        """Close the open step, write every step, finish the run and return the summary.
+
+        The run is ``succeeded`` without ``error``, ``interrupted`` for a KeyboardInterrupt and
+        ``failed`` otherwise. A ledger that fails now only warns: the training result matters more.
+        Calling it again returns the same summary.
+        """
+        if self._state != "running":
+            return dict(self._final) if self._final is not None else self.summary()
+        self.end_step()
+        self._ended_perf = time.perf_counter()
+        self._stopping = True
+        self._wake.set()
+        if self._flusher is not None:
+            self._flusher.join()
+        self._drain(wait=True)
+        summary = self._summarize(self._ended_perf - self._started_perf)
+        self._final = summary
+        self._state = "finished"
+        atexit.unregister(self._at_exit)
+        self._reset_context()
+        if self._ledger is not None and self._run_id is not None:
+            status, message = _status_of(error)
+            try:
+                self._ledger.finish_run(self._run_id, status, time.time(), summary=summary, error=message)
+            except Exception as failure:  # measurement degrades; the user's training result stands
+                warnings.warn(f"computewise.track: could not finish run {self._run_id}: {failure}", stacklevel=2)
+            finally:
+                self._ledger.close()
+        return dict(summary)
+
+    def __enter__(self) -> Tracker:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.finish(exc)
+
+    def __call__(self, func: Callable[P, R]) -> Callable[P, R]:
+        """Decorate a training function: every call is one tracked run."""
+
+        @functools.wraps(func)
+        def tracked(*args: P.args, **kwargs: P.kwargs) -> R:
+            with self.fresh():
+                return func(*args, **kwargs)
+
+        return tracked
+
+    # -- steps ----------------------------------------------------------------------------------
+
+    def loader(self, iterable: Iterable[T], *, samples: Count = None, tokens: Count = None) -> TrackedLoader[T]:
+        """Wrap a data loader (any iterable): one step per batch, data wait timed inside ``next()``.
+
+        ``samples`` and ``tokens`` count each batch: an int, a function of the batch, or None
+        (samples then follow ``batch_samples``; tokens stay unknown).
+        """
+        return TrackedLoader(self, iterable, samples, tokens)
+
+    def step(self, *, samples: int | None = None, tokens: int | None = None, flops: float | None = None) -> _StepTimer:
+        """Time one step by hand: ``with t.step(samples=32): ...``.
+
+        The step's data wait is the time since the previous step ended (so fetch the batch
+        between steps, outside the ``with``); the first step has none. ``flops`` overrides the
+        tracker's FLOPs for this step.
+        """
+        return _StepTimer(self, samples, tokens, flops)
+
+    def begin_wait(self) -> None:
+        """Start the data-wait clock now: what passes until ``begin_step`` is the next step's data wait.
+
+        ``end_step`` does this implicitly; call it to leave out time that is neither (evaluation,
+        checkpoints) or to count the first step's wait.
+        """
+        if self._state == "running":
+            self._wait_start = self._mark()
+
+    def begin_step(self, *, samples: int | None = None, tokens: int | None = None, flops: float | None = None) -> None:
+        """Compute starts now; a step still open is ended first. ``flops`` overrides the tracker's."""
+        if self._state != "running":
+            return
+        if self._open is not None:
+            self.end_step()
+        self._open = (self._wait_start, self._mark(), self._next_index, samples, tokens, flops)
+        self._next_index += 1
+
+    def end_step(self, *, samples: int | None = None, tokens: int | None = None) -> bool:
+        """Compute of the open step ends now; False when no step was open.
+
+        Counts known only at the end (a framework's token counter) may be given here.
+        """
+        opened = self._open
+        if opened is None:
+            return False
+        end = self._mark()
+        now = time.perf_counter()
+        self._open = None
+        wait, start, index, begun_samples, begun_tokens, flops = opened
+        samples = begun_samples if samples is None else samples
+        if flops is None:
+            flops = self._options.flops_per_step
+            if flops is None and self._flops_per_sample is not None and samples is not None:
+                flops = self._flops_per_sample * samples
+        self._pending.append(
+            _Step(
+                index,
+                self._started_s + (now - self._started_perf),
+                wait,
+                start,
+                end,
+                samples,
+                begun_tokens if tokens is None else tokens,
+                flops,
+            )
+        )
+        self._wait_start = end
+        if self._flusher is None:
+            if now - self._flushed_perf >= self._options.flush_every_s or len(self._pending) >= _MAX_BUFFERED_STEPS:
+                self._drain(wait=False)
+        elif len(self._pending) >= _MAX_BUFFERED_STEPS:
+            self._wake.set()
+        return True
+
+    # -- results --------------------------------------------------------------------------------
+
+    def summary(self) -> dict[str, Any]:
+        """Steps, time split, throughput, MFU (with the peak used) and a one-line diagnosis, JSON-ready.
+
+        While running this reads every pending step first, which waits for the GPU to catch up.
+        """
+        if self._final is not None:
+            return dict(self._final)
+        if self._state == "running":
+            self._drain(wait=True)
+            return self._summarize(time.perf_counter() - self._started_perf)
+        return self._summarize(0.0)
+
+    # -- internals ------------------------------------------------------------------------------
+
+    def _mark(self) -> Any:
+        if self._clock is None:
+            self._clock = self._pick_clock()
+        return self._clock.mark()
+
+    def _pick_clock(self) -> StepClock:
+        choice = self._options.clock
+        torch = _cuda_in_use()
+        if choice == "cuda":
+            torch = sys.modules.get("torch")
+            if torch is None or not torch.cuda.is_available():
+                raise InputError(
+                    "track(clock='cuda') needs torch with a CUDA device, and none is available here",
+                    "leave clock='auto' to time with CUDA events when CUDA is in use and the host clock otherwise",
+                )
+        if torch is not None:
+            return CudaEventClock(torch)
+        return HostClock()
+
+    def _new_run(self) -> NewRun:
+        options = self._options
+        argv = tuple(getattr(sys, "orig_argv", sys.argv))
+        device = self._clock.device_name if self._clock is not None else None
+        peak = self._resolve_peak()
+        return NewRun(
+            kind="track",
+            command=shlex.join(argv) or "python",
+            argv=argv,
+            tags=dict(options.tags),
+            host=socket.gethostname(),
+            pid=os.getpid(),
+            user=_user(),
+            cwd=os.getcwd(),
+            started_at_s=self._started_s,
+            interval_s=options.flush_every_s,
+            price=options.price or NOT_PRICED,
+            logical_cpus=os.cpu_count() or 1,
+            gpu_count=1 if device is not None else 0,
+            gpu_name=device,
+            accelerator=peak.accelerator.slug if peak.accelerator is not None else None,
+        )
+
+    def _flush_loop(self) -> None:
+        while not self._stopping:
+            self._wake.wait(self._options.flush_every_s)
+            self._wake.clear()
+            if not self._stopping:
+                self._drain(wait=False)
+
+    def _drain(self, *, wait: bool) -> None:
+        """Read every step the clock can give (all of them when ``wait``), add them up and write them."""
+        with self._lock:
+            clock = self._clock
+            rows: list[StepRow] = []
+            while clock is not None and self._pending:
+                step = self._pending[0]
+                if not clock.done(step.end):
+                    if not wait:
+                        break
+                    clock.wait(step.end)
+                self._pending.popleft()
+                data_wait_s = max(0.0, clock.seconds(step.wait, step.start)) if step.wait is not None else 0.0
+                compute_s = max(0.0, clock.seconds(step.start, step.end))
+                self._totals.add(data_wait_s, compute_s, step)
+                if self._run_id is not None:
+                    rows.append(
+                        StepRow(
+                            self._run_id,
+                            step.number,
+                            step.t_s,
+                            data_wait_s,
+                            compute_s,
+                            step.samples,
+                            step.tokens,
+                            step.flops,
+                        )
+                    )
+            self._flushed_perf = time.perf_counter()
+            if self._ledger is not None and self._run_id is not None:
+                self._write(rows)
+
+    def _write(self, rows: list[StepRow]) -> None:
+        if self._ledger is None or self._run_id is None:
+            return
+        try:
+            self._ledger.add_steps(rows)
+            self._ledger.heartbeat(self._run_id, time.time())
+        except Exception as failure:  # a ledger hiccup must not stop training
+            self._unrecorded_steps += len(rows)
+            if not self._write_warned:
+                self._write_warned = True
+                warnings.warn(
+                    f"computewise.track: could not write steps to the ledger ({failure}); training goes on "
+                    "and the summary counts the unrecorded steps",
+                    stacklevel=2,
+                )
+
+    def _resolve_peak(self) -> _Peak:
+        if self._peak is not None:
+            return self._peak
+        clock = self._clock
+        if clock is None or clock.device_name is None:
+            return _Peak(
+                None,
+                "CPU peak unknown: pass accelerator= naming a CPU from the catalog (e.g. 'xeon-8480plus') "
+                "to get MFU on CPU",
+            )
+        found = load_catalog().match_device(clock.device_name, clock.memory_total_bytes)
+        if found is None:
+            return _Peak(
+                None,
+                f"{clock.device_name!r} is not in the catalog: pass accelerator= naming the closest "
+                "(`computewise catalog list accelerators`) or add a row for it",
+            )
+        self._peak = _Peak(found, f"detected from {clock.device_name!r}")
+        return self._peak
+
+    def _summarize(self, wall_s: float) -> dict[str, Any]:
+        totals = self._totals
+        step_s = totals.data_wait_s + totals.compute_s
+        wait_fraction = totals.data_wait_s / step_s if step_s > 0 else None
+        peak = self._resolve_peak()
+        precision = self._options.precision
+        achieved = totals.flops / totals.flops_time_s if totals.flops_time_s > 0 else None
+        peak_flops = peak.accelerator.peak_flops_for(precision) if peak.accelerator is not None else 0.0
+        mfu = achieved / peak_flops if achieved is not None and peak_flops > 0 else None
+        p50_s, p95_s = _percentiles(totals.step_times_s)
+        peak_info: dict[str, Any] | None = None
+        if peak.accelerator is not None and peak_flops > 0:
+            acc = peak.accelerator
+            peak_info = {
+                "accelerator": acc.slug,
+                "name": acc.name,
+                "precision": precision,
+                "flops_per_s": peak_flops,
+                "how": peak.how,
+                "source": acc.source,
+            }
+        if totals.steps == 0:
+            mfu_note = "no steps recorded"
+        elif achieved is None and self._flops_note is None:
+            mfu_note = "no FLOPs known: pass flops_per_step=, or model= with example_inputs= to trace them"
+        elif achieved is None:
+            mfu_note = "no FLOPs known: the samples of the steps are unknown; count them with samples="
+        elif peak.accelerator is None:
+            mfu_note = peak.how
+        elif peak_info is None:
+            mfu_note = f"{peak.accelerator.slug} has no {precision} peak in the catalog; pass precision="
+        else:
+            mfu_note = (
+                f"MFU against the dense {precision} peak of {peak.accelerator.slug} ({peak.accelerator.name}, "
+                f"{peak_flops / 1e12:.4g} TFLOP/s, {peak.how}); pass precision= if the steps run in another one"
+            )
+        return {
+            "steps": totals.steps,
+            "wall_s": wall_s,
+            "step_time_s": step_s,
+            "outside_steps_s": max(0.0, wall_s - step_s),
+            "data_wait_s": totals.data_wait_s,
+            "data_wait_fraction": wait_fraction,
+            "compute_s": totals.compute_s,
+            "step_time_p50_s": p50_s,
+            "step_time_p95_s": p95_s,
+            "samples": totals.samples if totals.samples_time_s > 0 else None,
+            "samples_per_s": totals.samples / totals.samples_time_s if totals.samples_time_s > 0 else None,
+            "tokens": totals.tokens if totals.tokens_time_s > 0 else None,
+            "tokens_per_s": totals.tokens / totals.tokens_time_s if totals.tokens_time_s > 0 else None,
+            "flops": totals.flops if totals.flops_time_s > 0 else None,
+            "flops_source": self._flops_note,
+            "achieved_flops_per_s": achieved,
+            "mfu": mfu,
+            "mfu_note": mfu_note,
+            "peak": peak_info,
+            "clock": self._clock.name if self._clock is not None else None,
+            "diagnosis": _diagnose(totals.steps, wait_fraction),
+            "unrecorded_steps": self._unrecorded_steps,
+        }
+
+    def _at_exit(self) -> None:
+        # The interpreter is leaving with the run open: a framework stopped without its end hook.
+        if self._state == "running":
+            self.finish(RuntimeError("the process exited before the tracked training finished"))
+
+    def _reset_context(self) -> None:
+        token, self._context_token = self._context_token, None
+        if token is None:
+            return
+        try:
+            _CURRENT.reset(token)
+        except (ValueError, RuntimeError):  # finished from another context (a framework's hook)
+            if _CURRENT.get() is self:
+                _CURRENT.set(None)
+
+
+class _StepTimer:
+    """``with t.step(...)``: begin_step on entry, end_step on exit (exceptions propagate)."""
+
+    def __init__(self, tracker: Tracker, samples: int | None, tokens: int | None, flops: float | None) -> None:
+        self._tracker = tracker
+        self._counts = (samples, tokens, flops)
+
+    def __enter__(self) -> None:
+        samples, tokens, flops = self._counts
+        self._tracker.begin_step(samples=samples, tokens=tokens, flops=flops)
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self._tracker.end_step()
+
+
+class TrackedLoader(Generic[T]):
+    """An iterable over the wrapped loader's batches that records one step per batch.
+
+    Iterate it as often as the loader allows (one pass per epoch); ``len()`` is the loader's.
+    Breaking out of the loop leaves the last step open until the next batch, the next
+    ``begin_step`` or the tracker's end, which closes it.
+    """
+
+    def __init__(self, tracker: Tracker, iterable: Iterable[T], samples: Count, tokens: Count) -> None:
+        self._tracker = tracker
+        self._iterable = iterable
+        self._samples = samples
+        self._tokens = tokens
+
+    def __iter__(self) -> Iterator[T]:
+        tracker, samples, tokens = self._tracker, self._samples, self._tokens
+        iterator = iter(self._iterable)
+        while True:
+            # Asking for the next batch ends the previous step's compute and starts its data wait.
+            if not tracker.end_step():
+                tracker.begin_wait()
+            try:
+                batch = next(iterator)
+            except StopIteration:
+                return
+            tracker.begin_step(
+                samples=count_batch(samples, batch, infer_samples=True),
+                tokens=count_batch(tokens, batch, infer_samples=False),
+            )
+            yield batch
+
+    def __len__(self) -> int:
+        if not isinstance(self._iterable, Sized):
+            raise TypeError(f"object of type {type(self._iterable).__name__!r} has no len()")
+        return len(self._iterable)
+
+
+def track(
+    *,
+    tags: Mapping[str, str] | None = None,
+    db: str | None = None,
+    flops_per_step: float | None = None,
+    model: Any = None,
+    example_inputs: Any = None,
+    accelerator: str | None = None,
+    precision: Dtype = "bf16",
+    price: PriceSnapshot | None = None,
+    record: bool = True,
+    flush_every_s: float = 1.0,
+    flush_in_background: bool = True,
+    clock: ClockChoice | StepClock = "auto",
+) -> Tracker:
+    """Track a training loop as one run of the ledger: ``with track(...) as t:`` or ``@track(...)``.
+
+    ``flops_per_step`` (one optimizer step, forward and backward), or ``model`` with
+    ``example_inputs`` (a batch the model accepts; its FLOPs are traced on the meta device, x 3
+    for training, per sample) give MFU. ``accelerator`` names the catalog's device when it cannot
+    be detected (any CPU); ``precision`` picks its peak. ``price`` is copied into the run
+    (default: not priced). ``record=False`` keeps everything in memory. ``clock`` 'auto' uses CUDA
+    events when CUDA is in use, the host clock otherwise.
+    """
+    tags = dict(tags or {})
+    for key, value in tags.items():
+        if not isinstance(key, str) or not isinstance(value, str) or not key:
+            raise InputError(f"tag {key!r}={value!r} is not a pair of strings", "pass tags={'team': 'nlp'}")
+    if precision not in DTYPES:
+        raise InputError(f"unknown precision {precision!r}", f"use one of: {', '.join(DTYPES)}")
+    if not flush_every_s > 0:
+        raise InputError(f"flush_every_s must be positive, not {flush_every_s!r}", "use e.g. flush_every_s=1.0")
+    if flops_per_step is not None and not flops_per_step > 0:
+        raise InputError(f"flops_per_step must be positive, not {flops_per_step!r}", "e.g. 6 * params * tokens")
+    if model is not None and flops_per_step is not None:
+        raise InputError("give flops_per_step or model, not both", "drop one: both say how much work a step does")
+    if model is not None and example_inputs is None:
+        raise InputError(
+            "tracing the model's FLOPs needs example_inputs",
+            "pass a batch the model accepts, e.g. example_inputs=torch.zeros(8, 512, dtype=torch.long)",
+        )
+    if isinstance(clock, str) and clock not in ("auto", "host", "cuda"):
+        raise InputError(f"unknown clock {clock!r}", "use 'auto', 'host' or 'cuda'")
+    options = _Options(
+        tags=tags,
+        db=db,
+        flops_per_step=flops_per_step,
+        model=model,
+        example_inputs=example_inputs,
+        accelerator=accelerator,
+        precision=precision,
+        price=price,
+        record=record,
+        flush_every_s=float(flush_every_s),
+        flush_in_background=flush_in_background,
+        clock=clock,
+    )
+    return Tracker(options)
+
+
+# -- helpers ------------------------------------------------------------------------------------
+
+
+def _traced_flops_per_sample(model: Any, example_inputs: Any) -> tuple[float, str]:
+    from computewise.models.trace import measure_module
+
+    measured = measure_module(model, example_inputs)
+    forward = measured.forward_flops_causal_aware / measured.batch_size
+    note = (
+        f"traced {measured.module_name}: {forward:.6g} forward FLOP per sample x {_TRAIN_FLOPS_PER_FORWARD:g} "
+        "for forward and backward (backward ~ 2 x forward, the MFU convention of PaLM, Chowdhery et al. 2022)"
+    )
+    return forward * _TRAIN_FLOPS_PER_FORWARD, note
+
+
+def _status_of(error: BaseException | None) -> tuple[RunStatus, str | None]:
+    if error is None:
+        return "succeeded", None
+    if isinstance(error, SystemExit) and error.code in (0, None):
+        return "succeeded", None
+    message = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+    if isinstance(error, KeyboardInterrupt):
+        return "interrupted", message
+    return "failed", message
+
+
+def _percentiles(values: array[float]) -> tuple[float | None, float | None]:
+    if not values:
+        return None, None
+    import numpy as np
+
+    p50, p95 = np.percentile(np.frombuffer(values, dtype=np.float64), [50, 95])
+    return float(p50), float(p95)
+
+
+def _diagnose(steps: int, wait_fraction: float | None) -> str:
+    if steps == 0 or wait_fraction is None:
+        return "no steps recorded: iterate over t.loader(your_loader) or time each step with t.step()"
+    share = f"{wait_fraction:.0%}" if wait_fraction >= 0.01 else f"{wait_fraction:.1%}"
+    if wait_fraction > INPUT_BOUND_FRACTION:
+        return (
+            f"input-bound: {share} of step time is spent waiting for data while the accelerator idles; "
+            "use more DataLoader workers (num_workers), pin_memory=True and prefetching, or preprocess ahead"
+        )
+    if wait_fraction > _NOTICEABLE_WAIT_FRACTION:
+        return f"mostly compute-bound, but waiting for data costs {share} of step time: more loader workers would help"
+    return f"compute-bound: waiting for data is {share} of step time, the input pipeline keeps up"
+
+
+def _user() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no passwd entry (some containers)
+        return str(os.getuid()) if hasattr(os, "getuid") else "unknown"

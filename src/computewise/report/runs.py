@@ -1,0 +1,217 @@
+"""Monitored runs on the terminal and as HTML: the end-of-run summary and the ``runs`` list.
+
+Works on the dicts of ``RunSummary.to_dict()`` and ``RunRow`` listings, like the rest of the
+report layer; the HTML page plots the sampled time series with our own SVG charts.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from html import escape
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from computewise.report.accounts import print_grid
+from computewise.report.html import grid_table, page, pairs_table
+from computewise.report.rows import Grid, format_kg, format_kwh
+from computewise.report.svg import PALETTE, Axis, Series, xy_chart
+from computewise.units import format_bytes, format_duration, format_usd
+
+__all__ = ["print_run_summary", "print_runs", "run_html", "runs_grid", "summary_rows"]
+
+
+def _pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.0f} %"
+
+
+def _when(epoch_s: float | None) -> str:
+    if epoch_s is None:
+        return ""
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(epoch_s))
+
+
+def _tags(tags: dict[str, str]) -> str:
+    return " ".join(f"{k}={v}" for k, v in sorted(tags.items()))
+
+
+def _headline(d: dict[str, Any]) -> str:
+    run = d["run"]
+    exit_text = "" if run["exit_code"] is None else f", exit {run['exit_code']}"
+    tags = f" [{_tags(run['tags'])}]" if run["tags"] else ""
+    return f"run {run['id']} {run['status']}{exit_text}: {run['command']}{tags}"
+
+
+def summary_rows(d: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """(label, value, detail) rows shared by the terminal and the HTML page."""
+    run, util, price = d["run"], d["utilization"], d["price"]
+    gpu = f"{run['gpu_count']} x {run['gpu_name']}" if run["gpu_count"] else "no GPU"
+    rows = [
+        ("duration", format_duration(d["duration_s"]), f"{_when(run['started_at_s'])} on {run['host']}"),
+        ("GPU-hours", f"{d['gpu_hours']:.3g}", gpu),
+        ("cost", format_usd(d["cost_usd"]), price["explanation"]),
+        ("energy", format_kwh(d["energy_kwh"]), f"{d['energy_basis']}; PUE {price['pue']:.2f}"),
+        ("CO2", format_kg(d["co2_kg"]), f"{price['carbon_g_per_kwh']:.0f} gCO2/kWh"),
+    ]
+    gpu_util = util.get("gpu_util_pct")
+    if gpu_util:
+        rows.append(
+            ("GPU utilization", _pct(gpu_util["mean"]), f"p50 {_pct(gpu_util['p50'])}, p95 {_pct(gpu_util['p95'])}")
+        )
+    elif run["gpu_count"] == 0:
+        rows.append(("GPU utilization", "n/a", "no NVIDIA GPU was visible to the run"))
+    cpu = util.get("cpu_percent")
+    if cpu:
+        rows.append(
+            ("CPU", f"{cpu['mean']:.0f} %", f"of one core; p95 {cpu['p95']:.0f} %; {util['logical_cpus']} logical CPUs")
+        )
+    if util.get("peak_rss_bytes") is not None:
+        rows.append(("peak memory", format_bytes(util["peak_rss_bytes"]), "resident, whole process tree"))
+    if util.get("peak_gpu_memory_bytes") is not None:
+        rows.append(("peak GPU memory", format_bytes(util["peak_gpu_memory_bytes"]), "all GPUs"))
+    rows.append(
+        (
+            "disk / network",
+            f"{format_bytes(util['disk_read_bytes'])} read",
+            f"{format_bytes(util['disk_write_bytes'])} written; network {format_bytes(util['net_recv_bytes'])} in",
+        )
+    )
+    rows.append(("idle", format_duration(d["idle_s"]), f"{format_usd(d['idle_cost_usd'])} of the cost"))
+    steps = d.get("steps")
+    if steps:
+        share = steps["data_wait_share"]
+        rows.append(
+            ("steps", str(steps["steps"]), "" if share is None else f"{share:.0%} of step time waiting for data")
+        )
+    return rows
+
+
+def print_run_summary(d: dict[str, Any], console: Console) -> None:
+    """What the run cost and why it was slow, in a dozen lines."""
+    console.print()
+    status = d["run"]["status"]
+    style = "green bold" if status == "succeeded" else "red bold" if status in ("failed", "crashed") else "bold"
+    console.print(Text(_headline(d), style=style))
+    table = Table.grid(padding=(0, 2))
+    table.add_column()
+    table.add_column(justify="right")
+    table.add_column(style="dim")
+    for label, value, detail in summary_rows(d):
+        table.add_row(Text(label), Text(value), Text(detail))
+    console.print(table)
+    if d["diagnosis"] or d["idle_text"]:
+        console.print()
+        console.print(Text("diagnosis", style="bold"))
+    for finding in d["diagnosis"]:
+        console.print(Text.assemble((f"{finding['verdict']}: ", "bold"), finding["evidence"]))
+        console.print(Text(f"  → {finding['advice']}", style="dim"))
+    if d["idle_text"]:
+        console.print(Text(d["idle_text"]))
+    if d["run"]["error"]:
+        console.print(Text(d["run"]["error"], style="red"))
+
+
+def runs_grid(runs: Sequence[dict[str, Any]]) -> Grid:
+    """The ``computewise runs`` table: one line per run, newest first."""
+    rows = tuple(
+        (
+            str(r["id"]),
+            _when(r["started_at_s"]),
+            r["status"],
+            format_duration(r["duration_s"]),
+            format_usd(r["cost_usd"]),
+            _tags(r["tags"]),
+            _short(r["command"]),
+        )
+        for r in runs
+    )
+    return Grid(("id", "started", "status", "duration", "cost", "tags", "command"), rows, frozenset({0, 3, 4}))
+
+
+def _short(command: str, limit: int = 60) -> str:
+    one_line = " ".join(command.split())
+    return one_line if len(one_line) <= limit else one_line[: limit - 1] + "…"
+
+
+def print_runs(runs: Sequence[dict[str, Any]], console: Console) -> None:
+    if not runs:
+        console.print("no runs recorded yet: start one with `computewise run -- CMD ...`")
+        return
+    print_grid(runs_grid(runs), console)
+
+
+def _axis_s() -> Axis:
+    return Axis("time since start", format_duration)
+
+
+def _charts(series: dict[str, list[float | None]]) -> list[str]:
+    t = series["t_s"]
+
+    def points(key: str, scale: float = 1.0) -> tuple[tuple[float, float], ...]:
+        return tuple((x, v / scale) for x, v in zip(t, series[key], strict=True) if x is not None and v is not None)
+
+    percent = Axis("percent", lambda v: f"{v:.0f} %")
+    charts = [
+        xy_chart(
+            "utilization",
+            [
+                Series("GPU", points("gpu_util_pct"), PALETTE[0], line=True, radius=0),
+                Series("CPU (100 % = one core)", points("cpu_percent"), PALETTE[1], line=True, radius=0),
+            ],
+            _axis_s(),
+            percent,
+        ),
+        xy_chart(
+            "memory",
+            [
+                Series("process tree RSS", points("rss_bytes"), PALETTE[2], line=True, radius=0),
+                Series("GPU memory used", points("gpu_memory_used_bytes"), PALETTE[3], line=True, radius=0),
+            ],
+            _axis_s(),
+            Axis("bytes", format_bytes),
+        ),
+        xy_chart(
+            "GPU power",
+            [Series("", points("gpu_power_w"), PALETTE[4], line=True, radius=0)],
+            _axis_s(),
+            Axis("watts", lambda v: f"{v:.0f} W"),
+        ),
+    ]
+    return [chart for chart in charts if chart]
+
+
+def run_html(d: dict[str, Any]) -> str:
+    """A self-contained page: headline, summary table, diagnosis, time-series plots, idle periods."""
+    body = [
+        f"<h1>{escape(_headline(d))}</h1>",
+        pairs_table([tuple(row) for row in summary_rows(d)]),
+    ]
+    if d["diagnosis"] or d["idle_text"]:
+        body.append("<h2>Diagnosis</h2>")
+        body.extend(
+            f"<p><strong>{escape(f['verdict'])}</strong>: {escape(f['evidence'])}<br>"
+            f'<span class="muted">→ {escape(f["advice"])}</span></p>'
+            for f in d["diagnosis"]
+        )
+        if d["idle_text"]:
+            body.append(f"<p>{escape(d['idle_text'])}</p>")
+    charts = _charts(d["series"])
+    if charts:
+        body.append("<h2>Over time</h2>")
+        body.append('<div class="charts">' + "".join(charts) + "</div>")
+    if d["idle_periods"]:
+        body.append("<h2>Idle periods</h2>")
+        start = d["run"]["started_at_s"]
+        rows = tuple(
+            (
+                format_duration(max(0.0, p["start_s"] - start)),
+                format_duration(p["duration_s"]),
+                format_usd(p["cost_usd"]),
+            )
+            for p in d["idle_periods"]
+        )
+        body.append(grid_table(Grid(("from start", "lasted", "cost"), rows, frozenset({0, 1, 2}))))
+    return page(f"computewise run {d['run']['id']}", body)

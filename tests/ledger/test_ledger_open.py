@@ -1,0 +1,216 @@
+"""Opening a ledger: where it lives, and every way that can fail, each with a message and a fix.
+
+Failures are real: a port nobody listens on, a server that accepts and never answers, a real
+PostgreSQL refusing a password, files that are not SQLite databases (which must stay byte-identical).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from computewise.errors import LedgerError, MissingExtraError
+from computewise.ledger import Ledger, connect
+from computewise.ledger.connect import ENV_VAR, resolve_url
+
+
+@pytest.fixture(autouse=True)
+def _no_env_ledger(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(ENV_VAR, raising=False)
+
+
+# -- where the ledger lives -------------------------------------------------------------------
+
+
+def test_the_default_ledger_is_created_in_the_user_data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    expected = tmp_path / "data" / "computewise" / "ledger.sqlite"
+    with Ledger.open() as ledger:
+        assert ledger.url == f"sqlite:///{expected}"
+        assert ledger.schema_change is not None and ledger.schema_change.from_revision is None
+    assert expected.read_bytes().startswith(b"SQLite format 3\x00")
+    with Ledger.open() as again:
+        assert again.schema_change is None
+
+
+def test_the_environment_variable_names_the_ledger_and_an_argument_wins(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(ENV_VAR, str(tmp_path / "team.sqlite"))
+    with Ledger.open() as ledger:
+        assert ledger.url == f"sqlite:///{tmp_path / 'team.sqlite'}"
+    with Ledger.open(f"sqlite:///{tmp_path / 'mine.sqlite'}") as ledger:
+        assert ledger.url.endswith("/mine.sqlite")
+
+
+def test_plain_paths_are_sqlite_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert resolve_url("runs.sqlite").database == str(tmp_path / "runs.sqlite")
+    assert resolve_url("~/ledgers/a.db").database == str(tmp_path / "home" / "ledgers" / "a.db")
+    assert resolve_url("sqlite:///rel.db").database == str(tmp_path / "rel.db")
+    with Ledger.open("~/ledgers/a.db"):
+        assert (tmp_path / "home" / "ledgers" / "a.db").is_file()
+
+
+@pytest.mark.parametrize(
+    ("url", "driver"),
+    [
+        ("postgresql://ann:pw@db.internal:5432/ledger", "postgresql+psycopg"),
+        ("postgres://ann@db.internal/ledger", "postgresql+psycopg"),
+        ("postgresql+psycopg://ann@db.internal/ledger", "postgresql+psycopg"),
+    ],
+)
+def test_postgresql_urls_get_the_psycopg_driver(url: str, driver: str) -> None:
+    assert resolve_url(url).drivername == driver
+
+
+@pytest.mark.parametrize(
+    ("url", "says"),
+    [
+        ("mysql://ann@db/ledger", "unsupported ledger URL scheme 'mysql'"),
+        ("gopher://x/y", "unsupported ledger URL scheme 'gopher'"),
+        ("sqlite://", "must be a SQLite file"),
+        ("sqlite:///:memory:", "must be a SQLite file"),
+        ("postgresql://ann:pw@db:port/ledger", "cannot parse the ledger URL"),
+    ],
+)
+def test_unsupported_urls_are_refused_with_the_accepted_forms(url: str, says: str) -> None:
+    with pytest.raises(LedgerError, match=says) as caught:
+        Ledger.open(url)
+    assert caught.value.hint is not None and "postgresql://" in caught.value.hint
+
+
+# -- servers that cannot be used --------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_a_port_nobody_listens_on_fails_at_once() -> None:
+    start_s = time.monotonic()
+    with pytest.raises(LedgerError, match="cannot open the ledger at postgresql") as caught:
+        Ledger.open(f"postgresql://ann:hunter2@127.0.0.1:{_free_port()}/ledger")
+    assert time.monotonic() - start_s < 3
+    assert "hunter2" not in str(caught.value)
+    assert caught.value.hint is not None and "server is running" in caught.value.hint
+
+
+def test_a_server_that_never_answers_times_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(connect, "CONNECT_TIMEOUT_S", 2)  # 5 s in real use; libpq's least is 2 s
+    with socket.socket() as silent:  # the kernel completes the handshake; nobody ever speaks
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        start_s = time.monotonic()
+        with pytest.raises(LedgerError, match="cannot open the ledger"):
+            Ledger.open(f"postgresql://ann@127.0.0.1:{silent.getsockname()[1]}/ledger")
+        assert 1.5 < time.monotonic() - start_s < 4
+
+
+def test_a_wrong_password_is_named_but_never_printed(postgres_server: object) -> None:
+    server = postgres_server
+    name = server.create_database()  # type: ignore[attr-defined]
+    try:
+        with pytest.raises(LedgerError, match="password authentication failed") as caught:
+            Ledger.open(server.url(name, password="Wr0ng-Passw0rd"))  # type: ignore[attr-defined]
+        assert "Wr0ng-Passw0rd" not in str(caught.value)
+        assert caught.value.hint is not None and "user and password" in caught.value.hint
+    finally:
+        server.drop_database(name)  # type: ignore[attr-defined]
+
+
+def test_a_missing_database_says_how_to_create_it(postgres_server: object) -> None:
+    with pytest.raises(LedgerError, match="does not exist") as caught:
+        Ledger.open(postgres_server.url("no_such_ledger"))  # type: ignore[attr-defined]
+    assert caught.value.hint is not None and "createdb no_such_ledger" in caught.value.hint
+
+
+def test_without_psycopg_it_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "psycopg", None)  # what `import psycopg` sees when it is not installed
+    with pytest.raises(MissingExtraError) as caught:
+        Ledger.open("postgresql://ann@127.0.0.1/ledger")
+    assert caught.value.hint == "pip install 'computewise[postgres]'"
+
+
+# -- files that cannot be used ----------------------------------------------------------------
+
+
+def test_a_directory_that_cannot_be_created_is_refused(tmp_path: Path) -> None:
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("a file where the ledger's directory should be\n")
+    with pytest.raises(LedgerError, match="cannot use") as caught:
+        Ledger.open(str(blocker / "ledger.sqlite"))
+    assert caught.value.hint is not None and "writable" in caught.value.hint
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only directories")
+def test_a_read_only_directory_is_refused(tmp_path: Path) -> None:
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o500)
+    try:
+        with pytest.raises(LedgerError, match="not writable"):
+            Ledger.open(str(locked / "ledger.sqlite"))
+    finally:
+        locked.chmod(0o700)
+
+
+def test_a_directory_is_not_a_ledger(tmp_path: Path) -> None:
+    with pytest.raises(LedgerError, match="is a directory"):
+        Ledger.open(str(tmp_path))
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        os.urandom(8192),
+        b"run,cost_usd\n1,2.50\n2,3.75\n",
+        b"SQLite format 3\x00" + os.urandom(8192 - 16),  # the right magic over garbage
+    ],
+    ids=["random-bytes", "csv-text", "corrupt-sqlite"],
+)
+def test_a_file_that_is_not_a_ledger_is_refused_untouched(tmp_path: Path, content: bytes) -> None:
+    path = tmp_path / "ledger.sqlite"
+    path.write_bytes(content)
+    with pytest.raises(LedgerError) as caught:
+        Ledger.open(str(path))
+    assert str(path) in caught.value.message
+    assert caught.value.hint is not None
+    assert path.read_bytes() == content
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ledger.sqlite"]
+
+
+def test_another_applications_database_is_refused_untouched(tmp_path: Path) -> None:
+    path = tmp_path / "notes.db"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT)")
+        conn.execute("INSERT INTO notes (body) VALUES ('buy more GPUs')")
+    conn.close()
+    before = path.read_bytes()
+    with pytest.raises(LedgerError, match=r"holds tables \(notes\) but no computewise schema version"):
+        Ledger.open(str(path))
+    assert path.read_bytes() == before  # not even switched to WAL
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.db"]
+
+
+# -- the fast path ----------------------------------------------------------------------------
+
+
+def test_opening_a_current_ledger_does_not_import_alembic(tmp_path: Path) -> None:
+    path = tmp_path / "ledger.sqlite"
+    probe = (
+        "import sys; from computewise.ledger import Ledger; "
+        f"ledger = Ledger.open({str(path)!r}); print(ledger.schema_change is None, 'alembic' in sys.modules)"
+    )
+    for expected in ("False True", "True False"):  # created (with Alembic), then opened (without)
+        done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
+        assert done.stdout.strip() == expected
