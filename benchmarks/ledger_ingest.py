@@ -75,7 +75,9 @@ def _sample(run_id: int, t_s: float) -> SampleRow:
 
 def _gpu_rows(run_id: int, t_s: float) -> list[GpuSampleRow]:
     return [
-        GpuSampleRow(run_id, t_s, i, 88.5, 1410.0, 35_500_000_000, 312.0, 4.2e6 + 312.0 * t_s, 2.1e9, 1.3e9, 35e9)
+        GpuSampleRow(
+            run_id, t_s, i, 88.5, 1410.0, 35_500_000_000, 312.0, 4.2e6 + 312.0 * t_s, 2.1e9, 1.3e9, 35_000_000_000
+        )
         for i in range(GPUS)
     ]
 

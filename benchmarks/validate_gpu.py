@@ -834,31 +834,17 @@ def _driver_version() -> str:
     return done.stdout.strip().splitlines()[0] if done.returncode == 0 and done.stdout.strip() else "unknown"
 
 
-def gpu_slug(device_name: str, memory_bytes: float) -> str | None:
-    """Catalog slug of a CUDA device name, e.g. 'NVIDIA H100 80GB HBM3' -> 'h100-sxm'."""
-    name = device_name.upper()
-    if "H200" in name:
-        return "h200"
-    if "H100" in name:
-        return "h100-pcie" if "PCIE" in name else "h100-nvl" if "NVL" in name else "h100-sxm"
-    if "A100" in name:
-        if memory_bytes < 50e9:
-            return "a100-40gb"
-        return "a100-80gb-pcie" if "PCIE" in name else "a100-80gb"
-    return None
-
-
 def pick_accelerator(catalog: Catalog, device: torch.device, override: str | None) -> Accelerator:
     if override:
         return catalog.accelerator(override)
     if device.type == "cuda":
         props = torch.cuda.get_device_properties(device)
-        slug = gpu_slug(props.name, float(props.total_memory))
-        if slug is None:
+        accelerator = catalog.match_device(props.name, float(props.total_memory))
+        if accelerator is None:
             raise SystemExit(
                 f"unknown GPU {props.name!r}: pass --gpu SLUG (see `computewise catalog list accelerators`)"
             )
-        return catalog.accelerator(slug)
+        return accelerator
     # Smoke run: a catalog CPU row (for its slug) with nominal figures; calibration cancels the peak
     # out of training step times, and one device needs no link (a zero bandwidth would give 0/0).
     base = next(a for a in catalog.accelerators if a.kind == "cpu")

@@ -60,10 +60,10 @@ class PostgresServer:
     def url(self, database: str, password: str | None = None) -> str:
         return f"postgresql://{_PG_USER}:{password or self.password}@127.0.0.1:{self.port}/{database}"
 
-    def admin(self, sql: str) -> None:
+    def admin(self, sql: str, database: str = "postgres") -> None:
         import psycopg
 
-        conninfo = f"host=127.0.0.1 port={self.port} user={_PG_USER} password={self.password} dbname=postgres"
+        conninfo = f"host=127.0.0.1 port={self.port} user={_PG_USER} password={self.password} dbname={database}"
         with psycopg.connect(conninfo, autocommit=True, connect_timeout=10) as conn:
             conn.execute(sql.encode())
 

@@ -102,21 +102,6 @@ def test_recompute_gives_the_same_loss_and_gradients() -> None:
     torch.testing.assert_close(grads[0], grads[1])
 
 
-@pytest.mark.parametrize(
-    ("name", "memory", "slug"),
-    [
-        ("NVIDIA H100 80GB HBM3", 80e9, "h100-sxm"),
-        ("NVIDIA H100 PCIe", 80e9, "h100-pcie"),
-        ("NVIDIA H200", 141e9, "h200"),
-        ("NVIDIA A100-SXM4-40GB", 40e9, "a100-40gb"),
-        ("NVIDIA A100-SXM4-80GB", 80e9, "a100-80gb"),
-        ("NVIDIA GeForce RTX 4090", 24e9, None),
-    ],
-)
-def test_gpu_names_map_to_catalog_slugs(name: str, memory: float, slug: str | None) -> None:
-    assert vg.gpu_slug(name, memory) == slug
-
-
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message shown without CUDA")
 def test_without_cuda_it_says_how_to_run(capsys: pytest.CaptureFixture[str]) -> None:
     assert vg.main([]) == 2

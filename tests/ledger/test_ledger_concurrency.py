@@ -57,7 +57,7 @@ def test_sixteen_writer_processes_lose_no_rows(ledger_url: str) -> None:
 
     assert len(set(run_ids)) == PROCESSES
     with Ledger.open(ledger_url) as ledger, ledger.engine.connect() as conn:
-        per_run = dict(
+        per_run: dict[int, int] = dict(
             conn.execute(sa.select(schema.samples.c.run_id, sa.func.count()).group_by(schema.samples.c.run_id)).all()
         )
         gpu_rows = conn.execute(sa.select(sa.func.count()).select_from(schema.gpu_samples)).scalar_one()

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -117,22 +118,38 @@ def test_a_server_that_never_answers_times_out(monkeypatch: pytest.MonkeyPatch) 
         assert 1.5 < time.monotonic() - start_s < 4
 
 
-def test_a_wrong_password_is_named_but_never_printed(postgres_server: object) -> None:
+def test_a_wrong_password_is_named_but_never_printed(postgres_server: Any) -> None:
     server = postgres_server
-    name = server.create_database()  # type: ignore[attr-defined]
+    name = server.create_database()
     try:
         with pytest.raises(LedgerError, match="password authentication failed") as caught:
-            Ledger.open(server.url(name, password="Wr0ng-Passw0rd"))  # type: ignore[attr-defined]
+            Ledger.open(server.url(name, password="Wr0ng-Passw0rd"))
         assert "Wr0ng-Passw0rd" not in str(caught.value)
         assert caught.value.hint is not None and "user and password" in caught.value.hint
     finally:
-        server.drop_database(name)  # type: ignore[attr-defined]
+        server.drop_database(name)
 
 
-def test_a_missing_database_says_how_to_create_it(postgres_server: object) -> None:
+def test_a_missing_database_says_how_to_create_it(postgres_server: Any) -> None:
     with pytest.raises(LedgerError, match="does not exist") as caught:
-        Ledger.open(postgres_server.url("no_such_ledger"))  # type: ignore[attr-defined]
+        Ledger.open(postgres_server.url("no_such_ledger"))
     assert caught.value.hint is not None and "createdb no_such_ledger" in caught.value.hint
+
+
+def test_a_user_who_may_not_create_tables_is_told_whom_to_ask(postgres_server: Any) -> None:
+    server = postgres_server
+    name = server.create_database()
+    role = f"r_{name[2:14]}"
+    server.admin(f"CREATE ROLE {role} LOGIN PASSWORD 'reader-pw'")
+    server.admin("REVOKE CREATE ON SCHEMA public FROM PUBLIC", database=name)  # the default from PostgreSQL 15 on
+    try:
+        url = f"postgresql://{role}:reader-pw@127.0.0.1:{server.port}/{name}"
+        with pytest.raises(LedgerError, match="permission denied") as caught:
+            Ledger.open(url)
+        assert caught.value.hint is not None and "grant" in caught.value.hint
+    finally:
+        server.drop_database(name)
+        server.admin(f"DROP ROLE {role}")
 
 
 def test_without_psycopg_it_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:

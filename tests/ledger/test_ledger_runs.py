@@ -13,8 +13,9 @@ from pathlib import Path
 
 import psutil
 import pytest
+import sqlalchemy as sa
 
-from computewise.ledger import GpuSampleRow, Ledger, NewRun, SampleRow, StepRow
+from computewise.ledger import GpuSampleRow, Ledger, NewRun, RunStatus, SampleRow, StepRow
 from computewise.ledger.store import STALE_MIN_S
 
 WRITER = Path(__file__).with_name("ledger_writer.py")
@@ -43,6 +44,18 @@ def test_a_run_round_trips(ledger: Ledger, new_run: MakeRun, sample_rows: MakeSa
     assert [s.step for s in ledger.steps(run_id)] == [0, 1, 2]
     assert [r.id for r in ledger.runs(tags={"team": "nlp"})] == [run_id]
     assert ledger.runs(tags={"team": "cv"}) == []
+
+
+def test_foreign_keys_are_enforced(ledger: Ledger, sample_rows: MakeSamples) -> None:
+    # SQLite leaves them off unless asked on every connection, including the one that just migrated.
+    with pytest.raises(sa.exc.IntegrityError):
+        ledger.add_samples(sample_rows(424242, time.time(), 1))
+
+
+def test_the_printable_url_hides_the_password(ledger: Ledger, ledger_url: str) -> None:
+    password = sa.make_url(ledger_url).password
+    if password:
+        assert str(password) not in ledger.url and "***" in ledger.url
 
 
 def test_budget_alerts_fire_once(ledger: Ledger) -> None:
@@ -136,9 +149,9 @@ def test_runs_on_other_hosts_crash_when_their_heartbeats_stop(
 def test_recent_successful_run_needs_the_same_command_tags_and_input(ledger: Ledger, new_run: MakeRun) -> None:
     now_s = time.time()
 
-    def finished(status: str = "succeeded", **fields: object) -> int:
+    def finished(status: RunStatus = "succeeded", **fields: object) -> int:
         run_id = ledger.start_run(new_run(**fields))
-        ledger.finish_run(run_id, status, now_s, exit_code=0)  # type: ignore[arg-type]
+        ledger.finish_run(run_id, status, now_s, exit_code=0)
         return run_id
 
     tags = {"team": "nlp", "project": "llama-ft"}

@@ -12,36 +12,23 @@ from pathlib import Path
 
 import pytest
 
-from computewise.ledger import Ledger, NewRun, PriceSnapshot
+from computewise.ledger import Ledger, NewRun
 
 SpawnPython = Callable[..., subprocess.Popen[bytes]]
 
 
 @pytest.fixture
-def ledger(tmp_path: Path) -> Iterator[Ledger]:
+def sqlite_ledger(tmp_path: Path) -> Iterator[Ledger]:
+    """A real SQLite ledger (the sampler's tests need one backend, not the root ``ledger``'s two)."""
     opened = Ledger.open(f"sqlite:///{tmp_path / 'ledger.sqlite'}")
     yield opened
     opened.close()
 
 
 @pytest.fixture
-def run_id(ledger: Ledger) -> int:
-    price = PriceSnapshot(hourly_usd=3.6, source="test", explanation="a round price for the tests", assumed=False)
-    return ledger.start_run(
-        NewRun(
-            kind="command",
-            command="python train.py",
-            argv=("python", "train.py"),
-            tags={},
-            host="test-host",
-            pid=os.getpid(),
-            user="tester",
-            cwd=str(Path.cwd()),
-            started_at_s=time.time(),
-            interval_s=1.0,
-            price=price,
-        )
-    )
+def run_id(sqlite_ledger: Ledger, new_run: Callable[..., NewRun]) -> int:
+    """A run started in ``sqlite_ledger``, for samples to belong to."""
+    return sqlite_ledger.start_run(new_run())
 
 
 @pytest.fixture
@@ -49,8 +36,8 @@ def spawn_python() -> Iterator[SpawnPython]:
     """Start ``python -c CODE`` children; any still running at teardown is killed by its pid."""
     started: list[subprocess.Popen[bytes]] = []
 
-    def spawn(code: str, *args: str, **kwargs: object) -> subprocess.Popen[bytes]:
-        process = subprocess.Popen([sys.executable, "-c", code, *args], **kwargs)  # type: ignore[call-overload]
+    def spawn(code: str, *args: str) -> subprocess.Popen[bytes]:
+        process = subprocess.Popen([sys.executable, "-c", code, *args])
         started.append(process)
         return process
 

@@ -12,7 +12,6 @@ import pytest
 
 from computewise.catalog import Catalog
 from computewise.errors import InputError, UnknownNameError
-from computewise.monitor.energy import accelerator_for_gpu
 from computewise.monitor.gpu import (
     NvmlGpuSource,
     ReplayGpuSource,
@@ -90,8 +89,9 @@ def test_bundled_traces_are_physically_consistent(name: str, length: int, catalo
     devices = source.status().devices
     ticks = [source.read([]) for _ in range(length)]
     for device in devices:
-        accelerator = accelerator_for_gpu(catalog, device.name, device.memory_total_bytes)
+        accelerator = catalog.match_device(device.name, device.memory_total_bytes)
         assert accelerator is not None and accelerator.tdp_w == device.power_limit_w
+        assert device.memory_total_bytes is not None
         rows = [r for tick in ticks for r in tick if r.index == device.index]
         assert all(r.utilization_pct is not None and 0 <= r.utilization_pct <= 100 for r in rows)
         assert all(r.power_w is not None and 60 < r.power_w <= accelerator.tdp_w for r in rows)

@@ -103,6 +103,7 @@ def test_exit_usage_counts_a_job_that_ended_before_any_sample(spawn_python: Spaw
     usage = _reap(child)
     reading = tree.sample(usage)
     assert reading.process_count == 0
+    assert reading.rss_bytes == usage.max_rss_bytes > 0  # its peak, the only memory figure left
     assert reading.cpu_s == pytest.approx(usage.cpu_s, abs=0.05)
     assert reading.cpu_s >= 0.25
     assert tree.sample(usage).cpu_s == reading.cpu_s  # the tail is counted once

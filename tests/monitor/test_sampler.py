@@ -51,19 +51,19 @@ def _run_for(sampler: Sampler, rows: Callable[[], int], count: int, wait_for: Wa
 
 
 def test_gpu_samples_reach_the_ledger_with_counter_energy(
-    ledger: Ledger, run_id: int, catalog: Catalog, spawn_python: Spawn, wait_for: WaitFor
+    sqlite_ledger: Ledger, run_id: int, catalog: Catalog, spawn_python: Spawn, wait_for: WaitFor
 ) -> None:
     child = spawn_python(SLEEPER)
     gpu = ReplayGpuSource(DATA / "a100-training.csv")
     energy = EnergyModel.from_catalog(catalog, gpu.status().devices)
-    writer = LedgerWriter(ledger, run_id, flush_s=0.2)
+    writer = LedgerWriter(sqlite_ledger, run_id, flush_s=0.2)
     collect = Collect()
     sampler = Sampler(run_id, ProcessTreeSampler(child.pid), gpu, energy, 0.05, sinks=[writer, collect])
     writer.start()
     _run_for(sampler, lambda: len(collect.rows), 30, wait_for)
     assert writer.close()
 
-    rows, gpu_rows = ledger.samples(run_id), ledger.gpu_samples(run_id)
+    rows, gpu_rows = sqlite_ledger.samples(run_id), sqlite_ledger.gpu_samples(run_id)
     assert len(rows) == len(collect.rows) >= 31  # every tick plus the final one
     assert len(gpu_rows) == len(rows)
     trace = ReplayGpuSource(DATA / "a100-training.csv")
@@ -78,7 +78,7 @@ def test_gpu_samples_reach_the_ledger_with_counter_energy(
         assert row.idle == (gpu_row.utilization_pct is not None and gpu_row.utilization_pct < 5)
         assert row.gpu_power_w == gpu_row.power_w and row.rss_bytes > 0
     assert any(row.idle for row in rows) and not all(row.idle for row in rows)  # the stall at ticks 15-16
-    assert ledger.run(run_id).heartbeat_at_s >= rows[-1].t_s - 1.0
+    assert sqlite_ledger.run(run_id).heartbeat_at_s >= rows[-1].t_s - 1.0
 
 
 def test_cpu_only_energy_is_estimated_from_busy_cores(
@@ -176,42 +176,42 @@ def test_ticks_do_not_drift_and_cover_the_elapsed_time(run_id: int, catalog: Cat
     assert [row.t_s for row in collect.rows] == sorted(row.t_s for row in collect.rows)
 
 
-def test_bad_intervals_are_input_errors(ledger: Ledger, run_id: int, catalog: Catalog) -> None:
+def test_bad_intervals_are_input_errors(sqlite_ledger: Ledger, run_id: int, catalog: Catalog) -> None:
     tree = ProcessTreeSampler(1)
     with pytest.raises(InputError, match="interval"):
         Sampler(run_id, tree, _no_gpu(), EnergyModel.from_catalog(catalog), 0.0)
     with pytest.raises(InputError, match="flush interval"):
-        LedgerWriter(ledger, run_id, flush_s=5.0)
+        LedgerWriter(sqlite_ledger, run_id, flush_s=5.0)
 
 
 def test_ledger_writer_survives_a_failing_database_and_catches_up(
-    ledger: Ledger, run_id: int, catalog: Catalog, spawn_python: Spawn
+    sqlite_ledger: Ledger, run_id: int, catalog: Catalog, spawn_python: Spawn
 ) -> None:
     errors: list[Exception] = []
-    writer = LedgerWriter(ledger, run_id, flush_s=1.0, on_error=errors.append)
+    writer = LedgerWriter(sqlite_ledger, run_id, flush_s=1.0, on_error=errors.append)
     tree = ProcessTreeSampler(spawn_python(SLEEPER).pid)
     sampler = Sampler(run_id, tree, _no_gpu(), EnergyModel.from_catalog(catalog), 3600.0, [writer])
-    schema.samples.drop(ledger.engine)  # the database starts refusing the writes
+    schema.samples.drop(sqlite_ledger.engine)  # the database starts refusing the writes
     for _ in range(3):
         sampler.sample_once()
         assert not writer.flush()
     assert len(errors) == 1  # reported once per run of failures, not once per flush
-    schema.samples.create(ledger.engine)
+    schema.samples.create(sqlite_ledger.engine)
     sampler.sample_once()
     assert writer.flush()
-    assert len(ledger.samples(run_id)) == 4  # nothing was lost while the database refused
+    assert len(sqlite_ledger.samples(run_id)) == 4  # nothing was lost while the database refused
 
 
 def test_ledger_writer_drops_the_oldest_rows_past_its_buffer(
-    ledger: Ledger, run_id: int, catalog: Catalog, spawn_python: Spawn
+    sqlite_ledger: Ledger, run_id: int, catalog: Catalog, spawn_python: Spawn
 ) -> None:
-    writer = LedgerWriter(ledger, run_id, max_buffered_rows=2)
+    writer = LedgerWriter(sqlite_ledger, run_id, max_buffered_rows=2)
     tree = ProcessTreeSampler(spawn_python(SLEEPER).pid)
     sampler = Sampler(run_id, tree, _no_gpu(), EnergyModel.from_catalog(catalog), 3600.0, [writer])
-    schema.samples.drop(ledger.engine)
+    schema.samples.drop(sqlite_ledger.engine)
     rows = [sampler.sample_once() for _ in range(3)]
     assert not writer.flush()
     assert writer.dropped_rows == 1 and writer.last_error is not None
-    schema.samples.create(ledger.engine)
+    schema.samples.create(sqlite_ledger.engine)
     assert writer.close()
-    assert [row.t_s for row in ledger.samples(run_id)] == [row.t_s for row in rows[1:] if row is not None]
+    assert [row.t_s for row in sqlite_ledger.samples(run_id)] == [row.t_s for row in rows[1:] if row is not None]

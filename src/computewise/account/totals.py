@@ -83,8 +83,10 @@ def run_totals(ledger: Ledger, run_ids: Sequence[int] | None = None) -> dict[int
         sa.func.count(),
         sa.func.sum(s.c.interval_s),
         sa.func.sum(sa.case((s.c.idle, s.c.interval_s), else_=0.0)),
-        sa.func.avg(s.c.cpu_percent),
-        sa.func.avg(s.c.gpu_util_pct),
+        # Time-weighted means: the last sample of a run can cover a few milliseconds, not a whole interval.
+        sa.func.sum(s.c.cpu_percent * s.c.interval_s) / sa.func.nullif(sa.func.sum(s.c.interval_s), 0),
+        sa.func.sum(s.c.gpu_util_pct * s.c.interval_s)
+        / sa.func.nullif(sa.func.sum(sa.case((s.c.gpu_util_pct.is_not(None), s.c.interval_s))), 0),
         sa.func.sum(s.c.energy_j),
         sa.func.min(sa.case((s.c.energy_measured, 1), else_=0)),
         sa.func.max(s.c.rss_bytes),

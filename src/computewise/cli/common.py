@@ -72,6 +72,14 @@ def open_ledger(url: str | None) -> Ledger:
     from computewise.ledger import Ledger
 
     ledger = Ledger.open(url)
+    change = ledger.schema_change
+    if change is not None and change.from_revision is not None:
+        backup = f"; the previous file is kept at {change.backup}" if change.backup else ""
+        Console(stderr=True).print(
+            f"computewise: migrated the ledger {ledger.url} from schema {change.from_revision} "
+            f"to {change.to_revision}{backup}",
+            highlight=False,
+        )
     ledger.mark_crashed(time.time(), socket.gethostname())
     return ledger
 

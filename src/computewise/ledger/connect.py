@@ -42,7 +42,7 @@ __all__ = [
 T = TypeVar("T")
 
 ENV_VAR = "COMPUTEWISE_DB"
-LOCATION_HINT = f"or point --db / ${ENV_VAR} at another ledger (a SQLite file path or a postgresql:// URL)"
+LOCATION_HINT = f"point --db / ${ENV_VAR} at another ledger (a SQLite file path or a postgresql:// URL)"
 SQLITE_MAGIC = b"SQLite format 3\x00"
 BUSY_TIMEOUT_MS = 30_000
 CONNECT_TIMEOUT_S = 5
@@ -156,21 +156,23 @@ def ledger_error(doing: str, url: sa.URL, exc: sa.exc.DBAPIError) -> LedgerError
     if url.password:
         reason = reason.replace(str(url.password), "***")
     if "password authentication failed" in reason or "no password supplied" in reason:
-        hint = f"check the user and password in the URL, {LOCATION_HINT}"
+        hint = f"check the user and password in the URL, or {LOCATION_HINT}"
+    elif "permission denied" in reason:
+        hint = f"ask the database owner to grant this user CREATE and write rights on the schema, or {LOCATION_HINT}"
     elif "does not exist" in reason and "database" in reason:
-        hint = f"create the database (createdb {url.database}), {LOCATION_HINT}"
+        hint = f"create the database (createdb {url.database}), or {LOCATION_HINT}"
     elif url.get_backend_name() == "sqlite" and "unable to open" in reason:
-        hint = f"make sure the directory exists and is writable, {LOCATION_HINT}"
+        hint = f"make sure the directory exists and is writable, or {LOCATION_HINT}"
     elif url.get_backend_name() == "sqlite":
-        hint = f"if the file is damaged, move it away so a new ledger is created, {LOCATION_HINT}"
+        hint = f"if the file is damaged, move it away so a new ledger is created, or {LOCATION_HINT}"
     else:
-        hint = f"check that the server is running and reachable at that host and port, {LOCATION_HINT}"
+        hint = f"check that the server is running and reachable at that host and port, or {LOCATION_HINT}"
     return LedgerError(f"{doing} at {where}: {reason}", hint)
 
 
 def _check_sqlite_file(path: Path) -> None:
     """Refuse, without touching it, anything at ``path`` that is not a SQLite database."""
-    hint = f"computewise left it untouched; move it away, {LOCATION_HINT}"
+    hint = f"computewise left it untouched; move it away, or {LOCATION_HINT}"
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         if path.is_dir():
@@ -182,7 +184,7 @@ def _check_sqlite_file(path: Path) -> None:
     except OSError as exc:
         raise LedgerError(
             f"cannot use {path} as the ledger: {exc.strerror or exc}",
-            f"make sure the directory exists and is writable, {LOCATION_HINT}",
+            f"make sure the directory exists and is writable, or {LOCATION_HINT}",
         ) from exc
     if header and header != SQLITE_MAGIC:
         raise LedgerError(f"{path} is not a SQLite database, so it cannot be the computewise ledger", hint)
@@ -190,7 +192,7 @@ def _check_sqlite_file(path: Path) -> None:
         if target.exists() and not os.access(target, os.W_OK):
             raise LedgerError(
                 f"the ledger {path} is not writable ({target} is read-only)",
-                f"fix the permissions, {LOCATION_HINT}",
+                f"fix the permissions, or {LOCATION_HINT}",
             )
 
 
@@ -222,5 +224,5 @@ def _postgresql_engine(url: sa.URL) -> sa.Engine:
     except (sa.exc.NoSuchModuleError, ImportError) as exc:
         raise LedgerError(
             f"no PostgreSQL driver {url.drivername!r} for {display_url(url)}: {exc}",
-            f"use postgresql:// (psycopg 3: pip install 'computewise[postgres]'), {LOCATION_HINT}",
+            f"use postgresql:// (psycopg 3: pip install 'computewise[postgres]'), or {LOCATION_HINT}",
         ) from exc

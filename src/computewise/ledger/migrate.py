@@ -60,11 +60,10 @@ class SchemaChange:
 @dataclass(frozen=True)
 class _State:
     tables: frozenset[str]
-    versioned: bool
-    revision: str | None
+    revision: str | None  # None: no alembic_version table, or an empty one
 
 
-Action = Literal["current", "create", "upgrade"]
+_Action = Literal["current", "create", "upgrade"]
 
 
 def ensure_schema(engine: sa.Engine, url: sa.URL) -> SchemaChange | None:
@@ -125,12 +124,12 @@ def _create_or_upgrade(engine: sa.Engine, url: sa.URL, state: _State) -> SchemaC
 def _read_state(conn: sa.Connection) -> _State:
     tables = frozenset(sa.inspect(conn).get_table_names())
     if VERSION_TABLE not in tables:
-        return _State(tables, versioned=False, revision=None)
+        return _State(tables, revision=None)
     revisions = [row[0] for row in conn.exec_driver_sql(f"SELECT version_num FROM {VERSION_TABLE}")]
-    return _State(tables, versioned=True, revision=",".join(sorted(revisions)) or None)
+    return _State(tables, revision=",".join(sorted(revisions)) or None)
 
 
-def _plan(state: _State, known: frozenset[str], url: sa.URL) -> Action:
+def _plan(state: _State, known: frozenset[str], url: sa.URL) -> _Action:
     where = display_url(url)
     if state.revision == HEAD_REVISION:
         return "current"
@@ -141,13 +140,13 @@ def _plan(state: _State, known: frozenset[str], url: sa.URL) -> Action:
         raise LedgerError(
             f"{where} holds tables ({', '.join(others[:5])}) but no computewise schema version, "
             "so it is not a computewise ledger",
-            f"computewise left it untouched; {LOCATION_HINT.removeprefix('or ')}",
+            f"computewise left it untouched; {LOCATION_HINT}",
         )
     if state.revision not in known:
         raise LedgerError(
             f"the ledger at {where} has schema revision {state.revision}, which this computewise does not "
             f"know (it knows up to {HEAD_REVISION}): a newer computewise wrote it",
-            f"upgrade computewise (pip install -U computewise), {LOCATION_HINT}",
+            f"upgrade computewise (pip install -U computewise), or {LOCATION_HINT}",
         )
     return "upgrade"
 
@@ -168,7 +167,8 @@ def _use_wal(engine: sa.Engine, url: sa.URL) -> None:
                 # The switch needs the file to itself for a moment; other processes may be reading it.
                 if "locked" not in str(exc) or attempt == _WAL_RETRIES - 1:
                     raise LedgerError(
-                        f"cannot switch the ledger at {display_url(url)} to WAL mode: {exc}", LOCATION_HINT
+                        f"cannot switch the ledger at {display_url(url)} to WAL mode: {exc}",
+                        f"close the programs using it and try again, or {LOCATION_HINT}",
                     ) from exc
                 time.sleep(0.02 * (attempt + 1))
     finally:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
 from dataclasses import asdict
 from functools import lru_cache
 from operator import attrgetter
@@ -372,7 +371,7 @@ class Ledger:
     def _execute(self, statement: sa.Executable) -> None:
         self._write(lambda conn: conn.execute(statement))
 
-    @contextmanager
+    @contextlib.contextmanager
     def _reading(self) -> Iterator[sa.Connection]:
         try:
             with self.engine.connect() as conn:

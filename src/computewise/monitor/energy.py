@@ -18,15 +18,13 @@ only the GPU energy is counted: host CPU, DRAM and fans are left to the PUE of t
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
 from computewise.catalog import Catalog
-from computewise.errors import InputError, UnknownNameError
+from computewise.errors import InputError
 from computewise.monitor.gpu import GpuDevice, GpuReading
-from computewise.specs.hardware import Accelerator
 
 __all__ = [
     "CPU_W_PER_BUSY_CORE_KEY",
@@ -34,7 +32,6 @@ __all__ = [
     "GPU_IDLE_FRACTION_KEY",
     "EnergyModel",
     "IntervalEnergy",
-    "accelerator_for_gpu",
 ]
 
 GPU_BUSY_FRACTION_KEY = "gpu_power_fraction_of_tdp"
@@ -78,7 +75,7 @@ class EnergyModel:
         else the device's NVML power limit."""
         tdp: dict[int, float] = {}
         for device in devices:
-            accelerator = accelerator_for_gpu(catalog, device.name, device.memory_total_bytes)
+            accelerator = catalog.match_device(device.name, device.memory_total_bytes)
             if accelerator is not None and accelerator.tdp_w > 0:
                 tdp[device.index] = accelerator.tdp_w
             elif device.power_limit_w:
@@ -131,32 +128,3 @@ class EnergyModel:
                 methods.add("estimate")
         method: Method = next(m for m in ("estimate", "power", "counter") if m in methods)
         return IntervalEnergy(total_j, method != "estimate", method)
-
-
-_FORM_FACTORS = ("pcie", "nvl", "sxm")
-
-
-def accelerator_for_gpu(catalog: Catalog, name: str, memory_total_bytes: int | None = None) -> Accelerator | None:
-    """The catalog accelerator for an NVML device name ("NVIDIA A100-SXM4-80GB", "NVIDIA H100 80GB HBM3").
-
-    Tries the name as a slug or alias first, then the catalog GPUs whose family (the slug before its
-    first dash: "a100", "h100") is a word of the name, preferring the same form factor (PCIe, NVL, else
-    SXM) and the closest memory size. None when nothing matches (a consumer card, say).
-    """
-    words = [w for w in re.split(r"[^a-z0-9]+", name.lower()) if w and w not in ("nvidia", "tesla")]
-    try:
-        return catalog.accelerator("-".join(words))
-    except UnknownNameError:
-        pass
-    form = next((f for f in _FORM_FACTORS[:2] if f in words), None)
-    candidates = [a for a in catalog.accelerators if a.kind == "gpu" and a.slug.split("-")[0] in words]
-    if not candidates:
-        return None
-
-    def score(accelerator: Accelerator) -> tuple[bool, float, str]:
-        text = f"{accelerator.slug} {accelerator.form_factor}".lower()
-        same_form = (form in text) if form is not None else not any(f in text for f in _FORM_FACTORS[:2])
-        memory_gap = abs(accelerator.memory_bytes - memory_total_bytes) if memory_total_bytes else 0.0
-        return (not same_form, memory_gap, accelerator.slug)
-
-    return min(candidates, key=score)

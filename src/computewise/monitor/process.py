@@ -57,7 +57,7 @@ class TreeReading:
     interval_s: float
     cpu_percent: float  # 100 = one core busy for the whole interval
     cpu_s: float  # cumulative CPU seconds of the tree since the sampler was made
-    rss_bytes: int
+    rss_bytes: int  # summed over live processes; the job's peak (wait4) once it has exited
     read_bytes: int  # cumulative since the sampler was made
     write_bytes: int
     process_count: int
@@ -133,6 +133,8 @@ class ProcessTreeSampler:
             self._owed_to_root = _Totals()
             self._raw += _Totals(max(0.0, tail.cpu_s), max(0, tail.read_bytes), max(0, tail.write_bytes))
             self._root_last = None  # counted once
+            if not self._seen:  # nothing left to measure: the job's peak is the best memory figure
+                rss = exit_usage.max_rss_bytes
         now = self._clock()
         interval_s = max(now - self._last_t, 1e-9)
         self._last_t = now

@@ -39,9 +39,17 @@ from computewise.monitor.sampler import LedgerWriter, Sampler, Sink
 from computewise.monitor.summary import RunSummary, summarize
 from computewise.units import format_duration
 
-__all__ = ["DUPLICATE_WINDOW_S", "RunOptions", "RunOutcome", "monitored_run"]
+__all__ = [
+    "ALERT_COMMANDS_ENV",
+    "DUPLICATE_WINDOW_S",
+    "RunOptions",
+    "RunOutcome",
+    "alert_commands_allowed",
+    "monitored_run",
+]
 
 DUPLICATE_WINDOW_S = 7 * 86400.0
+ALERT_COMMANDS_ENV = "COMPUTEWISE_ALERT_COMMANDS"
 BUDGET_CHECK_EVERY_S = 60.0
 
 
@@ -170,7 +178,7 @@ def monitored_run(
     if duplicate:
         _warn(stream, duplicate)
     run_id = ledger.start_run(new_run)
-    notifier = Notifier(ledger, stream=stream)
+    notifier = Notifier(ledger, stream=stream, run_commands=alert_commands_allowed(ledger.url))
     try:
         with SignalForwarder() as forwarder:
             try:
@@ -188,6 +196,15 @@ def monitored_run(
         return RunOutcome(run_id, ended.exit_code, summary)
     finally:
         notifier.close(timeout_s=10.0)
+
+
+def alert_commands_allowed(url: str) -> bool:
+    """Budget alert commands run only from a local SQLite ledger, or when ``$COMPUTEWISE_ALERT_COMMANDS=1``.
+
+    A budget's command is stored in the ledger: on a shared PostgreSQL ledger, whoever can write a
+    budget could otherwise run commands on every machine that checks budgets.
+    """
+    return url.startswith("sqlite") or os.environ.get(ALERT_COMMANDS_ENV) == "1"
 
 
 def _stored(summary: RunSummary) -> dict[str, object]:
@@ -249,11 +266,13 @@ def _watch(
     writer.start()
     sampler.start()
     budgets.start()
+    ended: ChildExit | None = None
     try:
         ended = child.wait()
     finally:
         budgets.stop()
-        sampler.stop()
+        # The job's exact wait4 totals (CPU, disk, peak memory) go into the last sample.
+        sampler.stop(ended.usage if ended is not None else None)
         writer.close()
         if metrics is not None:
             metrics.close()

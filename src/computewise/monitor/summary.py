@@ -105,8 +105,8 @@ def _energy_basis(run: RunRow, cost: RunCost, samples: Sequence[SampleRow]) -> s
     if cost.energy_measured:
         return "measured by the GPU driver (NVML energy counter or power draw)"
     if run.gpu_count:
-        return "estimated from GPU TDP and utilization (the driver reported no energy counter)"
-    return "estimated from busy CPUs x watts per CPU (catalog assumption cpu_power_w_per_busy_cpu)"
+        return "estimated from GPU TDP x utilization (no energy counter)"
+    return "estimated from busy CPUs x W per CPU (no GPU)"
 
 
 def _gpu_memory_total(run: RunRow, catalog: Catalog | None) -> float | None:

@@ -308,7 +308,7 @@ class Tracker:
     def __init__(self, options: _Options) -> None:
         self._options = options
         self._state: Literal["new", "running", "finished"] = "new"
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # drains come from the loop, the flusher and summary()
         self._pending: deque[_Step] = deque()
         self._totals = _Totals()
         self._clock: StepClock | None = options.clock if not isinstance(options.clock, str) else None
@@ -388,8 +388,12 @@ class Tracker:
         self._wake.set()
         if self._flusher is not None:
             self._flusher.join()
-        self._drain(wait=True)
-        summary = self._summarize(self._ended_perf - self._started_perf)
+        try:
+            self._drain(wait=True)
+        except Exception as failure:  # a failed device (CUDA error) cannot be read; finish the run anyway
+            warnings.warn(f"computewise.track: could not read the last steps: {failure}", stacklevel=2)
+        with self._lock:
+            summary = self._summarize(self._ended_perf - self._started_perf)
         self._final = summary
         self._state = "finished"
         atexit.unregister(self._at_exit)
@@ -437,7 +441,8 @@ class Tracker:
 
         The step's data wait is the time since the previous step ended (so fetch the batch
         between steps, outside the ``with``); the first step has none. ``flops`` overrides the
-        tracker's FLOPs for this step.
+        tracker's FLOPs for this step. Use this or ``loader()`` in one loop, not both: each
+        counts a step.
         """
         return _StepTimer(self, samples, tokens, flops)
 
@@ -505,10 +510,11 @@ class Tracker:
         """
         if self._final is not None:
             return dict(self._final)
-        if self._state == "running":
+        with self._lock:
+            if self._state != "running":
+                return self._summarize(0.0)
             self._drain(wait=True)
             return self._summarize(time.perf_counter() - self._started_perf)
-        return self._summarize(0.0)
 
     # -- internals ------------------------------------------------------------------------------
 
@@ -781,8 +787,12 @@ def track(
     ``example_inputs`` (a batch the model accepts; its FLOPs are traced on the meta device, x 3
     for training, per sample) give MFU. ``accelerator`` names the catalog's device when it cannot
     be detected (any CPU); ``precision`` picks its peak. ``price`` is copied into the run
-    (default: not priced). ``record=False`` keeps everything in memory. ``clock`` 'auto' uses CUDA
-    events when CUDA is in use, the host clock otherwise.
+    (default: not priced). ``record=False`` keeps everything in memory.
+
+    Steps are written every ``flush_every_s``, by a background thread that also keeps the run's
+    heartbeat going through long evaluations (``flush_in_background=False`` flushes from the loop
+    instead, when a step ends). ``clock`` 'auto' uses CUDA events when the process has CUDA in
+    use, the host clock otherwise; or pass any ``StepClock``.
     """
     tags = dict(tags or {})
     for key, value in tags.items():

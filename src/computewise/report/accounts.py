@@ -7,14 +7,14 @@ import io
 from collections.abc import Sequence
 from typing import Any
 
-from rich.console import Console
+from rich.console import Console, RenderableType
 from rich.table import Table
 from rich.text import Text
 
 from computewise.report.rows import Grid, format_kg, format_kwh
 from computewise.units import format_usd
 
-__all__ = ["anomalies_grid", "budget_grid", "cost_grid", "csv_text", "print_grid"]
+__all__ = ["anomalies_grid", "at_natural_width", "budget_grid", "cost_grid", "csv_text", "print_grid"]
 
 
 def _opt(value: float | None, fmt: str = "{:.0f} %") -> str:
@@ -97,11 +97,15 @@ def print_grid(grid: Grid, console: Console, title: str | None = None) -> None:
         table.add_column(header, justify="right" if i in grid.numeric else "left", no_wrap=True)
     for row in grid.rows:
         table.add_row(*(Text(cell) for cell in row))
-    # A pipe or a file has no width: print the table at its natural width rather than cut numbers to "$0.0…".
-    if not console.is_terminal:
-        natural = console.measure(table, options=console.options.update_width(10_000)).maximum
-        console = Console(file=console.file, width=max(console.width, natural), no_color=True)
-    console.print(table)
+    at_natural_width(console, table).print(table)
+
+
+def at_natural_width(console: Console, renderable: RenderableType) -> Console:
+    """A pipe or a file has no width: print there at the table's natural width rather than cut "$0.0…"."""
+    if console.is_terminal:
+        return console
+    natural = console.measure(renderable, options=console.options.update_width(10_000)).maximum
+    return Console(file=console.file, width=max(console.width, natural), no_color=True)
 
 
 def csv_text(rows: Sequence[Sequence[str]]) -> str:

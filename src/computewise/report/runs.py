@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from computewise.report.accounts import print_grid
+from computewise.report.accounts import at_natural_width, print_grid
 from computewise.report.html import grid_table, page, pairs_table
 from computewise.report.rows import Grid, format_kg, format_kwh
 from computewise.report.svg import PALETTE, Axis, Series, xy_chart
@@ -101,7 +101,7 @@ def print_run_summary(d: dict[str, Any], console: Console) -> None:
     table.add_column(style="dim")
     for label, value, detail in summary_rows(d):
         table.add_row(Text(label), Text(value), Text(detail))
-    console.print(table)
+    at_natural_width(console, table).print(table)
     if d["diagnosis"] or d["idle_text"]:
         console.print()
         console.print(Text("diagnosis", style="bold"))
