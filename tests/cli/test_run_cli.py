@@ -295,3 +295,43 @@ def _wait_for_run(db: str, ready: Any, timeout_s: float = 60.0) -> Ledger:
             pass
         time.sleep(0.2)
     raise AssertionError("the run never showed up in the ledger")
+
+
+TRACKED = """
+import time
+import computewise
+
+def batches():
+    for _ in range(12):
+        time.sleep(0.05)  # the loader
+        yield [0] * 8
+
+with computewise.track(tags={"ignored": "inside run"}) as t:
+    for batch in t.loader(batches()):
+        end = time.perf_counter() + 0.05
+        while time.perf_counter() < end:
+            pass
+"""
+
+
+def test_track_inside_run_records_into_that_run(db: str, tmp_path: Path) -> None:
+    script = tmp_path / "train.py"
+    script.write_text(TRACKED)
+    result = cli("run", "--db", db, "--json", "--", sys.executable, str(script))
+    assert result.returncode == 0, result.stderr
+    d = json.loads(result.stdout)
+    assert d["steps"]["steps"] == 12
+    assert 0.2 < d["steps"]["data_wait_share"] < 0.8
+    assert [r.kind for r in Ledger.open(db).runs()] == ["command"]  # one run: no double counting
+
+
+def test_standalone_track_is_priced_when_it_finishes(db: str, tmp_path: Path) -> None:
+    script = tmp_path / "train.py"
+    script.write_text(TRACKED)
+    env = {**os.environ, "COMPUTEWISE_DB": db, "COMPUTEWISE_FAKE_GPU": ""}
+    env.pop("COMPUTEWISE_RUN_ID", None)
+    subprocess.run([sys.executable, str(script)], env=env, check=True, timeout=120)
+    [run] = Ledger.open(db).runs()
+    assert run.kind == "track" and run.status == "succeeded"
+    assert run.price.hourly_usd > 0 and "vCPU" in run.price.explanation
+    assert len(Ledger.open(db).steps(run.id)) == 12

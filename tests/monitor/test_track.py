@@ -292,6 +292,43 @@ def test_a_tracker_records_one_run_only() -> None:
         pass
 
 
+def test_steps_before_start_are_an_error_and_after_finish_are_ignored() -> None:
+    tracker = track(record=False)
+    with pytest.raises(InputError, match="not started"):
+        for _ in tracker.loader(range(3)):
+            pass
+    with tracker:
+        for _ in tracker.loader(range(3)):
+            pass
+    for _ in tracker.loader(range(3)):  # after the run: batches pass through, nothing is counted
+        pass
+    assert tracker.summary()["steps"] == 3
+
+
+def test_clock_cuda_without_a_cuda_device_fails_at_start() -> None:
+    with pytest.raises(InputError, match="CUDA"), track(record=False, clock="cuda"):
+        pytest.fail("the body must not run")
+
+
+def test_a_run_left_open_is_failed_when_the_process_exits(tmp_path: Path) -> None:
+    db = str(tmp_path / "l.sqlite")
+    script = textwrap.dedent(
+        f"""
+        from computewise.monitor.track import track
+        t = track(db={db!r}).start()  # as a framework callback does; its end hook never comes
+        for _ in t.loader(range(4)):
+            pass
+        """
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 0, result.stderr
+    with Ledger.open(db) as ledger:
+        (run,) = ledger.runs()
+        assert run.status == "failed"
+        assert run.error == "RuntimeError: the process exited before the tracked training finished"
+        assert len(ledger.steps(run.id)) == 4
+
+
 @pytest.mark.parametrize(
     ("options", "message"),
     [

@@ -16,8 +16,6 @@ import pytest
 
 from computewise.ledger import Ledger
 
-pytestmark = pytest.mark.torch
-
 
 def _only_run(db: str) -> tuple[Any, list[Any]]:
     with Ledger.open(db) as ledger:
@@ -68,6 +66,7 @@ def _hf_trainer(tmp_path: Path, callback: Any, max_steps: int) -> Any:
     return transformers.Trainer(model=model, args=args, train_dataset=Sentences(), callbacks=[callback])
 
 
+@pytest.mark.torch
 def test_hf_trainer_run_is_recorded_step_by_step(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     pytest.importorskip("transformers")
@@ -129,6 +128,7 @@ def _lightning_fit(tmp_path: Path, callback: Any, max_steps: int, fail_at: int |
     trainer.fit(Regressor(), torch.utils.data.DataLoader(data, batch_size=12))
 
 
+@pytest.mark.torch
 def test_lightning_fit_is_recorded_batch_by_batch(tmp_path: Path) -> None:
     pytest.importorskip("lightning")
     from computewise.monitor.callbacks import ComputewiseLightningCallback
@@ -147,6 +147,7 @@ def test_lightning_fit_is_recorded_batch_by_batch(tmp_path: Path) -> None:
     assert summary["samples"] == 120
 
 
+@pytest.mark.torch
 def test_lightning_failure_fails_the_run_and_the_error_reaches_the_caller(tmp_path: Path) -> None:
     pytest.importorskip("lightning")
     from computewise.monitor.callbacks import ComputewiseLightningCallback

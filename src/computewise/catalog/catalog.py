@@ -110,7 +110,8 @@ class Catalog:
         tokens = set(re.split(r"[^a-z0-9]+", device_name.lower()))
         forms = {"pcie", "nvl"} & tokens
         sizes = {token for token in tokens if re.fullmatch(r"\d+gb", token)}
-        family = [acc for acc in self.accelerators if acc.slug.split("-")[0] in tokens]
+        # CPUs are left out: "xeon" or "epyc" names a family of hundreds of parts, not a catalog row.
+        family = [acc for acc in self.accelerators if acc.kind != "cpu" and acc.slug.split("-")[0] in tokens]
         if not family:
             return None
 

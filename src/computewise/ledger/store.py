@@ -147,6 +147,22 @@ class Ledger:
             )
         )
 
+    def set_run_hardware(
+        self, run_id: int, price: PriceSnapshot, gpu_count: int, gpu_name: str | None, accelerator: str | None
+    ) -> None:
+        """Fix a run's hardware and price once they are known (``track()`` learns the GPU after it starts)."""
+        self._execute(
+            schema.runs.update()
+            .where(schema.runs.c.id == run_id)
+            .values(
+                hourly_usd=price.hourly_usd,
+                price=price.to_dict(),
+                gpu_count=gpu_count,
+                gpu_name=gpu_name,
+                accelerator=accelerator,
+            )
+        )
+
     def add_inferences(self, run_id: int, count: int) -> None:
         self._execute(
             schema.runs.update().where(schema.runs.c.id == run_id).values(inferences=schema.runs.c.inferences + count)

@@ -37,14 +37,17 @@ from computewise.monitor.process import ProcessTreeSampler
 from computewise.monitor.prometheus import MetricsServer
 from computewise.monitor.sampler import LedgerWriter, Sampler, Sink
 from computewise.monitor.summary import RunSummary, summarize
+from computewise.monitor.track import RUN_ID_ENV
 from computewise.units import format_duration
 
 __all__ = [
     "ALERT_COMMANDS_ENV",
     "DUPLICATE_WINDOW_S",
+    "RUN_ID_ENV",
     "RunOptions",
     "RunOutcome",
     "alert_commands_allowed",
+    "child_env",
     "monitored_run",
 ]
 
@@ -182,7 +185,7 @@ def monitored_run(
     try:
         with SignalForwarder() as forwarder:
             try:
-                child = Child.start(options.argv)
+                child = Child.start(options.argv, env=child_env(ledger, run_id))
             except LaunchError as error:
                 ledger.finish_run(run_id, "failed", time.time(), exit_code=error.exit_code, error=error.message)
                 return RunOutcome(run_id, error.exit_code, None, launch_error=error)
@@ -196,6 +199,15 @@ def monitored_run(
         return RunOutcome(run_id, ended.exit_code, summary)
     finally:
         notifier.close(timeout_s=10.0)
+
+
+def child_env(ledger: Ledger, run_id: int) -> dict[str, str]:
+    """The job's environment: ours, plus where its own ``track()`` should record (into this run, not a new one)."""
+    return {
+        **os.environ,
+        RUN_ID_ENV: str(run_id),
+        "COMPUTEWISE_DB": ledger.engine.url.render_as_string(hide_password=False),
+    }
 
 
 def alert_commands_allowed(url: str) -> bool:

@@ -53,11 +53,13 @@ from typing import Any, Generic, Literal, NamedTuple, ParamSpec, Protocol, TypeV
 from computewise.catalog import load_catalog
 from computewise.errors import InputError
 from computewise.ledger import Ledger, NewRun, PriceSnapshot, RunStatus, StepRow
+from computewise.monitor.pricing import DetectedHardware, PriceRequest, resolve_price
 from computewise.specs.hardware import DTYPES, Accelerator, Dtype
 
 __all__ = [
     "INPUT_BOUND_FRACTION",
     "NOT_PRICED",
+    "RUN_ID_ENV",
     "ClockChoice",
     "Count",
     "CudaEventClock",
@@ -79,6 +81,10 @@ ClockChoice = Literal["auto", "host", "cuda"]
 # A count per batch: a constant, a function of the batch, or None (inferred for samples, unknown for tokens).
 Count = int | Callable[[Any], int | None] | None
 
+# Set by `computewise run` for its job: track() inside records its steps into that run instead of a new one,
+# so the run's summary gets the data-wait split and cost reports never count the same job twice.
+RUN_ID_ENV = "COMPUTEWISE_RUN_ID"
+
 # Above this share of step time spent waiting for data, the loop is input-bound.
 INPUT_BOUND_FRACTION = 0.20
 _NOTICEABLE_WAIT_FRACTION = 0.05
@@ -90,7 +96,7 @@ _MAX_BUFFERED_STEPS = 4096
 NOT_PRICED = PriceSnapshot(
     hourly_usd=0.0,
     source="none",
-    explanation="not priced: track() was given no price",
+    explanation="not priced yet: track() prices the run from its device when it finishes",
     assumed=True,
 )
 
@@ -319,6 +325,7 @@ class Tracker:
         self._started_s = 0.0
         self._ledger: Ledger | None = None
         self._run_id: int | None = None
+        self._attached = False  # recording into the run of an enclosing `computewise run`
         self._flops_per_sample: float | None = None
         self._flops_note: str | None = "flops_per_step given" if options.flops_per_step is not None else None
         self._peak: _Peak | None = None
@@ -359,7 +366,10 @@ class Tracker:
             self._ledger = Ledger.open(options.db)
         self._started_s = time.time()
         self._started_perf = self._flushed_perf = time.perf_counter()
-        if self._ledger is not None:
+        parent = _parent_run_id() if options.db is None else None
+        if self._ledger is not None and parent is not None:
+            self._run_id, self._attached = parent, True
+        elif self._ledger is not None:
             try:
                 self._run_id = self._ledger.start_run(self._new_run())
             except BaseException:
@@ -398,9 +408,13 @@ class Tracker:
         self._state = "finished"
         atexit.unregister(self._at_exit)
         self._reset_context()
-        if self._ledger is not None and self._run_id is not None:
+        if self._ledger is not None and self._attached:
+            self._ledger.close()  # the enclosing `computewise run` finishes and prices its run
+        elif self._ledger is not None and self._run_id is not None:
             status, message = _status_of(error)
             try:
+                if self._options.price is None:
+                    self._price_by_hardware(self._ledger, self._run_id)
                 self._ledger.finish_run(self._run_id, status, time.time(), summary=summary, error=message)
             except Exception as failure:  # measurement degrades; the user's training result stands
                 warnings.warn(f"computewise.track: could not finish run {self._run_id}: {failure}", stacklevel=2)
@@ -456,8 +470,16 @@ class Tracker:
             self._wait_start = self._mark()
 
     def begin_step(self, *, samples: int | None = None, tokens: int | None = None, flops: float | None = None) -> None:
-        """Compute starts now; a step still open is ended first. ``flops`` overrides the tracker's."""
+        """Compute starts now; a step still open is ended first. ``flops`` overrides the tracker's.
+
+        Ignored once the run has finished; an error before it started (nothing would be recorded).
+        """
         if self._state != "running":
+            if self._state == "new":
+                raise InputError(
+                    "the tracker has not started, so this step would not be recorded",
+                    "enter it first: `with track(...) as t:` (or call t.start())",
+                )
             return
         if self._open is not None:
             self.end_step()
@@ -525,6 +547,8 @@ class Tracker:
 
     def _pick_clock(self) -> StepClock:
         choice = self._options.clock
+        if choice == "host":
+            return HostClock()
         torch = _cuda_in_use()
         if choice == "cuda":
             torch = sys.modules.get("torch")
@@ -696,6 +720,22 @@ class Tracker:
             "unrecorded_steps": self._unrecorded_steps,
         }
 
+    def _price_by_hardware(self, ledger: Ledger, run_id: int) -> None:
+        """Price the run like ``computewise run`` does, now that the device the steps ran on is known."""
+        clock = self._clock
+        device = clock.device_name if clock is not None else None
+        memory = clock.memory_total_bytes if clock is not None else None
+        hardware = DetectedHardware(
+            gpu_count=1 if device else 0,
+            gpu_name=device,
+            gpu_memory_total_bytes=float(memory) if memory else None,
+            logical_cpus=os.cpu_count() or 1,
+        )
+        catalog = load_catalog()
+        price = resolve_price(catalog, PriceRequest(), hardware)
+        found = catalog.match_device(device, hardware.gpu_memory_total_bytes) if device else None
+        ledger.set_run_hardware(run_id, price, hardware.gpu_count, device, found.slug if found else None)
+
     def _at_exit(self) -> None:
         # The interpreter is leaving with the run open: a framework stopped without its end hook.
         if self._state == "running":
@@ -786,8 +826,11 @@ def track(
     ``flops_per_step`` (one optimizer step, forward and backward), or ``model`` with
     ``example_inputs`` (a batch the model accepts; its FLOPs are traced on the meta device, x 3
     for training, per sample) give MFU. ``accelerator`` names the catalog's device when it cannot
-    be detected (any CPU); ``precision`` picks its peak. ``price`` is copied into the run
-    (default: not priced). ``record=False`` keeps everything in memory.
+    be detected (any CPU); ``precision`` picks its peak. ``price`` is copied into the run; by
+    default the run is priced when it finishes, from the device its steps ran on, as
+    ``computewise run`` prices (the catalog's cheapest rate for that GPU, else per vCPU).
+    Inside ``computewise run`` the steps go into that run (``$COMPUTEWISE_RUN_ID``) and ``tags`` and
+    ``price`` are the run's. ``record=False`` keeps everything in memory.
 
     Steps are written every ``flush_every_s``, by a background thread that also keeps the run's
     heartbeat going through long evaluations (``flush_in_background=False`` flushes from the loop
@@ -843,6 +886,11 @@ def _traced_flops_per_sample(model: Any, example_inputs: Any) -> tuple[float, st
         "for forward and backward (backward ~ 2 x forward, the MFU convention of PaLM, Chowdhery et al. 2022)"
     )
     return forward * _TRAIN_FLOPS_PER_FORWARD, note
+
+
+def _parent_run_id() -> int | None:
+    text = os.environ.get(RUN_ID_ENV, "").strip()
+    return int(text) if text.isdigit() else None
 
 
 def _status_of(error: BaseException | None) -> tuple[RunStatus, str | None]:
