@@ -39,7 +39,7 @@ def set_(
     if as_json:
         sys.stdout.write(json.dumps(status.to_dict(), indent=2) + "\n")
     else:
-        Console().print(
+        Console(soft_wrap=True).print(
             f"budget {budget.scope}: ${budget.monthly_usd:,.2f}/month, alerts at "
             f"{', '.join(f'{p:g} %' for p in budget.alert_at_pct)}; {status.pct_used:.0f} % used this month",
             highlight=False,

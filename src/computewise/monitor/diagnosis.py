@@ -38,7 +38,7 @@ class Thresholds:
 
 @dataclass(frozen=True)
 class UsageStats:
-    """What the diagnosis looks at, already reduced from the samples and steps."""
+    """What the diagnosis looks at, reduced from the samples that were not idle (idle time is its own finding)."""
 
     gpu_count: int
     logical_cpus: int

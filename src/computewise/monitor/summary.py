@@ -126,6 +126,9 @@ def _usage(
     run: RunRow, samples: Sequence[SampleRow], steps: Sequence[StepRow], gpu_memory_total: float | None
 ) -> UsageStats:
     span_s = sum(s.interval_s for s in samples)
+    first, last = (samples[0], samples[-1]) if samples else (None, None)
+    # The verdict is about the job while it worked; idle stretches are reported (and priced) on their own.
+    samples = [s for s in samples if not s.idle] or list(samples)
     gpu_utils = [s.gpu_util_pct for s in samples if s.gpu_util_pct is not None]
     gpu_memory = [s.gpu_memory_used_bytes for s in samples if s.gpu_memory_used_bytes is not None]
     data_wait = sum(s.data_wait_s for s in steps)
@@ -137,8 +140,8 @@ def _usage(
         gpu_memory_share_peak=max(gpu_memory) / gpu_memory_total if gpu_memory and gpu_memory_total else None,
         cpu_percent_mean=float(np.mean([s.cpu_percent for s in samples])) if samples else 0.0,
         host_cpu_percent_mean=float(np.mean([s.host_cpu_percent for s in samples])) if samples else 0.0,
-        disk_read_bytes_per_s=_rate(samples[0].read_bytes, samples[-1].read_bytes, span_s) if samples else 0.0,
-        net_recv_bytes_per_s=_rate(samples[0].net_recv_bytes, samples[-1].net_recv_bytes, span_s) if samples else 0.0,
+        disk_read_bytes_per_s=_rate(first.read_bytes, last.read_bytes, span_s) if first and last else 0.0,
+        net_recv_bytes_per_s=_rate(first.net_recv_bytes, last.net_recv_bytes, span_s) if first and last else 0.0,
         data_wait_share=data_wait / step_time if steps and step_time > 0 else None,
     )
 
