@@ -31,22 +31,13 @@ from typing import Any
 
 from computewise.account.report import cost_report
 from computewise.ledger import Ledger, NewRun, PriceSnapshot, RunKind, SampleRow
+from computewise.monitor.process import cpu_model_name
 
 TARGET_S = 2.0
 NOW_S = 1_742_472_000.0  # 2025-03-20 12:00 UTC
 DAY_S = 86400.0
 TEAMS = ("nlp", "vision", "speech", "recsys", "infra", "research", "ads", "search")
 BATCH = 100_000
-
-
-def _cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
 
 
 def _median_s(work: Callable[[], object], repeat: int) -> float:
@@ -142,7 +133,7 @@ def main() -> None:
                 args.repeat,
             )
     results: dict[str, Any] = {
-        "hardware": f"{_cpu_name()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+        "hardware": f"{cpu_model_name()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
         f"SQLite {sqlite3.sqlite_version}",
         "samples": args.samples,
         "runs": args.runs,

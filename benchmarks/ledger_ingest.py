@@ -34,20 +34,11 @@ from typing import Any
 import sqlalchemy as sa
 
 from computewise.ledger import GpuSampleRow, Ledger, NewRun, PriceSnapshot, SampleRow, schema
+from computewise.monitor.process import cpu_model_name
 
 TARGET_SAMPLES_PER_S = 50_000.0
 GPUS = 8
 PRICE = PriceSnapshot(hourly_usd=32.77, source="benchmark", explanation="AWS p4d.24xlarge on-demand", assumed=False)
-
-
-def _cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
 
 
 def _sample(run_id: int, t_s: float) -> SampleRow:
@@ -186,9 +177,8 @@ def main(argv: list[str] | None = None) -> int:
         "bulk 1,000": lambda d: _bulk(d, 20 * scale),
         "sqlite3 alone, bulk 1,000 (baseline)": lambda d: _raw_sqlite(d, 20 * scale),
     }
-    hardware = (
-        f"{_cpu_name()}, {os.cpu_count()} cores, Python {platform.python_version()}, SQLite {sqlite3.sqlite_version}"
-    )
+    python = f"Python {platform.python_version()}, SQLite {sqlite3.sqlite_version}"
+    hardware = f"{cpu_model_name()}, {os.cpu_count()} cores, {python}"
     print(f"hardware: {hardware}")
     results: dict[str, dict[str, float]] = {}
     with tempfile.TemporaryDirectory(prefix="computewise-ingest-") as tmp:

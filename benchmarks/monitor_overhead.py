@@ -38,7 +38,7 @@ from computewise.catalog import load_catalog
 from computewise.ledger import Ledger, NewRun, PriceSnapshot
 from computewise.monitor.energy import EnergyModel
 from computewise.monitor.gpu import ENV_FAKE_GPU, GpuSource, open_gpu_source
-from computewise.monitor.process import ProcessTreeSampler
+from computewise.monitor.process import ProcessTreeSampler, cpu_model_name
 from computewise.monitor.sampler import LedgerWriter, Sampler, Sink
 
 JOB = """
@@ -50,16 +50,6 @@ for i in range(n):
     x += i * i
 print(time.perf_counter() - start)
 """
-
-
-def _cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
 
 
 def _process_cpu_s() -> float:
@@ -176,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
         env[ENV_FAKE_GPU] = args.fake_gpu
     gpu = open_gpu_source(env)
     status = gpu.status()
-    hardware = f"{_cpu_name()}, {os.cpu_count()} logical CPUs, Python {platform.python_version()}"
+    hardware = f"{cpu_model_name()}, {os.cpu_count()} logical CPUs, Python {platform.python_version()}"
     print(f"hardware: {hardware}")
     print(f"GPU source: {status.reason}" + (f" ({len(status.devices)} GPU)" if status.available else ""))
 

@@ -20,6 +20,8 @@ import sys
 import time
 from pathlib import Path
 
+from computewise.monitor.process import cpu_model_name
+
 CLI = [sys.executable, "-m", "computewise.cli.app"]
 PLAN_MODELS = ("llama-3-8b", "gpt2", "llama-2-70b")
 
@@ -52,16 +54,6 @@ def _in_process_plan_s(model_name: str, repeat: int) -> tuple[float, int]:
     return statistics.median(times), considered
 
 
-def _cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=7)
@@ -70,7 +62,7 @@ def main() -> None:
 
     baseline = _median_s([sys.executable, "-c", "pass"], args.repeat)
     rows: dict[str, float | int | str] = {
-        "hardware": f"{_cpu_name()}, {os.cpu_count()} cores, Python {platform.python_version()}",
+        "hardware": f"{cpu_model_name()}, {os.cpu_count()} cores, Python {platform.python_version()}",
         "python_startup_s": baseline,
         "help_s": _median_s([*CLI, "--help"], args.repeat),
         "plan_help_s": _median_s([*CLI, "plan", "train", "--help"], args.repeat),

@@ -37,6 +37,7 @@ from typing import Any, NamedTuple
 
 import torch
 
+from computewise.monitor.process import cpu_model_name
 from computewise.monitor.track import track
 
 TARGET_PCT = 1.0
@@ -60,16 +61,6 @@ def _now() -> Timing:
 def _since(start: Timing) -> Timing:
     end = _now()
     return Timing(end.wall_s - start.wall_s, end.thread_cpu_s - start.thread_cpu_s)
-
-
-def _cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
 
 
 def _training_step(width: int, batch_size: int, steps: int) -> tuple[Callable[[Any], None], list[Any]]:
@@ -175,7 +166,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
 
     print(
-        f"hardware: {_cpu_name()}, {os.cpu_count()} logical cores; torch {torch.__version__} "
+        f"hardware: {cpu_model_name()}, {os.cpu_count()} logical cores; torch {torch.__version__} "
         f"on {torch.get_num_threads()} thread(s); Python {platform.python_version()}"
     )
     step, batches = _training_step(args.width, args.batch, args.steps)
@@ -202,7 +193,7 @@ def main() -> None:
         f"{'ok' if max(training_thread_pct, inline_pct) < TARGET_PCT else 'OVER TARGET'})"
     )
     results: dict[str, Any] = {
-        "hardware": _cpu_name(),
+        "hardware": cpu_model_name(),
         "logical_cores": os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
         "bare_step_s": step_s,

@@ -78,6 +78,7 @@ from typing import Any
 
 from computewise.ledger import GpuSampleRow, Ledger, RunRow, SampleRow
 from computewise.monitor.idle import IdleRule
+from computewise.monitor.process import cpu_model_name
 
 ENERGY_TARGET = 0.05  # relative
 UTILIZATION_TARGET_PP = 5.0  # percentage points
@@ -911,16 +912,6 @@ def computewise_figures(summary: dict[str, Any], samples: Sequence[SampleRow]) -
 # ------------------------------------------------------------------------------------------ output
 
 
-def _cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
-
-
 def _quantity(value: float | None, unit: str) -> str:
     if value is None:
         return "n/a"
@@ -982,7 +973,7 @@ def environment(probe: DriverProbe, workload: dict[str, Any] | None) -> dict[str
     import computewise
 
     return {
-        "cpu": _cpu_name(),
+        "cpu": cpu_model_name(),
         "logical_cpus": os.cpu_count(),
         "python": platform.python_version(),
         "platform": platform.platform(),
@@ -1208,7 +1199,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     gpus = ", ".join(f"{g.index}: {g.name}" for g in probe.gpus) or "none"
     print(
-        f"hardware: {_cpu_name()}, {os.cpu_count()} logical CPUs; GPUs: {gpus}; driver {probe.driver_version or 'n/a'}"
+        f"hardware: {cpu_model_name()}, {os.cpu_count()} logical CPUs; GPUs: {gpus}; "
+        f"driver {probe.driver_version or 'n/a'}"
     )
     print(f"workload on {args.device}: {phases[0]:.1f} s busy, {phases[1]:.1f} s asleep, {phases[2]:.1f} s busy")
     sys.stdout.flush()

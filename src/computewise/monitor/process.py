@@ -18,15 +18,24 @@ process, as ``ps`` shows them. Disk bytes are what reached the storage layer (``
 from __future__ import annotations
 
 import os
+import platform
 import resource
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import psutil
 
-__all__ = ["ExitUsage", "HostReading", "HostSampler", "ProcessTreeSampler", "TreeReading"]
+__all__ = [
+    "ExitUsage",
+    "HostReading",
+    "HostSampler",
+    "ProcessTreeSampler",
+    "TreeReading",
+    "cpu_model_name",
+]
 
 _BLOCK_BYTES = 512  # getrusage ru_inblock/ru_oublock count 512-byte units (Linux: read_bytes >> 9)
 
@@ -313,3 +322,14 @@ def _total_s(times: Any) -> float:
 
 def _busy_s(times: Any) -> float:
     return _total_s(times) - float(times.idle) - getattr(times, "iowait", 0.0)
+
+
+def cpu_model_name() -> str:
+    """The host CPU's marketing name ("AMD EPYC 7B13"), for reports that must say what they ran on."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
