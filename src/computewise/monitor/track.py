@@ -733,7 +733,8 @@ class Tracker:
         )
         catalog = load_catalog()
         price = resolve_price(catalog, PriceRequest(), hardware)
-        found = catalog.match_device(device, hardware.gpu_memory_total_bytes) if device else None
+        named = self._peak.accelerator if self._peak is not None else None  # given, or matched from the device
+        found = named or (catalog.match_device(device, hardware.gpu_memory_total_bytes) if device else None)
         ledger.set_run_hardware(run_id, price, hardware.gpu_count, device, found.slug if found else None)
 
     def _at_exit(self) -> None:
