@@ -81,7 +81,7 @@ def parse_webhook_url(text: str) -> str:
     if parts.scheme not in ("http", "https") or not parts.hostname or any(ch.isspace() for ch in url):
         raise InputError(
             f"{text!r} is not an http(s) webhook URL",
-            "give the full URL, e.g. --webhook https://hooks.example.com/services/T000/B000/XXXX",
+            "give the full URL, e.g. --webhook https://alerts.example.com/computewise",
         )
     return url
 

@@ -116,6 +116,13 @@ def _duplicate_warning(ledger: Ledger, new_run: NewRun, now_s: float) -> str | N
     )
 
 
+def _check_budgets(ledger: Ledger, notifier: Notifier) -> None:
+    try:
+        check_budgets(ledger, time.time(), notifier)
+    except Exception as error:  # a budget check must never take the job down
+        _warn(sys.stderr, f"budget check failed: {error}")
+
+
 class _BudgetWatch:
     """Checks budgets now and then on a daemon thread; alerts go out through the notifier, never blocking."""
 
@@ -129,13 +136,7 @@ class _BudgetWatch:
 
     def _loop(self) -> None:
         while not self._stop.wait(self._every_s):
-            self.check()
-
-    def check(self) -> None:
-        try:
-            check_budgets(self._ledger, time.time(), self._notifier)
-        except Exception as error:  # a budget check must never take the job down
-            _warn(sys.stderr, f"budget check failed: {error}")
+            _check_budgets(self._ledger, self._notifier)
 
     def stop(self) -> None:
         self._stop.set()
@@ -192,11 +193,10 @@ def monitored_run(
             forwarder.attach(child)
             ended = _watch(ledger, catalog, gpu, options, run_id, price.hourly_usd, child, notifier, live, stream)
         ended_s = time.time()
+        # No summary is stored: it is a function of the rows, rebuilt by `runs show` whenever asked.
         ledger.finish_run(run_id, ended.status, ended_s, exit_code=ended.exit_code)
-        summary = summarize(ledger, run_id, ended_s, catalog)
-        ledger.finish_run(run_id, ended.status, ended_s, exit_code=ended.exit_code, summary=_stored(summary))
-        _BudgetWatch(ledger, notifier, BUDGET_CHECK_EVERY_S).check()
-        return RunOutcome(run_id, ended.exit_code, summary)
+        _check_budgets(ledger, notifier)
+        return RunOutcome(run_id, ended.exit_code, summarize(ledger, run_id, ended_s, catalog))
     finally:
         notifier.close(timeout_s=10.0)
 
@@ -217,13 +217,6 @@ def alert_commands_allowed(url: str) -> bool:
     budget could otherwise run commands on every machine that checks budgets.
     """
     return url.startswith("sqlite") or os.environ.get(ALERT_COMMANDS_ENV) == "1"
-
-
-def _stored(summary: RunSummary) -> dict[str, object]:
-    """What the runs table keeps of the summary: the figures, not the time series (those are the samples)."""
-    data = summary.to_dict()
-    data.pop("series", None)
-    return data
 
 
 def _accelerator_slug(catalog: Catalog, hardware: DetectedHardware) -> str | None:
