@@ -1,0 +1,461 @@
+"""The search: build every variant, grade it on held-aside inputs, time it, pick the fastest that fits.
+
+Order of work: the FP32 baseline first (its outputs are the reference), then the variants that are
+cheap to build and likely to win, then the slow ones (static calibration, pruning, compilation), so
+that a ``--time-budget`` cut loses the least. Two variants are derived from the others' results:
+selective precision (the fastest dynamic-INT8 variant that missed the budget, with its most
+sensitive layers back in FP32) and structured pruning combined with the best INT8 setting.
+A variant that fails to build or run is recorded with its reason and the search goes on; a user
+metric that raises or returns NaN stops everything, since no variant can then be graded.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from computewise.errors import InputError
+from computewise.optimize import onnx_variants as ox
+from computewise.optimize import torch_variants as tv
+from computewise.optimize.bench import BatchSpeed, PeakMemory, measure_speed
+from computewise.optimize.feeds import Feed, split_indices
+from computewise.optimize.hardware import Hardware, detect_hardware
+from computewise.optimize.predictors import predict_all
+from computewise.optimize.quality import INVARIANCE_COSINE, EvaluationError, Metric, Score, agreement
+from computewise.optimize.selective import build_selective
+from computewise.optimize.source import ModelSource
+from computewise.optimize.workspace import Built, Doctor, DynamicInt8, VariantSkipped, Workspace
+
+__all__ = ["SearchOptions", "SearchResult", "VariantResult", "run_search"]
+
+BASELINE = "baseline"
+Builder = Callable[[Workspace], Built]
+Progress = Callable[[str, int, int], None]
+
+
+@dataclass(frozen=True)
+class SearchOptions:
+    batch_sizes: tuple[int, ...] = (1, 32)
+    target: str = "throughput"  # or "latency"
+    time_budget_s: float = 900.0
+    batch_invariant: bool = False
+    only: tuple[str, ...] = ()  # glob patterns over variant names; the baseline always runs
+    bench_items: int = 96
+    calibration_fraction: float = 0.25
+    threads: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.target not in ("throughput", "latency"):
+            raise InputError(f"unknown target {self.target!r}", "use --target throughput or --target latency")
+        if not self.batch_sizes or min(self.batch_sizes) < 1:
+            raise InputError("batch sizes must be positive integers", "e.g. --batch-sizes 1,32")
+        if self.time_budget_s <= 0:
+            raise InputError("the time budget must be positive", "e.g. --time-budget 10m")
+
+    @property
+    def largest_batch(self) -> int:
+        return max(self.batch_sizes)
+
+
+@dataclass
+class VariantResult:
+    """One variant as measured; ``built`` is kept (without its session) so the winner can be exported."""
+
+    name: str
+    family: str
+    status: str  # "ok" | "failed" | "skipped"
+    reason: str | None = None
+    recipe: list[str] = field(default_factory=list)
+    quality: Score | None = None
+    meets_budget: bool = False
+    invariance: float | None = None
+    speeds: list[BatchSpeed] = field(default_factory=list)
+    peak_memory_bytes: int | None = None
+    size_bytes: int | None = None
+    load_time_s: float | None = None
+    build_time_s: float | None = None
+    built: Built | None = None
+
+    @property
+    def batch_invariant(self) -> bool | None:
+        return None if self.invariance is None else self.invariance >= INVARIANCE_COSINE
+
+    def speed_at(self, batch_size: int) -> BatchSpeed | None:
+        return next((speed for speed in self.speeds if speed.batch_size == batch_size), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        built = self.built
+        return {
+            "name": self.name,
+            "family": self.family,
+            "status": self.status,
+            "reason": self.reason,
+            "recipe": self.recipe,
+            "quality": None if self.quality is None else self.quality.value,
+            "quality_worst": None if self.quality is None else self.quality.worst,
+            "meets_budget": self.meets_budget,
+            "batch_invariance": self.invariance,
+            "batch_invariant": self.batch_invariant,
+            "speeds": [speed.to_dict() for speed in self.speeds],
+            "peak_memory_bytes": self.peak_memory_bytes,
+            "size_bytes": self.size_bytes,
+            "load_time_s": self.load_time_s,
+            "build_time_s": self.build_time_s,
+            "kept_fp32": None if built is None else built.kept_fp32,
+            "format": None if built is None else built.format,
+            "providers": [] if built is None else list(built.providers),
+        }
+
+
+@dataclass
+class SearchResult:
+    source: ModelSource
+    hardware: Hardware
+    metric: Metric
+    options: SearchOptions
+    baseline_quality: float
+    variants: list[VariantResult]
+    chosen: VariantResult | None
+    doctor: Doctor
+    workspace: Workspace
+    eval_examples: int
+    calibration_examples: int
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Everything the report, ``--json`` and the manifest show; plain JSON types only."""
+        chosen = self.chosen
+        best_quality, best_speed = self.best_quality, self.best_speed
+        return {
+            "model": {"source": self.source.description, "kind": self.source.kind, "task": self.source.task},
+            "hardware": self.hardware.to_dict(),
+            "metric": {
+                "name": self.metric.name,
+                "baseline": self.baseline_quality,
+                "max_drop": str(self.metric.budget),
+                "allowed_drop": self.metric.budget.allowed(self.baseline_quality),
+                "item_floor": self.metric.item_floor,
+                "eval_examples": self.eval_examples,
+                "calibration_examples": self.calibration_examples,
+            },
+            "target": self.options.target,
+            "batch_sizes": list(self.options.batch_sizes),
+            "batch_invariant_required": self.options.batch_invariant,
+            "variants": [v.to_dict() | {"speedup": self.speedup(v) if v.speeds else None} for v in self.variants],
+            "chosen": None if chosen is None else chosen.name,
+            "best_quality": None if best_quality is None else best_quality.name,
+            "best_speed": None if best_speed is None else best_speed.name,
+            "doctor": self.doctor.to_dict(),
+            "notes": self.notes,
+        }
+
+    def variant(self, name: str) -> VariantResult:
+        return next(v for v in self.variants if v.name == name)
+
+    def _speed_key(self, variant: VariantResult) -> float:
+        if self.options.target == "latency":
+            speed = variant.speed_at(min(self.options.batch_sizes))
+            return -speed.p50_ms if speed else float("-inf")
+        speed = variant.speed_at(self.options.largest_batch)
+        return speed.best_items_per_s if speed else float("-inf")
+
+    @property
+    def best_speed(self) -> VariantResult | None:
+        measured = [v for v in self.variants if v.status == "ok" and v.speeds]
+        return max(measured, key=self._speed_key, default=None)
+
+    @property
+    def best_quality(self) -> VariantResult | None:
+        graded = [v for v in self.variants if v.status == "ok" and v.quality and v.name != BASELINE]
+        return max(graded, key=lambda v: (v.quality.value if v.quality else 0.0, self._speed_key(v)), default=None)
+
+    def speedup(self, variant: VariantResult) -> dict[str, float | None]:
+        """Against the baseline: throughput at the largest batch (naive batching) and p50 latency at the smallest."""
+        base = self.variant(BASELINE)
+        large, small = self.options.largest_batch, min(self.options.batch_sizes)
+        base_large, mine_large = base.speed_at(large), variant.speed_at(large)
+        base_small, mine_small = base.speed_at(small), variant.speed_at(small)
+        return {
+            "throughput": mine_large.best_items_per_s / base_large.items_per_s if base_large and mine_large else None,
+            "latency": base_small.p50_ms / mine_small.p50_ms if base_small and mine_small else None,
+        }
+
+
+def _eligible(result: SearchResult, variant: VariantResult) -> bool:
+    if variant.status != "ok" or not variant.meets_budget or not variant.speeds:
+        return False
+    return not result.options.batch_invariant or bool(variant.batch_invariant)
+
+
+def choose(result: SearchResult) -> VariantResult | None:
+    """The fastest optimized variant inside the budget that beats the baseline, or None."""
+    baseline = result.variant(BASELINE)
+    fits = [v for v in result.variants if v.name != BASELINE and _eligible(result, v)]
+    best = max(fits, key=result._speed_key, default=None)
+    if best is None or result._speed_key(best) <= result._speed_key(baseline):
+        return None
+    return best
+
+
+def _first_line(error: BaseException) -> str:
+    lines = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {lines[0][:300]}" if lines else type(error).__name__
+
+
+class _Search:
+    """Mutable state of one search; ``run_search`` is its only caller."""
+
+    def __init__(
+        self, source: ModelSource, metric: Metric, options: SearchOptions, directory: Path, progress: Progress | None
+    ) -> None:
+        self.source, self.metric, self.options = source, metric, options
+        self.hardware = detect_hardware(options.threads)
+        self.started = time.monotonic()
+        self.progress = progress or (lambda name, done, total: None)
+        calibration, held_aside = split_indices(len(source.feed), options.calibration_fraction)
+        self.eval_feed: Feed = source.feed.subset(held_aside)
+        self.workspace = Workspace(
+            source, self.hardware, directory, source.feed.subset(calibration), options.largest_batch
+        )
+        self.reference: np.ndarray | None = None
+        self.baseline_quality = 1.0
+        self.results: list[VariantResult] = []
+
+    def out_of_time(self) -> bool:
+        return time.monotonic() - self.started > self.options.time_budget_s
+
+    def wanted(self, name: str) -> bool:
+        return (
+            name == BASELINE
+            or not self.options.only
+            or any(fnmatch.fnmatch(name, pattern) for pattern in self.options.only)
+        )
+
+    def measure(self, name: str, family: str, build: Builder) -> VariantResult:
+        result = self._measure(name, family, build)
+        self.results.append(result)
+        return result
+
+    def _measure(self, name: str, family: str, build: Builder) -> VariantResult:
+        if self.out_of_time():
+            return VariantResult(name, family, "skipped", f"time budget ({self.options.time_budget_s:g} s) reached")
+        started = time.monotonic()
+        with PeakMemory() as peak:
+            try:
+                built = build(self.workspace)
+            except VariantSkipped as reason:
+                return VariantResult(name, family, "skipped", reason.message)
+            except (EvaluationError, KeyboardInterrupt):
+                raise
+            except Exception as error:  # a variant that fails to build must not stop the search
+                return VariantResult(name, family, "failed", f"build failed: {_first_line(error)}")
+            build_time_s = time.monotonic() - started
+            try:
+                result = self._grade(name, family, built)
+            except (EvaluationError, KeyboardInterrupt):
+                raise
+            except Exception as error:
+                return VariantResult(name, family, "failed", f"run failed: {_first_line(error)}", built.recipe)
+        result.build_time_s = build_time_s
+        result.peak_memory_bytes = peak.rise_bytes
+        # the session or module is let go; files and recipe stay for the export
+        built.predictor = _released
+        return result
+
+    def _grade(self, name: str, family: str, built: Built) -> VariantResult:
+        batch = self.options.largest_batch
+        load_started = time.monotonic()
+        built.predictor(self.eval_feed.batch([0]))  # first call: lazy initialisation counts as loading
+        load_time_s = time.monotonic() - load_started
+        if self.reference is None:
+            self.reference = predict_all(built.predictor, self.eval_feed, batch)
+            self.workspace.baseline_predictor = built.predictor
+            self.workspace.calibration_reference()
+        score, _outputs = self.metric.score(built.predictor, self.eval_feed, self.reference, batch)
+        if name == BASELINE:
+            self.baseline_quality = score.value
+        speeds = [
+            measure_speed(built.predictor, self.eval_feed, size, self.options.bench_items)
+            for size in self.options.batch_sizes
+        ]
+        return VariantResult(
+            name=name,
+            family=family,
+            status="ok",
+            recipe=built.recipe,
+            quality=score,
+            meets_budget=self.metric.meets(score, self.baseline_quality),
+            invariance=self._invariance(built),
+            speeds=speeds,
+            size_bytes=built.size_bytes,
+            load_time_s=load_time_s,
+            built=built,
+        )
+
+    def _invariance(self, built: Built) -> float | None:
+        """Worst agreement of an example's output alone (batch 1) and among mixed-length neighbours."""
+        batch = self.options.largest_batch
+        sample = self.eval_feed.subset(range(min(len(self.eval_feed), max(batch, 16))))
+        if batch == 1:
+            return None
+        alone = predict_all(built.predictor, sample, 1, by_length=False)
+        together = predict_all(built.predictor, sample, batch, by_length=False)
+        task = "regressor" if self.source.task == "regressor" else "embedding"
+        return agreement(task, together, alone).worst
+
+    def step(self, name: str, family: str, build: Builder, done: int, total: int) -> VariantResult | None:
+        if not self.wanted(name):
+            return None
+        self.progress(name, done, total)
+        return self.measure(name, family, build)
+
+
+def _released(batch: Any) -> np.ndarray:
+    raise RuntimeError("this variant's session was released after it was measured")
+
+
+def _singles(source: ModelSource, hardware: Hardware) -> list[tuple[str, str, Builder]]:
+    """Every single-technique variant, cheapest and most promising first."""
+    dynamic = [
+        ("ort-int8-u8-channel", DynamicInt8(signed_weights=False, per_channel=True)),
+        ("ort-int8-s8-channel", DynamicInt8(signed_weights=True, per_channel=True)),
+        ("ort-int8-u8-tensor", DynamicInt8(signed_weights=False, per_channel=False)),
+        ("ort-int8-s8-tensor", DynamicInt8(signed_weights=True, per_channel=False)),
+    ]
+    if not hardware.has_vnni:  # the setting ONNX Runtime advises for such CPUs, measured rather than trusted
+        dynamic.append(("ort-int8-u8-channel-reduce-range", DynamicInt8(False, True, reduce_range=True)))
+    singles: list[tuple[str, str, Builder]] = [
+        ("ort-fused", "onnxruntime", ox.build_fused),
+        *[
+            (name, "onnxruntime", partial(ox.build_dynamic_int8, setting=setting, name=name))
+            for name, setting in dynamic
+        ],
+        ("ort-int8-default", "onnxruntime", partial(ox.build_ort_default_int8, name="ort-int8-default")),
+        *[
+            (f"ort-{level}", "onnxruntime", partial(ox.build_graph_level, level=level))
+            for level in ("disabled", "basic", "extended", "all")
+            if not (source.kind == "onnx" and level == "all")
+        ],
+        ("pytorch-int8-dynamic", "pytorch", tv.build_dynamic_int8),
+        ("pytorch-bf16", "pytorch", tv.build_bf16),
+        ("pytorch-fp16", "pytorch", tv.build_fp16),
+        *[
+            (
+                f"ort-static-int8-{method}",
+                "onnxruntime",
+                partial(ox.build_static_int8, method=method, name=f"ort-static-int8-{method}"),
+            )
+            for method in ("minmax", "entropy", "percentile")
+        ],
+        *[
+            (f"pytorch-prune-magnitude-{round(s * 100)}", "pruning", partial(tv.build_magnitude_pruned, sparsity=s))
+            for s in (0.3, 0.5)
+        ],
+        *[
+            (f"pytorch-prune-structured-{round(s * 100)}", "pruning", partial(tv.build_structured_pruned, sparsity=s))
+            for s in (0.2, 0.4)
+        ],
+        ("pytorch-compile", "pytorch", tv.build_compile),
+        ("ort-cuda", "provider", partial(ox.build_provider, provider="CUDAExecutionProvider", half=False)),
+        ("ort-cuda-fp16", "provider", partial(ox.build_provider, provider="CUDAExecutionProvider", half=True)),
+        ("ort-tensorrt-fp16", "provider", partial(ox.build_provider, provider="TensorrtExecutionProvider", half=True)),
+        ("ort-openvino", "provider", partial(ox.build_provider, provider="OpenVINOExecutionProvider", half=False)),
+    ]
+    return singles
+
+
+def _baseline_builder(source: ModelSource) -> Builder:
+    if source.kind == "onnx":
+        return partial(ox.build_graph_level, level="all")
+    return tv.build_fp32
+
+
+def run_search(
+    source: ModelSource,
+    metric: Metric,
+    options: SearchOptions,
+    directory: Path | None = None,
+    progress: Progress | None = None,
+) -> SearchResult:
+    """Build, grade and time every variant; the returned result names the winner (or None)."""
+    work = Path(directory) if directory else Path(tempfile.mkdtemp(prefix="computewise-optimize-"))
+    search = _Search(source, metric, options, work, progress)
+    singles = _singles(source, search.hardware)
+    total = 1 + sum(search.wanted(name) for name, _family, _build in singles) + 2
+    baseline = search.step(
+        BASELINE, "pytorch" if source.kind != "onnx" else "onnxruntime", _baseline_builder(source), 0, total
+    )
+    if baseline is None or baseline.status != "ok":
+        reason = baseline.reason if baseline else "not run"
+        raise InputError(
+            f"the FP32 baseline could not be measured: {reason}", "check that the model runs on its inputs"
+        )
+    done = 1
+    for name, family, build in singles:
+        if search.step(name, family, build, done, total) is not None:
+            done += 1
+    _derived(search, done, total)
+    result = SearchResult(
+        source=source,
+        hardware=search.hardware,
+        metric=metric,
+        options=options,
+        baseline_quality=search.baseline_quality,
+        variants=search.results,
+        chosen=None,
+        doctor=search.workspace.doctor,
+        workspace=search.workspace,
+        eval_examples=len(search.eval_feed),
+        calibration_examples=len(search.workspace.calibration),
+        notes=list(source.notes),
+    )
+    result.chosen = choose(result)
+    search.progress("done", total, total)
+    return result
+
+
+def _derived(search: _Search, done: int, total: int) -> None:
+    """Selective precision for the fastest INT8 variant that missed, pruning + the best INT8 that fit."""
+    results = [r for r in search.results if r.status == "ok" and r.built and r.built.quantized_from]
+    key = partial(_throughput_at, batch=search.options.largest_batch)
+    missed = sorted((r for r in results if not r.meets_budget), key=key, reverse=True)
+    if missed:
+        base = missed[0]
+        name = f"{base.name}-selective"
+        calibration_baseline = 1.0 if search.metric.user_function is None else search.baseline_quality
+
+        def selective(workspace: Workspace) -> Built:
+            assert_built = base.built
+            if assert_built is None:
+                raise VariantSkipped("the base variant kept no build")
+            return build_selective(
+                workspace, assert_built, search.metric, calibration_baseline, name, search.out_of_time
+            )
+
+        search.step(name, "onnxruntime", selective, done, total)
+    fitting = sorted((r for r in results if r.meets_budget), key=key, reverse=True)
+    pruned_fits = [r for r in search.results if r.name.startswith("pytorch-prune-structured") and r.meets_budget]
+    if fitting and pruned_fits and fitting[0].built and fitting[0].built.quantized_from:
+        setting = fitting[0].built.quantized_from[1]
+        sparsity = max(int(r.name.rsplit("-", 1)[1]) for r in pruned_fits) / 100
+        name = f"ort-prune-structured-{round(sparsity * 100)}-{fitting[0].name.removeprefix('ort-')}"
+        search.step(
+            name,
+            "pruning",
+            partial(ox.build_pruned_int8, sparsity=sparsity, setting=setting, name=name),
+            done + 1,
+            total,
+        )
+
+
+def _throughput_at(result: VariantResult, batch: int) -> float:
+    speed = result.speed_at(batch)
+    return speed.best_items_per_s if speed else 0.0
