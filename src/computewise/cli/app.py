@@ -6,7 +6,16 @@ import sys
 
 import typer
 
-from computewise.cli import budget_cmd, catalog_cmd, cost_cmd, estimate_cmd, plan_cmd, run_cmd, runs_cmd
+from computewise.cli import (
+    budget_cmd,
+    catalog_cmd,
+    cost_cmd,
+    estimate_cmd,
+    optimize_cmd,
+    plan_cmd,
+    run_cmd,
+    runs_cmd,
+)
 from computewise.cli.common import print_error
 from computewise.errors import ComputewiseError
 
@@ -28,6 +37,7 @@ app.command(
 app.add_typer(runs_cmd.app, name="runs")
 app.add_typer(cost_cmd.app, name="cost")
 app.add_typer(budget_cmd.app, name="budget")
+app.command("optimize", no_args_is_help=True)(optimize_cmd.optimize)
 
 EXIT_USER_ERROR = 2
 

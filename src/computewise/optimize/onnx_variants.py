@@ -8,6 +8,8 @@ settings), printed beside the chosen variant so the user sees what the defaults 
 
 from __future__ import annotations
 
+import contextlib
+import io
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -172,7 +174,8 @@ def build_static_int8(workspace: Workspace, method: str, name: str) -> Built:
     base = workspace.exported()
     names = [item.name for item in onnx.load(str(base)).graph.input]
     target = workspace.path(f"{name}.onnx")
-    with warnings.catch_warnings():
+    # the calibrators print progress to stdout; the search has its own progress bar
+    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
         warnings.simplefilter("ignore")
         quantize_static(
             str(base),

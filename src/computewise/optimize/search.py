@@ -387,6 +387,7 @@ def run_search(
 ) -> SearchResult:
     """Build, grade and time every variant; the returned result names the winner (or None)."""
     work = Path(directory) if directory else Path(tempfile.mkdtemp(prefix="computewise-optimize-"))
+    work.mkdir(parents=True, exist_ok=True)
     search = _Search(source, metric, options, work, progress)
     singles = _singles(source, search.hardware)
     total = 1 + sum(search.wanted(name) for name, _family, _build in singles) + 2

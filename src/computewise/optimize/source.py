@@ -181,6 +181,7 @@ def _hugging_face(directory: Path, inputs: Path | None, task: str | None, max_le
     def build(attention: str) -> Any:
         import transformers
 
+        transformers.utils.logging.disable_progress_bar()  # type: ignore[no-untyped-call]  # we show our own
         loader = transformers.AutoModelForSequenceClassification if is_classifier else transformers.AutoModel
         try:
             backbone = loader.from_pretrained(str(directory), attn_implementation=attention)

@@ -8,10 +8,13 @@ the way that does (TorchScript exporter, eager attention), and the report says s
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import io
+import logging
 import warnings
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -107,6 +110,7 @@ class Workspace:
         self.batch_size = batch_size
         self.doctor = Doctor()
         self._exported: Path | None = None
+        self._export_error: Exception | None = None
         self._fused: Path | None = None
         self._fusion_tried = False
         self._calibration_reference: np.ndarray | None = None
@@ -152,8 +156,7 @@ class Workspace:
         names = list(example)
         text = self.source.is_text
         axes = {name: ({0: "batch", 1: "sequence"} if text else {0: "batch"}) for name in names}
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
+        with _quiet_export():
             if dynamo:
                 batch, sequence = torch.export.Dim("batch"), torch.export.Dim("sequence")
                 shapes = tuple({0: batch, 1: sequence} if text else {0: batch} for _ in names)
@@ -242,6 +245,20 @@ class Workspace:
         optimized.save_model_to_file(str(target))
         ort_session(str(target), ["CPUExecutionProvider"], threads=1)  # an invalid graph fails here, not later
         return _fused_counts(target)
+
+
+@contextlib.contextmanager
+def _quiet_export() -> Iterator[None]:
+    """Exporters print, warn and log per unsupported op (torchvision's, here); the report says what matters."""
+    logger = logging.getLogger("torch.onnx")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        logger.setLevel(level)
 
 
 def _fused_counts(path: Path) -> dict[str, int]:

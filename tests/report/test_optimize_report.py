@@ -1,0 +1,236 @@
+"""The ``optimize`` report renders a real search's dict: every variant, the winner, the misses and the verdict.
+
+The dicts come from real searches on the digits classifier (real torch, real ONNX Runtime), restricted
+to a handful of variants so the module stays near 15 s. Cases a small CPU search cannot produce (a
+failed build, text with length-sorted throughput, layers kept in FP32, a hostile variant name) are
+copies of the real dict with one field changed, so every other figure stays real.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import io
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rich.console import Console
+
+from computewise.report import optimize as report
+from computewise.report.optimize import optimize_grid, optimize_html, print_optimize
+from computewise.units import format_count
+
+pytest.importorskip("torch")
+pytest.importorskip("onnxruntime")
+
+pytestmark = pytest.mark.torch
+
+ROOT = Path(__file__).resolve().parents[2]  # examples.digits lives here
+ONLY = ("ort-int8-*", "ort-all", "pytorch-prune-structured-40", "pytorch-fp16", "ort-openvino")
+
+
+def _search(directory: Path, max_drop: str, only: tuple[str, ...]) -> dict[str, Any]:
+    from computewise.optimize.quality import load_metric, parse_drop
+    from computewise.optimize.search import SearchOptions, run_search
+    from computewise.optimize.source import load_source
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.syspath_prepend(str(ROOT))
+        source = load_source("examples.digits:classifier", None, None)
+        metric = load_metric("examples.digits:accuracy", source.task, parse_drop(max_drop))
+        return run_search(source, metric, SearchOptions(only=only), directory=directory).to_dict()
+
+
+@pytest.fixture(scope="module")
+def searched(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    return _search(tmp_path_factory.mktemp("digits"), "1%", ONLY)
+
+
+@pytest.fixture
+def digits(searched: dict[str, Any]) -> dict[str, Any]:
+    """A fresh copy per test, so a test that edits it cannot leak into the next."""
+    return copy.deepcopy(searched)
+
+
+@pytest.fixture(scope="module")
+def no_winner(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    # Pruning 40 % of the channels costs accuracy, and a 0 % budget forgives none.
+    return _search(tmp_path_factory.mktemp("strict"), "0%", ("pytorch-prune-structured-40",))
+
+
+def _terminal(d: dict[str, Any], width: int = 200, terminal: bool = False) -> str:
+    """What a pipe (or, with ``terminal``, a terminal of ``width`` columns) shows, whitespace folded to single spaces.
+
+    Folding lets a reason that wraps in the note column be found as one phrase.
+    """
+    out = io.StringIO()
+    console = Console(file=out, width=width, force_terminal=terminal, color_system=None)
+    print_optimize(d, console)
+    return out.getvalue()
+
+
+def _flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _variant(d: dict[str, Any], name: str) -> dict[str, Any]:
+    return next(v for v in d["variants"] if v["name"] == name)
+
+
+def _rename(d: dict[str, Any], old: str, new: str) -> None:
+    _variant(d, old)["name"] = new
+    for key in ("chosen", "best_quality", "best_speed"):
+        if d[key] == old:
+            d[key] = new
+
+
+def test_the_search_fixture_has_a_winner_and_the_cases_the_report_distinguishes(digits: dict[str, Any]) -> None:
+    statuses = {v["status"] for v in digits["variants"]}
+    assert "ok" in statuses
+    assert digits["chosen"] is not None
+    assert any(not v["meets_budget"] for v in digits["variants"] if v["status"] == "ok")  # the pruned variant
+
+
+def test_terminal_names_every_variant_marks_the_winner_and_gives_the_verdict(digits: dict[str, Any]) -> None:
+    text = _terminal(digits)
+    flat = _flat(text)
+    for v in digits["variants"]:
+        assert v["name"] in text
+        if v["status"] != "ok":
+            assert _flat(v["reason"]) in flat
+    chosen = _variant(digits, digits["chosen"])
+    assert f"★ {chosen['name']}" in text
+    throughput, latency = chosen["speedup"]["throughput"], chosen["speedup"]["latency"]
+    assert f"★ chosen: {chosen['name']}: {throughput:.2f}x throughput at batch 32" in flat
+    assert f"{latency:.2f}x lower p50 latency at batch 1" in flat
+    # the header: what was measured, judged how, on what
+    assert "examples.digits:accuracy: baseline 0.9796" in text
+    assert "max drop 1% (down to 0.9698)" in text
+    assert digits["hardware"]["cpu"] in text
+    assert f"{digits['hardware']['threads']} threads" in text
+    assert "export doctor" in text
+
+
+def test_baseline_comes_first_and_the_pruned_variant_misses_the_budget(digits: dict[str, Any]) -> None:
+    grid = optimize_grid(digits)
+    assert grid.rows[0][0] == "baseline"
+    assert grid.rows[0][grid.headers.index("drop")] == "-"
+    pruned = next(row for row in grid.rows if row[0] == "pytorch-prune-structured-40")
+    assert pruned[grid.headers.index("in budget")] == "no"
+    drop = (digits["metric"]["baseline"] - _variant(digits, "pytorch-prune-structured-40")["quality"]) / digits[
+        "metric"
+    ]["baseline"]
+    assert pruned[grid.headers.index("drop")] == f"{drop:.2%}"
+    assert {"p50 @1", "items/s @1", "p50 @32", "items/s @32", "x throughput", "x latency"} <= set(grid.headers)
+
+
+def test_a_failed_variant_shows_its_reason_instead_of_numbers(digits: dict[str, Any]) -> None:
+    failed = _variant(digits, "ort-all")
+    failed.update(status="failed", reason="run failed: RuntimeError: [ONNXRuntimeError] : 6 : RUNTIME_EXCEPTION")
+    failed.update(quality=None, quality_worst=None, speeds=[], speedup=None, size_bytes=None, peak_memory_bytes=None)
+    grid = optimize_grid(digits)
+    row = next(row for row in grid.rows if row[0] == "ort-all")
+    assert row[1] == "failed"
+    assert set(row[2:-1]) == {""}
+    assert row[-1] == failed["reason"]
+    assert grid.rows.index(row) > max(i for i, r in enumerate(grid.rows) if r[1] == "ok")  # misses go last
+    assert _flat(failed["reason"]) in _flat(_terminal(digits))
+
+
+def test_no_winner_names_the_best_quality_and_the_best_speed(no_winner: dict[str, Any]) -> None:
+    assert no_winner["chosen"] is None
+    flat = _flat(_terminal(no_winner))
+    assert "No variant beats the FP32 baseline within the budget (max drop 0%)" in flat
+    assert "best quality: pytorch-prune-structured-40: " in flat
+    assert f"best speed: {no_winner['best_speed']}: " in flat
+    assert "★" not in flat
+    html = optimize_html(no_winner)
+    assert '<p class="bad">No variant beats the FP32 baseline within the budget' in html
+
+
+def test_a_narrow_terminal_gets_quality_and_speed_as_two_whole_tables(digits: dict[str, Any]) -> None:
+    text = _terminal(digits, width=120, terminal=True)
+    assert max(len(line) for line in text.splitlines()) <= 120
+    assert "…" not in text  # nothing cut
+    assert len(re.findall(r"^variant ", text, flags=re.MULTILINE)) == 2
+    for v in digits["variants"]:
+        assert text.count(v["name"]) >= (2 if v["status"] == "ok" else 1)
+    wide = _terminal(digits, width=120)  # a pipe: one table at its natural width
+    assert len(re.findall(r"^variant ", wide, flags=re.MULTILINE)) == 1
+
+
+def test_length_sorted_batching_is_shown_where_it_was_measured(digits: dict[str, Any]) -> None:
+    # Digits are images: their batches need no padding, so the real dict has no sorted figures to show.
+    assert "length-sorted" not in _terminal(digits)
+    for name in ("baseline", digits["chosen"]):
+        largest = next(s for s in _variant(digits, name)["speeds"] if s["batch_size"] == 32)
+        largest["sorted_items_per_s"] = 2 * largest["items_per_s"]
+    flat = _flat(_terminal(digits))
+    baseline_speed = next(s for s in _variant(digits, "baseline")["speeds"] if s["batch_size"] == 32)
+    assert "length-sorted batching at batch 32, baseline: " in flat
+    assert f"length-sorted batching at batch 32, {digits['chosen']}: " in flat
+    assert "sorted by length (2.00x)" in flat
+    assert f"(sorted {format_count(baseline_speed['sorted_items_per_s'])}/s)" in flat
+
+
+def test_layers_kept_in_fp32_are_listed(digits: dict[str, Any]) -> None:
+    kept = ["/layers.0/Gemm", "/layers.2/Gemm"]
+    _variant(digits, digits["chosen"])["kept_fp32"] = kept
+    assert "kept in FP32: /layers.0/Gemm, /layers.2/Gemm" in _terminal(digits)
+    assert "kept in FP32: /layers.0/Gemm, /layers.2/Gemm" in optimize_html(digits)
+
+
+def test_html_has_the_frontier_chart_every_variant_and_the_verdict(digits: dict[str, Any]) -> None:
+    html = optimize_html(digits)
+    assert html.startswith("<!DOCTYPE html>")
+    assert "<svg" in html
+    assert "speed vs quality frontier" in html
+    assert "budget floor 0.9698" in html
+    for v in digits["variants"]:
+        assert v["name"] in html
+    assert f'<p class="ok">★ chosen: {digits["chosen"]}: ' in html
+    assert "<h2>Export doctor</h2>" in html
+    assert "<script" not in html and 'src="' not in html  # self-contained: nothing to fetch or run
+
+
+def test_html_frontier_rows_trade_speed_for_quality(digits: dict[str, Any]) -> None:
+    html = optimize_html(digits)
+    section = html.split("<h3>Frontier", 1)[1].split("</table>", 1)[0]
+    rows = re.findall(r"<tr><td>(.*?)</td><td class=\"num\">.*?</td><td class=\"num\">(.*?)</td>", section)
+    assert rows
+    fastest = max(
+        (v for v in digits["variants"] if v["status"] == "ok"),
+        key=lambda v: next(s["best_items_per_s"] for s in v["speeds"] if s["batch_size"] == 32),
+    )
+    assert rows[0][0].removeprefix("★ ") == fastest["name"]
+    qualities = [float(quality) for _, quality in rows]
+    assert qualities == sorted(qualities) and len(set(qualities)) == len(qualities)  # each slower step buys quality
+
+
+def test_latency_target_plots_calls_per_second_at_the_smallest_batch(digits: dict[str, Any]) -> None:
+    digits["target"] = "latency"
+    html = optimize_html(digits)
+    assert "calls/s at batch 1 (1000 / p50 ms)" in html
+    assert "latency at batch 1" in _terminal(digits)
+
+
+def test_names_are_escaped_in_html_and_never_markup_in_the_terminal(digits: dict[str, Any]) -> None:
+    hostile = "<script>alert(1)</script>[bold]int8[/bold]"
+    _rename(digits, digits["chosen"], hostile)
+    digits["notes"] = ["<b>not bold</b>"]
+    html = optimize_html(digits)
+    assert "<script>" not in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;[bold]int8[/bold]" in html
+    assert "&lt;b&gt;not bold&lt;/b&gt;" in html
+    text = _terminal(digits)
+    assert f"★ {hostile}" in text
+    assert "<b>not bold</b>" in text
+
+
+def test_the_report_layer_imports_nothing_from_the_optimizer() -> None:
+    tree = ast.parse(Path(report.__file__).read_text())
+    imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
+    imported |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    assert not {name for name in imported if name.startswith("computewise.optimize")}
