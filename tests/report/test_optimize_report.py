@@ -1,9 +1,9 @@
 """The ``optimize`` report renders a real search's dict: every variant, the winner, the misses and the verdict.
 
 The dicts come from real searches on the digits classifier (real torch, real ONNX Runtime), restricted
-to a handful of variants so the module stays near 15 s. Cases a small CPU search cannot produce (a
-failed build, text with length-sorted throughput, layers kept in FP32, a hostile variant name) are
-copies of the real dict with one field changed, so every other figure stays real.
+to a handful of variants so the module takes about 10 s on an idle 2-core machine. Cases a small CPU
+search cannot produce (a failed build, text with length-sorted throughput, layers kept in FP32, a
+hostile variant name) are copies of the real dict with one field changed, so every other figure stays real.
 """
 
 from __future__ import annotations
@@ -61,9 +61,10 @@ def no_winner(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 
 def _terminal(d: dict[str, Any], width: int = 200, terminal: bool = False) -> str:
-    """What a pipe (or, with ``terminal``, a terminal of ``width`` columns) shows, whitespace folded to single spaces.
+    """What a pipe (or, with ``terminal``, a terminal of ``width`` columns) shows.
 
-    Folding lets a reason that wraps in the note column be found as one phrase.
+    Read from the file, not ``record=True``: on a pipe the table is reprinted on a fresh Console over the same
+    file at its natural width (``at_natural_width``), which the original console's recording never sees.
     """
     out = io.StringIO()
     console = Console(file=out, width=width, force_terminal=terminal, color_system=None)
@@ -72,6 +73,7 @@ def _terminal(d: dict[str, Any], width: int = 200, terminal: bool = False) -> st
 
 
 def _flat(text: str) -> str:
+    """Whitespace folded, so a reason that wraps in the note column is found as one phrase."""
     return " ".join(text.split())
 
 
@@ -163,7 +165,7 @@ def test_a_narrow_terminal_gets_quality_and_speed_as_two_whole_tables(digits: di
 
 def test_length_sorted_batching_is_shown_where_it_was_measured(digits: dict[str, Any]) -> None:
     # Digits are images: their batches need no padding, so the real dict has no sorted figures to show.
-    assert "length-sorted" not in _terminal(digits)
+    assert "length-sorted batching" not in _terminal(digits)
     for name in ("baseline", digits["chosen"]):
         largest = next(s for s in _variant(digits, name)["speeds"] if s["batch_size"] == 32)
         largest["sorted_items_per_s"] = 2 * largest["items_per_s"]

@@ -138,6 +138,7 @@ class Workspace:
     def exported(self) -> Path:
         """The model as ONNX: the user's file, or our export with dynamic batch and sequence axes."""
         if self.source.onnx_path is not None:
+            self.doctor.exporter = "none: the user's ONNX file"
             return self.source.onnx_path
         if self._exported is None:
             self._exported = (
