@@ -7,6 +7,7 @@ another's reference and no later check would notice.
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
@@ -57,7 +58,7 @@ def test_length_sorted_batches_group_similar_lengths_and_cover_every_index_once(
     flat = [index for batch in batches for index in batch]
     assert sorted(flat) == list(range(len(feed)))
     assert [len(batch) for batch in batches] == [32] * 12 + [16]
-    for before, after in zip(batches, batches[1:], strict=False):
+    for before, after in itertools.pairwise(batches):
         assert lengths[before].max() <= lengths[after].min()
 
     def padded_tokens(groups: list[list[int]]) -> int:

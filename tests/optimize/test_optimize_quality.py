@@ -43,8 +43,15 @@ def test_parse_drop_reads_relative_and_absolute_budgets(text: str, value: float,
 
 @pytest.mark.parametrize(
     ("text", "problem"),
-    [("abc", "is not a number"), ("%", "is not a number"), ("150%", "out of range"), ("-1", "out of range"),
-     ("1", "out of range"), ("nan", "out of range"), ("100%", "out of range")],
+    [
+        ("abc", "is not a number"),
+        ("%", "is not a number"),
+        ("150%", "out of range"),
+        ("-1", "out of range"),
+        ("1", "out of range"),
+        ("nan", "out of range"),
+        ("100%", "out of range"),
+    ],
 )
 def test_parse_drop_rejects_bad_values(text: str, problem: str) -> None:
     with pytest.raises(InputError, match=problem):
@@ -200,7 +207,8 @@ def test_user_eval_function_that_feeds_the_wrong_shape_is_an_input_error(
 
 
 @pytest.mark.parametrize(
-    ("tag", "returned", "shown"), [("nan", "float('nan')", "nan"), ("inf", "float('inf')", "inf"), ("str", "'0.9'", "'0.9'")]
+    ("tag", "returned", "shown"),
+    [("nan", "float('nan')", "nan"), ("inf", "float('inf')", "inf"), ("str", "'0.9'", "'0.9'")],
 )
 def test_user_eval_function_must_return_a_finite_number(
     make_module: MakeModule, predictor: OrtPredictor, tag: str, returned: str, shown: str
@@ -264,8 +272,11 @@ def test_load_metric_needs_module_colon_function() -> None:
 
 @pytest.mark.parametrize(
     ("task", "name"),
-    [("embedding", "mean cosine vs FP32"), ("classifier", "top-1 agreement with FP32"),
-     ("regressor", "1 - relative error vs FP32")],
+    [
+        ("embedding", "mean cosine vs FP32"),
+        ("classifier", "top-1 agreement with FP32"),
+        ("regressor", "1 - relative error vs FP32"),
+    ],
 )
 def test_default_metric_is_named_after_the_task(task: str, name: str) -> None:
     metric = load_metric(None, task, parse_drop("1%"))

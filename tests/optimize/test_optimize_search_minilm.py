@@ -148,7 +148,9 @@ def test_length_sorted_batches_are_timed_for_text(minilm_search: SearchResult) -
 
 
 def test_requiring_batch_invariance_never_chooses_a_variant_that_is_not(minilm_search: SearchResult) -> None:
-    strict = dataclasses.replace(minilm_search, options=dataclasses.replace(minilm_search.options, batch_invariant=True))
+    strict = dataclasses.replace(
+        minilm_search, options=dataclasses.replace(minilm_search.options, batch_invariant=True)
+    )
     chosen = choose(strict)
     assert chosen is None or chosen.batch_invariant is True
     fused, baseline = minilm_search.variant("ort-fused"), minilm_search.variant("baseline")

@@ -8,9 +8,6 @@ settings), printed beside the chosen variant so the user sees what the defaults 
 
 from __future__ import annotations
 
-import contextlib
-import io
-import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,7 +15,7 @@ from typing import Any
 from computewise.optimize.feeds import Feed, batches_of
 from computewise.optimize.hardware import EXECUTION_PROVIDERS
 from computewise.optimize.predictors import OrtPredictor, ort_session
-from computewise.optimize.workspace import Built, DynamicInt8, VariantSkipped, Workspace
+from computewise.optimize.workspace import Built, DynamicInt8, VariantSkipped, Workspace, quiet_tools
 
 __all__ = [
     "build_dynamic_int8",
@@ -90,8 +87,7 @@ def quantize_dynamic_file(
     import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
+    with quiet_tools():
         quantize_dynamic(
             str(source),
             str(target),
@@ -174,9 +170,7 @@ def build_static_int8(workspace: Workspace, method: str, name: str) -> Built:
     base = workspace.exported()
     names = [item.name for item in onnx.load(str(base)).graph.input]
     target = workspace.path(f"{name}.onnx")
-    # the calibrators print progress to stdout; the search has its own progress bar
-    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
-        warnings.simplefilter("ignore")
+    with quiet_tools():  # the calibrators print their progress; the search has its own bar
         quantize_static(
             str(base),
             str(target),
@@ -213,14 +207,9 @@ def build_pruned_int8(workspace: Workspace, sparsity: float, setting: DynamicInt
     ]
     base = exported
     if workspace.source.fusion is not None:
-        from onnxruntime.transformers.optimizer import optimize_model
-
-        hint = workspace.source.fusion
-        fused = workspace.path(f"{name}-fused.onnx")
-        optimize_model(
-            str(exported), model_type=hint.model_type, num_heads=hint.num_heads, hidden_size=hint.hidden_size
-        ).save_model_to_file(str(fused))
-        base, steps = fused, [*steps, "transformer fusion"]
+        base = workspace.path(f"{name}-fused.onnx")
+        workspace.fuse(exported, base)
+        steps.append("transformer fusion")
     return _dynamic(workspace, base, steps, setting, name)
 
 

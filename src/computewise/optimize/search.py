@@ -11,10 +11,11 @@ metric that raises or returns NaN stops everything, since no variant can then be
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -245,7 +246,7 @@ class _Search:
         return result
 
     def _measure(self, name: str, family: str, build: Builder) -> VariantResult:
-        if self.out_of_time():
+        if name != BASELINE and self.out_of_time():
             return VariantResult(name, family, "skipped", f"time budget ({self.options.time_budget_s:g} s) reached")
         started = time.monotonic()
         with PeakMemory() as peak:
@@ -389,6 +390,28 @@ def run_search(
     work = Path(directory) if directory else Path(tempfile.mkdtemp(prefix="computewise-optimize-"))
     work.mkdir(parents=True, exist_ok=True)
     search = _Search(source, metric, options, work, progress)
+    with _torch_threads(search.hardware.threads):
+        return _run(search)
+
+
+@contextlib.contextmanager
+def _torch_threads(threads: int) -> Iterator[None]:
+    """PyTorch gets the same thread count as ONNX Runtime sessions, so the comparison is fair."""
+    try:
+        import torch
+    except ImportError:
+        yield
+        return
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def _run(search: _Search) -> SearchResult:
+    source, metric, options = search.source, search.metric, search.options
     singles = _singles(source, search.hardware)
     total = 1 + sum(search.wanted(name) for name, _family, _build in singles) + 2
     baseline = search.step(

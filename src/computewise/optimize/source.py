@@ -185,7 +185,7 @@ def _hugging_face(directory: Path, inputs: Path | None, task: str | None, max_le
         loader = transformers.AutoModelForSequenceClassification if is_classifier else transformers.AutoModel
         try:
             backbone = loader.from_pretrained(str(directory), attn_implementation=attention)
-        except (OSError, ValueError, RuntimeError) as error:
+        except Exception as error:  # safetensors, torch and transformers each raise their own types
             raise ModelConfigError(f"cannot load the model in {directory}: {error}", "check the weights") from error
         return _TextModel(torch, backbone.eval(), is_classifier, pooling, normalize).eval()
 

@@ -7,6 +7,7 @@ with the reason (no CUDA, no BF16 units, nothing prunable). Pruning keeps the mo
 
 from __future__ import annotations
 
+import io
 import itertools
 import shutil
 import warnings
@@ -34,22 +35,25 @@ def _device(workspace: Workspace) -> str:
 def _torch_built(workspace: Workspace, module: Any, recipe: list[str], settings: dict[str, Any]) -> Built:
     device = _device(workspace)
     module = module.to(device)
-    size = sum(p.numel() * p.element_size() for p in module.parameters()) + sum(
-        b.numel() * b.element_size() for b in module.buffers()
-    )
+    import torch
+
+    # the serialized state is what would ship; it counts INT8 packed weights, which are not parameters
+    buffer = io.BytesIO()
+    torch.save(module.state_dict(), buffer)
     return Built(
         predictor=TorchPredictor(module, workspace.source.positional, device),
         recipe=recipe,
         format="torch",
-        size_bytes=int(size),
+        size_bytes=buffer.tell(),
         torch_recipe={"device": device} | settings,
     )
 
 
 def build_fp32(workspace: Workspace) -> Built:
-    module = workspace.source.module
-    if module is None:
+    if workspace.source.module is None:
         raise VariantSkipped("the model is an ONNX file")
+    # on a GPU the copy moves, and the CPU original stays for the ONNX export
+    module = workspace.fresh_module() if _device(workspace) != "cpu" else workspace.source.module
     return _torch_built(workspace, module, ["PyTorch eager, FP32"], {"dtype": "float32"})
 
 

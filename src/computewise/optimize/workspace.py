@@ -27,7 +27,7 @@ from computewise.optimize.hardware import Hardware
 from computewise.optimize.predictors import predict_all
 from computewise.optimize.source import ModelSource
 
-__all__ = ["Built", "Doctor", "DynamicInt8", "VariantSkipped", "Workspace"]
+__all__ = ["Built", "Doctor", "DynamicInt8", "VariantSkipped", "Workspace", "quiet_tools"]
 
 # Operators that ONNX Runtime's transformer optimizer emits when it recognises a pattern.
 FUSED_OPERATORS = (
@@ -140,12 +140,19 @@ class Workspace:
         if self.source.onnx_path is not None:
             self.doctor.exporter = "none: the user's ONNX file"
             return self.source.onnx_path
+        if self._export_error is not None:  # failed once: every ONNX variant fails with the same reason
+            raise self._export_error
         if self._exported is None:
-            self._exported = (
-                self._export_for_fusion()
-                if self.source.fusion
-                else self.export_module(self.fresh_module(), self.path("model.onnx"), dynamo=False)
-            )
+            try:
+                if self.source.fusion:
+                    self._exported = self._export_for_fusion()
+                else:
+                    self.doctor.exporter = "torchscript"
+                    self.doctor.notes.append("no attention to fuse in this architecture")
+                    self._exported = self.export_module(self.fresh_module(), self.path("model.onnx"), dynamo=False)
+            except Exception as error:
+                self._export_error = error
+                raise
         return self._exported
 
     def export_module(self, module: Any, target: Path, dynamo: bool) -> Path:
@@ -157,7 +164,7 @@ class Workspace:
         names = list(example)
         text = self.source.is_text
         axes = {name: ({0: "batch", 1: "sequence"} if text else {0: "batch"}) for name in names}
-        with _quiet_export():
+        with quiet_tools():
             if dynamo:
                 batch, sequence = torch.export.Dim("batch"), torch.export.Dim("sequence")
                 shapes = tuple({0: batch, 1: sequence} if text else {0: batch} for _ in names)
@@ -189,7 +196,7 @@ class Workspace:
         default = self.path("model-dynamo.onnx")
         try:
             self.export_module(self.fresh_module(), default, dynamo=True)
-            counts = self._fuse(default, self.path("model-dynamo-fused.onnx"))
+            counts = self.fuse(default, self.path("model-dynamo-fused.onnx"))
         except Exception as error:  # exporters and the optimizer raise many types; all mean "try the other way"
             counts = None
             self.doctor.notes.append(f"the default (dynamo) exporter failed: {_first_line(error)}")
@@ -217,7 +224,7 @@ class Workspace:
             self._fusion_tried = True
             target = self.path("model-fused.onnx")
             try:
-                counts = self._fuse(exported, target)
+                counts = self.fuse(exported, target)
             except Exception as error:  # the optimizer's failures are many and undocumented
                 self.doctor.notes.append(f"ONNX Runtime's transformer optimizer failed: {_first_line(error)}")
                 return None
@@ -231,7 +238,7 @@ class Workspace:
             self.doctor.attention_fused = self.doctor.fused_operators.get("Attention", 0) > 0
         return self._fused
 
-    def _fuse(self, model: Path, target: Path) -> dict[str, int]:
+    def fuse(self, model: Path, target: Path) -> dict[str, int]:
         """Run ONNX Runtime's transformer optimizer; the saved graph must load in a session."""
         from onnxruntime.transformers.optimizer import optimize_model
 
@@ -240,26 +247,30 @@ class Workspace:
         hint = self.source.fusion
         if hint is None:
             raise VariantSkipped("no transformer fusions are known for this architecture")
-        optimized = optimize_model(
-            str(model), model_type=hint.model_type, num_heads=hint.num_heads, hidden_size=hint.hidden_size
-        )
-        optimized.save_model_to_file(str(target))
+        with quiet_tools():
+            optimized = optimize_model(
+                str(model), model_type=hint.model_type, num_heads=hint.num_heads, hidden_size=hint.hidden_size
+            )
+            optimized.save_model_to_file(str(target))
         ort_session(str(target), ["CPUExecutionProvider"], threads=1)  # an invalid graph fails here, not later
         return _fused_counts(target)
 
 
 @contextlib.contextmanager
-def _quiet_export() -> Iterator[None]:
-    """Exporters print, warn and log per unsupported op (torchvision's, here); the report says what matters."""
-    logger = logging.getLogger("torch.onnx")
-    level = logger.level
-    logger.setLevel(logging.ERROR)
+def quiet_tools() -> Iterator[None]:
+    """Exporters and quantizers print, warn and log as they go (per missing torchvision op, "consider
+    pre-processing"...); the report says what matters, so their chatter is held back while they run."""
+    loggers = [logging.getLogger(), logging.getLogger("torch.onnx")]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.ERROR)
     try:
         with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
             warnings.simplefilter("ignore")
             yield
     finally:
-        logger.setLevel(level)
+        for logger, level in zip(loggers, levels, strict=True):
+            logger.setLevel(level)
 
 
 def _fused_counts(path: Path) -> dict[str, int]:
