@@ -69,7 +69,7 @@ def _print_rows(rows: list[dict[str, Any]], quality_label: str) -> None:
 
 def _num(row: dict[str, Any], key: str, fmt: str) -> str:
     value = row[key]
-    return format(value, fmt) if value is not None else "-"
+    return format(value, fmt) if value is not None else "-".rjust(int(fmt.split(".")[0]))
 
 
 def _best_latency(result: SearchResult) -> VariantResult | None:
@@ -135,7 +135,18 @@ def minilm(quick: bool, time_budget_s: float, work: Path) -> tuple[dict[str, Any
             print(f"  {'PASS' if ok else 'FAIL'}  {text}")
             if not ok:
                 failures.append(f"MiniLM: {text}")
-    return {"rows": rows, "chosen": chosen.name if chosen else None, "doctor": result.doctor.to_dict()}, failures
+    every = [
+        _row(result, v) | {"invariance": v.invariance, "kept_fp32": v.built.kept_fp32 if v.built else None}
+        for v in result.variants
+        if v.status == "ok"
+    ]
+    figures = {
+        "rows": rows,
+        "variants": every,
+        "chosen": chosen.name if chosen else None,
+        "doctor": result.doctor.to_dict(),
+    }
+    return figures, failures
 
 
 def digits(quick: bool, time_budget_s: float, work: Path) -> tuple[dict[str, Any], list[str]]:

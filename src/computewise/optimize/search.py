@@ -161,7 +161,7 @@ class SearchResult:
     def variant(self, name: str) -> VariantResult:
         return next(v for v in self.variants if v.name == name)
 
-    def _speed_key(self, variant: VariantResult) -> float:
+    def speed_key(self, variant: VariantResult) -> float:
         if self.options.target == "latency":
             speed = variant.speed_at(min(self.options.batch_sizes))
             return -speed.p50_ms if speed else float("-inf")
@@ -171,12 +171,12 @@ class SearchResult:
     @property
     def best_speed(self) -> VariantResult | None:
         measured = [v for v in self.variants if v.status == "ok" and v.speeds]
-        return max(measured, key=self._speed_key, default=None)
+        return max(measured, key=self.speed_key, default=None)
 
     @property
     def best_quality(self) -> VariantResult | None:
         graded = [v for v in self.variants if v.status == "ok" and v.quality and v.name != BASELINE]
-        return max(graded, key=lambda v: (v.quality.value if v.quality else 0.0, self._speed_key(v)), default=None)
+        return max(graded, key=lambda v: (v.quality.value if v.quality else 0.0, self.speed_key(v)), default=None)
 
     def speedup(self, variant: VariantResult) -> dict[str, float | None]:
         """Against the baseline: throughput at the largest batch (naive batching) and p50 latency at the smallest."""
@@ -200,8 +200,8 @@ def choose(result: SearchResult) -> VariantResult | None:
     """The fastest optimized variant inside the budget that beats the baseline, or None."""
     baseline = result.variant(BASELINE)
     fits = [v for v in result.variants if v.name != BASELINE and _eligible(result, v)]
-    best = max(fits, key=result._speed_key, default=None)
-    if best is None or result._speed_key(best) <= result._speed_key(baseline):
+    best = max(fits, key=result.speed_key, default=None)
+    if best is None or result.speed_key(best) <= result.speed_key(baseline):
         return None
     return best
 
@@ -451,19 +451,16 @@ def _derived(search: _Search, done: int, total: int) -> None:
     results = [r for r in search.results if r.status == "ok" and r.built and r.built.quantized_from]
     key = partial(_throughput_at, batch=search.options.largest_batch)
     missed = sorted((r for r in results if not r.meets_budget), key=key, reverse=True)
-    if missed:
-        base = missed[0]
-        name = f"{base.name}-selective"
-        calibration_baseline = 1.0 if search.metric.user_function is None else search.baseline_quality
-
-        def selective(workspace: Workspace) -> Built:
-            assert_built = base.built
-            if assert_built is None:
-                raise VariantSkipped("the base variant kept no build")
-            return build_selective(
-                workspace, assert_built, search.metric, calibration_baseline, name, search.out_of_time
-            )
-
+    if missed and missed[0].built is not None:
+        name = f"{missed[0].name}-selective"
+        selective = partial(
+            build_selective,
+            quantized=missed[0].built,
+            metric=search.metric,
+            calibration_baseline=1.0 if search.metric.user_function is None else search.baseline_quality,
+            name=name,
+            out_of_time=search.out_of_time,
+        )
         search.step(name, "onnxruntime", selective, done, total)
     fitting = sorted((r for r in results if r.meets_budget), key=key, reverse=True)
     pruned_fits = [r for r in search.results if r.name.startswith("pytorch-prune-structured") and r.meets_budget]

@@ -164,31 +164,16 @@ class Workspace:
         names = list(example)
         text = self.source.is_text
         axes = {name: ({0: "batch", 1: "sequence"} if text else {0: "batch"}) for name in names}
+        options: dict[str, Any]
+        if dynamo:
+            batch, sequence = torch.export.Dim("batch"), torch.export.Dim("sequence")
+            options = {"dynamic_shapes": tuple({0: batch, 1: sequence} if text else {0: batch} for _ in names)}
+        else:
+            options = {"dynamic_axes": axes | {"output": {0: "batch"}}, "opset_version": 17}
         with quiet_tools():
-            if dynamo:
-                batch, sequence = torch.export.Dim("batch"), torch.export.Dim("sequence")
-                shapes = tuple({0: batch, 1: sequence} if text else {0: batch} for _ in names)
-                torch.onnx.export(
-                    module,
-                    tensors,
-                    str(target),
-                    input_names=names,
-                    output_names=["output"],
-                    dynamic_shapes=shapes,
-                    dynamo=True,
-                    verbose=False,
-                )
-            else:
-                torch.onnx.export(
-                    module,
-                    tensors,
-                    str(target),
-                    input_names=names,
-                    output_names=["output"],
-                    dynamic_axes=axes | {"output": {0: "batch"}},
-                    opset_version=17,
-                    dynamo=False,
-                )
+            torch.onnx.export(
+                module, tensors, str(target), input_names=names, output_names=["output"], dynamo=dynamo, **options
+            )
         return target
 
     def _export_for_fusion(self) -> Path:
