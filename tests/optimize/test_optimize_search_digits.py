@@ -126,7 +126,7 @@ def test_the_chosen_variant_fits_the_budget_and_beats_the_baseline(digits_search
     assert chosen.name != "baseline"
     assert chosen.status == "ok" and chosen.meets_budget
     baseline = digits_search.variant("baseline")
-    key = digits_search._speed_key
+    key = digits_search.speed_key
     assert key(chosen) > key(baseline)
     fitting = [v for v in digits_search.variants if v.status == "ok" and v.meets_budget and v.name != "baseline"]
     assert key(chosen) == max(key(v) for v in fitting)
