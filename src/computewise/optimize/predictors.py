@@ -52,6 +52,7 @@ def ort_session(path: str, providers: Sequence[str], threads: int, level: str = 
     """An ONNX Runtime session with ``threads`` intra-op threads at a graph-optimization level."""
     import onnxruntime as ort
 
+    ort.set_default_logger_severity(3)  # errors only: its warnings about unused initializers are not the user's
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
