@@ -11,10 +11,13 @@ from computewise.cli import (
     catalog_cmd,
     cost_cmd,
     estimate_cmd,
+    loadtest_cmd,
     optimize_cmd,
     plan_cmd,
+    plan_serve_cmd,
     run_cmd,
     runs_cmd,
+    serve_cmd,
 )
 from computewise.cli.common import print_error
 from computewise.errors import ComputewiseError
@@ -27,6 +30,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.add_typer(estimate_cmd.app, name="estimate")
+plan_cmd.app.command("serve")(plan_serve_cmd.plan_serve)
 app.add_typer(plan_cmd.app, name="plan")
 app.add_typer(catalog_cmd.app, name="catalog")
 app.command(
@@ -38,6 +42,8 @@ app.add_typer(runs_cmd.app, name="runs")
 app.add_typer(cost_cmd.app, name="cost")
 app.add_typer(budget_cmd.app, name="budget")
 app.command("optimize", no_args_is_help=True)(optimize_cmd.optimize)
+app.command("serve", no_args_is_help=True)(serve_cmd.serve)
+app.command("loadtest", no_args_is_help=True)(loadtest_cmd.loadtest)
 
 EXIT_USER_ERROR = 2
 

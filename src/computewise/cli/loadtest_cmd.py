@@ -1,0 +1,200 @@
+"""``computewise loadtest URL``: open-loop load at a fixed rate, or the highest rate that meets a p99 SLO."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from rich.console import Console
+
+from computewise.cli.common import JsonOption
+
+if TYPE_CHECKING:
+    from rich.text import Text
+
+    from computewise.serve.loadtest import LoadProgress, LoadResult
+
+EXIT_NO_RATE = 1
+"""--find-max found no rate within the SLO, not even the first one tried."""
+_PROBE_DURATION = "10s"
+
+
+def loadtest(
+    url: Annotated[str, typer.Argument(help="Endpoint to load, e.g. http://127.0.0.1:8000/v1/models/NAME/infer.")],
+    rate: Annotated[
+        float, typer.Option(help="Requests per second offered (Poisson arrivals); with --find-max, the first rate.")
+    ] = 10.0,
+    duration: Annotated[
+        str | None,
+        typer.Option(
+            help="How long to offer load: 30s, 2min (default 30s). "
+            f"With --find-max, the length of each probe (default {_PROBE_DURATION})."
+        ),
+    ] = None,
+    payload: Annotated[
+        Path | None,
+        typer.Option(
+            help="Request body: a JSON object, a JSON list of objects sent round-robin, or .jsonl with one object "
+            "a line. Without it, GET requests."
+        ),
+    ] = None,
+    timeout_s: Annotated[
+        float, typer.Option("--timeout-s", help="Give up on a request this many seconds after its send time.")
+    ] = 10.0,
+    token: Annotated[str | None, typer.Option(help="Bearer token for a server started with --token.")] = None,
+    seed: Annotated[int, typer.Option(help="Seed of the arrival times: the same seed, the same schedule.")] = 0,
+    find_max: Annotated[
+        bool, typer.Option("--find-max", help="Search the highest rate meeting --slo-p99-ms (ramp, then bisect).")
+    ] = False,
+    slo_p99_ms: Annotated[
+        float | None, typer.Option("--slo-p99-ms", help="p99 latency target for --find-max, in milliseconds.")
+    ] = None,
+    max_rate: Annotated[float, typer.Option(help="Highest rate --find-max tries, requests per second.")] = 10000.0,
+    as_json: JsonOption = False,
+) -> None:
+    """Offer Poisson-arrival load that does not slow down with the server; report latency as users see it."""
+    import asyncio
+
+    from computewise.errors import InputError
+    from computewise.serve.loadtest import find_max_rate, load_payloads, run_load
+    from computewise.units import parse_duration_s
+
+    if not (rate > 0):
+        raise InputError(f"--rate must be positive, got {rate:g}", "e.g. --rate 50")
+    if not (timeout_s > 0):
+        raise InputError(f"--timeout-s must be positive, got {timeout_s:g}", "e.g. --timeout-s 10")
+    if find_max and slo_p99_ms is None:
+        raise InputError("--find-max needs --slo-p99-ms", "e.g. --find-max --slo-p99-ms 100")
+    if slo_p99_ms is not None and not find_max:
+        raise InputError("--slo-p99-ms only applies to --find-max", "add --find-max, or drop --slo-p99-ms")
+    if find_max and max_rate < rate:
+        raise InputError(f"--max-rate {max_rate:g} is below --rate {rate:g}", "--rate is where the search starts")
+    duration_s = parse_duration_s(duration or ("30s" if not find_max else _PROBE_DURATION), "--duration")
+    payloads = load_payloads(payload) if payload is not None else []
+    stderr = Console(stderr=True)
+    if slo_p99_ms is not None:
+        with _ProgressView(stderr) as view:
+            best, probes = find_max_rate(
+                url,
+                payloads,
+                slo_p99_ms,
+                duration_s,
+                rate,
+                max_rate,
+                timeout_s=timeout_s,
+                seed=seed,
+                token=token,
+                on_progress=view.update,
+                on_probe=lambda result, passed: stderr.print(_probe_line(result, passed), highlight=False),
+            )
+        _report_max(url, slo_p99_ms, best, probes, as_json, stderr)
+        if best is None:
+            sys.exit(EXIT_NO_RATE)
+        return
+    with _ProgressView(stderr) as view:
+        result = asyncio.run(
+            run_load(url, payloads, rate, duration_s, timeout_s, seed=seed, token=token, on_progress=view.update)
+        )
+    data = {"url": url, **result.to_dict()}
+    if as_json:
+        sys.stdout.write(json.dumps(data, indent=2) + "\n")
+    else:
+        _print_result(data, Console())
+    if result.ok == 0:
+        kinds = ", ".join(f"{kind} x{count}" for kind, count in result.error_kinds.items()) or "all rejected"
+        stderr.print(f"no request succeeded ({kinds}): is the server up at {url}?", highlight=False)
+
+
+class _ProgressView:
+    """The live line on stderr: sent, ok, rejected, errors, in flight, p99 of the last two seconds."""
+
+    def __init__(self, console: Console) -> None:
+        from rich.live import Live
+
+        self._live = Live(console=console, transient=True, refresh_per_second=4)
+
+    def __enter__(self) -> _ProgressView:
+        self._live.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._live.stop()
+
+    def update(self, progress: LoadProgress) -> None:
+        self._live.update(_progress_text(progress))
+
+
+def _progress_text(progress: LoadProgress) -> Text:
+    from rich.text import Text
+
+    p99 = f"{progress.recent_p99_ms:.0f} ms" if progress.recent_p99_ms is not None else "-"
+    elapsed_s = min(progress.elapsed_s, progress.duration_s)
+    return Text.assemble(
+        (f"{progress.rate_rps:g} rps ", "bold"),
+        f"{elapsed_s:.1f}/{progress.duration_s:g} s  sent {progress.sent}  ",
+        (f"ok {progress.ok}", "green"),
+        "  ",
+        (f"rejected {progress.rejected}", "yellow" if progress.rejected else ""),
+        "  ",
+        (f"errors {progress.errors}", "red" if progress.errors else ""),
+        f"  in flight {progress.in_flight}  p99 {p99}",
+    )
+
+
+def _ms(value: float | None) -> str:
+    return f"{value:.1f} ms" if value is not None else "-"
+
+
+def _probe_line(result: LoadResult, passed: bool) -> str:
+    verdict = "[green]meets[/]" if passed else "[red]misses[/]"
+    return (
+        f"probe {result.rate_rps:.1f} rps: {verdict} (p99 {_ms(result.p99_ms)}, "
+        f"errors {result.error_rate:.1%}, rejected {result.rejection_rate:.1%})"
+    )
+
+
+def _print_result(data: dict[str, Any], console: Console) -> None:
+    from rich.table import Table
+
+    table = Table(title=f"loadtest {data['url']}", show_header=False, title_justify="left")
+    table.add_column(style="bold")
+    table.add_column(justify="right")
+    table.add_row("offered", f"{data['rate_rps']:g} requests/s for {data['duration_s']:g} s")
+    table.add_row("sent", str(data["sent"]))
+    table.add_row("ok", str(data["ok"]))
+    table.add_row("rejected (429)", f"{data['rejected']} ({data['rejection_rate']:.1%})")
+    table.add_row("errors", f"{data['errors']} ({data['error_rate']:.1%})")
+    if data["error_kinds"]:
+        table.add_row("  of which", ", ".join(f"{kind} {count}" for kind, count in data["error_kinds"].items()))
+    table.add_row("throughput", f"{data['throughput_rps']:.1f} ok/s")
+    for name in ("p50", "p95", "p99", "max"):
+        table.add_row(f"latency {name}", _ms(data[f"{name}_ms"]))
+    console.print(table)
+
+
+def _report_max(
+    url: str, slo_p99_ms: float, best: float | None, probes: list[LoadResult], as_json: bool, stderr: Console
+) -> None:
+    best_probe = next((p for p in reversed(probes) if best is not None and p.rate_rps == best), None)
+    data: dict[str, Any] = {
+        "url": url,
+        "slo_p99_ms": slo_p99_ms,
+        "max_rate_rps": best,
+        "best": best_probe.to_dict() if best_probe is not None else None,
+        "probes": [p.to_dict() | {"meets_slo": p.meets(slo_p99_ms)} for p in probes],
+    }
+    if as_json:
+        sys.stdout.write(json.dumps(data, indent=2) + "\n")
+    elif best_probe is not None:
+        console = Console()
+        console.print(f"highest rate within p99 <= {slo_p99_ms:g} ms: [bold]{best:.1f} requests/s[/]")
+        _print_result({"url": url, **best_probe.to_dict()}, console)
+    if best is None:
+        first = probes[0].rate_rps if probes else 0.0
+        stderr.print(
+            f"no rate met p99 <= {slo_p99_ms:g} ms, not even {first:g} requests/s: lower --rate or raise --slo-p99-ms",
+            highlight=False,
+        )

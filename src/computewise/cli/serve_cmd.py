@@ -1,0 +1,103 @@
+"""``computewise serve ARTIFACT``: a dynamic-batching HTTP server for one model, until SIGTERM."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from computewise.cli.common import DbOption
+
+TOKEN_ENV = "COMPUTEWISE_SERVE_TOKEN"
+
+
+def serve(
+    artifact: Annotated[
+        str,
+        typer.Argument(
+            help="A directory exported by `computewise optimize --out`, package.module:function returning a "
+            "callable list -> list, or 'echo' (returns its inputs; measures the server itself)."
+        ),
+    ],
+    host: Annotated[
+        str, typer.Option(help="Address to listen on; anything but loopback needs --token or --insecure.")
+    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="TCP port (0: any free port; the --ready-file says which).")] = 8000,
+    max_batch_size: Annotated[int, typer.Option(min=1, help="Most inputs in one model call.")] = 32,
+    max_queue_delay_ms: Annotated[
+        float, typer.Option(min=0.0, help="Longest wait to fill a batch (greedy batching only).")
+    ] = 10.0,
+    batching: Annotated[
+        str,
+        typer.Option(
+            help="cost (batches of similar length while they lower the cost per input; never waits), "
+            "greedy (fill up to --max-batch-size or --max-queue-delay-ms, like Ray Serve), or none."
+        ),
+    ] = "cost",
+    slo_p99_ms: Annotated[
+        float | None,
+        typer.Option(help="Latency objective: refuse (429) requests predicted to miss it, and size batches for it."),
+    ] = None,
+    queue_limit: Annotated[int, typer.Option(min=1, help="Most inputs waiting; beyond it requests get 429.")] = 256,
+    timeout_s: Annotated[float, typer.Option(help="Seconds a request may wait for its answer before 504.")] = 30.0,
+    token: Annotated[
+        str | None,
+        typer.Option(
+            envvar=TOKEN_ENV, help="Require 'Authorization: Bearer TOKEN' on every route but /healthz and /readyz."
+        ),
+    ] = None,
+    insecure: Annotated[
+        bool, typer.Option("--insecure", help="Allow a non-loopback --host without a token (trusted networks only).")
+    ] = False,
+    max_body_bytes: Annotated[int, typer.Option(min=1, help="Largest request body; larger ones get 413.")] = 1 << 20,
+    hourly_usd: Annotated[
+        str | None, typer.Option(help="Price per hour of this machine for the ledger run. Default: from the hardware.")
+    ] = None,
+    db: DbOption = None,
+    tag: Annotated[
+        list[str] | None, typer.Option("--tag", help="KEY=VALUE label of the ledger run (repeatable).")
+    ] = None,
+    ready_file: Annotated[
+        Path | None, typer.Option(help="Write {url, model, pid} as JSON to FILE once ready; removed at exit.")
+    ] = None,
+) -> None:
+    """Serve a model over HTTP with dynamic batching, back-pressure (429), metrics and a graceful SIGTERM drain.
+
+    POST /v1/models/NAME/infer with {"inputs": [...]}; GET /v1/models, /healthz, /readyz, /metrics,
+    /openapi.json. The serving run is recorded in the ledger with the inferences it served.
+    """
+    from computewise.account.tags import parse_tags
+    from computewise.errors import InputError, MissingExtraError
+    from computewise.units import parse_usd
+
+    try:
+        from computewise.serve.batcher import POLICIES, BatchPolicy
+        from computewise.serve.server import serve as run_server
+    except ImportError as error:  # starlette, uvicorn and prometheus-client come with the serve extra
+        raise MissingExtraError(error.name or "starlette", "serve", "computewise serve") from error
+
+    if batching not in POLICIES:
+        raise InputError(f"--batching must be one of {', '.join(POLICIES)}, got {batching!r}", "e.g. --batching cost")
+    if not timeout_s > 0:
+        raise InputError(f"--timeout-s must be positive, got {timeout_s}", "e.g. --timeout-s 30")
+    policy = BatchPolicy(
+        mode=batching, max_batch_size=max_batch_size, max_queue_delay_ms=max_queue_delay_ms, slo_p99_ms=slo_p99_ms
+    )
+    code = run_server(
+        artifact,
+        host=host,
+        port=port,
+        policy=policy,
+        token=token,
+        insecure=insecure,
+        queue_limit=queue_limit,
+        timeout_s=timeout_s,
+        db=db,
+        tags=parse_tags(tag or []),
+        ready_file=ready_file,
+        max_body_bytes=max_body_bytes,
+        hourly_usd=parse_usd(hourly_usd, "--hourly-usd") if hourly_usd is not None else None,
+    )
+    if code != 0:
+        raise typer.Exit(code)

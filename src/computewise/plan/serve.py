@@ -1,0 +1,652 @@
+"""``plan serve``: replicas, $ per 1000 requests and the monthly bill of serving a measured model.
+
+Pure functions on numbers the user measured (a replica's capacity, from ``computewise loadtest``)
+or knows (a traffic profile, an hourly price); no I/O, so the CLI reads the files and this module
+only parses their text. Three ways to pay for the same traffic are compared:
+
+- **always-on**: the replicas the peak needs, all month;
+- **autoscaled**: replicas follow the traffic hour by hour, never below ``min_replicas``;
+- **scale-to-zero**: as autoscaled, but no replica at all in hours without traffic, at the price of
+  a cold start (billed start-up time, and a wait for the first request) each time traffic returns.
+
+The sizing rule is utilization headroom: a replica that sustains ``C`` requests/s within its latency
+SLO is planned at ``C x u`` (``u`` = 0.65 by default), because queueing delay grows as ``u/(1-u)``
+(M/M/1, Kleinrock 1975, *Queueing Systems* vol. 1, ch. 3) and an autoscaler needs room to absorb
+the rise while a new replica starts. The same ``u`` gives the Kubernetes HPA target and, with
+Little's law (``L = lambda x W``; Little 1961), the Ray Serve ``target_ongoing_requests``.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+
+from computewise.errors import InputError
+from computewise.plan.infer import HOURS_PER_MONTH
+
+__all__ = [
+    "HPA_METRIC_NAME",
+    "RAY_DEFAULT_DOWNSCALE_DELAY_S",
+    "RAY_DEFAULT_TARGET_ONGOING_REQUESTS",
+    "RAY_DEFAULT_UPSCALE_DELAY_S",
+    "HourPlan",
+    "HpaMetric",
+    "LoadtestCapacity",
+    "ModeCost",
+    "ServePlan",
+    "TrafficProfile",
+    "capacity_from_loadtest",
+    "parse_traffic_csv",
+    "plan_serving",
+    "replicas_needed",
+]
+
+# Ray Serve AutoscalingConfig defaults (docs.ray.io, ray.serve.config.AutoscalingConfig; Ray >= 2.32).
+RAY_DEFAULT_TARGET_ONGOING_REQUESTS = 2.0
+RAY_DEFAULT_UPSCALE_DELAY_S = 30.0
+RAY_DEFAULT_DOWNSCALE_DELAY_S = 600.0
+# Kubernetes' default scale-down stabilization window (autoscaling/v2 HPA behavior), written out so it shows.
+HPA_SCALE_DOWN_STABILIZATION_S = 300
+# What Prometheus Adapter calls the rate of a ``computewise_serve_requests_total`` counter with the usual
+# ``^(.*)_total$ -> ${1}_per_second`` rule.
+HPA_METRIC_NAME = "computewise_serve_requests_per_second"
+# Above this, queueing delay (u/(1-u)) is more than 5.7x the service time: latency is at the mercy of bursts.
+_HIGH_UTILIZATION = 0.85
+_K8S_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
+
+HpaMetric = Literal["rps", "cpu"]
+
+
+@dataclass(frozen=True)
+class TrafficProfile:
+    """Requests per second offered to the whole service: peak, mean, and optionally one value per hour.
+
+    ``hourly_rps`` is a profile that repeats (a day of 24 values, a week of 168, ...); ``first_hour``
+    only labels the schedule with the hours the user wrote.
+    """
+
+    peak_rps: float
+    mean_rps: float
+    hourly_rps: tuple[float, ...] | None = None
+    first_hour: int = 0
+
+    @classmethod
+    def from_hourly(cls, hourly_rps: Sequence[float], first_hour: int = 0) -> TrafficProfile:
+        values = tuple(float(v) for v in hourly_rps)
+        if not values:
+            raise InputError("the traffic profile has no hours", "give at least one hour,rps row")
+        return cls(max(values), sum(values) / len(values), values, first_hour)
+
+
+@dataclass(frozen=True)
+class LoadtestCapacity:
+    """What one replica sustains, read from a ``computewise loadtest --json`` result."""
+
+    capacity_rps: float
+    latency_s: float | None  # median latency at that rate: W in Little's law
+    description: str
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ModeCost:
+    """One way of paying for the traffic: average replicas kept up, and what that costs."""
+
+    mode: str  # "always-on" | "autoscaled" | "scale-to-zero"
+    average_replicas: float
+    monthly_usd: float
+    usd_per_1000_requests: float
+    cold_starts_per_month: float | None  # scale-to-zero with an hourly profile only
+    start_up_replica_hours_per_month: float  # billed while cold-started replicas boot, before they serve
+    basis: str  # how the replica-hours were counted
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "mode": self.mode,
+            "average_replicas": self.average_replicas,
+            "replica_hours_per_month": self.average_replicas * HOURS_PER_MONTH,
+            "monthly_usd": self.monthly_usd,
+            "usd_per_1000_requests": self.usd_per_1000_requests,
+            "cold_starts_per_month": self.cold_starts_per_month,
+            "start_up_replica_hours_per_month": self.start_up_replica_hours_per_month,
+            "basis": self.basis,
+        }
+
+
+@dataclass(frozen=True)
+class HourPlan:
+    """One hour of the schedule: the traffic, and the replicas each elastic mode runs."""
+
+    hour: int
+    rps: float
+    autoscaled_replicas: int
+    scale_to_zero_replicas: int
+    utilization: float  # of the autoscaled replicas' full capacity; 0 when none run
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "hour": self.hour,
+            "rps": self.rps,
+            "autoscaled_replicas": self.autoscaled_replicas,
+            "scale_to_zero_replicas": self.scale_to_zero_replicas,
+            "utilization": self.utilization,
+        }
+
+
+@dataclass(frozen=True)
+class ServePlan:
+    """Replicas and cost of serving a traffic profile, and the autoscaler settings that carry the plan out."""
+
+    capacity_rps_per_replica: float
+    target_utilization: float
+    hourly_usd_per_replica: float
+    min_replicas: int
+    cold_start_s: float
+    latency_s: float | None
+    traffic: TrafficProfile
+    replicas_at_peak: int
+    replicas_at_mean: int
+    always_on: ModeCost
+    autoscaled: ModeCost
+    scale_to_zero: ModeCost
+    schedule: tuple[HourPlan, ...] | None
+    notes: tuple[str, ...]
+
+    @property
+    def rps_per_replica_at_target(self) -> float:
+        """The load each replica is planned for: capacity x target utilization."""
+        return self.capacity_rps_per_replica * self.target_utilization
+
+    @property
+    def requests_per_month(self) -> float:
+        return self.traffic.mean_rps * 3600.0 * HOURS_PER_MONTH
+
+    @property
+    def usd_per_1000_requests(self) -> dict[str, float]:
+        return {m.mode: m.usd_per_1000_requests for m in self.modes}
+
+    @property
+    def monthly_usd(self) -> dict[str, float]:
+        return {m.mode: m.monthly_usd for m in self.modes}
+
+    @property
+    def modes(self) -> tuple[ModeCost, ModeCost, ModeCost]:
+        return (self.always_on, self.autoscaled, self.scale_to_zero)
+
+    @property
+    def target_ongoing_requests(self) -> float:
+        """Requests in flight per replica at the target load, by Little's law L = lambda x W (Little 1961).
+
+        lambda is the per-replica rate at the target (capacity x utilization) and W the measured latency;
+        without a latency, Ray Serve's own default (2) is the honest answer.
+        """
+        if self.latency_s is None:
+            return RAY_DEFAULT_TARGET_ONGOING_REQUESTS
+        return max(round(self.rps_per_replica_at_target * self.latency_s, 2), 0.01)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "capacity": {
+                "rps_per_replica": self.capacity_rps_per_replica,
+                "target_utilization": self.target_utilization,
+                "rps_per_replica_at_target": self.rps_per_replica_at_target,
+                "latency_s": self.latency_s,
+            },
+            "traffic": {
+                "peak_rps": self.traffic.peak_rps,
+                "mean_rps": self.traffic.mean_rps,
+                "hours_in_profile": None if self.traffic.hourly_rps is None else len(self.traffic.hourly_rps),
+                "requests_per_month": self.requests_per_month,
+            },
+            "price": {"usd_per_hour_per_replica": self.hourly_usd_per_replica, "hours_per_month": HOURS_PER_MONTH},
+            "replicas": {"at_peak": self.replicas_at_peak, "at_mean": self.replicas_at_mean, "min": self.min_replicas},
+            "cold_start_s": self.cold_start_s,
+            "modes": {m.mode: m.to_dict() for m in self.modes},
+            "schedule": None if self.schedule is None else [h.to_dict() for h in self.schedule],
+            "notes": list(self.notes),
+        }
+
+    def hpa_manifest(
+        self, name: str, metric: HpaMetric = "rps", namespace: str | None = None, metric_name: str = HPA_METRIC_NAME
+    ) -> str:
+        """A Kubernetes ``autoscaling/v2`` HorizontalPodAutoscaler for a Deployment called ``name``, as YAML text.
+
+        The HPA keeps ``metric / target`` near 1 (kubernetes.io, "Horizontal Pod Autoscaling", algorithm
+        details), so the per-pod target is the planned load, capacity x utilization: requests/s through a
+        custom Pods metric, or the same fraction of requested CPU where the replica is CPU-bound. The HPA
+        cannot go below one replica without the alpha HPAScaleToZero feature gate, so minReplicas >= 1.
+        """
+        _check_k8s_name(name, "--name")
+        if namespace is not None:
+            _check_k8s_name(namespace, "--namespace")
+        lines = [
+            f"# HorizontalPodAutoscaler for {name}, written by `computewise plan serve`.",
+            f"# Planned for a peak of {_num(self.traffic.peak_rps)} requests/s at "
+            f"{_num(self.capacity_rps_per_replica)} requests/s per replica x {_num(self.target_utilization)} "
+            "target utilization.",
+        ]
+        if metric == "rps":
+            lines += [
+                f"# The Pods metric {metric_name} must be served by a custom-metrics adapter, e.g. a Prometheus",
+                "# Adapter rule turning the rate of computewise_serve_requests_total into <name>_per_second.",
+            ]
+        lines += [
+            "apiVersion: autoscaling/v2",
+            "kind: HorizontalPodAutoscaler",
+            "metadata:",
+            f"  name: {name}",
+            *([f"  namespace: {namespace}"] if namespace is not None else []),
+            "spec:",
+            "  scaleTargetRef:",
+            "    apiVersion: apps/v1",
+            "    kind: Deployment",
+            f"    name: {name}",
+            f"  minReplicas: {max(1, self.min_replicas)}",
+            f"  maxReplicas: {self.replicas_at_peak}",
+            "  metrics:",
+        ]
+        if metric == "rps":
+            milli = round(self.rps_per_replica_at_target * 1000)
+            lines += [
+                "    - type: Pods",
+                "      pods:",
+                "        metric:",
+                f"          name: {metric_name}",
+                "        target:",
+                "          type: AverageValue",
+                f'          averageValue: "{milli}m"  # {_num(self.rps_per_replica_at_target)} requests/s per pod',
+            ]
+        elif metric == "cpu":
+            lines += [
+                "    - type: Resource",
+                "      resource:",
+                "        name: cpu",
+                "        target:",
+                "          type: Utilization",
+                f"          averageUtilization: {max(1, round(self.target_utilization * 100))}",
+            ]
+        else:
+            raise InputError(f"unknown HPA metric {metric!r}", "use rps (requests per second per pod) or cpu")
+        lines += [
+            "  behavior:",
+            "    scaleUp:",
+            "      stabilizationWindowSeconds: 0",
+            "    scaleDown:",
+            f"      stabilizationWindowSeconds: {HPA_SCALE_DOWN_STABILIZATION_S}",
+        ]
+        return "\n".join(lines) + "\n"
+
+    def ray_serve_config(self, name: str) -> dict[str, Any]:
+        """A Ray Serve deployment entry (``deployments:`` item of a Serve config) with its ``autoscaling_config``.
+
+        min/max replicas come from the plan; ``target_ongoing_requests`` from Little's law (see
+        :attr:`target_ongoing_requests`); ``max_ongoing_requests`` 50 % above it, the top of the 20-50 %
+        margin the Ray Serve advanced-autoscaling guide recommends; delays are Ray's defaults, written out.
+        """
+        target = self.target_ongoing_requests
+        return {
+            "name": name,
+            "max_ongoing_requests": max(1, math.ceil(target * 1.5)),
+            "autoscaling_config": {
+                "min_replicas": self.min_replicas,
+                "max_replicas": self.replicas_at_peak,
+                "target_ongoing_requests": target,
+                "upscale_delay_s": RAY_DEFAULT_UPSCALE_DELAY_S,
+                "downscale_delay_s": RAY_DEFAULT_DOWNSCALE_DELAY_S,
+            },
+        }
+
+
+@dataclass(frozen=True)
+class _Price:
+    """Prices replica-hours the same way for every mode."""
+
+    hourly_usd_per_replica: float
+    requests_per_month: float
+
+    def mode(
+        self,
+        name: str,
+        average_replicas: float,
+        basis: str,
+        cold_starts: float | None = None,
+        start_up_replica_h: float = 0.0,
+    ) -> ModeCost:
+        monthly = (average_replicas * HOURS_PER_MONTH + start_up_replica_h) * self.hourly_usd_per_replica
+        per_1000 = monthly / self.requests_per_month * 1000.0
+        return ModeCost(name, average_replicas, monthly, per_1000, cold_starts, start_up_replica_h, basis)
+
+
+def replicas_needed(rps: float, rps_per_replica: float, min_replicas: int = 1) -> int:
+    """ceil(rps / rps_per_replica), at least ``min_replicas``, and at least one while there is traffic.
+
+    The quotient is rounded to 9 decimals first so float noise (0.3 / 0.1 = 2.9999999999999996)
+    does not buy or drop a replica.
+    """
+    if rps <= 0:
+        return min_replicas
+    return max(min_replicas, 1, math.ceil(round(rps / rps_per_replica, 9)))
+
+
+def plan_serving(
+    capacity_rps_per_replica: float,
+    traffic: TrafficProfile,
+    hourly_usd_per_replica: float,
+    target_utilization: float = 0.65,
+    min_replicas: int = 1,
+    scale_to_zero_cold_start_s: float = 30.0,
+    latency_s: float | None = None,
+) -> ServePlan:
+    """Replicas at peak and mean, and the monthly cost (730 h) and $ per 1000 requests of each serving mode.
+
+    $ per 1000 requests divides each mode's monthly bill by the requests actually served in a month
+    (mean rps x 3600 x 730), so idle capacity shows up in the price of every request.
+    """
+    _validate(capacity_rps_per_replica, traffic, hourly_usd_per_replica, target_utilization, min_replicas)
+    if scale_to_zero_cold_start_s < 0 or not math.isfinite(scale_to_zero_cold_start_s):
+        raise InputError(f"cold start must be >= 0 s, got {scale_to_zero_cold_start_s}", "e.g. --cold-start-s 30")
+    if latency_s is not None and not (latency_s > 0 and math.isfinite(latency_s)):
+        raise InputError(f"latency must be positive, got {latency_s} s", "e.g. --latency-ms 40")
+    per_replica = capacity_rps_per_replica * target_utilization
+    at_peak = replicas_needed(traffic.peak_rps, per_replica, min_replicas)
+    at_mean = replicas_needed(traffic.mean_rps, per_replica, min_replicas)
+    requests_per_month = traffic.mean_rps * 3600.0 * HOURS_PER_MONTH
+
+    price = _Price(hourly_usd_per_replica, requests_per_month)
+    notes: list[str] = []
+    always_on = price.mode("always-on", float(at_peak), f"{at_peak} replicas (the peak's) all month")
+    schedule: tuple[HourPlan, ...] | None = None
+    if traffic.hourly_rps is None:
+        autoscaled = price.mode(
+            "autoscaled",
+            float(at_mean),
+            f"{at_mean} replicas (the mean's) all month: without an hourly profile the swings are unknown",
+        )
+        scale_to_zero = price.mode(
+            "scale-to-zero",
+            traffic.mean_rps / per_replica,
+            "replicas exactly track the load (pay per use, as plan infer): a lower bound",
+        )
+        notes.append(
+            "no hourly profile: give --traffic FILE.csv (hour,rps) for an hourly schedule and cold-start count"
+        )
+    else:
+        schedule, autoscaled, scale_to_zero = _hourly(
+            traffic, per_replica, capacity_rps_per_replica, min_replicas, scale_to_zero_cold_start_s, price
+        )
+    idle = traffic.hourly_rps is None or any(rps == 0 for rps in traffic.hourly_rps)
+    if not idle:
+        notes.append("no hour without traffic: scale-to-zero never scales to zero, so it saves nothing")
+    elif scale_to_zero_cold_start_s > 0:
+        notes.append(
+            f"scale-to-zero: the first requests after an idle period wait about {_num(scale_to_zero_cold_start_s)} s "
+            "for a replica to start"
+        )
+    if target_utilization > _HIGH_UTILIZATION:
+        notes.append(
+            f"target utilization {target_utilization:.0%}: queueing delay grows as u/(1-u), so bursts will break "
+            "the latency SLO; 0.6-0.7 is the usual range"
+        )
+    if hourly_usd_per_replica == 0:
+        notes.append("price is $0/h: every cost shows as 0")
+    return ServePlan(
+        capacity_rps_per_replica=capacity_rps_per_replica,
+        target_utilization=target_utilization,
+        hourly_usd_per_replica=hourly_usd_per_replica,
+        min_replicas=min_replicas,
+        cold_start_s=scale_to_zero_cold_start_s,
+        latency_s=latency_s,
+        traffic=traffic,
+        replicas_at_peak=at_peak,
+        replicas_at_mean=at_mean,
+        always_on=always_on,
+        autoscaled=autoscaled,
+        scale_to_zero=scale_to_zero,
+        schedule=schedule,
+        notes=tuple(notes),
+    )
+
+
+def _hourly(
+    traffic: TrafficProfile,
+    per_replica: float,
+    capacity: float,
+    min_replicas: int,
+    cold_start_s: float,
+    price: _Price,
+) -> tuple[tuple[HourPlan, ...], ModeCost, ModeCost]:
+    """Whole replicas hour by hour; the profile repeats to fill the 730-hour month.
+
+    A cold start happens at every hour with traffic that follows an idle hour (cyclically: the profile's
+    last hour precedes its first). Each one bills ``cold_start_s`` of start-up for every replica it starts.
+    """
+    hourly = np.asarray(traffic.hourly_rps, dtype=np.float64)
+    hours = len(hourly)
+    need = np.maximum(np.ceil(np.round(hourly / per_replica, 9)), 1.0)  # whole replicas for the hour's load
+    autoscaled = np.where(hourly > 0, np.maximum(need, min_replicas), min_replicas).astype(np.int64)
+    to_zero = np.where(hourly > 0, autoscaled, 0).astype(np.int64)
+    starts = (hourly > 0) & (np.roll(hourly, 1) == 0)
+    repeats = HOURS_PER_MONTH / hours
+    cold_starts = float(starts.sum()) * repeats
+    start_up_replica_h = float(to_zero[starts].sum()) * cold_start_s / 3600.0 * repeats
+    utilization = np.divide(hourly, autoscaled * capacity, out=np.zeros(hours), where=autoscaled > 0)
+    schedule = tuple(
+        HourPlan(traffic.first_hour + i, float(hourly[i]), int(autoscaled[i]), int(to_zero[i]), float(utilization[i]))
+        for i in range(hours)
+    )
+    autoscaled_cost = price.mode(
+        "autoscaled",
+        float(autoscaled.mean()),
+        f"whole replicas per hour of the {hours}-hour profile, at least {min_replicas}",
+    )
+    idle_hours = int((hourly == 0).sum())
+    to_zero_cost = price.mode(
+        "scale-to-zero",
+        float(to_zero.mean()),
+        f"as autoscaled, zero replicas in the {idle_hours} idle hour(s) of the profile, plus "
+        f"{_num(cold_start_s)} s of billed start-up per replica per cold start",
+        cold_starts,
+        start_up_replica_h,
+    )
+    return schedule, autoscaled_cost, to_zero_cost
+
+
+def _validate(
+    capacity: float, traffic: TrafficProfile, hourly_usd: float, utilization: float, min_replicas: int
+) -> None:
+    if not (capacity > 0 and math.isfinite(capacity)):
+        raise InputError(f"capacity per replica must be positive, got {capacity} requests/s", "e.g. --capacity-rps 50")
+    if not 0 < utilization <= 1:
+        raise InputError(f"target utilization must be in (0, 1], got {utilization}", "e.g. --target-utilization 0.65")
+    if min_replicas < 0:
+        raise InputError(f"min replicas must be >= 0, got {min_replicas}", "e.g. --min-replicas 1")
+    if not (hourly_usd >= 0 and math.isfinite(hourly_usd)):
+        raise InputError(f"hourly price must be >= 0, got {hourly_usd}", "e.g. --hourly-usd 1.2")
+    if not (traffic.peak_rps > 0 and math.isfinite(traffic.peak_rps)):
+        raise InputError(f"peak traffic must be positive, got {traffic.peak_rps} requests/s", "e.g. --peak-rps 200")
+    if not 0 < traffic.mean_rps <= traffic.peak_rps * (1 + 1e-9):
+        raise InputError(
+            f"mean traffic must be in (0, peak = {traffic.peak_rps}], got {traffic.mean_rps} requests/s",
+            "e.g. --peak-rps 200 --mean-rps 60",
+        )
+    if traffic.hourly_rps is not None:
+        hourly = traffic.hourly_rps
+        if not hourly:
+            raise InputError("the traffic profile has no hours", "give at least one hour,rps row")
+        if any(not (v >= 0 and math.isfinite(v)) for v in hourly):
+            raise InputError("hourly traffic must be finite and >= 0", "fix the rps column")
+        mean = sum(hourly) / len(hourly)
+        if not (math.isclose(max(hourly), traffic.peak_rps) and math.isclose(mean, traffic.mean_rps)):
+            raise InputError(
+                "peak and mean disagree with the hourly profile",
+                "build the profile with TrafficProfile.from_hourly",
+            )
+
+
+def parse_traffic_csv(text: str, source: str = "traffic CSV") -> TrafficProfile:
+    """A CSV with the header ``hour,rps`` and one row per consecutive hour (24 for a day, 168 for a week, ...).
+
+    Errors name ``source:line``. Hours must be whole, non-negative and consecutive, so a missing or
+    repeated hour is caught instead of silently stretching the profile.
+    """
+    reader = csv.reader(io.StringIO(text.lstrip("\ufeff")))
+    header: list[str] | None = None
+    hours: list[int] = []
+    rates: list[float] = []
+    for row in reader:
+        line = reader.line_num
+        if not row or all(not cell.strip() for cell in row):
+            continue
+        if header is None:
+            header = [cell.strip().lower() for cell in row]
+            if header != ["hour", "rps"]:
+                raise InputError(
+                    f"{source}:{line}: the header must be 'hour,rps', got {','.join(row)!r}",
+                    "start the file with the line: hour,rps",
+                )
+            continue
+        if len(row) != 2:
+            raise InputError(f"{source}:{line}: expected 2 columns (hour,rps), got {len(row)}", "write e.g. 13,42.5")
+        hour = _number(row[0], source, line, "hour")
+        rps = _number(row[1], source, line, "rps")
+        if hour != int(hour):
+            raise InputError(f"{source}:{line}: hour must be a whole number, got {row[0].strip()!r}", "e.g. 0 ... 23")
+        if hours and int(hour) != hours[-1] + 1:
+            raise InputError(
+                f"{source}:{line}: hour {int(hour)} follows hour {hours[-1]}; hours must be consecutive",
+                "list every hour once, in order (an idle hour is a row with rps 0)",
+            )
+        hours.append(int(hour))
+        rates.append(rps)
+    if header is None:
+        raise InputError(f"{source}: the file is empty", "write a header 'hour,rps' and one row per hour")
+    if not rates:
+        raise InputError(f"{source}: no hours after the header", "add one row per hour, e.g. 0,12.5")
+    if max(rates) == 0:
+        raise InputError(f"{source}: every hour has 0 requests/s", "nothing to serve: check the rps column")
+    return TrafficProfile.from_hourly(rates, first_hour=hours[0])
+
+
+def _number(cell: str, source: str, line: int, column: str) -> float:
+    try:
+        value = float(cell.strip())
+    except ValueError:
+        raise InputError(
+            f"{source}:{line}: {column} must be a number, got {cell.strip()!r}", "write plain numbers, e.g. 13,42.5"
+        ) from None
+    if not (math.isfinite(value) and value >= 0):
+        raise InputError(
+            f"{source}:{line}: {column} must be a finite number >= 0, got {cell.strip()!r}",
+            "write a plain number >= 0 (an idle hour is rps 0)",
+        )
+    return value
+
+
+def capacity_from_loadtest(data: object, source: str = "loadtest result") -> LoadtestCapacity:
+    """The per-replica capacity in a ``computewise loadtest --json`` result (already decoded from JSON).
+
+    Accepted shapes (JSON objects):
+
+    - ``loadtest --find-max --slo-p99-ms X --json``: ``max_rate_rps`` (or ``best_rate_rps``), the
+      highest offered rate that met the SLO, is the capacity; the median latency ``p50_ms`` of ``best``
+      (the probe at that rate), else of the entry of ``probes`` (or ``results``) nearest that rate,
+      is the latency; ``slo_p99_ms`` is quoted when present. A null rate means no rate met the SLO;
+    - ``loadtest --json`` (one rate): ``throughput_rps``, the answers per second, is the capacity and
+      ``p50_ms`` the latency; ``error_rate`` and ``rejection_rate`` above 1 % are flagged, as they mean
+      the replica was overloaded.
+    """
+    if not isinstance(data, Mapping):
+        raise InputError(
+            f"{source}: expected a JSON object from `computewise loadtest --json`, got {type(data).__name__}",
+            "pass the file written by `computewise loadtest URL --json > result.json`",
+        )
+    rate_key = next((k for k in _FIND_MAX_KEYS if k in data), None)
+    if rate_key is not None:
+        best = _positive_field(
+            data, rate_key, source, "no rate met the SLO: rerun --find-max from a lower --rate or with a looser SLO"
+        )
+        return LoadtestCapacity(best, _find_max_latency_s(data, best), _find_max_description(data, best, source))
+    if "throughput_rps" in data:
+        throughput = _positive_field(data, "throughput_rps", source, "the run answered nothing: check the server")
+        p50_ms = _as_float(data.get("p50_ms"))
+        notes = [
+            "capacity from a single-rate loadtest: it measured the rate offered, not the most the replica "
+            "sustains within an SLO; `computewise loadtest --find-max --slo-p99-ms X --json` measures that"
+        ]
+        failed = sum(_as_float(data.get(k)) or 0.0 for k in ("error_rate", "rejection_rate"))
+        if failed > 0.01:
+            notes.append(
+                f"{failed:.1%} of the loadtest's requests failed or were rejected: the replica was overloaded, "
+                "so its throughput is a ceiling, above what it sustains within a latency SLO"
+            )
+        return LoadtestCapacity(
+            throughput,
+            None if p50_ms is None else p50_ms / 1000.0,
+            f"{source}: measured throughput {_num(throughput)} requests/s",
+            tuple(notes),
+        )
+    raise InputError(
+        f"{source}: no 'max_rate_rps', 'best_rate_rps' or 'throughput_rps' field; this is not a loadtest result",
+        "pass the JSON of `computewise loadtest URL --json` or `--find-max --slo-p99-ms X --json`",
+    )
+
+
+_FIND_MAX_KEYS = ("max_rate_rps", "best_rate_rps")
+
+
+def _find_max_latency_s(data: Mapping[str, Any], best_rps: float) -> float | None:
+    """p50 of the probe at the capacity: ``best`` if given, else the listed probe nearest that rate."""
+    best = data.get("best")
+    if isinstance(best, Mapping) and (p50_ms := _as_float(best.get("p50_ms"))) is not None:
+        return p50_ms / 1000.0
+    probes = data.get("probes", data.get("results"))
+    rated = [
+        (rate, p50_ms)
+        for probe in (probes if isinstance(probes, list) else [])
+        if isinstance(probe, Mapping)
+        and (rate := _as_float(probe.get("rate_rps"))) is not None
+        and (p50_ms := _as_float(probe.get("p50_ms"))) is not None
+    ]
+    nearest = min(rated, key=lambda pair: abs(pair[0] - best_rps), default=None)
+    return None if nearest is None else nearest[1] / 1000.0
+
+
+def _find_max_description(data: Mapping[str, Any], best_rps: float, source: str) -> str:
+    slo_ms = _as_float(data.get("slo_p99_ms"))
+    within = f" within p99 <= {_num(slo_ms)} ms" if slo_ms is not None else ""
+    return f"{source}: highest sustained rate {_num(best_rps)} requests/s{within}"
+
+
+def _positive_field(data: Mapping[str, Any], key: str, source: str, hint: str) -> float:
+    value = _as_float(data.get(key))
+    if value is None or not (value > 0 and math.isfinite(value)):
+        raise InputError(f"{source}: {key} must be a positive number, got {data.get(key)!r}", hint)
+    return value
+
+
+def _as_float(value: object) -> float | None:
+    """A JSON number as a float; None for anything else (null, strings, booleans)."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    return None
+
+
+def _check_k8s_name(name: str, flag: str) -> None:
+    """Kubernetes object names are DNS-1123 subdomains: lower-case alphanumerics, '-' and '.', at most 253."""
+    if not _K8S_NAME.fullmatch(name):
+        raise InputError(
+            f"{flag} {name!r} is not a valid Kubernetes name",
+            "use lower-case letters, digits and '-', starting and ending with a letter or digit, e.g. minilm",
+        )
+
+
+def _num(value: float) -> str:
+    """A number as people write it: 32.5, 7, 0.65 (no trailing zeros, no exponent for ordinary sizes)."""
+    return f"{value:.6g}"

@@ -1,0 +1,93 @@
+"""What a batch costs, learned online: ``t(b, L) = c0 + c1*b + c2*b*L`` seconds.
+
+``b`` is the batch size and ``L`` its padded length (tokens of its longest item; 1 for tensor
+models). ``c0`` is the fixed cost of a call (kernel launches, thread wake-ups, Python), the part
+batching shares out; ``c1`` the per-item cost that does not depend on length; ``c2`` the cost of a
+token, padding included, which is what greedy batching of mixed lengths wastes. Three terms are
+enough to decide the one question the batcher asks (does adding this request lower the cost per
+request?) and few enough to fit from a handful of batches.
+
+The fit is a least-squares solution over the most recent observations (a bounded window, so the
+model follows a machine whose load changes), weighted by ``1/t`` so that the error is relative:
+unweighted, a few 500 ms batches would drown the 2 ms calls that fix ``c0``. Every coefficient is
+kept non-negative (the best fit over the subsets of terms whose own fit is non-negative), so the
+predicted cost never falls when a batch grows or gets longer, and a prediction is never negative.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import deque
+
+import numpy as np
+
+__all__ = ["BatchCostModel"]
+
+MIN_OBSERVATIONS = 8
+MIN_DISTINCT_SIZES = 2
+
+
+class BatchCostModel:
+    """Online non-negative least squares over the last ``window`` batches, refitted every ``refit_every``."""
+
+    def __init__(self, window: int = 512, refit_every: int = 4) -> None:
+        self._observations: deque[tuple[int, int, float]] = deque(maxlen=window)
+        self._refit_every = refit_every
+        self._since_fit = 0
+        self._coefficients: np.ndarray | None = None
+
+    def observe(self, batch_size: int, padded_length: int, seconds: float) -> None:
+        """Record one batch that took ``seconds`` of compute."""
+        if batch_size < 1 or padded_length < 1 or not seconds > 0:
+            return  # a clock that did not advance says nothing about cost
+        self._observations.append((batch_size, padded_length, seconds))
+        self._since_fit += 1
+        if self.ready and (self._coefficients is None or self._since_fit >= self._refit_every):
+            self._fit()
+
+    @property
+    def ready(self) -> bool:
+        """Enough batches of at least two sizes to separate the fixed cost from the per-item cost."""
+        if len(self._observations) < MIN_OBSERVATIONS:
+            return False
+        return len({size for size, _length, _seconds in self._observations}) >= MIN_DISTINCT_SIZES
+
+    @property
+    def observations(self) -> int:
+        return len(self._observations)
+
+    def predict(self, batch_size: int, padded_length: int) -> float:
+        """Predicted seconds for one batch; before the model is ready, seconds per token so far times tokens.
+
+        0.0 with no observations at all.
+        """
+        if self._coefficients is not None:
+            features = np.array([1.0, batch_size, batch_size * padded_length])
+            return max(0.0, float(features @ self._coefficients))
+        if not self._observations:
+            return 0.0
+        per_token_s = float(np.mean([seconds / (size * length) for size, length, seconds in self._observations]))
+        return per_token_s * batch_size * padded_length
+
+    def _fit(self) -> None:
+        data = np.array(self._observations, dtype=np.float64)
+        sizes, lengths, seconds = data[:, 0], data[:, 1], data[:, 2]
+        weights = 1.0 / seconds
+        design = np.column_stack([np.ones_like(sizes), sizes, sizes * lengths]) * weights[:, None]
+        target = seconds * weights
+        best: np.ndarray | None = None
+        best_residual = np.inf
+        # Non-negative least squares by brute force: 7 subsets of 3 terms cost nothing at this size.
+        for count in (3, 2, 1):
+            for terms in itertools.combinations(range(3), count):
+                solution, *_ = np.linalg.lstsq(design[:, terms], target, rcond=None)
+                if np.any(solution < 0):
+                    continue
+                residual = float(np.sum((design[:, terms] @ solution - target) ** 2))
+                if residual < best_residual:
+                    coefficients = np.zeros(3)
+                    coefficients[list(terms)] = solution
+                    best, best_residual = coefficients, residual
+        if best is not None:
+            self._coefficients = best
+            self._since_fit = 0

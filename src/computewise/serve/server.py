@@ -1,0 +1,374 @@
+"""``computewise serve``: one model behind uvicorn, warmed up, drained on SIGTERM, recorded in the ledger.
+
+The order of work, so that nothing is half started and nothing accepted is lost:
+
+    refuse an exposed address without --token/--insecure -> bind the port -> open the ledger
+    -> load the model -> start the run row -> uvicorn (the app's lifespan starts the batcher)
+    -> warm up through the batcher (/readyz turns 200, the ready file appears)
+    -> SIGTERM: /readyz 503, the listener closes, in-flight requests are answered, the batcher
+       drains -> the run is finished with its counts -> exit 0
+
+The port is bound before the model loads, so a taken port fails in a second, not after a long load.
+Warm-up goes through the batcher rather than straight to the model: the cost model's first
+observations (batches of 1, 2, 4, 8) are paid before the first client arrives, not by it.
+
+The ledger run (kind ``serve``) is priced like ``computewise run`` prices a job (the hardware at
+launch, frozen) and carries the inferences served; a heartbeat every few seconds keeps its cost
+growing with its wall time and tells ``mark_crashed`` it is alive.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import getpass
+import ipaddress
+import json
+import os
+import shlex
+import signal
+import socket
+import sys
+import time
+from collections.abc import Generator
+from dataclasses import asdict
+from pathlib import Path
+from types import FrameType
+from typing import Any, TextIO
+
+import uvicorn
+
+from computewise.errors import ComputewiseError, InputError
+from computewise.ledger import Ledger, NewRun, RunStatus
+from computewise.monitor.gpu import open_gpu_source
+from computewise.monitor.pricing import DetectedHardware, PriceRequest, resolve_price
+from computewise.serve.app import DEFAULT_MAX_BODY_BYTES, ServeState, create_app
+from computewise.serve.backends import Backend, load_backend
+from computewise.serve.batcher import Batcher, BatchPolicy, BatchRecord
+from computewise.serve.metrics import ServeMetrics
+
+__all__ = ["HEARTBEAT_S", "is_loopback", "serve"]
+
+HEARTBEAT_S = 5.0
+_WARMUP_ROUNDS = 2
+_WARMUP_SIZES = (1, 2, 4, 8)
+_WARMUP_WORDS = (3, 12, 40)  # short, typical and long sentences: the padding the cost model must learn
+_DRAIN_EXTRA_S = 5.0  # uvicorn's graceful-shutdown bound: the request timeout plus this
+
+
+def is_loopback(host: str) -> bool:
+    """True for addresses only this machine can reach: localhost, 127.0.0.0/8, ::1."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a host name other than localhost may resolve to any interface
+
+
+def _check_exposure(host: str, token: str | None, insecure: bool) -> None:
+    if token is not None and not token.strip():
+        raise InputError("--token is empty", "give a long random token, e.g. --token $(openssl rand -hex 16)")
+    if not is_loopback(host) and token is None and not insecure:
+        raise InputError(
+            f"refusing to listen on {host}, which other machines can reach, without authentication",
+            "add --token TOKEN (clients send 'Authorization: Bearer TOKEN'), "
+            "or --insecure if the network is trusted, or keep the default --host 127.0.0.1",
+        )
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    """The listening socket, bound now so a taken port is an error before the model loads."""
+    if not 0 <= port <= 65535:
+        raise InputError(f"--port {port} is not a TCP port", "pick a port between 1024 and 65535")
+    try:
+        family, kind, proto, _name, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    except socket.gaierror as error:
+        raise InputError(
+            f"cannot resolve --host {host}: {error.strerror}", "give an IP address such as 127.0.0.1"
+        ) from None
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(address)
+    except OSError as error:
+        sock.close()
+        raise InputError(
+            f"cannot listen on {host}:{port}: {error.strerror}", "pick another --port, or stop what is using it"
+        ) from None
+    return sock
+
+
+def _warmup_example(backend: Backend, words: int) -> Any | None:
+    """An input the model accepts, or None when nothing is known about its inputs (an entry point)."""
+    if backend.kind == "echo":
+        return 0
+    if backend.kind == "text":
+        return " ".join(["warm"] * words)
+    signatures = backend.describe().get("inputs")
+    if not signatures:
+        return None
+
+    def zeros(signature: dict[str, Any]) -> Any:
+        value: Any = 0 if "int" in str(signature.get("dtype", "")) else 0.0
+        for size in reversed(signature["shape"][1:]):  # without the batch axis; symbolic sizes become 1
+            value = [value] * (size if isinstance(size, int) and size > 0 else 1)
+        return value
+
+    if len(signatures) == 1:
+        return zeros(signatures[0])
+    return {str(signature["name"]): zeros(signature) for signature in signatures}
+
+
+async def _warm_up(backend: Backend, batcher: Batcher, max_batch_size: int, stream: TextIO) -> None:
+    """A few batches of each size: the first clients pay neither lazy initialisation nor the cost model's learning."""
+    examples = [example for words in _WARMUP_WORDS if (example := _warmup_example(backend, words)) is not None]
+    if not examples:
+        return
+    try:
+        items = [backend.validate(example) for example in examples]
+        for _round in range(_WARMUP_ROUNDS):
+            for size in _WARMUP_SIZES:
+                if size <= max_batch_size:
+                    await batcher.submit([items[n % len(items)] for n in range(size)])
+    except Exception as error:  # made-up inputs may not suit the model; real ones still might: say so, go on
+        _say(stream, f"warm-up failed, serving without it: {type(error).__name__}: {error}")
+
+
+def _write_ready_file(path: Path, url: str, model: str) -> None:
+    """Atomically, so a script polling for the file never reads half of it."""
+    staging = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    staging.write_text(json.dumps({"url": url, "model": model, "pid": os.getpid()}) + "\n")
+    staging.replace(path)
+
+
+def _say(stream: TextIO, message: str) -> None:
+    with contextlib.suppress(OSError, ValueError):
+        stream.write(f"computewise: {message}\n")
+        stream.flush()
+
+
+class _DrainingServer(uvicorn.Server):
+    """uvicorn, except that SIGTERM/SIGINT first mark the app as draining and the process then exits 0.
+
+    Stock uvicorn re-raises the captured signal after its graceful shutdown, so the process dies
+    of SIGTERM; a server that drained cleanly has done what was asked and should say so with 0.
+    """
+
+    def __init__(self, config: uvicorn.Config, state: ServeState, stream: TextIO) -> None:
+        super().__init__(config)
+        self._state = state
+        self._stream = stream
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Generator[None, None, None]:
+        signals = (signal.SIGINT, signal.SIGTERM)
+        original = {sig: signal.signal(sig, self.handle_exit) for sig in signals}
+        try:
+            yield
+        finally:
+            for sig, handler in original.items():
+                signal.signal(sig, handler)
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        if not self._state.draining:
+            self._state.draining = True
+            _say(self._stream, f"{signal.Signals(sig).name}: draining in-flight requests, then stopping")
+        super().handle_exit(sig, frame)
+
+
+class _RunRecord:
+    """The serving run in the ledger: started at launch, heartbeats with inference counts, finished at exit."""
+
+    def __init__(self, ledger: Ledger, run_id: int, metrics: ServeMetrics, stream: TextIO) -> None:
+        self.ledger, self.run_id, self.metrics, self.stream = ledger, run_id, metrics, stream
+        self._recorded = 0
+
+    def flush(self) -> None:
+        served = self.metrics.totals()["inferences"]
+        if served > self._recorded:
+            self.ledger.add_inferences(self.run_id, served - self._recorded)
+            self._recorded = served
+        self.ledger.heartbeat(self.run_id, time.time())
+
+    async def heartbeat_loop(self) -> None:
+        while True:
+            await asyncio.sleep(HEARTBEAT_S)
+            try:
+                await asyncio.to_thread(self.flush)
+            except ComputewiseError as error:  # measurement degrades; serving goes on
+                _say(self.stream, f"ledger write failed: {error.message}")
+
+    def finish(self, status: RunStatus, exit_code: int, summary: dict[str, Any], error: str | None) -> None:
+        try:
+            self.flush()
+            self.ledger.finish_run(self.run_id, status, time.time(), exit_code=exit_code, summary=summary, error=error)
+        except ComputewiseError as failure:
+            _say(self.stream, f"could not finish run {self.run_id} in the ledger: {failure.message}")
+
+
+def _start_run(
+    ledger: Ledger, target: str, tags: dict[str, str], hourly_usd: float | None, started_at_s: float, stream: TextIO
+) -> int:
+    from computewise.catalog import load_catalog
+
+    gpu = open_gpu_source()
+    try:
+        status = gpu.status()
+    finally:
+        gpu.close()
+    first = status.devices[0] if status.devices else None
+    hardware = DetectedHardware(
+        gpu_count=len(status.devices),
+        gpu_name=first.name if first else None,
+        gpu_memory_total_bytes=float(first.memory_total_bytes) if first and first.memory_total_bytes else None,
+        logical_cpus=os.cpu_count() or 1,
+    )
+    catalog = load_catalog()
+    price = resolve_price(catalog, PriceRequest(hourly_usd=hourly_usd), hardware)
+    if price.assumed:
+        _say(stream, f"price {price.explanation}")
+    accelerator = (
+        catalog.match_device(hardware.gpu_name, hardware.gpu_memory_total_bytes) if hardware.gpu_name else None
+    )
+    argv = tuple(getattr(sys, "orig_argv", sys.argv))
+    return ledger.start_run(
+        NewRun(
+            kind="serve",
+            command=shlex.join(["computewise", "serve", target]),
+            argv=argv,
+            tags=dict(tags),
+            host=socket.gethostname(),
+            pid=os.getpid(),
+            user=getpass.getuser(),
+            cwd=os.getcwd(),
+            started_at_s=started_at_s,
+            interval_s=HEARTBEAT_S,
+            price=price,
+            logical_cpus=hardware.logical_cpus,
+            gpu_count=hardware.gpu_count,
+            gpu_name=hardware.gpu_name,
+            accelerator=accelerator.slug if accelerator else None,
+        )
+    )
+
+
+def serve(
+    target: str,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    policy: BatchPolicy | None = None,
+    token: str | None = None,
+    insecure: bool = False,
+    queue_limit: int = 256,
+    timeout_s: float = 30.0,
+    db: str | None = None,
+    tags: dict[str, str] | None = None,
+    ready_file: Path | None = None,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    hourly_usd: float | None = None,
+    stream: TextIO | None = None,
+) -> int:
+    """Serve ``target`` (artifact directory, ``package.module:function`` or ``echo``) until SIGTERM; the exit code.
+
+    ``port`` 0 takes any free port (the ready file says which). Raises ``InputError`` for an exposed
+    ``host`` without ``token`` or ``insecure``, a taken port, or bad limits; ``LedgerError`` for a ledger
+    that cannot record the run. Returns 0 after a graceful drain, 1 when the server failed. Messages
+    go to ``stream`` (stderr).
+    """
+    policy = policy or BatchPolicy()
+    stream = stream or sys.stderr
+    _check_exposure(host, token, insecure)
+    if max_body_bytes < 1:
+        raise InputError(f"--max-body-bytes {max_body_bytes} must be positive", "e.g. --max-body-bytes 1048576")
+    sock = _bind(host, port)
+    try:
+        if ready_file is not None:
+            ready_file.unlink(missing_ok=True)  # a stale one from an earlier server would say "ready" too soon
+        return _serve_bound(
+            sock, target, policy, token, queue_limit, timeout_s, db, tags or {}, ready_file, max_body_bytes,
+            hourly_usd, stream,
+        )  # fmt: skip
+    finally:
+        sock.close()
+        if ready_file is not None:
+            ready_file.unlink(missing_ok=True)
+
+
+def _serve_bound(
+    sock: socket.socket,
+    target: str,
+    policy: BatchPolicy,
+    token: str | None,
+    queue_limit: int,
+    timeout_s: float,
+    db: str | None,
+    tags: dict[str, str],
+    ready_file: Path | None,
+    max_body_bytes: int,
+    hourly_usd: float | None,
+    stream: TextIO,
+) -> int:
+    started_at_s = time.time()
+    ledger = Ledger.open(db)
+    try:
+        ledger.mark_crashed(started_at_s, socket.gethostname())
+        backend = load_backend(target)
+        state = ServeState()
+        metrics = ServeMetrics()
+
+        def on_batch(record: BatchRecord) -> None:
+            if state.ready:  # warm-up batches are not traffic
+                metrics.record_batch(record)
+
+        batcher = Batcher(backend, policy, queue_limit=queue_limit, timeout_s=timeout_s, on_batch=on_batch)
+        app = create_app(backend, batcher, metrics, token=token, max_body_bytes=max_body_bytes, state=state)
+        run = _RunRecord(ledger, _start_run(ledger, target, tags, hourly_usd, started_at_s, stream), metrics, stream)
+        bound_host, bound_port = sock.getsockname()[:2]
+        url = f"http://{f'[{bound_host}]' if ':' in bound_host else bound_host}:{bound_port}"
+        config = uvicorn.Config(
+            app,
+            log_level="warning",
+            access_log=False,
+            lifespan="on",
+            timeout_graceful_shutdown=int(timeout_s + _DRAIN_EXTRA_S),
+        )
+        server = _DrainingServer(config, state, stream)
+
+        async def main() -> None:
+            serving = asyncio.create_task(server.serve(sockets=[sock]))
+            while not server.started and not serving.done():
+                await asyncio.sleep(0.01)
+            helpers: list[asyncio.Task[None]] = []
+            if server.started and not server.should_exit:
+
+                async def become_ready() -> None:
+                    await _warm_up(backend, batcher, policy.max_batch_size, stream)
+                    if not state.draining:
+                        state.ready = True
+                        if ready_file is not None:
+                            _write_ready_file(ready_file, url, backend.name)
+                        _say(stream, f"serving {backend.name!r} at {url} (batching {policy.mode}, run {run.run_id})")
+
+                helpers = [asyncio.create_task(become_ready()), asyncio.create_task(run.heartbeat_loop())]
+            try:
+                await serving
+            finally:
+                for helper in helpers:
+                    helper.cancel()
+                await asyncio.gather(*helpers, return_exceptions=True)
+
+        summary: dict[str, Any] = {"model": backend.name, "target": target, "kind": backend.kind}
+        summary["batching"] = asdict(policy)
+        try:
+            asyncio.run(main())
+        except (Exception, SystemExit) as error:  # uvicorn exits with SystemExit(3) when the app cannot start
+            message = f"the server stopped: {type(error).__name__}: {error}"
+            _say(stream, message)
+            run.finish("failed", 1, {**summary, **metrics.totals()}, message)
+            return 1
+        run.finish("succeeded", 0, {**summary, **metrics.totals()}, None)
+        _say(stream, f"stopped; {metrics.totals()['inferences']} inferences served (run {run.run_id})")
+        return 0
+    finally:
+        ledger.close()

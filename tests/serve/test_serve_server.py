@@ -1,0 +1,278 @@
+"""``computewise.serve.server.serve`` as a real process: uvicorn on 127.0.0.1, signals, overload, the ledger.
+
+Each server is a child process (``python -c`` calling ``serve``) whose models are entry points
+written into a temporary directory: a slow model (a fixed time per call, or per input) to keep
+requests in flight, and one that raises on a poisoned input. Clients are httpx, in threads or on
+an event loop, every call with a timeout; every child is killed at the end of its test, whatever
+happened.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psutil
+import pytest
+
+from computewise.errors import InputError
+from computewise.ledger import Ledger
+from computewise.serve.server import is_loopback, serve
+
+MODELS = '''
+import time
+
+def poison():
+    """Echo, except that a call holding the input "poison" raises (the whole batch fails)."""
+    def predict(items):
+        if "poison" in items:
+            raise ValueError("poisoned input")
+        return list(items)
+    return predict
+
+def slow_call():
+    """Echo after 0.25 s per call, whatever its size."""
+    def predict(items):
+        time.sleep(0.25)
+        return list(items)
+    return predict
+
+def slow_item():
+    """Echo after 25 ms per input: batching does not help, so capacity is 40 inputs/s."""
+    def predict(items):
+        time.sleep(0.025 * len(items))
+        return list(items)
+    return predict
+'''
+
+LAUNCH = """
+import json, sys
+from pathlib import Path
+from computewise.serve.batcher import BatchPolicy
+from computewise.serve.server import serve
+options = json.loads(sys.argv[1])
+policy = BatchPolicy(**options.pop("policy", {}))
+ready_file = options.pop("ready_file", None)
+sys.exit(serve(policy=policy, ready_file=Path(ready_file) if ready_file else None, **options))
+"""
+
+START_TIMEOUT_S = 60.0
+ANSWERED = 'computewise_serve_requests_total{code="200"}'
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class Server:
+    process: subprocess.Popen[bytes]
+    url: str
+    db: str
+    log: Path
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+
+@pytest.fixture
+def models_dir(tmp_path: Path) -> Path:
+    directory = tmp_path / "models"
+    directory.mkdir()
+    (directory / "serve_server_models.py").write_text(textwrap.dedent(MODELS))
+    return directory
+
+
+@contextlib.contextmanager
+def running(tmp_path: Path, models_dir: Path, target: str, **options: Any) -> Iterator[Server]:
+    """Start ``serve(target, **options)`` in a child process and wait until /readyz says 200."""
+    ready_file = tmp_path / "ready.json"
+    port = options.setdefault("port", free_port())
+    db = options.setdefault("db", f"sqlite:///{tmp_path / 'ledger.sqlite'}")
+    log = tmp_path / "server.log"
+    arguments = json.dumps({"target": target, "ready_file": str(ready_file), **options})
+    env = {**os.environ, "COMPUTEWISE_FAKE_GPU": ""}
+    with log.open("wb") as sink:
+        process = subprocess.Popen(
+            [sys.executable, "-c", LAUNCH, arguments], cwd=models_dir, stdout=sink, stderr=subprocess.STDOUT, env=env
+        )
+    try:
+        deadline_s = time.monotonic() + START_TIMEOUT_S
+        url = f"http://127.0.0.1:{port}"
+        while True:
+            if process.poll() is not None:
+                pytest.fail(f"the server exited with {process.returncode}:\n{log.read_text()}")
+            if port == 0 and ready_file.exists():
+                url = json.loads(ready_file.read_text())["url"]
+            with contextlib.suppress(httpx.HTTPError):
+                known = port != 0 or ready_file.exists()
+                if known and httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
+                    break
+            if time.monotonic() > deadline_s:
+                pytest.fail(f"the server was not ready within {START_TIMEOUT_S} s:\n{log.read_text()}")
+            time.sleep(0.05)
+        yield Server(process, url, db, log)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=10)
+
+
+def metric(server: Server, name: str, default: float | None = None) -> float:
+    """The value of one series (``name`` with its labels, as exposed); ``default`` when it is absent."""
+    text = httpx.get(f"{server.url}/metrics", timeout=5).text
+    for line in text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    if default is None:
+        raise AssertionError(f"{name} not in /metrics")
+    return default
+
+
+def serve_run(db: str) -> Any:
+    with Ledger.open(db) as ledger:
+        runs = [run for run in ledger.runs() if run.kind == "serve"]
+    assert len(runs) == 1
+    return runs[0]
+
+
+def test_sigterm_under_load_answers_every_accepted_request(tmp_path: Path, models_dir: Path) -> None:
+    with running(
+        tmp_path, models_dir, "serve_server_models:slow_call", policy={"mode": "none"}, tags={"team": "search"}
+    ) as server:
+        results: dict[int, httpx.Response | Exception] = {}
+
+        def call(n: int) -> None:
+            try:
+                results[n] = httpx.post(
+                    f"{server.url}/v1/models/serve_server_models/infer", json={"input": n}, timeout=30
+                )
+            except httpx.HTTPError as error:
+                results[n] = error
+
+        clients = [threading.Thread(target=call, args=(n,)) for n in range(6)]
+        for client in clients:
+            client.start()
+        deadline_s = time.monotonic() + 10
+        # All six accepted: one computing, the rest waiting (or, on a slow machine, already answered).
+        while metric(server, "computewise_serve_queue_depth") + metric(server, ANSWERED, 0.0) < 5:
+            assert time.monotonic() < deadline_s, "the requests never queued up"
+            time.sleep(0.02)
+        signalled_s = time.monotonic()
+        server.process.send_signal(signal.SIGTERM)
+        for client in clients:
+            client.join(timeout=30)
+        assert server.process.wait(timeout=15) == 0, server.output()
+        drained_s = time.monotonic() - signalled_s
+    assert {n: getattr(r, "status_code", r) for n, r in results.items()} == dict.fromkeys(range(6), 200)
+    assert sorted(r.json()["outputs"][0] for r in results.values() if isinstance(r, httpx.Response)) == list(range(6))
+    assert drained_s < 6 * 0.25 + 3  # the queue's work plus a little, not uvicorn's 35 s graceful bound
+    assert "SIGTERM: draining" in server.output()
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(f"{server.url}/healthz", timeout=2)
+    run = serve_run(server.db)
+    assert (run.status, run.exit_code, run.inferences) == ("succeeded", 0, 6)
+    assert run.tags == {"team": "search"} and run.command == "computewise serve serve_server_models:slow_call"
+    assert run.summary is not None and run.summary["requests"] == 6 and run.summary["compute_s"] >= 6 * 0.25
+    assert run.ended_at_s is not None and run.price.hourly_usd > 0
+
+
+async def surge(url: str, count: int, over_s: float) -> list[tuple[int, str | None, float]]:
+    """``count`` requests at evenly spaced times over ``over_s``, never waiting for answers: (code, Retry-After, s)."""
+    limits = httpx.Limits(max_connections=count, max_keepalive_connections=count)
+    async with httpx.AsyncClient(limits=limits, timeout=20) as client:
+
+        async def one(n: int) -> tuple[int, str | None, float]:
+            await asyncio.sleep(n * over_s / count)
+            start_s = time.monotonic()
+            response = await client.post(url, json={"input": n})
+            return response.status_code, response.headers.get("retry-after"), time.monotonic() - start_s
+
+        return list(await asyncio.gather(*(one(n) for n in range(count))))
+
+
+def test_overload_gets_429_with_retry_after_and_recovers(tmp_path: Path, models_dir: Path) -> None:
+    """200 requests in 3 s at 25 ms per input (capacity 40/s) against a queue of 16: 429s, no crash, recovery."""
+    with running(tmp_path, models_dir, "serve_server_models:slow_item", queue_limit=16) as server:
+        rss_before = psutil.Process(server.process.pid).memory_info().rss
+        results = asyncio.run(surge(f"{server.url}/v1/models/serve_server_models/infer", 200, 3.0))
+        codes = [code for code, _retry, _s in results]
+        assert set(codes) <= {200, 429}, sorted(set(codes))
+        assert codes.count(429) >= 20 and codes.count(200) >= 60, (codes.count(200), codes.count(429))
+        assert all(retry is not None and int(retry) >= 1 for code, retry, _s in results if code == 429)
+        # Accepted requests waited behind at most 16 queued inputs (0.4 s of compute), not behind the surge.
+        accepted_s = sorted(seconds for code, _retry, seconds in results if code == 200)
+        assert accepted_s[int(0.99 * (len(accepted_s) - 1))] < 2.0
+        recovered_s = time.monotonic()
+        after = httpx.post(f"{server.url}/v1/models/serve_server_models/infer", json={"input": "after"}, timeout=5)
+        assert after.status_code == 200 and after.json()["outputs"] == ["after"]
+        assert time.monotonic() - recovered_s < 2.0
+        assert httpx.get(f"{server.url}/readyz", timeout=5).status_code == 200
+        assert metric(server, "computewise_serve_rejections_total") == codes.count(429)
+        assert psutil.Process(server.process.pid).memory_info().rss - rss_before < 100e6
+        assert server.process.poll() is None
+
+
+def test_token_model_error_and_ready_file_on_a_live_server(tmp_path: Path, models_dir: Path) -> None:
+    """Port 0: the ready file says where. Bearer auth on; a poisoned input fails its own request only."""
+    token = "t0ken-for-tests"
+    with running(
+        tmp_path, models_dir, "serve_server_models:poison", port=0, token=token, policy={"mode": "greedy"}
+    ) as server:
+        ready = json.loads((tmp_path / "ready.json").read_text())
+        assert ready["model"] == "serve_server_models" and ready["pid"] == server.process.pid
+        url = f"{server.url}/v1/models/serve_server_models/infer"
+        assert httpx.post(url, json={"input": 1}, timeout=5).status_code == 401
+        wrong = httpx.post(url, json={"input": 1}, headers={"Authorization": "Bearer nope"}, timeout=5)
+        assert wrong.status_code == 401
+        assert httpx.get(f"{server.url}/metrics", timeout=5).status_code == 401
+        assert httpx.get(f"{server.url}/healthz", timeout=5).status_code == 200
+
+        async def together() -> list[httpx.Response]:
+            headers = {"Authorization": f"Bearer {token}"}
+            async with httpx.AsyncClient(headers=headers, timeout=20) as client:
+                bodies = [{"inputs": ["a", "b"]}, {"inputs": ["c", "poison"]}, {"input": "d"}]
+                return list(await asyncio.gather(*(client.post(url, json=body) for body in bodies)))
+
+        first, poisoned, last = asyncio.run(together())
+        assert (first.status_code, poisoned.status_code, last.status_code) == (200, 500, 200)
+        assert poisoned.json()["field"] == "inputs[1]"
+        again = httpx.post(url, json={"input": "e"}, headers={"Authorization": f"Bearer {token}"}, timeout=5)
+        assert again.status_code == 200 and again.json()["outputs"] == ["e"]
+        server.process.send_signal(signal.SIGTERM)
+        assert server.process.wait(timeout=15) == 0
+    assert not (tmp_path / "ready.json").exists()
+    assert serve_run(server.db).inferences == 4  # a, b, d, e: the poisoned request served nothing
+
+
+def test_exposed_host_or_taken_port_is_refused_before_anything_starts(tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path / 'ledger.sqlite'}"
+    with pytest.raises(InputError, match="--token") as refused:
+        serve("echo", host="0.0.0.0", db=db)
+    assert "--insecure" in str(refused.value)
+    with pytest.raises(InputError, match="empty"):
+        serve("echo", token="  ", db=db)
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        with pytest.raises(InputError, match="cannot listen"):
+            serve("echo", port=taken.getsockname()[1], db=db)
+    assert not (tmp_path / "ledger.sqlite").exists()  # refused before the ledger was touched
+    assert [is_loopback(h) for h in ("127.0.0.1", "localhost", "::1", "127.8.0.1")] == [True] * 4
+    assert [is_loopback(h) for h in ("0.0.0.0", "::", "10.0.0.5", "example.com")] == [False] * 4
