@@ -18,7 +18,9 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
+import textwrap
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -262,3 +264,18 @@ def sample_rows() -> Callable[[int, float, int], list[SampleRow]]:
         ]
 
     return make
+
+
+@pytest.fixture
+def make_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[str, str], str]]:
+    """Write ``name.py`` (an entry point, an eval function, a model) into tmp_path, importable for this test only."""
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+    def make(name: str, source: str) -> str:
+        (tmp_path / f"{name}.py").write_text(textwrap.dedent(source))
+        monkeypatch.delitem(sys.modules, name, raising=False)
+        return name
+
+    yield make
+    for name in [name for name, module in sys.modules.items() if str(tmp_path) in str(getattr(module, "__file__", ""))]:
+        del sys.modules[name]

@@ -8,9 +8,7 @@ against each other and make a 3 s training take 30 s (the weights are seeded eit
 
 from __future__ import annotations
 
-import sys
-import textwrap
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -83,18 +81,3 @@ def linear_onnx(tmp_path: Path) -> Path:
     pytest.importorskip("onnxruntime")
     weight = np.arange(12, dtype=np.float32).reshape(4, 3) / 10 - 0.5
     return _write_linear_onnx(tmp_path / "linear.onnx", weight)
-
-
-@pytest.fixture
-def make_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[str, str], str]]:
-    """Write ``name.py`` (an entry point or eval function) into tmp_path, importable for this test only."""
-    monkeypatch.syspath_prepend(str(tmp_path))
-
-    def make(name: str, source: str) -> str:
-        (tmp_path / f"{name}.py").write_text(textwrap.dedent(source))
-        monkeypatch.delitem(sys.modules, name, raising=False)
-        return name
-
-    yield make
-    for name in [name for name, module in sys.modules.items() if str(tmp_path) in str(getattr(module, "__file__", ""))]:
-        del sys.modules[name]

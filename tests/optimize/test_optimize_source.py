@@ -214,7 +214,7 @@ def test_an_entry_point_returning_the_wrong_thing(
 
 @pytest.mark.torch
 def test_an_entry_point_that_cannot_be_imported() -> None:
-    with pytest.raises(ModelConfigError, match=r"cannot import optimize_no_such_package\.models:build"):
+    with pytest.raises(ModelConfigError, match=r"cannot import the model optimize_no_such_package\.models:build"):
         load_source("optimize_no_such_package.models:build", None, None)
 
 

@@ -10,9 +10,7 @@ tmp_path, importable for one test.
 
 from __future__ import annotations
 
-import sys
-import textwrap
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -68,18 +66,3 @@ def digits_artifact(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 @pytest.fixture
 def sentences() -> list[str]:
     return SENTENCES.read_text().splitlines()
-
-
-@pytest.fixture
-def make_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[str, str], str]]:
-    """Write ``name.py`` into tmp_path, importable for this test only."""
-    monkeypatch.syspath_prepend(str(tmp_path))
-
-    def make(name: str, source: str) -> str:
-        (tmp_path / f"{name}.py").write_text(textwrap.dedent(source))
-        monkeypatch.delitem(sys.modules, name, raising=False)
-        return name
-
-    yield make
-    for name in [name for name, module in sys.modules.items() if str(tmp_path) in str(getattr(module, "__file__", ""))]:
-        del sys.modules[name]

@@ -12,17 +12,15 @@ inputs (a list of strings, or arrays) and returns the model's outputs as a NumPy
 
 from __future__ import annotations
 
-import importlib
 import math
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from computewise.errors import ComputewiseError, InputError
+from computewise.optimize.entrypoints import import_entry_point
 from computewise.optimize.feeds import Batch, Feed
 from computewise.optimize.predictors import predict_all
 
@@ -148,15 +146,7 @@ def load_metric(spec: str | None, task: str, budget: DropBudget) -> Metric:
     """``None`` or "agreement" for the built-in default, else ``package.module:function``."""
     if spec is None or spec == "agreement":
         return Metric(_describe(task), task, budget)
-    module_name, _, function_name = spec.partition(":")
-    if not function_name:
-        raise InputError(f"--eval {spec!r} is not an entry point", "write package.module:function, or agreement")
-    if str(Path.cwd()) not in sys.path:
-        sys.path.insert(0, str(Path.cwd()))
-    try:
-        function = getattr(importlib.import_module(module_name), function_name)
-    except (ImportError, AttributeError) as error:
-        raise InputError(f"cannot import the eval function {spec}: {error}", "check the module path") from error
+    function = import_entry_point(spec, "the eval function", InputError)
     if not callable(function):
         raise InputError(f"{spec} is not callable", "point --eval at a function fn(predict) -> float")
     return Metric(spec, task, budget, function)

@@ -15,9 +15,7 @@ Anything unreadable or mismatched raises ``ModelConfigError`` (exit 2) before an
 
 from __future__ import annotations
 
-import importlib
 import json
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from computewise.errors import InputError, MissingExtraError, ModelConfigError
+from computewise.optimize.entrypoints import import_entry_point
 from computewise.optimize.feeds import Batch, Feed, TensorFeed, TextFeed, read_texts
 
 __all__ = ["TASKS", "FusionHint", "ModelSource", "load_source"]
@@ -234,15 +233,7 @@ def _TextModel(torch: Any, backbone: Any, is_classifier: bool, pooling: str, nor
 
 
 def _entry_point(spec: str, inputs: Path | None, task: str | None) -> ModelSource:
-    module_name, _, function_name = spec.partition(":")
-    if str(Path.cwd()) not in sys.path:
-        sys.path.insert(0, str(Path.cwd()))  # like uvicorn: entry points are found from the working directory
-    try:
-        function = getattr(importlib.import_module(module_name), function_name)
-    except (ImportError, AttributeError) as error:
-        raise ModelConfigError(
-            f"cannot import {spec}: {error}", "give package.module:function importable from this directory"
-        ) from error
+    function = import_entry_point(spec, "the model", ModelConfigError)
     torch = _torch()
     returned = function()
     if not (isinstance(returned, tuple) and len(returned) == 2 and isinstance(returned[0], torch.nn.Module)):

@@ -22,15 +22,14 @@ Backends:
 from __future__ import annotations
 
 import copy
-import importlib
 import math
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
 from computewise.errors import InputError, ModelConfigError
 from computewise.optimize.artifact import MANIFEST_NAME, Artifact, load_artifact
+from computewise.optimize.entrypoints import import_entry_point
 
 __all__ = [
     "ArtifactBackend",
@@ -265,15 +264,7 @@ class EchoBackend:
 
 
 def _load_entry_point(spec: str, name: str) -> EntryPointBackend:
-    module_name, _, function_name = spec.partition(":")
-    if str(Path.cwd()) not in sys.path:
-        sys.path.insert(0, str(Path.cwd()))  # like uvicorn and `computewise optimize`: found from the working dir
-    try:
-        factory = getattr(importlib.import_module(module_name), function_name)
-    except (ImportError, AttributeError) as error:
-        raise ModelConfigError(
-            f"cannot import {spec}: {error}", "give package.module:function importable from this directory"
-        ) from error
+    factory = import_entry_point(spec, "the model", ModelConfigError)
     predict = factory()
     if not callable(predict):
         raise ModelConfigError(
