@@ -192,13 +192,6 @@ def computewise(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-@pytest.fixture(scope="module")
-def registered() -> None:
-    if computewise("plan", "serve", "--help").returncode != 0:
-        pytest.skip("`computewise plan serve` is not registered on the CLI yet")
-
-
-@pytest.mark.usefixtures("registered")
 def test_real_cli_prints_json_and_exits_2_with_a_fix(tmp_path: Path) -> None:
     good = computewise("plan", "serve", "--capacity-rps", "50", "--peak-rps", "200", "--hourly-usd", "2", "--json")
     assert good.returncode == 0, good.stderr

@@ -249,18 +249,14 @@ def _accelerator_price(
     from computewise.units import format_usd
 
     slug = catalog.accelerator(name).slug
-    priced = [
-        (per_gpu, offering)
-        for offering in catalog.offerings_for(slug, cloud=cloud, region=region)
-        if (per_gpu := usd_per_accelerator_h(offering, pricing)) is not None
-    ]
-    if not priced:
+    offering = catalog.cheapest_offering(slug, pricing, cloud, region)
+    per_gpu = None if offering is None else usd_per_accelerator_h(offering, pricing)
+    if offering is None or per_gpu is None:
         where = " ".join(x for x in (cloud, region) if x)
         raise InputError(
             f"the catalog sells no {slug} at {pricing} pricing{' in ' + where if where else ''}",
             "give --hourly-usd, or another --pricing, --cloud or --region (`computewise catalog list offerings`)",
         )
-    per_gpu, offering = min(priced, key=lambda p: (p[0], p[1].cloud, p[1].region, p[1].instance_type))
     return per_gpu * gpus, (
         f"{gpus} x {slug} at {format_usd(per_gpu)}/GPU-h, the cheapest {pricing} price in the catalog "
         f"({offering.cloud} {offering.instance_type}, {offering.region}; {offering.source}, "
@@ -273,21 +269,7 @@ def _instance_price(
 ) -> tuple[float, str]:
     from computewise.units import format_usd
 
-    offerings = catalog.instance_offerings(instance, cloud)
-    if region is not None:
-        offerings = tuple(o for o in offerings if o.region == region.strip().lower())
-        if not offerings:
-            raise InputError(
-                f"{instance} is not listed in region {region!r}",
-                "run `computewise catalog list offerings` to see where it is sold, or drop --region",
-            )
-    priced = [(usd, o) for o in offerings if (usd := o.usd_per_h(pricing)) is not None]
-    if not priced:
-        raise InputError(
-            f"the catalog has no {pricing} price for {instance}",
-            "pick another --pricing (on-demand is listed for every instance) or give --hourly-usd",
-        )
-    hourly, offering = min(priced, key=lambda p: (p[0], p[1].region))
+    hourly, offering = catalog.instance_price(instance, pricing, cloud, region)
     return hourly, (
         f"one {offering.cloud} {offering.instance_type} per replica, {pricing} in {offering.region}: "
         f"{format_usd(hourly)}/h ({offering.source}, retrieved {offering.retrieved})"

@@ -83,21 +83,7 @@ def _detected_accelerator(catalog: Catalog, hardware: DetectedHardware) -> Accel
 
 
 def _instance_price(catalog: Catalog, request: PriceRequest, instance_type: str) -> PriceSnapshot:
-    offerings = catalog.instance_offerings(instance_type, request.cloud)
-    if request.region is not None:
-        offerings = tuple(o for o in offerings if o.region == request.region.strip().lower())
-        if not offerings:
-            raise InputError(
-                f"{instance_type} is not listed in region {request.region!r}",
-                "run `computewise catalog list offerings` to see where it is sold, or drop --region",
-            )
-    priced = [(price, o) for o in offerings if (price := o.usd_per_h(request.pricing)) is not None]
-    if not priced:
-        raise InputError(
-            f"the catalog has no {request.pricing} price for {instance_type}",
-            "pick another --pricing (on-demand is listed for every instance) or give --hourly-usd",
-        )
-    hourly, offering = min(priced, key=lambda pair: (pair[0], pair[1].region))
+    hourly, offering = catalog.instance_price(instance_type, request.pricing, request.cloud, request.region)
     return _offering_snapshot(catalog, request, offering, hourly, assumed=False, count_note="")
 
 

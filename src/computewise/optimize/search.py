@@ -33,7 +33,7 @@ from computewise.optimize.predictors import predict_all
 from computewise.optimize.quality import INVARIANCE_COSINE, EvaluationError, Metric, Score, agreement
 from computewise.optimize.selective import build_selective
 from computewise.optimize.source import ModelSource
-from computewise.optimize.workspace import Built, Doctor, DynamicInt8, VariantSkipped, Workspace
+from computewise.optimize.workspace import Built, Doctor, DynamicInt8, VariantSkipped, Workspace, first_line
 
 __all__ = ["SearchOptions", "SearchResult", "VariantResult", "run_search"]
 
@@ -207,11 +207,6 @@ def choose(result: SearchResult) -> VariantResult | None:
     return best
 
 
-def _first_line(error: BaseException) -> str:
-    lines = str(error).strip().splitlines()
-    return f"{type(error).__name__}: {lines[0][:300]}" if lines else type(error).__name__
-
-
 class _Search:
     """Mutable state of one search; ``run_search`` is its only caller."""
 
@@ -258,14 +253,14 @@ class _Search:
             except (EvaluationError, KeyboardInterrupt):
                 raise
             except Exception as error:  # a variant that fails to build must not stop the search
-                return VariantResult(name, family, "failed", f"build failed: {_first_line(error)}")
+                return VariantResult(name, family, "failed", f"build failed: {first_line(error)}")
             build_time_s = time.monotonic() - started
             try:
                 result = self._grade(name, family, built)
             except (EvaluationError, KeyboardInterrupt):
                 raise
             except Exception as error:
-                return VariantResult(name, family, "failed", f"run failed: {_first_line(error)}", built.recipe)
+                return VariantResult(name, family, "failed", f"run failed: {first_line(error)}", built.recipe)
         result.build_time_s = build_time_s
         result.peak_memory_bytes = peak.rise_bytes
         # the session or module is let go; files and recipe stay for the export

@@ -27,7 +27,7 @@ from computewise.optimize.hardware import Hardware
 from computewise.optimize.predictors import predict_all
 from computewise.optimize.source import ModelSource
 
-__all__ = ["Built", "Doctor", "DynamicInt8", "VariantSkipped", "Workspace", "quiet_tools"]
+__all__ = ["Built", "Doctor", "DynamicInt8", "VariantSkipped", "Workspace", "first_line", "quiet_tools"]
 
 # Operators that ONNX Runtime's transformer optimizer emits when it recognises a pattern.
 FUSED_OPERATORS = (
@@ -184,7 +184,7 @@ class Workspace:
             counts = self.fuse(default, self.path("model-dynamo-fused.onnx"))
         except Exception as error:  # exporters and the optimizer raise many types; all mean "try the other way"
             counts = None
-            self.doctor.notes.append(f"the default (dynamo) exporter failed: {_first_line(error)}")
+            self.doctor.notes.append(f"the default (dynamo) exporter failed: {first_line(error)}")
         if counts is not None and counts.get("Attention", 0) + counts.get("MultiHeadAttention", 0) > 0:
             self.doctor.exporter = "dynamo"
             self._fused = self.path("model-dynamo-fused.onnx")
@@ -211,7 +211,7 @@ class Workspace:
             try:
                 counts = self.fuse(exported, target)
             except Exception as error:  # the optimizer's failures are many and undocumented
-                self.doctor.notes.append(f"ONNX Runtime's transformer optimizer failed: {_first_line(error)}")
+                self.doctor.notes.append(f"ONNX Runtime's transformer optimizer failed: {first_line(error)}")
                 return None
             self.doctor.fused_operators = counts
             self.doctor.attention_fused = counts.get("Attention", 0) + counts.get("MultiHeadAttention", 0) > 0
@@ -269,6 +269,7 @@ def _counts_text(counts: dict[str, int]) -> str:
     return ", ".join(f"{count} {op}" for op, count in counts.items() if count) or "nothing"
 
 
-def _first_line(error: BaseException) -> str:
+def first_line(error: BaseException) -> str:
+    """An error as one short line for a variant's reason: its type and the first line of its message."""
     text = str(error).strip().splitlines()
-    return f"{type(error).__name__}: {text[0][:200]}" if text else type(error).__name__
+    return f"{type(error).__name__}: {text[0][:300]}" if text else type(error).__name__

@@ -14,8 +14,9 @@ on the event loop) and resolves the items. The policies:
   the most similar length one at a time, where the learned cost model (``costmodel.py``) predicts
   that doing so lowers the cost per item and costs less than running the item alone; so every
   batch is predicted cheaper than its items one at a time: no worse than ``none`` wherever the
-  model is right (``benchmarks/serve_batching.py`` measures it). Until the model is ready it sends batches of 1, 2, 4 and 8 similar-length items in
-  turn: sizes the model needs to learn from, small enough to cost little padding while it does.
+  model is right (``benchmarks/serve_batching.py`` measures it). Until the model is ready it sends
+  batches of 1, 2, 4 and 8 similar-length items in turn: sizes the model needs to learn from,
+  small enough to cost little padding while it does.
 
 With ``slo_p99_ms`` the batcher also admits against the SLO: a request whose predicted queue wait
 plus compute exceeds it is refused at once (``QueueFull``, which the server answers 429) rather
