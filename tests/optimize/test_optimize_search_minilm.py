@@ -106,10 +106,8 @@ def test_int8_of_the_fused_graph_starts_from_it_and_the_default_from_the_plain_e
 def test_a_selective_variant_follows_the_fastest_miss(minilm_search: SearchResult) -> None:
     missed = _missed(minilm_search)
     selective = [v for v in minilm_search.variants if v.name.endswith("-selective")]
-    if not missed:
-        # every INT8 setting met the budget on this run: selective precision has nothing to repair
-        assert selective == []
-        pytest.skip("no dynamic INT8 variant missed the budget in this run")
+    # ONNX Runtime's default INT8 loses MiniLM about 4 % cosine (0.964 measured): it always misses 1 %
+    assert missed, "expected ort-int8-default to miss a 1 % budget on MiniLM"
     base = max(missed, key=lambda v: v.speed_at(8).best_items_per_s if v.speed_at(8) else 0.0)
     assert [v.name for v in selective] == [f"{base.name}-selective"]
     variant = selective[0]
