@@ -1,0 +1,1 @@
+"""Training that runs fast and survives being killed: precision, accumulation, checkpoints, preemption, ``fit()``."""

@@ -1,0 +1,154 @@
+"""``TrainConfig``: the settings that change how fast a model trains, not what it learns.
+
+One frozen value carries them from ``computewise tune`` (which writes the fastest one to a JSON
+file) to ``computewise.train`` (which reads it back), so the tuned configuration and the one a run
+uses cannot drift apart. What the model learns is fixed by the training setup's global batch;
+the micro-batch only decides how that batch is split into accumulation steps.
+
+Contradictions are refused when the value is built, naming both settings, because a run that
+starts with them would fail (or silently ignore one) minutes later.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any, Literal, get_args
+
+from computewise.errors import InputError
+
+__all__ = ["CONFIG_FORMAT", "ConfigError", "PrecisionChoice", "TrainConfig", "load_config", "write_config"]
+
+PrecisionChoice = Literal["auto", "fp32", "tf32", "bf16", "fp16"]
+# The file format tag: a file written by a newer computewise with another layout is refused, not misread.
+CONFIG_FORMAT = "computewise.train-config/1"
+
+
+class ConfigError(InputError):
+    """A training configuration is malformed or contradicts itself."""
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """How to run the steps: precision, batch split, memory savers, compilation, data loading.
+
+    ``micro_batch_size`` None means the whole global batch in one step (no accumulation).
+    ``loader_workers`` 0 loads in the training process; ``prefetch_factor`` and
+    ``persistent_workers`` only mean something with workers, so asking for them without is an error.
+    """
+
+    precision: PrecisionChoice = "auto"
+    micro_batch_size: int | None = None
+    activation_checkpointing: bool = False
+    compile: bool = False
+    channels_last: bool = False
+    fused_optimizer: bool = False
+    loader_workers: int = 0
+    pin_memory: bool = False
+    prefetch_factor: int | None = None
+    persistent_workers: bool = False
+    grad_clip_norm: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.precision not in get_args(PrecisionChoice):
+            raise ConfigError(
+                f"unknown precision {self.precision!r}", f"choose one of {', '.join(get_args(PrecisionChoice))}"
+            )
+        if self.micro_batch_size is not None and self.micro_batch_size < 1:
+            raise ConfigError(f"micro_batch_size must be >= 1, got {self.micro_batch_size}")
+        if self.loader_workers < 0:
+            raise ConfigError(f"loader_workers must be >= 0, got {self.loader_workers}")
+        if self.loader_workers == 0 and self.prefetch_factor is not None:
+            raise ConfigError(
+                "prefetch_factor contradicts loader_workers=0: prefetching needs worker processes",
+                "set loader_workers >= 1 or drop prefetch_factor",
+            )
+        if self.loader_workers == 0 and self.persistent_workers:
+            raise ConfigError(
+                "persistent_workers contradicts loader_workers=0: there are no workers to keep",
+                "set loader_workers >= 1 or drop persistent_workers",
+            )
+        if self.prefetch_factor is not None and self.prefetch_factor < 1:
+            raise ConfigError(f"prefetch_factor must be >= 1, got {self.prefetch_factor}")
+        if self.grad_clip_norm is not None and not self.grad_clip_norm > 0:
+            raise ConfigError(f"grad_clip_norm must be > 0, got {self.grad_clip_norm}")
+
+    def accumulation_steps(self, global_batch_size: int) -> int:
+        """Micro-batches per optimizer step; the micro-batch must divide the global batch exactly.
+
+        An uneven split would change the effective batch (and so what the model learns), which a
+        speed setting must never do.
+        """
+        micro = self.micro_batch_size or global_batch_size
+        if micro > global_batch_size or global_batch_size % micro:
+            raise ConfigError(
+                f"micro_batch_size {micro} does not divide the global batch {global_batch_size}",
+                "pick a micro-batch that divides the global batch, so accumulation keeps it fixed",
+            )
+        return global_batch_size // micro
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> TrainConfig:
+        """Build from a JSON-ready dict; unknown keys are errors (a typo must not be ignored)."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ConfigError(
+                f"unknown training setting(s): {', '.join(unknown)}", f"known settings: {', '.join(sorted(known))}"
+            )
+        try:
+            return cls(**values)
+        except TypeError as failure:
+            raise ConfigError(f"bad training configuration: {failure}") from failure
+
+    def describe(self) -> str:
+        """One line naming only what differs from the defaults, for tables and progress bars."""
+        default = TrainConfig()
+        parts = [
+            f"{f.name}={getattr(self, f.name)}"
+            for f in fields(self)
+            if getattr(self, f.name) != getattr(default, f.name)
+        ]
+        return ", ".join(parts) or "defaults"
+
+
+def write_config(config: TrainConfig, path: Path, **extra: Any) -> None:
+    """Write ``config`` (and ``extra`` context such as the measured speed) atomically as JSON."""
+    payload = {"format": CONFIG_FORMAT, "config": config.to_dict(), **extra}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            json.dump(payload, stream, indent=2)
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+def load_config(path: Path) -> TrainConfig:
+    """Read a configuration written by ``write_config`` (``computewise tune --out``)."""
+    try:
+        payload = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as failure:
+        raise ConfigError(f"no training configuration at {path}", "run `computewise tune ... --out FILE`") from failure
+    except (OSError, json.JSONDecodeError) as failure:
+        raise ConfigError(f"cannot read training configuration {path}: {failure}") from failure
+    if (
+        not isinstance(payload, dict)
+        or payload.get("format") != CONFIG_FORMAT
+        or not isinstance(payload.get("config"), dict)
+    ):
+        raise ConfigError(
+            f"{path} is not a computewise training configuration (expected format {CONFIG_FORMAT!r})",
+            "write it with `computewise tune --out` or computewise.train.write_config",
+        )
+    return TrainConfig.from_dict(payload["config"])

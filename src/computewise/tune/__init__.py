@@ -1,0 +1,1 @@
+"""``computewise tune``: the fastest training configuration in a few short trials, and what it saves."""
