@@ -31,6 +31,7 @@ import pytest
 
 from computewise.errors import InputError
 from computewise.ledger import Ledger
+from computewise.serve.loadtest import find_max_rate, run_load
 from computewise.serve.server import is_loopback, serve
 
 MODELS = '''
@@ -227,6 +228,69 @@ def test_overload_gets_429_with_retry_after_and_recovers(tmp_path: Path, models_
         assert metric(server, "computewise_serve_rejections_total") == codes.count(429)
         assert psutil.Process(server.process.pid).memory_info().rss - rss_before < 100e6
         assert server.process.poll() is None
+
+
+OVERLOAD_SLO_MS = 250.0
+SURGE_S = 30.0
+
+
+def test_three_times_capacity_for_30_s_sheds_load_keeps_the_slo_and_recovers(tmp_path: Path, models_dir: Path) -> None:
+    """The issue's overload test, measured with our own open-loop load tester.
+
+    The server admits against a 250 ms p99 SLO. First the highest rate it sustains within that
+    SLO is found, then three times that rate is offered for 30 s: no crash, no errors, the excess
+    refused with 429 and ``Retry-After``, accepted answers within twice the SLO, memory bounded;
+    5 s after the surge it answers within the SLO again.
+    """
+    url_path = "/v1/models/serve_server_models/infer"
+    payloads = [{"input": n} for n in range(64)]
+    policy = {"mode": "none", "slo_p99_ms": OVERLOAD_SLO_MS}
+    with running(tmp_path, models_dir, "serve_server_models:slow_item", policy=policy, queue_limit=64) as server:
+        url = server.url + url_path
+        capacity_rps, _probes = find_max_rate(url, payloads, OVERLOAD_SLO_MS, 3.0, 10.0, 80.0, resolution=0.1)
+        assert capacity_rps is not None and 20 <= capacity_rps <= 45, capacity_rps  # 40 inputs/s by construction
+        process = psutil.Process(server.process.pid)
+        rss_bytes = [process.memory_info().rss]
+        retry_after: list[str | None] = []
+        stop = threading.Event()
+
+        def watch() -> None:
+            """Sample the server's memory, and catch one 429 to read its Retry-After, while the surge runs."""
+            while not stop.wait(0.5):
+                rss_bytes.append(process.memory_info().rss)
+                if not retry_after:
+                    with contextlib.suppress(httpx.HTTPError):
+                        answer = httpx.post(url, json={"input": "probe"}, timeout=5)
+                        if answer.status_code == 429:
+                            retry_after.append(answer.headers.get("retry-after"))
+
+        watcher = threading.Thread(target=watch)
+        watcher.start()
+        try:
+            surge_result = asyncio.run(run_load(url, payloads, 3 * capacity_rps, SURGE_S, timeout_s=10.0))
+        finally:
+            stop.set()
+            watcher.join(timeout=10)
+        surge_ended_s = time.monotonic()
+        recovered_after_s = None
+        while time.monotonic() - surge_ended_s < 10:
+            start_s = time.monotonic()
+            answer = httpx.post(url, json={"input": "after"}, timeout=5)
+            if answer.status_code == 200 and (time.monotonic() - start_s) * 1e3 <= OVERLOAD_SLO_MS:
+                recovered_after_s = time.monotonic() - surge_ended_s
+                break
+            time.sleep(0.1)
+        calm = asyncio.run(run_load(url, payloads, capacity_rps / 2, 3.0, timeout_s=10.0))
+        assert server.process.poll() is None, server.output()
+
+    assert surge_result.errors == 0, surge_result.error_kinds
+    assert surge_result.rejection_rate > 0.3, surge_result  # two thirds of 3x capacity cannot be served
+    assert surge_result.throughput_rps >= 0.7 * capacity_rps, surge_result  # shedding, not collapsing
+    assert surge_result.p99_ms is not None and surge_result.p99_ms <= 2 * OVERLOAD_SLO_MS, surge_result
+    assert retry_after and retry_after[0] is not None and int(retry_after[0]) >= 1, retry_after
+    assert max(rss_bytes) - rss_bytes[0] < 100e6, rss_bytes
+    assert recovered_after_s is not None and recovered_after_s <= 5.0, recovered_after_s
+    assert calm.meets(OVERLOAD_SLO_MS), calm
 
 
 def test_token_model_error_and_ready_file_on_a_live_server(tmp_path: Path, models_dir: Path) -> None:
