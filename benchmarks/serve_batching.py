@@ -40,7 +40,7 @@ POLICIES = {
 TARGET_OVER_GREEDY = 1.3
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
@@ -76,7 +76,7 @@ class Server:
     """`computewise serve` in a child process, ready when /readyz answers 200."""
 
     def __init__(self, artifact: Path, policy: list[str], slo_p99_ms: float, target: str | None = None) -> None:
-        self.port = _free_port()
+        self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         ledger = f"sqlite:///{artifact.parent / 'ledger.sqlite'}"
         serve = [target or str(artifact), "--port", str(self.port), "--slo-p99-ms", str(slo_p99_ms), "--db", ledger]

@@ -13,9 +13,7 @@ from rich.console import Console
 from computewise.cli.common import JsonOption
 
 if TYPE_CHECKING:
-    from rich.text import Text
-
-    from computewise.serve.loadtest import LoadProgress, LoadResult
+    from computewise.serve.loadtest import LoadResult
 
 EXIT_NO_RATE = 1
 """--find-max found no rate within the SLO, not even the first one tried."""
@@ -59,6 +57,7 @@ def loadtest(
     import asyncio
 
     from computewise.errors import InputError
+    from computewise.report.serve import LoadProgressView, print_load_result, probe_line
     from computewise.serve.loadtest import find_max_rate, load_payloads, run_load
     from computewise.units import parse_duration_s
 
@@ -76,7 +75,7 @@ def loadtest(
     payloads = load_payloads(payload) if payload is not None else []
     stderr = Console(stderr=True)
     if slo_p99_ms is not None:
-        with _ProgressView(stderr) as view:
+        with LoadProgressView(stderr) as view:
             best, probes = find_max_rate(
                 url,
                 payloads,
@@ -88,13 +87,13 @@ def loadtest(
                 seed=seed,
                 token=token,
                 on_progress=view.update,
-                on_probe=lambda result, passed: stderr.print(_probe_line(result, passed), highlight=False),
+                on_probe=lambda result, passed: stderr.print(probe_line(result, passed), highlight=False),
             )
         _report_max(url, slo_p99_ms, best, probes, as_json, stderr)
         if best is None:
             sys.exit(EXIT_NO_RATE)
         return
-    with _ProgressView(stderr) as view:
+    with LoadProgressView(stderr) as view:
         result = asyncio.run(
             run_load(url, payloads, rate, duration_s, timeout_s, seed=seed, token=token, on_progress=view.update)
         )
@@ -102,82 +101,17 @@ def loadtest(
     if as_json:
         sys.stdout.write(json.dumps(data, indent=2) + "\n")
     else:
-        _print_result(data, Console())
+        print_load_result(data, Console())
     if result.ok == 0:
         kinds = ", ".join(f"{kind} x{count}" for kind, count in result.error_kinds.items()) or "all rejected"
         stderr.print(f"no request succeeded ({kinds}): is the server up at {url}?", highlight=False)
 
 
-class _ProgressView:
-    """The live line on stderr: sent, ok, rejected, errors, in flight, p99 of the last two seconds."""
-
-    def __init__(self, console: Console) -> None:
-        from rich.live import Live
-
-        self._live = Live(console=console, transient=True, refresh_per_second=4)
-
-    def __enter__(self) -> _ProgressView:
-        self._live.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._live.stop()
-
-    def update(self, progress: LoadProgress) -> None:
-        self._live.update(_progress_text(progress))
-
-
-def _progress_text(progress: LoadProgress) -> Text:
-    from rich.text import Text
-
-    p99 = f"{progress.recent_p99_ms:.0f} ms" if progress.recent_p99_ms is not None else "-"
-    elapsed_s = min(progress.elapsed_s, progress.duration_s)
-    return Text.assemble(
-        (f"{progress.rate_rps:g} rps ", "bold"),
-        f"{elapsed_s:.1f}/{progress.duration_s:g} s  sent {progress.sent}  ",
-        (f"ok {progress.ok}", "green"),
-        "  ",
-        (f"rejected {progress.rejected}", "yellow" if progress.rejected else ""),
-        "  ",
-        (f"errors {progress.errors}", "red" if progress.errors else ""),
-        f"  in flight {progress.in_flight}  p99 {p99}",
-    )
-
-
-def _ms(value: float | None) -> str:
-    return f"{value:.1f} ms" if value is not None else "-"
-
-
-def _probe_line(result: LoadResult, passed: bool) -> str:
-    verdict = "[green]meets[/]" if passed else "[red]misses[/]"
-    return (
-        f"probe {result.rate_rps:.1f} rps: {verdict} (p99 {_ms(result.p99_ms)}, "
-        f"errors {result.error_rate:.1%}, rejected {result.rejection_rate:.1%})"
-    )
-
-
-def _print_result(data: dict[str, Any], console: Console) -> None:
-    from rich.table import Table
-
-    table = Table(title=f"loadtest {data['url']}", show_header=False, title_justify="left")
-    table.add_column(style="bold")
-    table.add_column(justify="right")
-    table.add_row("offered", f"{data['rate_rps']:g} requests/s for {data['duration_s']:g} s")
-    table.add_row("sent", str(data["sent"]))
-    table.add_row("ok", str(data["ok"]))
-    table.add_row("rejected (429)", f"{data['rejected']} ({data['rejection_rate']:.1%})")
-    table.add_row("errors", f"{data['errors']} ({data['error_rate']:.1%})")
-    if data["error_kinds"]:
-        table.add_row("  of which", ", ".join(f"{kind} {count}" for kind, count in data["error_kinds"].items()))
-    table.add_row("throughput", f"{data['throughput_rps']:.1f} ok/s")
-    for name in ("p50", "p95", "p99", "max"):
-        table.add_row(f"latency {name}", _ms(data[f"{name}_ms"]))
-    console.print(table)
-
-
 def _report_max(
     url: str, slo_p99_ms: float, best: float | None, probes: list[LoadResult], as_json: bool, stderr: Console
 ) -> None:
+    from computewise.report.serve import print_load_result
+
     best_probe = next((p for p in reversed(probes) if best is not None and p.rate_rps == best), None)
     data: dict[str, Any] = {
         "url": url,
@@ -191,7 +125,7 @@ def _report_max(
     elif best_probe is not None:
         console = Console()
         console.print(f"highest rate within p99 <= {slo_p99_ms:g} ms: [bold]{best:.1f} requests/s[/]")
-        _print_result({"url": url, **best_probe.to_dict()}, console)
+        print_load_result({"url": url, **best_probe.to_dict()}, console)
     if best is None:
         first = probes[0].rate_rps if probes else 0.0
         stderr.print(

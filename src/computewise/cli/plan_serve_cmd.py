@@ -11,7 +11,7 @@ import json
 import math
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -20,11 +20,8 @@ from computewise.cli.common import CatalogOption, JsonOption, choice
 from computewise.errors import InputError
 
 if TYPE_CHECKING:
-    from computewise.catalog import Catalog
     from computewise.plan.serve import HpaMetric, LoadtestCapacity, TrafficProfile
-    from computewise.specs import Pricing
 
-_SERVE_PRICINGS: tuple[Pricing, ...] = ("on-demand", "spot", "reserved-1y", "reserved-3y")
 _HPA_METRICS: tuple[HpaMetric, ...] = ("rps", "cpu")
 
 
@@ -97,6 +94,7 @@ def plan_serve(
     as_json: JsonOption = False,
 ) -> None:
     """Replicas at peak and mean, $/1000 requests and monthly cost of always-on, autoscaled and scale-to-zero."""
+    from computewise.plan.replica_price import replica_price
     from computewise.plan.serve import plan_serving
 
     measured = _capacity(capacity_rps, loadtest)
@@ -104,8 +102,8 @@ def plan_serve(
         raise InputError(f"--latency-ms must be positive, got {latency_ms:g}", "e.g. --latency-ms 40")
     latency_s = latency_ms / 1000.0 if latency_ms is not None else measured.latency_s
     profile, traffic_notes = _traffic(peak_rps, mean_rps, traffic)
-    usd_per_h, price_source = _price(
-        hourly_usd, accelerator, gpus_per_replica, instance, cloud, region, pricing, catalog_paths
+    usd_per_h, price_source = replica_price(
+        hourly_usd, accelerator, gpus_per_replica, instance, cloud, region, pricing, tuple(catalog_paths or ())
     )
     if min_replicas < 0:
         raise InputError(f"--min-replicas must be >= 0, got {min_replicas}", "e.g. --min-replicas 1")
@@ -140,7 +138,9 @@ def plan_serve(
     if as_json:
         sys.stdout.write(json.dumps(data, indent=2) + "\n")
     else:
-        _print_plan(data, Console())
+        from computewise.report.serve import print_serve_plan
+
+        print_serve_plan(data, Console())
         for path, _ in outputs:
             Console(stderr=True).print(f"wrote {path}", highlight=False)
 
@@ -198,84 +198,6 @@ def _traffic(
     return TrafficProfile(peak_rps, mean_rps), ()
 
 
-def _price(
-    hourly_usd: float | None,
-    accelerator: str | None,
-    gpus_per_replica: int,
-    instance: str | None,
-    cloud: str | None,
-    region: str | None,
-    pricing: str,
-    catalog_paths: list[Path] | None,
-) -> tuple[float, str]:
-    """USD per replica-hour and where it came from: the flag, or a catalog row (with its source and date)."""
-    from computewise.units import format_usd
-
-    given = [
-        flag
-        for flag, value in (("--hourly-usd", hourly_usd), ("--accelerator", accelerator), ("--instance", instance))
-        if value is not None
-    ]
-    if len(given) != 1:
-        raise InputError(
-            "give the price of one replica with exactly one of --hourly-usd, --accelerator or --instance"
-            + (f" (got {', '.join(given)})" if given else ""),
-            "e.g. --hourly-usd 1.2, --accelerator l4, or --instance g6.xlarge",
-        )
-    if gpus_per_replica < 1:
-        raise InputError(f"--gpus-per-replica must be at least 1, got {gpus_per_replica}", "e.g. --gpus-per-replica 1")
-    if gpus_per_replica != 1 and accelerator is None:
-        raise InputError("--gpus-per-replica only applies to --accelerator", "drop it, or price with --accelerator")
-    if hourly_usd is not None:
-        if not (hourly_usd >= 0 and math.isfinite(hourly_usd)):
-            raise InputError(f"--hourly-usd must be >= 0, got {hourly_usd:g}", "e.g. --hourly-usd 1.2")
-        return hourly_usd, f"{format_usd(hourly_usd)}/h per replica as given by --hourly-usd"
-    from computewise.catalog import load_catalog
-
-    catalog = load_catalog(tuple(catalog_paths or ()))
-    kind = choice(pricing, _SERVE_PRICINGS, "--pricing")
-    if accelerator is not None:
-        return _accelerator_price(catalog, accelerator, gpus_per_replica, kind, cloud, region)
-    if instance is None:  # for mypy: exactly one source was given
-        raise InputError("--instance is missing", "give --instance NAME")
-    return _instance_price(catalog, instance, kind, cloud, region)
-
-
-def _accelerator_price(
-    catalog: Catalog, name: str, gpus: int, pricing: Pricing, cloud: str | None, region: str | None
-) -> tuple[float, str]:
-    """Replicas pack into instances, so a replica pays its accelerators' share of the cheapest instance."""
-    from computewise.catalog import usd_per_accelerator_h
-    from computewise.units import format_usd
-
-    slug = catalog.accelerator(name).slug
-    offering = catalog.cheapest_offering(slug, pricing, cloud, region)
-    per_gpu = None if offering is None else usd_per_accelerator_h(offering, pricing)
-    if offering is None or per_gpu is None:
-        where = " ".join(x for x in (cloud, region) if x)
-        raise InputError(
-            f"the catalog sells no {slug} at {pricing} pricing{' in ' + where if where else ''}",
-            "give --hourly-usd, or another --pricing, --cloud or --region (`computewise catalog list offerings`)",
-        )
-    return per_gpu * gpus, (
-        f"{gpus} x {slug} at {format_usd(per_gpu)}/GPU-h, the cheapest {pricing} price in the catalog "
-        f"({offering.cloud} {offering.instance_type}, {offering.region}; {offering.source}, "
-        f"retrieved {offering.retrieved})"
-    )
-
-
-def _instance_price(
-    catalog: Catalog, instance: str, pricing: Pricing, cloud: str | None, region: str | None
-) -> tuple[float, str]:
-    from computewise.units import format_usd
-
-    hourly, offering = catalog.instance_price(instance, pricing, cloud, region)
-    return hourly, (
-        f"one {offering.cloud} {offering.instance_type} per replica, {pricing} in {offering.region}: "
-        f"{format_usd(hourly)}/h ({offering.source}, retrieved {offering.retrieved})"
-    )
-
-
 def _read(path: Path, flag: str) -> str:
     try:
         return path.read_text(encoding="utf-8")
@@ -285,53 +207,3 @@ def _read(path: Path, flag: str) -> str:
         raise InputError(f"{flag} {path}: not UTF-8 text", "pass a text file (CSV or JSON)") from None
     except OSError as error:
         raise InputError(f"{flag} {path}: {error.strerror or error}", "check the path and its permissions") from None
-
-
-def _print_plan(d: dict[str, Any], console: Console) -> None:
-    """The answer first (replicas, the three bills), then the schedule, then what was assumed."""
-    from rich.table import Table
-
-    from computewise.units import format_usd
-
-    cap, traffic, price, replicas = d["capacity"], d["traffic"], d["price"], d["replicas"]
-    summary = Table(show_header=False, box=None, title="plan serve", title_justify="left")
-    summary.add_column(style="bold")
-    summary.add_column()
-    summary.add_row(
-        "capacity",
-        f"{cap['rps_per_replica']:g} requests/s per replica, planned at {cap['target_utilization']:.0%} "
-        f"= {cap['rps_per_replica_at_target']:.3g} requests/s ({cap['source']})",
-    )
-    summary.add_row("traffic", f"peak {traffic['peak_rps']:g}, mean {traffic['mean_rps']:.3g} requests/s")
-    summary.add_row("price", f"{format_usd(price['usd_per_hour_per_replica'])}/h per replica ({price['source']})")
-    summary.add_row("replicas", f"{replicas['at_peak']} at peak, {replicas['at_mean']} at mean (min {replicas['min']})")
-    console.print(summary)
-
-    modes = Table(title="monthly cost (730 h)", title_justify="left")
-    for column in ("mode", "avg replicas", "$/month", "$/1000 requests", "cold starts/month"):
-        modes.add_column(column, justify="left" if column == "mode" else "right")
-    for mode in d["modes"].values():
-        starts = mode["cold_starts_per_month"]
-        modes.add_row(
-            mode["mode"],
-            f"{mode['average_replicas']:.2f}",
-            format_usd(mode["monthly_usd"]),
-            format_usd(mode["usd_per_1000_requests"]),
-            "-" if starts is None else f"{starts:.0f}",
-        )
-    console.print(modes)
-    if d["schedule"]:
-        schedule = Table(title="hourly schedule", title_justify="left")
-        for column in ("hour", "requests/s", "autoscaled", "scale-to-zero", "utilization"):
-            schedule.add_column(column, justify="right")
-        for hour in d["schedule"]:
-            schedule.add_row(
-                str(hour["hour"]),
-                f"{hour['rps']:g}",
-                str(hour["autoscaled_replicas"]),
-                str(hour["scale_to_zero_replicas"]),
-                f"{hour['utilization']:.0%}",
-            )
-        console.print(schedule)
-    for note in d["notes"]:
-        console.print(f"* {note}", style="dim", highlight=False)
