@@ -38,3 +38,14 @@ def test_batching_quick_run_finds_a_rate_per_policy(tmp_path: Path) -> None:
     figures = json.loads(out.read_text())
     assert set(figures["results"]) == {"none", "cost"}
     assert all(r["max_rate_rps"] > 0 for r in figures["results"].values())
+
+
+def test_ray_side_by_side_quick_run_measures_both_stacks(tmp_path: Path) -> None:
+    pytest.importorskip("ray.serve", reason="the ray extra is not installed: pip install 'computewise[ray]'")
+    out = tmp_path / "vs_ray.json"
+    result = run("serve_vs_ray.py", "--json", str(out))
+    assert result.returncode == 0, result.stderr[-3000:]
+    figures = json.loads(out.read_text())
+    assert set(figures["results"]) == {"computewise", "ray-serve"}
+    assert all(r["max_rate_rps"] > 0 for r in figures["results"].values()), figures["results"]
+    assert "computewise / Ray Serve" in result.stdout
