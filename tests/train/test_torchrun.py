@@ -149,7 +149,7 @@ def test_ddp_stops_every_rank_at_the_same_step_saves_once_and_resumes(
     assert [r["final"] for r in ranks] == [3, 3] and {r["stopped"] for r in ranks} == {"preempted"}
     # torchrun itself exits 1 when a worker fails. (Its report usually shows "exitcode: 75"; not asserted,
     # because gloo's teardown at interpreter exit very rarely aborts one worker after its checkpoint and
-    # result are written: seen once in ~50 launches, see pytorch/pytorch#179291.)
+    # result are written: seen once in ~50 launches. Each rank's own record is what counts.)
     assert code != 0
     assert "preempted by a signal to another rank" in output  # rank 0 logs it, naming where it came from
     infos = CheckpointStore(checkpoints).checkpoints()
@@ -159,8 +159,9 @@ def test_ddp_stops_every_rank_at_the_same_step_saves_once_and_resumes(
     assert ranks[0]["seconds"] is not None and 0 <= ranks[0]["seconds"] < 30
 
     code, output, records = launch(str(checkpoints), "6", "-1", "ddp", "exit")  # the same command, restarted
-    assert code == 0, output
+    assert {"first-rank0", "first-rank1"} <= set(records), output
     resumed = [records["first-rank0"], records["first-rank1"]]
+    assert [r["code"] for r in resumed] == [0, 0], output
     assert [(r["start"], r["final"], r["stopped"]) for r in resumed] == [(3, 6, "max_steps")] * 2
     assert resumed[0]["losses"] == resumed[1]["losses"]
     losses = ranks[0]["losses"] + resumed[0]["losses"]
@@ -169,8 +170,8 @@ def test_ddp_stops_every_rank_at_the_same_step_saves_once_and_resumes(
 
 def test_fsdp_trains_checkpoints_a_full_state_and_resumes(tmp_path: Path, launch: Any, reference: list[float]) -> None:
     checkpoints = tmp_path / "ckpt"
-    code, output, records = launch(str(checkpoints), "6", "2", "fsdp", "catch")
-    assert code == 0, output
+    _code, output, records = launch(str(checkpoints), "6", "2", "fsdp", "catch")
+    assert {"first-rank0", "second-rank0", "first-rank1"} <= set(records), output
     first, second = records["first-rank0"], records["second-rank0"]
     assert (first["code"], first["final"], records["first-rank1"]["final"]) == (PREEMPTED_EXIT_CODE, 2, 2)
     assert (second["start"], second["final"]) == (2, 6)

@@ -1,6 +1,7 @@
 """The ledger: every run, its samples and steps, budgets and alerts, in SQLite or PostgreSQL."""
 
 from computewise.ledger.records import (
+    PREEMPTED_EXIT_CODE,
     RUN_KINDS,
     RUN_STATUSES,
     AlertRow,
@@ -17,6 +18,7 @@ from computewise.ledger.records import (
 from computewise.ledger.store import Ledger
 
 __all__ = [
+    "PREEMPTED_EXIT_CODE",
     "RUN_KINDS",
     "RUN_STATUSES",
     "AlertRow",

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 __all__ = [
+    "PREEMPTED_EXIT_CODE",
     "RUN_KINDS",
     "RUN_STATUSES",
     "AlertRow",
@@ -24,6 +25,14 @@ __all__ = [
     "SampleRow",
     "StepRow",
 ]
+
+# The exit code of training stopped by preemption after saving (computewise.train): the run is
+# recorded as interrupted, not failed. EX_TEMPFAIL from BSD sysexits.h: "a temporary failure; the
+# user is invited to retry later".
+# Distinct from 1 (an error: do not retry blindly), 2 (bad input) and 128 + N (killed by signal N,
+# so no checkpoint was written), it tells a job wrapper or scheduler that a checkpoint is on disk
+# and a restart of the same command will resume from it.
+PREEMPTED_EXIT_CODE = 75
 
 RunStatus = Literal["running", "succeeded", "failed", "interrupted", "crashed"]
 RUN_STATUSES: tuple[RunStatus, ...] = ("running", "succeeded", "failed", "interrupted", "crashed")

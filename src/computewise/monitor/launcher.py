@@ -33,7 +33,7 @@ from types import FrameType, TracebackType
 from typing import Any
 
 from computewise.errors import ComputewiseError, InputError
-from computewise.ledger import RunStatus
+from computewise.ledger import PREEMPTED_EXIT_CODE, RunStatus
 from computewise.monitor.process import ExitUsage
 
 __all__ = [
@@ -93,9 +93,12 @@ class ChildExit:
 
 
 def run_status(exit_code: int, signalled_by: int | None) -> RunStatus:
-    """0: succeeded; stopped by SIGINT/SIGTERM/SIGHUP (ours, or killed by one): interrupted; else failed."""
+    """0: succeeded; stopped by SIGINT/SIGTERM/SIGHUP (ours, or killed by one) or preempted after saving
+    (exit 75, computewise.train): interrupted; else failed."""
     if exit_code == 0:
         return "succeeded"
+    if exit_code == PREEMPTED_EXIT_CODE:
+        return "interrupted"
     if signalled_by in INTERRUPT_SIGNALS or (exit_code > 128 and exit_code - 128 in INTERRUPT_SIGNALS):
         return "interrupted"
     return "failed"

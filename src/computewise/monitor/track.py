@@ -52,7 +52,7 @@ from typing import Any, Generic, Literal, NamedTuple, ParamSpec, Protocol, TypeV
 
 from computewise.catalog import load_catalog
 from computewise.errors import InputError
-from computewise.ledger import Ledger, NewRun, PriceSnapshot, RunStatus, StepRow
+from computewise.ledger import PREEMPTED_EXIT_CODE, Ledger, NewRun, PriceSnapshot, RunStatus, StepRow
 from computewise.monitor.pricing import DetectedHardware, PriceRequest, resolve_price
 from computewise.specs.hardware import DTYPES, Accelerator, Dtype
 
@@ -900,7 +900,7 @@ def _status_of(error: BaseException | None) -> tuple[RunStatus, str | None]:
     if isinstance(error, SystemExit) and error.code in (0, None):
         return "succeeded", None
     message = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
-    if isinstance(error, KeyboardInterrupt):
+    if isinstance(error, KeyboardInterrupt) or (isinstance(error, SystemExit) and error.code == PREEMPTED_EXIT_CODE):
         return "interrupted", message
     return "failed", message
 

@@ -129,5 +129,15 @@ def make_loader(
         prefetch_factor=config.prefetch_factor,
         persistent_workers=config.persistent_workers,
         generator=generator,
+        worker_init_fn=_ignore_preemption_signals if config.loader_workers else None,
     )
     return iter(loader)
+
+
+def _ignore_preemption_signals(_worker_id: int) -> None:
+    """Loader workers ignore SIGTERM/SIGUSR1: a scheduler signals the whole process group, and the
+    training process must keep its workers alive while it finishes the step and saves."""
+    import signal
+
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGUSR1, signal.SIG_IGN)

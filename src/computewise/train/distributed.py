@@ -16,6 +16,7 @@ with one. FSDP's sharded state is gathered into one full state dict for checkpoi
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -52,6 +53,8 @@ Strategy = Literal["auto", "none", "ddp", "fsdp"]
 ResolvedStrategy = Literal["none", "ddp", "fsdp"]
 # torch's default for gloo and NCCL is 30 min; a peer that died should not hold the others that long.
 _DEFAULT_TIMEOUT_S = 600.0
+# How long a gloo rank waits at teardown for its peers before leaving anyway.
+_TEARDOWN_BARRIER_S = 10.0
 
 
 class DistributedError(InputError):
@@ -144,11 +147,20 @@ def init_distributed(
 
 
 def cleanup() -> None:
-    """Leave the process group (a no-op without one)."""
+    """Leave the process group (a no-op without one), after the other ranks are done with it.
+
+    A gloo rank that tears down while a peer still holds its connection can abort the peer at
+    interpreter exit, so gloo ranks first meet at a barrier that gives up after a few seconds (a
+    crashed peer must not keep the survivors waiting). NCCL has no bounded barrier and needs none.
+    """
     import torch.distributed as dist
 
-    if is_initialized():
-        dist.destroy_process_group()
+    if not is_initialized():
+        return
+    if dist.get_backend() == "gloo":
+        with contextlib.suppress(RuntimeError):
+            dist.monitored_barrier(timeout=timedelta(seconds=_TEARDOWN_BARRIER_S))
+    dist.destroy_process_group()
 
 
 def resolve_strategy(strategy: Strategy, world_size: int) -> ResolvedStrategy:

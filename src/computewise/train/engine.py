@@ -233,7 +233,15 @@ class StepEngine:
         )
 
     def _gradient_sync(self, last: bool) -> contextlib.AbstractContextManager[Any]:
-        """DDP/FSDP's ``no_sync`` for all but the last micro-batch: one all-reduce per step, not per micro-batch."""
+        """Gradient sync only on the last micro-batch: one all-reduce (or reduce-scatter) per step, not per micro-batch.
+
+        DDP has ``no_sync()``; FSDP2 modules instead take ``set_requires_gradient_sync(flag)``, set
+        before every micro-batch so the last one syncs again.
+        """
+        set_sync = getattr(self._wrapped, "set_requires_gradient_sync", None)
+        if set_sync is not None:
+            set_sync(last)
+            return contextlib.nullcontext()
         no_sync = getattr(self._wrapped, "no_sync", None)
         if last or no_sync is None:
             return contextlib.nullcontext()

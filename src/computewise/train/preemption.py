@@ -25,14 +25,10 @@ from types import FrameType, TracebackType
 from typing import Any
 
 from computewise.errors import InputError
+from computewise.ledger import PREEMPTED_EXIT_CODE
 
 __all__ = ["DEFAULT_GRACE_S", "PREEMPTED_EXIT_CODE", "Preempted", "PreemptionGuard"]
 
-# EX_TEMPFAIL from BSD sysexits.h: "a temporary failure; the user is invited to retry later".
-# Distinct from 1 (an error: do not retry blindly), 2 (bad input) and 128 + N (killed by signal N,
-# so no checkpoint was written), it tells a job wrapper or scheduler that a checkpoint is on disk
-# and a restart of the same command will resume from it.
-PREEMPTED_EXIT_CODE = 75
 # Kubernetes' default terminationGracePeriodSeconds and GCE's spot notice: the window a save must fit.
 DEFAULT_GRACE_S = 30.0
 
