@@ -178,6 +178,7 @@ def test_no_command_or_a_missing_directory_are_input_errors(tmp_path: Path) -> N
         (143, None, "interrupted"),
         (137, None, "failed"),  # SIGKILL: the OOM killer, most often
         (1, signal.SIGUSR1, "failed"),
+        (75, None, "interrupted"),  # computewise.train saved a checkpoint on a preemption signal
     ],
 )
 def test_run_status(exit_code: int, signalled_by: int | None, status: str) -> None:
