@@ -17,7 +17,9 @@ from computewise.cli import (
     plan_serve_cmd,
     run_cmd,
     runs_cmd,
+    scaletest_cmd,
     serve_cmd,
+    tune_cmd,
 )
 from computewise.cli.common import print_error
 from computewise.errors import ComputewiseError
@@ -44,6 +46,8 @@ app.add_typer(budget_cmd.app, name="budget")
 app.command("optimize", no_args_is_help=True)(optimize_cmd.optimize)
 app.command("serve", no_args_is_help=True)(serve_cmd.serve)
 app.command("loadtest", no_args_is_help=True)(loadtest_cmd.loadtest)
+app.command("scaletest", no_args_is_help=True)(scaletest_cmd.scaletest)
+app.command("tune", no_args_is_help=True)(tune_cmd.tune)
 
 EXIT_USER_ERROR = 2
 

@@ -1,0 +1,419 @@
+"""GPT-2 124M on one GPU: naive FP32 training against the tuned configuration, tokens/s and MFU.
+
+Method
+------
+The model is ``examples/tiny_gpt.py`` with its ``gpt2_124m`` preset (nanoGPT's shape: 12 layers,
+12 heads, 768 wide, 1024 context, vocabulary 50304, tied head) on its synthetic tokens, trained
+through ``computewise.train``'s ``StepEngine`` and ``make_loader``, as ``fit()`` and ``tune`` run
+it. Every configuration keeps the same global batch (``--global-batch`` sequences a step, split
+into micro-batches with gradient accumulation), so all of them do the same work per step.
+
+- **naive**: FP32 (TF32 off: IEEE FP32 matmuls), no ``torch.compile``, the default for-each
+  AdamW, the default loader, and the largest micro-batch that fits (tried from the global batch
+  down, halving on out-of-memory): what a user gets without tuning.
+- **tuned**: BF16 autocast over FP32 master weights, ``torch.compile``, fused AdamW, and the
+  fastest of the ``--micro-batches`` candidates (each one is measured; one that runs out of
+  memory is skipped).
+
+Each configuration runs ``--warmup`` steps first (timed separately: compilation happens there),
+then ``--steps`` timed steps; the step time is their median (CUDA-synchronized wall time, loading
+the micro-batches included). tokens/s = global batch x context / step time.
+
+MFU = model FLOPs per step / step time / the GPU's dense BF16 peak from the catalog (detected
+from the device name, or ``--gpu SLUG``). Model FLOPs are the traced forward FLOPs of one
+sequence (``computewise.models.trace``, PyTorch convention: causal attention counted in full)
+x 3 for forward and backward, the count nanoGPT's ``estimate_mfu`` uses (6N + 12 L H Q T per
+token), so the figure compares with the 37 % nanoGPT reports on an A100. Both rows are measured
+against the BF16 peak, so the naive row says how much of the GPU plain FP32 leaves unused.
+
+Targets: tuned >= 3x the naive tokens/s, and tuned MFU >= 40 %. Exit status: 0 PASS, 1 FAIL,
+2 no CUDA device (or bad arguments). ``--quick`` trains the tiny default model on the CPU (FP32,
+no compile, fused AdamW and the micro-batch sweep only): a smoke run for
+``tests/benchmarks/test_train_gpu_quick.py``, with MFU n/a and no verdict.
+
+Usage
+-----
+    python benchmarks/train_gpu.py                          # GPT-2 124M on the local GPU
+    python benchmarks/train_gpu.py --markdown table.md      # the table for docs/
+    python benchmarks/train_gpu.py --gpu h100-pcie          # when the device name is not detected
+    python benchmarks/train_gpu.py --quick --json out.json  # tiny model on the CPU
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import platform
+import statistics
+import sys
+import time
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))  # examples.tiny_gpt, from any working directory
+
+from computewise.catalog import load_catalog  # noqa: E402
+from computewise.errors import ComputewiseError  # noqa: E402
+from computewise.models.trace import measure_module  # noqa: E402
+from computewise.specs import Accelerator  # noqa: E402
+from computewise.train.config import PrecisionChoice, TrainConfig  # noqa: E402
+from computewise.train.data import make_loader  # noqa: E402
+from computewise.train.engine import StepEngine  # noqa: E402
+from computewise.train.setup import load_setup  # noqa: E402
+
+ENTRY = "examples.tiny_gpt:setup"
+TARGET_RATIO = 3.0
+TARGET_MFU = 0.40
+GPU_GLOBAL_BATCH = 64  # 64 x 1024 = 65K tokens a step: long enough steps to time, short enough for FP32
+NO_CUDA = "no CUDA device: run on a GPU, or add --quick (or --device cpu) for a smoke run on the CPU"
+
+
+@dataclass(frozen=True)
+class Workload:
+    """The model and batch every configuration trains, and what one sequence costs."""
+
+    name: str
+    model_config: dict[str, Any]
+    params: int
+    global_batch: int
+    tokens_per_sample: int
+    flops_per_sample: float
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One configuration: measured (``status`` ok) or why not (oom, error)."""
+
+    role: str  # naive, tuned (the fastest candidate) or candidate
+    settings: str
+    micro_batch_size: int
+    status: str
+    message: str | None = None
+    warmup_s: float | None = None
+    step_s: float | None = None
+    tokens_per_s: float | None = None
+    mfu: float | None = None
+    peak_memory_bytes: int | None = None
+
+
+def describe_workload(name: str, model_config: dict[str, Any]) -> Workload:
+    """Build the setup once to count parameters and trace the FLOPs of one sequence (meta device: no compute)."""
+    setup = load_setup(ENTRY, model_config)
+    context = int(setup.tokens_per_sample or 1)
+    measured = measure_module(setup.model, torch.zeros(1, context, dtype=torch.long))
+    return Workload(
+        name=name,
+        model_config=model_config,
+        params=measured.params,
+        global_batch=setup.global_batch_size,
+        tokens_per_sample=context,
+        flops_per_sample=3.0 * measured.forward_flops,
+    )
+
+
+def release(device: torch.device) -> None:
+    """Free what the last trial held and forget its compiled graphs, so the next one starts clean."""
+    gc.collect()
+    torch._dynamo.reset()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+
+
+def _run(workload: Workload, config: TrainConfig, device: torch.device, warmup: int, steps: int) -> tuple[float, ...]:
+    """(warm-up seconds, median step seconds, peak allocated bytes or -1) of one configuration."""
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    setup = load_setup(ENTRY, workload.model_config)
+    engine = StepEngine.prepare(setup, config, device=device)
+    loader = make_loader(setup, config, engine.micro_batch_size, 0)
+
+    def one_step() -> float:
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        started = time.perf_counter()
+        engine.step([next(loader) for _ in range(engine.accumulation_steps)])
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        return time.perf_counter() - started
+
+    warmup_s = sum(one_step() for _ in range(warmup))
+    step_s = statistics.median(one_step() for _ in range(steps))
+    peak_bytes = torch.cuda.max_memory_allocated(device) if device.type == "cuda" else -1
+    return warmup_s, step_s, float(peak_bytes)
+
+
+def measure(
+    role: str,
+    workload: Workload,
+    config: TrainConfig,
+    device: torch.device,
+    warmup: int,
+    steps: int,
+    peak_flops: float | None,
+) -> Trial:
+    micro = config.micro_batch_size or workload.global_batch
+    settings = config.describe()
+    try:
+        warmup_s, step_s, peak_bytes = _run(workload, config, device, warmup, steps)
+    except torch.cuda.OutOfMemoryError as error:
+        trial = Trial(role, settings, micro, "oom", str(error).splitlines()[0])
+    except (RuntimeError, ComputewiseError) as error:  # a failed compile or kernel: reported, the rest still run
+        trial = Trial(role, settings, micro, "error", f"{type(error).__name__}: {str(error).splitlines()[0]}")
+    else:
+        samples_per_s = workload.global_batch / step_s
+        trial = Trial(
+            role,
+            settings,
+            micro,
+            "ok",
+            warmup_s=warmup_s,
+            step_s=step_s,
+            tokens_per_s=samples_per_s * workload.tokens_per_sample,
+            mfu=samples_per_s * workload.flops_per_sample / peak_flops if peak_flops else None,
+            peak_memory_bytes=int(peak_bytes) if peak_bytes >= 0 else None,
+        )
+    # Outside the except blocks: the traceback (and the engine its frames hold) is gone by now.
+    release(device)
+    print(f"  {role} micro {micro}: {trial.status} {_ms(trial.step_s)}", file=sys.stderr, flush=True)
+    return trial
+
+
+def halvings(global_batch: int) -> list[int]:
+    """The global batch, then halved while it still divides the batch: the naive user's retry ladder."""
+    sizes = []
+    micro = global_batch
+    while micro >= 1 and global_batch % micro == 0:
+        sizes.append(micro)
+        if micro % 2:
+            break
+        micro //= 2
+    return sizes
+
+
+def naive_trial(workload: Workload, device: torch.device, warmup: int, steps: int, peak: float | None) -> Trial:
+    """FP32, plain AdamW, default loader, the largest micro-batch that fits."""
+    last: Trial | None = None
+    for micro in halvings(workload.global_batch):
+        last = measure(
+            "naive", workload, TrainConfig(precision="fp32", micro_batch_size=micro), device, warmup, steps, peak
+        )
+        if last.status != "oom":
+            return last
+    if last is None:
+        raise SystemExit("the global batch has no micro-batch to try")
+    return last
+
+
+def tuned_trials(
+    workload: Workload,
+    device: torch.device,
+    micro_batches: list[int],
+    compile_model: bool,
+    warmup: int,
+    steps: int,
+    peak: float | None,
+) -> list[Trial]:
+    precision: PrecisionChoice = "bf16" if device.type == "cuda" else "fp32"
+    return [
+        measure(
+            "candidate",
+            workload,
+            TrainConfig(precision=precision, micro_batch_size=micro, compile=compile_model, fused_optimizer=True),
+            device,
+            warmup,
+            steps,
+            peak,
+        )
+        for micro in micro_batches
+    ]
+
+
+def peak_bf16_flops(device: torch.device, gpu: str | None) -> tuple[str, float | None]:
+    """The catalog accelerator (named, or detected from the CUDA device) and its dense BF16 peak."""
+    catalog = load_catalog()
+    accelerator: Accelerator | None
+    if gpu is not None:
+        accelerator = catalog.accelerator(gpu)
+    elif device.type == "cuda":
+        properties = torch.cuda.get_device_properties(device)
+        accelerator = catalog.match_device(properties.name, float(properties.total_memory))
+        if accelerator is None:
+            return properties.name, None
+    else:
+        return "none (CPU: no catalog peak)", None
+    return accelerator.name, accelerator.peak_flops_for("bf16")
+
+
+def environment(device: torch.device, accelerator: str, peak: float | None) -> dict[str, Any]:
+    cuda = device.type == "cuda"
+    return {
+        "device": torch.cuda.get_device_name(device) if cuda else f"CPU ({platform.machine()})",
+        "catalog_accelerator": accelerator,
+        "bf16_peak_flops": peak,
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda if cuda else None,
+        "python": platform.python_version(),
+        "threads": torch.get_num_threads(),
+        "date": datetime.now(UTC).strftime("%Y-%m-%d"),
+    }
+
+
+def _ms(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    return f"{seconds:.2f} s" if seconds >= 1 else f"{seconds * 1000:.1f} ms"
+
+
+def _count(value: float | None) -> str:
+    if value is None:
+        return "-"
+    for threshold, suffix in ((1e6, "M"), (1e3, "K")):
+        if value >= threshold:
+            return f"{value / threshold:.3g}{suffix}"
+    return f"{value:.3g}"
+
+
+def _share(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.1%}"
+
+
+def _gb(n_bytes: int | None) -> str:
+    return "n/a" if n_bytes is None else f"{n_bytes / 1e9:.1f} GB"
+
+
+def summarize(naive: Trial, tuned: Trial | None, verdict_given: bool) -> dict[str, Any]:
+    ratio = (
+        tuned.tokens_per_s / naive.tokens_per_s
+        if tuned is not None and tuned.tokens_per_s and naive.tokens_per_s
+        else None
+    )
+    mfu = tuned.mfu if tuned is not None else None
+    lines = [
+        f"tuned / naive tokens/s: {ratio:.2f}x (target >= {TARGET_RATIO:g}x)"
+        if ratio is not None
+        else "tuned / naive tokens/s: n/a (a configuration did not run)",
+        f"tuned MFU against the BF16 dense peak: {_share(mfu)} (target >= {TARGET_MFU:.0%})",
+    ]
+    verdict = None
+    if verdict_given:
+        verdict = (
+            "PASS" if ratio is not None and ratio >= TARGET_RATIO and mfu is not None and mfu >= TARGET_MFU else "FAIL"
+        )
+        lines.append(f"verdict: {verdict}")
+    else:
+        lines.append("no verdict: CPU smoke run (the targets are for a GPU)")
+    return {"ratio": ratio, "tuned_mfu": mfu, "verdict": verdict, "lines": lines}
+
+
+def format_markdown(workload: Workload, trials: list[Trial], summary: dict[str, Any], env: dict[str, Any]) -> str:
+    header = (
+        f"### {workload.name} training: naive FP32 vs tuned\n\n"
+        f"{env['device']} (catalog: {env['catalog_accelerator']}), torch {env['torch']}, CUDA {env['cuda'] or 'n/a'}, "
+        f"{env['date']}. {workload.params / 1e6:.1f}M parameters, global batch {workload.global_batch} x "
+        f"{workload.tokens_per_sample} tokens, model FLOPs {workload.flops_per_sample / 1e9:.3g} GFLOP a sequence "
+        "(traced forward x 3).\n\n"
+        "| configuration | settings | micro-batch | warm-up (incl. compile) | step (median) | tokens/s "
+        "| MFU (BF16 peak) | peak memory |\n"
+        "|---|---|---:|---:|---:|---:|---:|---:|\n"
+    )
+    rows = []
+    for trial in trials:
+        name = f"**{trial.role}**" if trial.role in ("naive", "tuned") else trial.role
+        if trial.status != "ok":
+            rows.append(
+                f"| {name} | {trial.settings} | {trial.micro_batch_size} | {trial.status}: {trial.message} |||||"
+            )
+            continue
+        rows.append(
+            f"| {name} | {trial.settings} | {trial.micro_batch_size} | {_ms(trial.warmup_s)} | {_ms(trial.step_s)} "
+            f"| {_count(trial.tokens_per_s)} | {_share(trial.mfu)} | {_gb(trial.peak_memory_bytes)} |"
+        )
+    return header + "\n".join(rows) + "\n\n" + "\n".join(f"- {line}" for line in summary["lines"]) + "\n"
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--quick", action="store_true", help="tiny model on the CPU: a smoke run, no verdict")
+    parser.add_argument("--device", choices=("cuda", "cpu"), default=None, help="default cuda (cpu with --quick)")
+    parser.add_argument("--gpu", metavar="SLUG", help="catalog accelerator for the BF16 peak (default: detected)")
+    parser.add_argument(
+        "--global-batch", type=int, default=None, help=f"sequences a step (GPU default {GPU_GLOBAL_BATCH})"
+    )
+    parser.add_argument("--micro-batches", default=None, help="tuned candidates, comma-separated (default 8,16,32)")
+    parser.add_argument("--no-compile", action="store_true", help="tune without torch.compile")
+    parser.add_argument(
+        "--warmup", type=int, default=None, help="untimed steps first (default 5 on a GPU, 1 on the CPU)"
+    )
+    parser.add_argument("--steps", type=int, default=None, help="timed steps (default 20 on a GPU, 3 on the CPU)")
+    parser.add_argument("--json", type=Path, metavar="OUT", help="write the trials and the summary as JSON")
+    parser.add_argument("--markdown", type=Path, metavar="OUT", help="write the table for docs/")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    device = torch.device(args.device or ("cpu" if args.quick else "cuda"))
+    cuda = device.type == "cuda"
+    if cuda and not torch.cuda.is_available():
+        print(NO_CUDA, file=sys.stderr)
+        return 2
+    warmup = args.warmup if args.warmup is not None else (5 if cuda else 1)
+    steps = args.steps if args.steps is not None else (20 if cuda else 3)
+    if warmup < 1 or steps < 1:
+        print("--warmup and --steps must be >= 1", file=sys.stderr)
+        return 2
+    torch.manual_seed(0)
+    if cuda:
+        name, model_config = (
+            "GPT-2 124M",
+            {"preset": "gpt2_124m", "global_batch": args.global_batch or GPU_GLOBAL_BATCH},
+        )
+    else:
+        name, model_config = (
+            "tiny_gpt (CPU smoke run)",
+            {} if args.global_batch is None else {"global_batch": args.global_batch},
+        )
+    workload = describe_workload(name, model_config)
+    candidates = [int(part) for part in (args.micro_batches or "8,16,32").split(",") if part.strip()]
+    candidates = [
+        micro for micro in candidates if 1 <= micro <= workload.global_batch and workload.global_batch % micro == 0
+    ]
+    if not candidates:
+        print(f"no --micro-batches candidate divides the global batch {workload.global_batch}", file=sys.stderr)
+        return 2
+    accelerator, peak = peak_bf16_flops(device, args.gpu)
+    env = environment(device, accelerator, peak)
+    peak_text = f"{_count(peak)}FLOP/s" if peak else "n/a"
+    print(f"{env['device']}  torch {env['torch']}  CUDA {env['cuda'] or 'n/a'}  BF16 peak {peak_text}", flush=True)
+
+    naive = naive_trial(workload, device, warmup, steps, peak)
+    candidates_run = tuned_trials(workload, device, candidates, cuda and not args.no_compile, warmup, steps, peak)
+    measured = [trial for trial in candidates_run if trial.status == "ok" and trial.tokens_per_s is not None]
+    best = max(measured, key=lambda trial: trial.tokens_per_s or 0.0) if measured else None
+    tuned = Trial(**(asdict(best) | {"role": "tuned"})) if best is not None else None
+    trials = [naive, *([tuned] if tuned is not None else []), *(t for t in candidates_run if t is not best)]
+    summary = summarize(naive, tuned, verdict_given=cuda)
+    table = format_markdown(workload, trials, summary, env)
+    print(table)
+    if args.json:
+        payload = {
+            "environment": env,
+            "workload": asdict(workload),
+            "trials": [asdict(t) for t in trials],
+            "summary": summary,
+        }
+        args.json.write_text(json.dumps(payload, indent=2) + "\n")
+    if args.markdown:
+        args.markdown.write_text(table)
+    return 1 if summary["verdict"] == "FAIL" else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

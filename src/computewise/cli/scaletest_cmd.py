@@ -1,0 +1,107 @@
+"""``computewise scaletest ENTRYPOINT --nproc 1,2,4``: measured data-parallel scaling under torchrun."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from computewise.cli.common import JsonOption, choice
+from computewise.errors import InputError
+
+EXIT_SOME_FAILED = 1
+"""A world size above 1 failed or timed out; the others were measured and reported."""
+_CONFIG_EXAMPLE = "e.g. --config '{\"n_layer\": 4}'"
+
+
+def _entry_config(text: str | None) -> dict[str, Any]:
+    """--config: a JSON object, or the path of a file holding one."""
+    if text is None:
+        return {}
+    source = text
+    if not text.lstrip().startswith("{"):
+        path = Path(text)
+        if not path.is_file():
+            raise InputError(f"--config {text!r} is neither a JSON object nor a file", _CONFIG_EXAMPLE)
+        source = path.read_text(encoding="utf-8")
+    try:
+        value = json.loads(source)
+    except json.JSONDecodeError as error:
+        raise InputError(f"--config is not valid JSON: {error}", _CONFIG_EXAMPLE) from error
+    if not isinstance(value, dict):
+        raise InputError("--config must be a JSON object", _CONFIG_EXAMPLE)
+    return value
+
+
+def scaletest(
+    entry: Annotated[
+        str, typer.Argument(help="Training entry point: package.module:function(config) -> TrainingSetup.")
+    ],
+    nproc: Annotated[str, typer.Option(help="World sizes to measure, comma-separated (1 is always included).")] = "1,2",
+    steps: Annotated[int, typer.Option(help="Measured steps per world size (median step time).")] = 10,
+    warmup_steps: Annotated[int, typer.Option(help="Untimed steps first (allocation, compilation).")] = 3,
+    config: Annotated[
+        str | None, typer.Option(help="The entry point's own config: a JSON object or a JSON file.")
+    ] = None,
+    train_config: Annotated[
+        Path | None,
+        typer.Option(help="A training configuration written by `computewise tune --out` (default: plain settings)."),
+    ] = None,
+    threads: Annotated[
+        int | None, typer.Option(help="Threads per process. Default: the usable cores over the largest --nproc.")
+    ] = None,
+    device: Annotated[str, typer.Option(help="auto (CUDA when present), cpu or cuda.")] = "auto",
+    timeout: Annotated[str, typer.Option(help="Limit for each world size's launch: 5m, 300s.")] = "5m",
+    link_gb_per_s: Annotated[
+        float | None,
+        typer.Option(help="All-reduce bandwidth for the prediction, GB/s. Default: catalog (GPU) or assumed (CPU)."),
+    ] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Train a few steps at each world size under torchrun; print measured vs predicted scaling efficiency."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from computewise.report.scaletest import print_scaletest
+    from computewise.train.config import TrainConfig, load_config
+    from computewise.tune.scaletest import ScaleOptions, parse_nproc, run_scaletest
+    from computewise.units import parse_duration_s
+
+    options = ScaleOptions(
+        nproc=parse_nproc(nproc),
+        steps=steps,
+        warmup_steps=warmup_steps,
+        config=_entry_config(config),
+        train_config=load_config(train_config) if train_config is not None else TrainConfig(),
+        threads=threads,
+        device=choice(device, ("auto", "cpu", "cuda"), "--device"),
+        timeout_s=parse_duration_s(timeout, "--timeout"),
+        link_bytes_per_s=link_gb_per_s * 1e9 if link_gb_per_s is not None else None,
+    )
+    stderr = Console(stderr=True)
+    with Progress(
+        TextColumn("[bold]scaletest[/bold] {task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(),
+        console=stderr,
+        transient=True,
+    ) as bar:
+        task_id = bar.add_task("loading", total=len(options.nproc))
+
+        def progress(size: int, done: int, total: int) -> None:
+            bar.update(task_id, description=f"{size} process(es)", completed=done, total=total)
+
+        result = run_scaletest(entry, options, progress)
+    data = result.to_dict()
+    if as_json:
+        sys.stdout.write(json.dumps(data, indent=2) + "\n")
+    else:
+        print_scaletest(data, Console())
+    failed = [row["nproc"] for row in data["rows"] if row["status"] != "ok"]
+    if failed:
+        stderr.print(f"not measured: {', '.join(map(str, failed))} process(es) (see the notes)", highlight=False)
+        sys.exit(EXIT_SOME_FAILED)

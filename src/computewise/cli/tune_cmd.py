@@ -1,0 +1,125 @@
+"""``computewise tune ENTRYPOINT``: the fastest training configuration in a few short trials, and what it saves."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from computewise.cli.common import DbOption, JsonOption, choice, open_ledger
+from computewise.errors import InputError
+
+
+def _setup_config(text: str | None) -> dict[str, Any]:
+    """--config: a JSON object inline, or the path of a file holding one."""
+    if text is None:
+        return {}
+    path = Path(text)
+    source = path.read_text(encoding="utf-8") if not text.lstrip().startswith("{") and path.is_file() else text
+    try:
+        values = json.loads(source)
+    except json.JSONDecodeError as failure:
+        raise InputError(
+            f"--config is neither a JSON object nor a file holding one: {failure}", "e.g. --config '{\"n_layer\": 4}'"
+        ) from failure
+    if not isinstance(values, dict):
+        raise InputError("--config must be a JSON object", "e.g. --config '{\"n_layer\": 4}'")
+    return values
+
+
+def tune(
+    entry: Annotated[str, typer.Argument(help="package.module:function(config) -> computewise.train.TrainingSetup.")],
+    config: Annotated[
+        str | None, typer.Option("--config", help="The entry point's own settings: a JSON object or a JSON file.")
+    ] = None,
+    space: Annotated[
+        str | None,
+        typer.Option(
+            help="Dimensions to try, e.g. 'precision=fp32,bf16;micro=8,16,32;compile=on,off'. Others: checkpointing, "
+            "channels_last, workers, fused. Default: what the device runs fast."
+        ),
+    ] = None,
+    steps: Annotated[int, typer.Option(min=1, help="Measured steps of the longest trials (the top rung).")] = 27,
+    eta: Annotated[int, typer.Option(min=2, help="Keep the best 1/eta of each rung for the next, eta x longer.")] = 3,
+    memory: Annotated[
+        str | None, typer.Option(help="Memory a configuration may use: 16GB, 24GiB. Default: the device's.")
+    ] = None,
+    accelerator: Annotated[
+        str | None, typer.Option(help="Catalog device for MFU (needed on a CPU), e.g. xeon-8480plus.")
+    ] = None,
+    run_hours: Annotated[
+        float | None,
+        typer.Option(help="Length of the planned run as it stands (naive), in hours, to price the saving."),
+    ] = None,
+    tokens: Annotated[
+        str | None, typer.Option(help="Tokens of the planned run (10B, 3e11), instead of --run-hours.")
+    ] = None,
+    hourly_usd: Annotated[
+        str | None, typer.Option(help="Price per hour of this machine. Default: from the catalog.")
+    ] = None,
+    out: Annotated[
+        Path | None, typer.Option(help="Write the best configuration here (computewise.train reads it).")
+    ] = None,
+    device: Annotated[str | None, typer.Option(help="cpu or cuda. Default: cuda when available.")] = None,
+    threads: Annotated[int | None, typer.Option(min=1, help="torch threads per trial. Default: torch's.")] = None,
+    trial_timeout: Annotated[str, typer.Option(help="A trial still running after this is killed: 10m, 300s.")] = "10m",
+    tag: Annotated[
+        list[str] | None, typer.Option("--tag", help="KEY=VALUE label of the tuning's ledger run (repeatable).")
+    ] = None,
+    db: DbOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Find the fastest precision, micro-batch, checkpointing, compile, loader and optimizer settings by trials."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from computewise.account.tags import parse_tags
+    from computewise.report.tune import print_tune
+    from computewise.tune.prune import parse_memory
+    from computewise.tune.search import TuneOptions, TuneProgress, run_tune
+    from computewise.tune.space import DeviceKind
+    from computewise.units import parse_count, parse_duration_s, parse_usd
+
+    devices: tuple[DeviceKind, ...] = ("cpu", "cuda")
+    options = TuneOptions(
+        setup_config=_setup_config(config),
+        space=space,
+        steps=steps,
+        eta=eta,
+        memory_bytes=parse_memory(memory) if memory is not None else None,
+        accelerator=accelerator,
+        hourly_usd=parse_usd(hourly_usd, "--hourly-usd") if hourly_usd is not None else None,
+        run_hours=run_hours,
+        tokens=parse_count(tokens, "--tokens") if tokens is not None else None,
+        out=out,
+        device=choice(device, devices, "--device") if device is not None else None,
+        threads=threads,
+        trial_timeout_s=parse_duration_s(trial_timeout, "--trial-timeout"),
+        db=db,
+        tags=parse_tags(tag or []),
+    )
+    open_ledger(db).close()  # a wrong --db fails now, not after the trials
+    stderr = Console(stderr=True)
+    with Progress(
+        TextColumn("[bold]tune[/bold] {task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(),
+        TextColumn("{task.fields[best]}"),
+        console=stderr,
+        transient=True,
+    ) as bar:
+        task_id = bar.add_task("building the setup", total=None, best="")
+
+        def progress(update: TuneProgress) -> None:
+            best = f"best: {update.best}" if update.best else ""
+            bar.update(task_id, description=update.stage, completed=update.done, total=update.total, best=best)
+
+        result = run_tune(entry, options, progress)
+    data = result.to_dict()
+    if as_json:
+        typer.echo(json.dumps(data, indent=2))
+    else:
+        print_tune(data, Console())

@@ -1,0 +1,156 @@
+"""The ``scaletest`` report: measured scaling per world size beside the prediction, and the verdict.
+
+Works on the dict of ``ScaleTestResult.to_dict()`` only, like the rest of the report layer, so a
+saved ``--json`` renders the same later. The table is built once as strings (:func:`scaletest_grid`)
+and the verdict once as a sentence (:func:`scaletest_verdict`), so tests and the terminal read the
+same words.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from computewise.report.rows import Grid
+from computewise.units import format_bytes, format_count
+
+__all__ = ["LEGEND", "print_scaletest", "scaletest_grid", "scaletest_verdict"]
+
+# Short headers so the table fits 80 columns; LEGEND spells them out under it.
+_HEADERS = ("procs", "batch", "step", "samples/s", "tokens/s", "speed-up", "eff.", "pred.", "sync", "note")
+LEGEND = (
+    "eff. = measured scaling efficiency, throughput(N) / (N x throughput(1)); pred. = predicted efficiency; "
+    "sync = predicted all-reduce time a step"
+)
+
+
+def _ms(seconds: float | None) -> str:
+    if seconds is None:
+        return ""
+    ms = seconds * 1000.0
+    return f"{ms:,.0f} ms" if ms >= 100 else f"{ms:.3g} ms"
+
+
+def _rate(value: float | None) -> str:
+    return "" if value is None else format_count(value)
+
+
+def _share(value: float | None) -> str:
+    return "" if value is None else f"{value:.0%}"
+
+
+def _times(value: float | None) -> str:
+    return "" if value is None else f"{value:.2f}x"
+
+
+def _note(row: dict[str, Any], floor: float) -> str:
+    if row["status"] != "ok":
+        return f"{row['status']}: {row['message']}"
+    spread = row["rank_median_step_s"]
+    notes = []
+    if row["efficiency"] is not None and row["nproc"] > 1 and row["efficiency"] < floor:
+        notes.append(f"below {floor:.0%}")
+    if len(spread) > 1 and min(spread) > 0 and max(spread) / min(spread) > 1.1:
+        notes.append(f"ranks {_ms(min(spread))}-{_ms(max(spread))}")
+    return "; ".join(notes)
+
+
+def scaletest_grid(d: dict[str, Any]) -> Grid:
+    """One row per world size: what was measured, then what the model predicted."""
+    floor = float(d["efficiency_floor"])
+    rows = tuple(
+        (
+            str(row["nproc"]),
+            str(row["global_batch_size"]),
+            _ms(row["step_s"]),
+            _rate(row["samples_per_s"]),
+            _rate(row["tokens_per_s"]),
+            _times(row["speedup"]),
+            _share(row["efficiency"]),
+            _share(row["predicted_efficiency"]),
+            _ms(row["predicted_allreduce_s"]) if row["nproc"] > 1 else "",
+            _note(row, floor),
+        )
+        for row in d["rows"]
+    )
+    return Grid(_HEADERS, rows, frozenset(range(9)))
+
+
+def _best(d: dict[str, Any]) -> dict[str, Any] | None:
+    measured = [row for row in d["rows"] if row["samples_per_s"] is not None]
+    return max(measured, key=lambda row: row["samples_per_s"]) if measured else None
+
+
+def scaletest_verdict(d: dict[str, Any]) -> str:
+    """Where adding workers stops paying, measured, and whether the prediction said the same."""
+    floor = float(d["efficiency_floor"])
+    rows = {row["nproc"]: row for row in d["rows"]}
+    tried = ", ".join(str(n) for n in rows)
+    stop = d["stops_paying_at"]
+    predicted = d["predicted_stops_paying_at"]
+    if stop is None:
+        largest = max(n for n, row in rows.items() if row["status"] == "ok")
+        sentence = (
+            f"Adding workers keeps paying up to {largest} processes (efficiency >= {floor:.0%} and throughput "
+            f"growing at every size tried: {tried})."
+        )
+    else:
+        row = rows[stop]
+        previous = max(n for n in rows if n < stop and rows[n]["status"] == "ok")
+        grew = row["samples_per_s"] > rows[previous]["samples_per_s"]
+        why = (
+            f"efficiency {row['efficiency']:.0%} < {floor:.0%}"
+            if grew
+            else f"{_rate(row['samples_per_s'])} samples/s, no more than with {previous}"
+        )
+        sentence = f"Adding workers stops paying at {stop} processes ({why}); stay at {previous}."
+    if d["link"] is None:
+        return sentence + " No prediction: the link of this device is not in the catalog (give --link-gb-per-s)."
+    if predicted == stop:
+        return sentence + " The prediction agrees."
+    if predicted is None:
+        return sentence + " The prediction said every size tried would pay."
+    return sentence + f" The prediction said it stops paying at {predicted} processes."
+
+
+def print_scaletest(d: dict[str, Any], console: Console) -> None:
+    grid = scaletest_grid(d)
+    # The box's blank divider is the only gap between columns, as in the other reports.
+    table = Table(box=box.SIMPLE_HEAD, padding=0, pad_edge=False, show_edge=False)
+    for i, header in enumerate(grid.headers):
+        table.add_column(header, justify="right" if i in grid.numeric else "left")
+    for row in grid.rows:
+        table.add_row(*(Text(cell) for cell in row))
+    console.print(
+        Text(
+            f"scaletest {d['entry']} on {d['device_name']} ({d['device']}, {d['threads_per_process']} thread(s) "
+            f"per process, {d['cores']} core(s))",
+            style="bold",
+        )
+    )
+    console.print(
+        f"weak scaling: {d['batch_per_rank']} samples per rank a step (micro-batch {d['micro_batch_size']}); "
+        f"step = the slowest rank's median of {d['steps']} steps after {d['warmup_steps']} warm-up; "
+        f"{format_count(d['params'])} parameters, "
+        f"{format_bytes(d['gradient_bytes'])} of gradients to all-reduce; training config: {d['train_config']}",
+        highlight=False,
+    )
+    console.print(table)
+    console.print(LEGEND, highlight=False)
+    link = d["link"]
+    if link is not None:
+        console.print(
+            f"prediction: one process's step + ring all-reduce of the gradients over {link['name']} at "
+            f"{link['bytes_per_s'] / 1e9:.3g} GB/s ({link['source']}), no overlap with backward",
+            highlight=False,
+        )
+    best = _best(d)
+    if best is not None:
+        console.print(f"fastest: {best['nproc']} processes, {_rate(best['samples_per_s'])} samples/s", highlight=False)
+    console.print(Text(scaletest_verdict(d), style="bold"))
+    for warning in d["warnings"]:
+        console.print(f"[yellow]warning:[/] {warning}", highlight=False)

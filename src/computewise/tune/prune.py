@@ -1,0 +1,394 @@
+"""Which configurations can fit, decided from a meta-device trace before any trial runs.
+
+A trial that runs out of memory costs a process start, a model build and often a compilation;
+the estimate costs one trace. So the model's loss is traced once on the meta device
+(``computewise.models.trace``: no data, no real memory) and every configuration's memory is
+predicted with the planner's formulas (``computewise.estimate.memory``):
+
+- **Model states**: the weights stay FP32 under autocast (they are the master copy), so weights,
+  gradients and optimizer states are those of FP32 training whatever the precision, plus the
+  16-bit copies of the weights autocast caches for BF16/FP16 (2 bytes a parameter).
+- **Activations**: what autograd saves for backward, measured per sample by the trace, times the
+  micro-batch, halved for BF16/FP16 (the estimate module's scaling of traced activations).
+- **Checkpointing**: each block's share is measured by tracing the block alone on the inputs it
+  received in the full trace; with checkpointing a block keeps only its input, and during
+  backward one block at a time is rebuilt, so the saved total becomes
+  ``outside the blocks + the block inputs + the largest block``.
+- **Overhead**: the catalog's allocator fraction, plus its fixed CUDA context on a GPU.
+
+Configurations whose estimate exceeds the device (the GPU's memory, the host's available RAM, or
+``--memory``) are dropped. So is checkpointing where the same settings fit without it: it only
+recomputes, so it never makes a step faster at the same micro-batch. When nothing fits, the
+error gives the smallest requirement and the largest micro-batch that would fit.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from computewise.errors import InputError, ModelConfigError
+from computewise.estimate.arrays import col
+from computewise.estimate.assumptions import Assumptions
+from computewise.estimate.memory import bytes_per_value, model_state_bytes, optimizer_bytes_per_param
+from computewise.models.trace import measure_module
+from computewise.specs import Optimizer
+from computewise.train.config import ConfigError, TrainConfig
+from computewise.train.setup import SetupError, TrainingSetup
+from computewise.tune.space import DeviceKind, ModelFacts
+from computewise.units import GB, GIB, KIB, MIB, TB, format_bytes
+
+__all__ = [
+    "Capacity",
+    "MemoryEstimate",
+    "ModelProfile",
+    "NothingFitsError",
+    "Pruning",
+    "device_capacity",
+    "estimate_memory",
+    "parse_memory",
+    "profile_setup",
+    "prune",
+]
+
+_TRACE_BATCH = 2  # per-sample figures scale linearly; two samples keep batch-norm statistics meaningful
+_AUTOCAST_COPY_BYTES = 2.0  # autocast caches one 16-bit copy of each weight a matmul uses
+_MEMORY_UNITS = {"": 1, "b": 1, "kb": 1000, "kib": KIB, "mb": 1000**2, "mib": MIB, "gb": GB, "gib": GIB, "tb": TB}
+
+
+class NothingFitsError(InputError):
+    """Every configuration of the space needs more memory than the device has."""
+
+
+@dataclass(frozen=True)
+class ModelProfile:
+    """What one trace of the setup's loss says about its memory and work, per sample."""
+
+    name: str
+    params: int
+    optimizer: Optimizer
+    activation_bytes_per_sample: float  # FP32, no checkpointing
+    checkpointed_activation_bytes_per_sample: float | None  # None: the model has no blocks to checkpoint
+    forward_flops_per_sample: float | None  # causal-aware, as computewise.track counts; None: not traced
+    has_convolutions: bool
+    global_batch_size: int
+    tokens_per_sample: int | None
+    notes: tuple[str, ...] = ()
+
+    @property
+    def facts(self) -> ModelFacts:
+        return ModelFacts(
+            has_convolutions=self.has_convolutions,
+            has_blocks=self.checkpointed_activation_bytes_per_sample is not None,
+            global_batch_size=self.global_batch_size,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "params": self.params,
+            "optimizer": self.optimizer,
+            "activation_bytes_per_sample": self.activation_bytes_per_sample,
+            "checkpointed_activation_bytes_per_sample": self.checkpointed_activation_bytes_per_sample,
+            "forward_flops_per_sample": self.forward_flops_per_sample,
+            "has_convolutions": self.has_convolutions,
+            "global_batch_size": self.global_batch_size,
+            "tokens_per_sample": self.tokens_per_sample,
+            "notes": list(self.notes),
+        }
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    """Predicted peak bytes of one configuration on one device."""
+
+    weights_bytes: float
+    gradients_bytes: float
+    optimizer_bytes: float
+    activations_bytes: float
+    overhead_bytes: float
+
+    @property
+    def total_bytes(self) -> float:
+        return (
+            self.weights_bytes
+            + self.gradients_bytes
+            + self.optimizer_bytes
+            + self.activations_bytes
+            + self.overhead_bytes
+        )
+
+    def to_dict(self) -> dict[str, float]:
+        return {
+            "weights_bytes": self.weights_bytes,
+            "gradients_bytes": self.gradients_bytes,
+            "optimizer_bytes": self.optimizer_bytes,
+            "activations_bytes": self.activations_bytes,
+            "overhead_bytes": self.overhead_bytes,
+            "total_bytes": self.total_bytes,
+        }
+
+
+@dataclass(frozen=True)
+class Capacity:
+    """The memory a configuration may use, and where that figure came from."""
+
+    bytes: float
+    source: str
+
+
+@dataclass(frozen=True)
+class Pruning:
+    """Configurations kept (with their estimates) and dropped (with the reason), in the space's order."""
+
+    kept: tuple[tuple[TrainConfig, MemoryEstimate], ...]
+    dropped: tuple[tuple[TrainConfig, MemoryEstimate, str], ...]
+
+
+def profile_setup(setup: TrainingSetup) -> ModelProfile:
+    """Trace ``setup.loss`` on two samples of its dataset, on the meta device; the model is not touched."""
+    import torch
+    from torch import nn
+    from torch.utils.data import default_collate
+
+    from computewise.train.engine import find_checkpoint_blocks
+
+    model = setup.model
+    if not isinstance(model, nn.Module):
+        raise SetupError(f"TrainingSetup.model must be a torch.nn.Module, got {type(model).__name__}")
+    samples = min(_TRACE_BATCH, len(setup.dataset))
+    batch = (setup.collate or default_collate)([setup.dataset[index] for index in range(samples)])
+    try:
+        blocks = find_checkpoint_blocks(setup)
+    except ConfigError:
+        blocks = []
+    block_inputs: dict[int, tuple[Any, ...]] = {}
+
+    def remember_input(module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        # Only positional tensor inputs can be replayed on one block alone; keyword inputs disable the split.
+        block_inputs.setdefault(id(module), args if not kwargs else ())
+
+    hooks = [block.register_forward_pre_hook(remember_input, with_kwargs=True) for block in blocks]
+    notes: list[str] = []
+    optimizer, optimizer_note = _optimizer_kind(setup, model)
+    if optimizer_note:
+        notes.append(optimizer_note)
+    # What is known without a trace: the model states bound the memory from below, trials find the rest.
+    untraced = ModelProfile(
+        name=type(model).__name__,
+        params=sum(p.numel() for p in {id(p): p for p in model.parameters()}.values()),
+        optimizer=optimizer,
+        activation_bytes_per_sample=0.0,
+        checkpointed_activation_bytes_per_sample=0.0 if blocks else None,
+        forward_flops_per_sample=None,
+        has_convolutions=any(isinstance(module, torch.nn.Conv2d) for module in model.modules()),
+        global_batch_size=setup.global_batch_size,
+        tokens_per_sample=setup.tokens_per_sample,
+    )
+    try:
+        measured = measure_module(_loss_module(model, setup.loss), (batch,))
+    except ModelConfigError as failure:  # measurement degrades; the search goes on
+        notes.append(
+            f"the loss could not be traced ({failure.message}): memory is estimated from the model states alone "
+            "and MFU is not computed"
+        )
+        return replace(untraced, notes=tuple(notes))
+    finally:
+        for hook in hooks:
+            hook.remove()
+    checkpointed = _checkpointed_activation_bytes(blocks, block_inputs, measured.activation_bytes, notes)
+    per_sample = 1.0 / measured.batch_size
+    return replace(
+        untraced,
+        params=measured.params,
+        activation_bytes_per_sample=measured.activation_bytes * per_sample,
+        checkpointed_activation_bytes_per_sample=None if checkpointed is None else checkpointed * per_sample,
+        forward_flops_per_sample=measured.forward_flops_causal_aware * per_sample,
+        notes=tuple(notes),
+    )
+
+
+def _loss_module(model: Any, loss: Any) -> Any:
+    """The model and its loss as one module, so the trace sees the loss's activations (the logits) too."""
+    from torch import nn
+
+    class LossOf(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = model
+
+        def forward(self, batch: Any) -> Any:
+            return loss(self.model, batch)
+
+    return LossOf()
+
+
+def _checkpointed_activation_bytes(
+    blocks: Sequence[Any], block_inputs: dict[int, tuple[Any, ...]], total_bytes: float, notes: list[str]
+) -> float | None:
+    """Saved bytes with every block checkpointed: outside the blocks + their inputs + the largest block."""
+    if not blocks:
+        return None
+    inside: list[float] = []
+    kept_inputs = 0.0
+    for block in blocks:
+        inputs = block_inputs.get(id(block), ())
+        tensors = [value for value in inputs if hasattr(value, "untyped_storage")]
+        if not inputs or len(tensors) != len(inputs):
+            notes.append("checkpointing saving not estimated (a block takes keyword or non-tensor inputs)")
+            return total_bytes
+        try:
+            inside.append(float(measure_module(block, tuple(inputs)).activation_bytes))
+        except ModelConfigError as failure:
+            notes.append(f"checkpointing saving not estimated: a block alone cannot be traced ({failure.message})")
+            return total_bytes
+        kept_inputs += sum(float(t.numel() * t.element_size()) for t in tensors)
+    outside = max(0.0, total_bytes - sum(inside))
+    return min(total_bytes, outside + kept_inputs + max(inside))
+
+
+def _optimizer_kind(setup: TrainingSetup, model: Any) -> tuple[Optimizer, str | None]:
+    """The optimizer-state size class of the setup's optimizer (built, never stepped, so no state is allocated)."""
+    try:
+        optimizer = setup.make_optimizer(list(model.parameters()), False)
+    except Exception as failure:  # the trials will report it properly; memory assumes Adam's two moments
+        return "adamw", f"optimizer not inspected ({type(failure).__name__}: {failure}); assumed AdamW's state"
+    name = type(optimizer).__name__.lower()
+    if name in ("adamw", "adam"):
+        return "adamw", None
+    if name == "sgd":
+        return "sgd", None
+    return "adamw", f"optimizer {type(optimizer).__name__} sized like AdamW (two FP32 moments per parameter)"
+
+
+def estimate_memory(
+    profile: ModelProfile, config: TrainConfig, device: DeviceKind, assumptions: Assumptions
+) -> MemoryEstimate:
+    """Predicted peak memory of one training step of ``config`` (formulas in the module docstring)."""
+    weights, gradients, optimizer = (
+        float(value.reshape(-1)[0])
+        for value in model_state_bytes(
+            float(profile.params),
+            col(bytes_per_value("fp32")),
+            col(optimizer_bytes_per_param(profile.optimizer, "fp32")),
+            tp=col(1.0),
+            pp=col(1.0),
+            dp=col(1.0),
+            zero=col(0.0),
+        )
+    )
+    if config.precision in ("bf16", "fp16"):
+        weights += profile.params * _AUTOCAST_COPY_BYTES
+    activations = _activation_bytes(profile, config)
+    subtotal = weights + gradients + optimizer + activations
+    fixed = assumptions.runtime_overhead_bytes if device == "cuda" else 0.0
+    overhead = subtotal * assumptions.runtime_overhead_fraction + fixed
+    return MemoryEstimate(weights, gradients, optimizer, activations, overhead)
+
+
+def parse_memory(text: str) -> float:
+    """``16GB`` (decimal), ``16GiB`` (binary), ``512MB``, ``2e9``: bytes."""
+    match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*", text)
+    unit = match.group(2).lower() if match else ""
+    if match is None or unit not in _MEMORY_UNITS:
+        raise InputError(f"cannot read --memory {text!r} as an amount of memory", "write it like 16GB, 24GiB or 512MB")
+    value = float(match.group(1)) * _MEMORY_UNITS[unit]
+    if value <= 0:
+        raise InputError(f"--memory must be positive, got {text!r}", "e.g. --memory 16GB")
+    return value
+
+
+def device_capacity(device: DeviceKind, cap_bytes: float | None) -> Capacity:
+    """``--memory`` when given, else the GPU's total memory, else the host's available RAM."""
+    if cap_bytes is not None:
+        return Capacity(cap_bytes, f"--memory {format_bytes(cap_bytes)}")
+    if device == "cuda":
+        import torch
+
+        properties = torch.cuda.get_device_properties(0)
+        return Capacity(float(properties.total_memory), f"{properties.name} total memory")
+    import psutil
+
+    return Capacity(float(psutil.virtual_memory().available), "available host memory")
+
+
+def prune(
+    configs: Sequence[TrainConfig],
+    profile: ModelProfile,
+    capacity: Capacity,
+    device: DeviceKind,
+    assumptions: Assumptions,
+) -> Pruning:
+    """Drop what cannot fit and checkpointing that buys nothing; NothingFitsError when nothing is left."""
+    estimates = [(config, estimate_memory(profile, config, device, assumptions)) for config in configs]
+    fitting = {config for config, estimate in estimates if estimate.total_bytes <= capacity.bytes}
+    kept: list[tuple[TrainConfig, MemoryEstimate]] = []
+    dropped: list[tuple[TrainConfig, MemoryEstimate, str]] = []
+    for config, estimate in estimates:
+        if config not in fitting:
+            dropped.append(
+                (config, estimate, f"needs {format_bytes(estimate.total_bytes)} of {format_bytes(capacity.bytes)}")
+            )
+        elif config.activation_checkpointing and replace(config, activation_checkpointing=False) in fitting:
+            dropped.append((config, estimate, "checkpointing only recomputes: the same settings fit without it"))
+        else:
+            kept.append((config, estimate))
+    if not kept:
+        raise _nothing_fits(configs, profile, capacity, device, assumptions, estimates)
+    return Pruning(tuple(kept), tuple(dropped))
+
+
+def _nothing_fits(
+    configs: Sequence[TrainConfig],
+    profile: ModelProfile,
+    capacity: Capacity,
+    device: DeviceKind,
+    assumptions: Assumptions,
+    estimates: Sequence[tuple[TrainConfig, MemoryEstimate]],
+) -> NothingFitsError:
+    """The error naming the smallest requirement and the largest micro-batch (any divisor) that would fit."""
+    smallest_config, smallest = min(estimates, key=lambda pair: pair[1].total_bytes)
+    global_batch = profile.global_batch_size
+    # The leanest settings the space allows, at every micro-batch dividing the global batch.
+    lean = replace(smallest_config, micro_batch_size=1)
+    fitting_micro = [
+        micro
+        for micro in range(1, global_batch + 1)
+        if global_batch % micro == 0
+        and estimate_memory(profile, replace(lean, micro_batch_size=micro), device, assumptions).total_bytes
+        <= capacity.bytes
+    ]
+    message = (
+        f"every configuration of the search space runs out of memory: {len(configs)} estimated, the smallest "
+        f"({smallest_config.describe()}) needs {format_bytes(smallest.total_bytes)} of the "
+        f"{format_bytes(capacity.bytes)} available ({capacity.source})"
+    )
+    if fitting_micro:
+        largest = max(fitting_micro)
+        needed = estimate_memory(profile, replace(lean, micro_batch_size=largest), device, assumptions).total_bytes
+        hint = (
+            f"the largest micro-batch that would fit is {largest} ({format_bytes(needed)}): "
+            f"add micro={largest} to --space, or raise --memory"
+        )
+    else:
+        at_one = estimate_memory(profile, lean, device, assumptions)
+        states = at_one.weights_bytes + at_one.gradients_bytes + at_one.optimizer_bytes
+        hint = (
+            f"even a micro-batch of 1 needs {format_bytes(at_one.total_bytes)} (the weights, gradients and optimizer "
+            f"states alone take {format_bytes(states)}): use a device with more memory, raise --memory, "
+            "or shrink the model"
+        )
+    return NothingFitsError(message, hint)
+
+
+def _activation_bytes(profile: ModelProfile, config: TrainConfig) -> float:
+    """Saved activations of one micro-batch: traced FP32 bytes per sample, halved for 16-bit autocast."""
+    micro = config.micro_batch_size or profile.global_batch_size
+    per_sample = profile.activation_bytes_per_sample
+    if config.activation_checkpointing and profile.checkpointed_activation_bytes_per_sample is not None:
+        per_sample = profile.checkpointed_activation_bytes_per_sample
+    low_precision = config.precision in ("bf16", "fp16")
+    scale = bytes_per_value("bf16") / bytes_per_value("fp32") if low_precision else 1.0
+    return per_sample * micro * scale

@@ -1,0 +1,650 @@
+"""``run_tune``: the fastest training configuration of an entry point, in a few short trials.
+
+The order of work, cheapest knowledge first:
+
+1. **Build and trace** the setup once (``prune.profile_setup``): memory and FLOPs per sample.
+2. **The space** from the device's defaults and ``--space``, with what the model cannot run
+   removed or refused (``space``).
+3. **Prune** what cannot fit, and checkpointing where the same settings fit without it (``prune``).
+4. **Successive halving** over the eager configurations (``halving``), each trial in its own
+   process (``trial``).
+5. **Compilation last**: ``torch.compile`` costs seconds to minutes per configuration before its
+   first step (a CPU compiles C++), more than the short trials themselves; so the halving runs
+   eager and compilation is tried on its finalists only, at the top rung's length. This assumes
+   compilation rarely lifts a configuration that eager mode ranked far down;
+   ``benchmarks/tune_efficiency.py`` checks the pick against the full grid, compiled included.
+6. **References**, measured like the winner: the naive baseline (FP32, default loader, no compile,
+   the largest micro-batch that fits) and the largest-batch rule (the best configuration among
+   those at the largest micro-batch that fits); a trial is added only where none was run.
+7. **Worth**: speed-ups, MFU, the planned run's time and dollars, the break-even (``savings``);
+   the tuning is recorded in the ledger as a run priced like any other, and the winner is
+   written with ``write_config`` when asked.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import shlex
+import shutil
+import socket
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Literal
+
+from computewise.catalog import Catalog, load_catalog
+from computewise.errors import ComputewiseError, InputError
+from computewise.estimate.assumptions import Assumptions
+from computewise.ledger import Ledger, NewRun, PriceSnapshot, RunStatus
+from computewise.monitor.pricing import DetectedHardware, PriceRequest, resolve_price
+from computewise.optimize.hardware import Hardware, detect_hardware
+from computewise.specs.hardware import Accelerator
+from computewise.train.config import TrainConfig, write_config
+from computewise.train.engine import default_device
+from computewise.train.setup import load_setup
+from computewise.tune.halving import HalvingOutcome, Rung, plan_rungs, successive_halving
+from computewise.tune.prune import (
+    Capacity,
+    MemoryEstimate,
+    ModelProfile,
+    Pruning,
+    device_capacity,
+    estimate_memory,
+    profile_setup,
+    prune,
+)
+from computewise.tune.savings import break_even_hours, mfu, plan_saving, speedup
+from computewise.tune.space import DeviceKind, SearchSpace, default_space, parse_space
+from computewise.tune.trial import TrialResult, TrialRunner
+
+__all__ = ["Stage", "TrialRecord", "TuneError", "TuneOptions", "TuneProgress", "TuneResult", "run_tune"]
+
+Stage = Literal["halving", "compile", "baseline", "largest-batch"]
+ProgressCallback = Callable[["TuneProgress"], None]
+_RUN_TAG = "computewise"
+
+
+class TuneError(ComputewiseError):
+    """No trial produced a measurement, so there is nothing to recommend."""
+
+
+@dataclass(frozen=True)
+class TuneOptions:
+    """The knobs of ``computewise tune``; ``steps`` is the measured length of the top rung (and of references)."""
+
+    setup_config: dict[str, Any] = field(default_factory=dict)
+    space: str | None = None
+    steps: int = 27
+    eta: int = 3
+    min_steps: int = 3
+    warmup_steps: int = 2
+    compile_finalists: int = 2
+    memory_bytes: float | None = None
+    accelerator: str | None = None
+    hourly_usd: float | None = None
+    run_hours: float | None = None
+    tokens: float | None = None
+    out: Path | None = None
+    device: DeviceKind | None = None
+    threads: int | None = None
+    trial_timeout_s: float = 600.0
+    db: str | None = None
+    record: bool = True
+    tags: dict[str, str] = field(default_factory=dict)
+    log_dir: Path | None = None  # trial logs kept here; by default a temporary directory, kept only on failure
+
+    def __post_init__(self) -> None:
+        if self.steps < 1 or self.min_steps < 1 or self.warmup_steps < 1:
+            raise InputError("--steps, the minimum rung steps and warm-up steps must be >= 1", "e.g. --steps 27")
+        if self.eta < 2:
+            raise InputError(f"--eta must be >= 2, got {self.eta}", "keep the best 1/eta per rung: e.g. --eta 3")
+        if self.run_hours is not None and self.tokens is not None:
+            raise InputError("give --run-hours or --tokens, not both", "both say how long the planned run is")
+        if self.run_hours is not None and not self.run_hours > 0:
+            raise InputError(f"--run-hours must be positive, got {self.run_hours}", "e.g. --run-hours 72")
+        if self.tokens is not None and not self.tokens > 0:
+            raise InputError(f"--tokens must be positive, got {self.tokens}", "e.g. --tokens 10B")
+        if not self.trial_timeout_s > 0:
+            raise InputError("--trial-timeout must be positive", "e.g. --trial-timeout 10m")
+        if self.threads is not None and self.threads < 1:
+            raise InputError(f"--threads must be >= 1, got {self.threads}", "e.g. --threads 4")
+
+
+@dataclass(frozen=True)
+class TuneProgress:
+    """One step of the search for a progress bar: trials done of planned, what runs, the best so far."""
+
+    done: int
+    total: int
+    stage: str
+    current: str
+    best: str | None
+
+
+@dataclass(frozen=True)
+class TrialRecord:
+    """One trial as the search ran it."""
+
+    number: int
+    stage: Stage
+    rung: int | None
+    steps: int
+    config: TrainConfig
+    estimate: MemoryEstimate
+    result: TrialResult
+
+    @property
+    def ok(self) -> bool:
+        return self.result.status == "ok" and self.result.median_step_s is not None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "number": self.number,
+            "stage": self.stage,
+            "rung": self.rung,
+            "steps": self.steps,
+            "config": self.config.to_dict(),
+            "describe": self.config.describe(),
+            "estimated_memory_bytes": self.estimate.total_bytes,
+            **self.result.to_dict(),
+        }
+
+
+@dataclass(frozen=True)
+class TuneResult:
+    """Everything the search found, JSON-ready through ``to_dict`` (what the report and ``--json`` print)."""
+
+    entry: str
+    options: TuneOptions
+    device: DeviceKind
+    hardware: Hardware
+    threads: int
+    profile: ModelProfile
+    space: SearchSpace
+    capacity: Capacity
+    pruning: Pruning
+    rungs: tuple[Rung, ...]
+    trials: tuple[TrialRecord, ...]
+    best: TrialRecord
+    baseline: TrialRecord | None
+    largest_batch: TrialRecord | None
+    peak: tuple[Accelerator, str] | None
+    peak_note: str
+    price: PriceSnapshot
+    wall_s: float
+    ledger_run_id: int | None
+    notes: tuple[str, ...]
+
+    @property
+    def top_steps(self) -> int:
+        return self.rungs[-1].steps
+
+    @property
+    def trial_s(self) -> float:
+        return sum(record.result.wall_s for record in self.trials)
+
+    @property
+    def trial_cpu_s(self) -> float:
+        return sum(record.result.cpu_s or 0.0 for record in self.trials)
+
+    @property
+    def cost_usd(self) -> float:
+        """The tuning's cost: its price x its duration, the ledger's formula (``account.totals.price_run``)."""
+        return self.price.hourly_usd * self.wall_s / 3600.0
+
+    def _mfu(self, record: TrialRecord) -> float | None:
+        samples, flops = record.result.samples_per_s, self.profile.forward_flops_per_sample
+        if self.peak is None or samples is None or flops is None:
+            return None
+        accelerator = self.peak[0]
+        precision = record.config.precision if record.config.precision != "auto" else "fp32"
+        return mfu(flops, samples, accelerator.peak_flops_for(precision))
+
+    def _figures(self, record: TrialRecord | None) -> dict[str, Any] | None:
+        if record is None:
+            return None
+        result = record.result
+        return {
+            "trial": record.number,
+            "config": record.config.to_dict(),
+            "describe": record.config.describe(),
+            "median_step_s": result.median_step_s,
+            "samples_per_s": result.samples_per_s,
+            "tokens_per_s": result.tokens_per_s,
+            "warmup_s": result.warmup_s,
+            "peak_memory_bytes": result.peak_memory_bytes,
+            "peak_memory_kind": result.peak_memory_kind,
+            "estimated_memory_bytes": record.estimate.total_bytes,
+            "mfu": self._mfu(record),
+        }
+
+    def _speedup(self, other: TrialRecord | None) -> float | None:
+        best_s, other_s = self.best.result.median_step_s, other.result.median_step_s if other else None
+        return speedup(best_s, other_s) if best_s and other_s else None
+
+    def to_dict(self) -> dict[str, Any]:
+        options = self.options
+        naive_s = self.baseline.result.median_step_s if self.baseline is not None else None
+        best_s = self.best.result.median_step_s or 0.0
+        tokens_per_step = (
+            self.profile.global_batch_size * self.profile.tokens_per_sample if self.profile.tokens_per_sample else None
+        )
+        saving = (
+            plan_saving(
+                naive_s,
+                best_s,
+                self.price.hourly_usd,
+                self.cost_usd,
+                run_hours=options.run_hours,
+                tokens=options.tokens,
+                tokens_per_step=tokens_per_step,
+            )
+            if naive_s
+            else None
+        )
+        peak = None
+        if self.peak is not None:
+            accelerator, how = self.peak
+            peak = {"accelerator": accelerator.slug, "name": accelerator.name, "how": how, "source": accelerator.source}
+        return {
+            "entry": self.entry,
+            "setup_config": options.setup_config,
+            "device": {
+                "kind": self.device,
+                "name": self.hardware.cuda_device if self.device == "cuda" else self.hardware.cpu,
+                "threads": self.threads,
+                "capacity_bytes": self.capacity.bytes,
+                "capacity_source": self.capacity.source,
+            },
+            "model": self.profile.to_dict(),
+            "space": self.space.to_dict(),
+            "search": {
+                "configs": len(self.pruning.kept) + len(self.pruning.dropped),
+                "pruned": len(self.pruning.dropped),
+                "eta": options.eta,
+                "rungs": [rung.to_dict() for rung in self.rungs],
+                "top_steps": self.top_steps,
+                "warmup_steps": options.warmup_steps,
+                "compile_finalists": options.compile_finalists,
+                "staged_compile": any(record.stage == "compile" for record in self.trials),
+            },
+            "pruned": [
+                {
+                    "config": config.to_dict(),
+                    "describe": config.describe(),
+                    "estimated_memory_bytes": e.total_bytes,
+                    "reason": why,
+                }
+                for config, e, why in self.pruning.dropped
+            ],
+            "trials": [record.to_dict() for record in self.trials],
+            "best": self._figures(self.best),
+            "baseline": self._figures(self.baseline),
+            "largest_batch": self._figures(self.largest_batch),
+            "speedup": {
+                "vs_baseline": self._speedup(self.baseline),
+                "vs_largest_batch": self._speedup(self.largest_batch),
+            },
+            "mfu": {
+                "peak": peak,
+                "note": self.peak_note if self.profile.forward_flops_per_sample is not None else "no FLOPs traced",
+            },
+            "tuning": {
+                "wall_s": self.wall_s,
+                "trial_s": self.trial_s,
+                "trial_cpu_s": self.trial_cpu_s,
+                "trials": len(self.trials),
+                "hourly_usd": self.price.hourly_usd,
+                "price_explanation": self.price.explanation,
+                "cost_usd": self.cost_usd,
+            },
+            "plan": saving.to_dict() if saving is not None else None,
+            "break_even_hours": break_even_hours(naive_s, best_s, self.wall_s) if naive_s and best_s else None,
+            "ledger_run_id": self.ledger_run_id,
+            "out": str(options.out) if options.out is not None else None,
+            "notes": list(self.notes),
+        }
+
+
+def run_tune(entry: str, options: TuneOptions, progress: ProgressCallback | None = None) -> TuneResult:
+    """Search ``entry``'s configurations (the order of work is in the module docstring)."""
+    import torch
+
+    started_s, started_perf = time.time(), time.perf_counter()
+    device = _device(options.device)
+    hardware = detect_hardware()
+    setup = load_setup(entry, options.setup_config)
+    if options.tokens is not None and not setup.tokens_per_sample:
+        raise InputError(
+            f"--tokens needs the tokens per sample, and {entry} does not set TrainingSetup.tokens_per_sample",
+            "give the planned run's length with --run-hours, or set tokens_per_sample in the setup",
+        )
+    profile = profile_setup(setup)
+    capability = torch.cuda.get_device_capability(0) if device == "cuda" else None
+    space = parse_space(options.space, default_space(device, hardware, cuda_capability=capability))
+    space = space.for_model(profile.facts)
+    catalog = load_catalog()
+    assumptions = Assumptions.from_catalog(catalog)
+    capacity = device_capacity(device, options.memory_bytes)
+    pruning = prune(space.configs(setup.global_batch_size), profile, capacity, device, assumptions)
+    peak, peak_note = _peak(catalog, options.accelerator, hardware, device)
+    price = resolve_price(catalog, PriceRequest(hourly_usd=options.hourly_usd), _detected(hardware, device))
+    threads = options.threads or torch.get_num_threads()
+
+    search = _Search(entry, options, device, threads, profile, pruning, capacity, assumptions, progress)
+    ledger, run_id = _start_run(options, entry, price, hardware, device, started_s)
+    try:
+        search.run()
+    except BaseException as failure:
+        _finish_run(ledger, run_id, failure, None)
+        raise
+    result = TuneResult(
+        entry=entry,
+        options=options,
+        device=device,
+        hardware=hardware,
+        threads=threads,
+        profile=profile,
+        space=space,
+        capacity=capacity,
+        pruning=pruning,
+        rungs=search.rungs,
+        trials=tuple(search.records),
+        best=search.best,
+        baseline=search.baseline,
+        largest_batch=search.largest_batch,
+        peak=peak,
+        peak_note=peak_note,
+        price=price,
+        wall_s=time.perf_counter() - started_perf,
+        ledger_run_id=run_id,
+        notes=(*space.notes, *profile.notes, *search.notes),
+    )
+    if options.out is not None:
+        best = result.to_dict()["best"]
+        write_config(search.best.config, options.out, entry=entry, measured=best)
+    _finish_run(ledger, run_id, None, result)
+    return result
+
+
+class _Search:
+    """The trials of one tuning: halving over eager configurations, compile finalists, references."""
+
+    def __init__(
+        self,
+        entry: str,
+        options: TuneOptions,
+        device: DeviceKind,
+        threads: int,
+        profile: ModelProfile,
+        pruning: Pruning,
+        capacity: Capacity,
+        assumptions: Assumptions,
+        progress: ProgressCallback | None,
+    ) -> None:
+        self.entry, self.options, self.device, self.threads = entry, options, device, threads
+        self.profile, self.pruning, self.capacity = profile, pruning, capacity
+        self.assumptions, self.progress = assumptions, progress
+        self.space_configs = {config for config, _ in pruning.kept}
+        self.records: list[TrialRecord] = []
+        self.notes: list[str] = []
+        compile_choices = {config.compile for config, _ in pruning.kept}
+        # With both compile choices, the halving runs eager and compile waits for the finalists.
+        self.staged_compile = compile_choices == {False, True}
+        self.candidates = [pair for pair in pruning.kept if not (self.staged_compile and pair[0].compile)]
+        self.rungs = plan_rungs(len(self.candidates), options.steps, options.eta, options.min_steps)
+        finalists = min(options.compile_finalists, self.rungs[-1].candidates) if self.staged_compile else 0
+        self.planned = sum(rung.candidates for rung in self.rungs) + finalists
+        self.stage_text = ""
+        self._best: TrialRecord | None = None
+        self.baseline: TrialRecord | None = None
+        self.largest_batch: TrialRecord | None = None
+
+    @property
+    def top_steps(self) -> int:
+        return self.rungs[-1].steps
+
+    @property
+    def best(self) -> TrialRecord:
+        if self._best is None:
+            raise TuneError("no trial has finished yet")
+        return self._best
+
+    def run(self) -> None:
+        """All the trials; temporary logs are deleted after a success and kept (and named) after a failure."""
+        log_dir = self.options.log_dir or Path(tempfile.mkdtemp(prefix="computewise-tune-"))
+        log_dir.mkdir(parents=True, exist_ok=True)
+        runner = TrialRunner(
+            self.entry,
+            self.options.setup_config,
+            self.device,
+            self.threads,
+            timeout_s=self.options.trial_timeout_s,
+            warmup_steps=self.options.warmup_steps,
+            log_dir=log_dir,
+        )
+        with runner:
+            outcome = self._halving(runner)
+            self._compile_finalists(runner, outcome)
+            if self._best is None:
+                raise TuneError(
+                    f"every trial failed, so there is no configuration to recommend: {self._failures()}",
+                    f"run one configuration with computewise.train to see the full error; trial logs are in {log_dir}",
+                )
+            self.baseline = self._reference(runner, self._naive(), "baseline")
+            self.largest_batch = self._largest_batch(runner)
+        if self.options.log_dir is None:
+            shutil.rmtree(log_dir, ignore_errors=True)
+
+    def _halving(self, runner: TrialRunner) -> HalvingOutcome:
+        def evaluate(index: int, rung: Rung) -> float | None:
+            self.stage_text = f"rung {rung.index + 1}/{len(self.rungs)} ({rung.steps} steps)"
+            config, estimate = self.candidates[index]
+            record = self._trial(runner, config, estimate, "halving", rung.index, rung.steps)
+            return record.result.median_step_s if record.ok else None
+
+        return successive_halving(len(self.candidates), self.rungs, evaluate)
+
+    def _compile_finalists(self, runner: TrialRunner, outcome: HalvingOutcome) -> None:
+        if not self.staged_compile:
+            return
+        self.stage_text = f"compile ({self.top_steps} steps)"
+        finalists = [self.candidates[index][0] for index in outcome.ranking[: self.options.compile_finalists]]
+        for config in finalists:
+            compiled = replace(config, compile=True)
+            self._trial(runner, compiled, self._estimate(compiled), "compile", None, self.top_steps)
+
+    def _trial(
+        self,
+        runner: TrialRunner,
+        config: TrainConfig,
+        estimate: MemoryEstimate,
+        stage: Stage,
+        rung: int | None,
+        steps: int,
+    ) -> TrialRecord:
+        self._report(config.describe())
+        result = runner.run(config, steps)
+        record = TrialRecord(len(self.records) + 1, stage, rung, steps, config, estimate, result)
+        self.records.append(record)
+        if record.ok and record.config in self.space_configs and _rank(record) < _rank(self._best):
+            self._best = record
+        self._report(config.describe())
+        return record
+
+    def _report(self, current: str) -> None:
+        if self.progress is None:
+            return
+        best = None
+        if self._best is not None and self._best.result.samples_per_s is not None:
+            best = f"{self._best.config.describe()} · {self._best.result.samples_per_s:,.0f} samples/s"
+        total = max(self.planned, len(self.records))
+        self.progress(TuneProgress(len(self.records), total, self.stage_text, current, best))
+
+    def _estimate(self, config: TrainConfig) -> MemoryEstimate:
+        return estimate_memory(self.profile, config, self.device, self.assumptions)
+
+    def _top_record(self, config: TrainConfig) -> TrialRecord | None:
+        """A successful top-rung measurement of ``config``, if the search already made one."""
+        for record in self.records:
+            if record.config == config and record.steps == self.top_steps and record.ok:
+                return record
+        return None
+
+    def _reference(self, runner: TrialRunner, config: TrainConfig | None, stage: Stage) -> TrialRecord | None:
+        if config is None:
+            return None
+        found = self._top_record(config)
+        if found is not None:
+            return found
+        self.stage_text = f"{stage} ({self.top_steps} steps)"
+        record = self._trial(runner, config, self._estimate(config), stage, None, self.top_steps)
+        if not record.ok:
+            self.notes.append(f"the {stage} configuration failed ({record.result.status}): {record.result.message}")
+            return None
+        return record
+
+    def _naive(self) -> TrainConfig | None:
+        """FP32, default loader, no compile, no checkpointing, the largest micro-batch the estimate says fits."""
+        global_batch = self.profile.global_batch_size
+        for micro in sorted((m for m in range(1, global_batch + 1) if global_batch % m == 0), reverse=True):
+            naive = TrainConfig(precision="fp32", micro_batch_size=micro)
+            if self._estimate(naive).total_bytes <= self.capacity.bytes:
+                return naive
+        self.notes.append("no naive baseline: FP32 without checkpointing does not fit at any micro-batch")
+        return None
+
+    def _largest_batch(self, runner: TrialRunner) -> TrialRecord | None:
+        """The best configuration at the largest micro-batch that fits (Lightning's and Accelerate's rule)."""
+        largest = max(config.micro_batch_size or self.profile.global_batch_size for config, _ in self.pruning.kept)
+        measured = [
+            r for r in self.records if r.ok and r.config in self.space_configs and r.config.micro_batch_size == largest
+        ]
+        if not measured:
+            first = next((config for config, _ in self.candidates if config.micro_batch_size == largest), None)
+            return self._reference(runner, first, "largest-batch")
+        # Deepest rung first (its measurement is the longest), then the fastest there.
+        pick = min(measured, key=lambda r: (-r.steps, r.result.median_step_s or float("inf")))
+        return self._reference(runner, pick.config, "largest-batch")
+
+    def _failures(self) -> str:
+        messages = dict.fromkeys(f"{r.result.status}: {r.result.message}" for r in self.records if not r.ok)
+        shown = list(messages)[:3]
+        return "; ".join(shown) + (f" (and {len(messages) - 3} more)" if len(messages) > 3 else "")
+
+
+def _rank(record: TrialRecord | None) -> tuple[int, float]:
+    """Longer measurements first (a top-rung figure beats any shorter one), then the faster step."""
+    if record is None or record.result.median_step_s is None:
+        return (1, float("inf"))
+    return (-record.steps, record.result.median_step_s)
+
+
+def _device(choice: DeviceKind | None) -> DeviceKind:
+    import torch
+
+    if choice == "cuda" and not torch.cuda.is_available():
+        raise InputError("--device cuda was asked for, but no CUDA device is available", "use --device cpu")
+    if choice is not None:
+        return choice
+    return "cuda" if default_device().type == "cuda" else "cpu"
+
+
+def _detected(hardware: Hardware, device: DeviceKind) -> DetectedHardware:
+    memory = None
+    if device == "cuda":
+        import torch
+
+        memory = float(torch.cuda.get_device_properties(0).total_memory)
+    return DetectedHardware(
+        gpu_count=1 if device == "cuda" else 0,
+        gpu_name=hardware.cuda_device if device == "cuda" else None,
+        gpu_memory_total_bytes=memory,
+        logical_cpus=os.cpu_count() or 1,
+    )
+
+
+def _peak(
+    catalog: Catalog, name: str | None, hardware: Hardware, device: DeviceKind
+) -> tuple[tuple[Accelerator, str] | None, str]:
+    """The catalog device whose peak MFU is measured against, and how it was found (or why there is none)."""
+    if name is not None:
+        accelerator = catalog.accelerator(name)
+        return (accelerator, "given by --accelerator"), f"MFU against the dense peak of {accelerator.name}"
+    if device == "cuda" and hardware.cuda_device:
+        found = catalog.match_device(hardware.cuda_device)
+        if found is not None:
+            return (found, f"detected from {hardware.cuda_device!r}"), f"MFU against the dense peak of {found.name}"
+        return None, f"{hardware.cuda_device!r} is not in the catalog: name the closest with --accelerator"
+    return None, "a CPU's peak is not detected: name it with --accelerator (e.g. xeon-8480plus) to get MFU"
+
+
+def _start_run(
+    options: TuneOptions, entry: str, price: PriceSnapshot, hardware: Hardware, device: DeviceKind, started_s: float
+) -> tuple[Ledger | None, int | None]:
+    """The tuning as a ledger run of kind ``command`` tagged ``computewise=tune``, priced at launch."""
+    if not options.record:
+        return None, None
+    ledger = Ledger.open(options.db)
+    argv = tuple(getattr(sys, "orig_argv", sys.argv))
+    try:
+        run_id = ledger.start_run(
+            NewRun(
+                kind="command",
+                command=shlex.join(["computewise", "tune", entry]),
+                argv=argv,
+                tags={**options.tags, _RUN_TAG: "tune"},
+                host=socket.gethostname(),
+                pid=os.getpid(),
+                user=_user(),
+                cwd=os.getcwd(),
+                started_at_s=started_s,
+                interval_s=options.trial_timeout_s,
+                price=price,
+                logical_cpus=os.cpu_count() or 1,
+                gpu_count=1 if device == "cuda" else 0,
+                gpu_name=hardware.cuda_device if device == "cuda" else None,
+            )
+        )
+    except BaseException:
+        ledger.close()
+        raise
+    return ledger, run_id
+
+
+def _finish_run(
+    ledger: Ledger | None, run_id: int | None, failure: BaseException | None, result: TuneResult | None
+) -> None:
+    if ledger is None or run_id is None:
+        return
+    try:
+        if failure is not None:
+            status: RunStatus = "interrupted" if isinstance(failure, KeyboardInterrupt) else "failed"
+            ledger.finish_run(run_id, status, time.time(), exit_code=None, error=f"{type(failure).__name__}: {failure}")
+        elif result is not None:
+            best = result.best
+            summary = {
+                "tune": {
+                    "best": best.config.to_dict(),
+                    "describe": best.config.describe(),
+                    "samples_per_s": best.result.samples_per_s,
+                    "tokens_per_s": best.result.tokens_per_s,
+                    "speedup_vs_baseline": result.to_dict()["speedup"]["vs_baseline"],
+                    "trials": len(result.trials),
+                    "trial_s": result.trial_s,
+                }
+            }
+            ledger.finish_run(run_id, "succeeded", time.time(), exit_code=0, summary=summary)
+    finally:
+        ledger.close()
+
+
+def _user() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no passwd entry (some containers)
+        return str(os.getuid()) if hasattr(os, "getuid") else "unknown"

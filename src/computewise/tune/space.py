@@ -1,0 +1,292 @@
+"""The search space of ``computewise tune``: which values of each speed setting to try.
+
+Seven dimensions, each a short tuple of choices: precision, micro-batch size (accumulation keeps
+the global batch fixed), activation checkpointing, ``torch.compile``, channels-last, data-loader
+workers and the fused optimizer. Defaults come from the device: a GPU tries FP32, TF32, BF16 and
+FP16 where it has them; a CPU tries FP32, and BF16 only when it computes BF16 natively
+(AVX512-BF16 or AMX), since emulated BF16 is slower than FP32 and would only cost trials.
+
+The user narrows or widens it with one string, ``"precision=fp32,bf16;micro=8,16,32;compile=on,off"``;
+dimensions not named keep their defaults. A space that cannot be run as asked is refused before
+any trial, naming the settings that contradict: FP16 or TF32 on a CPU, channels-last or
+checkpointing forced on for a model that has no convolution or no repeated blocks, micro-batches
+none of which divide the global batch. Where a dimension keeps other choices, the impossible one
+is dropped with a note instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from itertools import product
+from typing import Literal, cast, get_args
+
+from computewise.errors import InputError
+from computewise.optimize.hardware import Hardware
+from computewise.train.config import TrainConfig
+from computewise.train.precision import Precision
+
+__all__ = ["DIMENSIONS", "DeviceKind", "ModelFacts", "SearchSpace", "SpaceError", "default_space", "parse_space"]
+
+DeviceKind = Literal["cpu", "cuda"]
+
+# Names accepted in --space for each dimension (the first is the canonical one).
+DIMENSIONS: dict[str, tuple[str, ...]] = {
+    "precision": ("precision", "precisions"),
+    "micro": ("micro", "micro_batch", "micro_batch_size", "micro_batch_sizes"),
+    "checkpointing": ("checkpointing", "activation_checkpointing", "ckpt"),
+    "compile": ("compile",),
+    "channels_last": ("channels_last",),
+    "workers": ("workers", "loader_workers"),
+    "fused": ("fused", "fused_optimizer"),
+}
+_ALIASES = {alias: name for name, aliases in DIMENSIONS.items() for alias in aliases}
+_ON = ("on", "true", "yes", "1")
+_OFF = ("off", "false", "no", "0")
+# Smaller micro-batches than global/32 only add accumulation steps; the memory pruner already
+# finds the largest one that fits, so the default tries the six largest power-of-two divisors.
+_DEFAULT_MICRO_CHOICES = 6
+_MAX_DEFAULT_WORKERS = 4
+_EXAMPLE = "precision=fp32,bf16;micro=8,16,32;compile=on,off"
+
+
+class SpaceError(InputError):
+    """The search space is malformed or asks for settings that contradict each other or the model."""
+
+
+@dataclass(frozen=True)
+class ModelFacts:
+    """What the space must know about the model to rule out impossible settings."""
+
+    has_convolutions: bool
+    has_blocks: bool
+    global_batch_size: int
+
+
+@dataclass(frozen=True)
+class SearchSpace:
+    """The choices per dimension; ``micro_batch_sizes`` None means the default divisors of the global batch."""
+
+    device: DeviceKind
+    precisions: tuple[Precision, ...]
+    micro_batch_sizes: tuple[int, ...] | None
+    activation_checkpointing: tuple[bool, ...]
+    compile: tuple[bool, ...]
+    channels_last: tuple[bool, ...]
+    loader_workers: tuple[int, ...]
+    fused_optimizer: tuple[bool, ...]
+    notes: tuple[str, ...] = ()
+
+    def micro_choices(self, global_batch_size: int) -> tuple[int, ...]:
+        """The micro-batch sizes tried: the given ones that divide the global batch, or the default divisors."""
+        if self.micro_batch_sizes is None:
+            divisors = [size for size in _powers_of_two(global_batch_size) if global_batch_size % size == 0]
+            if global_batch_size not in divisors:
+                divisors.append(global_batch_size)
+            return tuple(sorted(divisors)[-_DEFAULT_MICRO_CHOICES:])
+        return tuple(size for size in self.micro_batch_sizes if global_batch_size % size == 0)
+
+    def for_model(self, facts: ModelFacts) -> SearchSpace:
+        """This space with what the model cannot run removed; SpaceError where nothing would be left."""
+        notes = list(self.notes)
+        global_batch = facts.global_batch_size
+        if self.micro_batch_sizes is not None:
+            kept = self.micro_choices(global_batch)
+            dropped = [size for size in self.micro_batch_sizes if size not in kept]
+            if not kept:
+                divisors = [size for size in range(1, global_batch + 1) if global_batch % size == 0]
+                raise SpaceError(
+                    f"micro={','.join(map(str, self.micro_batch_sizes))} contradicts the global batch of "
+                    f"{global_batch}: none of them divides it, so accumulation could not keep the batch fixed",
+                    f"use divisors of {global_batch}: {','.join(map(str, divisors))}",
+                )
+            if dropped:
+                notes.append(f"micro={','.join(map(str, dropped))} dropped: not a divisor of the global batch")
+        channels_last = _drop_impossible(
+            self.channels_last,
+            possible=facts.has_convolutions,
+            setting="channels_last=on",
+            reason="the model has no convolution (channels-last only changes the layout of Conv2d inputs)",
+            hint="drop channels_last from --space, or tune a CNN",
+            notes=notes,
+        )
+        checkpointing = _drop_impossible(
+            self.activation_checkpointing,
+            possible=facts.has_blocks,
+            setting="checkpointing=on",
+            reason="the model has no repeated blocks to checkpoint (no nn.ModuleList, no checkpoint_blocks)",
+            hint="drop checkpointing from --space, or set TrainingSetup.checkpoint_blocks",
+            notes=notes,
+        )
+        return replace(self, channels_last=channels_last, activation_checkpointing=checkpointing, notes=tuple(notes))
+
+    def configs(self, global_batch_size: int) -> list[TrainConfig]:
+        """Every combination, as configurations the engine runs (pinned memory on CUDA, kept workers)."""
+        configs = []
+        for precision, micro, checkpointing, compiled, channels_last, workers, fused in product(
+            self.precisions,
+            self.micro_choices(global_batch_size),
+            self.activation_checkpointing,
+            self.compile,
+            self.channels_last,
+            self.loader_workers,
+            self.fused_optimizer,
+        ):
+            configs.append(
+                TrainConfig(
+                    precision=precision,
+                    micro_batch_size=micro,
+                    activation_checkpointing=checkpointing,
+                    compile=compiled,
+                    channels_last=channels_last,
+                    fused_optimizer=fused,
+                    loader_workers=workers,
+                    # Pinned pages make host-to-GPU copies asynchronous; on a CPU there is nothing to copy.
+                    pin_memory=self.device == "cuda",
+                    # Workers started once per run, not once per epoch: respawning them stalls the first steps.
+                    persistent_workers=workers > 0,
+                )
+            )
+        return configs
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "device": self.device,
+            "precision": list(self.precisions),
+            "micro": None if self.micro_batch_sizes is None else list(self.micro_batch_sizes),
+            "checkpointing": list(self.activation_checkpointing),
+            "compile": list(self.compile),
+            "channels_last": list(self.channels_last),
+            "workers": list(self.loader_workers),
+            "fused": list(self.fused_optimizer),
+            "notes": list(self.notes),
+        }
+
+
+def default_space(
+    device: DeviceKind, hardware: Hardware, *, cuda_capability: tuple[int, int] | None = None
+) -> SearchSpace:
+    """The space tried when the user names no dimension, from what this device runs fast.
+
+    CUDA: FP32, then TF32 and BF16 from Ampere (compute capability 8.0) on, and FP16 everywhere.
+    CPU: FP32, plus BF16 where the CPU has native BF16 arithmetic. Loader workers: none, or half
+    the usable CPUs (at most 4), since workers compete with the training threads for the cores.
+    """
+    if device == "cuda":
+        modern = cuda_capability is not None and cuda_capability >= (8, 0)
+        precisions: tuple[Precision, ...] = ("fp32", "tf32", "bf16", "fp16") if modern else ("fp32", "fp16")
+    else:
+        precisions = ("fp32", "bf16") if hardware.cpu_runs_bf16 else ("fp32",)
+    workers = min(_MAX_DEFAULT_WORKERS, hardware.threads // 2)
+    return SearchSpace(
+        device=device,
+        precisions=precisions,
+        micro_batch_sizes=None,
+        activation_checkpointing=(False, True),
+        compile=(False, True),
+        channels_last=(False, True),
+        loader_workers=(0, workers) if workers > 0 else (0,),
+        fused_optimizer=(False, True),
+    )
+
+
+def parse_space(text: str | None, defaults: SearchSpace) -> SearchSpace:
+    """``defaults`` with the dimensions named in ``text`` replaced; SpaceError naming what is wrong."""
+    if text is None or not text.strip():
+        return defaults
+    seen: set[str] = set()
+    space = defaults
+    for part in (piece.strip() for piece in text.split(";")):
+        if not part:
+            continue
+        key, equals, values_text = part.partition("=")
+        name = _ALIASES.get(key.strip().lower())
+        if not equals or name is None:
+            known = ", ".join(DIMENSIONS)
+            raise SpaceError(
+                f"--space part {part!r} is not DIMENSION=VALUES with a known dimension",
+                f"dimensions: {known}; e.g. --space '{_EXAMPLE}'",
+            )
+        if name in seen:
+            raise SpaceError(f"--space names {name} twice", "give each dimension once, values separated by commas")
+        seen.add(name)
+        values = tuple(value.strip().lower() for value in values_text.split(",") if value.strip())
+        if not values:
+            raise SpaceError(f"--space gives no value for {name}", f"e.g. --space '{_EXAMPLE}'")
+        space = _with_dimension(space, name, values)
+    return space
+
+
+def _with_dimension(space: SearchSpace, name: str, values: tuple[str, ...]) -> SearchSpace:
+    if name == "precision":
+        return replace(space, precisions=_precisions(values, space.device))
+    if name == "micro":
+        return replace(space, micro_batch_sizes=_integers(values, name, minimum=1))
+    if name == "workers":
+        return replace(space, loader_workers=_integers(values, name, minimum=0))
+    flags = _flags(values, name)
+    if name == "checkpointing":
+        return replace(space, activation_checkpointing=flags)
+    if name == "compile":
+        return replace(space, compile=flags)
+    if name == "channels_last":
+        return replace(space, channels_last=flags)
+    return replace(space, fused_optimizer=flags)
+
+
+def _precisions(values: tuple[str, ...], device: DeviceKind) -> tuple[Precision, ...]:
+    known = get_args(Precision)
+    unknown = [value for value in values if value not in known]
+    if unknown:
+        raise SpaceError(f"unknown precision {', '.join(unknown)} in --space", f"choose from {', '.join(known)}")
+    if device == "cpu":
+        gpu_only = [value for value in values if value in ("fp16", "tf32")]
+        if gpu_only:
+            raise SpaceError(
+                f"precision={','.join(gpu_only)} contradicts the device: this machine trains on the CPU, "
+                "and FP16 autocast with loss scaling and TF32 are GPU modes",
+                "use precision=fp32,bf16 on a CPU",
+            )
+    return tuple(cast(Precision, value) for value in dict.fromkeys(values))
+
+
+def _integers(values: tuple[str, ...], name: str, *, minimum: int) -> tuple[int, ...]:
+    try:
+        numbers = tuple(sorted({int(value) for value in values}))
+    except ValueError as failure:
+        raise SpaceError(
+            f"--space {name}={','.join(values)} is not a list of integers", "e.g. micro=8,16,32"
+        ) from failure
+    if numbers[0] < minimum:
+        raise SpaceError(f"--space {name} values must be >= {minimum}, got {numbers[0]}", f"e.g. {name}={minimum + 1}")
+    return numbers
+
+
+def _flags(values: tuple[str, ...], name: str) -> tuple[bool, ...]:
+    flags = []
+    for value in values:
+        if value not in _ON + _OFF:
+            raise SpaceError(f"--space {name}={value} is not on or off", f"e.g. {name}=on,off")
+        flags.append(value in _ON)
+    return tuple(dict.fromkeys(flags))
+
+
+def _drop_impossible(
+    choices: tuple[bool, ...], *, possible: bool, setting: str, reason: str, hint: str, notes: list[str]
+) -> tuple[bool, ...]:
+    """Remove ``True`` when the model cannot run it: an error when forced, a note when off is also tried."""
+    if possible or True not in choices:
+        return choices
+    if False not in choices:
+        raise SpaceError(f"{setting} contradicts the model: {reason}", hint)
+    notes.append(f"{setting} dropped: {reason}")
+    return (False,)
+
+
+def _powers_of_two(limit: int) -> Sequence[int]:
+    sizes = []
+    size = 1
+    while size <= limit:
+        sizes.append(size)
+        size *= 2
+    return sizes

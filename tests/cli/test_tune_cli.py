@@ -1,0 +1,99 @@
+"""``computewise tune`` end to end: the real CLI in a child process, its refusals (exit 2) and one small search."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+pytest.importorskip("torch")
+
+from computewise.report.tune import print_tune
+from computewise.train.config import load_config
+
+pytestmark = pytest.mark.torch
+
+ROOT = Path(__file__).resolve().parents[2]
+CLI = [sys.executable, "-m", "computewise.cli.app", "tune"]
+TINY_GPT = (
+    '{"n_layer": 1, "n_head": 2, "n_embd": 32, "block_size": 16, "vocab_size": 64, "samples": 64, "global_batch": 8}'
+)
+
+
+def tune(*args: str, db: Path, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run(
+        [*CLI, *args, "--db", f"sqlite:///{db}"], capture_output=True, text=True, env=env, timeout=timeout, cwd=ROOT
+    )
+
+
+def test_an_entry_point_that_cannot_be_imported_is_named(tmp_path: Path) -> None:
+    result = tune("examples.no_such_module:setup", db=tmp_path / "l.db")
+    assert result.returncode == 2, result.stderr
+    assert "examples.no_such_module:setup" in result.stderr and "To fix" in result.stderr
+    wrong = tune("examples.tiny_gpt:settings", db=tmp_path / "l.db")
+    assert wrong.returncode == 2, wrong.stderr
+    assert "examples.tiny_gpt:settings returned dict, not a TrainingSetup" in " ".join(wrong.stderr.split())
+
+
+def test_when_every_configuration_runs_out_of_memory_the_estimate_and_the_batch_that_fits_are_given(
+    tmp_path: Path,
+) -> None:
+    result = tune(
+        "examples.tiny_gpt:setup", "--space", "precision=fp32;micro=32;checkpointing=off", "--memory", "6MB",
+        db=tmp_path / "l.db",
+    )  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    stderr = " ".join(result.stderr.split())
+    assert "every configuration of the search space runs out of memory" in stderr
+    assert "needs" in stderr and "MiB of the 5.7 MiB available (--memory 5.7 MiB)" in stderr
+    assert "the largest micro-batch that would fit is 4" in stderr
+
+
+@pytest.mark.parametrize(
+    ("space", "named"),
+    [
+        ("precision=fp32,fp16", "precision=fp16 contradicts the device"),
+        ("channels_last=on", "channels_last=on contradicts the model"),
+        ("micro=5,7", "micro=5,7 contradicts the global batch of 32"),
+        ("speed=max", "'speed=max' is not DIMENSION=VALUES"),
+    ],
+)
+def test_a_contradictory_space_is_refused_by_name(tmp_path: Path, space: str, named: str) -> None:
+    result = tune("examples.tiny_gpt:setup", "--space", space, db=tmp_path / "l.db")
+    assert result.returncode == 2, result.stderr
+    assert named in " ".join(result.stderr.split())
+
+
+def test_a_planned_run_has_one_length(tmp_path: Path) -> None:
+    result = tune("examples.tiny_gpt:setup", "--run-hours", "3", "--tokens", "1B", db=tmp_path / "l.db")
+    assert result.returncode == 2 and "--run-hours or --tokens, not both" in result.stderr
+
+
+def test_a_small_search_prints_json_and_writes_the_best_configuration(tmp_path: Path) -> None:
+    out = tmp_path / "best.json"
+    result = tune(
+        "examples.tiny_gpt:setup", "--config", TINY_GPT,
+        "--space", "precision=fp32,bf16;micro=4,8;checkpointing=off;compile=off;workers=0;fused=off",
+        "--steps", "3", "--threads", "1", "--tokens", "1B", "--accelerator", "xeon-8480plus",
+        "--out", str(out), "--json",
+        db=tmp_path / "l.db",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["best"]["config"] == load_config(out).to_dict() and data["out"] == str(
+        out
+    )  # computewise.train reads it
+    assert data["plan"]["basis"] == "tokens" and data["plan"]["naive_hours"] > 0
+    assert data["mfu"]["peak"]["accelerator"] == "xeon-8480plus" and data["best"]["mfu"] > 0
+    assert data["ledger_run_id"] is not None and len(data["trials"]) >= 4
+    console = Console(record=True, width=120)
+    print_tune(data, console)
+    text = console.export_text()
+    for expected in ("computewise tune: examples.tiny_gpt:setup", "best", "vs naive", "MFU", "planned run", "tokens"):
+        assert expected in text

@@ -1,0 +1,173 @@
+"""A small real search on tiny_gpt: halving, references, the written config, the ledger run; and its refusals."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+
+from computewise.errors import InputError
+from computewise.ledger import Ledger
+from computewise.train.config import TrainConfig, load_config
+from computewise.tune.prune import NothingFitsError
+from computewise.tune.search import TuneError, TuneOptions, TuneProgress, TuneResult, run_tune
+
+pytestmark = pytest.mark.torch
+
+ROOT = Path(__file__).resolve().parents[2]
+GPT = "examples.tiny_gpt:setup"
+TINY_GPT = {
+    "n_layer": 1,
+    "n_head": 2,
+    "n_embd": 32,
+    "block_size": 16,
+    "vocab_size": 64,
+    "samples": 64,
+    "global_batch": 8,
+}
+
+
+@pytest.fixture(scope="module")
+def searched(tmp_path_factory: pytest.TempPathFactory) -> tuple[TuneResult, list[TuneProgress], Path]:
+    """One search for the module: 2 precisions x 3 micro-batches x fused on/off, checkpointing pruned away."""
+    work = tmp_path_factory.mktemp("tune")
+    updates: list[TuneProgress] = []
+    options = TuneOptions(
+        setup_config=TINY_GPT,
+        space="precision=fp32,bf16;micro=2,4,8;checkpointing=off,on;compile=off;workers=0;fused=off,on",
+        steps=6,
+        min_steps=2,
+        threads=1,
+        run_hours=100.0,
+        out=work / "best.json",
+        db=f"sqlite:///{work / 'ledger.db'}",
+        tags={"team": "tests"},
+    )
+    return run_tune(GPT, options, updates.append), updates, work
+
+
+def test_the_halving_measures_every_candidate_briefly_and_the_best_third_longer(
+    searched: tuple[TuneResult, list[TuneProgress], Path],
+) -> None:
+    result, _, _ = searched
+    assert [(rung.steps, rung.candidates) for rung in result.rungs] == [(2, 12), (6, 4)]
+    halving = [t for t in result.trials if t.stage == "halving"]
+    assert len([t for t in halving if t.rung == 0]) == 12 and len([t for t in halving if t.rung == 1]) == 4
+    assert all(t.result.status == "ok" for t in result.trials)
+    assert not any(t.config.activation_checkpointing for t in result.trials)  # it fits without: pruned
+    assert len(result.pruning.dropped) == 12
+    assert result.best.steps == 6 and result.best.result.median_step_s is not None
+    fastest_top = min((t for t in result.trials if t.steps == 6), key=lambda t: t.result.median_step_s or float("inf"))
+    assert result.best.result.median_step_s == fastest_top.result.median_step_s
+
+
+def test_the_references_are_measured_like_the_winner(searched: tuple[TuneResult, list[TuneProgress], Path]) -> None:
+    result, _, _ = searched
+    assert result.baseline is not None and result.largest_batch is not None
+    assert result.baseline.config == TrainConfig(precision="fp32", micro_batch_size=8)
+    assert result.baseline.steps == 6 and result.largest_batch.steps == 6
+    assert result.largest_batch.config.micro_batch_size == 8
+    data = result.to_dict()
+    speedups = data["speedup"]
+    assert speedups["vs_baseline"] == pytest.approx(
+        result.baseline.result.median_step_s / result.best.result.median_step_s
+    )
+    assert speedups["vs_baseline"] >= 1.0 or result.best.config == result.baseline.config
+    plan = data["plan"]
+    assert plan["basis"] == "run-hours" and plan["naive_hours"] == 100.0
+    assert plan["tuned_hours"] == pytest.approx(100.0 / speedups["vs_baseline"])
+    assert data["tuning"]["cost_usd"] == pytest.approx(result.price.hourly_usd * result.wall_s / 3600)
+    assert data["mfu"]["peak"] is None and "--accelerator" in data["mfu"]["note"]
+    json.dumps(data)  # JSON-ready all the way down
+
+
+def test_the_best_configuration_is_written_for_computewise_train(
+    searched: tuple[TuneResult, list[TuneProgress], Path],
+) -> None:
+    result, _, work = searched
+    assert load_config(work / "best.json") == result.best.config
+    written = json.loads((work / "best.json").read_text())
+    assert written["entry"] == GPT and written["measured"]["samples_per_s"] == result.best.result.samples_per_s
+
+
+def test_the_tuning_is_a_ledger_run_with_its_price(searched: tuple[TuneResult, list[TuneProgress], Path]) -> None:
+    result, _, work = searched
+    assert result.ledger_run_id is not None
+    with Ledger.open(f"sqlite:///{work / 'ledger.db'}") as ledger:
+        run = ledger.run(result.ledger_run_id)
+    assert run.status == "succeeded" and run.kind == "command"
+    assert run.tags == {"team": "tests", "computewise": "tune"}
+    assert run.command == f"computewise tune {GPT}"
+    assert run.price.hourly_usd == result.price.hourly_usd
+    assert run.summary is not None and run.summary["tune"]["best"] == result.best.config.to_dict()
+
+
+def test_progress_reports_every_trial_and_the_best_so_far(
+    searched: tuple[TuneResult, list[TuneProgress], Path],
+) -> None:
+    result, updates, _ = searched
+    assert updates[-1].done == len(result.trials)
+    assert all(u.done <= u.total for u in updates)
+    assert any(u.best is not None and "samples/s" in u.best for u in updates)
+    assert updates[0].stage.startswith("rung 1/2")
+
+
+def test_compilation_is_tried_on_the_finalists_only(tmp_path: Path) -> None:
+    options = TuneOptions(
+        setup_config=TINY_GPT,
+        space="precision=fp32;micro=4,8;checkpointing=off;compile=off,on;workers=0;fused=off",
+        steps=3,
+        min_steps=2,
+        threads=1,
+        compile_finalists=1,
+        record=False,
+    )
+    result = run_tune(GPT, options)
+    stages = [(t.stage, t.config.compile) for t in result.trials]
+    assert stages.count(("halving", False)) == 2 and stages.count(("compile", True)) == 1
+    compiled = next(t for t in result.trials if t.stage == "compile")
+    assert compiled.result.status == "ok", compiled.result.message
+    assert compiled.result.first_step_s is not None and compiled.result.warmup_s is not None
+
+
+def test_refusals_come_before_any_trial(tmp_path: Path) -> None:
+    with pytest.raises(NothingFitsError, match="runs out of memory"):
+        run_tune(GPT, TuneOptions(setup_config=TINY_GPT, memory_bytes=1e5, record=False))
+    with pytest.raises(InputError, match="tokens_per_sample"):
+        run_tune("examples.digits_cnn:setup", TuneOptions(tokens=1e9, record=False))
+    with pytest.raises(InputError, match="not both"):
+        TuneOptions(run_hours=1.0, tokens=1e9)
+
+
+def test_when_every_trial_fails_the_tuning_says_why(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "broken_loss.py").write_text(
+        textwrap.dedent(
+            """
+            import torch
+            from computewise.train.setup import TrainingSetup
+
+            def setup(config):
+                def loss(model, batch):
+                    if not torch.is_grad_enabled() or model.weight.device.type != "meta":
+                        raise RuntimeError("the loss only works while traced")
+                    inputs, targets = batch
+                    return torch.nn.functional.mse_loss(model(inputs), targets)
+                data = torch.utils.data.TensorDataset(torch.randn(8, 4), torch.randn(8, 1))
+                return TrainingSetup(torch.nn.Linear(4, 1), loss, data, 4, lambda p, fused: torch.optim.SGD(p, lr=0.1))
+            """
+        )
+    )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PYTHONPATH", f"{tmp_path}:{ROOT}")
+    logs = tmp_path / "logs"
+    options = TuneOptions(
+        space="micro=2,4;fused=off;workers=0;compile=off", steps=2, min_steps=1, record=False, log_dir=logs
+    )
+    with pytest.raises(TuneError, match=r"every trial failed.*the loss only works while traced") as caught:
+        run_tune("broken_loss:setup", options)
+    assert str(logs) in (caught.value.hint or "")
+    assert "RuntimeError: the loss only works while traced" in (logs / "trial-001.log").read_text()
