@@ -22,6 +22,7 @@ __all__ = [
     "format_duration",
     "format_flops",
     "format_usd",
+    "parse_bytes",
     "parse_count",
     "parse_duration_s",
     "parse_positive_int",
@@ -106,6 +107,20 @@ def parse_usd(text: str | int | float, what: str = "an amount") -> float:
         _require_positive(float(text), str(text), what)
         return float(text)
     return parse_count(text.strip().lstrip("$").replace("usd", "").replace("USD", ""), what)
+
+
+_BYTE_UNITS = {"": 1, "b": 1, "kb": 1000, "kib": KIB, "mb": 1000**2, "mib": MIB, "gb": GB, "gib": GIB, "tb": TB}
+
+
+def parse_bytes(text: str, what: str = "an amount of memory") -> float:
+    """'16GB' (decimal), '16GiB' (binary), '512MB', '2e9' -> bytes."""
+    match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*", text)
+    unit = match.group(2).lower() if match else ""
+    if match is None or unit not in _BYTE_UNITS:
+        raise InputError(f"cannot read {what} {text!r} as an amount of memory", "write it like 16GB, 24GiB or 512MB")
+    value = float(match.group(1)) * _BYTE_UNITS[unit]
+    _require_positive(value, text, what)
+    return value
 
 
 def format_bytes(n_bytes: float) -> str:

@@ -18,11 +18,10 @@ from computewise.tune.prune import (
     ModelProfile,
     NothingFitsError,
     estimate_memory,
-    parse_memory,
     profile_setup,
     prune,
 )
-from computewise.units import GB, GIB, MIB
+from computewise.units import GB, GIB, MIB, parse_bytes
 
 pytestmark = pytest.mark.torch
 
@@ -116,13 +115,13 @@ def test_when_nothing_fits_the_error_names_the_need_and_the_largest_batch_that_f
 
 
 def test_memory_amounts_keep_decimal_and_binary_units_apart() -> None:
-    assert parse_memory("16GB") == 16 * GB
-    assert parse_memory("16 GiB") == 16 * GIB
-    assert parse_memory("512MB") == 512e6
-    assert parse_memory("2e9") == 2e9
+    assert parse_bytes("16GB") == 16 * GB
+    assert parse_bytes("16 GiB") == 16 * GIB
+    assert parse_bytes("512MB") == 512e6
+    assert parse_bytes("2e9") == 2e9
     for bad in ("lots", "16 parsecs", "0GB", "-1GB"):
         with pytest.raises(InputError):
-            parse_memory(bad)
+            parse_bytes(bad)
 
 
 def test_a_loss_that_cannot_be_traced_leaves_the_model_states_as_the_estimate(assumptions: Assumptions) -> None:

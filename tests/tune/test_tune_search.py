@@ -99,8 +99,8 @@ def test_the_tuning_is_a_ledger_run_with_its_price(searched: tuple[TuneResult, l
     assert result.ledger_run_id is not None
     with Ledger.open(f"sqlite:///{work / 'ledger.db'}") as ledger:
         run = ledger.run(result.ledger_run_id)
-    assert run.status == "succeeded" and run.kind == "command"
-    assert run.tags == {"team": "tests", "computewise": "tune"}
+    assert run.status == "succeeded" and run.kind == "tune"
+    assert run.tags == {"team": "tests"}
     assert run.command == f"computewise tune {GPT}"
     assert run.price.hourly_usd == result.price.hourly_usd
     assert run.summary is not None and run.summary["tune"]["best"] == result.best.config.to_dict()

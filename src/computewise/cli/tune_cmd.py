@@ -77,10 +77,9 @@ def tune(
 
     from computewise.account.tags import parse_tags
     from computewise.report.tune import print_tune
-    from computewise.tune.prune import parse_memory
     from computewise.tune.search import TuneOptions, TuneProgress, run_tune
     from computewise.tune.space import DeviceKind
-    from computewise.units import parse_count, parse_duration_s, parse_usd
+    from computewise.units import parse_bytes, parse_count, parse_duration_s, parse_usd
 
     devices: tuple[DeviceKind, ...] = ("cpu", "cuda")
     options = TuneOptions(
@@ -88,7 +87,7 @@ def tune(
         space=space,
         steps=steps,
         eta=eta,
-        memory_bytes=parse_memory(memory) if memory is not None else None,
+        memory_bytes=parse_bytes(memory, "--memory") if memory is not None else None,
         accelerator=accelerator,
         hourly_usd=parse_usd(hourly_usd, "--hourly-usd") if hourly_usd is not None else None,
         run_hours=run_hours,

@@ -36,8 +36,8 @@ PREEMPTED_EXIT_CODE = 75
 
 RunStatus = Literal["running", "succeeded", "failed", "interrupted", "crashed"]
 RUN_STATUSES: tuple[RunStatus, ...] = ("running", "succeeded", "failed", "interrupted", "crashed")
-RunKind = Literal["command", "track", "serve"]
-RUN_KINDS: tuple[RunKind, ...] = ("command", "track", "serve")
+RunKind = Literal["command", "track", "serve", "tune"]
+RUN_KINDS: tuple[RunKind, ...] = ("command", "track", "serve", "tune")
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,6 @@ error gives the smallest requirement and the largest micro-batch that would fit.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -38,7 +37,7 @@ from computewise.specs import Optimizer
 from computewise.train.config import ConfigError, TrainConfig
 from computewise.train.setup import SetupError, TrainingSetup
 from computewise.tune.space import DeviceKind, ModelFacts
-from computewise.units import GB, GIB, KIB, MIB, TB, format_bytes
+from computewise.units import format_bytes
 
 __all__ = [
     "Capacity",
@@ -48,14 +47,12 @@ __all__ = [
     "Pruning",
     "device_capacity",
     "estimate_memory",
-    "parse_memory",
     "profile_setup",
     "prune",
 ]
 
 _TRACE_BATCH = 2  # per-sample figures scale linearly; two samples keep batch-norm statistics meaningful
 _AUTOCAST_COPY_BYTES = 2.0  # autocast caches one 16-bit copy of each weight a matmul uses
-_MEMORY_UNITS = {"": 1, "b": 1, "kb": 1000, "kib": KIB, "mb": 1000**2, "mib": MIB, "gb": GB, "gib": GIB, "tb": TB}
 
 
 class NothingFitsError(InputError):
@@ -286,18 +283,6 @@ def estimate_memory(
     fixed = assumptions.runtime_overhead_bytes if device == "cuda" else 0.0
     overhead = subtotal * assumptions.runtime_overhead_fraction + fixed
     return MemoryEstimate(weights, gradients, optimizer, activations, overhead)
-
-
-def parse_memory(text: str) -> float:
-    """``16GB`` (decimal), ``16GiB`` (binary), ``512MB``, ``2e9``: bytes."""
-    match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*", text)
-    unit = match.group(2).lower() if match else ""
-    if match is None or unit not in _MEMORY_UNITS:
-        raise InputError(f"cannot read --memory {text!r} as an amount of memory", "write it like 16GB, 24GiB or 512MB")
-    value = float(match.group(1)) * _MEMORY_UNITS[unit]
-    if value <= 0:
-        raise InputError(f"--memory must be positive, got {text!r}", "e.g. --memory 16GB")
-    return value
 
 
 def device_capacity(device: DeviceKind, cap_bytes: float | None) -> Capacity:

@@ -65,7 +65,6 @@ __all__ = ["Stage", "TrialRecord", "TuneError", "TuneOptions", "TuneProgress", "
 
 Stage = Literal["halving", "compile", "baseline", "largest-batch"]
 ProgressCallback = Callable[["TuneProgress"], None]
-_RUN_TAG = "computewise"
 
 
 class TuneError(ComputewiseError):
@@ -586,7 +585,7 @@ def _peak(
 def _start_run(
     options: TuneOptions, entry: str, price: PriceSnapshot, hardware: Hardware, device: DeviceKind, started_s: float
 ) -> tuple[Ledger | None, int | None]:
-    """The tuning as a ledger run of kind ``command`` tagged ``computewise=tune``, priced at launch."""
+    """The tuning as a ledger run of kind ``tune``, priced at launch: what finding the configuration cost."""
     if not options.record:
         return None, None
     ledger = Ledger.open(options.db)
@@ -594,10 +593,10 @@ def _start_run(
     try:
         run_id = ledger.start_run(
             NewRun(
-                kind="command",
+                kind="tune",
                 command=shlex.join(["computewise", "tune", entry]),
                 argv=argv,
-                tags={**options.tags, _RUN_TAG: "tune"},
+                tags=dict(options.tags),
                 host=socket.gethostname(),
                 pid=os.getpid(),
                 user=_user(),
