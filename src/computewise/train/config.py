@@ -134,8 +134,9 @@ def write_config(config: TrainConfig, path: Path, **extra: Any) -> None:
         raise
 
 
-def load_config(path: Path) -> TrainConfig:
+def load_config(path: Path | str) -> TrainConfig:
     """Read a configuration written by ``write_config`` (``computewise tune --out``)."""
+    path = Path(path)
     try:
         payload = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError as failure:
