@@ -12,7 +12,6 @@ Usage: python benchmarks/serve_overhead.py [--rate 2000] [--duration-s 10] [--qu
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import sys
@@ -20,6 +19,7 @@ import tempfile
 from pathlib import Path
 
 from computewise.monitor.process import cpu_model_name
+from computewise.serve.eventloop import run_fast
 from computewise.serve.loadtest import run_load
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -46,7 +46,7 @@ def main() -> None:
         server = Server(Path(scratch) / "echo", ["--batching", "none"], slo_p99_ms=1000.0, target="echo")
         try:
             server.wait_ready()
-            result = asyncio.run(
+            result = run_fast(
                 run_load(
                     f"{server.url}/v1/models/echo/infer",
                     [{"inputs": ["ping"]}],

@@ -132,3 +132,23 @@ def sequence_length(text: str | None, spec: ModelSpec) -> int:
     if text:
         return parse_positive_int(text, "--seq-len")
     return min(spec.max_seq_len, 4096) if spec.is_transformer else 1
+
+
+def entry_config(text: str | None) -> dict[str, Any]:
+    """--config of a training entry point: a JSON object inline, or the path of a file holding one."""
+    example = "e.g. --config '{\"n_layer\": 4}'"
+    if text is None:
+        return {}
+    source = text
+    if not text.lstrip().startswith("{"):
+        path = Path(text)
+        if not path.is_file():
+            raise InputError(f"--config {text!r} is neither a JSON object nor a file", example)
+        source = path.read_text(encoding="utf-8")
+    try:
+        value = json.loads(source)
+    except json.JSONDecodeError as error:
+        raise InputError(f"--config is not valid JSON: {error}", example) from error
+    if not isinstance(value, dict):
+        raise InputError("--config must be a JSON object", example)
+    return value

@@ -54,10 +54,10 @@ def loadtest(
     as_json: JsonOption = False,
 ) -> None:
     """Offer Poisson-arrival load that does not slow down with the server; report latency as users see it."""
-    import asyncio
 
     from computewise.errors import InputError
     from computewise.report.serve import LoadProgressView, print_load_result, probe_line
+    from computewise.serve.eventloop import run_fast
     from computewise.serve.loadtest import find_max_rate, load_payloads, run_load
     from computewise.units import parse_duration_s
 
@@ -94,7 +94,7 @@ def loadtest(
             sys.exit(EXIT_NO_RATE)
         return
     with LoadProgressView(stderr) as view:
-        result = asyncio.run(
+        result = run_fast(
             run_load(url, payloads, rate, duration_s, timeout_s, seed=seed, token=token, on_progress=view.update)
         )
     data = {"url": url, **result.to_dict()}

@@ -5,36 +5,15 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.console import Console
 
-from computewise.cli.common import JsonOption, choice
-from computewise.errors import InputError
+from computewise.cli.common import JsonOption, choice, entry_config
 
 EXIT_SOME_FAILED = 1
 """A world size above 1 failed or timed out; the others were measured and reported."""
-_CONFIG_EXAMPLE = "e.g. --config '{\"n_layer\": 4}'"
-
-
-def _entry_config(text: str | None) -> dict[str, Any]:
-    """--config: a JSON object, or the path of a file holding one."""
-    if text is None:
-        return {}
-    source = text
-    if not text.lstrip().startswith("{"):
-        path = Path(text)
-        if not path.is_file():
-            raise InputError(f"--config {text!r} is neither a JSON object nor a file", _CONFIG_EXAMPLE)
-        source = path.read_text(encoding="utf-8")
-    try:
-        value = json.loads(source)
-    except json.JSONDecodeError as error:
-        raise InputError(f"--config is not valid JSON: {error}", _CONFIG_EXAMPLE) from error
-    if not isinstance(value, dict):
-        raise InputError("--config must be a JSON object", _CONFIG_EXAMPLE)
-    return value
 
 
 def scaletest(
@@ -74,7 +53,7 @@ def scaletest(
         nproc=parse_nproc(nproc),
         steps=steps,
         warmup_steps=warmup_steps,
-        config=_entry_config(config),
+        config=entry_config(config),
         train_config=load_config(train_config) if train_config is not None else TrainConfig(),
         threads=threads,
         device=choice(device, ("auto", "cpu", "cuda"), "--device"),

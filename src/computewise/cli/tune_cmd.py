@@ -4,30 +4,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.console import Console
 
-from computewise.cli.common import DbOption, JsonOption, choice, open_ledger
-from computewise.errors import InputError
-
-
-def _setup_config(text: str | None) -> dict[str, Any]:
-    """--config: a JSON object inline, or the path of a file holding one."""
-    if text is None:
-        return {}
-    path = Path(text)
-    source = path.read_text(encoding="utf-8") if not text.lstrip().startswith("{") and path.is_file() else text
-    try:
-        values = json.loads(source)
-    except json.JSONDecodeError as failure:
-        raise InputError(
-            f"--config is neither a JSON object nor a file holding one: {failure}", "e.g. --config '{\"n_layer\": 4}'"
-        ) from failure
-    if not isinstance(values, dict):
-        raise InputError("--config must be a JSON object", "e.g. --config '{\"n_layer\": 4}'")
-    return values
+from computewise.cli.common import DbOption, JsonOption, choice, entry_config, open_ledger
 
 
 def tune(
@@ -83,7 +65,7 @@ def tune(
 
     devices: tuple[DeviceKind, ...] = ("cpu", "cuda")
     options = TuneOptions(
-        setup_config=_setup_config(config),
+        setup_config=entry_config(config),
         space=space,
         steps=steps,
         eta=eta,

@@ -24,6 +24,7 @@ from computewise.report.accounts import at_natural_width
 from computewise.report.html import grid_table, page, pairs_table
 from computewise.report.rows import Grid
 from computewise.report.svg import ALERT, MUTED, PALETTE, Axis, Series, use_log, xy_chart
+from computewise.report.terminal import print_pairs
 from computewise.units import format_bytes, format_count
 
 __all__ = ["optimize_grid", "optimize_html", "print_optimize"]
@@ -379,25 +380,16 @@ def _print_variants(d: dict[str, Any], console: Console) -> None:
     console.print(_variants_table(d, grid, [v for v in variants if v["status"] == "ok"], speed))
 
 
-def _print_pairs(rows: Sequence[tuple[str, str]], console: Console) -> None:
-    grid = Table.grid(padding=(0, 2))
-    grid.add_column(style="bold", no_wrap=True)
-    grid.add_column()
-    for label, value in rows:
-        grid.add_row(Text(label), Text(value))
-    console.print(grid)
-
-
 def print_optimize(d: dict[str, Any], console: Console) -> None:
     """Setup, the variants table, the export doctor and notes, then the verdict: what to ship and why."""
     console.print(Text(f"computewise optimize: {d['model']['source']}", style="bold"))
-    _print_pairs(_setup(d), console)
+    print_pairs(_setup(d), console)
     console.print()
     _print_variants(d, console)
     console.print(Text(_legend(d), style="dim"))
     console.print()
     console.print(Text("export doctor", style="bold"))
-    _print_pairs(_doctor(d), console)
+    print_pairs(_doctor(d), console)
     for note in d["doctor"]["notes"]:
         console.print(Text(f"· {note}", style="dim"))
     notes = [*d["hardware"]["notes"], *d["notes"]]

@@ -38,6 +38,16 @@ __all__ = ["MAX_REASONS", "print_break_even", "print_estimate", "print_plan"]
 MAX_REASONS = 10  # rejection reasons printed in all; the rest are one --json away
 
 
+def print_pairs(rows: Sequence[tuple[str, str]], console: Console) -> None:
+    """Label-value lines without a frame: a report's setup or verdict block."""
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold", no_wrap=True)
+    grid.add_column()
+    for label, value in rows:
+        grid.add_row(Text(label), Text(value))
+    console.print(grid)
+
+
 def _table() -> Table:
     # The box's blank divider is the only gap between columns: a 120-column terminal fits the candidate table.
     return Table(box=box.SIMPLE_HEAD, padding=0, pad_edge=False, show_edge=False)

@@ -10,7 +10,6 @@ pruned configuration.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
 from typing import Any
 
 from rich import box
@@ -19,6 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from computewise.report.rows import Grid, plural
+from computewise.report.terminal import print_pairs
 from computewise.units import format_bytes, format_count, format_duration, format_usd
 
 __all__ = ["config_label", "print_tune", "tune_grid"]
@@ -208,15 +208,6 @@ def _pruned(d: dict[str, Any]) -> list[str]:
     return [f"{count} x {reason}" for reason, count in reasons.most_common()]
 
 
-def _print_pairs(rows: Sequence[tuple[str, str]], console: Console) -> None:
-    grid = Table.grid(padding=(0, 2))
-    grid.add_column(style="bold", no_wrap=True)
-    grid.add_column()
-    for label, value in rows:
-        grid.add_row(Text(label), Text(value))
-    console.print(grid)
-
-
 def _print_trials(d: dict[str, Any], console: Console) -> None:
     grid = tune_grid(d)
     table = Table(box=box.SIMPLE_HEAD, padding=(0, 1, 0, 0), pad_edge=False, show_edge=False)
@@ -237,7 +228,7 @@ def _print_trials(d: dict[str, Any], console: Console) -> None:
 def print_tune(d: dict[str, Any], console: Console) -> None:
     """Setup, the trials table, pruning and notes, then the verdict: the configuration and its worth."""
     console.print(Text(f"computewise tune: {d['entry']}", style="bold"))
-    _print_pairs(_setup(d), console)
+    print_pairs(_setup(d), console)
     console.print()
     _print_trials(d, console)
     pruned = _pruned(d)
@@ -246,7 +237,7 @@ def print_tune(d: dict[str, Any], console: Console) -> None:
     for note in d["notes"]:
         console.print(Text(f"note: {note}", style="dim"))
     console.print()
-    _print_pairs(_best(d), console)
-    _print_pairs(_worth(d), console)
+    print_pairs(_best(d), console)
+    print_pairs(_worth(d), console)
     if d.get("out"):
         console.print(Text(f"wrote the best configuration to {d['out']} (computewise.train.load_config reads it)"))

@@ -38,6 +38,7 @@ from urllib.parse import urlsplit
 import numpy as np
 
 from computewise.errors import InputError
+from computewise.serve.eventloop import run_fast
 
 __all__ = [
     "LoadProgress",
@@ -533,7 +534,7 @@ def find_max_rate(
     is within ``resolution`` of the best rate or ``max_probes`` ran. A probe's request timeout is cut
     to ``max(1 s, 4 x SLO)``: a slower answer fails the probe either way, and an overloaded probe
     then ends soon after its duration. After a failed probe we pause ``settle_s`` so the server
-    drains the backlog before the next one. Call from synchronous code (each probe is an ``asyncio.run``).
+    drains the backlog before the next one. Call from synchronous code (each probe runs its own event loop).
     """
     if not (math.isfinite(slo_p99_ms) and slo_p99_ms > 0):
         raise InputError(f"the p99 SLO must be positive, got {slo_p99_ms} ms", "e.g. --slo-p99-ms 100")
@@ -550,7 +551,7 @@ def find_max_rate(
         coroutine = run_load(
             url, payloads, rate, duration_s, probe_timeout_s, max_in_flight, seed + len(results), token, on_progress
         )
-        result = asyncio.run(coroutine)
+        result = run_fast(coroutine)
         results.append(result)
         passed = result.meets(slo_p99_ms, max_error_rate, max_rejection_rate)
         if on_probe is not None:

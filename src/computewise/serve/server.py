@@ -30,7 +30,7 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Callable, Generator
+from collections.abc import Generator
 from dataclasses import asdict
 from pathlib import Path
 from types import FrameType
@@ -45,6 +45,7 @@ from computewise.monitor.pricing import DetectedHardware, PriceRequest, resolve_
 from computewise.serve.app import DEFAULT_MAX_BODY_BYTES, ServeState, create_app
 from computewise.serve.backends import Backend, load_backend
 from computewise.serve.batcher import Batcher, BatchPolicy, BatchRecord
+from computewise.serve.eventloop import fastest_loop
 from computewise.serve.metrics import ServeMetrics
 
 __all__ = ["HEARTBEAT_S", "is_loopback", "serve"]
@@ -361,7 +362,7 @@ def _serve_bound(
         summary: dict[str, Any] = {"model": backend.name, "target": target, "kind": backend.kind}
         summary["batching"] = asdict(policy)
         try:
-            with asyncio.Runner(loop_factory=_fastest_loop()) as runner:
+            with asyncio.Runner(loop_factory=fastest_loop()) as runner:
                 runner.run(main())
         except (Exception, SystemExit) as error:  # uvicorn exits with SystemExit(3) when the app cannot start
             message = f"the server stopped: {type(error).__name__}: {error}"
@@ -373,12 +374,3 @@ def _serve_bound(
         return 0
     finally:
         ledger.close()
-
-
-def _fastest_loop() -> Callable[[], asyncio.AbstractEventLoop] | None:
-    """uvloop's event loop where installed (the serve extra brings it): about 1.4x the requests per core."""
-    try:
-        import uvloop
-    except ImportError:
-        return None
-    return uvloop.new_event_loop
