@@ -21,7 +21,7 @@ predicted cost never falls when a batch grows or gets longer, and a prediction i
 from __future__ import annotations
 
 import itertools
-from collections import deque
+from collections import Counter, deque
 
 import numpy as np
 
@@ -37,6 +37,10 @@ class BatchCostModel:
     def __init__(self, window: int = 512, refit_every: int = 4) -> None:
         self._observations: deque[tuple[int, int, float]] = deque(maxlen=window)
         self._refit_every = refit_every
+        # Kept up to date as observations enter and leave the window: ``ready`` and the prediction
+        # before the fit run on every request, so they must not scan the window.
+        self._sizes: Counter[int] = Counter()
+        self._per_token_sum_s = 0.0
         self._since_fit = 0
         self._coefficients: np.ndarray | None = None
 
@@ -44,7 +48,15 @@ class BatchCostModel:
         """Record one batch that took ``seconds`` of compute."""
         if batch_size < 1 or padded_length < 1 or not seconds > 0:
             return  # a clock that did not advance says nothing about cost
+        if len(self._observations) == self._observations.maxlen:
+            old_size, old_length, old_seconds = self._observations[0]
+            self._sizes[old_size] -= 1
+            if not self._sizes[old_size]:
+                del self._sizes[old_size]
+            self._per_token_sum_s -= old_seconds / (old_size * old_length)
         self._observations.append((batch_size, padded_length, seconds))
+        self._sizes[batch_size] += 1
+        self._per_token_sum_s += seconds / (batch_size * padded_length)
         self._since_fit += 1
         if self.ready and (self._coefficients is None or self._since_fit >= self._refit_every):
             self._fit()
@@ -52,9 +64,7 @@ class BatchCostModel:
     @property
     def ready(self) -> bool:
         """Enough batches of at least two sizes to separate the fixed cost from the per-item cost."""
-        if len(self._observations) < MIN_OBSERVATIONS:
-            return False
-        return len({size for size, _length, _seconds in self._observations}) >= MIN_DISTINCT_SIZES
+        return len(self._observations) >= MIN_OBSERVATIONS and len(self._sizes) >= MIN_DISTINCT_SIZES
 
     @property
     def observations(self) -> int:
@@ -70,7 +80,7 @@ class BatchCostModel:
             return max(0.0, float(features @ self._coefficients))
         if not self._observations:
             return 0.0
-        per_token_s = float(np.mean([seconds / (size * length) for size, length, seconds in self._observations]))
+        per_token_s = max(0.0, self._per_token_sum_s / len(self._observations))  # max: rounding of the running sum
         return per_token_s * batch_size * padded_length
 
     def _fit(self) -> None:
