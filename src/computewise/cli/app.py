@@ -19,6 +19,7 @@ from computewise.cli import (
     runs_cmd,
     scaletest_cmd,
     serve_cmd,
+    submit_cmd,
     tune_cmd,
 )
 from computewise.cli.common import print_error
@@ -48,6 +49,11 @@ app.command("serve", no_args_is_help=True)(serve_cmd.serve)
 app.command("loadtest", no_args_is_help=True)(loadtest_cmd.loadtest)
 app.command("scaletest", no_args_is_help=True)(scaletest_cmd.scaletest)
 app.command("tune", no_args_is_help=True)(tune_cmd.tune)
+app.command(
+    "submit",
+    context_settings={"allow_interspersed_args": False, "ignore_unknown_options": True},
+    no_args_is_help=True,
+)(submit_cmd.submit)
 
 EXIT_USER_ERROR = 2
 

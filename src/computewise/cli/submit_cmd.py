@@ -1,0 +1,101 @@
+"""``computewise submit --backend NAME --name RUN -- CMD``: hand a job to Ray, Kubernetes, Slurm, SkyPilot or local.
+
+``--dry-run`` prints what would be submitted (the Job YAML, the sbatch script, the SkyPilot task, or
+the job request for ray/local) so a team can review it or apply it with their own tools.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from computewise.cli.common import JsonOption
+
+if TYPE_CHECKING:
+    from computewise.scale.backend import JobSpec
+
+_BACKEND_HELP = "local (a child process), ray, kubernetes, slurm or skypilot (render only)."
+
+
+def submit(
+    command: Annotated[list[str], typer.Argument(help="The command to run, after --: -- python train.py")],
+    backend: Annotated[str, typer.Option(help=_BACKEND_HELP)] = "local",
+    name: Annotated[
+        str, typer.Option(help="Stable run name ([a-z0-9-], <= 63 chars): a resubmitted job keeps it.")
+    ] = "",
+    gpus: Annotated[float, typer.Option(help="GPUs: a count, or a fraction below 1 to share one (ray).")] = 0,
+    accelerator: Annotated[str | None, typer.Option(help="Catalog accelerator, e.g. h100, a100-80gb.")] = None,
+    cpus: Annotated[float, typer.Option(help="CPU cores.")] = 1,
+    memory: Annotated[str | None, typer.Option(help="Memory: 32GB, 64GiB.")] = None,
+    checkpoint_uri: Annotated[
+        str | None, typer.Option(help="Checkpoint storage that survives the node: a shared path or a bucket URL.")
+    ] = None,
+    image: Annotated[str | None, typer.Option(help="Container image (kubernetes, skypilot).")] = None,
+    tag: Annotated[list[str] | None, typer.Option("--tag", help="KEY=VALUE label (repeatable).")] = None,
+    hourly_usd: Annotated[str | None, typer.Option(help="Price per hour, carried to the ledger.")] = None,
+    max_restarts: Annotated[int, typer.Option(min=0, help="Restarts after real failures (preemptions are free).")] = 3,
+    address: Annotated[str | None, typer.Option(help="Ray dashboard address, e.g. http://127.0.0.1:8265.")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print what would be submitted; submit nothing.")] = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Submit a job to an engine; print its id (or, with --dry-run, the manifest)."""
+    from computewise.account.tags import parse_tags
+    from computewise.errors import InputError
+    from computewise.scale.backend import JobSpec, Resources
+    from computewise.scale.registry import BACKEND_NAMES, get_backend
+    from computewise.units import parse_bytes, parse_usd
+
+    if backend not in BACKEND_NAMES:
+        raise InputError(
+            f"--backend must be one of {', '.join(BACKEND_NAMES)}, got {backend!r}", "e.g. --backend local"
+        )
+    if not name:
+        raise InputError("--name is required", "give a stable run name, e.g. --name llama-ft-7b")
+    spec = JobSpec(
+        name=name,
+        command=tuple(command),
+        resources=Resources(
+            gpus=gpus,
+            accelerator=accelerator,
+            cpus=cpus,
+            memory_bytes=round(parse_bytes(memory, "--memory")) if memory is not None else None,
+        ),
+        tags=parse_tags(tag or []),
+        checkpoint_uri=checkpoint_uri,
+        image=image,
+        hourly_usd=parse_usd(hourly_usd, "--hourly-usd") if hourly_usd is not None else None,
+        max_restarts=max_restarts,
+    )
+    if dry_run:
+        manifest = render(backend, spec)
+        if as_json:
+            sys.stdout.write(json.dumps({"backend": backend, "name": name, "manifest": manifest}, indent=2) + "\n")
+        else:
+            sys.stdout.write(manifest)
+        return
+    handle = get_backend(backend, address).submit(spec)
+    if as_json:
+        sys.stdout.write(json.dumps(dataclasses.asdict(handle), indent=2) + "\n")
+    else:
+        sys.stdout.write(f"submitted {handle.name} to {handle.backend}: job id {handle.job_id}\n")
+
+
+def render(backend: str, spec: JobSpec) -> str:
+    """The text ``--dry-run`` prints: the engine's manifest, or the job request as JSON for ray/local."""
+    if backend == "kubernetes":
+        from computewise.scale.kubernetes import render_job
+
+        return render_job(spec)
+    if backend == "slurm":
+        from computewise.scale.slurm import render_sbatch
+
+        return render_sbatch(spec)
+    if backend == "skypilot":
+        from computewise.scale.skypilot import render_task
+
+        return render_task(spec)
+    return json.dumps({"backend": backend, **dataclasses.asdict(spec)}, indent=2) + "\n"

@@ -1,0 +1,143 @@
+"""The small contract every scale-out engine implements: submit, status, logs, cancel.
+
+computewise does not schedule: it sizes, prices and names a job (``JobSpec``) and hands it to an
+engine the team already trusts. Each engine (local subprocess, Ray Jobs, Kubernetes, Slurm,
+SkyPilot) is a ``Backend``; the same ``JobSpec`` renders to all of them, so a job moves between
+engines without rewriting it.
+
+Preemption: training stopped by preemption exits with ``PREEMPTED_EXIT_CODE`` (75) after saving a
+checkpoint. Every backend and manifest treats that code as "restart the same command", never as a
+failure, and the restarted command resumes from ``checkpoint_uri``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Literal, Protocol, runtime_checkable
+
+from computewise.errors import ComputewiseError, InputError
+from computewise.ledger import PREEMPTED_EXIT_CODE
+
+__all__ = [
+    "JOB_STATUSES",
+    "PREEMPTED_EXIT_CODE",
+    "Backend",
+    "BackendError",
+    "JobHandle",
+    "JobSpec",
+    "JobStatus",
+    "Resources",
+    "sanitize_name",
+    "validate_name",
+]
+
+# A DNS-1123 label: what Kubernetes accepts as a Job name, and safe for Slurm, Ray and SkyPilot too.
+# One rule for every backend keeps the run name stable when a job moves between engines.
+_NAME_RE = re.compile(r"[a-z0-9]([a-z0-9-]*[a-z0-9])?")
+_MAX_NAME_CHARS = 63
+
+JobStatus = Literal["pending", "running", "succeeded", "failed", "stopped"]
+JOB_STATUSES: tuple[JobStatus, ...] = ("pending", "running", "succeeded", "failed", "stopped")
+
+
+class BackendError(ComputewiseError):
+    """An engine refused or could not run a job: unreachable, missing binary, impossible request."""
+
+
+@dataclass(frozen=True)
+class Resources:
+    """What one job asks for: ``gpus`` may be a fraction (shared pools on Ray); ``accelerator`` is a catalog slug."""
+
+    gpus: float = 0
+    accelerator: str | None = None
+    cpus: float = 1
+    memory_bytes: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.gpus < 0:
+            raise InputError(f"gpus must be >= 0, got {self.gpus}", "ask for 0, a fraction such as 0.25, or a count")
+        if self.gpus > 1 and self.gpus != int(self.gpus):
+            raise InputError(
+                f"gpus {self.gpus} mixes whole and fractional GPUs",
+                "ask for a fraction below 1 (shared GPU) or a whole number of GPUs",
+            )
+        if self.cpus <= 0:
+            raise InputError(f"cpus must be > 0, got {self.cpus}", "ask for at least a fraction of a CPU, e.g. 1")
+        if self.memory_bytes is not None and self.memory_bytes <= 0:
+            raise InputError(f"memory must be > 0 bytes, got {self.memory_bytes}", "write it like 16GB")
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """One job, engine-neutral. ``name`` is the stable run name: a resubmitted (preempted) job keeps it.
+
+    ``resume_command`` defaults to ``command``: computewise.train resumes from the newest
+    checkpoint by itself, so re-running the same command is the resume.
+    """
+
+    name: str
+    command: tuple[str, ...]
+    resources: Resources = field(default_factory=Resources)
+    tags: dict[str, str] = field(default_factory=dict)
+    checkpoint_uri: str | None = None
+    resume_command: tuple[str, ...] | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    image: str | None = None
+    hourly_usd: float | None = None
+    max_restarts: int = 3
+
+    def __post_init__(self) -> None:
+        validate_name(self.name)
+        if not self.command:
+            raise InputError("the job has no command", "put the command after `--`, e.g. -- python train.py")
+        if self.max_restarts < 0:
+            raise InputError(f"max_restarts must be >= 0, got {self.max_restarts}", "use 0 to never restart")
+        if self.hourly_usd is not None and self.hourly_usd < 0:
+            raise InputError(f"hourly price must be >= 0, got {self.hourly_usd}", "give the price in USD per hour")
+
+    @property
+    def effective_resume_command(self) -> tuple[str, ...]:
+        """The command a restart runs: the explicit resume command, else the command itself."""
+        return self.resume_command if self.resume_command is not None else self.command
+
+
+@dataclass(frozen=True)
+class JobHandle:
+    """What ``submit`` returns: enough to ask the same backend about the job later."""
+
+    backend: str
+    job_id: str
+    name: str
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """An engine that runs ``JobSpec``s. Implementations raise ``BackendError`` with a fix, never hang."""
+
+    name: str
+
+    def submit(self, spec: JobSpec) -> JobHandle: ...
+
+    def status(self, handle: JobHandle) -> JobStatus: ...
+
+    def logs(self, handle: JobHandle) -> str: ...
+
+    def cancel(self, handle: JobHandle) -> None: ...
+
+
+def validate_name(name: str) -> str:
+    """Check a run name is a DNS-1123 label (``[a-z0-9-]``, <= 63 chars) and return it."""
+    if len(name) > _MAX_NAME_CHARS or not _NAME_RE.fullmatch(name):
+        raise InputError(
+            f"invalid job name {name!r}",
+            "use lowercase letters, digits and '-', start and end with a letter or digit, at most 63 characters "
+            f"(e.g. {sanitize_name(name) or 'my-run'!r})",
+        )
+    return name
+
+
+def sanitize_name(text: str) -> str:
+    """Best-effort DNS-1123 label from free text: used for hints and for tag values as labels."""
+    cleaned = re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-")
+    return cleaned[:_MAX_NAME_CHARS].strip("-")

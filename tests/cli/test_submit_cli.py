@@ -1,0 +1,82 @@
+"""``computewise submit`` end to end: the real CLI in a child process, dry runs, a local job, refusals (exit 2)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from computewise.scale.backend import JobHandle
+from computewise.scale.local import LocalBackend
+
+ROOT = Path(__file__).resolve().parents[2]
+CLI = [sys.executable, "-m", "computewise.cli.app", "submit"]
+
+
+def submit(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    full_env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), **(env or {})}
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, env=full_env, timeout=60, check=False)
+
+
+def test_dry_run_prints_the_kubernetes_job() -> None:
+    done = submit(
+        "--backend", "kubernetes", "--name", "llama-ft", "--gpus", "2", "--accelerator", "h100",
+        "--memory", "64GiB", "--image", "ghcr.io/acme/train:1", "--tag", "team=nlp", "--dry-run",
+        "--", "python", "train.py", "--lr", "0.1",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "kind: Job" in done.stdout
+    assert "nvidia.com/gpu: 2" in done.stdout
+    assert "nvidia.com/gpu.product: NVIDIA-H100-80GB-HBM3" in done.stdout
+    assert 'memory: "68719476736"' in done.stdout
+    assert '- "--lr"' in done.stdout  # options after -- belong to the job, not to submit
+
+
+def test_dry_run_json_for_slurm_and_ray() -> None:
+    slurm = submit("--backend", "slurm", "--name", "s1", "--gpus", "1", "--dry-run", "--json", "--", "python", "t.py")
+    assert slurm.returncode == 0, slurm.stderr
+    data = json.loads(slurm.stdout)
+    assert data["backend"] == "slurm" and "#SBATCH --gres=gpu:1" in data["manifest"]
+    ray = submit("--backend", "ray", "--name", "r1", "--gpus", "0.25", "--dry-run", "--", "python", "t.py")
+    assert ray.returncode == 0, ray.stderr
+    request = json.loads(ray.stdout)
+    assert request["resources"]["gpus"] == 0.25 and request["command"] == ["python", "t.py"]
+
+
+def test_local_submit_runs_the_job(tmp_path: Path) -> None:
+    done = submit(
+        "--name", "cli-local", "--json", "--", sys.executable, "-c", "print('from the job')",
+        env={"COMPUTEWISE_HOME": str(tmp_path)},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    handle = JobHandle(**json.loads(done.stdout))
+    backend = LocalBackend(tmp_path / "jobs")
+    deadline = time.monotonic() + 20
+    while backend.status(handle) == "running":
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert backend.status(handle) == "succeeded"
+    assert backend.logs(handle) == "from the job\n"
+
+
+def test_refusals_exit_2_with_a_fix(tmp_path: Path) -> None:
+    cases = [
+        (("--backend", "kubernetes", "--name", "a", "--gpus", "0.5", "--image", "i", "--dry-run"), "whole devices"),
+        (("--backend", "local", "--name", "Bad_Name"), "invalid job name"),
+        (("--backend", "slurmm", "--name", "a"), "--backend must be one of"),
+        (("--backend", "local"), "--name is required"),
+        (("--backend", "slurm", "--name", "a", "--memory", "lots", "--dry-run"), "cannot read --memory"),
+        (("--backend", "slurm", "--name", "a"), "sbatch not found"),
+        (("--backend", "ray", "--name", "a"), "needs the cluster's address"),
+    ]
+    if importlib.util.find_spec("kubernetes") is None:
+        cases.append((("--backend", "kubernetes", "--name", "a", "--image", "i"), "computewise[kubernetes]"))
+    for args, expected in cases:
+        done = submit(*args, "--", "python", "t.py", env={"PATH": str(tmp_path)})
+        assert done.returncode == 2, (args, done.stdout, done.stderr)
+        assert expected in done.stderr, (args, done.stderr)
+        assert "To fix:" in done.stderr and "Traceback" not in done.stderr

@@ -1,0 +1,86 @@
+"""The local backend with real child processes: submit, status, logs, cancel by process group."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from computewise.scale.backend import Backend, BackendError, JobHandle, JobSpec, JobStatus
+from computewise.scale.local import LocalBackend
+
+
+def wait_for(backend: LocalBackend, handle: JobHandle, wanted: set[JobStatus], timeout_s: float = 20) -> JobStatus:
+    deadline = time.monotonic() + timeout_s
+    while (status := backend.status(handle)) not in wanted:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{handle.job_id} still {status}")
+        time.sleep(0.05)
+    return status
+
+
+def test_submit_runs_the_command_with_its_env_and_keeps_the_log(tmp_path: Path) -> None:
+    backend = LocalBackend(tmp_path / "jobs")
+    assert isinstance(backend, Backend)
+    code = "import os; print('hello', os.environ['COMPUTEWISE_RUN_NAME'], os.environ['EXTRA'])"
+    spec = JobSpec(name="hello-1", command=(sys.executable, "-c", code), env={"EXTRA": "x y"})
+    handle = backend.submit(spec)
+    assert handle.backend == "local" and handle.name == "hello-1" and handle.job_id.startswith("hello-1-")
+    assert wait_for(backend, handle, {"succeeded", "failed"}) == "succeeded"
+    assert backend.logs(handle) == "hello hello-1 x y\n"
+
+
+def test_failure_and_preemption_exit_codes(tmp_path: Path) -> None:
+    backend = LocalBackend(tmp_path / "jobs")
+    failing = backend.submit(JobSpec(name="fail", command=(sys.executable, "-c", "raise SystemExit(3)")))
+    preempted = backend.submit(JobSpec(name="preempt", command=(sys.executable, "-c", "raise SystemExit(75)")))
+    assert wait_for(backend, failing, {"succeeded", "failed", "stopped"}) == "failed"
+    assert wait_for(backend, preempted, {"succeeded", "failed", "stopped"}) == "stopped"
+
+
+def test_cancel_terminates_the_whole_process_group(tmp_path: Path) -> None:
+    backend = LocalBackend(tmp_path / "jobs")
+    pid_file = tmp_path / "grandchild.pid"
+    # The job starts a grandchild: cancel must reach it too, not only the direct child.
+    code = (
+        "import subprocess, sys, time\n"
+        f"p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+        f"open({str(pid_file)!r}, 'w').write(str(p.pid))\n"
+        "print('ready', flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    handle = backend.submit(JobSpec(name="sleeper", command=(sys.executable, "-c", code)))
+    deadline = time.monotonic() + 20
+    while "ready" not in backend.logs(handle):
+        assert time.monotonic() < deadline, backend.logs(handle)
+        time.sleep(0.05)
+    assert backend.status(handle) == "running"
+    grandchild = int(pid_file.read_text(encoding="utf-8"))
+    backend.cancel(handle)
+    assert wait_for(backend, handle, {"stopped", "failed", "succeeded"}) == "stopped"
+    deadline = time.monotonic() + 10
+    while _alive(grandchild):
+        assert time.monotonic() < deadline, "the grandchild survived cancel"
+        time.sleep(0.05)
+    backend.cancel(handle)  # cancelling a finished job is harmless
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    status = Path(f"/proc/{pid}/status")
+    return not (status.exists() and "State:\tZ" in status.read_text(encoding="utf-8"))
+
+
+def test_unknown_job_and_missing_program(tmp_path: Path) -> None:
+    backend = LocalBackend(tmp_path / "jobs")
+    with pytest.raises(BackendError, match="no local job"):
+        backend.status(JobHandle("local", "nope-123", "nope"))
+    handle = backend.submit(JobSpec(name="missing", command=("/no/such/program",)))
+    assert wait_for(backend, handle, {"failed", "succeeded"}) == "failed"
+    assert "No such file" in backend.logs(handle)

@@ -1,0 +1,196 @@
+"""Rendered manifests against golden files, the Slurm script's signal handling run for real, and refusals.
+
+COMPUTEWISE_UPDATE_GOLDEN=1 rewrites the golden files from the current output (review the diff).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from computewise.errors import InputError, UnknownNameError
+from computewise.scale.backend import BackendError, JobSpec, Resources
+from computewise.scale.kubernetes import job_manifest, render_job
+from computewise.scale.registry import get_backend
+from computewise.scale.skypilot import render_task
+from computewise.scale.slurm import render_sbatch
+from computewise.scale.yaml_text import YamlValue, dump_yaml
+from computewise.units import GIB
+
+GOLDEN = Path(__file__).parent / "golden"
+
+TRAIN = JobSpec(
+    name="llama-ft-7b",
+    command=("python", "-m", "train", "--config", "run config.json"),
+    resources=Resources(gpus=2, accelerator="h100", cpus=8, memory_bytes=64 * GIB),
+    tags={"team": "nlp", "cost center": "R&D/42"},
+    checkpoint_uri="s3://ckpt-bucket/llama-ft-7b",
+    env={"NCCL_DEBUG": "WARN"},
+    image="ghcr.io/acme/train:1.2",
+    hourly_usd=8.5,
+    max_restarts=2,
+)
+CPU_ONLY = JobSpec(name="etl-1", command=("python", "etl.py"))
+RESUMING = JobSpec(
+    name="resume-me",
+    command=("python", "train.py"),
+    resume_command=("python", "train.py", "--resume"),
+    resources=Resources(gpus=1, cpus=0.5),
+)
+
+
+def check_golden(name: str, text: str) -> None:
+    path = GOLDEN / name
+    if os.environ.get("COMPUTEWISE_UPDATE_GOLDEN") == "1":
+        path.write_text(text, encoding="utf-8")
+    assert path.read_text(encoding="utf-8") == text, f"{name} changed; rerun with COMPUTEWISE_UPDATE_GOLDEN=1"
+
+
+@pytest.mark.parametrize(
+    ("golden", "render"),
+    [
+        ("kubernetes_job.yaml", lambda: render_job(TRAIN)),
+        ("kubernetes_cpu_job.yaml", lambda: render_job(JobSpec(name="etl-1", command=("etl",), image="etl:1"))),
+        ("slurm_job.sh", lambda: render_sbatch(TRAIN)),
+        ("slurm_cpu.sh", lambda: render_sbatch(CPU_ONLY)),
+        ("slurm_resume.sh", lambda: render_sbatch(RESUMING)),
+        ("skypilot_task.yaml", lambda: render_task(TRAIN)),
+    ],
+)
+def test_rendered_text_matches_golden(golden: str, render: Callable[[], str]) -> None:
+    check_golden(golden, render())
+
+
+def test_yaml_reads_back_as_the_manifest() -> None:
+    yaml = pytest.importorskip("yaml")
+    manifest = job_manifest(TRAIN)
+    assert yaml.safe_load(render_job(TRAIN)) == manifest
+    tricky: dict[str, YamlValue] = {
+        "s": ["yes", "075", "1e3", "a: b", "#x", "", "null", "-m", "ok/path-1.2"],
+        "n": {"e": {}, "l": []},
+        "block": {"a": "x\ny", "b": "x\n\ny\n", "c": " lead\nz", "d": "t\tab\nz"},
+    }
+    assert yaml.safe_load(dump_yaml(tricky)) == tricky
+
+
+def test_kubernetes_job_treats_exit_75_and_disruption_as_restarts() -> None:
+    spec = job_manifest(TRAIN)["spec"]
+    assert isinstance(spec, dict)
+    assert spec["backoffLimit"] == 2
+    rules = spec["podFailurePolicy"]["rules"]
+    assert rules[0]["onExitCodes"]["values"] == [75] and rules[0]["action"] == "Ignore"
+    assert rules[1] == {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]}
+
+
+def test_kubernetes_refuses_a_fraction_of_a_gpu() -> None:
+    spec = JobSpec(name="share", command=("x",), resources=Resources(gpus=0.25), image="img")
+    with pytest.raises(BackendError, match="whole devices") as error:
+        render_job(spec)
+    assert error.value.hint is not None and "MIG" in error.value.hint
+
+
+def test_kubernetes_needs_an_image() -> None:
+    with pytest.raises(BackendError, match="container image"):
+        render_job(CPU_ONLY)
+
+
+def test_unknown_and_unschedulable_accelerators() -> None:
+    with pytest.raises(UnknownNameError, match="h1000"):
+        render_sbatch(JobSpec(name="a", command=("x",), resources=Resources(gpus=1, accelerator="h1000")))
+    with pytest.raises(BackendError, match="tpu-v5e"):
+        render_job(JobSpec(name="a", command=("x",), resources=Resources(gpus=1, accelerator="tpu-v5e"), image="i"))
+
+
+@pytest.mark.parametrize("name", ["Bad_Name", "-lead", "trail-", "x" * 64, "", "a.b"])
+def test_bad_run_names_are_refused(name: str) -> None:
+    with pytest.raises(InputError, match="invalid job name"):
+        JobSpec(name=name, command=("x",))
+
+
+def test_bad_resources_are_refused() -> None:
+    with pytest.raises(InputError, match="mixes whole and fractional"):
+        Resources(gpus=1.5)
+    with pytest.raises(InputError, match="no command"):
+        JobSpec(name="a", command=())
+
+
+def test_skypilot_needs_a_bucket_and_an_accelerator() -> None:
+    with pytest.raises(BackendError, match="not a bucket"):
+        render_task(JobSpec(name="a", command=("x",), checkpoint_uri="/local/disk"))
+    with pytest.raises(BackendError, match="which GPU"):
+        render_task(JobSpec(name="a", command=("x",), resources=Resources(gpus=1)))
+    with pytest.raises(BackendError, match="sky jobs launch"):
+        get_backend("skypilot").submit(CPU_ONLY)
+
+
+def test_missing_sbatch_is_a_clear_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(BackendError, match="sbatch not found"):
+        get_backend("slurm")
+
+
+def test_unknown_backend_suggests() -> None:
+    with pytest.raises(UnknownNameError, match="slurm"):
+        get_backend("slurn")
+
+
+def fake_slurm(bin_dir: Path, log: Path) -> None:
+    """Stand-ins for Slurm's srun (runs the step) and scontrol (records the requeue) on PATH."""
+    bin_dir.mkdir()
+    (bin_dir / "srun").write_text('#!/bin/bash\nexec "$@"\n', encoding="utf-8")
+    (bin_dir / "scontrol").write_text(f'#!/bin/bash\necho "$@" >> {log}\n', encoding="utf-8")
+    for tool in ("srun", "scontrol"):
+        (bin_dir / tool).chmod(0o755)
+
+
+# A training step that saves and exits 75 on SIGUSR1, as computewise.train does.
+STEP = (
+    "import signal, sys, time\n"
+    "signal.signal(signal.SIGUSR1, lambda s, f: (print('saved', flush=True), sys.exit(75)))\n"
+    "print('started', flush=True)\n"
+    "time.sleep(30)\n"
+)
+
+
+@pytest.mark.parametrize(("restart_count", "requeued"), [("0", True), ("2", False)])
+def test_sbatch_script_forwards_usr1_and_requeues_on_75(tmp_path: Path, restart_count: str, requeued: bool) -> None:
+    requeue_log = tmp_path / "scontrol.log"
+    fake_slurm(tmp_path / "bin", requeue_log)
+    spec = JobSpec(name="sig", command=(sys.executable, "-c", STEP), max_restarts=2)
+    script = tmp_path / "job.sh"
+    script.write_text(render_sbatch(spec), encoding="utf-8")
+    env = {**os.environ, "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}", "SLURM_JOB_ID": "4242"}
+    env["SLURM_RESTART_COUNT"] = restart_count
+    batch = subprocess.Popen(["bash", str(script)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert batch.stdout is not None
+    assert batch.stdout.readline().strip() == "started"
+    batch.send_signal(signal.SIGUSR1)  # what --signal=B:USR1@90 does
+    started = time.monotonic()
+    out, err = batch.communicate(timeout=20)
+    assert time.monotonic() - started < 10
+    assert batch.returncode == 75
+    assert "saved" in out
+    if requeued:
+        assert requeue_log.read_text(encoding="utf-8").split() == ["requeue", "4242"]
+        assert "requeueing job 4242" in err
+    else:
+        assert not requeue_log.exists()
+
+
+def test_sbatch_script_passes_through_other_exit_codes(tmp_path: Path) -> None:
+    requeue_log = tmp_path / "scontrol.log"
+    fake_slurm(tmp_path / "bin", requeue_log)
+    spec = JobSpec(name="fail", command=(sys.executable, "-c", "import sys; sys.exit(3)"), env={"A": "it's"})
+    script = tmp_path / "job.sh"
+    script.write_text(render_sbatch(spec), encoding="utf-8")
+    env = {**os.environ, "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}", "SLURM_JOB_ID": "7"}
+    done = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=20, check=False)
+    assert done.returncode == 3
+    assert not requeue_log.exists()

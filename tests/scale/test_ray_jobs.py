@@ -1,0 +1,194 @@
+"""The Ray Jobs backend against a real local Ray cluster (2 CPUs, no GPU) started by ``ray_cluster``."""
+
+from __future__ import annotations
+
+import socket
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("ray.job_submission", reason="the Ray tests need the ray extra: pip install 'computewise[ray]'")
+
+from computewise.errors import InputError
+from computewise.scale.backend import Backend, BackendError, JobHandle, JobSpec, JobStatus, Resources
+from computewise.scale.ray_jobs import (
+    GPU_MEMORY_FRACTION_ENV,
+    RayJobsBackend,
+    apply_gpu_memory_cap,
+    fraction_memory_cap,
+    ray_accelerator_type,
+)
+
+_TERMINAL: tuple[JobStatus, ...] = ("succeeded", "failed", "stopped")
+
+
+def _wait_for(backend: RayJobsBackend, handle: JobHandle, wanted: tuple[JobStatus, ...], limit_s: float = 60) -> str:
+    deadline = time.monotonic() + limit_s
+    status = backend.status(handle)
+    while status not in wanted and time.monotonic() < deadline:
+        time.sleep(0.25)
+        status = backend.status(handle)
+    return status
+
+
+def _submitted_run_names(backend: RayJobsBackend) -> set[str]:
+    from ray.job_submission import JobSubmissionClient
+
+    jobs = JobSubmissionClient(backend.address).list_jobs()
+    return {(job.metadata or {}).get("computewise_run_name", "") for job in jobs}
+
+
+@pytest.fixture(scope="module")
+def backend(ray_cluster: object) -> RayJobsBackend:
+    return RayJobsBackend(ray_cluster.address)  # type: ignore[attr-defined]
+
+
+def test_job_runs_to_success_with_logs_env_and_metadata(backend: RayJobsBackend, tmp_path: Path) -> None:
+    marker = tmp_path / "done.txt"
+    script = (
+        "import os, pathlib, sys; "
+        "print('hello from ray', os.environ['COMPUTEWISE_RUN_NAME'], os.environ['COMPUTEWISE_CHECKPOINT_URI']); "
+        "pathlib.Path(sys.argv[1]).write_text('done')"
+    )
+    spec = JobSpec(
+        name="ray-hello",
+        command=(sys.executable, "-c", script, str(marker)),
+        resources=Resources(cpus=1, memory_bytes=50_000_000),
+        tags={"team": "ml"},
+        checkpoint_uri=str(tmp_path / "ckpt"),
+        hourly_usd=2.5,
+    )
+    assert isinstance(backend, Backend)
+    handle = backend.submit(spec)
+    assert handle.backend == "ray"
+    assert handle.name == "ray-hello"
+    assert handle.job_id.startswith("ray-hello-")
+    assert _wait_for(backend, handle, _TERMINAL) == "succeeded", backend.logs(handle)
+    assert f"hello from ray ray-hello {tmp_path / 'ckpt'}" in backend.logs(handle)
+    assert marker.read_text() == "done"
+    metadata = backend.metadata(handle)
+    assert metadata["computewise_run_name"] == "ray-hello"
+    assert metadata["computewise_tag_team"] == "ml"
+    assert metadata["computewise_hourly_usd"] == "2.5"
+    # The same stable name submits again as a new Ray job: a resubmission after preemption.
+    again = backend.submit(spec)
+    assert again.job_id != handle.job_id
+    assert _wait_for(backend, again, _TERMINAL) == "succeeded"
+
+
+def test_failing_job_reads_failed(backend: RayJobsBackend) -> None:
+    spec = JobSpec(name="ray-fails", command=(sys.executable, "-c", "raise SystemExit(3)"))
+    handle = backend.submit(spec)
+    assert _wait_for(backend, handle, _TERMINAL) == "failed"
+
+
+def test_cancel_stops_a_sleeping_job(backend: RayJobsBackend) -> None:
+    spec = JobSpec(
+        name="ray-sleeper",
+        command=(sys.executable, "-c", "import time; print('sleeping', flush=True); time.sleep(120)"),
+    )
+    handle = backend.submit(spec)
+    assert _wait_for(backend, handle, ("running", *_TERMINAL)) == "running"
+    started = time.monotonic()
+    backend.cancel(handle)
+    assert _wait_for(backend, handle, _TERMINAL, limit_s=30) == "stopped"
+    assert time.monotonic() - started < 30
+
+
+def test_unreachable_address_fails_fast_before_submitting() -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # closed again below: nothing listens there
+    started = time.monotonic()
+    with pytest.raises(BackendError, match=f"no Ray cluster reachable at http://127.0.0.1:{port}") as caught:
+        RayJobsBackend(f"127.0.0.1:{port}")
+    assert time.monotonic() - started < 5
+    assert caught.value.hint is not None
+    assert "ray start --head" in caught.value.hint
+
+
+def test_not_an_http_address_is_refused() -> None:
+    with pytest.raises(InputError, match="not an HTTP address"):
+        RayJobsBackend("ray://127.0.0.1:10001")
+
+
+def test_ray_address_env_pointing_elsewhere_is_refused(ray_cluster: object, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RAY_ADDRESS", "http://127.0.0.1:1")
+    with pytest.raises(BackendError, match="RAY_ADDRESS"):
+        RayJobsBackend(ray_cluster.address)  # type: ignore[attr-defined]
+
+
+def test_more_gpus_than_the_cluster_has_is_refused_before_submitting(backend: RayJobsBackend) -> None:
+    spec = JobSpec(name="ray-four-gpus", command=("true",), resources=Resources(gpus=4))
+    with pytest.raises(BackendError) as caught:
+        backend.submit(spec)
+    message = caught.value.message
+    assert "can never run job 'ray-four-gpus'" in message
+    assert "it asks for 4 GPU(s) but the largest node has 0 (whole cluster 0), 4 short" in message
+    assert caught.value.hint is not None
+    assert "computewise plan" in caught.value.hint
+    assert "ray-four-gpus" not in _submitted_run_names(backend)
+
+
+def test_absent_accelerator_type_is_refused(backend: RayJobsBackend) -> None:
+    spec = JobSpec(name="ray-h100", command=("true",), resources=Resources(accelerator="h100-sxm"))
+    with pytest.raises(BackendError, match="accelerator type 'H100' and no node has one"):
+        backend.submit(spec)
+    assert "ray-h100" not in _submitted_run_names(backend)
+
+
+def test_more_cpus_and_memory_than_any_node_lists_every_shortfall(backend: RayJobsBackend) -> None:
+    spec = JobSpec(name="ray-big", command=("true",), resources=Resources(cpus=3, memory_bytes=10**15))
+    with pytest.raises(BackendError) as caught:
+        backend.submit(spec)
+    assert "it asks for 3 CPU(s) but the largest node has 2 (whole cluster 2), 1 short" in caught.value.message
+    assert "it asks for 1e+06 GB of memory" in caught.value.message
+
+
+def test_fractional_gpu_on_a_cpu_cluster_is_refused(backend: RayJobsBackend) -> None:
+    spec = JobSpec(name="ray-quarter", command=("true",), resources=Resources(gpus=0.25))
+    with pytest.raises(BackendError, match=r"0\.25 GPU\(s\) but the largest node has 0"):
+        backend.submit(spec)
+
+
+def test_unknown_job_is_a_clear_error(backend: RayJobsBackend) -> None:
+    handle = JobHandle(backend="ray", job_id="no-such-job-123", name="no-such-job")
+    with pytest.raises(BackendError, match="no Ray job 'no-such-job-123'"):
+        backend.status(handle)
+
+
+def test_accelerator_slugs_map_to_ray_types() -> None:
+    assert ray_accelerator_type("h100-sxm") == "H100"
+    assert ray_accelerator_type("A100-80GB") == "A100"
+    assert ray_accelerator_type("RTX-PRO-6000") == "RTX-PRO-6000"
+    assert ray_accelerator_type("a100") == "A100"  # a catalog alias
+
+
+def test_fraction_memory_cap_only_for_shared_gpus() -> None:
+    assert fraction_memory_cap(0.25) == {GPU_MEMORY_FRACTION_ENV: "0.25"}
+    assert fraction_memory_cap(1) == {}
+    assert fraction_memory_cap(0) == {}
+
+
+def test_apply_gpu_memory_cap_validates_and_skips_without_a_device() -> None:
+    assert apply_gpu_memory_cap({}) is None
+    with pytest.raises(InputError, match="not a fraction"):
+        apply_gpu_memory_cap({GPU_MEMORY_FRACTION_ENV: "1.5"})
+    with pytest.raises(InputError, match="not a fraction"):
+        apply_gpu_memory_cap({GPU_MEMORY_FRACTION_ENV: "half"})
+
+
+@pytest.mark.torch
+@pytest.mark.gpu
+def test_apply_gpu_memory_cap_limits_the_allocator() -> None:
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("needs an NVIDIA GPU")
+    assert apply_gpu_memory_cap({GPU_MEMORY_FRACTION_ENV: "0.1"}) == 0.1
+    total_bytes = torch.cuda.get_device_properties(0).total_memory
+    with pytest.raises(torch.cuda.OutOfMemoryError):
+        torch.empty(int(total_bytes * 0.2), dtype=torch.uint8, device="cuda")
+    small = torch.empty(int(total_bytes * 0.05), dtype=torch.uint8, device="cuda")
+    assert small.numel() > 0
