@@ -1,8 +1,9 @@
 """Shared fixtures for ``computewise.serve``: real artifacts exported by ``computewise optimize``, built once.
 
-``minilm_artifact`` is all-MiniLM-L6-v2 exported as the ``ort-fused`` variant (a text artifact with
-its tokenizer), ``digits_artifact`` the digits MLP as ``ort-int8-s8-tensor`` (a tensor artifact,
-64 floats in, 10 logits out). Both go through the real search and ``write_artifact``, restricted to
+``minilm_artifact`` is all-MiniLM-L6-v2 exported as the ``ort-all`` variant (a text artifact with
+its tokenizer; serving does not depend on ONNX Runtime's transformer fusion, so neither do these),
+``digits_artifact`` the digits MLP as ``ort-int8-s8-tensor`` (a tensor artifact, 64 floats in, 10
+logits out). Both go through the real search and ``write_artifact``, restricted to
 one variant and few benchmark items: the export is the slow part (about a minute for MiniLM on a
 busy 2-core machine), so they are session-scoped. ``make_module`` writes an entry point into
 tmp_path, importable for one test.
@@ -36,7 +37,11 @@ def _export(model: str, inputs: Path | None, eval_spec: str, variant: str, work:
     metric = load_metric(eval_spec, source.task, parse_drop("1%"))
     options = SearchOptions(only=(variant,), batch_sizes=(1, 8), bench_items=8)
     result = run_search(source, metric, options, work / "search")
-    return write_artifact(result, result.variant(variant), work / "artifact", forced=result.chosen is None)
+    chosen = result.variant(variant)
+    if chosen.built is None:
+        doctor = result.to_dict().get("doctor")
+        pytest.fail(f"{variant} was not built ({chosen.status}: {chosen.reason}); doctor: {doctor}")
+    return write_artifact(result, chosen, work / "artifact", forced=result.chosen is None)
 
 
 @pytest.fixture(scope="session")
@@ -46,7 +51,7 @@ def minilm_artifact(tmp_path_factory: pytest.TempPathFactory) -> Path:
     work = tmp_path_factory.mktemp("minilm")
     sample = work / "sentences.txt"
     sample.write_text("\n".join(SENTENCES.read_text().splitlines()[:16]) + "\n")
-    return _export(str(minilm.MODEL_DIR), sample, "agreement", "ort-fused", work)
+    return _export(str(minilm.MODEL_DIR), sample, "agreement", "ort-all", work)
 
 
 @pytest.fixture(scope="session")

@@ -39,7 +39,7 @@ def test_text_artifact_embeds_each_sentence_as_it_would_alone(minilm_artifact: P
     np.testing.assert_allclose(np.array(together), np.array(alone), atol=1e-4)  # padding does not leak
     json.dumps(together)  # JSON-ready as it is
     described = backend.describe()
-    assert described["variant"] == "ort-fused" and described["kind"] == "text" and described["task"] == "embedding"
+    assert described["variant"] == "ort-all" and described["kind"] == "text" and described["task"] == "embedding"
 
 
 @pytest.mark.torch
