@@ -15,6 +15,8 @@ from rich.markup import escape
 from computewise.errors import ComputewiseError, InputError
 
 if TYPE_CHECKING:
+    from rich.progress import Progress
+
     from computewise.catalog import Catalog
     from computewise.estimate import Assumptions
     from computewise.ledger import Ledger
@@ -152,3 +154,19 @@ def entry_config(text: str | None) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise InputError("--config must be a JSON object", example)
     return value
+
+
+def progress_bar(verb: str, console: Console, *extra_fields: str) -> Progress:
+    """The bar of a long verb (optimize, tune, scaletest) on stderr, gone when done; ``extra_fields``: task fields."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    columns = [f"{{task.fields[{name}]}}" for name in extra_fields]
+    return Progress(
+        TextColumn(f"[bold]{verb}[/bold] {{task.description}}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(),
+        *(TextColumn(column) for column in columns),
+        console=console,
+        transient=True,
+    )

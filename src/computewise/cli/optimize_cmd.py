@@ -11,7 +11,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-from computewise.cli.common import HtmlOption, JsonOption, emit
+from computewise.cli.common import HtmlOption, JsonOption, emit, progress_bar
 from computewise.errors import InputError
 
 EXIT_NO_VARIANT = 1
@@ -73,7 +73,6 @@ def optimize(
     html: HtmlOption = None,
 ) -> None:
     """Build, grade and time quantized, pruned and compiled variants; export the fastest inside --max-drop."""
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from computewise.optimize.quality import load_metric, parse_drop
     from computewise.optimize.search import SearchOptions, run_search
@@ -97,14 +96,7 @@ def optimize(
     work = Path(tempfile.mkdtemp(prefix="computewise-optimize-"))
     stderr = Console(stderr=True)
     try:
-        with Progress(
-            TextColumn("[bold]optimize[/bold] {task.description}"),
-            BarColumn(),
-            TextColumn("{task.completed}/{task.total}"),
-            TimeElapsedColumn(),
-            console=stderr,
-            transient=True,
-        ) as bar:
+        with progress_bar("optimize", stderr) as bar:
             task_id = bar.add_task("baseline", total=None)
 
             def progress(name: str, done: int, total: int) -> None:

@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from computewise.cli.common import JsonOption, choice, entry_config
+from computewise.cli.common import JsonOption, choice, entry_config, progress_bar
 
 EXIT_SOME_FAILED = 1
 """A world size above 1 failed or timed out; the others were measured and reported."""
@@ -42,7 +42,6 @@ def scaletest(
     as_json: JsonOption = False,
 ) -> None:
     """Train a few steps at each world size under torchrun; print measured vs predicted scaling efficiency."""
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from computewise.report.scaletest import print_scaletest
     from computewise.train.config import TrainConfig, load_config
@@ -61,14 +60,7 @@ def scaletest(
         link_bytes_per_s=link_gb_per_s * 1e9 if link_gb_per_s is not None else None,
     )
     stderr = Console(stderr=True)
-    with Progress(
-        TextColumn("[bold]scaletest[/bold] {task.description}"),
-        BarColumn(),
-        TextColumn("{task.completed}/{task.total}"),
-        TimeElapsedColumn(),
-        console=stderr,
-        transient=True,
-    ) as bar:
+    with progress_bar("scaletest", stderr) as bar:
         task_id = bar.add_task("loading", total=len(options.nproc))
 
         def progress(size: int, done: int, total: int) -> None:

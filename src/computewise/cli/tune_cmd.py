@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from computewise.cli.common import DbOption, JsonOption, choice, entry_config, open_ledger
+from computewise.cli.common import DbOption, JsonOption, choice, entry_config, open_ledger, progress_bar
 
 
 def tune(
@@ -55,7 +55,6 @@ def tune(
     as_json: JsonOption = False,
 ) -> None:
     """Find the fastest precision, micro-batch, checkpointing, compile, loader and optimizer settings by trials."""
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from computewise.account.tags import parse_tags
     from computewise.report.tune import print_tune
@@ -83,15 +82,7 @@ def tune(
     )
     open_ledger(db).close()  # a wrong --db fails now, not after the trials
     stderr = Console(stderr=True)
-    with Progress(
-        TextColumn("[bold]tune[/bold] {task.description}"),
-        BarColumn(),
-        TextColumn("{task.completed}/{task.total}"),
-        TimeElapsedColumn(),
-        TextColumn("{task.fields[best]}"),
-        console=stderr,
-        transient=True,
-    ) as bar:
+    with progress_bar("tune", stderr, "best") as bar:
         task_id = bar.add_task("building the setup", total=None, best="")
 
         def progress(update: TuneProgress) -> None:
