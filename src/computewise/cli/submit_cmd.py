@@ -38,7 +38,10 @@ def submit(
     tag: Annotated[list[str] | None, typer.Option("--tag", help="KEY=VALUE label (repeatable).")] = None,
     hourly_usd: Annotated[str | None, typer.Option(help="Price per hour, carried to the ledger.")] = None,
     max_restarts: Annotated[int, typer.Option(min=0, help="Restarts after real failures (preemptions are free).")] = 3,
-    address: Annotated[str | None, typer.Option(help="Ray dashboard address, e.g. http://127.0.0.1:8265.")] = None,
+    address: Annotated[
+        str | None,
+        typer.Option(envvar="RAY_ADDRESS", help="Ray dashboard address, e.g. http://127.0.0.1:8265 (or $RAY_ADDRESS)."),
+    ] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print what would be submitted; submit nothing.")] = False,
     as_json: JsonOption = False,
 ) -> None:
