@@ -11,10 +11,10 @@ so they run the same ONNX Runtime session and tokenizer; only the serving stack 
   (Ray's default of 5 would cap them), behind Ray's HTTP proxy on 127.0.0.1. Ray runs a local
   cluster of its own (GCS, raylet, controller, proxy): that weight is part of what is compared.
 
-Each is probed open-loop with single-sentence requests from ``examples/sentences.txt`` and
-``find_max_rate`` searches the highest rate whose p99 stays within ``--slo-p99-ms`` with under 1 %
-errors and 429s: "at equal p99". Target: computewise >= 1.3 x Ray Serve (exit 1 when missed,
-except with ``--quick``, the CI smoke run).
+Each is warmed up with 20 sequential requests, then probed open-loop with single-sentence
+requests from ``examples/sentences.txt``, and ``find_max_rate`` searches the highest rate whose
+p99 stays within ``--slo-p99-ms`` with under 1 % errors and 429s: "at equal p99". Target:
+computewise >= 1.3 x Ray Serve (exit 1 when missed, except with ``--quick``, the CI smoke run).
 
 Usage: python benchmarks/serve_vs_ray.py [--slo-p99-ms 100] [--probe-s 8] [--quick] [--json OUT]
 Needs the ray extra: pip install 'computewise[ray,serve,optimize]'.
@@ -30,6 +30,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 from computewise.monitor.process import cpu_model_name
 from computewise.serve.loadtest import find_max_rate
 from serve_batching import POLICIES, ROOT, Server, export_artifact, free_port
@@ -38,11 +40,16 @@ TARGET_OVER_RAY = 1.3
 RAY_MAX_BATCH = 32
 RAY_BATCH_WAIT_S = 0.01
 RAY_MAX_ONGOING = 64
+WARMUP_REQUESTS = 20
 # Ray stays on loopback, quiet, and out of the user's /tmp/ray (socket paths must stay short).
 RAY_ENV = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_AUTH_MODE": "disabled"}
 
 
 def probe(url: str, payloads: list[dict[str, Any]], args: argparse.Namespace) -> dict[str, Any]:
+    """Warm the server up (first calls pay for lazy initialisation on both stacks), then search its rate."""
+    with httpx.Client(timeout=60.0) as client:
+        for payload in payloads[:WARMUP_REQUESTS]:
+            client.post(url, json=payload).raise_for_status()
     best, probes = find_max_rate(
         url, payloads, slo_p99_ms=args.slo_p99_ms, duration_s=args.probe_s, low_rps=args.low_rps, high_rps=args.high_rps
     )
@@ -113,7 +120,7 @@ def main() -> None:
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     if args.quick:
-        args.probe_s, args.high_rps, args.slo_p99_ms = 2.0, 100.0, 1000.0
+        args.probe_s, args.low_rps, args.high_rps, args.slo_p99_ms = 2.0, 2.0, 100.0, 1000.0
     try:
         import ray
     except ImportError:
