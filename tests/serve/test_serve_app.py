@@ -376,4 +376,5 @@ def test_no_generated_request_gets_a_5xx(target: str, request: pytest.FixtureReq
                 assert response.status_code < 500, (response.status_code, response.text)
 
             check()
-    assert {200, 400, 422} <= seen or {200, 422} <= seen, seen
+    # Both kinds were exercised: answers, and refusals of bad input (which refusal depends on the draw).
+    assert 200 in seen and seen & {400, 422}, seen
