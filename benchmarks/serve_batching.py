@@ -77,6 +77,17 @@ def export_artifact(work: Path, sentences: list[str], variant: str = CPU_VARIANT
     raise SystemExit("could not export MiniLM with computewise optimize (see above)")
 
 
+def add_probe_options(parser: argparse.ArgumentParser) -> None:
+    """The options of a capacity search, shared with serve_vs_ray.py so both probe alike."""
+    parser.add_argument("--slo-p99-ms", type=float, default=100.0)
+    parser.add_argument("--probe-s", type=float, default=8.0, help="seconds per probed rate")
+    parser.add_argument("--low-rps", type=float, default=5.0)
+    parser.add_argument("--high-rps", type=float, default=400.0)
+    parser.add_argument(
+        "--artifact", type=Path, help="an artifact from computewise optimize --out (default: build one)"
+    )
+
+
 class Server:
     """`computewise serve` in a child process, ready when /readyz answers 200."""
 
@@ -132,13 +143,7 @@ def measure(artifact: Path, name: str, payloads: list[dict[str, Any]], args: arg
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--slo-p99-ms", type=float, default=100.0)
-    parser.add_argument("--probe-s", type=float, default=8.0, help="seconds per probed rate")
-    parser.add_argument("--low-rps", type=float, default=5.0)
-    parser.add_argument("--high-rps", type=float, default=400.0)
-    parser.add_argument(
-        "--artifact", type=Path, help="an artifact from computewise optimize --out (default: build one)"
-    )
+    add_probe_options(parser)
     parser.add_argument("--policies", default="none,greedy,cost", help="comma-separated subset to measure")
     parser.add_argument("--gpu", action="store_true", help=f"serve the {GPU_VARIANT} variant; target (c) >= 4 x (a)")
     parser.add_argument("--quick", action="store_true", help="2 s probes, 1 s SLO (CI smoke run; figures not checked)")

@@ -34,7 +34,7 @@ import httpx
 
 from computewise.monitor.process import cpu_model_name
 from computewise.serve.loadtest import find_max_rate
-from serve_batching import POLICIES, ROOT, Server, export_artifact, free_port
+from serve_batching import POLICIES, ROOT, Server, add_probe_options, export_artifact, free_port
 
 TARGET_OVER_RAY = 1.3
 RAY_MAX_BATCH = 32
@@ -109,13 +109,7 @@ def measure_ray(artifact: Path, payloads: list[dict[str, Any]], args: argparse.N
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--slo-p99-ms", type=float, default=100.0)
-    parser.add_argument("--probe-s", type=float, default=8.0, help="seconds per probed rate")
-    parser.add_argument("--low-rps", type=float, default=5.0)
-    parser.add_argument("--high-rps", type=float, default=400.0)
-    parser.add_argument(
-        "--artifact", type=Path, help="an artifact from computewise optimize --out (default: build one)"
-    )
+    add_probe_options(parser)
     parser.add_argument("--quick", action="store_true", help="2 s probes, 1 s SLO (CI smoke run; figures not checked)")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
