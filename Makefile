@@ -22,9 +22,10 @@ lint: install-dev
 
 # The ledger's tests run against a real PostgreSQL too: ensure-postgres.sh installs it when missing
 # (a fresh Debian CI clone), and COMPUTEWISE_REQUIRE_POSTGRES=1 turns "not found" into a failure.
+# --dist loadgroup keeps the tests marked xdist_group("ray") on one worker: one local Ray cluster, not two.
 test: lint
 	bash scripts/ensure-postgres.sh
-	COMPUTEWISE_REQUIRE_POSTGRES=1 $(BIN)/pytest -n 2
+	COMPUTEWISE_REQUIRE_POSTGRES=1 $(BIN)/pytest -n 2 --dist loadgroup
 
 demo: install
 	$(BIN)/computewise plan train --model llama-3-8b --tokens 20B --deadline 7d

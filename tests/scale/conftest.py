@@ -1,6 +1,8 @@
 """A real local Ray cluster for the scale tests, shared by the session (one per xdist worker).
 
-The head runs on 127.0.0.1 only, quiet (no usage stats, no auth), with 2 CPUs and no GPU, in its own
+The head runs on 127.0.0.1 only, quiet (no usage stats, no auth), with 4 logical CPUs and one logical
+GPU (Ray's GPUs are bookkeeping: jobs asking for 0.5 are placed on it and their memory caps checked,
+though this machine has no device; the 4 CPUs let a Serve replica and a job run side by side), in its own
 short temp dir (Unix socket paths must stay under ~107 bytes) and on free ports for every listener
 that has a fixed default (GCS 6379, dashboard 8265, client server 10001, dashboard agent 52365), so
 it never collides with another cluster on the machine. It is stopped by killing the PIDs of its own
@@ -26,6 +28,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from spot_job import final_loss, spot_command
 
 _QUIET_ENV = {
     "RAY_USAGE_STATS_ENABLED": "0",
@@ -33,6 +36,8 @@ _QUIET_ENV = {
     "RAY_AUTH_MODE": "disabled",
 }
 _READY_TIMEOUT_S = 90.0
+CLUSTER_CPUS = 4
+CLUSTER_GPUS = 1
 _STOP_GRACE_S = 3.0
 
 
@@ -137,8 +142,8 @@ def ray_cluster() -> Iterator[RayCluster]:
         f"--ray-client-server-port={client_port}",
         f"--dashboard-agent-listen-port={agent_port}",
         f"--temp-dir={temp_dir}",
-        "--num-cpus=2",
-        "--num-gpus=0",
+        f"--num-cpus={CLUSTER_CPUS}",
+        f"--num-gpus={CLUSTER_GPUS}",
         "--object-store-memory=100000000",
         "--include-dashboard=true",
         "--disable-usage-stats",
@@ -152,3 +157,21 @@ def ray_cluster() -> Iterator[RayCluster]:
     finally:
         _stop(temp_dir, gcs_address)
         shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def spot_reference_loss(tmp_path_factory: pytest.TempPathFactory) -> float:
+    """The final loss of the spot job run once without interruption: what every resumed run must reach."""
+    pytest.importorskip("torch", reason="the spot job trains with torch: pip install 'computewise[torch]'")
+    work = tmp_path_factory.mktemp("spot-reference")
+    command = spot_command(work / "ckpt", work / "pid", work / "progress", step_sleep_s=0)
+    done = subprocess.run(
+        command,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env={**os.environ, "COMPUTEWISE_DB": str(work / "l.sqlite")},
+    )
+    assert done.returncode == 0, done.stderr
+    return final_loss(done.stdout)

@@ -13,13 +13,11 @@ pytest.importorskip("ray.job_submission", reason="the Ray tests need the ray ext
 
 from computewise.errors import InputError
 from computewise.scale.backend import Backend, BackendError, JobHandle, JobSpec, JobStatus, Resources
-from computewise.scale.ray_jobs import (
-    GPU_MEMORY_FRACTION_ENV,
-    RayJobsBackend,
-    apply_gpu_memory_cap,
-    fraction_memory_cap,
-    ray_accelerator_type,
-)
+from computewise.scale.ray_jobs import RayJobsBackend, ray_accelerator_type
+from computewise.train.memory_cap import GPU_MEMORY_FRACTION_ENV, apply_gpu_memory_cap, fraction_memory_cap
+
+# One Ray cluster per xdist worker: every Ray test runs on the same worker (make test uses --dist loadgroup).
+pytestmark = pytest.mark.xdist_group("ray")
 
 _TERMINAL: tuple[JobStatus, ...] = ("succeeded", "failed", "stopped")
 
@@ -126,7 +124,7 @@ def test_more_gpus_than_the_cluster_has_is_refused_before_submitting(backend: Ra
         backend.submit(spec)
     message = caught.value.message
     assert "can never run job 'ray-four-gpus'" in message
-    assert "it asks for 4 GPU(s) but the largest node has 0 (whole cluster 0), 4 short" in message
+    assert "it asks for 4 GPU(s) but the largest node has 1 (whole cluster 1), 3 short" in message
     assert caught.value.hint is not None
     assert "computewise plan" in caught.value.hint
     assert "ray-four-gpus" not in _submitted_run_names(backend)
@@ -140,16 +138,16 @@ def test_absent_accelerator_type_is_refused(backend: RayJobsBackend) -> None:
 
 
 def test_more_cpus_and_memory_than_any_node_lists_every_shortfall(backend: RayJobsBackend) -> None:
-    spec = JobSpec(name="ray-big", command=("true",), resources=Resources(cpus=3, memory_bytes=10**15))
+    spec = JobSpec(name="ray-big", command=("true",), resources=Resources(cpus=5, memory_bytes=10**15))
     with pytest.raises(BackendError) as caught:
         backend.submit(spec)
-    assert "it asks for 3 CPU(s) but the largest node has 2 (whole cluster 2), 1 short" in caught.value.message
+    assert "it asks for 5 CPU(s) but the largest node has 4 (whole cluster 4), 1 short" in caught.value.message
     assert "it asks for 1e+06 GB of memory" in caught.value.message
 
 
-def test_fractional_gpu_on_a_cpu_cluster_is_refused(backend: RayJobsBackend) -> None:
-    spec = JobSpec(name="ray-quarter", command=("true",), resources=Resources(gpus=0.25))
-    with pytest.raises(BackendError, match=r"0\.25 GPU\(s\) but the largest node has 0"):
+def test_more_than_a_whole_gpu_in_fractions_is_refused(backend: RayJobsBackend) -> None:
+    spec = JobSpec(name="ray-two-gpus", command=("true",), resources=Resources(gpus=2))
+    with pytest.raises(BackendError, match=r"2 GPU\(s\) but the largest node has 1"):
         backend.submit(spec)
 
 

@@ -3,7 +3,8 @@
 The run summary, ``runs``, ``cost report`` and budgets all price runs through ``run_totals`` and
 ``price_run``, so a run's dollars, kWh and idle cost are the same number wherever they appear.
 
-    duration_h     = (end or last heartbeat or now) - start
+    duration_h     = (end or last heartbeat or now) - start, or for a resubmitted run (one with
+                     attempts) the sum of its attempts' durations: waiting between them is not billed
     cost_usd       = hourly_usd (the price snapshot taken at launch) x duration_h
     gpu_hours      = gpu_count x duration_h
     energy_kwh     = sum(sample energy_j) / 3.6e6 x PUE          (measured or estimated per sample)
@@ -14,7 +15,7 @@ The run summary, ``runs``, ``cost report`` and budgets all price runs through ``
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import sqlalchemy as sa
@@ -41,6 +42,9 @@ class RunTotals:
     peak_rss_bytes: int | None
     peak_gpu_memory_bytes: int | None
     last_sample_t_s: float | None
+    attempt_count: int = 0
+    attempts_closed_s: float = 0.0
+    attempt_open_since_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -95,9 +99,19 @@ def run_totals(ledger: Ledger, run_ids: Sequence[int] | None = None) -> dict[int
     ).group_by(s.c.run_id)
     if run_ids is not None:
         query = query.where(s.c.run_id.in_(list(run_ids)))
+    a = schema.attempts
+    attempt_query = sa.select(
+        a.c.run_id,
+        sa.func.count(),
+        sa.func.sum(a.c.ended_at_s - a.c.started_at_s),
+        sa.func.max(sa.case((a.c.ended_at_s.is_(None), a.c.started_at_s))),
+    ).group_by(a.c.run_id)
+    if run_ids is not None:
+        attempt_query = attempt_query.where(a.c.run_id.in_(list(run_ids)))
     with ledger.engine.connect() as conn:
         rows = conn.execute(query).all()
-    return {
+        attempt_rows = {int(row[0]): row for row in conn.execute(attempt_query).all()}
+    totals = {
         int(row[0]): RunTotals(
             run_id=int(row[0]),
             sample_count=int(row[1]),
@@ -113,6 +127,14 @@ def run_totals(ledger: Ledger, run_ids: Sequence[int] | None = None) -> dict[int
         )
         for row in rows
     }
+    for run_id, row in attempt_rows.items():
+        totals[run_id] = replace(
+            totals.get(run_id, empty_totals(run_id)),
+            attempt_count=int(row[1]),
+            attempts_closed_s=float(row[2] or 0.0),
+            attempt_open_since_s=_opt_float(row[3]),
+        )
+    return totals
 
 
 def empty_totals(run_id: int) -> RunTotals:
@@ -130,7 +152,12 @@ def run_end_s(run: RunRow, now_s: float) -> float:
 
 def price_run(run: RunRow, totals: RunTotals, now_s: float) -> RunCost:
     """Price one run from its snapshot price and its sample totals (formulas in the module docstring)."""
-    duration_s = max(0.0, run_end_s(run, now_s) - run.started_at_s)
+    end_s = run_end_s(run, now_s)
+    if totals.attempt_count:
+        open_s = max(0.0, end_s - totals.attempt_open_since_s) if totals.attempt_open_since_s is not None else 0.0
+        duration_s = totals.attempts_closed_s + open_s
+    else:
+        duration_s = max(0.0, end_s - run.started_at_s)
     duration_h = duration_s / 3600.0
     cost_usd = run.price.hourly_usd * duration_h
     energy_kwh = totals.energy_j / _J_PER_KWH * run.price.pue

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
     from computewise.catalog import Catalog
     from computewise.estimate import Assumptions
     from computewise.ledger import Ledger
+    from computewise.monitor.pricing import PriceRequest
     from computewise.specs import ModelSpec
 
 Choice = TypeVar("Choice", bound=str)
@@ -48,6 +50,31 @@ DbOption = Annotated[
 ModelOption = Annotated[
     str, typer.Option("--model", "-m", help="Preset name, path to a config.json, or a parameter count (7.5B).")
 ]
+
+
+@dataclass(frozen=True)
+class PriceFlags:
+    """The pricing flags of ``computewise run`` as typed, turned into a ``PriceRequest`` (errors name the flag)."""
+
+    hourly_usd: str | None
+    instance: str | None
+    cloud: str | None
+    region: str | None
+    pricing: str
+
+    def request(self) -> PriceRequest:
+        from computewise.monitor.pricing import PriceRequest
+        from computewise.specs import PRICINGS, Pricing
+        from computewise.units import parse_usd
+
+        cloud_pricings: tuple[Pricing, ...] = tuple(p for p in PRICINGS if p != "on-prem")
+        return PriceRequest(
+            hourly_usd=parse_usd(self.hourly_usd, "--hourly-usd") if self.hourly_usd is not None else None,
+            instance_type=self.instance,
+            cloud=self.cloud,
+            region=self.region,
+            pricing=choice(self.pricing, cloud_pricings, "--pricing"),
+        )
 
 
 def load(catalog_paths: list[Path] | None) -> tuple[Catalog, Assumptions]:

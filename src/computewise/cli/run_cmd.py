@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from computewise.cli.common import DbOption, HtmlOption, JsonOption, emit, open_ledger, print_error
+from computewise.cli.common import DbOption, HtmlOption, JsonOption, PriceFlags, emit, open_ledger, print_error
 
 
 def run(
@@ -45,6 +45,28 @@ def run(
         bool, typer.Option(help="Really send the idle signals; by default it only says what it would do.")
     ] = False,
     live: Annotated[bool, typer.Option(help="Pin a status line to the terminal while the job runs (TTY only).")] = True,
+    backend: Annotated[
+        str | None,
+        typer.Option(
+            help="Submit to an engine instead of watching here: local (a detached process) or ray. The job is "
+            "resubmitted after preemption (exit 75) and failures; the ledger keeps one run with its attempts."
+        ),
+    ] = None,
+    address: Annotated[
+        str | None, typer.Option(envvar="RAY_ADDRESS", help="Ray dashboard address for --backend ray ($RAY_ADDRESS).")
+    ] = None,
+    name: Annotated[str | None, typer.Option(help="Stable run name for --backend. Default: from the command.")] = None,
+    gpus: Annotated[float, typer.Option(help="GPUs for --backend: a count, or a fraction below 1 (ray).")] = 0,
+    accelerator: Annotated[str | None, typer.Option(help="Catalog accelerator for --backend, e.g. h100.")] = None,
+    cpus: Annotated[float, typer.Option(help="CPU cores for --backend.")] = 1,
+    memory: Annotated[str | None, typer.Option(help="Memory for --backend: 32GB, 64GiB.")] = None,
+    checkpoint_uri: Annotated[
+        str | None, typer.Option(help="For --backend: checkpoint storage that survives the node (a shared path).")
+    ] = None,
+    max_restarts: Annotated[int, typer.Option(min=0, help="For --backend: resubmissions after failures.")] = 3,
+    max_preemptions: Annotated[
+        int, typer.Option(min=0, help="For --backend: resubmissions after preemptions (exit 75).")
+    ] = 20,
     db: DbOption = None,
     as_json: JsonOption = False,
     html: HtmlOption = None,
@@ -59,29 +81,41 @@ def run(
     from computewise.errors import InputError
     from computewise.monitor.gpu import open_gpu_source
     from computewise.monitor.idle import IdleAction
-    from computewise.monitor.pricing import PriceRequest
     from computewise.monitor.runner import RunOptions, monitored_run
     from computewise.report.live import LiveStatus
     from computewise.report.runs import print_run_summary, run_html
-    from computewise.specs import PRICINGS, Pricing
-    from computewise.units import parse_duration_s, parse_usd
+    from computewise.units import parse_duration_s
 
+    if backend is not None:
+        from computewise.cli.run_on_backend import BackendRun, run_on_backend
+        from computewise.cli.submit_cmd import JobResources
+
+        run_on_backend(
+            BackendRun(
+                backend=backend,
+                address=address,
+                name=name,
+                command=command,
+                resources=JobResources(gpus, accelerator, cpus, memory),
+                tags=tag,
+                checkpoint_uri=checkpoint_uri,
+                max_restarts=max_restarts,
+                max_preemptions=max_preemptions,
+                poll_interval=interval,
+            ),
+            PriceFlags(hourly_usd, instance, cloud, region, pricing),
+            db,
+            as_json,
+        )
     for path in input_path or []:
         if not path.exists():
             raise InputError(f"--input {path} does not exist", "give a data file or directory the job reads")
     idle_actions: tuple[IdleAction, ...] = ("none", "signal")
-    cloud_pricings: tuple[Pricing, ...] = tuple(p for p in PRICINGS if p != "on-prem")
     options = RunOptions(
         argv=tuple(command),
         tags=parse_tags(tag or []),
         interval_s=parse_duration_s(interval, "--interval"),
-        price=PriceRequest(
-            hourly_usd=parse_usd(hourly_usd, "--hourly-usd") if hourly_usd is not None else None,
-            instance_type=instance,
-            cloud=cloud,
-            region=region,
-            pricing=choice(pricing, cloud_pricings, "--pricing"),
-        ),
+        price=PriceFlags(hourly_usd, instance, cloud, region, pricing).request(),
         inputs=tuple(str(p) for p in input_path or []),
         prometheus_port=prometheus_port,
         idle_s_limit=parse_duration_s(_minutes(idle_minutes), "--idle-minutes") if idle_minutes else None,

@@ -46,11 +46,9 @@ def submit(
     as_json: JsonOption = False,
 ) -> None:
     """Submit a job to an engine; print its id (or, with --dry-run, the manifest)."""
-    from computewise.account.tags import parse_tags
     from computewise.errors import InputError
-    from computewise.scale.backend import JobSpec, Resources
     from computewise.scale.registry import BACKEND_NAMES, get_backend
-    from computewise.units import parse_bytes, parse_usd
+    from computewise.units import parse_usd
 
     if backend not in BACKEND_NAMES:
         raise InputError(
@@ -58,16 +56,11 @@ def submit(
         )
     if not name:
         raise InputError("--name is required", "give a stable run name, e.g. --name llama-ft-7b")
-    spec = JobSpec(
-        name=name,
-        command=tuple(command),
-        resources=Resources(
-            gpus=gpus,
-            accelerator=accelerator,
-            cpus=cpus,
-            memory_bytes=round(parse_bytes(memory, "--memory")) if memory is not None else None,
-        ),
-        tags=parse_tags(tag or []),
+    spec = job_spec(
+        name,
+        command,
+        JobResources(gpus, accelerator, cpus, memory),
+        tag,
         checkpoint_uri=checkpoint_uri,
         image=image,
         hourly_usd=parse_usd(hourly_usd, "--hourly-usd") if hourly_usd is not None else None,
@@ -85,6 +78,49 @@ def submit(
         sys.stdout.write(json.dumps(dataclasses.asdict(handle), indent=2) + "\n")
     else:
         sys.stdout.write(f"submitted {handle.name} to {handle.backend}: job id {handle.job_id}\n")
+
+
+@dataclasses.dataclass(frozen=True)
+class JobResources:
+    """The resource flags ``submit`` and ``run --backend`` share, as typed."""
+
+    gpus: float
+    accelerator: str | None
+    cpus: float
+    memory: str | None
+
+
+def job_spec(
+    name: str,
+    command: list[str],
+    resources: JobResources,
+    tags: list[str] | None,
+    *,
+    checkpoint_uri: str | None,
+    max_restarts: int,
+    image: str | None = None,
+    hourly_usd: float | None = None,
+) -> JobSpec:
+    """A ``JobSpec`` from command-line flags; bad values raise ``InputError`` naming the flag."""
+    from computewise.account.tags import parse_tags
+    from computewise.scale.backend import JobSpec, Resources
+    from computewise.units import parse_bytes
+
+    return JobSpec(
+        name=name,
+        command=tuple(command),
+        resources=Resources(
+            gpus=resources.gpus,
+            accelerator=resources.accelerator,
+            cpus=resources.cpus,
+            memory_bytes=round(parse_bytes(resources.memory, "--memory")) if resources.memory is not None else None,
+        ),
+        tags=parse_tags(tags or []),
+        checkpoint_uri=checkpoint_uri,
+        image=image,
+        hourly_usd=hourly_usd,
+        max_restarts=max_restarts,
+    )
 
 
 def render(backend: str, spec: JobSpec) -> str:

@@ -1,10 +1,13 @@
 """The ledger: every run, its samples and steps, budgets and alerts, in SQLite or PostgreSQL."""
 
 from computewise.ledger.records import (
+    ATTEMPT_OUTCOMES,
     PREEMPTED_EXIT_CODE,
     RUN_KINDS,
     RUN_STATUSES,
     AlertRow,
+    AttemptOutcome,
+    AttemptRow,
     BudgetRow,
     GpuSampleRow,
     NewRun,
@@ -18,10 +21,13 @@ from computewise.ledger.records import (
 from computewise.ledger.store import Ledger
 
 __all__ = [
+    "ATTEMPT_OUTCOMES",
     "PREEMPTED_EXIT_CODE",
     "RUN_KINDS",
     "RUN_STATUSES",
     "AlertRow",
+    "AttemptOutcome",
+    "AttemptRow",
     "BudgetRow",
     "GpuSampleRow",
     "Ledger",

@@ -11,10 +11,13 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 __all__ = [
+    "ATTEMPT_OUTCOMES",
     "PREEMPTED_EXIT_CODE",
     "RUN_KINDS",
     "RUN_STATUSES",
     "AlertRow",
+    "AttemptOutcome",
+    "AttemptRow",
     "BudgetRow",
     "GpuSampleRow",
     "NewRun",
@@ -38,6 +41,10 @@ RunStatus = Literal["running", "succeeded", "failed", "interrupted", "crashed"]
 RUN_STATUSES: tuple[RunStatus, ...] = ("running", "succeeded", "failed", "interrupted", "crashed")
 RunKind = Literal["command", "track", "serve", "tune"]
 RUN_KINDS: tuple[RunKind, ...] = ("command", "track", "serve", "tune")
+# How one submission of a logical run ended: "preempted" is exit 75 or the engine losing the node
+# (the job is resubmitted and resumes), "stopped" a cancel.
+AttemptOutcome = Literal["running", "succeeded", "preempted", "failed", "stopped"]
+ATTEMPT_OUTCOMES: tuple[AttemptOutcome, ...] = ("running", "succeeded", "preempted", "failed", "stopped")
 
 
 @dataclass(frozen=True)
@@ -221,3 +228,17 @@ class AlertRow:
     message: str
     fired_at_s: float
     delivery: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class AttemptRow:
+    """One submission of a logical run to an engine (``number`` from 1); open while ``ended_at_s`` is None."""
+
+    run_id: int
+    number: int
+    backend: str
+    job_id: str
+    started_at_s: float
+    ended_at_s: float | None
+    exit_code: int | None
+    outcome: AttemptOutcome

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-__all__ = ["alerts", "budgets", "gpu_samples", "metadata", "run_tags", "runs", "samples", "steps"]
+__all__ = ["alerts", "attempts", "budgets", "gpu_samples", "metadata", "run_tags", "runs", "samples", "steps"]
 
 metadata = sa.MetaData()
 
@@ -111,6 +111,21 @@ steps = sa.Table(
     sa.Column("tokens", sa.BigInteger),
     sa.Column("flops", sa.Float),
     sa.Index("ix_steps_run_id_step", "run_id", "step"),
+)
+
+# One row per submission of a logical run to an engine (revision 0003): a preempted job resubmitted under
+# the same run name is one run with several attempts, and what the interruptions cost is read from them.
+attempts = sa.Table(
+    "attempts",
+    metadata,
+    sa.Column("run_id", sa.Integer, sa.ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True),
+    sa.Column("number", sa.Integer, primary_key=True),
+    sa.Column("backend", sa.String(32), nullable=False),
+    sa.Column("job_id", sa.String(255), nullable=False),
+    sa.Column("started_at_s", sa.Float, nullable=False),
+    sa.Column("ended_at_s", sa.Float),
+    sa.Column("exit_code", sa.Integer),
+    sa.Column("outcome", sa.String(16), nullable=False),
 )
 
 budgets = sa.Table(

@@ -27,6 +27,8 @@ from computewise.ledger.connect import display_url, ledger_error, open_engine, w
 from computewise.ledger.migrate import SchemaChange, ensure_schema
 from computewise.ledger.records import (
     AlertRow,
+    AttemptOutcome,
+    AttemptRow,
     BudgetRow,
     GpuSampleRow,
     NewRun,
@@ -259,6 +261,44 @@ class Ledger:
         return self._write(work)
 
     # -- time series ------------------------------------------------------------------------
+
+    def start_attempt(self, run_id: int, number: int, backend: str, job_id: str, started_at_s: float) -> None:
+        """Record submission ``number`` (from 1) of a logical run; a duplicate number is a ``LedgerError``."""
+        self._execute(
+            schema.attempts.insert().values(
+                run_id=run_id,
+                number=number,
+                backend=backend,
+                job_id=job_id,
+                started_at_s=started_at_s,
+                outcome="running",
+            )
+        )
+
+    def finish_attempt(
+        self,
+        run_id: int,
+        number: int,
+        outcome: AttemptOutcome,
+        ended_at_s: float,
+        exit_code: int | None,
+        started_at_s: float | None = None,
+    ) -> None:
+        """Close an attempt; ``started_at_s`` replaces the submit time with the engine's own start time."""
+        values: dict[str, Any] = {"outcome": outcome, "ended_at_s": ended_at_s, "exit_code": exit_code}
+        if started_at_s is not None:
+            values["started_at_s"] = started_at_s
+        self._execute(
+            schema.attempts.update()
+            .where(schema.attempts.c.run_id == run_id, schema.attempts.c.number == number)
+            .values(**values)
+        )
+
+    def attempts(self, run_id: int) -> list[AttemptRow]:
+        """The run's submissions in order; empty for a run that was never resubmitted through a backend."""
+        query = sa.select(schema.attempts).where(schema.attempts.c.run_id == run_id).order_by(schema.attempts.c.number)
+        with self._reading() as conn:
+            return [AttemptRow(**row) for row in conn.execute(query).mappings()]
 
     def add_samples(self, rows: Sequence[SampleRow], gpu_rows: Sequence[GpuSampleRow] = ()) -> None:
         """Insert a batch in one transaction (executemany): the sampler flushes about once a second."""

@@ -250,6 +250,7 @@ class _Options:
     flush_every_s: float
     flush_in_background: bool
     clock: ClockChoice | StepClock
+    first_step: int
 
 
 class _Step(NamedTuple):
@@ -320,7 +321,7 @@ class Tracker:
         self._clock: StepClock | None = options.clock if not isinstance(options.clock, str) else None
         self._open: tuple[Any, Any, int, int | None, int | None, float | None] | None = None
         self._wait_start: Any = None
-        self._next_index = 0
+        self._next_index = options.first_step
         self._started_perf = self._ended_perf = self._flushed_perf = 0.0
         self._started_s = 0.0
         self._ledger: Ledger | None = None
@@ -524,6 +525,12 @@ class Tracker:
         return True
 
     # -- results --------------------------------------------------------------------------------
+
+    def flush(self) -> None:
+        """Write every finished step now: call it at a checkpoint, so that a hard kill later cannot lose the
+        steps the checkpoint holds, and the ledger knows where a resumed attempt picks up."""
+        if self._state == "running":
+            self._drain(wait=True)
 
     def summary(self) -> dict[str, Any]:
         """Steps, time split, throughput, MFU (with the peak used) and a one-line diagnosis, JSON-ready.
@@ -821,6 +828,7 @@ def track(
     flush_every_s: float = 1.0,
     flush_in_background: bool = True,
     clock: ClockChoice | StepClock = "auto",
+    first_step: int = 0,
 ) -> Tracker:
     """Track a training loop as one run of the ledger: ``with track(...) as t:`` or ``@track(...)``.
 
@@ -836,7 +844,9 @@ def track(
     Steps are written every ``flush_every_s``, by a background thread that also keeps the run's
     heartbeat going through long evaluations (``flush_in_background=False`` flushes from the loop
     instead, when a step ends). ``clock`` 'auto' uses CUDA events when the process has CUDA in
-    use, the host clock otherwise; or pass any ``StepClock``.
+    use, the host clock otherwise; or pass any ``StepClock``. ``first_step`` numbers the first step:
+    a job resumed from a checkpoint passes the step it resumes at, so the steps of every attempt of one
+    logical run (``$COMPUTEWISE_RUN_ID`` under ``computewise run --backend``) line up and redone steps show.
     """
     tags = dict(tags or {})
     for key, value in tags.items():
@@ -855,6 +865,8 @@ def track(
             "tracing the model's FLOPs needs example_inputs",
             "pass a batch the model accepts, e.g. example_inputs=torch.zeros(8, 512, dtype=torch.long)",
         )
+    if isinstance(first_step, bool) or not isinstance(first_step, int) or first_step < 0:
+        raise InputError(f"first_step must be a whole number >= 0, not {first_step!r}", "pass the step resumed at")
     if isinstance(clock, str) and clock not in ("auto", "host", "cuda"):
         raise InputError(f"unknown clock {clock!r}", "use 'auto', 'host' or 'cuda'")
     options = _Options(
@@ -870,6 +882,7 @@ def track(
         flush_every_s=float(flush_every_s),
         flush_in_background=flush_in_background,
         clock=clock,
+        first_step=first_step,
     )
     return Tracker(options)
 

@@ -24,10 +24,12 @@ __all__ = [
     "PREEMPTED_EXIT_CODE",
     "Backend",
     "BackendError",
+    "JobExit",
     "JobHandle",
     "JobSpec",
     "JobStatus",
     "Resources",
+    "Supervisable",
     "sanitize_name",
     "validate_name",
 ]
@@ -124,6 +126,30 @@ class Backend(Protocol):
     def logs(self, handle: JobHandle) -> str: ...
 
     def cancel(self, handle: JobHandle) -> None: ...
+
+
+@dataclass(frozen=True)
+class JobExit:
+    """How a finished job ended, as the engine saw it; times are the engine's own, so billing skips our polling.
+
+    ``exit_code`` is None when the engine does not know it (the node vanished); the times are None
+    when the engine does not report them.
+    """
+
+    exit_code: int | None
+    started_at_s: float | None
+    ended_at_s: float | None
+
+
+@runtime_checkable
+class Supervisable(Backend, Protocol):
+    """A backend whose finished jobs report their exit code: what resubmitting after a preemption needs.
+
+    Kubernetes and Slurm restart preempted jobs themselves (the Job's pod failure policy, ``--requeue``),
+    so only engines that do not (a local process, a Ray job) implement it.
+    """
+
+    def job_exit(self, handle: JobHandle) -> JobExit: ...
 
 
 def validate_name(name: str) -> str:

@@ -17,7 +17,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from computewise.scale.backend import PREEMPTED_EXIT_CODE, BackendError, JobHandle, JobSpec, JobStatus
+from computewise.scale.backend import PREEMPTED_EXIT_CODE, BackendError, JobExit, JobHandle, JobSpec, JobStatus
 
 __all__ = ["LocalBackend", "default_state_dir"]
 
@@ -94,6 +94,15 @@ class LocalBackend:
         if _alive(int((job_dir / "pid").read_text(encoding="utf-8"))):
             return "running"
         return "stopped" if (job_dir / "cancelled").exists() else "failed"
+
+    def job_exit(self, handle: JobHandle) -> JobExit:
+        """The exit code the wrapper wrote; start and end are when the pid and exit-code files were written."""
+        job_dir = self._dir(handle)
+        exit_file = job_dir / "exit_code"
+        started_at_s = (job_dir / "pid").stat().st_mtime
+        if not exit_file.exists():
+            return JobExit(None, started_at_s, None)
+        return JobExit(int(exit_file.read_text(encoding="utf-8")), started_at_s, exit_file.stat().st_mtime)
 
     def logs(self, handle: JobHandle) -> str:
         return (self._dir(handle) / "log").read_text(encoding="utf-8", errors="replace")

@@ -6,9 +6,9 @@ would leave such a job PENDING forever). The address is the dashboard's HTTP add
 (``http://HOST:8265``), the one ``ray job submit --address`` takes.
 
 Fractional GPUs are logical in Ray: four jobs at 0.25 GPU all see the whole device. So a job asking
-for a fraction gets ``COMPUTEWISE_GPU_MEMORY_FRACTION`` in its environment, and a training process
-calls ``apply_gpu_memory_cap()`` first thing to cap its PyTorch allocator to that share
-(``torch.cuda.set_per_process_memory_fraction``); without that call the cap is advisory only.
+for a fraction gets ``COMPUTEWISE_GPU_MEMORY_FRACTION`` in its environment; ``computewise.train``
+caps its PyTorch allocator to that share before training (``computewise.train.memory_cap``), and
+other programs call ``apply_gpu_memory_cap()`` themselves (without it the cap is advisory only).
 
 The feasibility check reads the nodes alive now. On an autoscaling cluster a node type that is not
 up yet counts as missing: start it (or submit with ``ray job submit``) if the autoscaler would add it.
@@ -30,21 +30,13 @@ from typing import TYPE_CHECKING, Any
 
 from computewise.catalog import load_catalog
 from computewise.errors import InputError, MissingExtraError, UnknownNameError
-from computewise.scale.backend import BackendError, JobHandle, JobSpec, JobStatus
+from computewise.scale.backend import BackendError, JobExit, JobHandle, JobSpec, JobStatus
+from computewise.train.memory_cap import fraction_memory_cap
 
 if TYPE_CHECKING:
     from ray.job_submission import JobSubmissionClient
 
-__all__ = [
-    "GPU_MEMORY_FRACTION_ENV",
-    "ClusterNode",
-    "RayJobsBackend",
-    "apply_gpu_memory_cap",
-    "fraction_memory_cap",
-    "ray_accelerator_type",
-]
-
-GPU_MEMORY_FRACTION_ENV = "COMPUTEWISE_GPU_MEMORY_FRACTION"
+__all__ = ["ClusterNode", "RayJobsBackend", "ray_accelerator_type"]
 
 # Long enough for a loaded head node on a slow link, short enough that a wrong address fails fast.
 _PROBE_TIMEOUT_S = 3.0
@@ -99,41 +91,6 @@ def ray_accelerator_type(accelerator: str) -> str:
     except UnknownNameError:
         return accelerator
     return _RAY_ACCELERATOR_TYPES.get(slug, accelerator)
-
-
-def fraction_memory_cap(gpus: float) -> dict[str, str]:
-    """The environment that caps a job sharing a GPU to its share; empty for whole GPUs or none.
-
-    Ray's fractional GPUs only stop Ray from over-packing a device; they do not limit memory.
-    """
-    if 0 < gpus < 1:
-        return {GPU_MEMORY_FRACTION_ENV: f"{gpus:g}"}
-    return {}
-
-
-def apply_gpu_memory_cap(environ: Mapping[str, str] | None = None) -> float | None:
-    """Cap this process's PyTorch CUDA allocator to ``COMPUTEWISE_GPU_MEMORY_FRACTION``; call it before training.
-
-    Returns the fraction applied, or None when none is set or there is no CUDA device (nothing to cap).
-    """
-    value = (os.environ if environ is None else environ).get(GPU_MEMORY_FRACTION_ENV)
-    if value is None:
-        return None
-    try:
-        fraction = float(value)
-    except ValueError:
-        fraction = -1.0
-    if not 0 < fraction <= 1:
-        raise InputError(
-            f"{GPU_MEMORY_FRACTION_ENV}={value!r} is not a fraction in (0, 1]",
-            f"set it to the job's GPU share, e.g. 0.25, or unset {GPU_MEMORY_FRACTION_ENV}",
-        )
-    import torch
-
-    if not torch.cuda.is_available():
-        return None
-    torch.cuda.set_per_process_memory_fraction(fraction, torch.cuda.current_device())
-    return fraction
 
 
 @dataclass(frozen=True)
@@ -255,6 +212,23 @@ class RayJobsBackend:
         except (RuntimeError, ConnectionError, OSError) as err:
             raise _job_error(handle, self.address, err) from err
         return dict(info.metadata or {})
+
+    def job_exit(self, handle: JobHandle) -> JobExit:
+        """The entrypoint's exit code and Ray's start and end times (milliseconds in Ray, seconds here).
+
+        Ray marks a job FAILED for any non-zero exit, including 75 (preempted after saving): the code
+        tells a preemption from a failure. A driver killed by a signal reports -N, as Python's
+        ``subprocess`` does; a job whose node died has no code at all.
+        """
+        try:
+            info = self._client.get_job_info(handle.job_id)
+        except (RuntimeError, ConnectionError, OSError) as err:
+            raise _job_error(handle, self.address, err) from err
+        return JobExit(
+            exit_code=info.driver_exit_code,
+            started_at_s=info.start_time / 1000 if info.start_time else None,
+            ended_at_s=info.end_time / 1000 if info.end_time else None,
+        )
 
     def cancel(self, handle: JobHandle) -> None:
         """Ask Ray to stop the job (SIGTERM, then SIGKILL after Ray's grace period); a finished job is left alone."""

@@ -45,6 +45,7 @@ from computewise.train.data import make_loader
 from computewise.train.distributed import DistributedError, Placement, ResolvedStrategy, Strategy
 from computewise.train.early_stopping import EarlyStopping
 from computewise.train.engine import StepEngine
+from computewise.train.memory_cap import apply_gpu_memory_cap
 from computewise.train.preemption import DEFAULT_GRACE_S, Preempted, PreemptionGuard
 from computewise.train.setup import TrainingSetup
 
@@ -139,6 +140,7 @@ def fit(
     with PreemptionGuard(grace_s=grace_s) as guard:
         # Under torchrun: joins the process group, which stays up for a later fit() in this process.
         place, _created = distributed.init_distributed(device)
+        apply_gpu_memory_cap()  # a job on a shared GPU (COMPUTEWISE_GPU_MEMORY_FRACTION) keeps to its share
         return _Run(setup, config, place, strategy, device, store, early_stopping, guard).train(
             max_steps=max_steps,
             resume=resume,
@@ -245,7 +247,7 @@ class _Run:
         )
         rank_samples = setup.global_batch_size // self.place.world_size
         tokens = rank_samples * setup.tokens_per_sample if setup.tokens_per_sample is not None else None
-        tracker = self._start_tracking(tags, db) if track else None
+        tracker = self._start_tracking(tags, db, start_step) if track else None
         losses: list[float] = []
         stopped: Stopped = "max_steps"
         try:
@@ -274,6 +276,8 @@ class _Run:
                     or progress.step == max_steps
                 ):
                     self._save()
+                    if tracker is not None:
+                        tracker.flush()
                 if preempted:
                     raise self._preempted(start_step, losses)
                 if early_stop:
@@ -452,8 +456,9 @@ class _Run:
 
     # -- tracking -------------------------------------------------------------------------------
 
-    def _start_tracking(self, tags: Mapping[str, str] | None, db: str | None) -> Tracker:
-        """Start the ledger run; FLOPs are traced from the model on the meta device when it can be."""
+    def _start_tracking(self, tags: Mapping[str, str] | None, db: str | None, first_step: int) -> Tracker:
+        """Start the ledger run, numbering steps from ``first_step`` (a resumed run's steps continue, so an
+        attempt's redone steps show); FLOPs are traced from the model on the meta device when it can be."""
         all_tags = dict(tags or {})
         if self.place.world_size > 1:
             all_tags.update(rank=str(self.place.rank), world_size=str(self.place.world_size))
@@ -469,12 +474,13 @@ class _Run:
                         tags=all_tags,
                         db=db,
                         precision=precision,
+                        first_step=first_step,
                         model=self.engine.raw_model,
                         example_inputs=self._example_inputs(),
                     ).start()
                 except ModelConfigError as failure:
                     logger.warning("computewise.train: FLOPs not traced, so no MFU: %s", failure.message)
-        return start_tracking(tags=all_tags, db=db, precision=precision).start()
+        return start_tracking(tags=all_tags, db=db, precision=precision, first_step=first_step).start()
 
     def _example_inputs(self) -> Any:
         """The model's inputs for one micro-batch: a batch's first element, or a dict batch as keywords."""

@@ -1,0 +1,122 @@
+"""``computewise run --backend local|ray -- CMD``: the job on an engine, resubmitted after preemption, one ledger run.
+
+Without ``--backend``, ``run`` watches the command here (samples, diagnosis). With it, the command
+is submitted as a job and ``computewise.scale.supervise`` waits for it, resubmits it when it is
+preempted (exit 75) or fails (up to ``--max-restarts``), and records the attempts and what the
+interruptions cost. The exit code is the job's last one (0 once it succeeded).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass
+
+import typer
+from rich.console import Console
+from rich.text import Text
+
+from computewise.cli.common import PriceFlags, open_ledger
+from computewise.cli.submit_cmd import JobResources, job_spec
+
+_SUPERVISABLE = ("local", "ray")
+# A failure with no exit code (the engine lost the job) still exits non-zero.
+_UNKNOWN_FAILURE_EXIT = 1
+
+
+@dataclass(frozen=True)
+class BackendRun:
+    """What ``run --backend`` was asked, as typed."""
+
+    backend: str
+    address: str | None
+    name: str | None
+    command: list[str]
+    resources: JobResources
+    tags: list[str] | None
+    checkpoint_uri: str | None
+    max_restarts: int
+    max_preemptions: int
+    poll_interval: str
+
+
+def run_on_backend(request: BackendRun, price_flags: PriceFlags, db: str | None, as_json: bool) -> None:
+    """Submit, supervise and report; raises ``typer.Exit`` with the job's exit code."""
+    from computewise.catalog import load_catalog
+    from computewise.errors import InputError
+    from computewise.ledger.connect import resolve_url
+    from computewise.report.attempts import print_supervised_run
+    from computewise.scale.backend import Supervisable, sanitize_name
+    from computewise.scale.registry import get_backend
+    from computewise.scale.supervise import AttemptEvent, job_price, supervise
+    from computewise.units import parse_duration_s
+
+    if request.backend not in _SUPERVISABLE:
+        raise InputError(
+            f"run --backend takes {' or '.join(_SUPERVISABLE)}, got {request.backend!r}",
+            "Kubernetes and Slurm restart preempted jobs themselves: render the manifest with "
+            "`computewise submit --backend kubernetes|slurm --dry-run` and submit it there",
+        )
+    name = request.name or sanitize_name(_script_name(request.command)) or "job"
+    spec = job_spec(
+        name,
+        request.command,
+        request.resources,
+        request.tags,
+        checkpoint_uri=request.checkpoint_uri,
+        max_restarts=request.max_restarts,
+    )
+    poll_s = parse_duration_s(request.poll_interval, "--interval")
+    price = job_price(load_catalog(), price_flags.request(), spec.resources)
+    backend = get_backend(request.backend, request.address)
+    if not isinstance(backend, Supervisable):  # pragma: no cover - every name in _SUPERVISABLE is one
+        raise InputError(f"the {request.backend} backend cannot report exit codes", "use local or ray")
+    ledger = open_ledger(db)
+    ledger_url = resolve_url(db).render_as_string(hide_password=False)
+    stderr = Console(stderr=True)
+    if request.backend == "ray" and ledger_url.startswith("sqlite") and not _loopback(request.address or ""):
+        stderr.print(
+            "computewise: the ledger is a SQLite file on this machine, so a job on a remote Ray node cannot "
+            "record its steps there (the attempts are still recorded); use a PostgreSQL ledger (--db) for that",
+            highlight=False,
+        )
+
+    def progress(event: AttemptEvent) -> None:
+        detail = f": {event.detail}" if event.detail else ""
+        job = f" ({event.job_id})" if event.job_id else ""
+        stderr.print(f"computewise: attempt {event.number}{job} {event.state}{detail}", highlight=False)
+
+    try:
+        result = supervise(
+            backend,
+            spec,
+            ledger,
+            ledger_url,
+            price,
+            max_preemptions=request.max_preemptions,
+            poll_s=poll_s,
+            on_event=progress,
+        )
+    finally:
+        ledger.close()
+    data = result.to_dict()
+    if as_json:
+        sys.stdout.write(json.dumps(data, indent=2) + "\n")
+    else:
+        stderr.print(Text(result.log_tail.rstrip("\n")), highlight=False)  # the last attempt's output
+        print_supervised_run(data, stderr)
+    if result.status == "succeeded":
+        raise typer.Exit(0)
+    raise typer.Exit(result.exit_code if result.exit_code not in (None, 0) else _UNKNOWN_FAILURE_EXIT)
+
+
+def _script_name(command: list[str]) -> str:
+    """The script a command runs (``python train.py`` -> ``train``), else the program's name."""
+    from pathlib import Path
+
+    scripts = [arg for arg in command if arg.endswith(".py")]
+    return Path(scripts[0] if scripts else command[0]).stem if command else ""
+
+
+def _loopback(address: str) -> bool:
+    return any(host in address for host in ("127.0.0.1", "localhost", "[::1]"))

@@ -1,0 +1,59 @@
+"""The terminal view of a resubmitted run: its attempts, what it was billed, and what interruptions added."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from computewise.report.terminal import print_pairs
+from computewise.units import format_duration, format_usd
+
+__all__ = ["print_supervised_run"]
+
+
+def print_supervised_run(data: dict[str, Any], console: Console) -> None:
+    """``data`` is ``SupervisedRun.to_dict()``."""
+    console.print()
+    console.print(Text(f"run {data['run_id']} ({data['name']}) on {data['backend']}: {data['status']}", style="bold"))
+    table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, show_edge=False)
+    for column in ("attempt", "job id", "outcome", "exit", "ran"):
+        table.add_column(column, justify="right" if column in ("attempt", "exit", "ran") else "left")
+    for attempt in data["attempts"]:
+        ended = attempt["ended_at_s"]
+        ran = format_duration(ended - attempt["started_at_s"]) if ended is not None else "-"
+        exit_code = attempt["exit_code"]
+        table.add_row(
+            str(attempt["number"]),
+            Text(attempt["job_id"]),
+            attempt["outcome"],
+            "-" if exit_code is None else str(exit_code),
+            ran,
+        )
+    console.print(table)
+    interruption, cost = data["interruption"], data["cost"]
+    rows = [
+        ("billed", f"{format_duration(interruption['billed_s'])} x {format_usd(data['hourly_usd'])}/h"),
+        ("cost", format_usd(cost["cost_usd"])),
+        ("price", data["price_explanation"]),
+    ]
+    if interruption["interruptions"]:
+        rows.append(("interruptions", _interruption_line(interruption)))
+    print_pairs(rows, console)
+
+
+def _interruption_line(interruption: dict[str, Any]) -> str:
+    count = interruption["interruptions"]
+    if interruption["added_s"] is None:
+        return (
+            f"{count}; what they added is unknown: the job records no steps "
+            "(train with computewise.train, or time its steps with computewise.track)"
+        )
+    return (
+        f"{count}, adding {format_duration(interruption['added_s'])} ({format_usd(interruption['added_usd'])}): "
+        f"{format_duration(interruption['lost_s'])} of work after the last checkpoint lost, "
+        f"{format_duration(interruption['restart_s'])} restarting"
+    )
