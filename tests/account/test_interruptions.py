@@ -1,4 +1,4 @@
-"""What interruptions added, from attempts and steps shaped like a real preempted run (numbers from examples/spot_train.py)."""
+"""What interruptions added, from attempts and steps shaped like a preempted run of examples/spot_train.py."""
 
 from __future__ import annotations
 
