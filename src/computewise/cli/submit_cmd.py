@@ -48,6 +48,7 @@ def submit(
     """Submit a job to an engine; print its id (or, with --dry-run, the manifest)."""
     from computewise.errors import InputError
     from computewise.scale.registry import BACKEND_NAMES, get_backend
+    from computewise.train.memory_cap import fraction_memory_cap
     from computewise.units import parse_usd
 
     if backend not in BACKEND_NAMES:
@@ -74,10 +75,18 @@ def submit(
             sys.stdout.write(manifest)
         return
     handle = get_backend(backend, address).submit(spec)
+    cap = fraction_memory_cap(spec.resources.gpus) if backend == "ray" else {}  # Ray alone packs jobs on a GPU
     if as_json:
-        sys.stdout.write(json.dumps(dataclasses.asdict(handle), indent=2) + "\n")
+        memory_cap = {"gpu_memory_fraction": spec.resources.gpus} if cap else {}
+        sys.stdout.write(json.dumps({**dataclasses.asdict(handle), **memory_cap}, indent=2) + "\n")
     else:
         sys.stdout.write(f"submitted {handle.name} to {handle.backend}: job id {handle.job_id}\n")
+        if cap:
+            sys.stdout.write(
+                f"it shares a GPU: its PyTorch memory is capped to {spec.resources.gpus:.0%} of the device "
+                f"({', '.join(f'{k}={v}' for k, v in cap.items())}; computewise.train applies it, other programs "
+                "call computewise.train.memory_cap.apply_gpu_memory_cap())\n"
+            )
 
 
 @dataclasses.dataclass(frozen=True)

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from computewise.catalog import load_catalog
 from computewise.errors import InputError, MissingExtraError, UnknownNameError
+from computewise.monitor.track import RUN_ID_ENV
 from computewise.scale.backend import BackendError, JobExit, JobHandle, JobSpec, JobStatus
 from computewise.train.memory_cap import fraction_memory_cap
 
@@ -172,6 +173,7 @@ class RayJobsBackend:
         }
         metadata = {
             "computewise_run_name": spec.name,
+            **({"computewise_run_id": spec.env[RUN_ID_ENV]} if RUN_ID_ENV in spec.env else {}),
             **({"computewise_hourly_usd": f"{spec.hourly_usd:g}"} if spec.hourly_usd is not None else {}),
             **({"computewise_accelerator": resources.accelerator} if resources.accelerator else {}),
             **{f"computewise_tag_{key}": value for key, value in spec.tags.items()},
