@@ -7,13 +7,17 @@ import os
 import signal
 import sys
 import threading
+import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 from spot_job import SPOT_STEPS, final_loss, spot_command, wait_for_steps
 
 from computewise.ledger import Ledger, PriceSnapshot
+from computewise.monitor.summary import summarize
+from computewise.report.runs import print_run_summary
 from computewise.scale.backend import JobSpec
 from computewise.scale.local import LocalBackend
 from computewise.scale.supervise import AttemptEvent, SupervisedRun, supervise
@@ -98,3 +102,11 @@ def test_a_job_that_keeps_failing_stops_after_max_restarts(tmp_path: Path) -> No
         assert run.status == "failed" and run.exit_code == 3
         assert [a.outcome for a in ledger.attempts(run.run_id)] == ["failed", "failed"]
         assert ledger.run(run.run_id).status == "failed"
+
+        # `computewise runs show` lists the attempts of a resubmitted run.
+        summary = summarize(ledger, run.run_id, time.time()).to_dict()
+        console = Console(record=True, width=120)
+        print_run_summary(summary, console)
+        text = console.export_text()
+        assert "attempts" in text and text.count("always-fails-") == 2
+        assert summary["interruption"]["interruptions"] == 1

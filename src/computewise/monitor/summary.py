@@ -2,21 +2,24 @@
 
 The summary printed when ``computewise run`` ends and the one ``computewise runs show ID`` prints
 weeks later are the same function of the same rows, priced by ``account.totals`` (the one cost
-formula) at the snapshot price taken at launch. A crashed run is summarised like any other.
+formula) at the snapshot price taken at launch. A crashed run is summarised like any other; a run
+resubmitted through ``computewise run --backend`` also lists its attempts and what interruptions added.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from computewise.account.interruptions import InterruptionCost, interruption_cost
 from computewise.account.totals import RunCost, empty_totals, price_run, run_totals
 from computewise.catalog import Catalog
 from computewise.errors import UnknownNameError
-from computewise.ledger import GpuSampleRow, Ledger, RunRow, SampleRow, StepRow
+from computewise.ledger import AttemptRow, GpuSampleRow, Ledger, RunRow, SampleRow, StepRow
 from computewise.monitor.diagnosis import (
     Finding,
     IdlePeriod,
@@ -43,6 +46,8 @@ class RunSummary:
     idle_text: str | None
     steps: dict[str, Any] | None
     series: dict[str, list[float | None]]
+    attempts: tuple[AttemptRow, ...] = ()
+    interruption: InterruptionCost | None = None
 
     def to_dict(self) -> dict[str, Any]:
         run = self.run
@@ -71,6 +76,8 @@ class RunSummary:
             "idle_text": self.idle_text,
             "steps": self.steps,
             "series": self.series,
+            "attempts": [dataclasses.asdict(attempt) for attempt in self.attempts],
+            "interruption": self.interruption.to_dict() if self.interruption is not None else None,
         }
 
 
@@ -85,6 +92,7 @@ def summarize(ledger: Ledger, run_id: int, now_s: float, catalog: Catalog | None
     usage = _usage(run, samples, steps, _gpu_memory_total(run, catalog))
     periods = idle_periods(samples, run.price.hourly_usd)
     what = "GPU" if run.gpu_count else "job"
+    attempts = tuple(ledger.attempts(run_id))
     return RunSummary(
         run=run,
         cost=cost,
@@ -96,6 +104,8 @@ def summarize(ledger: Ledger, run_id: int, now_s: float, catalog: Catalog | None
         idle_text=describe_idle(periods, what) if periods else None,
         steps=_step_stats(steps),
         series=_series(samples),
+        attempts=attempts,
+        interruption=interruption_cost(attempts, steps, run.price.hourly_usd, now_s) if attempts else None,
     )
 
 

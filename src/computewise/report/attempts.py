@@ -12,17 +12,31 @@ from rich.text import Text
 from computewise.report.terminal import print_pairs
 from computewise.units import format_duration, format_usd
 
-__all__ = ["print_supervised_run"]
+__all__ = ["interruption_line", "print_attempts", "print_supervised_run"]
 
 
 def print_supervised_run(data: dict[str, Any], console: Console) -> None:
     """``data`` is ``SupervisedRun.to_dict()``."""
     console.print()
     console.print(Text(f"run {data['run_id']} ({data['name']}) on {data['backend']}: {data['status']}", style="bold"))
+    print_attempts(data["attempts"], console)
+    interruption, cost = data["interruption"], data["cost"]
+    rows = [
+        ("billed", f"{format_duration(interruption['billed_s'])} x {format_usd(data['hourly_usd'])}/h"),
+        ("cost", format_usd(cost["cost_usd"])),
+        ("price", data["price_explanation"]),
+    ]
+    if interruption["interruptions"]:
+        rows.append(("interruptions", interruption_line(interruption)))
+    print_pairs(rows, console)
+
+
+def print_attempts(attempts: list[dict[str, Any]], console: Console) -> None:
+    """One line per submission: its engine job id, how it ended and how long it ran."""
     table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, show_edge=False)
     for column in ("attempt", "job id", "outcome", "exit", "ran"):
         table.add_column(column, justify="right" if column in ("attempt", "exit", "ran") else "left")
-    for attempt in data["attempts"]:
+    for attempt in attempts:
         ended = attempt["ended_at_s"]
         ran = format_duration(ended - attempt["started_at_s"]) if ended is not None else "-"
         exit_code = attempt["exit_code"]
@@ -34,18 +48,10 @@ def print_supervised_run(data: dict[str, Any], console: Console) -> None:
             ran,
         )
     console.print(table)
-    interruption, cost = data["interruption"], data["cost"]
-    rows = [
-        ("billed", f"{format_duration(interruption['billed_s'])} x {format_usd(data['hourly_usd'])}/h"),
-        ("cost", format_usd(cost["cost_usd"])),
-        ("price", data["price_explanation"]),
-    ]
-    if interruption["interruptions"]:
-        rows.append(("interruptions", _interruption_line(interruption)))
-    print_pairs(rows, console)
 
 
-def _interruption_line(interruption: dict[str, Any]) -> str:
+def interruption_line(interruption: dict[str, Any]) -> str:
+    """How many interruptions, and the time and money they added (``InterruptionCost.to_dict()``)."""
     count = interruption["interruptions"]
     if interruption["added_s"] is None:
         return (

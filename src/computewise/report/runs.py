@@ -16,6 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from computewise.report.accounts import at_natural_width, print_grid
+from computewise.report.attempts import interruption_line, print_attempts
 from computewise.report.html import grid_table, page, pairs_table
 from computewise.report.rows import Grid, format_kg, format_kwh
 from computewise.report.svg import PALETTE, Axis, Series, xy_chart
@@ -110,6 +111,12 @@ def print_run_summary(d: dict[str, Any], console: Console) -> None:
         console.print(Text(f"  → {finding['advice']}", style="dim"))
     if d["idle_text"]:
         console.print(Text(d["idle_text"]))
+    if d.get("attempts"):
+        console.print()
+        console.print(Text("attempts", style="bold"))
+        print_attempts(d["attempts"], console)
+        if d["interruption"]["interruptions"]:
+            console.print(Text(f"interruptions: {interruption_line(d['interruption'])}"))
     if d["run"]["error"]:
         console.print(Text(d["run"]["error"], style="red"))
 
