@@ -2,14 +2,17 @@
 
 Both servers load one artifact (all-MiniLM-L6-v2 exported by ``computewise optimize``, built here
 first unless ``--artifact`` is given) through the same ``computewise.serve.backends.load_backend``,
-so they run the same ONNX Runtime session and tokenizer; only the serving stack differs:
+so they run the same ONNX Runtime session and tokenizer, behind the same HTTP API (routes, parsing,
+validation, JSON); only the serving stack differs:
 
 - computewise: ``computewise serve ARTIFACT`` (uvicorn, the cost-aware batcher), one process.
-- Ray Serve: one replica whose ``@serve.batch(max_batch_size=32, batch_wait_timeout_s=0.01)``
-  method (Ray's documented defaults for batching) runs the model in a worker thread so the replica's
-  event loop keeps accepting requests, ``max_ongoing_requests`` raised to 64 so batches can fill
-  (Ray's default of 5 would cap them), behind Ray's HTTP proxy on 127.0.0.1. Ray runs a local
-  cluster of its own (GCS, raylet, controller, proxy): that weight is part of what is compared.
+- Ray Serve: what ``computewise serve ARTIFACT --backend ray`` deploys
+  (``computewise.scale.ray_serve.run_application``): one replica whose
+  ``@serve.batch(max_batch_size=32, batch_wait_timeout_s=0.01)`` (Ray's documented defaults for
+  batching) runs the model in a worker thread so the replica's event loop keeps accepting requests,
+  ``max_ongoing_requests`` 64 so batches can fill (Ray's default of 5 would cap them), behind Ray's
+  HTTP proxy on 127.0.0.1. Ray runs a local cluster of its own (GCS, raylet, controller, proxy):
+  that weight is part of what is compared.
 
 Each is warmed up with 20 sequential requests, then probed open-loop with single-sentence
 requests from ``examples/sentences.txt``, and ``find_max_rate`` searches the highest rate whose
@@ -39,7 +42,6 @@ from serve_batching import POLICIES, ROOT, Server, add_probe_options, export_art
 TARGET_OVER_RAY = 1.3
 RAY_MAX_BATCH = 32
 RAY_BATCH_WAIT_S = 0.01
-RAY_MAX_ONGOING = 64
 WARMUP_REQUESTS = 20
 # Ray stays on loopback, quiet, and out of the user's /tmp/ray (socket paths must stay short).
 RAY_ENV = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_AUTH_MODE": "disabled"}
@@ -67,29 +69,12 @@ def measure_computewise(artifact: Path, payloads: list[dict[str, Any]], args: ar
 
 def measure_ray(artifact: Path, payloads: list[dict[str, Any]], args: argparse.Namespace) -> dict[str, Any]:
     os.environ.update(RAY_ENV)
-    import asyncio
-
     import ray
     from ray import serve
-    from starlette.requests import Request
 
-    @serve.deployment(num_replicas=1, max_ongoing_requests=RAY_MAX_ONGOING)
-    class Embedder:
-        def __init__(self, directory: str) -> None:
-            from computewise.serve.backends import load_backend
+    from computewise.scale.ray_serve import RayServeOptions, run_application
 
-            self.backend = load_backend(directory)
-
-        @serve.batch(max_batch_size=RAY_MAX_BATCH, batch_wait_timeout_s=RAY_BATCH_WAIT_S)
-        async def embed(self, sentences: list[str]) -> list[Any]:
-            return await asyncio.to_thread(self.backend.run, sentences)
-
-        async def __call__(self, request: Request) -> dict[str, Any]:
-            body = await request.json()
-            outputs = [await self.embed(sentence) for sentence in body["inputs"]]
-            return {"outputs": outputs}
-
-    port = free_port()
+    options = RayServeOptions(max_batch_size=RAY_MAX_BATCH, batch_wait_s=RAY_BATCH_WAIT_S)
     with tempfile.TemporaryDirectory(prefix="r", dir="/tmp") as ray_tmp:
         ray.init(
             include_dashboard=False,
@@ -99,9 +84,8 @@ def measure_ray(artifact: Path, payloads: list[dict[str, Any]], args: argparse.N
             runtime_env={"env_vars": RAY_ENV},
         )
         try:
-            serve.start(http_options={"host": "127.0.0.1", "port": port})
-            serve.run(Embedder.bind(str(artifact)), name="minilm", route_prefix="/infer")
-            return probe(f"http://127.0.0.1:{port}/infer", payloads, args)
+            deployment = run_application(str(artifact), port=free_port(), options=options)
+            return probe(f"{deployment.url}/v1/models/{deployment.app_name}/infer", payloads, args)
         finally:
             serve.shutdown()
             ray.shutdown()

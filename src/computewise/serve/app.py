@@ -28,7 +28,7 @@ import math
 import secrets
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -38,14 +38,35 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from computewise.serve.backends import Backend, InvalidInput
-from computewise.serve.batcher import Batcher, ItemFailed, QueueFull, RequestTimeout
+from computewise.serve.batcher import ItemFailed, QueueFull, RequestTimeout
 from computewise.serve.metrics import CONTENT_TYPE, ServeMetrics
 
-__all__ = ["DEFAULT_MAX_BODY_BYTES", "ServeState", "create_app", "openapi_document"]
+__all__ = ["DEFAULT_MAX_BODY_BYTES", "Dispatcher", "ServeState", "create_app", "openapi_document"]
 
 DEFAULT_MAX_BODY_BYTES = 1 << 20
 _LOG = logging.getLogger(__name__)
 _OPEN_PATHS = frozenset({"/healthz", "/readyz"})  # probes must work without the token (kubelet has none)
+
+
+class Dispatcher(Protocol):
+    """Where the app sends validated items: the local ``Batcher``, or ``@serve.batch`` inside a Ray Serve replica.
+
+    One app over either keeps the routes, bodies and status codes identical whoever batches.
+    ``submit`` raises ``QueueFull`` (429), ``RequestTimeout`` (504) or ``ItemFailed`` (500 for that request).
+    """
+
+    @property
+    def queue_depth(self) -> int:
+        """Items waiting for a batch (the ``/metrics`` queue gauge)."""
+        ...
+
+    async def start(self) -> None: ...
+
+    async def submit(self, items: list[Any]) -> list[Any]: ...
+
+    async def drain(self) -> None:
+        """Stop accepting, finish what was accepted (bounded): called at shutdown."""
+        ...
 
 
 @dataclass
@@ -174,7 +195,7 @@ def _json(data: dict[str, Any]) -> bytes:
 
 def create_app(
     backend: Backend,
-    batcher: Batcher,
+    batcher: Dispatcher,
     metrics: ServeMetrics,
     token: str | None = None,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
