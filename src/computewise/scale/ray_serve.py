@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING, Any
 from computewise.errors import InputError, MissingExtraError
 from computewise.scale.backend import BackendError
 from computewise.serve.app import DEFAULT_MAX_BODY_BYTES, create_app
-from computewise.serve.backends import Backend, load_backend
+from computewise.serve.backends import Backend, load_backend, model_name
 from computewise.serve.batcher import BatchRecord, ItemFailed, QueueFull, RequestTimeout
 from computewise.serve.metrics import ServeMetrics
 from computewise.serve.server import is_loopback
@@ -311,23 +311,9 @@ class _Replica:
 
 
 def application_name(target: str) -> str:
-    """The model's name, which is also the app's: what ``load_backend`` calls it, without loading it.
-
-    Raises ``InputError`` for a target that is neither an artifact directory, an entry point nor ``echo``,
-    before anything reaches the cluster.
-    """
-    if target == "echo":
-        return "echo"
-    path = Path(target)
-    if path.is_dir():
-        return path.resolve().name
-    module_name, colon, function_name = target.partition(":")
-    if colon and module_name and function_name and not path.exists():
-        return module_name.rpartition(".")[2]
-    raise InputError(
-        f"cannot serve {target!r}: it is neither an artifact directory, package.module:function, nor 'echo'",
-        "export a model with computewise optimize MODEL --out DIR and serve DIR",
-    )
+    """The model's name, which is also the app's (``serve.backends.model_name``): known before anything
+    reaches the cluster, and an ``InputError`` for a target that cannot be served."""
+    return model_name(target)
 
 
 def _portable_target(target: str) -> str:

@@ -38,6 +38,7 @@ __all__ = [
     "EntryPointBackend",
     "InvalidInput",
     "load_backend",
+    "model_name",
 ]
 
 _DEFAULT_MAX_TOKENS = 512  # what the tokenizer truncates to when the manifest names no max_length
@@ -274,22 +275,32 @@ def _load_entry_point(spec: str, name: str) -> EntryPointBackend:
     return EntryPointBackend(spec, predict, name)
 
 
-def load_backend(target: str, name: str | None = None, threads: int | None = None) -> Backend:
-    """The backend for ``target``: an artifact directory, ``package.module:function`` or ``echo``.
-
-    ``name`` is the model's name in URLs (default: the directory name, the module name, or "echo");
-    ``threads`` the ONNX Runtime intra-op threads of an artifact (default: every usable CPU).
-    """
+def model_name(target: str) -> str:
+    """The name ``load_backend`` gives ``target`` in URLs, without loading it: the directory name, the module
+    name, or "echo". Raises ``InputError`` for a target that is none of the three."""
     if target == "echo":
-        return EchoBackend(name or "echo")
+        return "echo"
     path = Path(target)
     if path.is_dir():
-        artifact = load_artifact(path, threads)
-        return ArtifactBackend(artifact, name or path.resolve().name)
+        return path.resolve().name
     module_name, colon, function_name = target.partition(":")
     if colon and module_name and function_name and not path.exists():
-        return _load_entry_point(target, name or module_name.rpartition(".")[2])
+        return module_name.rpartition(".")[2]
     raise InputError(
         f"cannot serve {target!r}: it is neither an artifact directory, package.module:function, nor 'echo'",
         "export a model with computewise optimize MODEL --out DIR and serve DIR",
     )
+
+
+def load_backend(target: str, name: str | None = None, threads: int | None = None) -> Backend:
+    """The backend for ``target``: an artifact directory, ``package.module:function`` or ``echo``.
+
+    ``name`` is the model's name in URLs (default: ``model_name(target)``); ``threads`` the ONNX
+    Runtime intra-op threads of an artifact (default: every usable CPU).
+    """
+    name = name or model_name(target)
+    if target == "echo":
+        return EchoBackend(name)
+    if Path(target).is_dir():
+        return ArtifactBackend(load_artifact(Path(target), threads), name)
+    return _load_entry_point(target, name)
