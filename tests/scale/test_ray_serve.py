@@ -263,7 +263,7 @@ def test_misspelt_scaling_file_is_refused_before_connecting(tmp_path: Path) -> N
     ("args", "said"),
     [
         (["--backend", "ray"], "--backend ray needs the cluster's address"),
-        (["--backend", "ray", "--address", "http://127.0.0.1:8265"], "is a URL"),
+        (["--backend", "ray", "--address", "http://127.0.0.1:8265"], "is the dashboard (Jobs API) address"),
         (["--backend", "ray", "--address", "127.0.0.1:6379", "--slo-p99-ms", "50"], "apply to --backend local only"),
         (["--ray-config", "ray.json"], "apply to --backend ray only"),
         (["--backend", "kubernetes"], "--backend must be one of local, ray"),

@@ -51,18 +51,34 @@ def tune(
     tag: Annotated[
         list[str] | None, typer.Option("--tag", help="KEY=VALUE label of the tuning's ledger run (repeatable).")
     ] = None,
+    backend: Annotated[
+        str,
+        typer.Option(
+            help="Where the trials run: local (forked on this machine, successive halving) or ray (Ray Tune trials "
+            "on a cluster, stopped early by ASHA)."
+        ),
+    ] = "local",
+    address: Annotated[
+        str | None,
+        typer.Option(
+            help="--backend ray: the cluster's GCS address HOST:PORT (port 6379 by default). Default: $RAY_ADDRESS."
+        ),
+    ] = None,
     db: DbOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Find the fastest precision, micro-batch, checkpointing, compile, loader and optimizer settings by trials."""
 
     from computewise.account.tags import parse_tags
+    from computewise.errors import InputError
     from computewise.report.tune import print_tune
-    from computewise.tune.search import TuneOptions, TuneProgress, run_tune
+    from computewise.tune.search import LocalTrials, TrialExecutorFactory, TuneOptions, TuneProgress, run_tune
     from computewise.tune.space import DeviceKind
     from computewise.units import parse_bytes, parse_count, parse_duration_s, parse_usd
 
     devices: tuple[DeviceKind, ...] = ("cpu", "cuda")
+    backends = ("local", "ray")
+    chosen_backend = choice(backend, backends, "--backend")
     options = TuneOptions(
         setup_config=entry_config(config),
         space=space,
@@ -80,6 +96,13 @@ def tune(
         db=db,
         tags=parse_tags(tag or []),
     )
+    trials: TrialExecutorFactory = LocalTrials
+    if chosen_backend == "ray":
+        from computewise.scale.ray_tune import ray_tune_trials
+
+        trials = ray_tune_trials(address)  # an unreachable cluster fails now, before the setup is even built
+    elif address is not None:
+        raise InputError("--address is the Ray cluster's address, for --backend ray only", "add --backend ray")
     open_ledger(db).close()  # a wrong --db fails now, not after the trials
     stderr = Console(stderr=True)
     with progress_bar("tune", stderr, "best") as bar:
@@ -89,7 +112,7 @@ def tune(
             best = f"best: {update.best}" if update.best else ""
             bar.update(task_id, description=update.stage, completed=update.done, total=update.total, best=best)
 
-        result = run_tune(entry, options, progress)
+        result = run_tune(entry, options, progress, trials)
     data = result.to_dict()
     if as_json:
         typer.echo(json.dumps(data, indent=2))

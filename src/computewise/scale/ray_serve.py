@@ -37,7 +37,6 @@ import difflib
 import json
 import logging
 import re
-import socket
 import sys
 import time
 from collections.abc import Iterator
@@ -47,6 +46,7 @@ from typing import TYPE_CHECKING, Any
 
 from computewise.errors import InputError, MissingExtraError
 from computewise.scale.backend import BackendError
+from computewise.scale.ray_cluster import connected, gcs_address, largest_node
 from computewise.serve.app import DEFAULT_MAX_BODY_BYTES, create_app
 from computewise.serve.backends import Backend, load_backend, model_name
 from computewise.serve.batcher import BatchRecord, ItemFailed, QueueFull, RequestTimeout
@@ -70,7 +70,6 @@ __all__ = [
     "run_application",
 ]
 
-_PROBE_TIMEOUT_S = 3.0  # a wrong address fails in seconds, not after ray.init's long GCS retries
 _PREFIX_RE = re.compile(r"/|(/[A-Za-z0-9._-]+)+")
 _SCALING_KEYS = frozenset({"name", "max_ongoing_requests", "autoscaling_config"})
 _RETRY_AFTER_S = 1.0  # Retry-After of a full replica queue: @serve.batch gives no compute estimate
@@ -434,14 +433,14 @@ def deploy(
     options = options or RayServeOptions()
     _check_exposure(host, options.token, insecure)
     application = build_application(target, options)  # a bad target or scaling file fails before connecting
-    with _connected(address):
+    with connected(gcs_address(address)):
         _check_fits(address, options.replica_cpus)
         return _start_and_run(application, application_name(target), host, port, options)
 
 
 def application_status(address: str, name: str) -> str:
     """Ray Serve's status of the app (``RUNNING``, ``DEPLOYING``, ``DEPLOY_FAILED``...), ``NOT_FOUND`` if none."""
-    with _connected(address):
+    with connected(gcs_address(address)):
         from ray import serve
 
         app = serve.status().applications.get(name)
@@ -450,7 +449,7 @@ def application_status(address: str, name: str) -> str:
 
 def delete_application(address: str, name: str) -> bool:
     """Delete the app and its replicas (waits until they are gone); False when there was none of that name."""
-    with _connected(address):
+    with connected(gcs_address(address)):
         from ray import serve
 
         if name not in serve.status().applications:
@@ -473,101 +472,7 @@ def _check_exposure(host: str, token: str | None, insecure: bool) -> None:
         )
 
 
-def _split_address(address: str) -> tuple[str, int]:
-    text = address.strip()
-    hint = "pass the cluster's GCS address HOST:PORT (6379 by default; `ray status` prints it), e.g. 127.0.0.1:6379"
-    if "://" in text:
-        raise InputError(
-            f"Ray address {text!r} is a URL; Ray Serve deploys through the GCS address, not the dashboard or a client",
-            hint,
-        )
-    host, colon, port_text = text.rpartition(":")
-    if not colon or not host or not port_text.isdigit() or not 0 < int(port_text) < 65536:
-        raise InputError(f"Ray address {text!r} is not HOST:PORT", hint)
-    return host.strip("[]"), int(port_text)
-
-
-def _probe(address: str) -> None:
-    """Fail in seconds when nothing listens at the GCS address (``ray.init`` would retry for a minute)."""
-    host, port = _split_address(address)
-    try:
-        with socket.create_connection((host, port), timeout=_PROBE_TIMEOUT_S):
-            pass
-    except OSError as error:
-        raise BackendError(
-            f"no Ray cluster reachable at {address} ({error.strerror or error})",
-            "start one (`ray start --head --node-ip-address=127.0.0.1`) or pass its GCS address, "
-            "e.g. --address 127.0.0.1:6379",
-        ) from None
-
-
-@contextlib.contextmanager
-def _connected(address: str) -> Iterator[None]:
-    """A driver connection to the cluster for the duration; the cluster and its apps outlive it."""
-    _split_address(address)
-    _require_ray()
-    import ray
-
-    if ray.is_initialized():
-        current = _connected_address()
-        if current != address.strip():
-            raise BackendError(
-                f"this process is already connected to the Ray cluster at {current}, not {address}",
-                "pass the same address, or call ray.shutdown() first",
-            )
-        yield
-        return
-    _probe(address)
-    try:
-        with _loopback_driver(address):
-            ray.init(address=address.strip(), logging_level=logging.WARNING, log_to_driver=False)
-    except Exception as error:  # ConnectionError, RuntimeError, TimeoutError: a port that is not a GCS
-        raise BackendError(
-            f"cannot connect to the Ray cluster at {address}: {_cause(error)}",
-            "pass the GCS address HOST:PORT that `ray status` prints (not the dashboard port)",
-        ) from error
-    try:
-        yield
-    finally:
-        ray.shutdown()
-
-
-@contextlib.contextmanager
-def _loopback_driver(address: str) -> Iterator[None]:
-    """Connect over loopback to a cluster that listens on loopback only.
-
-    Ray rewrites a ``127.0.0.1`` address to this machine's outward IP before connecting, and then retries
-    for ever against a GCS started with ``--node-ip-address=127.0.0.1`` (the safe way to run a private
-    cluster). When that IP does not answer on the GCS port but loopback does, Ray's own switch for
-    this (what ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0`` sets at import) is turned off while connecting.
-    """
-    from ray._private import ray_constants, services
-
-    host, port = _split_address(address)
-    if not is_loopback(host) or not ray_constants.ENABLE_RAY_CLUSTER:
-        yield
-        return
-    outward_ip = str(services.get_node_ip_address())  # type: ignore[no-untyped-call]
-    if is_loopback(outward_ip) or _accepts(outward_ip, port):
-        yield
-        return
-    ray_constants.ENABLE_RAY_CLUSTER = False
-    try:
-        yield
-    finally:
-        ray_constants.ENABLE_RAY_CLUSTER = True
-
-
-def _accepts(host: str, port: int) -> bool:
-    try:
-        with socket.create_connection((host, port), timeout=_PROBE_TIMEOUT_S):
-            return True
-    except OSError:
-        return False
-
-
 def _connected_address() -> str:
-    _require_ray()
     import ray
 
     return str(ray.get_runtime_context().gcs_address)
@@ -575,11 +480,7 @@ def _connected_address() -> str:
 
 def _check_fits(address: str, replica_cpus: float) -> None:
     """Refuse a replica that no alive node can hold: Serve would otherwise wait for it forever."""
-    _require_ray()
-    import ray
-
-    nodes: list[dict[str, Any]] = ray.nodes()  # type: ignore[no-untyped-call]
-    largest = max((float(node["Resources"].get("CPU", 0.0)) for node in nodes if node.get("Alive")), default=0.0)
+    largest = largest_node("CPU")
     if replica_cpus > largest + 1e-9:
         raise BackendError(
             f"a replica asks for {replica_cpus:g} CPU(s) but the largest node of the cluster at {address} "

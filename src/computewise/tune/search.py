@@ -7,7 +7,8 @@ The order of work, cheapest knowledge first:
    removed or refused (``space``).
 3. **Prune** what cannot fit, and checkpointing where the same settings fit without it (``prune``).
 4. **Successive halving** over the eager configurations (``halving``), each trial in its own
-   process (``trial``).
+   process (``trial``). Where the trials run is a ``TrialExecutor``: ``LocalTrials`` forks them on
+   this machine; ``scale.ray_tune`` runs them as Ray Tune trials that ASHA stops early.
 5. **Compilation last**: ``torch.compile`` costs seconds to minutes per configuration before its
    first step (a CPU compiles C++), more than the short trials themselves; so the halving runs
    eager and compilation is tried on its finalists only, at the top rung's length. This assumes
@@ -31,10 +32,10 @@ import socket
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from computewise.catalog import Catalog, load_catalog
 from computewise.errors import ComputewiseError, InputError
@@ -61,7 +62,20 @@ from computewise.tune.savings import break_even_hours, mfu, plan_saving, speedup
 from computewise.tune.space import DeviceKind, SearchSpace, default_space, parse_space
 from computewise.tune.trial import TrialResult, TrialRunner
 
-__all__ = ["Stage", "TrialRecord", "TuneError", "TuneOptions", "TuneProgress", "TuneResult", "run_tune"]
+__all__ = [
+    "HalvingObserver",
+    "LocalTrials",
+    "Stage",
+    "TrialExecutor",
+    "TrialExecutorFactory",
+    "TrialRecord",
+    "TrialSettings",
+    "TuneError",
+    "TuneOptions",
+    "TuneProgress",
+    "TuneResult",
+    "run_tune",
+]
 
 Stage = Literal["halving", "compile", "baseline", "largest-batch"]
 ProgressCallback = Callable[["TuneProgress"], None]
@@ -111,6 +125,99 @@ class TuneOptions:
             raise InputError("--trial-timeout must be positive", "e.g. --trial-timeout 10m")
         if self.threads is not None and self.threads < 1:
             raise InputError(f"--threads must be >= 1, got {self.threads}", "e.g. --threads 4")
+
+
+@dataclass(frozen=True)
+class TrialSettings:
+    """What every trial of one search shares: a ``TrialExecutor`` builds its trial runners from it."""
+
+    entry: str
+    setup_config: dict[str, Any]
+    device: DeviceKind
+    threads: int
+    timeout_s: float
+    warmup_steps: int
+    log_dir: Path | None
+
+    def runner(self) -> TrialRunner:
+        """A ``TrialRunner`` (one trial server, a forked process per trial) with these settings."""
+        return TrialRunner(
+            self.entry,
+            self.setup_config,
+            self.device,
+            self.threads,
+            timeout_s=self.timeout_s,
+            warmup_steps=self.warmup_steps,
+            log_dir=self.log_dir,
+        )
+
+
+@dataclass(frozen=True)
+class HalvingObserver:
+    """How an executor tells the search about its halving trials.
+
+    ``starting(candidate, rung)`` before a trial (for the progress bar); ``measured(candidate, rung,
+    result)`` after it, which records the trial and returns its score (the median step time, None
+    when it failed), the value successive halving ranks by.
+    """
+
+    starting: Callable[[int, Rung], None]
+    measured: Callable[[int, Rung, TrialResult], float | None]
+
+
+class TrialExecutor(Protocol):
+    """Where the trials of a search run: forked on this machine (``LocalTrials``) or on an engine's workers."""
+
+    def run(self, config: TrainConfig, steps: int) -> TrialResult:
+        """One trial of ``steps`` measured steps: compile finalists and the references."""
+        ...
+
+    def halving(
+        self, configs: Sequence[TrainConfig], rungs: tuple[Rung, ...], eta: int, observer: HalvingObserver
+    ) -> HalvingOutcome:
+        """Measure ``configs`` over ``rungs``, stopping the slow ones early; every trial goes through ``observer``."""
+        ...
+
+    def describe(self) -> dict[str, Any]:
+        """Where and how the trials ran, for the JSON result (``search.backend``)."""
+        ...
+
+    def notes(self) -> list[str]:
+        """What the user should know about how the trials ran (shown with the search's notes)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+TrialExecutorFactory = Callable[[TrialSettings], TrialExecutor]
+
+
+class LocalTrials:
+    """Trials forked on this machine through one ``TrialRunner``; the halving is ``successive_halving``."""
+
+    def __init__(self, settings: TrialSettings) -> None:
+        self.runner = settings.runner()
+
+    def run(self, config: TrainConfig, steps: int) -> TrialResult:
+        return self.runner.run(config, steps)
+
+    def halving(
+        self, configs: Sequence[TrainConfig], rungs: tuple[Rung, ...], eta: int, observer: HalvingObserver
+    ) -> HalvingOutcome:
+        def evaluate(index: int, rung: Rung) -> float | None:
+            observer.starting(index, rung)
+            return observer.measured(index, rung, self.runner.run(configs[index], rung.steps))
+
+        return successive_halving(len(configs), rungs, evaluate)
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": "local", "scheduler": "successive halving"}
+
+    def notes(self) -> list[str]:
+        return []
+
+    def close(self) -> None:
+        self.runner.close()
 
 
 @dataclass(frozen=True)
@@ -177,6 +284,7 @@ class TuneResult:
     wall_s: float
     ledger_run_id: int | None
     notes: tuple[str, ...]
+    backend: dict[str, Any] = field(default_factory=lambda: {"name": "local", "scheduler": "successive halving"})
 
     @property
     def top_steps(self) -> int:
@@ -270,6 +378,7 @@ class TuneResult:
                 "warmup_steps": options.warmup_steps,
                 "compile_finalists": options.compile_finalists,
                 "staged_compile": any(record.stage == "compile" for record in self.trials),
+                "backend": self.backend,
             },
             "pruned": [
                 {
@@ -309,8 +418,13 @@ class TuneResult:
         }
 
 
-def run_tune(entry: str, options: TuneOptions, progress: ProgressCallback | None = None) -> TuneResult:
-    """Search ``entry``'s configurations (the order of work is in the module docstring)."""
+def run_tune(
+    entry: str,
+    options: TuneOptions,
+    progress: ProgressCallback | None = None,
+    trials: TrialExecutorFactory = LocalTrials,
+) -> TuneResult:
+    """Search ``entry``'s configurations (the order of work is in the module docstring); ``trials`` runs them."""
     import torch
 
     started_s, started_perf = time.time(), time.perf_counter()
@@ -334,7 +448,7 @@ def run_tune(entry: str, options: TuneOptions, progress: ProgressCallback | None
     price = resolve_price(catalog, PriceRequest(hourly_usd=options.hourly_usd), _detected(hardware, device))
     threads = options.threads or torch.get_num_threads()
 
-    search = _Search(entry, options, device, threads, profile, pruning, capacity, assumptions, progress)
+    search = _Search(entry, options, device, threads, profile, pruning, capacity, assumptions, progress, trials)
     ledger, run_id = _start_run(options, entry, price, hardware, device, started_s)
     try:
         search.run()
@@ -362,6 +476,7 @@ def run_tune(entry: str, options: TuneOptions, progress: ProgressCallback | None
         wall_s=time.perf_counter() - started_perf,
         ledger_run_id=run_id,
         notes=(*space.notes, *profile.notes, *search.notes),
+        backend=search.backend,
     )
     if options.out is not None:
         best = result.to_dict()["best"]
@@ -384,10 +499,12 @@ class _Search:
         capacity: Capacity,
         assumptions: Assumptions,
         progress: ProgressCallback | None,
+        trials: TrialExecutorFactory = LocalTrials,
     ) -> None:
         self.entry, self.options, self.device, self.threads = entry, options, device, threads
         self.profile, self.pruning, self.capacity = profile, pruning, capacity
-        self.assumptions, self.progress = assumptions, progress
+        self.assumptions, self.progress, self.trials = assumptions, progress, trials
+        self.backend: dict[str, Any] = {}
         self.space_configs = {config for config, _ in pruning.kept}
         self.records: list[TrialRecord] = []
         self.notes: list[str] = []
@@ -417,7 +534,7 @@ class _Search:
         """All the trials; temporary logs are deleted after a success and kept (and named) after a failure."""
         log_dir = self.options.log_dir or Path(tempfile.mkdtemp(prefix="computewise-tune-"))
         log_dir.mkdir(parents=True, exist_ok=True)
-        runner = TrialRunner(
+        settings = TrialSettings(
             self.entry,
             self.options.setup_config,
             self.device,
@@ -426,7 +543,8 @@ class _Search:
             warmup_steps=self.options.warmup_steps,
             log_dir=log_dir,
         )
-        with runner:
+        runner = self.trials(settings)
+        try:
             outcome = self._halving(runner)
             self._compile_finalists(runner, outcome)
             if self._best is None:
@@ -436,19 +554,28 @@ class _Search:
                 )
             self.baseline = self._reference(runner, self._naive(), "baseline")
             self.largest_batch = self._largest_batch(runner)
+        finally:
+            runner.close()
+        self.backend = runner.describe()
+        self.notes.extend(runner.notes())
         if self.options.log_dir is None:
             shutil.rmtree(log_dir, ignore_errors=True)
 
-    def _halving(self, runner: TrialRunner) -> HalvingOutcome:
-        def evaluate(index: int, rung: Rung) -> float | None:
+    def _halving(self, runner: TrialExecutor) -> HalvingOutcome:
+        def starting(index: int, rung: Rung) -> None:
+            self.stage_text = f"rung {rung.index + 1}/{len(self.rungs)} ({rung.steps} steps)"
+            self._report(self.candidates[index][0].describe())
+
+        def measured(index: int, rung: Rung, result: TrialResult) -> float | None:
             self.stage_text = f"rung {rung.index + 1}/{len(self.rungs)} ({rung.steps} steps)"
             config, estimate = self.candidates[index]
-            record = self._trial(runner, config, estimate, "halving", rung.index, rung.steps)
+            record = self._record(config, estimate, "halving", rung.index, rung.steps, result)
             return record.result.median_step_s if record.ok else None
 
-        return successive_halving(len(self.candidates), self.rungs, evaluate)
+        configs = [config for config, _ in self.candidates]
+        return runner.halving(configs, self.rungs, self.options.eta, HalvingObserver(starting, measured))
 
-    def _compile_finalists(self, runner: TrialRunner, outcome: HalvingOutcome) -> None:
+    def _compile_finalists(self, runner: TrialExecutor, outcome: HalvingOutcome) -> None:
         if not self.staged_compile:
             return
         self.stage_text = f"compile ({self.top_steps} steps)"
@@ -459,7 +586,7 @@ class _Search:
 
     def _trial(
         self,
-        runner: TrialRunner,
+        runner: TrialExecutor,
         config: TrainConfig,
         estimate: MemoryEstimate,
         stage: Stage,
@@ -467,7 +594,17 @@ class _Search:
         steps: int,
     ) -> TrialRecord:
         self._report(config.describe())
-        result = runner.run(config, steps)
+        return self._record(config, estimate, stage, rung, steps, runner.run(config, steps))
+
+    def _record(
+        self,
+        config: TrainConfig,
+        estimate: MemoryEstimate,
+        stage: Stage,
+        rung: int | None,
+        steps: int,
+        result: TrialResult,
+    ) -> TrialRecord:
         record = TrialRecord(len(self.records) + 1, stage, rung, steps, config, estimate, result)
         self.records.append(record)
         if record.ok and record.config in self.space_configs and _rank(record) < _rank(self._best):
@@ -494,7 +631,7 @@ class _Search:
                 return record
         return None
 
-    def _reference(self, runner: TrialRunner, config: TrainConfig | None, stage: Stage) -> TrialRecord | None:
+    def _reference(self, runner: TrialExecutor, config: TrainConfig | None, stage: Stage) -> TrialRecord | None:
         if config is None:
             return None
         found = self._top_record(config)
@@ -517,7 +654,7 @@ class _Search:
         self.notes.append("no naive baseline: FP32 without checkpointing does not fit at any micro-batch")
         return None
 
-    def _largest_batch(self, runner: TrialRunner) -> TrialRecord | None:
+    def _largest_batch(self, runner: TrialExecutor) -> TrialRecord | None:
         """The best configuration at the largest micro-batch that fits (Lightning's and Accelerate's rule)."""
         largest = max(config.micro_batch_size or self.profile.global_batch_size for config, _ in self.pruning.kept)
         measured = [
