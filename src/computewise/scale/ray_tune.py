@@ -249,7 +249,7 @@ class RayTuneTrials:
             self._connection.close()
             raise
         # Trials side by side on one node's CPUs share its cores, caches and memory bandwidth and slow each
-        # other unevenly (docs/SCALE_RAY_TUNE.md has the measurement), which would rank configurations by
+        # other unevenly (docs/SCALE.md has the measurement), which would rank configurations by
         # their neighbours: by default one CPU trial per node at a time, one per GPU for GPU trials.
         slots = sum(int(node.get("GPU", 0.0)) for node in fitting) if settings.device == "cuda" else len(fitting)
         self.concurrent_trials = max_concurrent_trials or max(1, slots)
