@@ -54,7 +54,17 @@ GPT2_124M: dict[str, Any] = {
     "global_batch": 512,
     "lr": 6e-4,
 }
-PRESETS: dict[str, dict[str, Any]] = {"tiny": {}, "gpt2_124m": GPT2_124M}
+# The smallest that still trains: what the tuner's tests search over, in seconds per trial.
+SMOKE: dict[str, Any] = {
+    "n_layer": 1,
+    "n_head": 2,
+    "n_embd": 32,
+    "block_size": 16,
+    "vocab_size": 64,
+    "samples": 64,
+    "global_batch": 8,
+}
+PRESETS: dict[str, dict[str, Any]] = {"tiny": {}, "smoke": SMOKE, "gpt2_124m": GPT2_124M}
 EVAL_CHUNK = 8
 
 

@@ -20,9 +20,7 @@ pytestmark = pytest.mark.torch
 
 ROOT = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, "-m", "computewise.cli.app", "tune"]
-TINY_GPT = (
-    '{"n_layer": 1, "n_head": 2, "n_embd": 32, "block_size": 16, "vocab_size": 64, "samples": 64, "global_batch": 8}'
-)
+TINY_GPT = '{"preset": "smoke"}'  # examples/tiny_gpt.py: the smallest model that still trains
 
 
 def tune(*args: str, db: Path, timeout: float = 300) -> subprocess.CompletedProcess[str]:

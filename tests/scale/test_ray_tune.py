@@ -32,15 +32,7 @@ pytestmark = pytest.mark.xdist_group("ray")
 ROOT = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, "-m", "computewise.cli.app"]
 _QUIET_ENV = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_AUTH_MODE": "disabled"}
-TINY_GPT = {
-    "n_layer": 1,
-    "n_head": 2,
-    "n_embd": 32,
-    "block_size": 16,
-    "vocab_size": 64,
-    "samples": 64,
-    "global_batch": 8,
-}
+TINY_GPT = {"preset": "smoke"}  # examples/tiny_gpt.py: the smallest model that still trains
 # A learning curve per rate: the higher the rate, the better at every iteration, so the best is known
 # (0.8) and ASHA, seeing the rates best first, stops the slower ones at their first rungs.
 CURVES = textwrap.dedent(
