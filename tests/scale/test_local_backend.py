@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from computewise.errors import InputError
 from computewise.scale.backend import Backend, BackendError, JobHandle, JobSpec, JobStatus
 from computewise.scale.local import LocalBackend
 
@@ -84,3 +85,19 @@ def test_unknown_job_and_missing_program(tmp_path: Path) -> None:
     handle = backend.submit(JobSpec(name="missing", command=("/no/such/program",)))
     assert wait_for(backend, handle, {"failed", "succeeded"}) == "failed"
     assert "No such file" in backend.logs(handle)
+
+
+def test_several_processes_run_under_torchrun(tmp_path: Path) -> None:
+    pytest.importorskip("torch", reason="torchrun comes with torch: pip install 'computewise[torch]'")
+    out = tmp_path / "ranks"
+    out.mkdir()
+    code = "import os, sys; open(os.path.join(sys.argv[1], os.environ['RANK']), 'w').write(os.environ['WORLD_SIZE'])"
+    backend = LocalBackend(tmp_path / "jobs")
+    handle = backend.submit(JobSpec(name="two-ranks", command=(sys.executable, "-c", code, str(out)), processes=2))
+    assert wait_for(backend, handle, {"succeeded", "failed"}, timeout_s=60) == "succeeded", backend.logs(handle)
+    assert {path.name: path.read_text() for path in out.iterdir()} == {"0": "2", "1": "2"}
+
+
+def test_zero_processes_is_refused() -> None:
+    with pytest.raises(InputError, match="processes must be >= 1"):
+        JobSpec(name="none", command=("true",), processes=0)

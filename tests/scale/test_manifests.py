@@ -5,6 +5,7 @@ COMPUTEWISE_UPDATE_GOLDEN=1 rewrites the golden files from the current output (r
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import subprocess
@@ -87,6 +88,15 @@ def test_kubernetes_job_treats_exit_75_and_disruption_as_restarts() -> None:
     rules = spec["podFailurePolicy"]["rules"]
     assert rules[0]["onExitCodes"]["values"] == [75] and rules[0]["action"] == "Ignore"
     assert rules[1] == {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]}
+
+
+def test_several_processes_run_under_torchrun_in_every_manifest() -> None:
+    spec = dataclasses.replace(TRAIN, processes=4)
+    torchrun = "python -m torch.distributed.run --standalone --nproc-per-node=4 --no-python"
+    container = job_manifest(spec)["spec"]["template"]["spec"]["containers"][0]  # type: ignore[index]
+    assert " ".join(container["command"]).startswith(torchrun)
+    assert f"srun {torchrun} " in render_sbatch(spec)
+    assert torchrun in render_task(dataclasses.replace(spec, checkpoint_uri="s3://bucket/ckpt"))
 
 
 def test_kubernetes_refuses_a_fraction_of_a_gpu() -> None:

@@ -59,6 +59,7 @@ def run(
     gpus: Annotated[float, typer.Option(help="GPUs for --backend: a count, or a fraction below 1 (ray).")] = 0,
     accelerator: Annotated[str | None, typer.Option(help="Catalog accelerator for --backend, e.g. h100.")] = None,
     cpus: Annotated[float, typer.Option(help="CPU cores for --backend.")] = 1,
+    nproc: Annotated[int, typer.Option(min=1, help="For --backend: processes on one node under torchrun.")] = 1,
     memory: Annotated[str | None, typer.Option(help="Memory for --backend: 32GB, 64GiB.")] = None,
     checkpoint_uri: Annotated[
         str | None, typer.Option(help="For --backend: checkpoint storage that survives the node (a shared path).")
@@ -96,7 +97,7 @@ def run(
                 address=address,
                 name=name,
                 command=command,
-                resources=JobResources(gpus, accelerator, cpus, memory),
+                resources=JobResources(gpus, accelerator, cpus, memory, nproc),
                 tags=tag,
                 checkpoint_uri=checkpoint_uri,
                 max_restarts=max_restarts,

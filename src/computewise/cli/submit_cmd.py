@@ -30,6 +30,7 @@ def submit(
     gpus: Annotated[float, typer.Option(help="GPUs: a count, or a fraction below 1 to share one (ray).")] = 0,
     accelerator: Annotated[str | None, typer.Option(help="Catalog accelerator, e.g. h100, a100-80gb.")] = None,
     cpus: Annotated[float, typer.Option(help="CPU cores.")] = 1,
+    nproc: Annotated[int, typer.Option(min=1, help="Processes on one node under torchrun (DDP/FSDP); 1: plain.")] = 1,
     memory: Annotated[str | None, typer.Option(help="Memory: 32GB, 64GiB.")] = None,
     checkpoint_uri: Annotated[
         str | None, typer.Option(help="Checkpoint storage that survives the node: a shared path or a bucket URL.")
@@ -60,7 +61,7 @@ def submit(
     spec = job_spec(
         name,
         command,
-        JobResources(gpus, accelerator, cpus, memory),
+        JobResources(gpus, accelerator, cpus, memory, nproc),
         tag,
         checkpoint_uri=checkpoint_uri,
         image=image,
@@ -97,6 +98,7 @@ class JobResources:
     accelerator: str | None
     cpus: float
     memory: str | None
+    processes: int = 1
 
 
 def job_spec(
@@ -129,6 +131,7 @@ def job_spec(
         image=image,
         hourly_usd=hourly_usd,
         max_restarts=max_restarts,
+        processes=resources.processes,
     )
 
 

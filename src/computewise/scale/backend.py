@@ -88,15 +88,32 @@ class JobSpec:
     image: str | None = None
     hourly_usd: float | None = None
     max_restarts: int = 3
+    processes: int = 1
 
     def __post_init__(self) -> None:
         validate_name(self.name)
+        if self.processes < 1:
+            raise InputError(f"processes must be >= 1, got {self.processes}", "e.g. --nproc 2 for two processes")
         if not self.command:
             raise InputError("the job has no command", "put the command after `--`, e.g. -- python train.py")
         if self.max_restarts < 0:
             raise InputError(f"max_restarts must be >= 0, got {self.max_restarts}", "use 0 to never restart")
         if self.hourly_usd is not None and self.hourly_usd < 0:
             raise InputError(f"hourly price must be >= 0, got {self.hourly_usd}", "give the price in USD per hour")
+
+    def launch(self, command: tuple[str, ...] | None = None, python: str = "python") -> tuple[str, ...]:
+        """``command`` (default: the job's) as one process, or under torchrun as ``processes`` on one node
+        (``--no-python``: the command runs as given, so ``python train.py`` and a console script both work).
+
+        ``python`` is the interpreter that runs torchrun on the node: this one's for a local job.
+        """
+        command = self.command if command is None else command
+        if self.processes == 1:
+            return command
+        return (
+            python, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={self.processes}",
+            "--no-python", *command,
+        )  # fmt: skip
 
     @property
     def effective_resume_command(self) -> tuple[str, ...]:

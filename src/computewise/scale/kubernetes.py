@@ -80,7 +80,7 @@ def job_manifest(spec: JobSpec, namespace: str = "default") -> dict[str, YamlVal
     container: dict[str, YamlValue] = {
         "name": CONTAINER_NAME,
         "image": spec.image,
-        "command": list(spec.effective_resume_command),
+        "command": list(spec.launch(spec.effective_resume_command)),
         "env": [{"name": key, "value": value} for key, value in env.items()],
         "resources": {"requests": requests, "limits": limits} if limits else {"requests": requests},
     }

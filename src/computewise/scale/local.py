@@ -1,4 +1,5 @@
-"""The default backend: the job as a detached child process on this machine, its output in a log file.
+"""The default backend: the job as a detached child process on this machine (torchrun for several), its output
+in a log file.
 
 Small on purpose: it is what a single machine needs and what tests and ``--dry-run`` users compare
 the other engines against. A job lives in ``STATE_DIR/<job id>/``: ``log`` (stdout and stderr),
@@ -62,11 +63,12 @@ class LocalBackend:
         env = {**os.environ, "COMPUTEWISE_RUN_NAME": spec.name, **spec.env}
         if spec.checkpoint_uri is not None:
             env["COMPUTEWISE_CHECKPOINT_URI"] = spec.checkpoint_uri
-        (job_dir / "command").write_text(shlex.join(spec.command) + "\n", encoding="utf-8")
+        command = spec.launch(python=sys.executable)
+        (job_dir / "command").write_text(shlex.join(command) + "\n", encoding="utf-8")
         with open(job_dir / "log", "ab") as log:
             try:
                 child = subprocess.Popen(
-                    [sys.executable, "-c", _WRAPPER, str(job_dir / "exit_code"), *spec.command],
+                    [sys.executable, "-c", _WRAPPER, str(job_dir / "exit_code"), *command],
                     stdin=subprocess.DEVNULL,
                     stdout=log,
                     stderr=subprocess.STDOUT,

@@ -181,7 +181,7 @@ class RayJobsBackend:
         submission_id = f"{spec.name}-{secrets.token_hex(_SUBMISSION_SUFFIX_HEX_CHARS // 2)}"
         try:
             job_id = self._client.submit_job(
-                entrypoint=shlex.join(spec.command),
+                entrypoint=shlex.join(spec.launch()),
                 submission_id=submission_id,
                 runtime_env={"env_vars": env},
                 metadata=metadata,

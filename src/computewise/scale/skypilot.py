@@ -57,7 +57,7 @@ def render_task(spec: JobSpec) -> str:
     task["envs"] = envs
     if spec.tags:
         resources["labels"] = dict(sorted(spec.tags.items()))
-    command = shlex.join(spec.effective_resume_command)
+    command = shlex.join(spec.launch(spec.effective_resume_command))
     task["run"] = (
         f"{command}\ncode=$?\n"
         f'if [ "$code" -eq {PREEMPTED_EXIT_CODE} ]; then echo "computewise: preempted, checkpoint saved" >&2; fi\n'

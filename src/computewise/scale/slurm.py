@@ -83,13 +83,13 @@ def render_sbatch(spec: JobSpec) -> str:
     if spec.resume_command is not None and spec.resume_command != spec.command:
         step = [
             'if [ "${SLURM_RESTART_COUNT:-0}" -gt 0 ]; then',
-            f"  srun {shlex.join(spec.resume_command)} &",
+            f"  srun {shlex.join(spec.launch(spec.resume_command))} &",
             "else",
-            f"  srun {shlex.join(spec.command)} &",
+            f"  srun {shlex.join(spec.launch())} &",
             "fi",
         ]
     else:
-        step = [f"srun {shlex.join(spec.command)} &"]
+        step = [f"srun {shlex.join(spec.launch())} &"]
     lines += [
         "",
         "# Forward the warning (USR1) and preemption (TERM) signals to the step: it saves and exits 75.",
