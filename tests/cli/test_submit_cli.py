@@ -80,3 +80,32 @@ def test_refusals_exit_2_with_a_fix(tmp_path: Path) -> None:
         assert done.returncode == 2, (args, done.stdout, done.stderr)
         assert expected in done.stderr, (args, done.stderr)
         assert "To fix:" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_plan_file_sets_the_gpus_the_accelerator_the_processes_and_the_price(tmp_path: Path) -> None:
+    planned = subprocess.run(
+        [sys.executable, "-m", "computewise.cli.app", "plan", "train", "--model", "llama-3-8b", "--tokens", "1B",
+         "--deadline", "7d", "--max-gpus", "8", "--json"],
+        capture_output=True, text=True, timeout=120, check=False,
+        env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+    )  # fmt: skip
+    assert planned.returncode == 0, planned.stderr
+    plan_file = tmp_path / "plan.json"
+    plan_file.write_text(planned.stdout, encoding="utf-8")
+    best = json.loads(planned.stdout)["recommended"]
+    done = submit(
+        "--backend", "ray", "--name", "ft", "--plan", str(plan_file), "--dry-run", "--json", "--", "python", "t.py"
+    )
+    assert done.returncode == 0, done.stderr
+    job = json.loads(json.loads(done.stdout)["manifest"])
+    assert job["resources"]["gpus"] == best["gpus"] and job["resources"]["accelerator"] == best["accelerator"]
+    assert job["processes"] == best["gpus"]
+    assert job["hourly_usd"] == best["cost"]["usd_per_hour"]
+    assert f"from {plan_file}: {best['gpus']} x {best['accelerator']}" in done.stderr
+
+    clash = submit("--name", "ft", "--plan", str(plan_file), "--gpus", "2", "--dry-run", "--", "python", "t.py")
+    assert clash.returncode == 2 and "--plan sets --gpus already" in clash.stderr
+    not_a_plan = tmp_path / "other.json"
+    not_a_plan.write_text('{"recommended": null}', encoding="utf-8")
+    refused = submit("--name", "ft", "--plan", str(not_a_plan), "--dry-run", "--", "python", "t.py")
+    assert refused.returncode == 2 and "has no recommended option" in refused.stderr

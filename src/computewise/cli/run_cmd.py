@@ -60,6 +60,9 @@ def run(
     accelerator: Annotated[str | None, typer.Option(help="Catalog accelerator for --backend, e.g. h100.")] = None,
     cpus: Annotated[float, typer.Option(help="CPU cores for --backend.")] = 1,
     nproc: Annotated[int, typer.Option(min=1, help="For --backend: processes on one node under torchrun.")] = 1,
+    plan: Annotated[
+        Path | None, typer.Option(help="For --backend: GPUs, accelerator, processes and price from a plan's JSON.")
+    ] = None,
     memory: Annotated[str | None, typer.Option(help="Memory for --backend: 32GB, 64GiB.")] = None,
     checkpoint_uri: Annotated[
         str | None, typer.Option(help="For --backend: checkpoint storage that survives the node (a shared path).")
@@ -98,6 +101,7 @@ def run(
                 name=name,
                 command=command,
                 resources=JobResources(gpus, accelerator, cpus, memory, nproc),
+                plan=plan,
                 tags=tag,
                 checkpoint_uri=checkpoint_uri,
                 max_restarts=max_restarts,

@@ -8,16 +8,18 @@ interruptions cost. The exit code is the job's last one (0 once it succeeded).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 import typer
 from rich.console import Console
 from rich.text import Text
 
 from computewise.cli.common import PriceFlags, open_ledger
-from computewise.cli.submit_cmd import JobResources, job_spec
+from computewise.cli.submit_cmd import JobResources, job_spec, with_plan
 
 _SUPERVISABLE = ("local", "ray")
 # A failure with no exit code (the engine lost the job) still exits non-zero.
@@ -33,6 +35,7 @@ class BackendRun:
     name: str | None
     command: list[str]
     resources: JobResources
+    plan: Path | None
     tags: list[str] | None
     checkpoint_uri: str | None
     max_restarts: int
@@ -58,10 +61,13 @@ def run_on_backend(request: BackendRun, price_flags: PriceFlags, db: str | None,
             "`computewise submit --backend kubernetes|slurm --dry-run` and submit it there",
         )
     name = request.name or sanitize_name(_script_name(request.command)) or "job"
+    resources, planned_usd = with_plan(request.plan, request.resources)
+    if planned_usd is not None and price_flags.hourly_usd is None and price_flags.instance is None:
+        price_flags = dataclasses.replace(price_flags, hourly_usd=str(planned_usd))
     spec = job_spec(
         name,
         request.command,
-        request.resources,
+        resources,
         request.tags,
         checkpoint_uri=request.checkpoint_uri,
         max_restarts=request.max_restarts,
@@ -112,8 +118,6 @@ def run_on_backend(request: BackendRun, price_flags: PriceFlags, db: str | None,
 
 def _script_name(command: list[str]) -> str:
     """The script a command runs (``python train.py`` -> ``train``), else the program's name."""
-    from pathlib import Path
-
     scripts = [arg for arg in command if arg.endswith(".py")]
     return Path(scripts[0] if scripts else command[0]).stem if command else ""
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -31,6 +32,10 @@ def submit(
     accelerator: Annotated[str | None, typer.Option(help="Catalog accelerator, e.g. h100, a100-80gb.")] = None,
     cpus: Annotated[float, typer.Option(help="CPU cores.")] = 1,
     nproc: Annotated[int, typer.Option(min=1, help="Processes on one node under torchrun (DDP/FSDP); 1: plain.")] = 1,
+    plan: Annotated[
+        Path | None,
+        typer.Option(help="Take GPUs, accelerator, processes and price from `computewise plan train --json`."),
+    ] = None,
     memory: Annotated[str | None, typer.Option(help="Memory: 32GB, 64GiB.")] = None,
     checkpoint_uri: Annotated[
         str | None, typer.Option(help="Checkpoint storage that survives the node: a shared path or a bucket URL.")
@@ -58,14 +63,15 @@ def submit(
         )
     if not name:
         raise InputError("--name is required", "give a stable run name, e.g. --name llama-ft-7b")
+    resources, planned_usd = with_plan(plan, JobResources(gpus, accelerator, cpus, memory, nproc))
     spec = job_spec(
         name,
         command,
-        JobResources(gpus, accelerator, cpus, memory, nproc),
+        resources,
         tag,
         checkpoint_uri=checkpoint_uri,
         image=image,
-        hourly_usd=parse_usd(hourly_usd, "--hourly-usd") if hourly_usd is not None else None,
+        hourly_usd=parse_usd(hourly_usd, "--hourly-usd") if hourly_usd is not None else planned_usd,
         max_restarts=max_restarts,
     )
     if dry_run:
@@ -99,6 +105,37 @@ class JobResources:
     cpus: float
     memory: str | None
     processes: int = 1
+
+
+def with_plan(plan: Path | None, resources: JobResources) -> tuple[JobResources, float | None]:
+    """The resources the plan file's recommended option asks for, and its hourly price; as given without one."""
+    if plan is None:
+        return resources, None
+    from computewise.errors import InputError
+    from computewise.scale.from_plan import planned_job
+
+    given = [
+        flag
+        for flag, used in (
+            ("--gpus", resources.gpus != 0),
+            ("--accelerator", resources.accelerator is not None),
+            ("--nproc", resources.processes != 1),
+        )
+        if used
+    ]
+    if given:
+        raise InputError(f"--plan sets {', '.join(given)} already", "drop them, or drop --plan")
+    try:
+        data = json.loads(plan.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise InputError(
+            f"cannot read the plan {plan}: {err}", "write it with `computewise plan train --json`"
+        ) from err
+    job = planned_job(data, str(plan))
+    sys.stderr.write(f"computewise: from {plan}: {job.summary}\n")
+    return dataclasses.replace(resources, gpus=job.gpus, accelerator=job.accelerator, processes=job.processes), (
+        job.hourly_usd
+    )
 
 
 def job_spec(
