@@ -23,7 +23,6 @@ import argparse
 import json
 import os
 import signal
-import socket
 import sys
 import tempfile
 import threading
@@ -36,18 +35,13 @@ from computewise.monitor.process import cpu_model_name
 from computewise.scale.backend import JobSpec, Resources
 from computewise.scale.ray_jobs import RayJobsBackend
 from computewise.scale.supervise import SupervisedRun, supervise
+from serve_batching import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 SPOT_SCRIPT = ROOT / "examples" / "spot_train.py"
 HOURLY_USD = 4.0  # an illustrative price: the ratio of added to billed time does not depend on it
 RAY_ENV = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_AUTH_MODE": "disabled"}
 PRICE = PriceSnapshot(hourly_usd=HOURLY_USD, source="benchmark", explanation="illustrative", assumed=True)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def final_loss(log: str) -> float | None:

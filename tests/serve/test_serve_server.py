@@ -31,8 +31,9 @@ import pytest
 
 from computewise.errors import InputError
 from computewise.ledger import Ledger
+from computewise.serve.exposure import is_loopback
 from computewise.serve.loadtest import find_max_rate, run_load
-from computewise.serve.server import is_loopback, serve
+from computewise.serve.server import serve
 
 MODELS = '''
 import time

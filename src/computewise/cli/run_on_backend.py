@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import sys
+import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -52,6 +53,7 @@ def run_on_backend(request: BackendRun, price_flags: PriceFlags, db: str | None,
     from computewise.scale.backend import Supervisable, sanitize_name
     from computewise.scale.registry import get_backend
     from computewise.scale.supervise import AttemptEvent, job_price, supervise
+    from computewise.serve.exposure import is_loopback
     from computewise.units import parse_duration_s
 
     if request.backend not in _SUPERVISABLE:
@@ -80,7 +82,8 @@ def run_on_backend(request: BackendRun, price_flags: PriceFlags, db: str | None,
     ledger = open_ledger(db)
     ledger_url = resolve_url(db).render_as_string(hide_password=False)
     stderr = Console(stderr=True)
-    if request.backend == "ray" and ledger_url.startswith("sqlite") and not _loopback(request.address or ""):
+    ray_host = urllib.parse.urlsplit(request.address or "").hostname or ""
+    if request.backend == "ray" and ledger_url.startswith("sqlite") and not is_loopback(ray_host):
         stderr.print(
             "computewise: the ledger is a SQLite file on this machine, so a job on a remote Ray node cannot "
             "record its steps there (the attempts are still recorded); use a PostgreSQL ledger (--db) for that",
@@ -120,7 +123,3 @@ def _script_name(command: list[str]) -> str:
     """The script a command runs (``python train.py`` -> ``train``), else the program's name."""
     scripts = [arg for arg in command if arg.endswith(".py")]
     return Path(scripts[0] if scripts else command[0]).stem if command else ""
-
-
-def _loopback(address: str) -> bool:
-    return any(host in address for host in ("127.0.0.1", "localhost", "[::1]"))

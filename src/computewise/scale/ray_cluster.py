@@ -25,8 +25,9 @@ from collections.abc import Iterator, Mapping
 
 from computewise.errors import InputError, MissingExtraError
 from computewise.scale.backend import BackendError
+from computewise.serve.exposure import is_loopback
 
-__all__ = ["connected", "gcs_address", "largest_node", "last_line", "nodes", "probe"]
+__all__ = ["connected", "current_address", "gcs_address", "largest_node", "last_line", "nodes", "probe"]
 
 _PROBE_TIMEOUT_S = 3.0  # a wrong address fails in seconds, not after ray.init's long GCS retries
 _HINT = "pass --address HOST:PORT, the cluster's GCS address (6379 by default; `ray status` prints it)"
@@ -74,7 +75,7 @@ def connected(address: str) -> Iterator[None]:
         raise MissingExtraError("ray", "ray", "joining a Ray cluster") from error
 
     if ray.is_initialized():
-        current = str(ray.get_runtime_context().gcs_address)
+        current = current_address()
         if _split(current)[1] != _split(address)[1]:
             raise BackendError(
                 f"this process is already connected to the Ray cluster at {current}, not {address}",
@@ -95,6 +96,13 @@ def connected(address: str) -> Iterator[None]:
         yield
     finally:
         ray.shutdown()
+
+
+def current_address() -> str:
+    """The GCS address of the cluster this process is connected to."""
+    import ray
+
+    return str(ray.get_runtime_context().gcs_address)
 
 
 def nodes() -> list[dict[str, float]]:
@@ -118,11 +126,11 @@ def _over_loopback_if_needed(address: str) -> Iterator[None]:
     except ImportError:  # a Ray without the private switch: it connects as it will
         yield
         return
-    if not _is_loopback(host) or not ray_constants.ENABLE_RAY_CLUSTER:
+    if not is_loopback(host) or not ray_constants.ENABLE_RAY_CLUSTER:
         yield
         return
     outward_ip = str(services.get_node_ip_address())  # type: ignore[no-untyped-call]
-    if _is_loopback(outward_ip) or _accepts(outward_ip, port):
+    if is_loopback(outward_ip) or _accepts(outward_ip, port):
         yield
         return
     ray_constants.ENABLE_RAY_CLUSTER = False
@@ -143,10 +151,6 @@ def _accepts(host: str, port: int) -> bool:
             return True
     except OSError:
         return False
-
-
-def _is_loopback(host: str) -> bool:
-    return host in ("localhost", "::1") or host.startswith("127.")
 
 
 def last_line(text: str) -> str:

@@ -46,12 +46,12 @@ from typing import TYPE_CHECKING, Any
 
 from computewise.errors import InputError, MissingExtraError
 from computewise.scale.backend import BackendError
-from computewise.scale.ray_cluster import connected, gcs_address, largest_node
+from computewise.scale.ray_cluster import connected, current_address, gcs_address, largest_node
 from computewise.serve.app import DEFAULT_MAX_BODY_BYTES, create_app
 from computewise.serve.backends import Backend, load_backend, model_name
 from computewise.serve.batcher import BatchRecord, ItemFailed, QueueFull, RequestTimeout
+from computewise.serve.exposure import check_exposure
 from computewise.serve.metrics import ServeMetrics
-from computewise.serve.server import is_loopback
 
 if TYPE_CHECKING:
     from ray.serve import Application
@@ -369,7 +369,7 @@ def run_application(
     refuses the deployment (the failed app is deleted first).
     """
     options = options or RayServeOptions()
-    _check_exposure(host, options.token, insecure)
+    check_exposure(host, options.token, insecure)
     return _start_and_run(build_application(target, options), application_name(target), host, port, options)
 
 
@@ -406,7 +406,7 @@ def _start_and_run(
     return RayServeDeployment(
         url=f"http://{real_host}:{real_port}{'' if options.route_prefix == '/' else options.route_prefix}",
         app_name=name,
-        address=_connected_address(),
+        address=current_address(),
         status=status,
         deploy_s=deploy_s,
         replica_cpus=options.replica_cpus,
@@ -431,7 +431,7 @@ def deploy(
     without ``ray[serve]``.
     """
     options = options or RayServeOptions()
-    _check_exposure(host, options.token, insecure)
+    check_exposure(host, options.token, insecure)
     application = build_application(target, options)  # a bad target or scaling file fails before connecting
     with connected(gcs_address(address)):
         _check_fits(address, options.replica_cpus)
@@ -460,22 +460,6 @@ def delete_application(address: str, name: str) -> bool:
 
 
 # -- the cluster -----------------------------------------------------------------------------------
-
-
-def _check_exposure(host: str, token: str | None, insecure: bool) -> None:
-    """The local server's rule: anything but loopback needs a token or an explicit ``insecure``."""
-    if not is_loopback(host) and token is None and not insecure:
-        raise InputError(
-            f"refusing to expose Ray Serve on {host}, which other machines can reach, without authentication",
-            "add --token TOKEN (clients send 'Authorization: Bearer TOKEN'), "
-            "or --insecure if the network is trusted, or keep the default --host 127.0.0.1",
-        )
-
-
-def _connected_address() -> str:
-    import ray
-
-    return str(ray.get_runtime_context().gcs_address)
 
 
 def _check_fits(address: str, replica_cpus: float) -> None:

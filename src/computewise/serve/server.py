@@ -22,7 +22,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import getpass
-import ipaddress
 import json
 import os
 import shlex
@@ -46,36 +45,16 @@ from computewise.serve.app import DEFAULT_MAX_BODY_BYTES, ServeState, create_app
 from computewise.serve.backends import Backend, load_backend
 from computewise.serve.batcher import Batcher, BatchPolicy, BatchRecord
 from computewise.serve.eventloop import fastest_loop
+from computewise.serve.exposure import check_exposure
 from computewise.serve.metrics import ServeMetrics
 
-__all__ = ["HEARTBEAT_S", "is_loopback", "serve"]
+__all__ = ["HEARTBEAT_S", "serve"]
 
 HEARTBEAT_S = 5.0
 _WARMUP_ROUNDS = 2
 _WARMUP_SIZES = (1, 2, 4, 8)
 _WARMUP_WORDS = (3, 12, 40)  # short, typical and long sentences: the padding the cost model must learn
 _DRAIN_EXTRA_S = 5.0  # uvicorn's graceful-shutdown bound: the request timeout plus this
-
-
-def is_loopback(host: str) -> bool:
-    """True for addresses only this machine can reach: localhost, 127.0.0.0/8, ::1."""
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False  # a host name other than localhost may resolve to any interface
-
-
-def _check_exposure(host: str, token: str | None, insecure: bool) -> None:
-    if token is not None and not token.strip():
-        raise InputError("--token is empty", "give a long random token, e.g. --token $(openssl rand -hex 16)")
-    if not is_loopback(host) and token is None and not insecure:
-        raise InputError(
-            f"refusing to listen on {host}, which other machines can reach, without authentication",
-            "add --token TOKEN (clients send 'Authorization: Bearer TOKEN'), "
-            "or --insecure if the network is trusted, or keep the default --host 127.0.0.1",
-        )
 
 
 def _bind(host: str, port: int) -> socket.socket:
@@ -279,7 +258,7 @@ def serve(
     """
     policy = policy or BatchPolicy()
     stream = stream or sys.stderr
-    _check_exposure(host, token, insecure)
+    check_exposure(host, token, insecure)
     if max_body_bytes < 1:
         raise InputError(f"--max-body-bytes {max_body_bytes} must be positive", "e.g. --max-body-bytes 1048576")
     sock = _bind(host, port)

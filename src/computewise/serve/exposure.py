@@ -1,0 +1,36 @@
+"""Who can reach a server: loopback is private to this machine, anything else needs a token or an explicit opt-out.
+
+One rule for the local server, its Ray Serve deployment and the checks that ask whether an address
+is this machine's only; light (the standard library only) so the CLI and ``scale`` can use it
+without loading uvicorn.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+
+from computewise.errors import InputError
+
+__all__ = ["check_exposure", "is_loopback"]
+
+
+def is_loopback(host: str) -> bool:
+    """True for addresses only this machine can reach: localhost, 127.0.0.0/8, ::1."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a host name other than localhost may resolve to any interface
+
+
+def check_exposure(host: str, token: str | None, insecure: bool) -> None:
+    """Refuse an empty token, and a host other machines can reach without a token or ``insecure``."""
+    if token is not None and not token.strip():
+        raise InputError("--token is empty", "give a long random token, e.g. --token $(openssl rand -hex 16)")
+    if not is_loopback(host) and token is None and not insecure:
+        raise InputError(
+            f"refusing to listen on {host}, which other machines can reach, without authentication",
+            "add --token TOKEN (clients send 'Authorization: Bearer TOKEN'), "
+            "or --insecure if the network is trusted, or keep the default --host 127.0.0.1",
+        )
