@@ -72,7 +72,7 @@ def test_naive_retries_halve_the_micro_batch_while_it_divides_the_batch() -> Non
 
 def test_without_cuda_the_gpu_run_exits_2() -> None:
     if torch.cuda.is_available():
-        pytest.skip("this machine has CUDA")
+        pytest.skip("this machine has CUDA, so the refusal without it cannot happen here; the GPU test runs instead")
     result = run()
     assert result.returncode == 2 and "no CUDA device" in result.stderr
 

@@ -1,0 +1,119 @@
+"""What submitting through computewise costs against plain ``ray job submit``, on one local Ray cluster.
+
+Three ways to hand the same no-op job (``python -c pass``) to Ray Jobs, each timed from start to the
+job id (neither waits for the job):
+
+- ``computewise submit --backend ray --address URL --name N -- python -c pass`` in a fresh process:
+  what a user types; it also checks the cluster is reachable and that the request fits a node;
+- ``ray job submit --address URL --no-wait -- python -c pass`` in a fresh process: Ray's own CLI;
+- ``RayJobsBackend.submit`` in this process, already connected: the cost of computewise's checks
+  and the Jobs API call alone.
+
+The fresh-process pairs alternate, so a change in the machine's load reaches both. Prints the
+median of each and the ratio computewise / ray. The cluster is started in this process (``ray.init``
+on 127.0.0.1, its own temp dir) and shut down at the end.
+
+Usage: python benchmarks/submit_overhead.py [--repeats 5] [--json OUT] [--quick]
+Needs the ray extra: pip install 'computewise[ray]'.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from computewise.monitor.process import cpu_model_name
+from computewise.scale.backend import JobSpec
+from computewise.scale.ray_jobs import RayJobsBackend
+from serve_batching import free_port
+
+RAY_ENV = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_AUTH_MODE": "disabled"}
+NO_OP = (sys.executable, "-c", "pass")
+
+
+def timed_s(command: list[str], env: dict[str, str]) -> float:
+    """Wall seconds of one child process, which must succeed."""
+    started = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300, check=False)
+    elapsed = time.perf_counter() - started
+    if done.returncode != 0:
+        raise SystemExit(f"{command[0]} failed ({done.returncode}):\n{done.stderr[-2000:]}")
+    return elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=5, help="fresh-process submissions of each kind")
+    parser.add_argument("--quick", action="store_true", help="2 repeats: the CI smoke run")
+    parser.add_argument("--json", type=Path, help="also write the figures here")
+    args = parser.parse_args()
+    repeats = 2 if args.quick else args.repeats
+    os.environ.update(RAY_ENV)
+    import ray
+
+    bin_dir = Path(sys.executable).parent
+    with tempfile.TemporaryDirectory(prefix="cwsub", dir="/tmp") as tmp:
+        context = ray.init(
+            num_cpus=4,
+            include_dashboard=True,
+            dashboard_host="127.0.0.1",
+            dashboard_port=free_port(),
+            _temp_dir=str(Path(tmp) / "ray"),
+            logging_level="ERROR",
+            log_to_driver=False,
+        )
+        address = f"http://{context.dashboard_url}"
+        env = {**os.environ, "RAY_ADDRESS": "", "RAY_API_SERVER_ADDRESS": ""}
+        ours: list[float] = []
+        theirs: list[float] = []
+        try:
+            for index in range(repeats):
+                name = f"overhead-{index}"
+                ours.append(
+                    timed_s(
+                        [str(bin_dir / "computewise"), "submit", "--backend", "ray", "--address", address,
+                         "--name", name, "--", *NO_OP],
+                        env,
+                    )
+                )  # fmt: skip
+                theirs.append(
+                    timed_s(
+                        [str(bin_dir / "ray"), "job", "submit", "--address", address, "--no-wait", "--", *NO_OP], env
+                    )
+                )
+            backend = RayJobsBackend(address)
+            in_process: list[float] = []
+            for index in range(repeats):
+                started = time.perf_counter()
+                backend.submit(JobSpec(name=f"in-process-{index}", command=NO_OP))
+                in_process.append(time.perf_counter() - started)
+        finally:
+            ray.shutdown()
+    figures = {
+        "computewise_submit_s": statistics.median(ours),
+        "ray_job_submit_s": statistics.median(theirs),
+        "in_process_submit_s": statistics.median(in_process),
+        "repeats": repeats,
+        "cpu": cpu_model_name(),
+        "logical_cpus": os.cpu_count(),
+        "ray": ray.__version__,
+    }
+    figures["ratio"] = figures["computewise_submit_s"] / figures["ray_job_submit_s"]
+    print(f"submit overhead, local Ray {ray.__version__} cluster; CPU {figures['cpu']} x {figures['logical_cpus']}")
+    print(f"  computewise submit (fresh process)  median {figures['computewise_submit_s']:.2f} s of {repeats}")
+    print(f"  ray job submit     (fresh process)  median {figures['ray_job_submit_s']:.2f} s of {repeats}")
+    print(f"  RayJobsBackend.submit (in process)  median {figures['in_process_submit_s'] * 1000:.0f} ms")
+    print(f"  computewise / ray job submit = {figures['ratio']:.2f}x")
+    if args.json is not None:
+        args.json.write_text(json.dumps(figures, indent=2))
+
+
+if __name__ == "__main__":
+    main()
