@@ -24,7 +24,7 @@ class Quote:
     usd_per_h: float  # all instances together; 0 when no price is known
     instances: int
     devices_per_node: int
-    inter_node_bytes_per_s: float  # per device
+    node_network_bytes_per_s: float  # all NICs of one instance together
     g_co2_per_kwh: float
     pue: float
     offering: Offering | None
@@ -75,7 +75,7 @@ def quote(
             usd_per_h=0.0,
             instances=1,
             devices_per_node=gpus,  # no instance type known: timed as one node
-            inter_node_bytes_per_s=accelerator.interconnect_bytes_per_s,
+            node_network_bytes_per_s=accelerator.interconnect_bytes_per_s * gpus,
             g_co2_per_kwh=catalog.carbon_g_per_kwh(cloud or "", region or ""),
             pue=assumptions.cloud_pue,
             offering=None,
@@ -88,7 +88,7 @@ def quote(
         usd_per_h=total,
         instances=instances,
         devices_per_node=offering.accelerator_count,
-        inter_node_bytes_per_s=offering.network_bytes_per_s / offering.accelerator_count,
+        node_network_bytes_per_s=offering.network_bytes_per_s,
         g_co2_per_kwh=catalog.carbon_g_per_kwh(offering.cloud, offering.region),
         pue=assumptions.cloud_pue,
         offering=offering,
@@ -124,7 +124,7 @@ def _onprem_quote(catalog: Catalog, accelerator: Accelerator, gpus: int, assumpt
         usd_per_h=instances * hourly,
         instances=instances,
         devices_per_node=server.accelerator_count,
-        inter_node_bytes_per_s=onprem_network_per_device(catalog, accelerator.slug),
+        node_network_bytes_per_s=onprem_network_per_device(catalog, accelerator.slug) * server.accelerator_count,
         g_co2_per_kwh=assumptions.world_g_co2_per_kwh,
         pue=assumptions.onprem_pue,
         offering=None,

@@ -18,7 +18,7 @@ from computewise.estimate.memory import (
 )
 from computewise.estimate.pricing import Quote, quote
 from computewise.estimate.train import TrainColumns, TrainHardware, TrainLayout, evaluate_train
-from computewise.specs import Accelerator, InferJob, ModelSpec, Parallelism, Precision, Pricing, TrainJob
+from computewise.specs import FRAMEWORKS, Accelerator, InferJob, ModelSpec, Parallelism, Precision, Pricing, TrainJob
 
 if TYPE_CHECKING:
     from computewise.catalog import Catalog
@@ -72,7 +72,7 @@ def _require_links(accelerator: Accelerator, gpus: int, hw: Quote) -> None:
             f"the catalog has no interconnect bandwidth for {accelerator.name}, so {gpus} devices cannot be timed",
             "add interconnect_bytes_per_s for it in a catalog file (--catalog PATH), or use --gpus 1",
         )
-    if hw.instances > 1 and hw.inter_node_bytes_per_s <= 0:
+    if hw.instances > 1 and hw.node_network_bytes_per_s <= 0:
         raise InputError(
             f"the catalog has no network bandwidth for {hw.description}, so {hw.instances} instances cannot be timed",
             "add network_bytes_per_s for the instance in a catalog file (--catalog PATH), or use one instance",
@@ -214,11 +214,16 @@ def estimate_train(
         flash_attention=col(job.flash_attention),
         weight_bytes=col(bytes_per_value(job.precision)),
         optimizer_bytes=col(optimizer_bytes_per_param(job.optimizer, job.precision)),
+        cp=col(parallelism.cp),
+        ep=col(parallelism.ep),
+        virtual_stages=col(parallelism.virtual_stages),
+        framework=col(FRAMEWORKS.index(job.framework)),
     )
     hardware = TrainHardware(
         peak_flops=col(peak),
         intra_node_bytes_per_s=col(accelerator.interconnect_bytes_per_s),
-        inter_node_bytes_per_s=col(hw.inter_node_bytes_per_s),
+        memory_bandwidth_bytes_per_s=col(accelerator.memory_bandwidth_bytes_per_s),
+        node_network_bytes_per_s=col(hw.node_network_bytes_per_s),
         devices_per_node=col(hw.devices_per_node),
         tdp_w=col(accelerator.tdp_w),
         rental_usd_per_h=col(hw.usd_per_h),

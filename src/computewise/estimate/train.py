@@ -38,10 +38,14 @@ class TrainLayout:
     flash_attention: FloatArray  # 0/1
     weight_bytes: FloatArray
     optimizer_bytes: FloatArray
+    cp: FloatArray  # context parallelism: each sequence split over cp ranks
+    ep: FloatArray  # expert parallelism inside the dp*cp ranks (MoE); adds no GPUs
+    virtual_stages: FloatArray  # model chunks per pipeline rank; > 1 is the interleaved schedule
+    framework: FloatArray  # index in FRAMEWORKS: 0 Megatron layout, 1 PyTorch autocast layout
 
     @property
     def gpus(self) -> FloatArray:
-        return self.tp * self.pp * self.dp
+        return self.tp * self.pp * self.cp * self.dp
 
     @property
     def microbatches(self) -> FloatArray:
@@ -54,18 +58,19 @@ class TrainLayout:
 
 @dataclass(frozen=True)
 class TrainHardware:
-    """Where each candidate runs. Bandwidths are per device, one direction."""
+    """Where each candidate runs. Bandwidths are one direction."""
 
     peak_flops: FloatArray  # of one device at the training precision
-    intra_node_bytes_per_s: FloatArray
-    inter_node_bytes_per_s: FloatArray  # instance network bandwidth / devices per instance
+    memory_bandwidth_bytes_per_s: FloatArray  # of one device
+    intra_node_bytes_per_s: FloatArray  # per device (NVLink, xGMI, PCIe)
+    node_network_bytes_per_s: FloatArray  # all NICs of one node together
     devices_per_node: FloatArray
     tdp_w: FloatArray
     rental_usd_per_h: FloatArray  # for all instances the job rents together
     spot: FloatArray  # 0/1: pay for preemptions with restarts and lost work
     g_co2_per_kwh: FloatArray
     pue: FloatArray
-    utilization: FloatArray  # achieved fraction of peak on this job's FLOPs
+    utilization: FloatArray | None = None  # achieved fraction of peak; None: the calibrated model
 
 
 @dataclass(frozen=True)
@@ -141,16 +146,17 @@ def evaluate_train(
     tokens_per_step = rows.global_batch * rows.seq_len
     steps = np.ceil(tokens / tokens_per_step)
     model_per_token, hardware_per_token = training_flops_per_token(model, rows.seq_len, rows.recompute)
-    compute_s = hardware_per_token * tokens_per_step / gpus / (hw.peak_flops * hw.utilization)
+    utilization = hw.utilization if hw.utilization is not None else assumptions.achievable_mfu_train
+    compute_s = hardware_per_token * tokens_per_step / gpus / (hw.peak_flops * utilization)
 
     spans_nodes = gpus > hw.devices_per_node
     dp_link = np.where(
         spans_nodes,
-        hw.inter_node_bytes_per_s * assumptions.inter_node_network_efficiency,
+        hw.node_network_bytes_per_s / hw.devices_per_node * assumptions.inter_node_network_efficiency,
         hw.intra_node_bytes_per_s * assumptions.intra_node_link_efficiency,
     )
     intra = hw.intra_node_bytes_per_s * assumptions.intra_node_link_efficiency
-    inter = hw.inter_node_bytes_per_s * assumptions.inter_node_network_efficiency
+    inter = hw.node_network_bytes_per_s / hw.devices_per_node * assumptions.inter_node_network_efficiency
     tp_link = np.where(rows.tp > hw.devices_per_node, inter, intra)
     pp_link = np.where(rows.tp * rows.pp > hw.devices_per_node, inter, intra)
 

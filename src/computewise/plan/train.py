@@ -113,6 +113,10 @@ def _layouts(model: ModelSpec, gpu_counts: Sequence[int], c: TrainConstraints) -
         flash_attention=np.ones(len(keep)),
         weight_bytes=weight[precision],
         optimizer_bytes=optimizer[precision],
+        cp=np.ones(len(keep)),
+        ep=np.ones(len(keep)),
+        virtual_stages=np.ones(len(keep)),
+        framework=np.zeros(len(keep)),
     )
     return layout, precision
 
@@ -123,7 +127,7 @@ class _Hardware:
 
     accelerator: Accelerator
     devices_per_node: int
-    inter_node_bytes_per_s: float  # per device
+    node_network_bytes_per_s: float  # all NICs of one node
     prices: tuple[tuple[str, str, str, Pricing, float, float], ...]  # cloud, type, region, pricing, $/h, gCO2/kWh
 
 
@@ -138,7 +142,7 @@ def _hardware(catalog: Catalog, c: TrainConstraints, assumptions: Assumptions) -
             continue
         if c.regions and o.region not in c.regions:
             continue
-        key = (o.accelerator, o.accelerator_count, o.network_bytes_per_s / o.accelerator_count)
+        key = (o.accelerator, o.accelerator_count, o.network_bytes_per_s)
         carbon = catalog.carbon_g_per_kwh(o.cloud, o.region)
         for pricing in cloud_pricings:
             hourly = o.usd_per_h(pricing)
@@ -152,7 +156,8 @@ def _hardware(catalog: Catalog, c: TrainConstraints, assumptions: Assumptions) -
             hourly = server.usd_per_h(
                 assumptions.onprem_power_usd_per_kwh, assumptions.onprem_pue, assumptions.onprem_utilization
             )
-            key = (server.accelerator, server.accelerator_count, onprem_network_per_device(catalog, accel.slug))
+            network = onprem_network_per_device(catalog, accel.slug) * server.accelerator_count
+            key = (server.accelerator, server.accelerator_count, network)
             name = f"{server.accelerator_count}x {accel.name} server"
             shapes.setdefault(key, []).append(
                 ("on-prem", name, "owned", "on-prem", hourly, assumptions.world_g_co2_per_kwh)
@@ -183,7 +188,7 @@ def plan_train(model: ModelSpec, catalog: Catalog, assumptions: Assumptions, con
                 )
                 rejections.append(Rejection(h.accelerator.slug, n * h.devices_per_node, "network", reason, 0))
                 break
-            if n > 1 and h.inter_node_bytes_per_s <= 0:
+            if n > 1 and h.node_network_bytes_per_s <= 0:
                 reason = f"network bandwidth of {h.prices[0][1]} is not in the catalog; planned on one instance only"
                 rejections.append(Rejection(h.accelerator.slug, n * h.devices_per_node, "network", reason, 0))
                 break
@@ -250,14 +255,14 @@ def plan_train(model: ModelSpec, catalog: Catalog, assumptions: Assumptions, con
         TrainHardware(
             peak_flops=peak_table[unit_hw, precision[layout_index]],
             intra_node_bytes_per_s=per_row([h.accelerator.interconnect_bytes_per_s for h in hardware]),
-            inter_node_bytes_per_s=per_row([h.inter_node_bytes_per_s for h in hardware]),
+            memory_bandwidth_bytes_per_s=per_row([h.accelerator.memory_bandwidth_bytes_per_s for h in hardware]),
+            node_network_bytes_per_s=per_row([h.node_network_bytes_per_s for h in hardware]),
             devices_per_node=per_row([float(h.devices_per_node) for h in hardware]),
             tdp_w=per_row([h.accelerator.tdp_w for h in hardware]),
             rental_usd_per_h=zeros,  # priced per offering below
             spot=zeros + 1.0,  # time_s carries the spot slowdown; steps * step_s is the time without it
             g_co2_per_kwh=zeros,
             pue=zeros + 1.0,
-            utilization=zeros + assumptions.achievable_mfu_train,
         ),
         assumptions,
         memory=MemoryBreakdown(**{k: getattr(memory, k)[layout_index] for k in _MEMORY_PARTS}),

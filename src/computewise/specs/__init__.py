@@ -12,9 +12,11 @@ from computewise.specs.hardware import (
 )
 from computewise.specs.model import Architecture, ModelSpec, TracedStats
 from computewise.specs.workload import (
+    FRAMEWORKS,
     OPTIMIZERS,
     PRECISIONS,
     RECOMPUTES,
+    Framework,
     InferJob,
     Optimizer,
     Parallelism,
@@ -25,6 +27,7 @@ from computewise.specs.workload import (
 
 __all__ = [
     "DTYPES",
+    "FRAMEWORKS",
     "OPTIMIZERS",
     "PRECISIONS",
     "PRICINGS",
@@ -33,6 +36,7 @@ __all__ = [
     "Architecture",
     "CarbonIntensity",
     "Dtype",
+    "Framework",
     "InferJob",
     "ModelSpec",
     "Offering",

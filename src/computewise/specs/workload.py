@@ -8,7 +8,9 @@ from typing import Literal
 __all__ = [
     "OPTIMIZERS",
     "PRECISIONS",
+    "FRAMEWORKS",
     "RECOMPUTES",
+    "Framework",
     "InferJob",
     "Optimizer",
     "Parallelism",
@@ -23,14 +25,21 @@ Optimizer = Literal["adamw", "adam", "sgd", "adam8bit"]
 OPTIMIZERS: tuple[Optimizer, ...] = ("adamw", "adam", "sgd", "adam8bit")
 Recompute = Literal["none", "selective", "full"]
 RECOMPUTES: tuple[Recompute, ...] = ("none", "selective", "full")
+# How the training framework lays out activations: Megatron-LM keeps them at the training precision,
+# PyTorch autocast (AMP) keeps the residual stream in fp32 and caches 16-bit weight copies.
+Framework = Literal["megatron", "pytorch"]
+FRAMEWORKS: tuple[Framework, ...] = ("megatron", "pytorch")
 
 
 @dataclass(frozen=True)
 class Parallelism:
-    """Degrees of data, tensor and pipeline parallelism; gpus = dp * tp * pp.
+    """Degrees of data, tensor, pipeline and context parallelism; gpus = dp * tp * pp * cp.
 
     ``zero`` is the ZeRO stage over the data-parallel group (3 is FSDP's full sharding).
     ``sequence_parallel`` shards the activations outside attention over tp (Korthikanti et al.).
+    ``cp`` splits every sequence over ranks (ring attention); ``ep`` spreads the experts of an MoE
+    layer over that many of the dp*cp ranks (it adds no GPUs). ``virtual_stages`` > 1 is
+    Megatron's interleaved 1F1B schedule with that many model chunks per pipeline rank.
     """
 
     dp: int = 1
@@ -38,10 +47,13 @@ class Parallelism:
     pp: int = 1
     zero: int = 0
     sequence_parallel: bool = False
+    cp: int = 1
+    ep: int = 1
+    virtual_stages: int = 1
 
     @property
     def gpus(self) -> int:
-        return self.dp * self.tp * self.pp
+        return self.dp * self.tp * self.pp * self.cp
 
 
 @dataclass(frozen=True)
@@ -54,6 +66,7 @@ class TrainJob:
     optimizer: Optimizer = "adamw"
     recompute: Recompute = "none"
     flash_attention: bool = True
+    framework: Framework = "pytorch"
 
 
 @dataclass(frozen=True)
