@@ -6,9 +6,9 @@ from dataclasses import dataclass
 from typing import Literal
 
 __all__ = [
+    "FRAMEWORKS",
     "OPTIMIZERS",
     "PRECISIONS",
-    "FRAMEWORKS",
     "RECOMPUTES",
     "Framework",
     "InferJob",
