@@ -1,7 +1,9 @@
 """Start-up and planning speed of the CLI, against the targets of the foundation issue.
 
 Targets: `computewise --help` and `computewise plan` start in under 0.3 s; `plan train` over the
-whole catalog (>= 100k candidate configurations) answers in under 1 s on a 2-core machine.
+whole catalog (>= 100k candidate configurations) answers in under 1 s on a 2-core machine, and in
+under 3 s with `--max-gpus 16384` (frontier scale: every TP/PP/CP/virtual-stage layout of up to
+16,384 GPUs), including Llama 3.1 405B on 15.6T tokens on H100s within 120 days.
 Each figure is printed next to a baseline measured in the same run (a bare `python -c pass`),
 so a slow shared machine shows up as a slow baseline, not as a false regression.
 
@@ -18,12 +20,19 @@ import statistics
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from computewise.monitor.process import cpu_model_name
 
 CLI = [sys.executable, "-m", "computewise.cli.app"]
 PLAN_MODELS = ("llama-3-8b", "gpt2", "llama-2-70b")
+FRONTIER_GPUS = 16384
+# Llama 3 405B's run (arXiv:2407.21783): 15.6T tokens at 8K, 16M-token batches, H100s.
+FRONTIER_CLI = (
+    "plan", "train", "--model", "llama-3.1-405b", "--tokens", "15.6T", "--seq-len", "8192",
+    "--global-batch", "2048", "--gpu", "h100", "--deadline", "120d", "--max-gpus", str(FRONTIER_GPUS), "--json",
+)  # fmt: skip
 
 
 def _median_s(command: list[str], repeat: int) -> float:
@@ -35,8 +44,12 @@ def _median_s(command: list[str], repeat: int) -> float:
     return statistics.median(times)
 
 
-def _in_process_plan_s(model_name: str, repeat: int) -> tuple[float, int]:
-    """Planning time without interpreter start-up, and the candidates it considered."""
+def _in_process_plan_s(model_name: str, repeat: int, frontier: str = "") -> tuple[float, int, str]:
+    """Planning time without interpreter start-up, the candidates it considered, and what it recommends.
+
+    ``frontier``: "" is the default search (``TrainConstraints``' own max_gpus); "gpus" raises
+    max_gpus to FRONTIER_GPUS; "405b" is the Llama 3 405B run of FRONTIER_CLI.
+    """
     from computewise.catalog import load_catalog
     from computewise.estimate import Assumptions
     from computewise.models import resolve_model
@@ -46,12 +59,28 @@ def _in_process_plan_s(model_name: str, repeat: int) -> tuple[float, int]:
     assumptions = Assumptions.from_catalog(catalog)
     model = resolve_model(model_name)
     constraints = TrainConstraints(tokens=20.0 * model.params, seq_len=min(model.max_seq_len, 4096), global_batch=256)
-    times, considered = [], 0
+    if frontier == "gpus":
+        constraints = replace(constraints, max_gpus=FRONTIER_GPUS)
+    elif frontier == "405b":
+        constraints = TrainConstraints(
+            tokens=15.6e12,
+            seq_len=8192,
+            global_batch=2048,
+            accelerators=(catalog.accelerator("h100").slug,),
+            max_gpus=FRONTIER_GPUS,
+            deadline_s=120 * 86400.0,
+        )
+    times, considered, best = [], 0, ""
     for _ in range(repeat):
         start = time.perf_counter()
-        considered = plan_train(model, catalog, assumptions, constraints).considered
+        plan = plan_train(model, catalog, assumptions, constraints)
         times.append(time.perf_counter() - start)
-    return statistics.median(times), considered
+        considered, r = plan.considered, plan.recommended
+        best = (
+            f"{r.gpus} x {r.accelerator}: tp {r.tp} pp {r.pp} cp {r.cp} dp {r.dp} v {r.virtual_stages} "
+            f"ZeRO-{r.zero} mb {r.micro_batch} {r.recompute}, {r.time_s / 86400:.1f} d"
+        )
+    return statistics.median(times), considered, best
 
 
 def main() -> None:
@@ -67,15 +96,35 @@ def main() -> None:
         "help_s": _median_s([*CLI, "--help"], args.repeat),
         "plan_help_s": _median_s([*CLI, "plan", "train", "--help"], args.repeat),
         "plan_cli_s": _median_s([*CLI, "plan", "train", "--model", PLAN_MODELS[0], "--json"], args.repeat),
+        "plan_cli_16k_s": _median_s(
+            [*CLI, "plan", "train", "--model", PLAN_MODELS[0], "--max-gpus", str(FRONTIER_GPUS), "--json"], args.repeat
+        ),
+        "plan_cli_405b_s": _median_s([*CLI, *FRONTIER_CLI], args.repeat),
     }
     for name in PLAN_MODELS:
-        seconds, considered = _in_process_plan_s(name, args.repeat)
+        seconds, considered, _ = _in_process_plan_s(name, args.repeat)
         rows[f"plan_{name}_s"] = seconds
         rows[f"plan_{name}_candidates"] = considered
+    frontier = {
+        "16k": _in_process_plan_s(PLAN_MODELS[0], args.repeat, "gpus"),
+        "405b": _in_process_plan_s("llama-3.1-405b", args.repeat, "405b"),
+    }
+    for key, (seconds, considered, best) in frontier.items():
+        rows[f"plan_{key}_s"], rows[f"plan_{key}_candidates"], rows[f"plan_{key}_recommended"] = (
+            seconds,
+            considered,
+            best,
+        )
 
     print(f"hardware: {rows['hardware']}")
     print(f"python -c pass             {baseline:7.3f} s  (baseline)")
-    for key, target in (("help_s", 0.3), ("plan_help_s", 0.3), ("plan_cli_s", 1.0)):
+    for key, target in (
+        ("help_s", 0.3),
+        ("plan_help_s", 0.3),
+        ("plan_cli_s", 1.0),
+        ("plan_cli_16k_s", 3.0),
+        ("plan_cli_405b_s", 3.0),
+    ):
         value = float(rows[key])
         print(
             f"{key:26} {value:7.3f} s  {value / baseline:5.1f}x baseline  target < {target} s: "
@@ -87,6 +136,13 @@ def main() -> None:
             f"plan {name:21} {value:7.3f} s  in-process, {rows[f'plan_{name}_candidates']:,} candidates; "
             f"target < 1 s: {'PASS' if value < 1.0 else 'FAIL'}"
         )
+    for key, label in (("16k", f"{PLAN_MODELS[0]} <= {FRONTIER_GPUS}"), ("405b", "llama-3.1-405b 16k H100")):
+        value = float(rows[f"plan_{key}_s"])
+        print(
+            f"plan {label:21} {value:7.3f} s  in-process, {rows[f'plan_{key}_candidates']:,} candidates; "
+            f"target < 3 s: {'PASS' if value < 3.0 else 'FAIL'}"
+        )
+        print(f"  recommended: {rows[f'plan_{key}_recommended']}")
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2))
 

@@ -110,7 +110,18 @@ def parse_usd(text: str | int | float, what: str = "an amount") -> float:
     return parse_count(text.strip().lstrip("$").replace("usd", "").replace("USD", ""), what)
 
 
-_BYTE_UNITS = {"": 1, "b": 1, "kb": 1000, "kib": KIB, "mb": 1000**2, "mib": MIB, "gb": GB, "gib": GIB, "tb": TB}
+_BYTE_UNITS = {
+    "": 1,
+    "b": 1,
+    "kb": 1000,
+    "kib": KIB,
+    "mb": 1000**2,
+    "mib": MIB,
+    "gb": GB,
+    "gib": GIB,
+    "tb": TB,
+    "tib": 1024**4,
+}
 
 
 def parse_bytes(text: str, what: str = "an amount of memory") -> float:

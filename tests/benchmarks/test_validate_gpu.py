@@ -136,3 +136,27 @@ def test_cpu_quick_run_writes_estimates_and_measurements(tmp_path: Path) -> None
     assert data["summary"]["utilization"] > 0
     assert data["environment"]["torch"] == torch.__version__
     assert markdown.read_text().count("\n|") == len(rows) + 2  # header, rule, one line per row
+
+
+REPLAY = SCRIPT.with_name("replay_memory.py")
+
+
+def test_replay_checks_itself_and_the_quick_ladder_meets_the_target(tmp_path: Path) -> None:
+    # --check: tiny models with real CPU tensors, the profiler's allocator record against the
+    # replay's tracker, then fake tensors; --quick: 3 ladder rows against the estimate.
+    out = tmp_path / "replay.json"
+    done = subprocess.run(
+        [sys.executable, str(REPLAY), "--check", "--quick", "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,  # about 30 s on an idle 2-core machine; generous for a loaded CI runner
+        check=False,
+        env={**os.environ, "COMPUTEWISE_CATALOG_DIR": str(tmp_path)},  # the bundled catalog only
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.count(": agree") == 4
+    data = json.loads(out.read_text())
+    assert len(data["rows"]) == 3 and data["summary"]["verdict"] == "PASS"
+    for row in data["rows"]:
+        assert abs(row["error"]) <= 0.05
+        assert row["estimated_reserved_bytes"] > row["estimated_allocated_bytes"]

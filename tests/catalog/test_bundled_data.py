@@ -19,7 +19,8 @@ ESTIMATOR_ASSUMPTIONS = (
     "cloud_pue",
     "spot_preemptions_per_h",
     "restart_overhead_s",
-    "achievable_mfu_train",
+    "matmul_peak_fraction",
+    "activation_traffic_passes",
     "achievable_mfu_infer_prefill",
     "achievable_bandwidth_fraction_decode",
     "inter_node_network_efficiency",
@@ -123,7 +124,7 @@ def test_estimator_assumptions_are_present(catalog: Catalog) -> None:
     for key in ESTIMATOR_ASSUMPTIONS:
         value = catalog.assumption(key)
         assert value >= 0, key
-    for key in ("onprem_utilization", "achievable_mfu_train", "achievable_bandwidth_fraction_decode"):
+    for key in ("onprem_utilization", "matmul_peak_fraction", "achievable_bandwidth_fraction_decode"):
         assert 0 < catalog.assumption(key) <= 1, key
 
 

@@ -43,7 +43,10 @@ def test_estimate_train_json_contract() -> None:
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
     parts = data["memory"]["per_device_bytes"]
-    assert set(parts) == {"weights", "gradients", "optimizer_states", "activations", "kv_cache", "overhead", "total"}
+    assert set(parts) == {
+        *("weights", "gradients", "optimizer_states", "activations", "kv_cache", "overhead"),
+        *("allocated_peak", "reserved_peak", "total"),
+    }
     for path in (("compute", "flops"), ("time", "seconds"), ("cost", "usd"), ("energy", "kwh"), ("co2", "kg")):
         assert data[path[0]][path[1]] > 0
     assert data["cost"]["pricing"] == "spot"

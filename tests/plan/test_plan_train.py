@@ -3,18 +3,38 @@
 from __future__ import annotations
 
 import itertools
+import json
+import subprocess
+import sys
 from dataclasses import replace
 
+import numpy as np
 import pytest
 
 from computewise.catalog import Catalog
 from computewise.errors import InfeasiblePlanError, InputError
 from computewise.estimate import Assumptions, estimate_train
 from computewise.models import preset
-from computewise.plan import TrainConstraints, plan_train
-from computewise.specs import Parallelism, TrainJob
+from computewise.plan import TRAIN_PRECISIONS, Option, TrainConstraints, plan_train
+from computewise.specs import RECOMPUTES, Framework, ModelSpec, Parallelism, TrainJob
 
 SMALL = TrainConstraints(tokens=2e9, seq_len=1024, global_batch=64, accelerators=("a10g", "l4"), max_gpus=8)
+
+
+def _layout_rules(
+    layers: int, gpus: int, tp: int, pp: int, v: int, global_batch: int, micro: int, zero: int
+) -> Parallelism | None:
+    """The search space ``plan train`` documents, written out on scalars: None when it excludes the layout."""
+    if gpus % (tp * pp) or global_batch % (gpus // (tp * pp) * micro):
+        return None
+    dp = gpus // (tp * pp)
+    slots = layers if layers % pp == 0 else layers + 2  # embedding and head take a layer's slot each
+    if slots % pp or (dp == 1 and zero):
+        return None
+    microbatches = global_batch // (dp * micro)
+    if v > 1 and (pp == 1 or slots % (pp * v) or microbatches % pp):
+        return None
+    return Parallelism(dp=dp, tp=tp, pp=pp, zero=zero, sequence_parallel=tp > 1, virtual_stages=v)
 
 
 def test_recommendation_is_the_brute_force_minimum_of_its_instance(catalog: Catalog, assumptions: Assumptions) -> None:
@@ -23,22 +43,24 @@ def test_recommendation_is_the_brute_force_minimum_of_its_instance(catalog: Cata
     plan = plan_train(model, catalog, assumptions, SMALL)
     best = plan.recommended
     accelerator = catalog.accelerator(best.accelerator)
+    per_node = best.gpus // best.instances
     costs = []
-    for tp, pp, zero, precision, micro, recompute in itertools.product(
+    for tp, pp, v, zero, precision, micro, recompute in itertools.product(
         (1, 2, 4, 8),
         (1, 2, 4, 8),
+        (1, 2, 4),
         (0, 1, 2, 3),
-        ("bf16", "fp16", "fp32"),
+        TRAIN_PRECISIONS,
         (1, 2, 4, 8, 16, 32),
-        ("none", "selective", "full"),
+        RECOMPUTES,
     ):
-        if best.gpus % (tp * pp):
+        layout = _layout_rules(model.total_layers, best.gpus, tp, pp, v, SMALL.global_batch, micro, zero)
+        if layout is None or per_node % tp:  # tensor parallelism stays inside one instance
             continue
-        dp = best.gpus // (tp * pp)
-        if dp == 1 and zero:
-            continue
-        job = TrainJob(SMALL.tokens, SMALL.seq_len, micro, SMALL.global_batch, precision, "adamw", recompute)
-        layout = Parallelism(dp=dp, tp=tp, pp=pp, zero=zero, sequence_parallel=tp > 1)
+        framework: Framework = "megatron" if tp > 1 or pp > 1 else "pytorch"
+        job = TrainJob(
+            SMALL.tokens, SMALL.seq_len, micro, SMALL.global_batch, precision, "adamw", recompute, framework=framework
+        )
         try:
             estimate = estimate_train(
                 model,
@@ -62,16 +84,114 @@ def test_recommendation_is_the_brute_force_minimum_of_its_instance(catalog: Cata
     assert plan.considered >= len(costs)
 
 
+def _brute_force_times(
+    model: ModelSpec, catalog: Catalog, assumptions: Assumptions, c: TrainConstraints
+) -> dict[tuple[str, str, str, str, int], float]:
+    """Least time of every (instance type, instances, spot) over every layout, nothing pruned.
+
+    The layouts come from a plain product of the documented degrees (``_layout_rules``, cp and ZeRO
+    written out here), timed with ``evaluate_train`` in one call per machine size.
+    """
+    from computewise.estimate.memory import bytes_per_value, optimizer_bytes_per_param
+    from computewise.estimate.train import TrainLayout, evaluate_train
+    from computewise.plan.train import _hardware, _train_hardware, instance_counts
+    from computewise.specs import FRAMEWORKS, PRECISIONS, RECOMPUTES
+
+    cps = [1, *[cp for cp in (2, 4, 8, 16) if c.seq_len >= 8192 and c.seq_len // cp >= 1024]]
+    best: dict[tuple[str, str, str, str, int], float] = {}
+    for h in _hardware(catalog, c, assumptions):
+        for n in instance_counts(h.devices_per_node, c.max_gpus):
+            gpus = n * h.devices_per_node
+            if (n > 1 and h.node_network_bytes_per_s <= 0) or (
+                gpus > 1 and h.accelerator.interconnect_bytes_per_s <= 0
+            ):
+                break  # links of unknown speed cannot be timed
+            rows: list[tuple[float, ...]] = []
+            for tp, pp, cp, v, zero, precision, micro, recompute in itertools.product(
+                (1, 2, 4, 8),
+                (1, 2, 4, 8, 16),
+                cps,
+                (1, 2, 4, 8),
+                (0, 1, 2, 3),
+                c.precisions,
+                (1, 2, 4, 8, 16, 32),
+                RECOMPUTES,
+            ):
+                if gpus % cp or h.devices_per_node % tp or model.heads % tp:
+                    continue
+                layout = _layout_rules(model.total_layers, gpus // cp, tp, pp, v, c.global_batch, micro, zero)
+                if layout is None or h.accelerator.peak_flops.get(precision, 0.0) <= 0:
+                    continue
+                rows.append(
+                    (tp, pp, layout.dp, zero, micro, RECOMPUTES.index(recompute), bytes_per_value(precision),
+                     optimizer_bytes_per_param(c.optimizer, precision), cp, v,
+                     FRAMEWORKS.index("megatron" if tp * pp * cp > 1 else "pytorch"), PRECISIONS.index(precision))
+                )  # fmt: skip
+            if not rows:
+                continue
+            a = np.array(rows, dtype=np.float64).T
+            ones = np.ones(a.shape[1])
+            layouts = TrainLayout(
+                tp=a[0], pp=a[1], dp=a[2], zero=a[3], micro_batch=a[4], global_batch=ones * c.global_batch,
+                seq_len=ones * c.seq_len, recompute=a[5], sequence_parallel=(a[0] > 1) * 1.0, flash_attention=ones,
+                weight_bytes=a[6], optimizer_bytes=a[7], cp=a[8], ep=ones, virtual_stages=a[9], framework=a[10],
+            )  # fmt: skip
+            hw = _train_hardware([h], np.zeros(len(ones), dtype=np.int64), a[11].astype(np.int64))
+            columns = evaluate_train(model, c.tokens, layouts, hw, assumptions)
+            fits = columns.memory.total <= h.accelerator.memory_bytes
+            if not fits.any():
+                continue
+            for cloud, instance_type, region, pricing, *_ in h.prices:
+                time_s = columns.time_s if pricing == "spot" else columns.steps * columns.step_s
+                best[(cloud, instance_type, region, pricing, n)] = float(time_s[fits].min())
+    return best
+
+
+@pytest.mark.parametrize(
+    ("name", "constraints"),
+    [
+        ("gpt2-medium", SMALL),
+        (
+            "llama-3-8b",
+            TrainConstraints(tokens=1e11, seq_len=16384, global_batch=64, accelerators=("a100-40gb",), max_gpus=32),
+        ),
+    ],
+)
+def test_pruned_planner_matches_brute_force_on_every_machine(
+    catalog: Catalog, assumptions: Assumptions, name: str, constraints: TrainConstraints
+) -> None:
+    """Pairing (tp in the node, memory, duplicate precisions) never loses a machine's fastest layout."""
+    model = preset(name)
+    plan = plan_train(model, catalog, assumptions, constraints)
+    brute = _brute_force_times(model, catalog, assumptions, constraints)
+    planned = {(o.cloud, o.instance_type, o.region, o.pricing, o.instances): o.time_s for o in plan.candidates}
+    assert set(planned) == set(brute)
+    for key, time_s in planned.items():
+        assert time_s == pytest.approx(brute[key], rel=1e-12), key
+    if constraints.seq_len >= 16384:  # the case is tight enough that pruning had choices to make
+        assert {o.recompute for o in plan.candidates} >= {"none", "full"}
+        assert any(o.virtual_stages > 1 for o in plan.candidates)
+
+
 def test_pareto_frontier_is_non_dominated_and_contains_the_recommendation(
     catalog: Catalog, assumptions: Assumptions
 ) -> None:
     plan = plan_train(preset("gpt2-medium"), catalog, assumptions, SMALL)
     front = plan.pareto
     assert plan.recommended in front
+    assert len(front) > 1
     for a, b in itertools.pairwise(front):
         assert a.time_s <= b.time_s and a.cost_usd > b.cost_usd
-    for option in plan.candidates:
-        assert not any(f.time_s < option.time_s and f.cost_usd < option.cost_usd for f in front) or option not in front
+
+    def dominates(x: Option, y: Option) -> bool:
+        return x.time_s <= y.time_s and x.cost_usd <= y.cost_usd and (x.time_s, x.cost_usd) != (y.time_s, y.cost_usd)
+
+    for member in front:  # nothing is both at least as fast and as cheap, and better in one
+        assert not any(dominates(o, member) for o in plan.candidates), member.label
+    for option in plan.candidates:  # and every option off the front is beaten or matched by one on it
+        assert option in front or any(f.time_s <= option.time_s and f.cost_usd <= option.cost_usd for f in front), (
+            option.label
+        )
 
 
 def test_deadline_and_budget_filter_and_rank(catalog: Catalog, assumptions: Assumptions) -> None:
@@ -128,3 +248,107 @@ def test_owned_servers_are_planned_at_their_amortised_hourly_cost(catalog: Catal
         assumptions.onprem_power_usd_per_kwh, assumptions.onprem_pue, assumptions.onprem_utilization
     )
     assert best.usd_per_h == pytest.approx(best.instances * hourly)
+
+
+FRONTIER = TrainConstraints(
+    tokens=15.6e12,
+    seq_len=8192,
+    global_batch=2048,  # 16M tokens, Llama 3 405B's final batch
+    accelerators=("h100-sxm",),
+    max_gpus=16384,
+    deadline_s=120 * 86400,
+)
+
+
+def test_frontier_plan_for_405b_reads_like_published_runs(catalog: Catalog, assumptions: Assumptions) -> None:
+    """Llama 3 405B, 15.6T tokens on H100s within 120 days.
+
+    Meta ran 16,384 H100s at TP 8, PP 16, CP 1, DP 128, interleaved, 16M-token batches (Dubey et al.
+    2024, arXiv:2407.21783, section 3.3 and table 4); NVIDIA's recipe for the same model at 8K tokens
+    runs TP 8, PP 8, CP 2, VP 8 (NVIDIA/dgxc-benchmarking, llama3.1). Both are Megatron-style 4D
+    layouts: TP x CP inside the 8-GPU node, an interleaved pipeline across nodes, data parallel over it.
+    """
+    plan = plan_train(preset("llama-3.1-405b"), catalog, assumptions, FRONTIER)
+    best = plan.recommended
+    assert best.time_s <= 120 * 86400
+    assert 8192 <= best.gpus <= 16384
+    assert best.gpus == best.tp * best.pp * best.cp * best.dp
+    assert best.framework == "megatron" and best.precision == "bf16"
+    assert best.tp * best.cp >= 8  # each pipeline stage's tensor/context group fills at least a node
+    assert best.pp >= 8 and best.virtual_stages > 1  # an interleaved pipeline across nodes
+    assert FRONTIER.global_batch % (best.dp * best.micro_batch) == 0
+
+
+def test_405b_fastest_plan_reads_like_a_published_recipe(catalog: Catalog, assumptions: Assumptions) -> None:
+    """The fastest plan is NVIDIA's Llama 3.1 405B recipe shape (TP 8, PP 16, CP 2, interleaved;
+    NVIDIA/dgxc-benchmarking) on all 16,384 GPUs, well inside the deadline, at Llama 3's MFU
+    (Dubey et al. 2024 Table 4: 41 % at this scale)."""
+    fastest = plan_train(preset("llama-3.1-405b"), catalog, assumptions, replace(FRONTIER, objective="time"))
+    best = fastest.recommended
+    assert (best.gpus, best.tp, best.pp) == (16384, 8, 16)
+    assert best.cp <= 2 and best.virtual_stages >= 2 and best.framework == "megatron"
+    assert best.time_s < 90 * 86400
+    assert 0.35 < best.mfu < 0.55
+
+
+def test_llama_3_layout_is_in_the_frontier_search(catalog: Catalog, assumptions: Assumptions) -> None:
+    """16,384 GPUs at TP 8, PP 16 (126 layers + embedding + head = 128 slots), CP 1, DP 128 is enumerated,
+    interleaved, and fits an H100 with ZeRO and recomputation to choose from."""
+    from computewise.estimate.train import train_memory
+    from computewise.plan.train import _layouts
+
+    model = preset("llama-3.1-405b")
+    layouts = _layouts(model, [16384], 8, FRONTIER)
+    rows = layouts.rows
+    llama3 = (rows.tp == 8) & (rows.pp == 16) & (rows.cp == 1) & (rows.dp == 128) & (rows.micro_batch == 1)
+    assert set(rows.virtual_stages[llama3].tolist()) == {1.0, 2.0, 4.0, 8.0}
+    assert set(rows.framework[llama3].tolist()) == {0.0}  # megatron
+    fits = train_memory(model, rows, assumptions).total <= catalog.accelerator("h100-sxm").memory_bytes
+    assert (llama3 & fits).any()
+    assert set(rows.cp.tolist()) == {1.0, 2.0}  # 8K tokens: chunks of at least 4K
+
+
+def test_shape_rules_for_pipeline_context_and_experts(catalog: Catalog, assumptions: Assumptions) -> None:
+    from computewise.plan.train import _layouts
+
+    short = TrainConstraints(tokens=1e10, seq_len=4096, global_batch=512)
+    dense = _layouts(preset("llama-3-8b"), [64], 8, short).rows
+    assert set(dense.cp.tolist()) == {1.0} and set(dense.ep.tolist()) == {1.0}  # no cp for short sequences
+    assert set(dense.tp.tolist()) <= {1.0, 2.0, 4.0, 8.0}
+    interleaved = dense.virtual_stages > 1
+    assert np.all(dense.pp[interleaved] > 1)
+    assert np.all((dense.global_batch / (dense.dp * dense.micro_batch))[interleaved] % dense.pp[interleaved] == 0)
+    assert np.all(dense.gpus == 64)
+    moe = _layouts(preset("mixtral-8x7b"), [64], 8, short).rows
+    assert set(moe.ep.tolist()) == {1.0, 2.0, 4.0, 8.0}
+    assert np.all((moe.dp * moe.cp) % moe.ep == 0)
+    assert np.all(moe.framework[moe.ep > 1] == 0)  # expert parallelism is Megatron's
+
+
+def test_a_batch_too_small_for_the_cluster_is_named(catalog: Catalog, assumptions: Assumptions) -> None:
+    constraints = TrainConstraints(tokens=1e11, seq_len=4096, global_batch=4, accelerators=("h100-sxm",), max_gpus=4096)
+    plan = plan_train(preset("llama-3-8b"), catalog, assumptions, constraints)
+    batch = [r for r in plan.rejected if r.stage == "batch"]
+    assert batch and "raise --global-batch" in batch[0].reason
+    assert max(o.gpus for o in plan.candidates) < 4096
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "computewise.cli.app", *args], capture_output=True, text=True, timeout=120
+    )
+
+
+def test_cli_plans_the_405b_frontier_run_and_bounds_max_gpus() -> None:
+    from computewise.plan.train import DEFAULT_MAX_GPUS, MAX_GPUS_LIMIT
+
+    frontier = _cli(
+        "plan", "train", "--model", "llama-3.1-405b", "--tokens", "15.6T", "--gpu", "h100", "--deadline", "120d",
+        "--seq-len", "8192", "--global-batch", "2048", "--max-gpus", "16384", "--json",
+    )  # fmt: skip
+    assert frontier.returncode == 0, frontier.stderr
+    layout = json.loads(frontier.stdout)["recommended"]["layout"]
+    assert {"dp", "tp", "pp", "cp", "ep", "virtual_stages", "zero"} <= set(layout)
+    too_many = _cli("plan", "train", "--model", "gpt2", "--max-gpus", str(MAX_GPUS_LIMIT + 1))
+    assert too_many.returncode == 2 and "--max-gpus must be between 1 and 1,000,000" in too_many.stderr
+    assert f"[default: {DEFAULT_MAX_GPUS}]" in " ".join(_cli("plan", "train", "--help").stdout.split())

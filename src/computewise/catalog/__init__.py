@@ -1,8 +1,8 @@
 """Hardware, prices, carbon intensities and estimator assumptions, as data files with a source per row.
 
 The bundled CSV files live in ``computewise/catalog/data``; a user adds or overrides rows with
-files named ``accelerators*.csv``, ``offerings*.csv``, ``carbon*.csv``, ``onprem*.csv`` or
-``assumptions*.csv`` in ``$COMPUTEWISE_CATALOG_DIR`` (default: the ``catalog`` folder of the
+files named ``accelerators*.csv``, ``offerings*.csv``, ``carbon*.csv``, ``onprem*.csv``,
+``assumptions*.csv`` or ``fabrics*.csv`` in ``$COMPUTEWISE_CATALOG_DIR`` (default: the ``catalog`` folder of the
 user config dir, e.g. ``~/.config/computewise/catalog``) or passed with ``--catalog PATH``.
 
     >>> from computewise.catalog import load_catalog

@@ -33,6 +33,7 @@ from computewise.specs.hardware import (
     Accelerator,
     Assumption,
     CarbonIntensity,
+    NetworkFabric,
     Offering,
     OnPremCost,
     Pricing,
@@ -59,6 +60,7 @@ class Catalog:
     onprem: tuple[OnPremCost, ...]
     assumptions: tuple[Assumption, ...]
     files: tuple[CatalogFile, ...]
+    fabrics: tuple[NetworkFabric, ...]
     _origins: Mapping[tuple[TableName, tuple[str, ...]], RowOrigin] = field(repr=False, compare=False)
     _names: Mapping[str, Accelerator] = field(repr=False, compare=False)
 
@@ -76,6 +78,7 @@ class Catalog:
             onprem=tuple(row for row in values("onprem") if isinstance(row, OnPremCost)),
             assumptions=tuple(row for row in values("assumptions") if isinstance(row, Assumption)),
             files=loaded.files,
+            fabrics=tuple(row for row in values("fabrics") if isinstance(row, NetworkFabric)),
             _origins=MappingProxyType(
                 {(row.table, row.key): row.origin for table in TABLES for row in loaded.rows[table]}
             ),
@@ -246,6 +249,21 @@ class Catalog:
         """The value of an estimator assumption (unit in the row), e.g. ``assumption("onprem_pue")``."""
         return self.assumption_row(key).value
 
+    # -------------------------------------------------------------------------- fabrics
+
+    def fabric(self, name: str) -> NetworkFabric:
+        """An inter-node network by slug ('efa', 'infiniband'), with its measured efficiency and source."""
+        wanted = name.strip().lower()
+        for row in self.fabrics:
+            if row.fabric == wanted:
+                return row
+        raise UnknownNameError(
+            "fabric",
+            name,
+            (row.fabric for row in self.fabrics),
+            f"run `computewise catalog list fabrics`, or add a row to {user_catalog_dir() / 'fabrics.csv'}",
+        )
+
     # -------------------------------------------------------------------------- provenance and age
 
     def rows(self, table: TableName) -> tuple[Row, ...]:
@@ -255,6 +273,7 @@ class Catalog:
             "carbon": self.carbon,
             "onprem": self.onprem,
             "assumptions": self.assumptions,
+            "fabrics": self.fabrics,
         }
         return tables[table]
 

@@ -31,6 +31,7 @@ from computewise.specs.hardware import (
     Assumption,
     CarbonIntensity,
     Dtype,
+    NetworkFabric,
     Offering,
     OnPremCost,
 )
@@ -54,13 +55,13 @@ __all__ = [
     "user_catalog_dir",
 ]
 
-TableName = Literal["accelerators", "offerings", "carbon", "onprem", "assumptions"]
-TABLES: tuple[TableName, ...] = ("accelerators", "offerings", "carbon", "onprem", "assumptions")
+TableName = Literal["accelerators", "offerings", "carbon", "onprem", "assumptions", "fabrics"]
+TABLES: tuple[TableName, ...] = ("accelerators", "offerings", "carbon", "onprem", "assumptions", "fabrics")
 
 AcceleratorKind = Literal["gpu", "tpu", "npu", "cpu", "edge"]
 ACCELERATOR_KINDS: tuple[AcceleratorKind, ...] = ("gpu", "tpu", "npu", "cpu", "edge")
 
-Row = Accelerator | Offering | CarbonIntensity | OnPremCost | Assumption
+Row = Accelerator | Offering | CarbonIntensity | OnPremCost | Assumption | NetworkFabric
 
 ENV_CATALOG_DIR = "COMPUTEWISE_CATALOG_DIR"
 
@@ -279,6 +280,7 @@ def _offering(cells: _Cells) -> Offering:
         reserved_3y_usd_per_h=cells.optional_price("reserved_3y_usd_per_h"),
         source=cells.text("source"),
         retrieved=cells.iso_date("retrieved"),
+        fabric=cells.name("fabric") if cells.raw("fabric") else "",
     )
 
 
@@ -313,6 +315,22 @@ def _assumption(cells: _Cells) -> Assumption:
         key=key,
         value=cells.number("value"),
         unit=cells.text("unit"),
+        source=cells.text("source"),
+        retrieved=cells.iso_date("retrieved"),
+    )
+
+
+def _fabric(cells: _Cells) -> NetworkFabric:
+    efficiency = cells.number("network_efficiency", positive=True)
+    if efficiency > 1:
+        raise cells.error(
+            "network_efficiency", f"must be at most 1, got {cells.raw('network_efficiency')!r}", "e.g. 0.9"
+        )
+    return NetworkFabric(
+        fabric=cells.name("fabric"),
+        name=cells.text("name"),
+        network_efficiency=efficiency,
+        latency_s=cells.number("latency_s"),
         source=cells.text("source"),
         retrieved=cells.iso_date("retrieved"),
     )
@@ -364,8 +382,9 @@ _TABLE_SPECS: dict[TableName, _Table] = {
             "reserved_3y_usd_per_h",
             "source",
             "retrieved",
+            "fabric",
         ),
-        optional=frozenset({"spot_usd_per_h", "reserved_1y_usd_per_h", "reserved_3y_usd_per_h"}),
+        optional=frozenset({"spot_usd_per_h", "reserved_1y_usd_per_h", "reserved_3y_usd_per_h", "fabric"}),
         parse=_offering,
     ),
     "carbon": _Table(
@@ -392,6 +411,11 @@ _TABLE_SPECS: dict[TableName, _Table] = {
         optional=frozenset(),
         parse=_assumption,
     ),
+    "fabrics": _Table(
+        columns=("fabric", "name", "network_efficiency", "latency_s", "source", "retrieved"),
+        optional=frozenset(),
+        parse=_fabric,
+    ),
 }
 
 
@@ -405,6 +429,8 @@ def row_key(row: Row) -> tuple[TableName, tuple[str, ...]]:
         return "carbon", (row.cloud.lower(), row.region.lower())
     if isinstance(row, OnPremCost):
         return "onprem", (row.accelerator, str(row.accelerator_count))
+    if isinstance(row, NetworkFabric):
+        return "fabrics", (row.fabric,)
     return "assumptions", (row.key,)
 
 
@@ -420,7 +446,7 @@ def table_for_filename(path: str | Path) -> TableName:
                 return table
     raise InputError(
         f"cannot tell which catalog table {path} belongs to",
-        "name it accelerators*.csv, offerings*.csv, carbon*.csv, onprem*.csv or assumptions*.csv",
+        "name it accelerators*.csv, offerings*.csv, carbon*.csv, onprem*.csv, assumptions*.csv or fabrics*.csv",
     )
 
 
@@ -582,6 +608,21 @@ def _resolve_reference(loaded: LoadedRow, names: Mapping[str, str]) -> LoadedRow
     return LoadedRow(loaded.table, row_key(resolved)[1], resolved, loaded.origin)
 
 
+def _check_fabric(loaded: LoadedRow, fabrics: set[str]) -> None:
+    """An offering's network must be a fabrics row, so its efficiency and latency have a source."""
+    value = loaded.value
+    if not isinstance(value, Offering) or not value.fabric or value.fabric in fabrics:
+        return
+    close = difflib.get_close_matches(value.fabric, sorted(fabrics), n=3, cutoff=0.5)
+    raise CatalogError(
+        loaded.origin.path,
+        loaded.origin.line,
+        "fabric",
+        f"unknown fabric {value.fabric!r}" + (f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""),
+        "use a fabric from `computewise catalog list fabrics`, or add one in a fabrics*.csv",
+    )
+
+
 def load_files(files: Sequence[SourceFile]) -> LoadedCatalog:
     """Read, merge (later files win) and cross-check the given files."""
     merged: dict[TableName, dict[tuple[str, ...], LoadedRow]] = {table: {} for table in TABLES}
@@ -596,6 +637,9 @@ def load_files(files: Sequence[SourceFile]) -> LoadedCatalog:
     for table in ("offerings", "onprem"):
         resolved = (_resolve_reference(loaded, names) for loaded in merged[table].values())
         merged[table] = {loaded.key: loaded for loaded in resolved}
+    fabrics = {key[0] for key in merged["fabrics"]}
+    for loaded in merged["offerings"].values():
+        _check_fabric(loaded, fabrics)
     return LoadedCatalog(
         rows={table: tuple(merged[table].values()) for table in TABLES},
         files=tuple(read),

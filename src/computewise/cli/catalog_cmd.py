@@ -20,7 +20,15 @@ from rich.table import Table
 
 if TYPE_CHECKING:
     from computewise.catalog import Catalog, Row, TableName
-    from computewise.specs.hardware import Accelerator, Assumption, CarbonIntensity, Offering, OnPremCost, Pricing
+    from computewise.specs.hardware import (
+        Accelerator,
+        Assumption,
+        CarbonIntensity,
+        NetworkFabric,
+        Offering,
+        OnPremCost,
+        Pricing,
+    )
 
 app = typer.Typer(
     help=(
@@ -174,8 +182,17 @@ def _assumption_table(rows: tuple[Assumption, ...]) -> Table:
     return table
 
 
+def _fabric_table(rows: tuple[NetworkFabric, ...]) -> Table:
+    table = Table(title="fabrics (inter-node networks)")
+    for column in ("fabric", "name", "efficiency", "latency", "source"):
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        table.add_row(row.fabric, row.name, f"{row.network_efficiency:g}", f"{row.latency_s * 1e6:g} us", row.source)
+    return table
+
+
 def _render(catalog: Catalog, rows: tuple[Row, ...], table_name: TableName) -> Table:
-    from computewise.specs.hardware import Accelerator, Assumption, CarbonIntensity, Offering, OnPremCost
+    from computewise.specs.hardware import Accelerator, Assumption, CarbonIntensity, NetworkFabric, Offering, OnPremCost
 
     if table_name == "accelerators":
         return _accelerator_table(tuple(r for r in rows if isinstance(r, Accelerator)))
@@ -185,6 +202,8 @@ def _render(catalog: Catalog, rows: tuple[Row, ...], table_name: TableName) -> T
         return _carbon_table(tuple(r for r in rows if isinstance(r, CarbonIntensity)))
     if table_name == "onprem":
         return _onprem_table(catalog, tuple(r for r in rows if isinstance(r, OnPremCost)))
+    if table_name == "fabrics":
+        return _fabric_table(tuple(r for r in rows if isinstance(r, NetworkFabric)))
     return _assumption_table(tuple(r for r in rows if isinstance(r, Assumption)))
 
 
@@ -209,7 +228,7 @@ def _rows_in_cloud(catalog: Catalog, table_name: TableName, cloud: str) -> tuple
 @app.command("list")
 def list_table(
     table: Annotated[
-        str, typer.Argument(help="accelerators, offerings, carbon, onprem or assumptions.")
+        str, typer.Argument(help="accelerators, offerings, carbon, onprem, assumptions or fabrics.")
     ] = "accelerators",
     cloud: Annotated[
         str | None, typer.Option("--cloud", help="Only this cloud (accelerators, offerings and carbon).")

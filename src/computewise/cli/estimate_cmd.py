@@ -27,6 +27,8 @@ from computewise.units import parse_positive_int
 
 app = typer.Typer(help="Estimate memory, FLOPs, time, cost, energy and CO2 of one configuration.", no_args_is_help=True)
 
+_MAX_DEGREE = 1_000_000  # no parallel degree of a real job comes near a million ranks
+
 GpuOption = Annotated[str, typer.Option("--gpu", "-g", help="Accelerator slug or alias: t4, a100, h100-sxm, mi300x...")]
 
 
@@ -46,9 +48,21 @@ def train(
     zero: Annotated[int, typer.Option(help="ZeRO stage 0-3 (3 = FSDP full shard).")] = 0,
     tp: Annotated[int, typer.Option(help="Tensor-parallel degree.")] = 1,
     pp: Annotated[int, typer.Option(help="Pipeline-parallel degree.")] = 1,
+    cp: Annotated[int, typer.Option(help="Context-parallel degree: each sequence split over cp ranks.")] = 1,
+    ep: Annotated[int, typer.Option(help="Expert-parallel degree for MoE models (within dp*cp).")] = 1,
+    virtual_stages: Annotated[
+        int, typer.Option(help="Model chunks per pipeline rank; > 1 is the interleaved 1F1B schedule.")
+    ] = 1,
     sequence_parallel: Annotated[bool, typer.Option(help="Shard activations over tp too.")] = False,
     recompute: Annotated[str, typer.Option(help="Activation recomputation: none, selective or full.")] = "none",
     flash_attention: Annotated[bool, typer.Option(help="Fused attention that never stores the score matrix.")] = True,
+    framework: Annotated[
+        str,
+        typer.Option(
+            help="Memory layout: pytorch (autocast over fp32 weights: HF Trainer, FSDP, plain AMP) or "
+            "megatron (16-bit weights and activations, fp32 master copy in the optimizer)."
+        ),
+    ] = "pytorch",
     pricing: Annotated[str, typer.Option(help="on-demand, spot, reserved-1y, reserved-3y or on-prem.")] = "on-demand",
     cloud: Annotated[
         str | None, typer.Option(help="Price on this cloud only (aws, gcp, azure, lambda, coreweave).")
@@ -65,25 +79,27 @@ def train(
     """Memory per device, FLOPs, time, cost, energy and CO2 of one training configuration."""
     from computewise.estimate import estimate_train
     from computewise.report import estimate_html, print_estimate
-    from computewise.specs import OPTIMIZERS, PRICINGS, RECOMPUTES
+    from computewise.specs import FRAMEWORKS, OPTIMIZERS, PRICINGS, RECOMPUTES
 
     catalog, assumptions = load(catalog_paths)
     spec = model(model_name)
     accelerator = catalog.accelerator(gpu)
     n_gpus = parse_positive_int(gpus, "--gpus")
-    for degree, flag in ((tp, "--tp"), (pp, "--pp")):
-        if degree < 1:
-            raise InputError(f"{flag} must be at least 1, got {degree}", f"use {flag} 1 for no split")
+    for degree, flag in ((tp, "--tp"), (pp, "--pp"), (cp, "--cp"), (ep, "--ep"), (virtual_stages, "--virtual-stages")):
+        if not 1 <= degree <= _MAX_DEGREE:
+            raise InputError(
+                f"{flag} must be between 1 and {_MAX_DEGREE:,}, got {degree}", f"use {flag} 1 for no split"
+            )
     if not 0 <= zero <= 3:
         raise InputError(f"--zero must be 0, 1, 2 or 3, got {zero}", "use --zero 3 for FSDP-style full sharding")
     if mfu is not None and not 0 < mfu <= 1:
         raise InputError(f"--mfu must be in (0, 1], got {mfu}", "e.g. --mfu 0.4")
-    if n_gpus % (tp * pp):
+    if n_gpus % (tp * pp * cp):
         raise InputError(
-            f"tp*pp = {tp * pp} does not divide --gpus {n_gpus}, so dp = gpus/(tp*pp) is not whole",
-            "choose --tp and --pp whose product divides --gpus",
+            f"tp*pp*cp = {tp * pp * cp} does not divide --gpus {n_gpus}, so dp = gpus/(tp*pp*cp) is not whole",
+            "choose --tp, --pp and --cp whose product divides --gpus",
         )
-    dp = n_gpus // (tp * pp)
+    dp = n_gpus // (tp * pp * cp)
     seq = sequence_length(seq_len, spec)
     micro = parse_positive_int(micro_batch, "--micro-batch")
     job = TrainJob(
@@ -95,8 +111,18 @@ def train(
         optimizer=choice(optimizer, OPTIMIZERS, "--optimizer"),
         recompute=choice(recompute, RECOMPUTES, "--recompute"),
         flash_attention=flash_attention,
+        framework=choice(framework, FRAMEWORKS, "--framework"),
     )
-    layout = Parallelism(dp=dp, tp=tp, pp=pp, zero=zero, sequence_parallel=sequence_parallel)
+    layout = Parallelism(
+        dp=dp,
+        tp=tp,
+        pp=pp,
+        zero=zero,
+        sequence_parallel=sequence_parallel,
+        cp=cp,
+        ep=ep,
+        virtual_stages=virtual_stages,
+    )
     result = estimate_train(
         spec,
         accelerator,
@@ -174,3 +200,48 @@ def _precision(text: str, accelerator: Accelerator) -> Precision:
     from computewise.specs import PRECISIONS
 
     return default_precision(accelerator) if text == "auto" else choice(text, PRECISIONS, "--precision")
+
+
+@app.command("comm")
+def comm(
+    gpu: GpuOption,
+    gpus: Annotated[str, typer.Option("--gpus", "-n", help="Ranks in the group (one per accelerator).")] = "8",
+    op: Annotated[
+        str, typer.Option("--op", help="all-reduce, all-gather, reduce-scatter, all-to-all or send-recv.")
+    ] = "all-reduce",
+    message_bytes: Annotated[
+        str | None,
+        typer.Option("--bytes", help="Buffer size as nccl-tests counts it: 1GiB, 256MB, 8e9. Default: 8 B .. 8 GiB."),
+    ] = None,
+    per_node: Annotated[
+        int | None, typer.Option("--per-node", help="Ranks of this group on each node. Default: a full node.")
+    ] = None,
+    cloud: Annotated[str | None, typer.Option(help="Assume this cloud's instance (aws, azure, ...).")] = None,
+    instance: Annotated[str | None, typer.Option(help="Assume this instance type, e.g. p5.48xlarge.")] = None,
+    catalog_paths: CatalogOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Time and nccl-tests bus bandwidth of one collective, at one size or over a sweep of sizes."""
+    import json
+    import sys
+
+    from rich.console import Console
+
+    from computewise.estimate.comm_report import SWEEP_BYTES, CommQuery, estimate_comm, parse_collective
+    from computewise.report.comm import print_comm
+    from computewise.units import parse_bytes
+
+    catalog, assumptions = load(catalog_paths)
+    query = CommQuery(
+        op=parse_collective(op),
+        gpus=parse_positive_int(gpus, "--gpus"),
+        sizes_bytes=(parse_bytes(message_bytes, "--bytes"),) if message_bytes is not None else SWEEP_BYTES,
+        ranks_per_node=per_node,
+        cloud=cloud,
+        instance_type=instance,
+    )
+    data = estimate_comm(catalog, catalog.accelerator(gpu), query, assumptions)
+    if as_json:
+        sys.stdout.write(json.dumps(data, indent=2) + "\n")
+    else:
+        print_comm(data, Console())

@@ -33,9 +33,19 @@ RegionFilter = Annotated[list[str] | None, typer.Option("--region", help="Only t
 TopOption = Annotated[int, typer.Option("--top", help="Candidates to show (JSON: all with --top 0).")]
 
 
-def _default_global_batch(seq_len: int) -> int:
-    """About a million tokens per step, a power of two of sequences: GPT-3 and Llama used 0.5-4M."""
-    return max(1, int(2 ** round(math.log2(2**20 / seq_len))))
+# plan.train.DEFAULT_MAX_GPUS, spelled out so `--help` need not import numpy (a test keeps them equal).
+_DEFAULT_MAX_GPUS = 512
+
+
+def _default_global_batch(seq_len: int, params: float) -> int:
+    """Tokens per step that grow with the model, as a power of two of sequences.
+
+    2^20 tokens at 8B parameters times sqrt(params / 8B), kept within 0.5M-16M: 0.5M for GPT-3's
+    125M-760M models (Brown et al. 2020, table 2.1), 4M at 70B (Llama 2), 8M at 405B (Llama 3 ramped
+    from 4M to 16M). A frontier cluster needs it: dp x micro-batch must divide the batch.
+    """
+    tokens = min(max(2**20 * math.sqrt(params / 8e9), 2**19), 2**24)
+    return max(1, int(2 ** round(math.log2(tokens / seq_len))))
 
 
 @app.command("train")
@@ -43,11 +53,16 @@ def train(
     model_name: ModelOption,
     tokens: TokensOption = None,
     seq_len: SeqLenOption = None,
-    global_batch: Annotated[str | None, typer.Option(help="Sequences per optimizer step. Default ~1M tokens.")] = None,
+    global_batch: Annotated[
+        str | None, typer.Option(help="Sequences per optimizer step. Default: 1M tokens at 8B, growing with the model.")
+    ] = None,
     optimizer: OptimizerOption = "adamw",
     deadline: Annotated[str | None, typer.Option(help="Finish within: 72h, 3d, 90min.")] = None,
     budget: Annotated[str | None, typer.Option(help="Spend at most: 5000, $2.5k.")] = None,
-    max_gpus: Annotated[int, typer.Option(help="Largest number of accelerators to consider.")] = 512,
+    max_gpus: Annotated[
+        int,
+        typer.Option(help="Largest number of accelerators to consider; raise it for frontier runs (up to 1,000,000)."),
+    ] = _DEFAULT_MAX_GPUS,
     gpu: GpuFilter = None,
     cloud: CloudFilter = None,
     region: RegionFilter = None,
@@ -66,13 +81,17 @@ def train(
 ) -> None:
     """Recommended configuration, cost-vs-time Pareto frontier, and every rejected option with its reason."""
     from computewise.plan import CLOUD_PRICINGS, TRAIN_PRECISIONS, TrainConstraints, plan_train
+    from computewise.plan.train import MAX_GPUS_LIMIT
     from computewise.report import plan_html, print_plan
     from computewise.specs import OPTIMIZERS, PRECISIONS, PRICINGS
 
     catalog, assumptions = load(catalog_paths)
     spec = model(model_name)
-    if max_gpus < 1:
-        raise InputError(f"--max-gpus must be at least 1, got {max_gpus}", "e.g. --max-gpus 64")
+    if not 1 <= max_gpus <= MAX_GPUS_LIMIT:
+        raise InputError(
+            f"--max-gpus must be between 1 and {MAX_GPUS_LIMIT:,}, got {max_gpus:,}",
+            "e.g. --max-gpus 16384 for a frontier run; the largest clusters built hold ~200k GPUs",
+        )
     pricings = tuple(choice(p, PRICINGS, "--pricing") for p in pricing or CLOUD_PRICINGS)
     if spot is True:
         pricings = ("spot",)
@@ -84,7 +103,9 @@ def train(
     constraints = TrainConstraints(
         tokens=training_tokens(tokens, spec),
         seq_len=seq,
-        global_batch=parse_positive_int(global_batch, "--global-batch") if global_batch else _default_global_batch(seq),
+        global_batch=parse_positive_int(global_batch, "--global-batch")
+        if global_batch
+        else _default_global_batch(seq, spec.params),
         optimizer=choice(optimizer, OPTIMIZERS, "--optimizer"),
         deadline_s=parse_duration_s(deadline, "--deadline") if deadline else None,
         budget_usd=parse_usd(budget, "--budget") if budget else None,

@@ -16,7 +16,8 @@ __all__ = ["Assumptions"]
 class Assumptions:
     """Defaults a user may override per call (``dataclasses.replace``); sources live in the CSV."""
 
-    achievable_mfu_train: float
+    matmul_peak_fraction: float
+    activation_traffic_passes: float
     achievable_mfu_infer_prefill: float
     achievable_bandwidth_fraction_decode: float
     intra_node_link_efficiency: float

@@ -5,7 +5,7 @@ from __future__ import annotations
 from computewise.errors import ParallelismError
 from computewise.specs import ModelSpec, Parallelism
 
-__all__ = ["check_layout", "layout_problem"]
+__all__ = ["check_layout", "layout_problem", "schedule_problem"]
 
 
 def layout_problem(model: ModelSpec, gpus: int, tp: int, pp: int, global_batch: int, micro_batch: int) -> str | None:
@@ -26,13 +26,53 @@ def layout_problem(model: ModelSpec, gpus: int, tp: int, pp: int, global_batch: 
     return None
 
 
-def check_layout(model: ModelSpec, gpus: int, parallelism: Parallelism, global_batch: int, micro_batch: int) -> None:
-    """Raise ParallelismError with a fix when tp*pp*dp != gpus or the model cannot be split that way."""
-    if parallelism.gpus != gpus:
-        raise ParallelismError(
-            f"tp*pp*dp = {parallelism.tp}*{parallelism.pp}*{parallelism.dp} = {parallelism.gpus} != {gpus} GPUs",
-            "choose --tp and --pp whose product divides --gpus (dp is --gpus / (tp*pp))",
+def schedule_problem(
+    model: ModelSpec, parallelism: Parallelism, seq_len: int, microbatches: int
+) -> tuple[str, str] | None:
+    """The first reason the context/expert/interleaving degrees cannot run, with its fix, or None."""
+    p = parallelism
+    if p.cp > 1 and seq_len % (2 * p.cp):
+        # Ring attention balances causal work by giving each rank two chunks of the sequence.
+        return (
+            f"--seq-len {seq_len} is not a multiple of 2*cp = {2 * p.cp}",
+            "choose --cp so that 2*cp divides --seq-len",
         )
-    problem = layout_problem(model, gpus, parallelism.tp, parallelism.pp, global_batch, micro_batch)
+    if p.ep > 1 and (model.experts <= 1 or model.experts % p.ep):
+        return (
+            f"ep={p.ep} needs a mixture-of-experts model whose experts divide by it ({model.name} has {model.experts})",
+            "use --ep 1, or an --ep that divides the number of experts",
+        )
+    if p.ep > 1 and (p.dp * p.cp) % p.ep:
+        return f"ep={p.ep} does not divide dp*cp = {p.dp * p.cp}", "experts are spread over data-parallel ranks"
+    if p.virtual_stages > 1:
+        if p.pp <= 1:
+            return "--virtual-stages needs pipeline parallelism", "use --pp 2 or more, or --virtual-stages 1"
+        if p.pp * p.virtual_stages > model.total_layers:
+            return (
+                f"pp*virtual-stages = {p.pp * p.virtual_stages} exceeds the {model.total_layers} layers",
+                "lower --virtual-stages so every model chunk holds at least one layer",
+            )
+        if microbatches % p.pp:
+            return (
+                f"the interleaved schedule needs micro-batches per step ({microbatches}) to be a multiple of pp={p.pp}",
+                "change --global-batch or --micro-batch (Megatron-LM's rule), or use --virtual-stages 1",
+            )
+    return None
+
+
+def check_layout(
+    model: ModelSpec, gpus: int, parallelism: Parallelism, global_batch: int, micro_batch: int, seq_len: int = 0
+) -> None:
+    """Raise ParallelismError with a fix when tp*pp*cp*dp != gpus or the model cannot be split that way."""
+    p = parallelism
+    if p.gpus != gpus:
+        raise ParallelismError(
+            f"tp*pp*cp*dp = {p.tp}*{p.pp}*{p.cp}*{p.dp} = {p.gpus} != {gpus} GPUs",
+            "choose --tp, --pp and --cp whose product divides --gpus (dp is --gpus / (tp*pp*cp))",
+        )
+    problem = layout_problem(model, gpus // p.cp, p.tp, p.pp, global_batch, micro_batch)
     if problem:
         raise ParallelismError(problem, "change --tp/--pp/--gpus/--global-batch so the degrees divide evenly")
+    scheduled = schedule_problem(model, p, seq_len, global_batch // (p.dp * micro_batch))
+    if scheduled:
+        raise ParallelismError(*scheduled)

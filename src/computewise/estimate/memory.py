@@ -10,6 +10,18 @@ Activations follow "Reducing Activation Recomputation in Large Transformer Model
 gated MLPs (SwiGLU), dropout-free models and flash attention change exactly the terms they touch:
 with dropout, MHA, a 4h GeLU MLP and 16-bit activations the per-layer total reduces to the
 paper's sbh(34 + 5as/h), and with tensor + sequence parallelism to sbh/t (34 + 5as/h).
+
+Two layouts (``framework``: 0 Megatron, 1 PyTorch). Megatron keeps 16-bit weights, gradients and
+activations (the papers' accounting). PyTorch AMP (autocast over fp32 weights, what HF Trainer,
+Lightning and plain loops run) keeps fp32 weights and gradients, 8 bytes of Adam state, an fp32
+residual stream (so norm inputs are saved at 4 bytes) and autocast's 16-bit copy of every matmul
+weight from its first use in the forward to its layer's backward.
+
+The peak is timed, not summed (``training_peak_bytes``): a step is a forward, a loss, a backward
+that frees activations as gradients appear, and an optimizer step; without gradient accumulation the
+gradients and the activations never coexist. Replayed against PyTorch's allocator accounting over
+the 22-configuration ladder of ``benchmarks/validate_gpu.py`` (``benchmarks/replay_memory.py``,
+docs/ACCURACY.md).
 """
 
 from __future__ import annotations
@@ -17,23 +29,34 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from computewise.estimate.arrays import FloatArray, col
-from computewise.specs import ModelSpec, Optimizer, Precision, Recompute
+from computewise.specs import FRAMEWORKS, Framework, ModelSpec, Optimizer, Precision, Recompute
 
 __all__ = [
+    "FRAMEWORK_CODES",
     "RECOMPUTE_CODES",
+    "ActivationParts",
     "MemoryBreakdown",
+    "StateBytes",
     "activation_bytes",
+    "activation_parts",
     "bytes_per_value",
+    "expert_params",
+    "framework_state_bytes",
     "inference_workspace_bytes",
     "kv_cache_bytes",
+    "layer_terms",
     "model_state_bytes",
     "optimizer_bytes_per_param",
+    "training_peak_bytes",
     "with_overhead",
 ]
 
 RECOMPUTE_CODES: dict[Recompute, int] = {"none": 0, "selective": 1, "full": 2}
+FRAMEWORK_CODES: dict[Framework, int] = {name: i for i, name in enumerate(FRAMEWORKS)}
+_PYTORCH = float(FRAMEWORK_CODES["pytorch"])
 
 _MASK_BYTES = 1.0  # dropout masks are stored as uint8/bool
 _SOFTMAX_STATS_BYTES = 4.0  # flash attention keeps one fp32 log-sum-exp per row and head
@@ -41,6 +64,8 @@ _LOSS_BYTES = 4.0  # cross entropy upcasts logits to fp32 and keeps its log-soft
 # At the loss backward the fp32 log-softmax and two fp32 gradient buffers of the logits coexist:
 # 12 bytes per logit, whatever the training precision (PyTorch's cross_entropy on upcast logits).
 _LOGITS_PEAK_BYTES = 12.0
+_FP32_BYTES = 4.0
+_CAST_BYTES = 2.0  # autocast's 16-bit copy of an fp32 weight
 
 
 def bytes_per_value(precision: Precision) -> float:
@@ -65,7 +90,13 @@ def optimizer_bytes_per_param(optimizer: Optimizer, precision: Precision) -> flo
 
 @dataclass(frozen=True)
 class MemoryBreakdown:
-    """Bytes per device, one entry per candidate row."""
+    """Bytes per device, one entry per candidate row.
+
+    The five tensor parts are each at their own largest; they need not be live at once (gradients
+    and activations are not, without accumulation), so ``allocated_peak`` may be less than their sum.
+    ``overhead`` is the allocator's fragmentation plus the fixed ``context`` (CUDA context and
+    library workspaces, which the caching allocator never sees).
+    """
 
     weights: FloatArray
     gradients: FloatArray
@@ -73,10 +104,54 @@ class MemoryBreakdown:
     activations: FloatArray
     kv_cache: FloatArray
     overhead: FloatArray
+    peak: FloatArray | None = None  # live tensor bytes at the step's peak; None: every part at once
+    context: FloatArray | None = None  # the fixed part of ``overhead``; None: all of it scales
+
+    @property
+    def tensors(self) -> FloatArray:
+        """The parts' sum: what the step would need if everything peaked together."""
+        return self.weights + self.gradients + self.optimizer_states + self.activations + self.kv_cache
+
+    @property
+    def allocated_peak(self) -> FloatArray:
+        """What ``torch.cuda.max_memory_allocated`` reads: live tensors at the peak, rounded blocks."""
+        return self.peak if self.peak is not None else self.tensors
+
+    @property
+    def reserved_peak(self) -> FloatArray:
+        """What ``torch.cuda.max_memory_reserved`` reads: the allocated peak plus fragmentation."""
+        context = self.context if self.context is not None else 0.0
+        return self.allocated_peak + self.overhead - context
 
     @property
     def total(self) -> FloatArray:
-        return self.weights + self.gradients + self.optimizer_states + self.activations + self.kv_cache + self.overhead
+        """What must fit on the card (``nvidia-smi``'s figure): reserved plus the CUDA context."""
+        return self.allocated_peak + self.overhead
+
+
+def expert_params(model: ModelSpec) -> float:
+    """Parameters of the routed experts' MLPs (0 for a dense model), as ``ModelSpec.active_params`` counts them."""
+    if model.experts <= 1 or not model.is_transformer:
+        return 0.0
+    per_expert = (3 if model.gated_ffn else 2) * model.hidden_size * model.ffn_size
+    return float(model.experts * per_expert * model.total_layers)
+
+
+def _params_per_device(
+    params: float | FloatArray,
+    experts: float | FloatArray,
+    tp: FloatArray,
+    pp: FloatArray,
+    dp: FloatArray,
+    ep: FloatArray,
+    sharded: npt.NDArray[np.bool_],
+) -> FloatArray:
+    """Parameters one device holds. Experts are split over ``ep`` ranks; where ``sharded`` (a ZeRO
+    stage covers it) dense parameters are split over dp and experts over the dp / ep ranks that
+    hold the same experts."""
+    dense = (col(params) - col(experts)) / np.where(sharded, dp, 1.0)
+    routed = col(experts) / ep / np.where(sharded, np.maximum(dp / ep, 1.0), 1.0)
+    return (dense + routed) / (col(tp) * col(pp))
 
 
 def model_state_bytes(
@@ -87,15 +162,51 @@ def model_state_bytes(
     pp: FloatArray,
     dp: FloatArray,
     zero: FloatArray,
+    *,
+    grad_bytes: FloatArray | None = None,
+    experts: float = 0.0,
+    ep: FloatArray | None = None,
 ) -> tuple[FloatArray, FloatArray, FloatArray]:
-    """(weights, gradients, optimizer states) per device; gradients are kept at the weight precision."""
-    shard = params / (col(tp) * col(pp))
-    dp = col(dp)
-    zero = col(zero)
-    weights = shard * weight_bytes / np.where(zero >= 3, dp, 1.0)
-    gradients = shard * weight_bytes / np.where(zero >= 2, dp, 1.0)
-    optimizer = shard * optimizer_bytes / np.where(zero >= 1, dp, 1.0)
-    return weights, gradients, optimizer
+    """(weights, gradients, optimizer states) per device (ZeRO paper, section 3.1).
+
+    Gradients are kept at the weight precision unless ``grad_bytes`` says otherwise (PyTorch AMP:
+    fp32 gradients of fp32 weights). ``experts`` of the ``params`` are split over ``ep`` ranks.
+    """
+    dp, zero = col(dp), col(zero)
+    ep = col(1.0) if ep is None else col(ep)
+    grad_bytes = col(weight_bytes) if grad_bytes is None else col(grad_bytes)
+
+    def held(stage: float) -> FloatArray:
+        return _params_per_device(params, experts, col(tp), col(pp), dp, ep, zero >= stage)
+
+    return held(3) * weight_bytes, held(2) * grad_bytes, held(1) * optimizer_bytes
+
+
+@dataclass(frozen=True)
+class StateBytes:
+    """Bytes per parameter a layout keeps, and the autocast copy it adds during forward and backward."""
+
+    weights: FloatArray
+    gradients: FloatArray
+    optimizer: FloatArray
+    cast: FloatArray  # per matmul weight, from its first forward use to its layer's backward
+
+
+def framework_state_bytes(framework: FloatArray, weight_bytes: FloatArray, optimizer_bytes: FloatArray) -> StateBytes:
+    """Per-parameter bytes of each layout, given the ZeRO split (``weight_bytes``, ``optimizer_bytes``).
+
+    Megatron: 16-bit weights and gradients, the fp32 master copy inside the optimizer's K. PyTorch AMP
+    (16-bit precision under autocast): the fp32 master *is* the model (4 B), its gradients are fp32
+    (4 B), the optimizer keeps only its states (K - 4), and autocast caches a 16-bit copy of each
+    matmul weight (2 B). Same 16 bytes of state for Adam, split differently, plus the copies.
+    """
+    amp = (col(framework) == _PYTORCH) & (col(weight_bytes) < _FP32_BYTES)
+    return StateBytes(
+        weights=np.where(amp, _FP32_BYTES, weight_bytes),
+        gradients=np.where(amp, _FP32_BYTES, weight_bytes),
+        optimizer=np.where(amp, col(optimizer_bytes) - _FP32_BYTES, optimizer_bytes),
+        cast=np.where(amp, _CAST_BYTES, 0.0),
+    )
 
 
 def _uses_dropout(model: ModelSpec) -> bool:
@@ -103,22 +214,141 @@ def _uses_dropout(model: ModelSpec) -> bool:
     return not model.gated_ffn
 
 
-def _layer_terms(model: ModelSpec, act_bytes: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray]:
+def layer_terms(
+    model: ModelSpec,
+    act_bytes: FloatArray,
+    norm_bytes: FloatArray | None = None,
+    expand_kv: FloatArray | float = 0.0,
+) -> tuple[FloatArray, FloatArray, FloatArray]:
     """Per-token bytes of one transformer layer: (kept whole under TP, split by TP, attention scores / s).
 
     The third term is multiplied by the sequence length: it is the a*s^2*b softmax storage.
+    ``norm_bytes`` is the residual stream's width (the norms' saved inputs): the activation
+    precision in Megatron, fp32 under PyTorch autocast. ``expand_kv`` (0/1): K and V repeated to
+    every query head, as PyTorch does for grouped-query attention when no flash kernel takes it.
     """
+    norm_bytes = act_bytes if norm_bytes is None else norm_bytes
     h = float(model.hidden_size)
     d_attn = float(model.heads * model.attention_head_dim)
     d_kv = float(model.kv_heads * model.attention_head_dim)
     ffn = float(model.ffn_size * model.active_experts)  # each token is routed to active_experts MLPs
     drop = 1.0 if _uses_dropout(model) else 0.0
     # Layer-norm inputs (2), QKV input, MLP input, and two dropout masks stay whole under plain TP.
-    replicated = 4 * act_bytes * h + 2 * drop * _MASK_BYTES * h
+    replicated = 2 * norm_bytes * h + 2 * act_bytes * h + 2 * drop * _MASK_BYTES * h
     mlp = (4.0 if model.gated_ffn else 2.0) * act_bytes * ffn  # activation inputs and down-projection input
     split = act_bytes * (2 * d_attn + 2 * d_kv) + mlp  # q, attention output, k, v
+    split = split + expand_kv * act_bytes * 2 * d_attn * (d_kv < d_attn)
     scores_per_s = model.heads * (act_bytes + drop * (_MASK_BYTES + act_bytes))  # softmax, mask, dropped
     return replicated, split, col(scores_per_s)
+
+
+@dataclass(frozen=True)
+class ActivationParts:
+    """Activation bytes per device, by when they are live (see ``training_peak_bytes``).
+
+    ``first`` is the first pipeline stage (the only one when pp = 1), ``last`` the last stage.
+    ``kept_*``: saved for backward by the stage's in-flight micro-batches (with the LM head's inputs
+    where the head is). ``transient``: one layer rebuilt during backward (full recompute) and ring
+    attention's K/V buffers. ``logits_*``: logits of one micro-batch the stage computes (0 or all).
+    ``logit_forward_bytes``: bytes per logit at the loss's forward (head output, fp32 copy, log-softmax).
+    """
+
+    kept_first: FloatArray
+    kept_last: FloatArray
+    transient: FloatArray
+    logits_first: FloatArray
+    logits_last: FloatArray
+    logit_forward_bytes: FloatArray
+
+
+def _in_flight_layers(
+    layers: float, pp: FloatArray, virtual_stages: FloatArray, microbatches: FloatArray
+) -> FloatArray:
+    """Layers' worth of one micro-batch's activations the first pipeline stage holds at its peak.
+
+    1F1B: min(p, m) micro-batches of L/p layers (Narayanan et al. 2021). Interleaved 1F1B with v
+    chunks per rank: Megatron's warm-up runs (p - 1) * 2 + (v - 1) * p chunk-micro-batches, plus
+    one in the steady state, each of L/(p v) layers: L (1 + (p - 1)/(p v)) once m >= p
+    (Korthikanti et al. 2022, section 4.2.3).
+    """
+    m = np.maximum(microbatches, 1.0)
+    v = np.maximum(virtual_stages, 1.0)
+    plain = np.minimum(pp, m) * layers / pp
+    interleaved = np.minimum((pp - 1.0) * 2.0 + (v - 1.0) * pp + 1.0, m * v) * layers / (pp * v)
+    return np.where(v > 1, interleaved, plain)
+
+
+def activation_parts(
+    model: ModelSpec,
+    seq_len: FloatArray,
+    micro_batch: FloatArray,
+    tp: FloatArray,
+    pp: FloatArray,
+    sequence_parallel: FloatArray,
+    recompute: FloatArray,
+    flash_attention: FloatArray,
+    act_bytes: FloatArray,
+    microbatches_per_step: FloatArray,
+    *,
+    framework: FloatArray | None = None,
+    cp: FloatArray | None = None,
+    virtual_stages: FloatArray | None = None,
+) -> ActivationParts:
+    """Activations of one training step per device, by stage and by when they are live.
+
+    ``recompute`` is 0 none, 1 selective (attention core recomputed), 2 full. ``framework`` 0 is
+    Megatron's layout (the default: the papers'), 1 PyTorch autocast's. ``cp`` ranks split each
+    sequence (ring attention): every per-token term divides by cp, the a*s^2 scores keep all keys.
+    """
+    s, b, tp, pp = col(seq_len), col(micro_batch), col(tp), col(pp)
+    act = col(act_bytes)
+    framework = col(0.0) if framework is None else col(framework)
+    cp = col(1.0) if cp is None else col(cp)
+    virtual_stages = col(1.0) if virtual_stages is None else col(virtual_stages)
+    zero = 0.0 * (s + b + tp + pp + framework + cp)
+    if model.traced is not None and not model.is_transformer:
+        kept = model.traced.activation_bytes_per_sample * b * act / model.traced.traced_dtype_bytes + zero
+        return ActivationParts(kept, kept, zero, zero, zero, zero)
+    pytorch = framework == _PYTORCH
+    norm_bytes = np.where(pytorch, np.maximum(act, _FP32_BYTES), act)
+    flash = col(flash_attention) > 0
+    native_gqa = flash & (act < _FP32_BYTES)  # FlashAttention takes fewer KV heads; fp32 runs other kernels
+    replicated, split, scores_per_s = layer_terms(model, act, norm_bytes, (pytorch & ~native_gqa).astype(float))
+    sp_divisor = np.where(col(sequence_parallel) > 0, tp, 1.0)
+    recompute = col(recompute)
+    stats = _SOFTMAX_STATS_BYTES * model.heads
+    kept_core = np.where(flash | (recompute == 1), stats, scores_per_s * s)
+    rebuilt_core = np.where(flash, stats, scores_per_s * s)  # a recomputed layer materialises its scores again
+    tokens = s * b / cp
+    per_layer_kept = tokens * (replicated / sp_divisor + (split + kept_core) / tp)
+    layer_input = tokens * norm_bytes * model.hidden_size / sp_divisor
+    # Full recompute keeps each layer's input, plus one layer rebuilt at a time during backward.
+    per_layer = np.where(recompute >= 2, layer_input, per_layer_kept)
+    rebuilt = tokens * (replicated / sp_divisor + (split + rebuilt_core) / tp)
+    d_kv = model.kv_heads * model.attention_head_dim
+    ring = np.where(cp > 1, 2.0 * tokens * act * 2 * d_kv / tp, 0.0)  # K, V chunk received and sent
+    transient = np.where(recompute >= 2, rebuilt, 0.0) + ring
+
+    layers = float(model.total_layers)
+    drop = 1.0 if _uses_dropout(model) else 0.0
+    embedding = tokens * drop * _MASK_BYTES * model.hidden_size / sp_divisor
+    has_head = 1.0 if model.vocab_size > 0 else 0.0
+    head_inputs = has_head * tokens * model.hidden_size * (norm_bytes + act) / sp_divisor  # final norm, LM head
+    logits = tokens * model.vocab_size / tp
+    single = pp <= 1
+    in_flight = _in_flight_layers(layers, pp, virtual_stages, col(microbatches_per_step))
+    kept_first = in_flight * per_layer + embedding + np.where(single, head_inputs, 0.0)
+    kept_last = np.where(single, kept_first, layers / pp * per_layer + head_inputs)
+    # Forward: the head's output, its fp32 copy (none when it already is fp32) and the log-softmax.
+    logit_forward = act + np.where(act < _FP32_BYTES, _FP32_BYTES, 0.0) + _LOSS_BYTES
+    return ActivationParts(
+        kept_first=kept_first,
+        kept_last=kept_last,
+        transient=transient + zero,
+        logits_first=np.where(single, logits, 0.0),
+        logits_last=logits + zero,
+        logit_forward_bytes=logit_forward + zero,
+    )
 
 
 def activation_bytes(
@@ -132,38 +362,117 @@ def activation_bytes(
     flash_attention: FloatArray,
     act_bytes: FloatArray,
     microbatches_per_step: FloatArray,
+    *,
+    framework: FloatArray | None = None,
+    cp: FloatArray | None = None,
+    virtual_stages: FloatArray | None = None,
 ) -> FloatArray:
-    """Peak activation bytes per device for one optimizer step under a 1F1B pipeline schedule.
+    """Peak activation bytes per device for one optimizer step: the larger stage's saved activations
+    plus the larger transient (a rebuilt layer, or the loss's 12 bytes per logit, never together).
 
     The first pipeline stage holds min(pp, micro-batches) micro-batches of its L/pp layers, so its
     peak equals L layers of one micro-batch (Korthikanti et al. section 4.2.3); the last stage
-    holds the logits. ``recompute`` is 0 none, 1 selective (attention core recomputed), 2 full.
+    holds the logits.
     """
-    s, b, tp, pp = col(seq_len), col(micro_batch), col(tp), col(pp)
-    if model.traced is not None and not model.is_transformer:
-        scale = col(act_bytes) / model.traced.traced_dtype_bytes
-        return model.traced.activation_bytes_per_sample * b * scale
-    replicated, split, scores_per_s = _layer_terms(model, col(act_bytes))
-    sp_divisor = np.where(col(sequence_parallel) > 0, tp, 1.0)
-    recompute = col(recompute)
-    flash = col(flash_attention) > 0
-    stats = _SOFTMAX_STATS_BYTES * model.heads
-    kept_core = np.where(flash | (recompute == 1), stats, scores_per_s * s)
-    rebuilt_core = np.where(flash, stats, scores_per_s * s)  # a recomputed layer materialises its scores again
-    per_layer_kept = s * b * (replicated / sp_divisor + (split + kept_core) / tp)
-    layer_input = s * b * col(act_bytes) * model.hidden_size / sp_divisor
-    # Full recompute keeps each layer's input, plus one layer rebuilt at a time during backward.
-    per_layer = np.where(recompute >= 2, layer_input, per_layer_kept)
-    transient = np.where(recompute >= 2, s * b * (replicated / sp_divisor + (split + rebuilt_core) / tp), 0.0)
+    parts = activation_parts(
+        model,
+        seq_len,
+        micro_batch,
+        tp,
+        pp,
+        sequence_parallel,
+        recompute,
+        flash_attention,
+        act_bytes,
+        microbatches_per_step,
+        framework=framework,
+        cp=cp,
+        virtual_stages=virtual_stages,
+    )
+    loss = np.maximum(parts.logit_forward_bytes, _LOGITS_PEAK_BYTES)  # the loss ends before any rebuild
+    first = parts.kept_first + np.maximum(parts.transient, loss * parts.logits_first)
+    last = parts.kept_last + np.maximum(parts.transient, loss * parts.logits_last)
+    return np.maximum(first, last)
 
-    layers_per_stage = model.total_layers / pp
-    in_flight = np.minimum(pp, np.maximum(col(microbatches_per_step), 1.0))
-    drop = 1.0 if _uses_dropout(model) else 0.0
-    embedding = s * b * drop * _MASK_BYTES * model.hidden_size / sp_divisor
-    logits = s * b * model.vocab_size * _LOGITS_PEAK_BYTES / tp
-    first = layers_per_stage * in_flight * per_layer + transient + embedding
-    last = layers_per_stage * per_layer + transient + logits
-    return np.where(pp <= 1, first + logits, np.maximum(first, last))
+
+def _stage_peak(
+    state: FloatArray,
+    gradients: FloatArray,
+    cast: FloatArray,
+    cast_in_backward: FloatArray,
+    accumulating: FloatArray,
+    kept: FloatArray,
+    transient: FloatArray,
+    logits: FloatArray,
+    logit_forward_bytes: FloatArray,
+    embedding_grad: FloatArray,
+) -> FloatArray:
+    """The largest live bytes of one pipeline stage over the phases of a step.
+
+    ``state`` (weights and optimizer states) is always live; gradients of earlier micro-batches are
+    live through later ones (``accumulating``), and all of them from the end of the backward to the
+    optimizer step. Forward ends at the loss (the logits in fp32); the loss's backward holds 12
+    bytes per logit while every activation is still saved; a rebuilt layer (full recompute) lives
+    while the backward walks the layers, between its first layer (all inputs kept, few gradients)
+    and its last (all gradients). A tied embedding's gradient is added to the head's at the end.
+    """
+    carried = gradients * accumulating
+    forward = state + carried + cast + kept + logit_forward_bytes * logits
+    loss_backward = state + carried + cast_in_backward + kept + _LOGITS_PEAK_BYTES * logits
+    rebuild = state + np.maximum(carried + kept, gradients) + transient
+    end = state + gradients + embedding_grad
+    return np.maximum(np.maximum(forward, loss_backward), np.maximum(rebuild, end))
+
+
+def training_peak_bytes(
+    model: ModelSpec,
+    weights: FloatArray,
+    gradients: FloatArray,
+    optimizer: FloatArray,
+    cast: FloatArray,
+    parts: ActivationParts,
+    recompute: FloatArray,
+    microbatches: FloatArray,
+    grad_bytes_per_param: FloatArray,
+    tp: FloatArray,
+) -> FloatArray:
+    """Peak live bytes per device of one step, the larger of the first and last pipeline stages.
+
+    ``weights`` excludes ``cast`` (autocast's copies). Under full recompute the copies of the
+    checkpointed layers die when autocast exits (each is re-cast in its layer's backward); only the
+    LM head's stays, saved by its matmul.
+    """
+    state = weights + optimizer
+    accumulating = (col(microbatches) > 1).astype(float)
+    head_cast = np.where(cast > 0, _CAST_BYTES * model.vocab_size * model.hidden_size / col(tp), 0.0)
+    cast_in_backward = np.where(col(recompute) >= 2, np.minimum(head_cast, cast), cast)
+    tied = 1.0 if model.tied_embeddings else 0.0
+    embedding_grad = tied * grad_bytes_per_param * model.vocab_size * model.hidden_size / col(tp)
+    first = _stage_peak(
+        state,
+        gradients,
+        cast,
+        cast_in_backward,
+        accumulating,
+        parts.kept_first,
+        parts.transient,
+        parts.logits_first,
+        parts.logit_forward_bytes,
+        embedding_grad,
+    )
+    last = _stage_peak(
+        state,
+        gradients,
+        cast,
+        cast_in_backward,
+        accumulating,
+        parts.kept_last,
+        parts.transient,
+        parts.logits_last,
+        parts.logit_forward_bytes,
+        np.zeros_like(embedding_grad),
+    )
+    return np.maximum(first, last)
 
 
 def kv_cache_bytes(
@@ -206,14 +515,22 @@ def with_overhead(
     kv_cache: FloatArray,
     overhead_fraction: float,
     overhead_bytes: float,
+    peak: FloatArray | None = None,
 ) -> MemoryBreakdown:
-    """Add runtime overhead: allocator fragmentation as a fraction, plus a fixed CUDA context and workspaces."""
-    subtotal = weights + gradients + optimizer_states + activations + kv_cache
+    """Add runtime overhead: allocator fragmentation as a fraction of the allocated peak (what the
+    caching allocator reserves beyond it), plus a fixed CUDA context and workspaces.
+
+    ``peak``: live tensor bytes at the step's peak when the parts do not all peak together.
+    """
+    allocated = weights + gradients + optimizer_states + activations + kv_cache if peak is None else peak
+    context = np.full_like(col(allocated), overhead_bytes)
     return MemoryBreakdown(
         weights=weights,
         gradients=gradients,
         optimizer_states=optimizer_states,
         activations=activations,
         kv_cache=kv_cache,
-        overhead=subtotal * overhead_fraction + overhead_bytes,
+        overhead=allocated * overhead_fraction + context,
+        peak=peak,
+        context=context,
     )

@@ -1,4 +1,10 @@
-"""Which rental (or owned server) a job runs on, and what it pays per hour for it."""
+"""Which rental (or owned server) a job runs on, and what it pays per hour for it.
+
+A job that spans instances is timed over their network, so ``quote`` picks the cheapest offering
+whose network bandwidth the catalog knows (one instance needs none) and names the cheaper ones it
+passed over. When none is known it still quotes the cheapest; the estimate then gives memory and
+FLOPs, which need no network, and says that time and cost cannot be had.
+"""
 
 from __future__ import annotations
 
@@ -29,18 +35,42 @@ class Quote:
     pue: float
     offering: Offering | None
     description: str
+    notes: tuple[str, ...] = ()  # cheaper offerings passed over, and why
+
+    @property
+    def timeable(self) -> bool:
+        """Whether the links between its instances have a known speed (one instance needs none)."""
+        return self.instances == 1 or self.node_network_bytes_per_s > 0
 
 
-def _cheapest(offerings: list[Offering], pricing: Pricing, gpus: int) -> tuple[Offering, float] | None:
-    best: tuple[Offering, float] | None = None
-    for offering in offerings:
-        hourly = offering.usd_per_h(pricing)
-        if hourly is None:
-            continue
-        total = math.ceil(gpus / offering.accelerator_count) * hourly
-        if best is None or total < best[1]:
-            best = (offering, total)
-    return best
+def _instances(offering: Offering, gpus: int) -> int:
+    return math.ceil(gpus / offering.accelerator_count)
+
+
+def _timeable(offering: Offering, gpus: int) -> bool:
+    return _instances(offering, gpus) == 1 or offering.network_bytes_per_s > 0
+
+
+def _priced(offerings: list[Offering], pricing: Pricing, gpus: int) -> list[tuple[Offering, float]]:
+    """Offerings with a ``pricing`` price and what ``gpus`` cost on them per hour, cheapest first
+    (catalog order among equals)."""
+    totals = [(o, hourly) for o in offerings if (hourly := o.usd_per_h(pricing)) is not None]
+    return sorted(((o, _instances(o, gpus) * hourly) for o, hourly in totals), key=lambda pair: pair[1])
+
+
+def _choose(priced: list[tuple[Offering, float]], gpus: int) -> tuple[tuple[Offering, float], tuple[str, ...]]:
+    """The cheapest offering that can be timed (else the cheapest), and a note per cheaper one skipped."""
+    chosen = next((pair for pair in priced if _timeable(pair[0], gpus)), priced[0])
+    skipped: dict[tuple[str, str], Offering] = {}
+    for offering, total in priced:
+        if total < chosen[1] and not _timeable(offering, gpus):
+            skipped.setdefault((offering.cloud, offering.instance_type), offering)
+    notes = tuple(
+        f"{o.cloud} {o.instance_type} is cheaper but publishes no network bandwidth, so {_instances(o, gpus)} "
+        f"instances cannot be timed; quoted the cheapest offering that can be"
+        for o in skipped.values()
+    )
+    return chosen, notes
 
 
 def quote(
@@ -53,7 +83,8 @@ def quote(
     region: str | None = None,
     instance_type: str | None = None,
 ) -> Quote:
-    """The cheapest way to rent ``gpus`` of ``accelerator`` under ``pricing`` (or own them, for on-prem)."""
+    """The cheapest way to rent ``gpus`` of ``accelerator`` under ``pricing`` (or own them, for on-prem)
+    that can be timed: see the module docstring. An ``instance_type`` is quoted as asked, timeable or not."""
     if pricing == "on-prem":
         return _onprem_quote(catalog, accelerator, gpus, assumptions)
     offerings = [
@@ -67,8 +98,8 @@ def quote(
             + (f" (cloud {cloud}, region {region})" if cloud or region else ""),
             "run `computewise catalog list offerings` to see the instance types",
         )
-    chosen = _cheapest(offerings, pricing, gpus)
-    if chosen is None:
+    priced = _priced(offerings, pricing, gpus)
+    if not priced:
         where = " ".join(x for x in (cloud, region) if x)
         return Quote(
             pricing=pricing,
@@ -81,8 +112,8 @@ def quote(
             offering=None,
             description=f"no {pricing} price for {accelerator.slug} {where}in the catalog; cost shown as 0",
         )
-    offering, total = chosen
-    instances = math.ceil(gpus / offering.accelerator_count)
+    (offering, total), notes = _choose(priced, gpus)
+    instances = _instances(offering, gpus)
     return Quote(
         pricing=pricing,
         usd_per_h=total,
@@ -96,6 +127,7 @@ def quote(
             f"{instances} x {offering.cloud} {offering.instance_type} ({offering.region}), {pricing} "
             f"${total / instances:.2f}/h each"
         ),
+        notes=notes,
     )
 
 

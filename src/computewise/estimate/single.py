@@ -5,9 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from computewise.errors import InputError
 from computewise.estimate.arrays import col
 from computewise.estimate.assumptions import Assumptions
+from computewise.estimate.bottleneck import bottleneck
+from computewise.estimate.collectives import fabric_for
 from computewise.estimate.infer import InferColumns, InferRows, evaluate_infer, inference_weight_bytes
 from computewise.estimate.layout import check_layout
 from computewise.estimate.memory import (
@@ -55,9 +59,13 @@ def peak_for(accelerator: Accelerator, precision: Precision) -> float:
 
 
 def memory_dict(memory: MemoryBreakdown, row: int = 0) -> dict[str, float]:
+    """The parts (each at its largest), then the step's peak: ``allocated_peak`` as
+    ``max_memory_allocated`` reads it, ``reserved_peak`` as ``max_memory_reserved`` does, and
+    ``total`` (reserved plus the CUDA context), the figure that must fit on the card."""
     parts = ("weights", "gradients", "optimizer_states", "activations", "kv_cache", "overhead")
     values = {name: float(getattr(memory, name).reshape(-1)[row]) for name in parts}
-    values["total"] = sum(values.values())
+    for name in ("allocated_peak", "reserved_peak", "total"):
+        values[name] = float(col(getattr(memory, name)).reshape(-1)[row])
     return values
 
 
@@ -65,18 +73,53 @@ def _scalar(values: Any) -> float:
     return float(col(values).reshape(-1)[0])
 
 
-def _require_links(accelerator: Accelerator, gpus: int, hw: Quote) -> None:
-    """Communication time over a link of unknown speed is unknowable: say so instead of printing infinity."""
+def _link_problem(accelerator: Accelerator, gpus: int, hw: Quote) -> tuple[str, str] | None:
+    """(what, fix) when the job communicates over a link of unknown speed, whose time is unknowable."""
     if gpus > 1 and accelerator.interconnect_bytes_per_s <= 0:
-        raise InputError(
+        return (
             f"the catalog has no interconnect bandwidth for {accelerator.name}, so {gpus} devices cannot be timed",
             "add interconnect_bytes_per_s for it in a catalog file (--catalog PATH), or use --gpus 1",
         )
-    if hw.instances > 1 and hw.node_network_bytes_per_s <= 0:
-        raise InputError(
-            f"the catalog has no network bandwidth for {hw.description}, so {hw.instances} instances cannot be timed",
+    if not hw.timeable:
+        name = f"{hw.offering.cloud} {hw.offering.instance_type}" if hw.offering else hw.description
+        return (
+            f"the catalog has no network bandwidth for {name}, so {hw.instances} instances cannot be timed",
             "add network_bytes_per_s for the instance in a catalog file (--catalog PATH), or use one instance",
         )
+    return None
+
+
+def _require_links(accelerator: Accelerator, gpus: int, hw: Quote) -> None:
+    """Say so instead of printing infinity: inference has nothing to give without the time."""
+    problem = _link_problem(accelerator, gpus, hw)
+    if problem is not None:
+        raise InputError(*problem)
+
+
+def _without_time(data: dict[str, Any], reason: str) -> dict[str, Any]:
+    """A training estimate whose links have no known speed: memory and FLOPs stay (they need no
+    network), and every figure that depends on the step time becomes None."""
+    data["compute"] = {**data["compute"], "mfu": None}
+    data["time"] = {"seconds": None, "unavailable": reason}
+    data["cost"] = {**data["cost"], "usd": None}
+    data["energy"] = {**data["energy"], "kwh": None}
+    data["co2"] = {**data["co2"], "kg": None}
+    data["storage"] = {**data["storage"], "read_bytes_per_second": None, "checkpoint_interval_seconds": None}
+    return data
+
+
+def _bottleneck_dict(columns: TrainColumns) -> dict[str, Any]:
+    found = bottleneck(columns.step.breakdown_s(), _scalar(columns.compute_fraction))
+    return {"part": found.part, "share": found.share, "advice": found.sentence()}
+
+
+def _compute_note(columns: TrainColumns, utilization: float | None, precision: Precision) -> str:
+    if utilization is not None:
+        return f"utilization {utilization:.0%} of peak {precision} FLOP/s, as given by --mfu"
+    return (
+        f"compute reaches {_scalar(columns.compute_fraction):.0%} of peak {precision} FLOP/s: matmuls plus "
+        "HBM traffic, calibrated on published runs (docs/ACCURACY.md)"
+    )
 
 
 def _fits(memory: MemoryBreakdown, accelerator: Accelerator) -> bool:
@@ -84,8 +127,11 @@ def _fits(memory: MemoryBreakdown, accelerator: Accelerator) -> bool:
 
 
 def _memory_section(memory: MemoryBreakdown, accelerator: Accelerator) -> dict[str, Any]:
+    values = memory_dict(memory)
     return {
-        "per_device_bytes": memory_dict(memory),
+        "per_device_bytes": values,
+        "allocated_peak_bytes": values["allocated_peak"],
+        "reserved_peak_bytes": values["reserved_peak"],
         "capacity_bytes": accelerator.memory_bytes,
         "fits": _fits(memory, accelerator),
     }
@@ -112,9 +158,10 @@ class TrainEstimate:
     parallelism: Parallelism
     job: TrainJob
     quote: Quote
-    utilization: float
+    utilization: float | None  # the user's --mfu; None: the calibrated compute model
     columns: TrainColumns
     notes: tuple[str, ...] = field(default_factory=tuple)
+    untimed: str = ""  # why time, cost and energy are unknown (a link of unknown speed); "" when known
 
     @property
     def memory_per_device(self) -> dict[str, float]:
@@ -127,7 +174,7 @@ class TrainEstimate:
     def to_dict(self) -> dict[str, Any]:
         c = self.columns
         p = self.parallelism
-        return {
+        data: dict[str, Any] = {
             "model": self.model.name,
             "params": self.model.params,
             "accelerator": self.accelerator.slug,
@@ -138,6 +185,9 @@ class TrainEstimate:
                 "pp": p.pp,
                 "zero": p.zero,
                 "sequence_parallel": p.sequence_parallel,
+                "cp": p.cp,
+                "ep": p.ep,
+                "virtual_stages": p.virtual_stages,
             },
             "job": {
                 "tokens": self.job.tokens,
@@ -154,7 +204,8 @@ class TrainEstimate:
                 "flops": _scalar(c.model_flops),
                 "hardware_flops": _scalar(c.hardware_flops),
                 "mfu": _scalar(c.mfu),
-                "utilization_assumed": self.utilization,
+                "compute_fraction_of_peak": _scalar(c.compute_fraction),
+                "utilization_given": self.utilization,
             },
             "time": {
                 "seconds": _scalar(c.time_s),
@@ -163,6 +214,8 @@ class TrainEstimate:
                 "compute_seconds_per_step": _scalar(c.compute_s),
                 "comm_exposed_seconds_per_step": _scalar(c.comm_exposed_s),
                 "pipeline_bubble_fraction": _scalar(c.bubble_fraction),
+                "breakdown_seconds_per_step": c.step.breakdown_s(),
+                "bottleneck": _bottleneck_dict(c),
                 "spot_slowdown": _scalar(c.spot_slowdown),
                 "tokens_per_second": _scalar(c.tokens_per_s),
             },
@@ -180,6 +233,7 @@ class TrainEstimate:
             },
             "notes": list(self.notes),
         }
+        return _without_time(data, self.untimed) if self.untimed else data
 
 
 def estimate_train(
@@ -196,11 +250,17 @@ def estimate_train(
     instance_type: str | None = None,
     utilization: float | None = None,
 ) -> TrainEstimate:
-    check_layout(model, gpus, parallelism, job.global_batch, job.micro_batch)
+    """Memory, FLOPs, time, cost and footprint of one training configuration.
+
+    Rented on the cheapest offering whose links can be timed (``pricing.quote``; the notes name the
+    cheaper ones skipped). Where no link speed is known, an ``instance_type`` asked for included,
+    the estimate still gives memory and FLOPs, which need no network, and ``untimed`` says why time,
+    cost and energy are missing and how to supply them: a memory answer is never held back.
+    """
+    check_layout(model, gpus, parallelism, job.global_batch, job.micro_batch, job.seq_len)
     peak = peak_for(accelerator, job.precision)
     hw = quote(catalog, accelerator, gpus, pricing, assumptions, cloud, region, instance_type)
-    _require_links(accelerator, gpus, hw)
-    used_utilization = utilization if utilization is not None else assumptions.achievable_mfu_train
+    problem = _link_problem(accelerator, gpus, hw)
     layout = TrainLayout(
         tp=col(parallelism.tp),
         pp=col(parallelism.pp),
@@ -230,9 +290,16 @@ def estimate_train(
         spot=col(pricing == "spot"),
         g_co2_per_kwh=col(hw.g_co2_per_kwh),
         pue=col(hw.pue),
-        utilization=col(used_utilization),
+        utilization=None if utilization is None else col(utilization),
+        fabric=fabric_for(accelerator, hw.offering, catalog, assumptions, devices_per_node=hw.devices_per_node),
     )
-    notes = [hw.description, f"utilization {used_utilization:.0%} of peak {job.precision} FLOP/s assumed"]
+    with np.errstate(divide="ignore", invalid="ignore"):  # a link of unknown speed: its time is dropped below
+        columns = evaluate_train(model, job.tokens, layout, hardware, assumptions)
+    notes = [hw.description, *hw.notes, _compute_note(columns, utilization, job.precision)]
+    untimed = ""
+    if problem is not None:
+        untimed = f"{problem[0]}. To fix: {problem[1]}"
+        notes.append(f"memory and FLOPs only, no time, cost or energy: {untimed}")
     notes.extend(_power_notes(accelerator))
     notes.extend(model.notes)
     return TrainEstimate(
@@ -242,9 +309,10 @@ def estimate_train(
         parallelism=parallelism,
         job=job,
         quote=hw,
-        utilization=used_utilization,
-        columns=evaluate_train(model, job.tokens, layout, hardware, assumptions),
+        utilization=utilization,
+        columns=columns,
         notes=tuple(notes),
+        untimed=untimed,
     )
 
 
@@ -336,7 +404,7 @@ def estimate_infer(
         g_co2_per_kwh=col(hw.g_co2_per_kwh),
         pue=col(hw.pue),
     )
-    notes = (hw.description, *_power_notes(accelerator), *model.notes)
+    notes = (hw.description, *hw.notes, *_power_notes(accelerator), *model.notes)
     return InferEstimate(
         model=model,
         accelerator=accelerator,

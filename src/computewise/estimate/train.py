@@ -11,12 +11,22 @@ from dataclasses import dataclass, fields
 import numpy as np
 import numpy.typing as npt
 
-from computewise.estimate.arrays import FloatArray, transfer_s
+from computewise.estimate.arrays import FloatArray
 from computewise.estimate.assumptions import Assumptions
-from computewise.estimate.comm import dp_sync_bytes, pp_transfer_bytes, tp_allreduce_bytes
+from computewise.estimate.collectives import Fabric
 from computewise.estimate.cost import co2_kg, energy_kwh, spot_slowdown
 from computewise.estimate.flops import training_flops_per_token
-from computewise.estimate.memory import MemoryBreakdown, activation_bytes, model_state_bytes, with_overhead
+from computewise.estimate.memory import (
+    MemoryBreakdown,
+    activation_bytes,
+    activation_parts,
+    expert_params,
+    framework_state_bytes,
+    model_state_bytes,
+    training_peak_bytes,
+    with_overhead,
+)
+from computewise.estimate.step import StepTime, step_time
 from computewise.specs import ModelSpec
 
 __all__ = ["TrainColumns", "TrainHardware", "TrainLayout", "evaluate_train", "token_bytes", "train_memory"]
@@ -71,6 +81,7 @@ class TrainHardware:
     g_co2_per_kwh: FloatArray
     pue: FloatArray
     utilization: FloatArray | None = None  # achieved fraction of peak; None: the calibrated model
+    fabric: Fabric | None = None  # links and NICs with their efficiencies; None: the assumptions' defaults
 
 
 @dataclass(frozen=True)
@@ -80,9 +91,7 @@ class TrainColumns:
     hardware_flops: FloatArray  # whole job, recomputation included
     microbatches: FloatArray  # per data-parallel rank per step
     steps: FloatArray
-    compute_s: FloatArray  # per step
-    comm_exposed_s: FloatArray  # per step, not hidden behind compute
-    bubble_fraction: FloatArray
+    step: StepTime  # where one step's time goes
     step_s: FloatArray
     time_s: FloatArray  # whole job, preemption overhead included
     spot_slowdown: FloatArray
@@ -94,6 +103,19 @@ class TrainColumns:
     energy_kwh: FloatArray
     co2_kg: FloatArray
     mfu: FloatArray  # model FLOP/s over the peak of all devices (PaLM's definition), preemptions excluded
+    compute_fraction: FloatArray  # achieved fraction of peak while computing (bubble and communication excluded)
+
+    @property
+    def compute_s(self) -> FloatArray:
+        return self.step.compute_s
+
+    @property
+    def comm_exposed_s(self) -> FloatArray:
+        return self.step.comm_exposed_s
+
+    @property
+    def bubble_fraction(self) -> FloatArray:
+        return self.step.bubble_fraction
 
 
 def token_bytes(model: ModelSpec) -> float:
@@ -102,9 +124,52 @@ def token_bytes(model: ModelSpec) -> float:
 
 
 def train_memory(model: ModelSpec, layout: TrainLayout, assumptions: Assumptions) -> MemoryBreakdown:
-    """Bytes per device; the planner computes it once per layout, before pairing layouts with hardware."""
+    """Bytes per device; the planner computes it once per layout, before pairing layouts with hardware.
+
+    The parts are each at their largest (weights include autocast's 16-bit copies in the PyTorch
+    layout); the allocated peak times them (``training_peak_bytes``).
+    """
+    per_param = framework_state_bytes(layout.framework, layout.weight_bytes, layout.optimizer_bytes)
+    experts = expert_params(model)
     weights, gradients, optimizer = model_state_bytes(
-        model.params, layout.weight_bytes, layout.optimizer_bytes, layout.tp, layout.pp, layout.dp, layout.zero
+        model.params,
+        per_param.weights,
+        per_param.optimizer,
+        layout.tp,
+        layout.pp,
+        layout.dp,
+        layout.zero,
+        grad_bytes=per_param.gradients,
+        experts=experts,
+        ep=layout.ep,
+    )
+    # Input embeddings are looked up, never cast; a tied one is cast as the LM head.
+    cast_params = model.params - (0 if model.tied_embeddings else model.vocab_size * model.hidden_size)
+    cast, _, _ = model_state_bytes(
+        float(cast_params),
+        per_param.cast,
+        per_param.cast,
+        layout.tp,
+        layout.pp,
+        layout.dp,
+        layout.zero,
+        experts=experts,
+        ep=layout.ep,
+    )
+    parts = activation_parts(
+        model,
+        layout.seq_len,
+        layout.micro_batch,
+        layout.tp,
+        layout.pp,
+        layout.sequence_parallel,
+        layout.recompute,
+        layout.flash_attention,
+        layout.weight_bytes,
+        layout.microbatches,
+        framework=layout.framework,
+        cp=layout.cp,
+        virtual_stages=layout.virtual_stages,
     )
     activations = activation_bytes(
         model,
@@ -117,15 +182,45 @@ def train_memory(model: ModelSpec, layout: TrainLayout, assumptions: Assumptions
         layout.flash_attention,
         layout.weight_bytes,
         layout.microbatches,
+        framework=layout.framework,
+        cp=layout.cp,
+        virtual_stages=layout.virtual_stages,
+    )
+    peak = training_peak_bytes(
+        model,
+        weights,
+        gradients,
+        optimizer,
+        cast,
+        parts,
+        layout.recompute,
+        layout.microbatches,
+        per_param.gradients,
+        layout.tp,
     )
     return with_overhead(
-        weights,
+        weights + cast,
         gradients,
         optimizer,
         activations,
         np.zeros_like(activations),
         assumptions.runtime_overhead_fraction,
         assumptions.runtime_overhead_bytes,
+        peak=peak,
+    )
+
+
+def _fabric(hw: TrainHardware, assumptions: Assumptions) -> Fabric:
+    """The fabric from the hardware's bandwidths and the assumed efficiencies, latency not modelled."""
+    zero = np.zeros_like(hw.devices_per_node)
+    return Fabric(
+        devices_per_node=hw.devices_per_node,
+        link_bytes_per_s=hw.intra_node_bytes_per_s,
+        node_network_bytes_per_s=hw.node_network_bytes_per_s,
+        link_efficiency=zero + assumptions.intra_node_link_efficiency,
+        network_efficiency=zero + assumptions.inter_node_network_efficiency,
+        link_latency_s=zero,
+        network_latency_s=zero,
     )
 
 
@@ -139,43 +234,14 @@ def evaluate_train(
 ) -> TrainColumns:
     """Evaluate every row. ``tokens`` is the job's total (samples for models without a sequence)."""
     gpus = rows.gpus
-    microbatches = rows.microbatches
-    act_bytes = rows.weight_bytes
     memory = memory if memory is not None else train_memory(model, rows, assumptions)
 
     tokens_per_step = rows.global_batch * rows.seq_len
     steps = np.ceil(tokens / tokens_per_step)
     model_per_token, hardware_per_token = training_flops_per_token(model, rows.seq_len, rows.recompute)
-    utilization = hw.utilization if hw.utilization is not None else assumptions.achievable_mfu_train
-    compute_s = hardware_per_token * tokens_per_step / gpus / (hw.peak_flops * utilization)
-
-    spans_nodes = gpus > hw.devices_per_node
-    dp_link = np.where(
-        spans_nodes,
-        hw.node_network_bytes_per_s / hw.devices_per_node * assumptions.inter_node_network_efficiency,
-        hw.intra_node_bytes_per_s * assumptions.intra_node_link_efficiency,
-    )
-    intra = hw.intra_node_bytes_per_s * assumptions.intra_node_link_efficiency
-    inter = hw.node_network_bytes_per_s / hw.devices_per_node * assumptions.inter_node_network_efficiency
-    tp_link = np.where(rows.tp > hw.devices_per_node, inter, intra)
-    pp_link = np.where(rows.tp * rows.pp > hw.devices_per_node, inter, intra)
-
-    tokens_per_microbatch = rows.micro_batch * rows.seq_len
-    layers_per_stage = max(model.total_layers, 1) / rows.pp
-    tp_bytes = tp_allreduce_bytes(
-        tokens_per_microbatch, model.hidden_size, layers_per_stage, act_bytes, rows.tp, microbatches, rows.recompute
-    )
-    pp_bytes = pp_transfer_bytes(tokens_per_microbatch, model.hidden_size, act_bytes, rows.pp, microbatches)
-    dp_bytes = dp_sync_bytes(model.params, rows.weight_bytes, rows.tp, rows.pp, rows.dp, rows.zero, microbatches)
-    tp_s = transfer_s(tp_bytes, tp_link)
-    pp_s = transfer_s(pp_bytes, pp_link)
-    dp_s = transfer_s(dp_bytes, dp_link)
-    # DDP overlaps the gradient sync with the last micro-batch's backward (2/3 of its compute);
-    # ZeRO-3 prefetches its gathers across the whole step.
-    overlap_s = np.where(rows.zero >= 3, compute_s, compute_s / microbatches * 2.0 / 3.0)
-    comm_exposed_s = tp_s + pp_s + np.maximum(dp_s - overlap_s, 0.0)
-    bubble = (rows.pp - 1.0) / microbatches  # 1F1B: (p - 1) / m (Narayanan et al. 2021, section 2.2)
-    step_s = compute_s * (1.0 + bubble) + comm_exposed_s
+    fabric = hw.fabric if hw.fabric is not None else _fabric(hw, assumptions)
+    step = step_time(model, rows, hw, fabric, assumptions)
+    step_s = step.total_s
 
     checkpoint_bytes = model.params * (rows.weight_bytes + rows.optimizer_bytes)
     # Each data-parallel group writes its own shards in parallel; the slowest writer bounds it.
@@ -193,11 +259,9 @@ def evaluate_train(
         memory=memory,
         model_flops=model_per_token * steps * tokens_per_step,
         hardware_flops=hardware_per_token * steps * tokens_per_step,
-        microbatches=microbatches,
+        microbatches=rows.microbatches,
         steps=steps,
-        compute_s=compute_s,
-        comm_exposed_s=comm_exposed_s,
-        bubble_fraction=bubble,
+        step=step,
         step_s=step_s,
         time_s=time_s,
         spot_slowdown=slowdown,
@@ -209,4 +273,5 @@ def evaluate_train(
         energy_kwh=kwh,
         co2_kg=co2_kg(kwh, hw.g_co2_per_kwh),
         mfu=model_per_token * tokens_per_step / (step_s * gpus * hw.peak_flops),
+        compute_fraction=hardware_per_token * tokens_per_step / (step.compute_s * gpus * hw.peak_flops),
     )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from computewise.specs import Pricing
@@ -30,7 +30,7 @@ class Option:
     precision: str
     micro_batch: int
     recompute: str
-    memory_bytes: dict[str, float]  # per device
+    memory_bytes: dict[str, float]  # per device: the parts, the allocated and reserved peaks, and the total
     capacity_bytes: float
     flops: float
     time_s: float
@@ -38,6 +38,13 @@ class Option:
     energy_kwh: float
     co2_kg: float
     mfu: float
+    cp: int = 1  # context parallel: each sequence split over cp ranks; gpus = tp * pp * cp * dp
+    ep: int = 1  # expert parallel inside the dp * cp ranks (MoE); adds no GPUs
+    virtual_stages: int = 1  # model chunks per pipeline rank: > 1 is the interleaved 1F1B schedule
+    framework: str = "pytorch"  # whose activation layout: megatron | pytorch (see specs.FRAMEWORKS)
+    step_s: float = 0.0  # one optimizer step
+    step_breakdown_s: dict[str, float] = field(default_factory=dict)  # by cause (estimate.step)
+    bottleneck: str = ""  # the part of the step to attack first, in words
 
     @property
     def label(self) -> str:
@@ -46,7 +53,6 @@ class Option:
     def to_dict(self) -> dict[str, Any]:
         """The same fields as ``estimate --json``: memory.per_device_bytes, compute.flops, time.seconds, ..."""
         memory = dict(self.memory_bytes)
-        memory["total"] = sum(self.memory_bytes.values())
         return {
             "accelerator": self.accelerator,
             "gpus": self.gpus,
@@ -56,11 +62,29 @@ class Option:
                 "instances": self.instances,
                 "region": self.region,
             },
-            "layout": {"dp": self.dp, "tp": self.tp, "pp": self.pp, "zero": self.zero},
-            "job": {"precision": self.precision, "micro_batch": self.micro_batch, "recompute": self.recompute},
+            "layout": {
+                "dp": self.dp,
+                "tp": self.tp,
+                "pp": self.pp,
+                "cp": self.cp,
+                "ep": self.ep,
+                "virtual_stages": self.virtual_stages,
+                "zero": self.zero,
+            },
+            "job": {
+                "precision": self.precision,
+                "micro_batch": self.micro_batch,
+                "recompute": self.recompute,
+                "framework": self.framework,
+            },
             "memory": {"per_device_bytes": memory, "capacity_bytes": self.capacity_bytes},
             "compute": {"flops": self.flops, "mfu": self.mfu},
-            "time": {"seconds": self.time_s},
+            "time": {
+                "seconds": self.time_s,
+                "step_seconds": self.step_s,
+                "breakdown_seconds_per_step": dict(self.step_breakdown_s),
+                "bottleneck": {"advice": self.bottleneck},
+            },
             "cost": {"usd": self.cost_usd, "pricing": self.pricing, "usd_per_hour": self.usd_per_h},
             "energy": {"kwh": self.energy_kwh},
             "co2": {"kg": self.co2_kg},

@@ -2,21 +2,29 @@
 
 Enumerate, filter, rank, in three passes that are exact, not heuristic:
 
-1. Layouts (tp, pp, dp, ZeRO, precision, micro-batch, recompute) for each GPU count, filtered by the
-   model's shape (heads divisible by tp, enough layers for pp, a global batch that divides).
-2. Each layout on each hardware shape (accelerator, devices per node, network) through the same
-   ``evaluate_train`` as ``estimate``; layouts that do not fit in memory are dropped.
+1. Layouts for each GPU count, independent of the hardware: tensor (tp), pipeline (pp, with
+   interleaved virtual stages), context (cp), expert (ep) and data (dp) parallelism, ZeRO stage,
+   precision, micro-batch and recomputation, filtered by the model's shape and the global batch
+   (see ``_layouts`` for the search space). Memory is computed once per layout.
+2. Each hardware shape (accelerator, devices per node, network) at each instance count pairs with
+   the layouts of its GPU count it can run and hold, timed through the same ``evaluate_train`` as
+   ``estimate``.
 3. Prices. For one rental, cost and energy grow with time, so the fastest layout of a hardware
    shape is also its cheapest: each (offering, instances, pricing) keeps that one layout, and the
    deadline, budget, ranking and Pareto frontier work on those options.
+
+Step 2 leaves out, untimed, only rows that could not change the answer: a precision whose rows are
+identical, column for column, to those of one listed before it on that accelerator (same bytes, same
+peak: bf16 and fp16 on most chips) could at best tie, and ties go to the first row. Every recompute
+level that fits is timed: recomputing adds work, but a time model that hides more communication
+behind a longer backward may still rank it first, so pruning it would be a heuristic.
 """
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, fields, replace
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -24,28 +32,58 @@ import numpy.typing as npt
 from computewise.errors import InfeasiblePlanError, InputError
 from computewise.estimate.arrays import FloatArray, col
 from computewise.estimate.assumptions import Assumptions
+from computewise.estimate.bottleneck import bottleneck
+from computewise.estimate.collectives import Fabric, fabric_for, stack_fabrics
 from computewise.estimate.cost import energy_kwh
 from computewise.estimate.memory import MemoryBreakdown, bytes_per_value, optimizer_bytes_per_param
 from computewise.estimate.pricing import onprem_network_per_device
+from computewise.estimate.single import memory_dict
 from computewise.estimate.train import TrainColumns, TrainHardware, TrainLayout, evaluate_train, train_memory
 from computewise.plan.result import Option, Plan, Rejection, merge_rejections, pareto_front, scaling_curve
-from computewise.specs import PRECISIONS, RECOMPUTES, Accelerator, ModelSpec, Optimizer, Precision, Pricing
+from computewise.specs import FRAMEWORKS, PRECISIONS, RECOMPUTES, Accelerator, ModelSpec, Optimizer, Precision, Pricing
 from computewise.units import format_bytes, format_duration, format_usd
 
 if TYPE_CHECKING:
     from computewise.catalog import Catalog
 
-__all__ = ["CLOUD_PRICINGS", "TRAIN_PRECISIONS", "TrainConstraints", "plan_train"]
+__all__ = [
+    "CLOUD_PRICINGS",
+    "DEFAULT_MAX_GPUS",
+    "MAX_GPUS_LIMIT",
+    "TRAIN_PRECISIONS",
+    "TrainConstraints",
+    "instance_counts",
+    "plan_train",
+]
 
 IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
 Objective = Literal["cost", "time"]
+_Table = dict[str, IntArray]
 
-_TP = (1, 2, 4, 8)
-_PP = (1, 2, 4, 8, 16)
 _ZERO = (0, 1, 2, 3)
 _MICRO = (1, 2, 4, 8, 16, 32)
-_INSTANCES = (1, 2, 4, 8, 16, 32, 64, 128)
+_CP = (1, 2, 4, 8, 16)
+_VIRTUAL_STAGES = (1, 2, 4, 8)
+# Context parallelism pays a ring of K/V transfers per layer to save activation memory; below 8K
+# tokens tp, sequence parallelism and recomputation already hold a sequence. From 8K on it competes
+# with tp: Llama 3 405B ran cp 1 at 8K and cp 16 at 128K, NVIDIA's recipe for it runs cp 2 at 8K
+# (NVIDIA/dgxc-benchmarking llama3.1): no published large run splits a sequence into chunks under
+# 4K tokens, where each ring step has too little attention to hide its transfer behind and the
+# attention kernels run on short tiles (the time model assumes the transfer hidden, so the rule
+# keeps it where that holds).
+_CP_MIN_SEQ_LEN = 8192
+_CP_MIN_CHUNK_TOKENS = 4096
+_EVAL_CHUNK_ROWS = 1 << 15  # rows per evaluate_train call: its temporaries stay in cache (2^15 measured fastest)
 
+# The default (64 eight-GPU nodes) answers in well under a second over the whole catalog
+# (benchmarks/speed.py); frontier runs raise it (16,384 plans in about half a second in-process,
+# 131,072 works). The limit is a typo guard, ~5x the largest clusters built.
+DEFAULT_MAX_GPUS = 512
+MAX_GPUS_LIMIT = 1_000_000
+
+_MEGATRON = FRAMEWORKS.index("megatron")
+_PYTORCH = FRAMEWORKS.index("pytorch")
 
 CLOUD_PRICINGS: tuple[Pricing, ...] = ("on-demand", "spot", "reserved-1y", "reserved-3y")
 TRAIN_PRECISIONS: tuple[Precision, ...] = ("bf16", "fp16", "fp32")  # fp8 needs Transformer Engine: opt in
@@ -59,7 +97,7 @@ class TrainConstraints:
     optimizer: Optimizer = "adamw"
     deadline_s: float | None = None
     budget_usd: float | None = None
-    max_gpus: int = 1024
+    max_gpus: int = DEFAULT_MAX_GPUS
     accelerators: tuple[str, ...] = ()  # slugs; empty: all
     clouds: tuple[str, ...] = ()
     regions: tuple[str, ...] = ()
@@ -68,57 +106,147 @@ class TrainConstraints:
     objective: Objective = "cost"
 
 
-def _layouts(model: ModelSpec, gpu_counts: Sequence[int], c: TrainConstraints) -> tuple[TrainLayout, IntArray]:
-    """Every (gpus, tp, pp, ZeRO, precision, micro-batch, recompute) the model's shape allows.
+def instance_counts(devices_per_node: int, max_gpus: int) -> list[int]:
+    """Powers of two of instances up to ``max_gpus`` devices.
 
-    Returns the layouts and, per row, the index of its precision in PRECISIONS.
+    Not every count: dp x micro-batch must divide the global batch, which is a power of two of
+    sequences in practice, so a count with an odd factor needs pp or tp to absorb it, which the
+    model's shape rarely allows; doubling also keeps a 100k-GPU search to 17 counts per machine.
+    """
+    counts: list[int] = []
+    n = 1
+    while n * devices_per_node <= max_gpus:
+        counts.append(n)
+        n *= 2
+    return counts
+
+
+def _tp_degrees(model: ModelSpec, max_tp: int) -> list[int]:
+    """Divisors of the attention heads up to the largest node: each rank keeps whole heads."""
+    if not model.is_transformer:
+        return [1]
+    return [t for t in range(1, max_tp + 1) if model.heads % t == 0]
+
+
+def _stage_slots(layers: int, pp: IntArray) -> IntArray:
+    """Layer slots a pipeline of ``pp`` stages balances: the layers, or the layers plus two when the
+    embedding and the output head each take a layer's slot on the first and last stage."""
+    return np.where(layers % pp == 0, layers, layers + 2)
+
+
+def _pp_degrees(model: ModelSpec) -> list[int]:
+    """Stage counts that split the layers evenly, or evenly once the embedding and head count as a
+    layer each (Llama 3 405B: 126 layers on 16 stages, the first and last holding 7; arXiv:2407.21783
+    section 3.3.2). At most one layer per stage."""
+    layers = model.total_layers
+    if not model.is_transformer or layers < 2:
+        return [1]
+    return [p for p in range(1, layers + 1) if layers % p == 0 or (layers + 2) % p == 0]
+
+
+def _cp_degrees(model: ModelSpec, seq_len: int) -> list[int]:
+    """Ranks a sequence is split over: long sequences only, in 2 x cp load-balanced causal chunks."""
+    if not model.is_transformer or seq_len < _CP_MIN_SEQ_LEN:
+        return [1]
+    return [c for c in _CP if c == 1 or (seq_len % (2 * c) == 0 and seq_len // c >= _CP_MIN_CHUNK_TOKENS)]
+
+
+def _ep_degrees(model: ModelSpec) -> list[int]:
+    """Ranks the experts of an MoE layer are spread over: divisors of the expert count."""
+    if model.experts <= 1 or not model.is_transformer:
+        return [1]
+    return [e for e in range(1, model.experts + 1) if model.experts % e == 0]
+
+
+def _cross(table: _Table, name: str, values: Iterable[int]) -> _Table:
+    """Every row of ``table`` with every one of ``values`` as column ``name``, which varies fastest."""
+    column = np.fromiter(values, dtype=np.int64)
+    rows = len(next(iter(table.values())))
+    out = {key: np.repeat(v, len(column)) for key, v in table.items()}
+    out[name] = np.tile(column, rows)
+    return out
+
+
+def _where(table: _Table, keep: BoolArray) -> _Table:
+    return {key: v[keep] for key, v in table.items()}
+
+
+@dataclass(frozen=True)
+class _Layouts:
+    """Every layout of every GPU count, sorted by GPU count.
+
+    The recompute levels of one layout are ``levels`` consecutive rows that differ in nothing else.
+    """
+
+    rows: TrainLayout
+    gpus: IntArray
+    tp: IntArray
+    precision: IntArray  # index in PRECISIONS
+    levels: int
+
+
+def _layouts(model: ModelSpec, gpu_counts: Sequence[int], max_tp: int, c: TrainConstraints) -> _Layouts:
+    """Every layout the model's shape and the global batch allow, for each GPU count.
+
+    - tp: divisors of the heads up to ``max_tp`` (the largest node; pairing keeps tp inside one node,
+      where every published frontier run keeps it: its all-reduces sit on every layer's critical path);
+    - pp: see ``_pp_degrees``; cp: see ``_cp_degrees``; ep (MoE only): divisors of the experts that
+      divide the dp x cp ranks it spreads experts over, adding no GPUs;
+    - virtual stages v > 1 (Megatron's interleaved 1F1B) when pp > 1, the stage slots split into
+      pp x v chunks, and the micro-batches per step are a multiple of pp, as Megatron requires;
+    - dp = gpus / (tp pp cp), dp x micro-batch dividing the global batch; ZeRO only with dp > 1;
+    - framework: Megatron (its activation layout) whenever tp, pp, cp or ep > 1, which only
+      Megatron-style frameworks run; plain data parallelism is PyTorch DDP/FSDP under autocast,
+      what most users of it run and what ``computewise train`` runs.
     """
     splittable = model.is_transformer
-    grid = np.array(
-        list(
-            itertools.product(
-                sorted(set(gpu_counts)),
-                _TP if splittable else (1,),
-                _PP if splittable else (1,),
-                _ZERO,
-                [PRECISIONS.index(p) for p in c.precisions],
-                _MICRO,
-                range(len(RECOMPUTES)) if splittable else (0,),
-            )
-        ),
-        dtype=np.int64,
-    ).reshape(-1, 7)
-    gpus, tp, pp, zero, precision, micro, recompute = (grid[:, i] for i in range(7))
-    ok = gpus % (tp * pp) == 0
-    dp = np.where(ok, gpus // (tp * pp), 1)
-    ok &= c.global_batch % (dp * micro) == 0
-    ok &= (dp > 1) | (zero == 0)  # ZeRO shards over data parallelism; with dp = 1 every stage is stage 0
-    if splittable:
-        ok &= (model.heads % tp == 0) & (pp <= model.total_layers)
-    keep = np.flatnonzero(ok)
+    layers = max(model.total_layers, 1)
+    t: _Table = {"gpus": np.array(sorted(set(gpu_counts)), dtype=np.int64)}
+    t = _cross(t, "tp", _tp_degrees(model, max_tp))
+    t = _cross(t, "pp", _pp_degrees(model))
+    t = _cross(t, "cp", _cp_degrees(model, c.seq_len))
+    t = _where(t, t["gpus"] % (t["tp"] * t["pp"] * t["cp"]) == 0)
+    t["dp"] = t["gpus"] // (t["tp"] * t["pp"] * t["cp"])
+    t = _cross(t, "micro", _MICRO)
+    t = _where(t, c.global_batch % (t["dp"] * t["micro"]) == 0)
+    t = _cross(t, "v", _VIRTUAL_STAGES if splittable else (1,))
+    microbatches = c.global_batch // (t["dp"] * t["micro"])
+    interleavable = (
+        (t["pp"] > 1) & (_stage_slots(layers, t["pp"]) % (t["pp"] * t["v"]) == 0) & (microbatches % t["pp"] == 0)
+    )
+    t = _where(t, (t["v"] == 1) | interleavable)
+    t = _cross(t, "ep", _ep_degrees(model))
+    t = _where(t, (t["dp"] * t["cp"]) % t["ep"] == 0)
+    t = _cross(t, "zero", _ZERO)
+    t = _where(t, (t["dp"] > 1) | (t["zero"] == 0))  # ZeRO shards over dp; with dp = 1 every stage is stage 0
+    t = _cross(t, "precision", (PRECISIONS.index(p) for p in c.precisions))
+    levels = len(RECOMPUTES) if splittable else 1
+    t = _cross(t, "recompute", range(levels))
+
+    rows = len(t["gpus"])
+    precision = t["precision"]
     weight = np.array([bytes_per_value(p) for p in PRECISIONS])
     optimizer = np.array([optimizer_bytes_per_param(c.optimizer, p) for p in PRECISIONS])
-    precision = precision[keep]
-    tp_k = col(tp[keep])
+    model_parallel = (t["tp"] > 1) | (t["pp"] > 1) | (t["cp"] > 1) | (t["ep"] > 1)
     layout = TrainLayout(
-        tp=tp_k,
-        pp=col(pp[keep]),
-        dp=col(dp[keep]),
-        zero=col(zero[keep]),
-        micro_batch=col(micro[keep]),
-        global_batch=np.full(len(keep), float(c.global_batch)),
-        seq_len=np.full(len(keep), float(c.seq_len)),
-        recompute=col(recompute[keep]),
-        sequence_parallel=col(tp_k > 1),
-        flash_attention=np.ones(len(keep)),
+        tp=col(t["tp"]),
+        pp=col(t["pp"]),
+        dp=col(t["dp"]),
+        zero=col(t["zero"]),
+        micro_batch=col(t["micro"]),
+        global_batch=np.full(rows, float(c.global_batch)),
+        seq_len=np.full(rows, float(c.seq_len)),
+        recompute=col(t["recompute"]),
+        sequence_parallel=col(t["tp"] > 1),
+        flash_attention=np.ones(rows),
         weight_bytes=weight[precision],
         optimizer_bytes=optimizer[precision],
-        cp=np.ones(len(keep)),
-        ep=np.ones(len(keep)),
-        virtual_stages=np.ones(len(keep)),
-        framework=np.zeros(len(keep)),
+        cp=col(t["cp"]),
+        ep=col(t["ep"]),
+        virtual_stages=col(t["v"]),
+        framework=col(np.where(model_parallel, _MEGATRON, _PYTORCH)),
     )
-    return layout, precision
+    return _Layouts(rows=layout, gpus=t["gpus"], tp=t["tp"], precision=precision, levels=levels)
 
 
 @dataclass(frozen=True)
@@ -129,11 +257,13 @@ class _Hardware:
     devices_per_node: int
     node_network_bytes_per_s: float  # all NICs of one node
     prices: tuple[tuple[str, str, str, Pricing, float, float], ...]  # cloud, type, region, pricing, $/h, gCO2/kWh
+    fabric: Fabric  # one row: the links and NICs with their efficiencies and latencies
 
 
 def _hardware(catalog: Catalog, c: TrainConstraints, assumptions: Assumptions) -> list[_Hardware]:
     wanted = set(c.accelerators)
-    shapes: dict[tuple[str, int, float], list[tuple[str, str, str, Pricing, float, float]]] = {}
+    shapes: dict[tuple[str, int, float, str], list[tuple[str, str, str, Pricing, float, float]]] = {}
+    fabrics: dict[tuple[str, int, float, str], Fabric] = {}
     cloud_pricings = [p for p in c.pricings if p != "on-prem"]
     for o in catalog.offerings:
         if (wanted and o.accelerator not in wanted) or (c.clouds and o.cloud not in c.clouds):
@@ -142,7 +272,9 @@ def _hardware(catalog: Catalog, c: TrainConstraints, assumptions: Assumptions) -
             continue
         if c.regions and o.region not in c.regions:
             continue
-        key = (o.accelerator, o.accelerator_count, o.network_bytes_per_s)
+        key = (o.accelerator, o.accelerator_count, o.network_bytes_per_s, o.fabric)
+        if key not in fabrics:
+            fabrics[key] = fabric_for(catalog.accelerator(o.accelerator), o, catalog, assumptions)
         carbon = catalog.carbon_g_per_kwh(o.cloud, o.region)
         for pricing in cloud_pricings:
             hourly = o.usd_per_h(pricing)
@@ -157,31 +289,26 @@ def _hardware(catalog: Catalog, c: TrainConstraints, assumptions: Assumptions) -
                 assumptions.onprem_power_usd_per_kwh, assumptions.onprem_pue, assumptions.onprem_utilization
             )
             network = onprem_network_per_device(catalog, accel.slug) * server.accelerator_count
-            key = (server.accelerator, server.accelerator_count, network)
+            key = (server.accelerator, server.accelerator_count, network, "")
+            if key not in fabrics:
+                alone = fabric_for(accel, None, catalog, assumptions, devices_per_node=server.accelerator_count)
+                fabrics[key] = replace(alone, node_network_bytes_per_s=col(network))
             name = f"{server.accelerator_count}x {accel.name} server"
             shapes.setdefault(key, []).append(
                 ("on-prem", name, "owned", "on-prem", hourly, assumptions.world_g_co2_per_kwh)
             )
     return [
-        _Hardware(catalog.accelerator(slug), count, network, tuple(prices))
-        for (slug, count, network), prices in sorted(shapes.items())
+        _Hardware(catalog.accelerator(key[0]), key[1], key[2], tuple(prices), fabrics[key])
+        for key, prices in sorted(shapes.items())
     ]
 
 
-def plan_train(model: ModelSpec, catalog: Catalog, assumptions: Assumptions, constraints: TrainConstraints) -> Plan:
-    c = constraints
-    hardware = _hardware(catalog, c, assumptions)
-    if not hardware:
-        raise InputError(
-            "no offering in the catalog matches the accelerator, cloud, region and pricing filters",
-            "drop a filter, or run `computewise catalog list offerings` to see what is sold where",
-        )
+def _units(hardware: Sequence[_Hardware], c: TrainConstraints) -> tuple[list[tuple[int, int]], list[Rejection]]:
+    """(hardware shape, instances) pairs to plan, and the shapes held to fewer devices by unknown links."""
     rejections: list[Rejection] = []
-    units: list[tuple[int, int]] = []  # (hardware shape, instances)
+    units: list[tuple[int, int]] = []
     for h_index, h in enumerate(hardware):
-        for n in _INSTANCES:
-            if n * h.devices_per_node > c.max_gpus:
-                break
+        for n in instance_counts(h.devices_per_node, c.max_gpus):
             if n * h.devices_per_node > 1 and h.accelerator.interconnect_bytes_per_s <= 0:
                 reason = (
                     f"interconnect bandwidth of {h.accelerator.name} is not in the catalog; planned on one device only"
@@ -193,112 +320,234 @@ def plan_train(model: ModelSpec, catalog: Catalog, assumptions: Assumptions, con
                 rejections.append(Rejection(h.accelerator.slug, n * h.devices_per_node, "network", reason, 0))
                 break
             units.append((h_index, n))
+    return units, rejections
+
+
+@dataclass(frozen=True)
+class _Pairing:
+    """The layouts one (accelerator, devices per node, GPU count) times, or why it times none."""
+
+    rows: IntArray  # layout rows that fit, in a precision the accelerator runs, precisions deduplicated
+    runnable: int  # layouts of this GPU count with tp inside the node: the candidates it considered
+    stage: str = ""  # precision | memory | batch, when ``rows`` is empty
+    reason: str = ""
+
+
+def _interchangeable(accelerator: Accelerator, c: TrainConstraints) -> BoolArray:
+    """Per PRECISIONS index: whether to time it on ``accelerator``. A precision with the bytes and the
+    peak of one listed before it yields identical rows, so it could only tie, and ties go to the first."""
+    keep = np.zeros(len(PRECISIONS), dtype=np.bool_)
+    seen: set[tuple[float, float, float]] = set()
+    for p in c.precisions:
+        peak = accelerator.peak_flops.get(p, 0.0)
+        signature = (bytes_per_value(p), optimizer_bytes_per_param(c.optimizer, p), peak)
+        if peak > 0 and signature not in seen:
+            seen.add(signature)
+            keep[PRECISIONS.index(p)] = True
+    return keep
+
+
+def _pair(
+    layouts: _Layouts,
+    total_bytes: FloatArray,
+    span: tuple[int, int],
+    accelerator: Accelerator,
+    devices_per_node: int,
+    c: TrainConstraints,
+) -> _Pairing:
+    """The layout rows worth timing on ``accelerator`` for one GPU count (rows ``span`` of ``layouts``).
+
+    Exact: tp inside the node, a precision the chip runs, memory that fits; of precisions that would
+    yield identical rows only the first is kept (see the module docstring).
+    """
+    lo, hi = span
+    levels = layouts.levels
+    gpus = int(layouts.gpus[lo]) if hi > lo else 0
+    base = slice(lo, hi, levels)
+    inside = devices_per_node % layouts.tp[base] == 0
+    runnable = int(inside.sum()) * levels
+    if not runnable:
+        return _Pairing(np.empty(0, np.int64), 0, "batch", "")
+    peaks = np.array([accelerator.peak_flops.get(p, 0.0) for p in PRECISIONS])
+    runs = inside & (peaks[layouts.precision[base]] > 0)
+    if not runs.any():
+        return _Pairing(
+            np.empty(0, np.int64), runnable, "precision", f"{accelerator.name} runs none of {', '.join(c.precisions)}"
+        )
+    fits = total_bytes[lo:hi].reshape(-1, levels) <= accelerator.memory_bytes
+    timed = runs & _interchangeable(accelerator, c)[layouts.precision[base]] & fits.any(axis=1)
+    if not timed.any():
+        need = float(total_bytes[lo:hi].reshape(-1, levels)[runs].min())
+        return _Pairing(
+            np.empty(0, np.int64),
+            runnable,
+            "memory",
+            f"does not fit: {format_bytes(need)} > {format_bytes(accelerator.memory_bytes)} on "
+            f"{accelerator.name} even with the leanest layout on {gpus} GPUs",
+        )
+    return _Pairing(lo + np.flatnonzero((fits & timed[:, None]).reshape(-1)), runnable)
+
+
+def _take_memory(memory: MemoryBreakdown, index: IntArray) -> MemoryBreakdown:
+    """Rows ``index`` of every column; optional columns that are absent (None) stay absent."""
+    taken: dict[str, Any] = {}
+    for f in fields(memory):
+        column = getattr(memory, f.name)
+        taken[f.name] = None if column is None else column[index]
+    return replace(memory, **taken)
+
+
+def _train_hardware(hardware: Sequence[_Hardware], shape: IntArray, precision: IntArray) -> TrainHardware:
+    """Hardware columns for rows on shapes ``shape`` at PRECISIONS ``precision``; prices come per offering later."""
+
+    def per_row(values: list[float]) -> FloatArray:
+        return np.array(values, dtype=np.float64)[shape]
+
+    peak_table = np.array([[h.accelerator.peak_flops.get(p, 0.0) for p in PRECISIONS] for h in hardware])
+    zeros = np.zeros(len(shape))
+    return TrainHardware(
+        peak_flops=peak_table[shape, precision],
+        intra_node_bytes_per_s=per_row([h.accelerator.interconnect_bytes_per_s for h in hardware]),
+        memory_bandwidth_bytes_per_s=per_row([h.accelerator.memory_bandwidth_bytes_per_s for h in hardware]),
+        node_network_bytes_per_s=per_row([h.node_network_bytes_per_s for h in hardware]),
+        devices_per_node=per_row([float(h.devices_per_node) for h in hardware]),
+        tdp_w=per_row([h.accelerator.tdp_w for h in hardware]),
+        rental_usd_per_h=zeros,  # priced per offering below
+        spot=zeros + 1.0,  # time_s carries the spot slowdown; steps * step_s is the time without it
+        g_co2_per_kwh=zeros,
+        pue=zeros + 1.0,
+        fabric=stack_fabrics([h.fabric for h in hardware]).take(shape),
+    )
+
+
+def _evaluate(
+    model: ModelSpec,
+    c: TrainConstraints,
+    assumptions: Assumptions,
+    layouts: _Layouts,
+    memory: MemoryBreakdown,
+    hardware: Sequence[_Hardware],
+    layout_index: IntArray,
+    shape: IntArray,
+) -> TrainColumns:
+    """``evaluate_train`` on (layout, shape) rows."""
+    return evaluate_train(
+        model,
+        c.tokens,
+        layouts.rows.take(layout_index),
+        _train_hardware(hardware, shape, layouts.precision[layout_index]),
+        assumptions,
+        memory=_take_memory(memory, layout_index),
+    )
+
+
+def _times(
+    model: ModelSpec,
+    c: TrainConstraints,
+    assumptions: Assumptions,
+    layouts: _Layouts,
+    memory: MemoryBreakdown,
+    hardware: Sequence[_Hardware],
+    layout_index: IntArray,
+    shape: IntArray,
+) -> tuple[FloatArray, FloatArray]:
+    """(time without preemptions, time on spot) of every row, evaluated a chunk at a time."""
+    rows = len(layout_index)
+    base_s, spot_s = np.empty(rows), np.empty(rows)
+    for start in range(0, rows, _EVAL_CHUNK_ROWS):
+        part = slice(start, start + _EVAL_CHUNK_ROWS)
+        columns = _evaluate(model, c, assumptions, layouts, memory, hardware, layout_index[part], shape[part])
+        base_s[part] = columns.steps * columns.step_s
+        spot_s[part] = columns.time_s
+    return base_s, spot_s
+
+
+def _fastest(time_s: FloatArray, sizes: IntArray) -> IntArray:
+    """Row of the least time in each group of ``sizes`` consecutive rows (the first on ties; -1 when empty)."""
+    best = np.full(len(sizes), -1, dtype=np.int64)
+    if not len(time_s):
+        return best
+    values = np.where(np.isnan(time_s), np.inf, time_s)
+    starts = np.cumsum(sizes) - sizes
+    nonempty = np.flatnonzero(sizes > 0)
+    least = np.minimum.reduceat(values, starts[nonempty])
+    hits = np.flatnonzero(values == np.repeat(least, sizes[nonempty]))
+    group = np.repeat(np.arange(len(sizes)), sizes)[hits]
+    groups, first = np.unique(group, return_index=True)
+    best[groups] = hits[first]
+    return best
+
+
+def plan_train(model: ModelSpec, catalog: Catalog, assumptions: Assumptions, constraints: TrainConstraints) -> Plan:
+    c = constraints
+    hardware = _hardware(catalog, c, assumptions)
+    if not hardware:
+        raise InputError(
+            "no offering in the catalog matches the accelerator, cloud, region and pricing filters",
+            "drop a filter, or run `computewise catalog list offerings` to see what is sold where",
+        )
+    units, rejections = _units(hardware, c)
     if not units:
         raise InputError(
             f"--max-gpus {c.max_gpus} is smaller than the smallest matching instance",
             "raise --max-gpus or choose an accelerator sold in smaller instances",
         )
-    unit_gpus = np.array([n * hardware[h].devices_per_node for h, n in units], dtype=np.int64)
-    layouts, precision = _layouts(model, unit_gpus.tolist(), c)
-    memory = train_memory(model, layouts, assumptions)
-    total_memory = memory.total
-    layout_gpus = layouts.gpus.astype(np.int64)
+    unit_gpus = [n * hardware[h].devices_per_node for h, n in units]
+    layouts = _layouts(model, unit_gpus, max(h.devices_per_node for h in hardware), c)
+    memory = train_memory(model, layouts.rows, assumptions)
+    total_bytes = memory.total
 
-    # Pair each unit with the layouts of its GPU count that fit its memory and use a precision it runs.
+    # Pair each unit with the layouts of its GPU count it can run and hold.
     pieces: list[IntArray] = []
     considered = 0
-    for u, (h_index, _) in enumerate(units):
+    cache: dict[tuple[str, int, int], _Pairing] = {}
+    too_wide: dict[str, int] = {}  # accelerator -> fewest GPUs no layout splits the global batch over
+    for (h_index, _), gpus in zip(units, unit_gpus, strict=True):
         h = hardware[h_index]
-        same_gpus = np.flatnonzero(layout_gpus == unit_gpus[u])
-        considered += len(same_gpus) * len(h.prices)
-        peaks = np.array([h.accelerator.peak_flops.get(p, 0.0) for p in PRECISIONS])
-        runs = same_gpus[peaks[precision[same_gpus]] > 0]
-        fitting = runs[total_memory[runs] <= h.accelerator.memory_bytes]
-        pieces.append(fitting)
-        if len(same_gpus) and not len(runs):
+        key = (h.accelerator.slug, h.devices_per_node, gpus)
+        if key not in cache:
+            span = (int(np.searchsorted(layouts.gpus, gpus, "left")), int(np.searchsorted(layouts.gpus, gpus, "right")))
+            cache[key] = _pair(layouts, total_bytes, span, h.accelerator, h.devices_per_node, c)
+        pairing = cache[key]
+        pieces.append(pairing.rows)
+        considered += pairing.runnable * len(h.prices)
+        if pairing.stage == "batch":
+            too_wide[h.accelerator.slug] = min(gpus, too_wide.get(h.accelerator.slug, gpus))
+        elif pairing.stage:
             rejections.append(
-                Rejection(
-                    h.accelerator.slug,
-                    int(unit_gpus[u]),
-                    "precision",
-                    f"{h.accelerator.name} runs none of {', '.join(c.precisions)}",
-                    len(same_gpus) * len(h.prices),
-                )
+                Rejection(h.accelerator.slug, gpus, pairing.stage, pairing.reason, pairing.runnable * len(h.prices))
             )
-        elif len(runs) and not len(fitting):
-            need = float(total_memory[runs].min())
-            rejections.append(
-                Rejection(
-                    h.accelerator.slug,
-                    int(unit_gpus[u]),
-                    "memory",
-                    f"does not fit: {format_bytes(need)} > {format_bytes(h.accelerator.memory_bytes)} on "
-                    f"{h.accelerator.name} even with the leanest layout on {unit_gpus[u]} GPUs",
-                    len(runs) * len(h.prices),
-                )
-            )
+    rejections.extend(
+        Rejection(
+            slug,
+            gpus,
+            "batch",
+            f"no layout of {model.name} splits a global batch of {c.global_batch} sequences over {gpus} or more GPUs "
+            "(dp x micro-batch must divide it); raise --global-batch to use them",
+            0,
+        )
+        for slug, gpus in too_wide.items()
+    )
     sizes = np.array([len(p) for p in pieces], dtype=np.int64)
     layout_index = np.concatenate(pieces) if pieces else np.empty(0, np.int64)
-    unit_index = np.repeat(np.arange(len(units)), sizes)
-    unit_hw = np.array([h for h, _ in units], dtype=np.int64)[unit_index]
+    shape = np.repeat(np.array([h for h, _ in units], dtype=np.int64), sizes)
+    base_s, spot_s = _times(model, c, assumptions, layouts, memory, hardware, layout_index, shape)
 
-    def per_row(values: list[float]) -> FloatArray:
-        return np.array(values, dtype=np.float64)[unit_hw]
-
-    peak_table = np.array([[h.accelerator.peak_flops.get(p, 0.0) for p in PRECISIONS] for h in hardware])
-    rows = len(layout_index)
-    zeros = np.zeros(rows)
-    columns = evaluate_train(
-        model,
-        c.tokens,
-        layouts.take(layout_index),
-        TrainHardware(
-            peak_flops=peak_table[unit_hw, precision[layout_index]],
-            intra_node_bytes_per_s=per_row([h.accelerator.interconnect_bytes_per_s for h in hardware]),
-            memory_bandwidth_bytes_per_s=per_row([h.accelerator.memory_bandwidth_bytes_per_s for h in hardware]),
-            node_network_bytes_per_s=per_row([h.node_network_bytes_per_s for h in hardware]),
-            devices_per_node=per_row([float(h.devices_per_node) for h in hardware]),
-            tdp_w=per_row([h.accelerator.tdp_w for h in hardware]),
-            rental_usd_per_h=zeros,  # priced per offering below
-            spot=zeros + 1.0,  # time_s carries the spot slowdown; steps * step_s is the time without it
-            g_co2_per_kwh=zeros,
-            pue=zeros + 1.0,
-        ),
-        assumptions,
-        memory=MemoryBreakdown(**{k: getattr(memory, k)[layout_index] for k in _MEMORY_PARTS}),
-    )
-    base_time = columns.steps * columns.step_s
-    spot_time = columns.time_s
+    # The fastest row of each unit, without preemptions and on spot; then their full columns.
+    fastest = {False: _fastest(base_s, sizes), True: _fastest(spot_s, sizes)}
+    chosen = np.unique(np.concatenate([fastest[False], fastest[True]]))
+    chosen = chosen[chosen >= 0]
+    columns = _evaluate(model, c, assumptions, layouts, memory, hardware, layout_index[chosen], shape[chosen])
+    position = {int(row): i for i, row in enumerate(chosen)}
     options: list[Option] = []
-    ends = np.cumsum(sizes)
     for u, (h_index, n) in enumerate(units):
-        start, stop = int(ends[u] - sizes[u]), int(ends[u])
-        if start == stop:
+        if not sizes[u]:
             continue
-        best = {
-            False: start + int(np.argmin(base_time[start:stop])),
-            True: start + int(np.argmin(spot_time[start:stop])),
-        }
         h = hardware[h_index]
-        for cloud, instance_type, region, pricing, hourly, carbon in h.prices:
-            r = best[pricing == "spot"]
-            options.append(
-                _option(
-                    h,
-                    n,
-                    (cloud, instance_type, region, pricing, hourly, carbon),
-                    r,
-                    int(layout_index[r]),
-                    layouts,
-                    precision,
-                    columns,
-                    assumptions,
-                )
-            )
+        for price in h.prices:
+            row = int(fastest[price[3] == "spot"][u])
+            options.append(_option(h, n, price, position[row], int(layout_index[row]), layouts, columns, assumptions))
     return _select(options, rejections, c, considered)
-
-
-_MEMORY_PARTS = ("weights", "gradients", "optimizer_states", "activations", "kv_cache", "overhead")
 
 
 def _option(
@@ -307,11 +556,11 @@ def _option(
     price: tuple[str, str, str, Pricing, float, float],
     r: int,
     li: int,
-    layouts: TrainLayout,
-    precision: IntArray,
+    layouts: _Layouts,
     columns: TrainColumns,
     assumptions: Assumptions,
 ) -> Option:
+    """Option from row ``r`` of ``columns``, which timed layout ``li`` on ``h``."""
     cloud, instance_type, region, pricing, hourly, carbon = price
     gpus = instances * h.devices_per_node
     time_s = float(columns.time_s[r] if pricing == "spot" else columns.steps[r] * columns.step_s[r])
@@ -319,7 +568,9 @@ def _option(
     kwh = float(
         energy_kwh(col(gpus), col(h.accelerator.tdp_w), assumptions.gpu_power_fraction_of_tdp, col(time_s), col(pue))
     )
-    tp, pp = int(layouts.tp[li]), int(layouts.pp[li])
+    rows = layouts.rows
+    tp, pp, cp = int(rows.tp[li]), int(rows.pp[li]), int(rows.cp[li])
+    breakdown_s = columns.step.breakdown_s(r)
     return Option(
         accelerator=h.accelerator.slug,
         gpus=gpus,
@@ -331,12 +582,12 @@ def _option(
         usd_per_h=instances * hourly,
         tp=tp,
         pp=pp,
-        dp=gpus // (tp * pp),
-        zero=int(layouts.zero[li]),
-        precision=PRECISIONS[int(precision[li])],
-        micro_batch=int(layouts.micro_batch[li]),
-        recompute=RECOMPUTES[int(layouts.recompute[li])],
-        memory_bytes={k: float(getattr(columns.memory, k)[r]) for k in _MEMORY_PARTS},
+        dp=gpus // (tp * pp * cp),
+        zero=int(rows.zero[li]),
+        precision=PRECISIONS[int(layouts.precision[li])],
+        micro_batch=int(rows.micro_batch[li]),
+        recompute=RECOMPUTES[int(rows.recompute[li])],
+        memory_bytes=memory_dict(columns.memory, r),
         capacity_bytes=h.accelerator.memory_bytes,
         flops=float(columns.model_flops[r]),
         time_s=time_s,
@@ -344,6 +595,13 @@ def _option(
         energy_kwh=kwh,
         co2_kg=kwh * carbon / 1000.0,
         mfu=float(columns.mfu[r]),
+        cp=cp,
+        ep=int(rows.ep[li]),
+        virtual_stages=int(rows.virtual_stages[li]),
+        framework=FRAMEWORKS[int(rows.framework[li])],
+        step_s=float(columns.step_s[r]),
+        step_breakdown_s=breakdown_s,
+        bottleneck=bottleneck(breakdown_s, float(columns.compute_fraction[r])).sentence(),
     )
 
 
@@ -356,6 +614,7 @@ def _select(options: list[Option], rejections: list[Rejection], c: TrainConstrai
             "raise --max-gpus, allow --recompute full / ZeRO-3 (default), shorten --seq-len, or use a smaller model",
         )
     survivors = options
+    batch_bound = any(r.stage == "batch" for r in rejections)
     if c.deadline_s is not None:
         fastest = min(survivors, key=lambda o: o.time_s)
         late = [o for o in survivors if o.time_s > c.deadline_s]
@@ -370,8 +629,9 @@ def _select(options: list[Option], rejections: list[Rejection], c: TrainConstrai
             raise InfeasiblePlanError(
                 f"the deadline removed the last candidates: the fastest option ({fastest.label}) takes "
                 f"{format_duration(fastest.time_s)} > {format_duration(c.deadline_s)}",
-                f"raise --deadline to at least {format_duration(fastest.time_s * 1.01)}, raise --max-gpus, "
-                "or train on fewer tokens",
+                f"raise --deadline to at least {format_duration(fastest.time_s * 1.01)}, raise --max-gpus"
+                + (", raise --global-batch (too few sequences to spread over more GPUs)" if batch_bound else "")
+                + ", or train on fewer tokens",
             )
     if c.budget_usd is not None:
         cheapest = min(survivors, key=lambda o: o.cost_usd)

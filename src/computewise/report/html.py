@@ -25,6 +25,7 @@ from computewise.report.rows import (
     group_rejections,
     is_inference,
     memory_parts,
+    memory_peaks,
     option_grid,
     option_point,
     plural,
@@ -32,6 +33,7 @@ from computewise.report.rows import (
     recommendation,
     rejection_line,
     scaling_grid,
+    step_rows,
 )
 from computewise.report.svg import MUTED, PALETTE, Axis, Segment, Series, stacked_bar, use_log, xy_chart
 from computewise.units import format_bytes, format_usd
@@ -132,7 +134,7 @@ def _memory(memory: dict[str, Any]) -> list[str]:
     verdict = fit(memory)
     klass = {True: "ok", False: "bad", None: "muted"}[verdict.fits]
     rows = [(label, format_bytes(value), format_share(value / total) if total else "") for label, value in parts]
-    rows.append(("total", format_bytes(total), ""))
+    rows.extend((label, format_bytes(value), "") for label, value in memory_peaks(memory) or [("total", total)])
     return [chart, f'<p class="{klass}">{escape(verdict.text)}</p>', pairs_table(rows, frozenset({1, 2}))]
 
 
@@ -153,9 +155,20 @@ def estimate_html(d: dict[str, Any]) -> str:
         pairs_table(estimate_summary(d)),
         "<h2>Memory</h2>",
         *_memory(d["memory"]),
+        *_step(d),
         *_notes(d.get("notes", [])),
     ]
     return page(f"computewise estimate: {d['model']}", body)
+
+
+def _step(d: dict[str, Any]) -> list[str]:
+    """Where one training step goes, and the part to attack first."""
+    rows = step_rows(d)
+    if not rows:
+        return []
+    found = d["time"].get("bottleneck")
+    advice = [f"<p><strong>{escape(found['advice'])}</strong></p>"] if found else []
+    return ["<h2>Where a step goes</h2>", pairs_table(rows), *advice]
 
 
 # Round human durations for a log time axis: 1 s, 10 s, 1 min, 10 min, 1 h, 6 h, 1 d, 1 week, 30 d, 1 year.

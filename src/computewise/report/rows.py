@@ -29,6 +29,7 @@ __all__ = [
     "group_rejections",
     "is_inference",
     "memory_parts",
+    "memory_peaks",
     "option_grid",
     "option_point",
     "plural",
@@ -36,6 +37,7 @@ __all__ = [
     "recommendation",
     "rejection_line",
     "scaling_grid",
+    "step_rows",
 ]
 
 # Keys of memory.per_device_bytes in the order a user reasons about them: state first, then per-step buffers.
@@ -115,6 +117,22 @@ def memory_parts(memory: dict[str, Any]) -> list[tuple[str, float]]:
     return [(label, float(per_device[key])) for key, label in MEMORY_PARTS if float(per_device.get(key, 0.0)) > 0]
 
 
+def memory_peaks(memory: dict[str, Any]) -> list[tuple[str, float]]:
+    """The step's peak, as PyTorch reports it (allocated, reserved), then what must fit on the card.
+
+    The parts above it are each at their largest and need not coexist (gradients and activations do
+    not, without accumulation), so the peak can be less than their sum. Empty for older dicts.
+    """
+    per_device = memory["per_device_bytes"]
+    if "allocated_peak" not in per_device:
+        return []
+    return [
+        ("peak allocated", float(per_device["allocated_peak"])),
+        ("peak reserved", float(per_device["reserved_peak"])),
+        ("total", _total(memory)),
+    ]
+
+
 def _total(memory: dict[str, Any]) -> float:
     per_device = memory["per_device_bytes"]
     if "total" in per_device:
@@ -134,8 +152,16 @@ def fit(memory: dict[str, Any]) -> Fit:
     return Fit(False, f"does not fit: {format_bytes(total)} > {format_bytes(capacity)} per device")
 
 
+# Degrees shown only when they are used (> 1): context, expert, interleaved pipeline chunks.
+_EXTRA_DEGREES = (("cp", "cp"), ("ep", "ep"), ("virtual_stages", "virtual stages"))
+_EXTRA_SHORT = (("cp", "cp"), ("ep", "ep"), ("virtual_stages", "v"))
+
+
 def _layout(layout: dict[str, Any]) -> str:
     text = f"dp {layout['dp']} · tp {layout['tp']} · pp {layout['pp']}"
+    for key, name in _EXTRA_DEGREES:
+        if int(layout.get(key, 1)) > 1:
+            text += f" · {name} {layout[key]}"
     if int(layout.get("zero", 0)):
         text += f" · ZeRO-{layout['zero']}"
     if layout.get("sequence_parallel"):
@@ -146,6 +172,7 @@ def _layout(layout: dict[str, Any]) -> str:
 def _short_layout(layout: dict[str, Any], job: dict[str, Any]) -> str:
     """'dp8 tp1 pp1 z1 bf16 mb2': a table column has no room for the long form."""
     parts = [f"dp{layout['dp']}", f"tp{layout['tp']}", f"pp{layout['pp']}"]
+    parts.extend(f"{short}{layout[key]}" for key, short in _EXTRA_SHORT if int(layout.get(key, 1)) > 1)
     if int(layout.get("zero", 0)):
         parts.append(f"z{layout['zero']}")
     if "precision" in job:
@@ -178,6 +205,8 @@ def _job(job: dict[str, Any]) -> str:
         parts.append(f"recompute {job['recompute']}")
     if job.get("flash_attention"):
         parts.append("flash attention")
+    if "framework" in job:
+        parts.append(f"{job['framework']} layout")
     return ", ".join(parts)
 
 
@@ -194,6 +223,9 @@ def estimate_summary(d: dict[str, Any]) -> list[tuple[str, str, str]]:
     """(quantity, value, detail) rows: FLOPs, time, throughput, cost, energy, CO2 and, for training, storage."""
     compute, time, cost = d["compute"], d["time"], d["cost"]
     rows: list[tuple[str, str, str]] = []
+    if time.get("seconds") is None:  # a link of unknown speed: memory and FLOPs only, the notes say why
+        rows.append(("compute", format_flops(float(compute["flops"])), ""))
+        return [*rows, ("time, cost, energy", "not available", "see the notes")]
     detail = f"MFU {float(compute['mfu']):.0%}" if "mfu" in compute else ""
     rows.append(("compute", format_flops(float(compute["flops"])), detail))
     if "steps" in time:
@@ -277,6 +309,13 @@ def recommendation(option: dict[str, Any]) -> list[tuple[str, str]]:
         )
         if "mfu" in option.get("compute", {}):
             lines.append(("MFU", f"{float(option['compute']['mfu']):.0%}"))
+        parts = step_rows(option)
+        if parts:
+            shares = ", ".join(f"{part} {share}" for part, _, share in parts)
+            lines.append(("step", f"{format_duration(float(time['step_seconds']))}: {shares}"))
+        advice = time.get("bottleneck", {}).get("advice")
+        if advice:
+            lines.append(("attack", advice))
     lines.append(("memory", fit(option["memory"]).text))
     return lines
 
@@ -402,3 +441,13 @@ def break_even_grid(rows: Sequence[dict[str, Any]]) -> Grid:
     )
     headers = ("server", "rental pricing", "owned at full use", "rented", "rented from", "owning wins above")
     return Grid(headers, body, frozenset({2, 3, 5}))
+
+
+def step_rows(d: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """(part, seconds, share) of one training step, largest first; empty for inference estimates."""
+    breakdown = d["time"].get("breakdown_seconds_per_step", {})
+    step_s = sum(float(v) for v in breakdown.values())
+    if step_s <= 0:
+        return []
+    parts = sorted(((k, float(v)) for k, v in breakdown.items() if float(v) > 0), key=lambda kv: -kv[1])
+    return [(name.replace("_", " "), format_duration(seconds), f"{seconds / step_s:.0%}") for name, seconds in parts]

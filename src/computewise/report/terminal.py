@@ -25,11 +25,13 @@ from computewise.report.rows import (
     format_share,
     group_rejections,
     memory_parts,
+    memory_peaks,
     option_grid,
     plural,
     recommendation,
     rejection_line,
     scaling_grid,
+    step_rows,
 )
 from computewise.units import format_bytes
 
@@ -78,7 +80,9 @@ def _print_memory(memory: dict[str, Any], console: Console) -> None:
     table.add_column("share", justify="right")
     for label, value in parts:
         table.add_row(Text(label), Text(format_bytes(value)), Text(format_share(value / total) if total else ""))
-    table.add_row(Text("total", style="bold"), Text(format_bytes(total), style="bold"), "")
+    for label, value in memory_peaks(memory) or [("total", total)]:
+        style = "bold" if label == "total" else ""
+        table.add_row(Text(label, style=style), Text(format_bytes(value), style=style), "")
     _heading("memory per device", console)
     console.print(table)
     verdict = fit(memory)
@@ -105,7 +109,26 @@ def print_estimate(d: dict[str, Any], console: Console) -> None:
         summary.add_row(Text(label), Text(value), Text(detail))
     console.print()
     console.print(summary)
+    _print_step(d, console)
     _print_notes(d.get("notes", []), console)
+
+
+def _print_step(d: dict[str, Any], console: Console) -> None:
+    """Where one training step goes, and the part to attack first."""
+    rows = step_rows(d)
+    if not rows:
+        return
+    _heading("where a step goes", console)
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column()
+    grid.add_column(justify="right")
+    grid.add_column(justify="right", style="dim")
+    for part, seconds, share in rows:
+        grid.add_row(Text(part), Text(seconds), Text(share))
+    console.print(grid)
+    found = d["time"].get("bottleneck")
+    if found:
+        console.print(Text(f"→ {found['advice']}", style="bold"))
 
 
 def _print_rejections(rejected: Sequence[dict[str, Any]], console: Console) -> None:

@@ -12,6 +12,7 @@ __all__ = [
     "Assumption",
     "CarbonIntensity",
     "Dtype",
+    "NetworkFabric",
     "Offering",
     "OnPremCost",
     "Pricing",
@@ -72,6 +73,7 @@ class Offering:
     reserved_3y_usd_per_h: float | None
     source: str
     retrieved: str
+    fabric: str = ""  # slug of the inter-node network (a fabrics.csv row: efa, infiniband, ...); "" = not recorded
 
     def usd_per_h(self, pricing: Pricing) -> float | None:
         return {
@@ -80,6 +82,23 @@ class Offering:
             "reserved-1y": self.reserved_1y_usd_per_h,
             "reserved-3y": self.reserved_3y_usd_per_h,
         }.get(pricing)
+
+
+@dataclass(frozen=True)
+class NetworkFabric:
+    """An inter-node network technology and what NCCL achieves over it (a fabrics.csv row).
+
+    ``network_efficiency`` is the bus bandwidth a large all-reduce reaches across nodes divided by
+    the NICs' line rate; ``latency_s`` is NCCL's per-hop latency over it. Both carry a source, because
+    EFA, InfiniBand and RoCE differ by more than the rounding of a single default.
+    """
+
+    fabric: str  # slug, e.g. "efa", "infiniband"
+    name: str
+    network_efficiency: float  # achieved all-reduce bus bandwidth / NIC line rate, 0..1
+    latency_s: float  # per algorithm step across nodes (NCCL's low-latency protocol)
+    source: str
+    retrieved: str  # ISO date
 
 
 @dataclass(frozen=True)

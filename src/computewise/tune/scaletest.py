@@ -9,7 +9,7 @@ ideal step time does not change. Measured efficiency = throughput(N) / (N x thro
 throughput(N) = N x batch / step time of the slowest rank (DDP waits for it every step).
 
 The prediction is the planner's data-parallel model: the step time of one process plus the ring
-all-reduce of the gradients (:func:`computewise.estimate.comm.dp_sync_bytes` over the link), with
+all-reduce of the gradients (:func:`computewise.estimate.collectives.bus_factor` over the link), with
 no overlap of communication and backward (DDP overlaps some, so the prediction errs pessimistic).
 On a CPU, ranks that need more threads than there are cores share them, so their compute slows by
 that oversubscription. The link is the catalog's interconnect times its achievable fraction for a
@@ -440,16 +440,11 @@ def _predicted_allreduce_s(params: int, gradient_bytes: int, nproc: int, link: L
     """The planner's DDP gradient sync: a ring all-reduce of every gradient once per optimizer step."""
     if link is None:
         return None
-    import numpy as np
+    from computewise.estimate.arrays import col
+    from computewise.estimate.collectives import bus_factor
 
-    from computewise.estimate.arrays import col, transfer_s
-    from computewise.estimate.comm import dp_sync_bytes
-
-    one = col(1.0)
-    sent = dp_sync_bytes(
-        float(params), col(gradient_bytes / max(params, 1)), one, one, col(float(nproc)), col(0.0), one
-    )
-    return float(np.asarray(transfer_s(sent, col(link.bytes_per_s))))
+    sent_bytes = float(bus_factor("all-reduce", col(float(nproc)))) * gradient_bytes
+    return sent_bytes / link.bytes_per_s if sent_bytes > 0 else 0.0
 
 
 def run_scaletest(

@@ -1,0 +1,180 @@
+"""``estimate comm``: one collective on one fabric, at one size or over the nccl-tests sweep.
+
+Kept apart from ``collectives`` (the formulas) because it makes choices a person would make at a
+command line: which instance stands for "an H100 node on AWS", which sizes to sweep, which
+message to print when a network is unknown. The result is a JSON-ready dict for ``report``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from computewise.errors import InputError, UnknownNameError
+from computewise.estimate.arrays import col
+from computewise.estimate.collectives import (
+    COLLECTIVES,
+    Collective,
+    bus_bytes_per_s,
+    bus_factor,
+    collective_s,
+    fabric_for,
+    network_fabric_for,
+    require_network,
+)
+
+if TYPE_CHECKING:
+    from computewise.catalog import Catalog
+    from computewise.estimate.assumptions import Assumptions
+    from computewise.specs.hardware import Accelerator, Offering
+
+__all__ = ["MAX_GPUS", "MAX_MESSAGE_BYTES", "SWEEP_BYTES", "CommQuery", "estimate_comm", "parse_collective"]
+
+MAX_GPUS = 1_000_000  # the largest clusters announced are ~10^5 GPUs; beyond 10^6 is a typo
+MAX_MESSAGE_BYTES = float(2**40)  # 1 TiB: more than any device's memory, so a unit mistake
+# nccl-tests' default sweep in our examples: -b 8 -e 8G -f 2
+SWEEP_BYTES: tuple[float, ...] = tuple(float(2**k) for k in range(3, 34))
+
+_FORMULA = {
+    "all-reduce": "busbw = algbw * 2(n-1)/n",
+    "all-gather": "busbw = algbw * (n-1)/n",
+    "reduce-scatter": "busbw = algbw * (n-1)/n",
+    "all-to-all": "busbw = algbw * (n-1)/n",
+    "send-recv": "busbw = algbw",
+}
+
+
+def parse_collective(text: str) -> Collective:
+    """'all-reduce', 'allreduce', 'all_reduce', 'AllReduce' -> the collective, or a did-you-mean error."""
+    squashed = text.strip().lower().replace("_", "").replace("-", "").replace(" ", "")
+    for op in COLLECTIVES:
+        if op.replace("-", "") == squashed or (op == "send-recv" and squashed in ("p2p", "sendrecv")):
+            return op
+    raise UnknownNameError("collective", text, COLLECTIVES, f"use one of: {', '.join(COLLECTIVES)}")
+
+
+@dataclass(frozen=True)
+class CommQuery:
+    """What the user asked: the op, how many ranks, sizes, and optionally where."""
+
+    op: Collective
+    gpus: int
+    sizes_bytes: tuple[float, ...]
+    ranks_per_node: int | None = None
+    cloud: str | None = None
+    instance_type: str | None = None
+
+    def check(self) -> None:
+        """Reject the absurd before any arithmetic: counts below 1 or beyond a million, empty or huge buffers."""
+        if self.gpus < 1 or self.gpus > MAX_GPUS:
+            raise InputError(f"--gpus must be between 1 and {MAX_GPUS:,}, got {self.gpus:,}", "e.g. --gpus 64")
+        for size in self.sizes_bytes:
+            if not 0 < size <= MAX_MESSAGE_BYTES:
+                raise InputError(
+                    f"--bytes must be more than 0 and at most 1 TiB, got {size:g} bytes",
+                    "e.g. --bytes 1GiB, or leave --bytes out for the 8 B .. 8 GiB sweep",
+                )
+        if self.ranks_per_node is not None and self.ranks_per_node < 1:
+            raise InputError(f"--per-node must be at least 1, got {self.ranks_per_node}", "e.g. --per-node 8")
+
+
+def _pick_offering(catalog: Catalog, accelerator: Accelerator, query: CommQuery) -> Offering | None:
+    """The named instance, else the largest node of this accelerator with the fastest network (None: not rented)."""
+    if query.instance_type is not None:
+        offering = catalog.instance_offerings(query.instance_type, query.cloud)[0]
+        if offering.accelerator != accelerator.slug:
+            raise InputError(
+                f"{offering.instance_type} has {offering.accelerator} devices, not {accelerator.slug}",
+                f"drop --instance, or use --gpu {offering.accelerator}",
+            )
+        return offering
+    rented = catalog.offerings_for(accelerator.slug, query.cloud)
+    if not rented:
+        return None
+    return max(
+        rented,
+        key=lambda o: (o.accelerator_count, o.network_bytes_per_s, o.fabric != "", o.cloud, o.instance_type),
+    )
+
+
+def _instance(offering: Offering | None, catalog: Catalog, devices: int) -> dict[str, Any]:
+    network = network_fabric_for(offering, catalog)
+    if offering is None:
+        return {"cloud": None, "instance_type": None, "devices_per_node": devices, "network_bytes_per_s": 0.0}
+    return {
+        "cloud": offering.cloud,
+        "instance_type": offering.instance_type,
+        "devices_per_node": offering.accelerator_count,
+        "network_bytes_per_s": offering.network_bytes_per_s,
+        "fabric": offering.fabric or None,
+        "fabric_name": network.name if network is not None else None,
+        "fabric_source": network.source if network is not None else None,
+    }
+
+
+def estimate_comm(
+    catalog: Catalog, accelerator: Accelerator, query: CommQuery, assumptions: Assumptions | None = None
+) -> dict[str, Any]:
+    """Time, algorithm and bus bandwidth of ``query.op`` for each size, with the fabric it assumed."""
+    query.check()
+    offering = _pick_offering(catalog, accelerator, query)
+    devices = offering.accelerator_count if offering is not None else min(query.gpus, 8)
+    per_node = min(query.ranks_per_node or devices, devices, query.gpus)
+    if query.ranks_per_node is not None and query.ranks_per_node > devices:
+        raise InputError(
+            f"--per-node {query.ranks_per_node} is more than the {devices} devices of one node",
+            f"use --per-node {devices} or fewer",
+        )
+    require_network(offering, query.gpus, per_node)
+    fabric = fabric_for(accelerator, offering, catalog, assumptions, devices_per_node=devices)
+    sizes = col(np.array(query.sizes_bytes))
+    time_s = collective_s(query.op, sizes, col(float(query.gpus)), col(float(per_node)), fabric)
+    factor = float(bus_factor(query.op, col(float(query.gpus))))
+    rows = [
+        {
+            "size_bytes": float(size),
+            "time_s": float(t),
+            "algbw_bytes_per_s": float(size / t) if t > 0 else 0.0,
+            "busbw_bytes_per_s": float(size / t * factor) if t > 0 else 0.0,
+        }
+        for size, t in zip(sizes, time_s, strict=True)
+    ]
+    peak = float(bus_bytes_per_s(query.op, col(float(query.gpus)), col(float(per_node)), fabric))
+    return {
+        "op": query.op,
+        "gpus": query.gpus,
+        "ranks_per_node": per_node,
+        "nodes": -(-query.gpus // per_node),
+        "accelerator": accelerator.slug,
+        "link_bytes_per_s": accelerator.interconnect_bytes_per_s,
+        "link_efficiency": float(fabric.link_efficiency),
+        "network_efficiency": float(fabric.network_efficiency),
+        "instance": _instance(offering, catalog, devices),
+        "peak_busbw_bytes_per_s": peak,
+        "formula": (
+            f"time = {float(fabric.base_latency_s) * 1e6:.1f} us + hops x latency + bytes moved / bus bandwidth; "
+            f"{_FORMULA[query.op]}, n = {query.gpus} (nccl-tests PERFORMANCE.md); inside a node the bus runs at "
+            "link x link efficiency, across nodes at the group's share of the node's NICs x network efficiency"
+        ),
+        "rows": rows,
+        "notes": _notes(query, per_node, devices),
+    }
+
+
+def _notes(query: CommQuery, per_node: int, devices: int) -> list[str]:
+    notes: list[str] = []
+    nodes = -(-query.gpus // per_node)
+    if query.op == "all-reduce" and nodes == 2:
+        notes.append("2 nodes: NCCL's tree sends each byte across once, so busbw can exceed the network's rate")
+    if per_node < devices and nodes > 1:
+        notes.append(
+            f"{per_node} of {devices} devices per node in this group: it gets {per_node}/{devices} of the node's NICs "
+            "(the other groups of its kind share the rest)"
+        )
+    notes.append(
+        "accuracy against published nccl-tests: docs/ACCURACY.md (large messages within 25 %; "
+        "1-100 MiB messages are optimistic, NVLink SHARP all-reduce on H100 is not modelled)"
+    )
+    return notes

@@ -1,0 +1,227 @@
+"""Where one optimizer step's time goes: compute, pipeline bubble, and the communication left exposed.
+
+Ranks are placed the Megatron-core way (tensor-parallel ranks adjacent, then context, then data,
+pipeline outermost), which fixes how many ranks of each group share a node and so which fabric
+each collective crosses (``estimate.collectives``). What overlaps and what does not:
+
+- **TP** (Shoeybi et al. 2019): two all-reduces of a layer's output forward and two backward per
+  layer and micro-batch, two more when a full recompute repeats the forward; with sequence
+  parallelism each becomes a reduce-scatter plus an all-gather of the same total time. Exposed:
+  the next matmul needs the result.
+- **CP** (ring attention, Liu et al. 2023; Llama 3 section 3.3.2): K and V of the other chunks are
+  gathered forward, again backward, and their gradients reduce-scattered: hidden behind the
+  attention computation where it is long enough.
+- **EP** (GShard, Lepikhin et al. 2020): dispatch and combine all-to-alls around every MoE layer,
+  forward and backward. Exposed.
+- **PP**: each micro-batch's activations cross every stage boundary forward and their gradients
+  backward, ``virtual_stages`` times with the interleaved schedule.
+- **DP**: gradients are reduced once per step in buckets while the last micro-batch's backward
+  runs (PyTorch DDP, Megatron's overlapped grad reduce); only what outlasts that backward is
+  exposed, and never less than the last bucket (the first layer's gradients, ready last).
+  ZeRO-1/2 reduce-scatter the same way and all-gather the updated weights under the next
+  forward; ZeRO-3/FSDP gathers weights forward and backward for every micro-batch, prefetched
+  under the whole step's compute.
+- **Bubble**: (p - 1) / (v m) of the busy time for 1F1B with v model chunks per rank
+  (Narayanan et al. 2021, section 2.2).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from computewise.estimate.arrays import FloatArray, col
+from computewise.estimate.collectives import Collective, Fabric, collective_s
+from computewise.estimate.efficiency import activation_traffic_bytes, compute_time_s, weight_traffic_bytes
+from computewise.estimate.flops import attention_flops_per_token, training_flops_per_token
+
+if TYPE_CHECKING:
+    from computewise.estimate.assumptions import Assumptions
+    from computewise.estimate.train import TrainHardware, TrainLayout
+    from computewise.specs import ModelSpec
+
+__all__ = ["StepTime", "step_time"]
+
+
+@dataclass(frozen=True)
+class StepTime:
+    """Seconds per optimizer step on one device, by cause; communication figures are the exposed part."""
+
+    compute_s: FloatArray  # arithmetic and HBM traffic of the step's micro-batches
+    bubble_s: FloatArray  # pipeline fill and drain
+    tp_s: FloatArray
+    cp_s: FloatArray
+    ep_s: FloatArray
+    pp_s: FloatArray
+    dp_s: FloatArray
+    bubble_fraction: FloatArray
+
+    @property
+    def comm_exposed_s(self) -> FloatArray:
+        return self.tp_s + self.cp_s + self.ep_s + self.pp_s + self.dp_s
+
+    @property
+    def total_s(self) -> FloatArray:
+        return self.compute_s + self.bubble_s + self.comm_exposed_s
+
+    def breakdown_s(self, row: int = 0) -> dict[str, float]:
+        """Seconds of row ``row``'s step by cause, keyed as ``estimate.bottleneck`` names them."""
+        parts = {
+            "compute": self.compute_s,
+            "pipeline_bubble": self.bubble_s,
+            "tensor_parallel": self.tp_s,
+            "context_parallel": self.cp_s,
+            "expert_parallel": self.ep_s,
+            "pipeline_parallel": self.pp_s,
+            "data_parallel": self.dp_s,
+        }
+        return {name: float(col(values).reshape(-1)[row]) for name, values in parts.items()}
+
+
+@dataclass(frozen=True)
+class _Groups:
+    """Ranks of each parallel group that share one node."""
+
+    tp: FloatArray
+    cp: FloatArray
+    ep: FloatArray
+    dp_cp: FloatArray
+    pp: FloatArray
+
+
+def _groups(rows: TrainLayout, devices_per_node: FloatArray) -> _Groups:
+    d = col(devices_per_node)
+
+    def on_node(inner: FloatArray, size: FloatArray) -> FloatArray:
+        return np.clip(d / inner, 1.0, size)
+
+    return _Groups(
+        tp=np.minimum(rows.tp, d),
+        cp=on_node(rows.tp, rows.cp),
+        ep=on_node(rows.tp * rows.cp, rows.ep),
+        dp_cp=on_node(rows.tp, rows.dp * rows.cp),
+        pp=on_node(rows.tp * rows.cp * rows.dp, rows.pp),
+    )
+
+
+def _times(
+    op: Collective, count: FloatArray, message_bytes: FloatArray, ranks: FloatArray, per_node: FloatArray, f: Fabric
+) -> FloatArray:
+    return col(count) * np.where(ranks > 1, collective_s(op, message_bytes, ranks, per_node, f), 0.0)
+
+
+def step_time(
+    model: ModelSpec, rows: TrainLayout, hw: TrainHardware, fabric: Fabric, assumptions: Assumptions
+) -> StepTime:
+    """Time of one optimizer step for every row."""
+    gpus = rows.gpus
+    m = rows.microbatches
+    v = rows.virtual_stages
+    act = rows.weight_bytes
+    layers = max(model.total_layers, 1) / rows.pp  # per device
+    tokens_per_step = rows.global_batch * rows.seq_len
+    tokens_mb = rows.micro_batch * rows.seq_len / rows.cp  # per device and micro-batch
+    model_per_token, hardware_per_token = training_flops_per_token(model, rows.seq_len, rows.recompute)
+    compute_s = _compute_s(model, rows, hw, assumptions, hardware_per_token / model_per_token, hardware_per_token)
+    # The forward without recomputation: the part of a micro-batch that no gradient sync can hide.
+    plain_s = _compute_s(model, rows, hw, assumptions, col(1.0), model_per_token)
+    forward_s = plain_s / (3.0 * m)
+    per_microbatch_s = compute_s / m
+    groups = _groups(rows, hw.devices_per_node)
+    hidden = float(model.hidden_size)
+
+    tp_count = (4.0 + np.where(rows.recompute >= 2, 2.0, 0.0)) * layers * m
+    tp_s = _times("all-reduce", tp_count, tokens_mb * hidden * act, rows.tp, groups.tp, fabric)
+
+    # Each TP rank holds its own KV heads (a head is never split, so fewer heads than ranks repeat).
+    kv_width = 2.0 * np.ceil(model.kv_heads / rows.tp) * model.attention_head_dim
+    kv_message = rows.micro_batch * rows.seq_len * kv_width * act
+    cp_comm = _times("all-gather", 3.0 * layers * m, kv_message, rows.cp, groups.cp, fabric)
+    causal = model.architecture == "decoder"
+    attention_s = 3.0 * attention_flops_per_token(model, rows.seq_len, causal) / max(model.total_layers, 1)
+    attention_s = attention_s * layers * tokens_per_step / gpus / (hw.peak_flops * assumptions.matmul_peak_fraction)
+    cp_s = np.maximum(cp_comm - attention_s, 0.0)
+
+    moe = model.experts > 1
+    ep_message = tokens_mb * hidden * act * model.active_experts
+    ep_s = _times("all-to-all", 4.0 * layers * m, ep_message, rows.ep, groups.ep, fabric) if moe else 0.0 * m
+
+    pp_message = tokens_mb * hidden * act / np.where(rows.sequence_parallel > 0, rows.tp, 1.0)
+    pp_s = _times("send-recv", 2.0 * v * m, pp_message, rows.pp, groups.pp, fabric)
+
+    dp_s = _dp_exposed_s(model.params, rows, fabric, groups, compute_s, per_microbatch_s, forward_s, layers)
+
+    bubble_fraction = (rows.pp - 1.0) / (v * m)
+    busy_s = compute_s + tp_s + cp_s + ep_s
+    return StepTime(
+        compute_s=compute_s,
+        bubble_s=busy_s * bubble_fraction,
+        tp_s=tp_s,
+        cp_s=cp_s,
+        ep_s=ep_s,
+        pp_s=pp_s,
+        dp_s=dp_s,
+        bubble_fraction=bubble_fraction,
+    )
+
+
+def _compute_s(
+    model: ModelSpec,
+    rows: TrainLayout,
+    hw: TrainHardware,
+    assumptions: Assumptions,
+    passes_scale: FloatArray,
+    flops_per_token: FloatArray,
+) -> FloatArray:
+    """Arithmetic and HBM time of a step's micro-batches on one device (``estimate.efficiency``)."""
+    flops = flops_per_token * rows.global_batch * rows.seq_len / rows.gpus
+    if hw.utilization is not None:
+        return flops / (hw.peak_flops * hw.utilization)
+    traffic = activation_traffic_bytes(
+        model,
+        rows.global_batch * rows.seq_len / (rows.dp * rows.cp),
+        rows.seq_len,
+        max(model.total_layers, 1) / rows.pp,
+        rows.tp,
+        rows.sequence_parallel,
+        rows.flash_attention,
+        rows.weight_bytes,
+        assumptions.activation_traffic_passes * passes_scale,
+    ) + weight_traffic_bytes(model.params / (rows.tp * rows.pp), rows.weight_bytes, rows.microbatches)
+    return compute_time_s(
+        flops, traffic, hw.peak_flops, hw.memory_bandwidth_bytes_per_s, assumptions.matmul_peak_fraction
+    )
+
+
+def _dp_exposed_s(
+    params: float,
+    rows: TrainLayout,
+    fabric: Fabric,
+    groups: _Groups,
+    compute_s: FloatArray,
+    per_microbatch_s: FloatArray,
+    forward_s: FloatArray,
+    layers: FloatArray,
+) -> FloatArray:
+    """Exposed data-parallel time: what outlasts the compute it is overlapped with (module docstring).
+
+    The backward of the last micro-batch, recomputation included, hides the gradient sync; so a
+    recompute never makes a step faster, which the planner's pruning relies on.
+    """
+    ranks = rows.dp * rows.cp
+    shard_bytes = params / (rows.tp * rows.pp) * rows.weight_bytes
+    backward_s = per_microbatch_s - forward_s
+
+    def exposed(comm_s: FloatArray, window_s: FloatArray) -> FloatArray:
+        return np.maximum(comm_s - window_s, comm_s / layers)
+
+    one = col(1.0)
+    reduce_all = _times("all-reduce", one, shard_bytes, ranks, groups.dp_cp, fabric)
+    reduce_scatter = _times("reduce-scatter", one, shard_bytes, ranks, groups.dp_cp, fabric)
+    gather = _times("all-gather", one, shard_bytes, ranks, groups.dp_cp, fabric)
+    ddp = exposed(reduce_all, backward_s)
+    zero12 = exposed(reduce_scatter, backward_s) + exposed(gather, forward_s)
+    zero3 = exposed(rows.microbatches * (2.0 * gather + reduce_scatter), compute_s)
+    return np.select([rows.zero >= 3, rows.zero >= 1], [zero3, zero12], ddp)

@@ -1,0 +1,67 @@
+"""``estimate comm``: the assumed fabric, then one nccl-tests-style row per message size.
+
+Works on the dict from ``estimate.comm_report.estimate_comm`` only; every string goes in as
+``Text`` so a user-supplied instance name cannot become Rich markup.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from computewise.report.terminal import print_pairs
+from computewise.units import format_bytes
+
+__all__ = ["comm_setup", "print_comm"]
+
+
+def _gbps(bytes_per_s: float) -> str:
+    """GB/s (decimal), as nccl-tests prints algbw and busbw."""
+    return f"{bytes_per_s / 1e9:.2f}"
+
+
+def _time(seconds: float) -> str:
+    return f"{seconds * 1e6:.1f}"
+
+
+def comm_setup(d: dict[str, Any]) -> list[tuple[str, str]]:
+    """Label-value lines saying what was assumed, so a surprising number can be traced."""
+    inst = d["instance"]
+    if inst["instance_type"] is None:
+        where = f"no rented instance in the catalog; one node of {inst['devices_per_node']} assumed"
+    else:
+        where = f"{inst['cloud']} {inst['instance_type']} ({inst['devices_per_node']} x {d['accelerator']} per node)"
+    network = "none (single node)" if inst["network_bytes_per_s"] <= 0 else f"{_gbps(inst['network_bytes_per_s'])} GB/s"
+    fabric = inst.get("fabric_name") or inst.get("fabric") or "not named in the catalog (generic efficiency)"
+    return [
+        ("collective", f"{d['op']} on {d['gpus']} ranks, {d['ranks_per_node']} per node, {d['nodes']} node(s)"),
+        ("instance", where),
+        ("link", f"{_gbps(d['link_bytes_per_s'])} GB/s per device x {d['link_efficiency']:.2f} efficiency"),
+        ("network", f"{network} per node over {fabric} x {d['network_efficiency']:.2f} efficiency"),
+        ("peak busbw", f"{_gbps(d['peak_busbw_bytes_per_s'])} GB/s (large messages)"),
+        ("formula", d["formula"]),
+    ]
+
+
+def print_comm(d: dict[str, Any], console: Console) -> None:
+    """Setup block, then size / time / algbw / busbw like all_reduce_perf, then notes."""
+    print_pairs(comm_setup(d), console)
+    table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, show_edge=False)
+    for header in ("size", "bytes", "time (us)", "algbw (GB/s)", "busbw (GB/s)"):
+        table.add_column(header, justify="right")
+    for row in d["rows"]:
+        table.add_row(
+            Text(format_bytes(row["size_bytes"])),
+            Text(f"{row['size_bytes']:.0f}"),
+            Text(_time(row["time_s"])),
+            Text(_gbps(row["algbw_bytes_per_s"])),
+            Text(_gbps(row["busbw_bytes_per_s"])),
+        )
+    console.print()
+    console.print(table)
+    for note in d.get("notes", []):
+        console.print(Text(f"note: {note}", style="dim"))

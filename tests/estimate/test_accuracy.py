@@ -1,0 +1,81 @@
+"""Step time against published training runs (benchmarks/accuracy.py): the targets of docs/ACCURACY.md.
+
+Each figure in benchmarks/data/published_training_runs.csv is cited there, row by row (papers'
+tables, model cards); the test recomputes every row through ``evaluate_train`` and fails when a
+target is missed, so a change to the time model that drifts from the published runs cannot land.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from computewise.estimate import Assumptions
+
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "accuracy.py"
+
+
+def _load() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("accuracy", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses resolve annotations through sys.modules
+    spec.loader.exec_module(module)
+    return module
+
+
+accuracy = _load()
+
+
+@pytest.fixture(scope="module")
+def results(assumptions: Assumptions) -> dict[str, object]:
+    return {r.name: r for r in accuracy.table(accuracy.load_runs(), assumptions)}
+
+
+def test_megatron_tables_within_the_targets(results: dict[str, object]) -> None:
+    """Narayanan et al. 2021 Table 1 and Korthikanti et al. 2022 Table 5: median <= 15 %, worst <= 25 %."""
+    errors = [abs(r.error) for name, r in results.items() if name.startswith("gpt-")]  # type: ignore[attr-defined]
+    assert len(errors) == 18
+    assert statistics.median(errors) <= 0.15
+    assert max(errors) <= 0.25
+
+
+# Held-out rows outside 25 %, each explained in docs/ACCURACY.md; a new miss fails the test.
+DOCUMENTED_MISSES = {"llama2-7b", "mtnlg-530b-3360"}
+
+
+def test_held_out_runs_within_25_percent(results: dict[str, object]) -> None:
+    """Runs the calibration never saw: at least four within 25 % (issue 14), misses only where documented."""
+    held_out = {n: r for n, r in results.items() if r.role == "check"}  # type: ignore[attr-defined]
+    missed = {n for n, r in held_out.items() if abs(r.error) > 0.25}  # type: ignore[attr-defined]
+    assert len(held_out) - len(missed) >= 4
+    assert missed <= DOCUMENTED_MISSES
+
+
+def test_llama3_table4_within_25_percent(results: dict[str, object]) -> None:
+    """Dubey et al. 2024 Table 4: 43 %, 41 % and 38 % BF16 MFU on 8k and 16k H100s."""
+    for name in ("llama3-405b-8k", "llama3-405b-16k", "llama3-405b-128k"):
+        assert abs(results[name].error) <= 0.25, name  # type: ignore[attr-defined]
+
+
+def test_recompute_and_scale_move_the_right_way(results: dict[str, object]) -> None:
+    """Selective recompute with sequence parallelism beats full recompute (Korthikanti Table 5: ~30 %)."""
+    for size in ("22b", "175b", "530b", "1t"):
+        full = results[f"gpt-{size}-full"].computed  # type: ignore[attr-defined]
+        selective = results[f"gpt-{size}-selective"].computed  # type: ignore[attr-defined]
+        assert 1.15 < full / selective < 1.6, size
+
+
+def test_quick_script_prints_the_table() -> None:
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), "--quick"], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "| gpt-1008b |" in done.stdout
+    assert "median |error|" in done.stdout
