@@ -31,7 +31,7 @@ import dataclasses
 import json
 import statistics
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -40,8 +40,9 @@ from computewise.catalog import load_catalog
 from computewise.estimate import Assumptions, TrainHardware, TrainLayout, evaluate_train
 from computewise.estimate.arrays import col
 from computewise.estimate.collectives import fabric_for
+from computewise.estimate.layout import VIRTUAL_STAGES, schedule_problem
 from computewise.models.shape import FAMILIES, count_params
-from computewise.specs import ModelSpec
+from computewise.specs import ModelSpec, Parallelism
 
 DATA = Path(__file__).resolve().parent / "data" / "published_training_runs.csv"
 RECOMPUTE = {"none": 0.0, "selective": 1.0, "full": 2.0}
@@ -147,14 +148,17 @@ def load_runs(path: Path = DATA) -> list[Run]:
 
 
 def _schedules(run: Run) -> list[int]:
-    """Interleavings the layout allows: every model chunk holds a layer, micro-batches fill whole rounds."""
+    """Interleavings the planner would consider for the layout (``estimate.layout.schedule_problem``)."""
     if run.virtual_stages > 0:
         return [run.virtual_stages]
     microbatches = run.global_batch // (run.dp * run.micro_batch)
-    allowed = [1]
-    if run.pp > 1 and microbatches % run.pp == 0:
-        allowed += [v for v in (2, 3, 4, 6, 8) if run.pp * v <= run.model.layers]
-    return allowed
+    parallelism = Parallelism(dp=run.dp, tp=run.tp, pp=run.pp, cp=run.cp)
+    return [
+        v
+        for v in VIRTUAL_STAGES
+        if v == 1
+        or schedule_problem(run.model, replace(parallelism, virtual_stages=v), run.seq_len, microbatches) is None
+    ]
 
 
 def _layout(run: Run, virtual_stages: int) -> TrainLayout:

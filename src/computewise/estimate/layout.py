@@ -2,10 +2,23 @@
 
 from __future__ import annotations
 
+import numpy as np
+import numpy.typing as npt
+
 from computewise.errors import ParallelismError
 from computewise.specs import ModelSpec, Parallelism
 
-__all__ = ["check_layout", "layout_problem", "schedule_problem"]
+__all__ = ["VIRTUAL_STAGES", "check_layout", "layout_problem", "schedule_problem", "stage_slots"]
+
+# Model chunks per pipeline rank the planner tries; Megatron-LM users pick small powers of two.
+VIRTUAL_STAGES = (1, 2, 4, 8)
+
+
+def stage_slots(layers: int, pp: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """Layer slots a pipeline of ``pp`` stages balances: the layers, or the layers plus two when the
+    embedding and the output head each take a layer's slot on the first and last stage (Llama 3
+    405B: 126 layers on 16 stages; arXiv:2407.21783 section 3.3.2)."""
+    return np.where(layers % pp == 0, layers, layers + 2)
 
 
 def layout_problem(model: ModelSpec, gpus: int, tp: int, pp: int, global_batch: int, micro_batch: int) -> str | None:
@@ -47,10 +60,12 @@ def schedule_problem(
     if p.virtual_stages > 1:
         if p.pp <= 1:
             return "--virtual-stages needs pipeline parallelism", "use --pp 2 or more, or --virtual-stages 1"
-        if p.pp * p.virtual_stages > model.total_layers:
+        slots = int(stage_slots(model.total_layers, np.array(p.pp)))
+        if slots % (p.pp * p.virtual_stages):
             return (
-                f"pp*virtual-stages = {p.pp * p.virtual_stages} exceeds the {model.total_layers} layers",
-                "lower --virtual-stages so every model chunk holds at least one layer",
+                f"pp*virtual-stages = {p.pp * p.virtual_stages} does not split the {model.total_layers} layers "
+                f"evenly ({slots} slots with the embedding and head)",
+                "choose --virtual-stages so that every model chunk holds the same number of layers",
             )
         if microbatches % p.pp:
             return (

@@ -50,6 +50,7 @@ __all__ = [
     "layer_terms",
     "model_state_bytes",
     "optimizer_bytes_per_param",
+    "peak_activations",
     "training_peak_bytes",
     "with_overhead",
 ]
@@ -389,6 +390,11 @@ def activation_bytes(
         cp=cp,
         virtual_stages=virtual_stages,
     )
+    return peak_activations(parts)
+
+
+def peak_activations(parts: ActivationParts) -> FloatArray:
+    """The larger stage's saved activations plus its larger transient, from already computed parts."""
     loss = np.maximum(parts.logit_forward_bytes, _LOGITS_PEAK_BYTES)  # the loss ends before any rebuild
     first = parts.kept_first + np.maximum(parts.transient, loss * parts.logits_first)
     last = parts.kept_last + np.maximum(parts.transient, loss * parts.logits_last)

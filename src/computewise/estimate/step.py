@@ -146,7 +146,7 @@ def step_time(
 
     moe = model.experts > 1
     ep_message = tokens_mb * hidden * act * model.active_experts
-    ep_s = _times("all-to-all", 4.0 * layers * m, ep_message, rows.ep, groups.ep, fabric) if moe else 0.0 * m
+    ep_s = _times("all-to-all", 4.0 * layers * m, ep_message, rows.ep, groups.ep, fabric) if moe else np.zeros_like(m)
 
     pp_message = tokens_mb * hidden * act / np.where(rows.sequence_parallel > 0, rows.tp, 1.0)
     pp_s = _times("send-recv", 2.0 * v * m, pp_message, rows.pp, groups.pp, fabric)

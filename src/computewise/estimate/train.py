@@ -18,11 +18,11 @@ from computewise.estimate.cost import co2_kg, energy_kwh, spot_slowdown
 from computewise.estimate.flops import training_flops_per_token
 from computewise.estimate.memory import (
     MemoryBreakdown,
-    activation_bytes,
     activation_parts,
     expert_params,
     framework_state_bytes,
     model_state_bytes,
+    peak_activations,
     training_peak_bytes,
     with_overhead,
 )
@@ -171,21 +171,7 @@ def train_memory(model: ModelSpec, layout: TrainLayout, assumptions: Assumptions
         cp=layout.cp,
         virtual_stages=layout.virtual_stages,
     )
-    activations = activation_bytes(
-        model,
-        layout.seq_len,
-        layout.micro_batch,
-        layout.tp,
-        layout.pp,
-        layout.sequence_parallel,
-        layout.recompute,
-        layout.flash_attention,
-        layout.weight_bytes,
-        layout.microbatches,
-        framework=layout.framework,
-        cp=layout.cp,
-        virtual_stages=layout.virtual_stages,
-    )
+    activations = peak_activations(parts)
     peak = training_peak_bytes(
         model,
         weights,

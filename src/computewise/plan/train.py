@@ -35,6 +35,7 @@ from computewise.estimate.assumptions import Assumptions
 from computewise.estimate.bottleneck import bottleneck
 from computewise.estimate.collectives import Fabric, fabric_for, stack_fabrics
 from computewise.estimate.cost import energy_kwh
+from computewise.estimate.layout import VIRTUAL_STAGES, stage_slots
 from computewise.estimate.memory import MemoryBreakdown, bytes_per_value, optimizer_bytes_per_param
 from computewise.estimate.pricing import onprem_network_per_device
 from computewise.estimate.single import memory_dict
@@ -64,7 +65,6 @@ _Table = dict[str, IntArray]
 _ZERO = (0, 1, 2, 3)
 _MICRO = (1, 2, 4, 8, 16, 32)
 _CP = (1, 2, 4, 8, 16)
-_VIRTUAL_STAGES = (1, 2, 4, 8)
 # Context parallelism pays a ring of K/V transfers per layer to save activation memory; below 8K
 # tokens tp, sequence parallelism and recomputation already hold a sequence. From 8K on it competes
 # with tp: Llama 3 405B ran cp 1 at 8K and cp 16 at 128K, NVIDIA's recipe for it runs cp 2 at 8K
@@ -126,12 +126,6 @@ def _tp_degrees(model: ModelSpec, max_tp: int) -> list[int]:
     if not model.is_transformer:
         return [1]
     return [t for t in range(1, max_tp + 1) if model.heads % t == 0]
-
-
-def _stage_slots(layers: int, pp: IntArray) -> IntArray:
-    """Layer slots a pipeline of ``pp`` stages balances: the layers, or the layers plus two when the
-    embedding and the output head each take a layer's slot on the first and last stage."""
-    return np.where(layers % pp == 0, layers, layers + 2)
 
 
 def _pp_degrees(model: ModelSpec) -> list[int]:
@@ -209,10 +203,10 @@ def _layouts(model: ModelSpec, gpu_counts: Sequence[int], max_tp: int, c: TrainC
     t["dp"] = t["gpus"] // (t["tp"] * t["pp"] * t["cp"])
     t = _cross(t, "micro", _MICRO)
     t = _where(t, c.global_batch % (t["dp"] * t["micro"]) == 0)
-    t = _cross(t, "v", _VIRTUAL_STAGES if splittable else (1,))
+    t = _cross(t, "v", VIRTUAL_STAGES if splittable else (1,))
     microbatches = c.global_batch // (t["dp"] * t["micro"])
     interleavable = (
-        (t["pp"] > 1) & (_stage_slots(layers, t["pp"]) % (t["pp"] * t["v"]) == 0) & (microbatches % t["pp"] == 0)
+        (t["pp"] > 1) & (stage_slots(layers, t["pp"]) % (t["pp"] * t["v"]) == 0) & (microbatches % t["pp"] == 0)
     )
     t = _where(t, (t["v"] == 1) | interleavable)
     t = _cross(t, "ep", _ep_degrees(model))
