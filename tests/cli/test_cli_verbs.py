@@ -98,6 +98,17 @@ def test_plan_infer_and_compare_onprem() -> None:
     assert rows and all(r["break_even_utilization"] > 0 for r in rows)
 
 
+def test_framework_follows_the_split_unless_given() -> None:
+    def framework(*extra: str) -> str:
+        result = run("estimate", "train", "--model", "llama-3-8b", "--gpu", "h100", "--json", *extra)
+        assert result.returncode == 0, result.stderr
+        return str(json.loads(result.stdout)["job"]["framework"])
+
+    assert framework("--gpus", "8") == "pytorch"  # data parallel: DDP/FSDP under autocast
+    assert framework("--gpus", "8", "--tp", "8") == "megatron"  # a split model runs on Megatron-style code
+    assert framework("--gpus", "8", "--tp", "8", "--framework", "pytorch") == "pytorch"
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -114,6 +125,30 @@ def test_plan_infer_and_compare_onprem() -> None:
             "deadline removed the last candidates",
         ),
         (("plan", "train", "--model", "gpt2", "--budget", "-5"), "must be positive"),
+        (("estimate", "train", "--model", "gpt2", "--gpu", "h100", "--cp", "0"), "--cp must be between 1"),
+        (("estimate", "train", "--model", "gpt2", "--gpu", "h100", "--gpus", "2", "--ep", "2"), "mixture-of-experts"),
+        (
+            ("estimate", "train", "--model", "gpt2", "--gpu", "h100", "--gpus", "2", "--virtual-stages", "2"),
+            "needs pipeline parallelism",
+        ),
+        (
+            (
+                "estimate",
+                "train",
+                "--model",
+                "llama-3-8b",
+                "--gpu",
+                "h100",
+                "--gpus",
+                "4",
+                "--cp",
+                "4",
+                "--seq-len",
+                "100",
+            ),
+            "not a multiple of 2*cp",
+        ),
+        (("estimate", "train", "--model", "gpt2", "--gpu", "h100", "--framework", "jax"), "--framework must be"),
     ],
 )
 def test_bad_input_exits_2_with_a_clear_message(args: tuple[str, ...], message: str) -> None:

@@ -59,10 +59,11 @@ def train(
     framework: Annotated[
         str,
         typer.Option(
-            help="Memory layout: pytorch (autocast over fp32 weights: HF Trainer, FSDP, plain AMP) or "
-            "megatron (16-bit weights and activations, fp32 master copy in the optimizer)."
+            help="Memory layout: pytorch (autocast over fp32 weights: HF Trainer, FSDP, plain AMP), "
+            "megatron (16-bit weights and activations, fp32 master copy in the optimizer), or auto: "
+            "megatron when tp, pp, cp or ep > 1, else pytorch."
         ),
-    ] = "pytorch",
+    ] = "auto",
     pricing: Annotated[str, typer.Option(help="on-demand, spot, reserved-1y, reserved-3y or on-prem.")] = "on-demand",
     cloud: Annotated[
         str | None, typer.Option(help="Price on this cloud only (aws, gcp, azure, lambda, coreweave).")
@@ -78,6 +79,7 @@ def train(
 ) -> None:
     """Memory per device, FLOPs, time, cost, energy and CO2 of one training configuration."""
     from computewise.estimate import estimate_train
+    from computewise.estimate.layout import default_framework
     from computewise.report import estimate_html, print_estimate
     from computewise.specs import FRAMEWORKS, OPTIMIZERS, PRICINGS, RECOMPUTES
 
@@ -102,17 +104,6 @@ def train(
     dp = n_gpus // (tp * pp * cp)
     seq = sequence_length(seq_len, spec)
     micro = parse_positive_int(micro_batch, "--micro-batch")
-    job = TrainJob(
-        tokens=training_tokens(tokens, spec),
-        seq_len=seq,
-        micro_batch=micro,
-        global_batch=parse_positive_int(global_batch, "--global-batch") if global_batch else micro * dp,
-        precision=_precision(precision, accelerator),
-        optimizer=choice(optimizer, OPTIMIZERS, "--optimizer"),
-        recompute=choice(recompute, RECOMPUTES, "--recompute"),
-        flash_attention=flash_attention,
-        framework=choice(framework, FRAMEWORKS, "--framework"),
-    )
     layout = Parallelism(
         dp=dp,
         tp=tp,
@@ -122,6 +113,17 @@ def train(
         cp=cp,
         ep=ep,
         virtual_stages=virtual_stages,
+    )
+    job = TrainJob(
+        tokens=training_tokens(tokens, spec),
+        seq_len=seq,
+        micro_batch=micro,
+        global_batch=parse_positive_int(global_batch, "--global-batch") if global_batch else micro * dp,
+        precision=_precision(precision, accelerator),
+        optimizer=choice(optimizer, OPTIMIZERS, "--optimizer"),
+        recompute=choice(recompute, RECOMPUTES, "--recompute"),
+        flash_attention=flash_attention,
+        framework=default_framework(layout) if framework == "auto" else choice(framework, FRAMEWORKS, "--framework"),
     )
     result = estimate_train(
         spec,

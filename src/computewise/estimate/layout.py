@@ -6,12 +6,27 @@ import numpy as np
 import numpy.typing as npt
 
 from computewise.errors import ParallelismError
-from computewise.specs import ModelSpec, Parallelism
+from computewise.specs import Framework, ModelSpec, Parallelism
 
-__all__ = ["VIRTUAL_STAGES", "check_layout", "layout_problem", "schedule_problem", "stage_slots"]
+__all__ = [
+    "VIRTUAL_STAGES",
+    "check_layout",
+    "default_framework",
+    "layout_problem",
+    "schedule_problem",
+    "stage_slots",
+]
 
 # Model chunks per pipeline rank the planner tries; Megatron-LM users pick small powers of two.
 VIRTUAL_STAGES = (1, 2, 4, 8)
+
+
+def default_framework(parallelism: Parallelism) -> Framework:
+    """Megatron's memory layout wherever the model itself is split (tp, pp, cp or ep > 1), which only
+    Megatron-style frameworks run; PyTorch autocast (DDP, FSDP, HF Trainer) for data parallelism.
+    The planner applies the same rule to every candidate."""
+    p = parallelism
+    return "megatron" if max(p.tp, p.pp, p.cp, p.ep) > 1 else "pytorch"
 
 
 def stage_slots(layers: int, pp: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:

@@ -198,6 +198,7 @@ class TrainEstimate:
                 "optimizer": self.job.optimizer,
                 "recompute": self.job.recompute,
                 "flash_attention": self.job.flash_attention,
+                "framework": self.job.framework,
             },
             "memory": _memory_section(self.columns.memory, self.accelerator),
             "compute": {
