@@ -436,7 +436,7 @@ def _read_rank(run_dir: Path, rank: int) -> dict[str, Any] | None:
     return answer
 
 
-def _predicted_allreduce_s(params: int, gradient_bytes: int, nproc: int, link: Link | None) -> float | None:
+def _predicted_allreduce_s(gradient_bytes: int, nproc: int, link: Link | None) -> float | None:
     """The planner's DDP gradient sync: a ring all-reduce of every gradient once per optimizer step."""
     if link is None:
         return None
@@ -526,7 +526,7 @@ def _rows(
         step_s = max(run.rank_median_step_s) if run.status == "ok" else None
         samples_per_s = nproc * batch / step_s if step_s else None
         base_per_s = batch / base_step_s
-        allreduce_s = _predicted_allreduce_s(params, gradient_bytes, nproc, link) if nproc > 1 else 0.0
+        allreduce_s = _predicted_allreduce_s(gradient_bytes, nproc, link) if nproc > 1 else 0.0
         # On a CPU, ranks needing more threads than there are cores take turns on them.
         sharing = max(1.0, nproc * threads / hardware.cores) if hardware.kind == "cpu" else 1.0
         predicted_step_s = base_step_s * sharing + allreduce_s if allreduce_s is not None else None
