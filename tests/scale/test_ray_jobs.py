@@ -13,7 +13,7 @@ pytest.importorskip("ray.job_submission", reason="the Ray tests need the ray ext
 
 from computewise.errors import InputError
 from computewise.scale.backend import Backend, BackendError, JobHandle, JobSpec, JobStatus, Resources
-from computewise.scale.ray_jobs import RayJobsBackend, ray_accelerator_type
+from computewise.scale.ray_jobs import RayJobsBackend, ray_accelerator_type, submit_while_agent_starts
 from computewise.train.memory_cap import GPU_MEMORY_FRACTION_ENV, apply_gpu_memory_cap, fraction_memory_cap
 
 # One Ray cluster per xdist worker: every Ray test runs on the same worker (make test uses --dist loadgroup).
@@ -190,3 +190,56 @@ def test_apply_gpu_memory_cap_limits_the_allocator() -> None:
         torch.empty(int(total_bytes * 0.2), dtype=torch.uint8, device="cuda")
     small = torch.empty(int(total_bytes * 0.05), dtype=torch.uint8, device="cuda")
     assert small.numel() > 0
+
+
+AGENT_STARTING = "Request failed with status code 500: No available agent to submit job, please try again later."
+
+
+class _StartingAgent:
+    """Ray's answer while a fresh head node's job agent starts, ``refusals`` times, then a job id."""
+
+    def __init__(self, refusals: int, message: str = AGENT_STARTING) -> None:
+        self.refusals = refusals
+        self.message = message
+        self.calls = 0
+
+    def __call__(self) -> str:
+        self.calls += 1
+        if self.calls <= self.refusals:
+            raise RuntimeError(self.message)
+        return "raysubmit_1"
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now_s = 0.0
+
+    def __call__(self) -> float:
+        return self.now_s
+
+    def sleep(self, seconds: float) -> None:
+        self.now_s += seconds
+
+
+def test_a_starting_job_agent_is_waited_for_with_back_off_and_said() -> None:
+    clock, said = _Clock(), list[str]()
+    submit = _StartingAgent(refusals=3)
+    job_id = submit_while_agent_starts(submit, "warm", said.append, clock, clock.sleep)
+    assert job_id == "raysubmit_1" and submit.calls == 4
+    assert clock.now_s == pytest.approx(0.5 + 1.0 + 2.0)  # doubling waits
+    assert len(said) == 3 and "job agent is still starting" in said[0]
+
+
+def test_an_agent_that_never_starts_is_an_error_within_the_bound() -> None:
+    clock = _Clock()
+    with pytest.raises(BackendError, match="did not start within 60 s"):
+        submit_while_agent_starts(_StartingAgent(refusals=10**6), "warm", lambda _: None, clock, clock.sleep)
+    assert clock.now_s <= 60.0
+
+
+def test_other_refusals_are_not_retried() -> None:
+    clock = _Clock()
+    submit = _StartingAgent(refusals=1, message="Request failed with status code 400: bad runtime_env")
+    with pytest.raises(BackendError, match="bad runtime_env"):
+        submit_while_agent_starts(submit, "bad", lambda _: None, clock, clock.sleep)
+    assert submit.calls == 1 and clock.now_s == 0.0

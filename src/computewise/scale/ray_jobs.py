@@ -22,9 +22,11 @@ import json
 import os
 import secrets
 import shlex
+import sys
+import time
 import urllib.error
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -37,7 +39,7 @@ from computewise.train.memory_cap import fraction_memory_cap
 if TYPE_CHECKING:
     from ray.job_submission import JobSubmissionClient
 
-__all__ = ["ClusterNode", "RayJobsBackend", "ray_accelerator_type"]
+__all__ = ["ClusterNode", "RayJobsBackend", "ray_accelerator_type", "submit_while_agent_starts"]
 
 # Long enough for a loaded head node on a slow link, short enough that a wrong address fails fast.
 _PROBE_TIMEOUT_S = 3.0
@@ -103,6 +105,46 @@ class ClusterNode:
 
     def amount(self, resource: str) -> float:
         return self.resources.get(resource, 0.0)
+
+
+# A freshly started head node answers "No available agent to submit job, please try again later"
+# (HTTP 500) until its job agent is up, seconds after the dashboard already serves. Ray's message
+# asks for a retry; one with back-off, bounded in time and said on stderr, keeps users and CI from
+# seeing a transient refusal as a failure.
+_AGENT_STARTING = "No available agent to submit job"
+_AGENT_WAIT_S = 60.0
+_FIRST_RETRY_S = 0.5
+_LONGEST_RETRY_S = 8.0
+
+
+def _say(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def submit_while_agent_starts(
+    submit: Callable[[], str],
+    name: str,
+    say: Callable[[str], None] = _say,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> str:
+    """``submit()``, retried with doubling waits while Ray's job agent is still starting, for at most
+    ``_AGENT_WAIT_S``; any other refusal, or the agent still missing after that, is a BackendError."""
+    deadline_s = clock() + _AGENT_WAIT_S
+    wait_s = _FIRST_RETRY_S
+    while True:
+        try:
+            return submit()
+        except (RuntimeError, ConnectionError, OSError) as err:
+            transient = _AGENT_STARTING in str(err)
+            if not transient or clock() + wait_s > deadline_s:
+                fix = "check the cluster with `ray status`"
+                if transient:
+                    fix = f"its job agent did not start within {_AGENT_WAIT_S:.0f} s: {fix}"
+                raise BackendError(f"Ray refused job {name!r}: {err}", fix) from err
+            say(f"Ray's job agent is still starting; submitting {name!r} again in {wait_s:g} s")
+            sleep(wait_s)
+            wait_s = min(2.0 * wait_s, _LONGEST_RETRY_S)
 
 
 class RayJobsBackend:
@@ -179,8 +221,9 @@ class RayJobsBackend:
             **{f"computewise_tag_{key}": value for key, value in spec.tags.items()},
         }
         submission_id = f"{spec.name}-{secrets.token_hex(_SUBMISSION_SUFFIX_HEX_CHARS // 2)}"
-        try:
-            job_id = self._client.submit_job(
+
+        def submit() -> str:
+            job_id: str = self._client.submit_job(
                 entrypoint=shlex.join(spec.launch()),
                 submission_id=submission_id,
                 runtime_env={"env_vars": env},
@@ -190,8 +233,9 @@ class RayJobsBackend:
                 entrypoint_memory=resources.memory_bytes,
                 entrypoint_resources={f"accelerator_type:{accelerator}": 0.001} if accelerator else None,
             )
-        except (RuntimeError, ConnectionError, OSError) as err:
-            raise BackendError(f"Ray refused job {spec.name!r}: {err}", "check the cluster with `ray status`") from err
+            return job_id
+
+        job_id = submit_while_agent_starts(submit, spec.name)
         return JobHandle(backend=self.name, job_id=job_id, name=spec.name)
 
     def status(self, handle: JobHandle) -> JobStatus:
