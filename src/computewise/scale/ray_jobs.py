@@ -108,11 +108,15 @@ class ClusterNode:
 
 
 # A freshly started head node answers "No available agent to submit job, please try again later"
-# (HTTP 500) until its job agent is up, seconds after the dashboard already serves. Ray's message
-# asks for a retry; one with back-off, bounded in time and said on stderr, keeps users and CI from
-# seeing a transient refusal as a failure.
+# (HTTP 500) until its job agent is up, seconds after the dashboard already serves; a loaded one
+# answers the same when the agent takes over 10 s to start the job's supervisor (Ray's
+# WAIT_AVAILABLE_AGENT_TIMEOUT). Ray's message asks for a retry; one with back-off, bounded in
+# time and said on stderr, keeps users and CI from seeing a transient refusal as a failure. A
+# retry after such a timeout may find the first attempt went through: the same submission id
+# "already exists", which is then the job.
 _AGENT_STARTING = "No available agent to submit job"
-_AGENT_WAIT_S = 60.0
+_ALREADY_SUBMITTED = "already exists"
+_AGENT_WAIT_S = 120.0
 _FIRST_RETRY_S = 0.5
 _LONGEST_RETRY_S = 8.0
 
@@ -127,15 +131,19 @@ def submit_while_agent_starts(
     say: Callable[[str], None] = _say,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
+    submission_id: str = "",
 ) -> str:
     """``submit()``, retried with doubling waits while Ray's job agent is still starting, for at most
     ``_AGENT_WAIT_S``; any other refusal, or the agent still missing after that, is a BackendError."""
     deadline_s = clock() + _AGENT_WAIT_S
     wait_s = _FIRST_RETRY_S
+    retried = False
     while True:
         try:
             return submit()
         except (RuntimeError, ConnectionError, OSError) as err:
+            if retried and submission_id and submission_id in str(err) and _ALREADY_SUBMITTED in str(err):
+                return submission_id
             transient = _AGENT_STARTING in str(err)
             if not transient or clock() + wait_s > deadline_s:
                 fix = "check the cluster with `ray status`"
@@ -144,6 +152,7 @@ def submit_while_agent_starts(
                 raise BackendError(f"Ray refused job {name!r}: {err}", fix) from err
             say(f"Ray's job agent is still starting; submitting {name!r} again in {wait_s:g} s")
             sleep(wait_s)
+            retried = True
             wait_s = min(2.0 * wait_s, _LONGEST_RETRY_S)
 
 
@@ -235,7 +244,7 @@ class RayJobsBackend:
             )
             return job_id
 
-        job_id = submit_while_agent_starts(submit, spec.name)
+        job_id = submit_while_agent_starts(submit, spec.name, submission_id=submission_id)
         return JobHandle(backend=self.name, job_id=job_id, name=spec.name)
 
     def status(self, handle: JobHandle) -> JobStatus:
