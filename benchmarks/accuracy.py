@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import csv
 import dataclasses
+import functools
 import json
 import statistics
 import sys
@@ -36,16 +37,15 @@ from pathlib import Path
 
 import numpy as np
 
-from computewise.catalog import load_catalog
+from computewise.catalog import Catalog, load_catalog
 from computewise.estimate import Assumptions, TrainHardware, TrainLayout, evaluate_train
 from computewise.estimate.arrays import col
 from computewise.estimate.collectives import fabric_for
 from computewise.estimate.layout import VIRTUAL_STAGES, schedule_problem
 from computewise.models.shape import FAMILIES, count_params
-from computewise.specs import ModelSpec, Parallelism
+from computewise.specs import RECOMPUTES, ModelSpec, Parallelism, Recompute, TrainJob
 
 DATA = Path(__file__).resolve().parent / "data" / "published_training_runs.csv"
-RECOMPUTE = {"none": 0.0, "selective": 1.0, "full": 2.0}
 MEDIAN_TARGET = 0.15  # TFLOP/s per GPU over the Megatron rows (issue 14)
 WORST_TARGET = 0.25
 OTHERS_TARGET = 4  # other published runs within WORST_TARGET on GPU-hours, MFU or throughput
@@ -69,7 +69,7 @@ class Run:
     micro_batch: int
     global_batch: int
     seq_len: int
-    recompute: str
+    recompute: Recompute
     sequence_parallel: bool
     flash_attention: bool
     zero: int
@@ -115,6 +115,13 @@ def _model(row: dict[str, str]) -> ModelSpec:
     return dataclasses.replace(spec, params=count_params(spec, FAMILIES[row["family"]]))
 
 
+def _recompute(text: str) -> Recompute:
+    for name in RECOMPUTES:
+        if text == name:
+            return name
+    raise ValueError(f"recompute {text!r} in {DATA} is not one of {', '.join(RECOMPUTES)}")
+
+
 def load_runs(path: Path = DATA) -> list[Run]:
     with path.open(newline="", encoding="utf-8") as handle:
         rows = list(csv.DictReader(handle))
@@ -135,7 +142,7 @@ def load_runs(path: Path = DATA) -> list[Run]:
             micro_batch=int(r["micro_batch"]),
             global_batch=int(r["global_batch"]),
             seq_len=int(r["seq_len"]),
-            recompute=r["recompute"],
+            recompute=_recompute(r["recompute"]),
             sequence_parallel=r["sequence_parallel"] == "true",
             flash_attention=r["flash_attention"] == "true",
             zero=int(r["zero"]),
@@ -162,51 +169,47 @@ def _schedules(run: Run) -> list[int]:
 
 
 def _layout(run: Run, virtual_stages: int) -> TrainLayout:
-    return TrainLayout(
-        tp=col(run.tp),
-        pp=col(run.pp),
-        dp=col(run.dp),
-        zero=col(run.zero),
-        micro_batch=col(run.micro_batch),
-        global_batch=col(run.global_batch),
-        seq_len=col(run.seq_len),
-        recompute=col(RECOMPUTE[run.recompute]),
-        sequence_parallel=col(run.sequence_parallel),
-        flash_attention=col(run.flash_attention),
-        weight_bytes=col(2.0),
-        optimizer_bytes=col(12.0),
-        cp=col(run.cp),
-        ep=col(1.0),
-        virtual_stages=col(virtual_stages),
-        framework=col(0.0),
+    """The published layout, in bf16 with AdamW and Megatron's memory layout, as these runs trained."""
+    parallelism = Parallelism(
+        dp=run.dp,
+        tp=run.tp,
+        pp=run.pp,
+        zero=run.zero,
+        sequence_parallel=run.sequence_parallel,
+        cp=run.cp,
+        virtual_stages=virtual_stages,
     )
+    job = TrainJob(
+        tokens=run.tokens,
+        seq_len=run.seq_len,
+        micro_batch=run.micro_batch,
+        global_batch=run.global_batch,
+        recompute=run.recompute,
+        flash_attention=run.flash_attention,
+        framework="megatron",
+    )
+    return TrainLayout.for_job(parallelism, job)
 
 
 def evaluate(run: Run, assumptions: Assumptions) -> Result:
     catalog = _catalog()
     accelerator = catalog.accelerator(run.accelerator)
+    network = catalog.fabric(run.fabric)
+    nodes = fabric_for(accelerator, None, catalog, assumptions, devices_per_node=8)
     hardware = TrainHardware(
         peak_flops=col(accelerator.peak_flops["bf16"]),
         memory_bandwidth_bytes_per_s=col(accelerator.memory_bandwidth_bytes_per_s),
-        intra_node_bytes_per_s=col(accelerator.interconnect_bytes_per_s),
-        node_network_bytes_per_s=col(run.node_network_bytes_per_s),
-        devices_per_node=col(8.0),
-        tdp_w=col(accelerator.tdp_w),
-        rental_usd_per_h=col(0.0),
-        spot=col(0.0),
-        g_co2_per_kwh=col(0.0),
-        pue=col(1.0),
-    )
-    network = catalog.fabric(run.fabric)
-    nodes = fabric_for(accelerator, None, catalog, assumptions, devices_per_node=8)
-    hardware = dataclasses.replace(
-        hardware,
         fabric=dataclasses.replace(
             nodes,
             node_network_bytes_per_s=col(run.node_network_bytes_per_s),
             network_efficiency=col(network.network_efficiency),
             network_latency_s=col(network.latency_s),
         ),
+        tdp_w=col(accelerator.tdp_w),
+        rental_usd_per_h=col(0.0),
+        spot=col(0.0),
+        g_co2_per_kwh=col(0.0),
+        pue=col(1.0),
     )
     tokens = run.tokens or float(run.global_batch * run.seq_len)
     best = min(
@@ -249,14 +252,9 @@ def _figure(run: Run, step_s: float, steps: float, mfu: float) -> float:
     raise ValueError(f"unknown metric {run.metric!r} in {DATA}")
 
 
-_CATALOG = None
-
-
-def _catalog():  # type: ignore[no-untyped-def]
-    global _CATALOG
-    if _CATALOG is None:
-        _CATALOG = load_catalog()
-    return _CATALOG
+@functools.cache
+def _catalog() -> Catalog:
+    return load_catalog()
 
 
 def table(runs: list[Run], assumptions: Assumptions) -> list[Result]:

@@ -15,14 +15,11 @@ from computewise.estimate.collectives import fabric_for
 from computewise.estimate.infer import InferColumns, InferRows, evaluate_infer, inference_weight_bytes
 from computewise.estimate.layout import check_layout
 from computewise.estimate.memory import (
-    RECOMPUTE_CODES,
     MemoryBreakdown,
-    bytes_per_value,
-    optimizer_bytes_per_param,
 )
 from computewise.estimate.pricing import Quote, quote
 from computewise.estimate.train import TrainColumns, TrainHardware, TrainLayout, evaluate_train
-from computewise.specs import FRAMEWORKS, Accelerator, InferJob, ModelSpec, Parallelism, Precision, Pricing, TrainJob
+from computewise.specs import Accelerator, InferJob, ModelSpec, Parallelism, Precision, Pricing, TrainJob
 
 if TYPE_CHECKING:
     from computewise.catalog import Catalog
@@ -262,37 +259,17 @@ def estimate_train(
     peak = peak_for(accelerator, job.precision)
     hw = quote(catalog, accelerator, gpus, pricing, assumptions, cloud, region, instance_type)
     problem = _link_problem(accelerator, gpus, hw)
-    layout = TrainLayout(
-        tp=col(parallelism.tp),
-        pp=col(parallelism.pp),
-        dp=col(parallelism.dp),
-        zero=col(parallelism.zero),
-        micro_batch=col(job.micro_batch),
-        global_batch=col(job.global_batch),
-        seq_len=col(job.seq_len),
-        recompute=col(RECOMPUTE_CODES[job.recompute]),
-        sequence_parallel=col(parallelism.sequence_parallel),
-        flash_attention=col(job.flash_attention),
-        weight_bytes=col(bytes_per_value(job.precision)),
-        optimizer_bytes=col(optimizer_bytes_per_param(job.optimizer, job.precision)),
-        cp=col(parallelism.cp),
-        ep=col(parallelism.ep),
-        virtual_stages=col(parallelism.virtual_stages),
-        framework=col(FRAMEWORKS.index(job.framework)),
-    )
+    layout = TrainLayout.for_job(parallelism, job)
     hardware = TrainHardware(
         peak_flops=col(peak),
-        intra_node_bytes_per_s=col(accelerator.interconnect_bytes_per_s),
         memory_bandwidth_bytes_per_s=col(accelerator.memory_bandwidth_bytes_per_s),
-        node_network_bytes_per_s=col(hw.node_network_bytes_per_s),
-        devices_per_node=col(hw.devices_per_node),
+        fabric=fabric_for(accelerator, hw.offering, catalog, assumptions, devices_per_node=hw.devices_per_node),
         tdp_w=col(accelerator.tdp_w),
         rental_usd_per_h=col(hw.usd_per_h),
         spot=col(pricing == "spot"),
         g_co2_per_kwh=col(hw.g_co2_per_kwh),
         pue=col(hw.pue),
         utilization=None if utilization is None else col(utilization),
-        fabric=fabric_for(accelerator, hw.offering, catalog, assumptions, devices_per_node=hw.devices_per_node),
     )
     with np.errstate(divide="ignore", invalid="ignore"):  # a link of unknown speed: its time is dropped below
         columns = evaluate_train(model, job.tokens, layout, hardware, assumptions)

@@ -112,10 +112,9 @@ def _times(
     return col(count) * np.where(ranks > 1, collective_s(op, message_bytes, ranks, per_node, f), 0.0)
 
 
-def step_time(
-    model: ModelSpec, rows: TrainLayout, hw: TrainHardware, fabric: Fabric, assumptions: Assumptions
-) -> StepTime:
+def step_time(model: ModelSpec, rows: TrainLayout, hw: TrainHardware, assumptions: Assumptions) -> StepTime:
     """Time of one optimizer step for every row."""
+    fabric = hw.fabric
     gpus = rows.gpus
     m = rows.microbatches
     v = rows.virtual_stages
@@ -129,7 +128,7 @@ def step_time(
     plain_s = _compute_s(model, rows, hw, assumptions, col(1.0), model_per_token)
     forward_s = plain_s / (3.0 * m)
     per_microbatch_s = compute_s / m
-    groups = _groups(rows, hw.devices_per_node)
+    groups = _groups(rows, fabric.devices_per_node)
     hidden = float(model.hidden_size)
 
     tp_count = (4.0 + np.where(rows.recompute >= 2, 2.0, 0.0)) * layers * m

@@ -11,23 +11,26 @@ from dataclasses import dataclass, fields
 import numpy as np
 import numpy.typing as npt
 
-from computewise.estimate.arrays import FloatArray
+from computewise.estimate.arrays import FloatArray, col
 from computewise.estimate.assumptions import Assumptions
 from computewise.estimate.collectives import Fabric
 from computewise.estimate.cost import co2_kg, energy_kwh, spot_slowdown
 from computewise.estimate.flops import training_flops_per_token
 from computewise.estimate.memory import (
+    RECOMPUTE_CODES,
     MemoryBreakdown,
     activation_parts,
+    bytes_per_value,
     expert_params,
     framework_state_bytes,
     model_state_bytes,
+    optimizer_bytes_per_param,
     peak_activations,
     training_peak_bytes,
     with_overhead,
 )
 from computewise.estimate.step import StepTime, step_time
-from computewise.specs import ModelSpec
+from computewise.specs import FRAMEWORKS, ModelSpec, Parallelism, TrainJob
 
 __all__ = ["TrainColumns", "TrainHardware", "TrainLayout", "evaluate_train", "token_bytes", "train_memory"]
 
@@ -65,6 +68,29 @@ class TrainLayout:
     def take(self, index: npt.NDArray[np.int64]) -> TrainLayout:
         return TrainLayout(**{f.name: getattr(self, f.name)[index] for f in fields(self)})
 
+    @classmethod
+    def for_job(cls, parallelism: Parallelism, job: TrainJob) -> TrainLayout:
+        """One row: the layout of one job, as ``estimate train`` evaluates it."""
+        p = parallelism
+        return cls(
+            tp=col(p.tp),
+            pp=col(p.pp),
+            dp=col(p.dp),
+            zero=col(p.zero),
+            micro_batch=col(job.micro_batch),
+            global_batch=col(job.global_batch),
+            seq_len=col(job.seq_len),
+            recompute=col(RECOMPUTE_CODES[job.recompute]),
+            sequence_parallel=col(p.sequence_parallel),
+            flash_attention=col(job.flash_attention),
+            weight_bytes=col(bytes_per_value(job.precision)),
+            optimizer_bytes=col(optimizer_bytes_per_param(job.optimizer, job.precision)),
+            cp=col(p.cp),
+            ep=col(p.ep),
+            virtual_stages=col(p.virtual_stages),
+            framework=col(FRAMEWORKS.index(job.framework)),
+        )
+
 
 @dataclass(frozen=True)
 class TrainHardware:
@@ -72,16 +98,13 @@ class TrainHardware:
 
     peak_flops: FloatArray  # of one device at the training precision
     memory_bandwidth_bytes_per_s: FloatArray  # of one device
-    intra_node_bytes_per_s: FloatArray  # per device (NVLink, xGMI, PCIe)
-    node_network_bytes_per_s: FloatArray  # all NICs of one node together
-    devices_per_node: FloatArray
+    fabric: Fabric  # links inside a node, NICs between nodes, with their efficiencies and latencies
     tdp_w: FloatArray
     rental_usd_per_h: FloatArray  # for all instances the job rents together
     spot: FloatArray  # 0/1: pay for preemptions with restarts and lost work
     g_co2_per_kwh: FloatArray
     pue: FloatArray
     utilization: FloatArray | None = None  # achieved fraction of peak; None: the calibrated model
-    fabric: Fabric | None = None  # links and NICs with their efficiencies; None: the assumptions' defaults
 
 
 @dataclass(frozen=True)
@@ -196,20 +219,6 @@ def train_memory(model: ModelSpec, layout: TrainLayout, assumptions: Assumptions
     )
 
 
-def _fabric(hw: TrainHardware, assumptions: Assumptions) -> Fabric:
-    """The fabric from the hardware's bandwidths and the assumed efficiencies, latency not modelled."""
-    zero = np.zeros_like(hw.devices_per_node)
-    return Fabric(
-        devices_per_node=hw.devices_per_node,
-        link_bytes_per_s=hw.intra_node_bytes_per_s,
-        node_network_bytes_per_s=hw.node_network_bytes_per_s,
-        link_efficiency=zero + assumptions.intra_node_link_efficiency,
-        network_efficiency=zero + assumptions.inter_node_network_efficiency,
-        link_latency_s=zero,
-        network_latency_s=zero,
-    )
-
-
 def evaluate_train(
     model: ModelSpec,
     tokens: float,
@@ -225,8 +234,7 @@ def evaluate_train(
     tokens_per_step = rows.global_batch * rows.seq_len
     steps = np.ceil(tokens / tokens_per_step)
     model_per_token, hardware_per_token = training_flops_per_token(model, rows.seq_len, rows.recompute)
-    fabric = hw.fabric if hw.fabric is not None else _fabric(hw, assumptions)
-    step = step_time(model, rows, hw, fabric, assumptions)
+    step = step_time(model, rows, hw, assumptions)
     step_s = step.total_s
 
     checkpoint_bytes = model.params * (rows.weight_bytes + rows.optimizer_bytes)

@@ -401,16 +401,13 @@ def _train_hardware(hardware: Sequence[_Hardware], shape: IntArray, precision: I
     zeros = np.zeros(len(shape))
     return TrainHardware(
         peak_flops=peak_table[shape, precision],
-        intra_node_bytes_per_s=per_row([h.accelerator.interconnect_bytes_per_s for h in hardware]),
         memory_bandwidth_bytes_per_s=per_row([h.accelerator.memory_bandwidth_bytes_per_s for h in hardware]),
-        node_network_bytes_per_s=per_row([h.node_network_bytes_per_s for h in hardware]),
-        devices_per_node=per_row([float(h.devices_per_node) for h in hardware]),
+        fabric=stack_fabrics([h.fabric for h in hardware]).take(shape),
         tdp_w=per_row([h.accelerator.tdp_w for h in hardware]),
         rental_usd_per_h=zeros,  # priced per offering below
         spot=zeros + 1.0,  # time_s carries the spot slowdown; steps * step_s is the time without it
         g_co2_per_kwh=zeros,
         pue=zeros + 1.0,
-        fabric=stack_fabrics([h.fabric for h in hardware]).take(shape),
     )
 
 
