@@ -62,9 +62,14 @@ def _heading(title: str, console: Console) -> None:
 
 
 def _print_grid(grid: Grid, title: str, console: Console) -> None:
+    """Numbers keep their full width on a narrow terminal; only the text columns fold to make room."""
     table = _table()
     for i, header in enumerate(grid.headers):
-        table.add_column(header, justify="right" if i in grid.numeric else "left")
+        if i in grid.numeric:
+            widest = max((len(row[i]) for row in grid.rows), default=0)
+            table.add_column(header, justify="right", no_wrap=True, min_width=max(widest, len(header)))
+        else:
+            table.add_column(header, justify="left")
     for row in grid.rows:
         table.add_row(*(Text(cell) for cell in row))
     _heading(title, console)
