@@ -37,14 +37,13 @@ import httpx
 
 from computewise.monitor.process import cpu_model_name
 from computewise.serve.loadtest import find_max_rate
+from private_ray import QUIET_ENV, private_head
 from serve_batching import POLICIES, ROOT, Server, add_probe_options, export_artifact, free_port
 
 TARGET_OVER_RAY = 1.3
 RAY_MAX_BATCH = 32
 RAY_BATCH_WAIT_S = 0.01
 WARMUP_REQUESTS = 20
-# Ray stays on loopback, quiet, and out of the user's /tmp/ray (socket paths must stay short).
-RAY_ENV = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_AUTH_MODE": "disabled"}
 
 
 def probe(url: str, payloads: list[dict[str, Any]], args: argparse.Namespace) -> dict[str, Any]:
@@ -68,27 +67,19 @@ def measure_computewise(artifact: Path, payloads: list[dict[str, Any]], args: ar
 
 
 def measure_ray(artifact: Path, payloads: list[dict[str, Any]], args: argparse.Namespace) -> dict[str, Any]:
-    os.environ.update(RAY_ENV)
-    import ray
+    os.environ.update(QUIET_ENV)
     from ray import serve
 
+    from computewise.scale.ray_cluster import connected
     from computewise.scale.ray_serve import RayServeOptions, run_application
 
     options = RayServeOptions(max_batch_size=RAY_MAX_BATCH, batch_wait_s=RAY_BATCH_WAIT_S)
-    with tempfile.TemporaryDirectory(prefix="r", dir="/tmp") as ray_tmp:
-        ray.init(
-            include_dashboard=False,
-            _node_ip_address="127.0.0.1",
-            _temp_dir=ray_tmp,
-            log_to_driver=False,
-            runtime_env={"env_vars": RAY_ENV},
-        )
+    with private_head(num_cpus=os.cpu_count() or 2) as head, connected(head.gcs_address):
         try:
             deployment = run_application(str(artifact), port=free_port(), options=options)
             return probe(f"{deployment.url}/v1/models/{deployment.app_name}/infer", payloads, args)
         finally:
             serve.shutdown()
-            ray.shutdown()
 
 
 def main() -> None:

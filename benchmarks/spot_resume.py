@@ -12,8 +12,8 @@ the ledger says the interruption added (``account.interruptions``), beside the m
 in billed time against the uninterrupted run: the check that the ledger's figure is right.
 Target: every final loss equal to the uninterrupted one, bit for bit (exit 1 otherwise).
 
-The cluster is started in this process (``ray.init`` on 127.0.0.1, quiet, its own temp dir) and
-shut down at the end. Usage: python benchmarks/spot_resume.py [--steps 60] [--json OUT] [--quick]
+The cluster is a private head on 127.0.0.1 and free ports (``private_ray.py``), stopped at the end.
+Usage: python benchmarks/spot_resume.py [--steps 60] [--json OUT] [--quick]
 Needs the ray and torch extras: pip install 'computewise[ray,torch]'.
 """
 
@@ -35,12 +35,11 @@ from computewise.monitor.process import cpu_model_name
 from computewise.scale.backend import JobSpec, Resources
 from computewise.scale.ray_jobs import RayJobsBackend
 from computewise.scale.supervise import SupervisedRun, supervise
-from serve_batching import free_port
+from private_ray import QUIET_ENV, private_head
 
 ROOT = Path(__file__).resolve().parents[1]
 SPOT_SCRIPT = ROOT / "examples" / "spot_train.py"
 HOURLY_USD = 4.0  # an illustrative price: the ratio of added to billed time does not depend on it
-RAY_ENV = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_AUTH_MODE": "disabled"}
 PRICE = PriceSnapshot(hourly_usd=HOURLY_USD, source="benchmark", explanation="illustrative", assumed=True)
 
 
@@ -105,30 +104,18 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
     steps = 20 if args.quick else args.steps
-    os.environ.update(RAY_ENV)
-    import ray
+    os.environ.update(QUIET_ENV)
 
     with tempfile.TemporaryDirectory(prefix="cwspot", dir="/tmp") as tmp:
         work = Path(tmp)
-        context = ray.init(
-            num_cpus=4,
-            include_dashboard=True,
-            dashboard_host="127.0.0.1",
-            dashboard_port=free_port(),
-            _temp_dir=str(work / "ray"),
-            logging_level="ERROR",
-            log_to_driver=False,
-        )
-        try:
-            backend = RayJobsBackend(f"http://{context.dashboard_url}")
+        with private_head(num_cpus=4) as head:
+            backend = RayJobsBackend(head.address)
             warm_up(backend)
             runs = [
                 one_run(backend, work, "uninterrupted", steps, None),
                 one_run(backend, work, "preempted", steps, signal.SIGTERM),
                 one_run(backend, work, "killed", steps, signal.SIGKILL),
             ]
-        finally:
-            ray.shutdown()
     reference = runs[0]
     print(f"spot resume, local Ray cluster: {steps} steps of tiny GPT, a checkpoint every 5; CPU {cpu_model_name()}")
     print(f"{'run':<14}{'final loss':>22}{'same':>6}{'attempts':>34}{'billed':>9}{'+measured':>11}{'+ledger':>9}")

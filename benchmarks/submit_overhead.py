@@ -10,8 +10,8 @@ job id (neither waits for the job):
   and the Jobs API call alone.
 
 The fresh-process pairs alternate, so a change in the machine's load reaches both. Prints the
-median of each and the ratio computewise / ray. The cluster is started in this process (``ray.init``
-on 127.0.0.1, its own temp dir) and shut down at the end.
+median of each and the ratio computewise / ray. The cluster is a private head on 127.0.0.1 and free
+ports (``private_ray.py``), stopped at the end.
 
 Usage: python benchmarks/submit_overhead.py [--repeats 5] [--json OUT] [--quick]
 Needs the ray extra: pip install 'computewise[ray]'.
@@ -25,16 +25,14 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 from computewise.monitor.process import cpu_model_name
 from computewise.scale.backend import JobSpec
 from computewise.scale.ray_jobs import RayJobsBackend
-from serve_batching import free_port
+from private_ray import QUIET_ENV, private_head
 
-RAY_ENV = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_AUTH_MODE": "disabled"}
 NO_OP = (sys.executable, "-c", "pass")
 
 
@@ -55,50 +53,35 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
     repeats = 2 if args.quick else args.repeats
-    os.environ.update(RAY_ENV)
+    os.environ.update(QUIET_ENV)
     import ray
 
     bin_dir = Path(sys.executable).parent
-    with tempfile.TemporaryDirectory(prefix="cwsub", dir="/tmp") as tmp:
-        context = ray.init(
-            num_cpus=4,
-            include_dashboard=True,
-            dashboard_host="127.0.0.1",
-            dashboard_port=free_port(),
-            _temp_dir=str(Path(tmp) / "ray"),
-            logging_level="ERROR",
-            log_to_driver=False,
-        )
-        address = f"http://{context.dashboard_url}"
+    with private_head(num_cpus=4) as head:
+        address = head.address
         env = {**os.environ, "RAY_ADDRESS": "", "RAY_API_SERVER_ADDRESS": ""}
         ours: list[float] = []
         theirs: list[float] = []
-        try:
-            # A fresh head node refuses jobs until its job agent is up; one untimed submission (which
-            # waits for it) keeps that start-up out of both sides' figures.
-            backend = RayJobsBackend(address)
-            backend.submit(JobSpec(name="warm-up", command=NO_OP))
-            for index in range(repeats):
-                name = f"overhead-{index}"
-                ours.append(
-                    timed_s(
-                        [str(bin_dir / "computewise"), "submit", "--backend", "ray", "--address", address,
-                         "--name", name, "--", *NO_OP],
-                        env,
-                    )
-                )  # fmt: skip
-                theirs.append(
-                    timed_s(
-                        [str(bin_dir / "ray"), "job", "submit", "--address", address, "--no-wait", "--", *NO_OP], env
-                    )
+        # One untimed submission keeps the first job's set-up out of both sides' figures.
+        backend = RayJobsBackend(address)
+        backend.submit(JobSpec(name="warm-up", command=NO_OP))
+        for index in range(repeats):
+            name = f"overhead-{index}"
+            ours.append(
+                timed_s(
+                    [str(bin_dir / "computewise"), "submit", "--backend", "ray", "--address", address,
+                     "--name", name, "--", *NO_OP],
+                    env,
                 )
-            in_process: list[float] = []
-            for index in range(repeats):
-                started = time.perf_counter()
-                backend.submit(JobSpec(name=f"in-process-{index}", command=NO_OP))
-                in_process.append(time.perf_counter() - started)
-        finally:
-            ray.shutdown()
+            )  # fmt: skip
+            theirs.append(
+                timed_s([str(bin_dir / "ray"), "job", "submit", "--address", address, "--no-wait", "--", *NO_OP], env)
+            )
+        in_process: list[float] = []
+        for index in range(repeats):
+            started = time.perf_counter()
+            backend.submit(JobSpec(name=f"in-process-{index}", command=NO_OP))
+            in_process.append(time.perf_counter() - started)
     figures = {
         "computewise_submit_s": statistics.median(ours),
         "ray_job_submit_s": statistics.median(theirs),

@@ -148,7 +148,11 @@ def submit_while_agent_starts(
             if not transient or clock() + wait_s > deadline_s:
                 fix = "check the cluster with `ray status`"
                 if transient:
-                    fix = f"its job agent did not start within {_AGENT_WAIT_S:.0f} s: {fix}"
+                    fix = (
+                        f"its job agent did not start within {_AGENT_WAIT_S:.0f} s; the usual cause is another Ray "
+                        "cluster on the same machine holding the agent's port 52365: start this one with "
+                        f"`ray start --head --dashboard-agent-listen-port=PORT` (a free port), or {fix}"
+                    )
                 raise BackendError(f"Ray refused job {name!r}: {err}", fix) from err
             say(f"Ray's job agent is still starting; submitting {name!r} again in {wait_s:g} s")
             sleep(wait_s)
