@@ -180,7 +180,7 @@ def _layout(run: Run, virtual_stages: int) -> TrainLayout:
         virtual_stages=virtual_stages,
     )
     job = TrainJob(
-        tokens=run.tokens,
+        tokens=run.tokens or float(run.global_batch * run.seq_len),  # rows timed per step give no total
         seq_len=run.seq_len,
         micro_batch=run.micro_batch,
         global_batch=run.global_batch,

@@ -61,8 +61,11 @@ def free_ports(count: int) -> list[int]:
 
 
 @contextmanager
-def private_head(num_cpus: int, num_gpus: int = 0) -> Iterator[RayHead]:
-    """Start a head node on loopback, wait until its Jobs API accepts work, and stop it on the way out."""
+def private_head(num_cpus: int, num_gpus: int = 0, dashboard: bool = True) -> Iterator[RayHead]:
+    """Start a head node on loopback, wait until its Jobs API accepts work, and stop it on the way out.
+
+    ``dashboard=False`` leaves out the dashboard and so the Jobs API (``address`` then answers nothing):
+    a Serve-only benchmark does not pay for a process it never uses."""
     ray_binary = Path(sys.executable).with_name("ray")
     if not ray_binary.exists():
         ray_binary = Path(shutil.which("ray") or "ray")
@@ -76,7 +79,7 @@ def private_head(num_cpus: int, num_gpus: int = 0) -> Iterator[RayHead]:
         str(ray_binary), "start", "--head", "--node-ip-address=127.0.0.1", f"--port={gcs_port}",
         "--dashboard-host=127.0.0.1", f"--dashboard-port={dashboard_port}", f"--ray-client-server-port={client_port}",
         f"--dashboard-agent-listen-port={agent_port}", f"--temp-dir={temp_dir}", f"--num-cpus={num_cpus}",
-        f"--num-gpus={num_gpus}", "--object-store-memory=100000000", "--include-dashboard=true",
+        f"--num-gpus={num_gpus}", "--object-store-memory=100000000", f"--include-dashboard={str(dashboard).lower()}",
         "--disable-usage-stats",
     ]  # fmt: skip
     try:
@@ -85,7 +88,8 @@ def private_head(num_cpus: int, num_gpus: int = 0) -> Iterator[RayHead]:
         )
         if started.returncode != 0:
             raise RuntimeError(f"`ray start` failed ({started.returncode}):\n{started.stdout}\n{started.stderr}")
-        _wait_ready(head.address)
+        if dashboard:
+            _wait_ready(head.address)
         yield head
     finally:
         _stop(head)

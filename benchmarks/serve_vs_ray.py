@@ -74,7 +74,7 @@ def measure_ray(artifact: Path, payloads: list[dict[str, Any]], args: argparse.N
     from computewise.scale.ray_serve import RayServeOptions, run_application
 
     options = RayServeOptions(max_batch_size=RAY_MAX_BATCH, batch_wait_s=RAY_BATCH_WAIT_S)
-    with private_head(num_cpus=os.cpu_count() or 2) as head, connected(head.gcs_address):
+    with private_head(num_cpus=os.cpu_count() or 2, dashboard=False) as head, connected(head.gcs_address):
         try:
             deployment = run_application(str(artifact), port=free_port(), options=options)
             return probe(f"{deployment.url}/v1/models/{deployment.app_name}/infer", payloads, args)

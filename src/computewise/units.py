@@ -10,6 +10,7 @@ import math
 import re
 
 from computewise.errors import InputError
+from computewise.limits import Limit, limit_for
 
 __all__ = [
     "GB",
@@ -17,6 +18,8 @@ __all__ = [
     "KIB",
     "MIB",
     "TB",
+    "check_range",
+    "describe_range",
     "format_bytes",
     "format_count",
     "format_duration",
@@ -25,8 +28,10 @@ __all__ = [
     "parse_bytes",
     "parse_count",
     "parse_duration_s",
+    "parse_flag_number",
     "parse_positive_int",
     "parse_usd",
+    "plural",
 ]
 
 KIB = 1024
@@ -56,11 +61,22 @@ _DURATION_SUFFIX = {
 }
 
 
-def _split(text: str, what: str, example: str) -> tuple[float, str]:
+def _split(text: str, what: str, example: str, limit: Limit | None = None) -> tuple[float, str]:
     match = re.fullmatch(_NUMBER + r"\s*([A-Za-z]*)", text.strip().replace("_", "").replace(",", ""))
     if not match:
-        raise InputError(f"cannot read {text!r} as {what}", f"write it like {example}")
+        raise _unreadable(text, what, example, limit)
     return float(match.group(1)), match.group(2).lower()
+
+
+def _unreadable(text: str, what: str, example: str, limit: Limit | None = None) -> InputError:
+    """An empty or malformed value; for a flag, the hint says what range it takes."""
+    limit = limit or limit_for(what)
+    if limit is None:
+        return InputError(f"cannot read {text!r} as {what}", f"write it like {example}")
+    wanted = f"give {what} {describe_range(limit)}, e.g. {what} {limit.example}"
+    if not text.strip():
+        return InputError(f"{what} is empty", wanted)
+    return InputError(f"cannot read {what} {text!r}: write it like {example}", wanted)
 
 
 def _require_positive(value: float, text: str, what: str) -> None:
@@ -68,16 +84,88 @@ def _require_positive(value: float, text: str, what: str) -> None:
         raise InputError(f"{what} must be positive, got {text!r}", f"give a number greater than zero for {what}")
 
 
+def _check(value: float, text: str, what: str, limit: Limit | None = None) -> None:
+    """A flag's value must lie in its range (``limits.FLAG_LIMITS``); any other quantity must be positive."""
+    limit = limit or limit_for(what)
+    if limit is None:
+        _require_positive(value, text, what)
+        return
+    if not (math.isfinite(value) and limit.low <= value <= limit.high):
+        raise InputError(f"{what} must be {describe_range(limit)} ({limit.why}), got {text!r}", _example(what, limit))
+    if limit.integer and value != int(value):
+        raise InputError(f"{what} must be a whole number, got {text!r}", _example(what, limit))
+
+
+def _example(what: str, limit: Limit) -> str:
+    return f"e.g. {what} {limit.example}" if what.startswith("--") else f"e.g. {what} = {limit.example}"
+
+
+def check_range(value: float, what: str, limit: Limit) -> float:
+    """``value`` if it lies in ``limit``, else ``InputError``: how library objects (``TrainJob``) refuse nonsense."""
+    _check(value, f"{value:g}", what, limit)
+    return value
+
+
+def describe_range(limit: Limit) -> str:
+    """'between 1 and 1e15', 'between 1 s and 10 years', 'between $0.01 and $10,000,000,000 an hour'."""
+    show = {"count": _show_number, "duration": _show_duration, "usd": _show_usd, "bytes": _show_bytes}[limit.kind]
+    unit = f" {limit.unit}" if limit.unit else ""
+    return f"between {show(limit.low)} and {show(limit.high)}{unit}"
+
+
+def _show_number(value: float) -> str:
+    return f"{value:g}".replace("e+0", "e").replace("e+", "e").replace("e-0", "e-")
+
+
+def _show_duration(seconds: float) -> str:
+    year_s = 365.0 * 86400.0
+    for unit, size in (("years", year_s), ("days", 86400.0), ("h", 3600.0), ("min", 60.0), ("s", 1.0)):
+        if seconds >= size * (2 if size >= 86400 else 1):
+            return f"{_show_number(round(seconds / size, 3))} {unit}"
+    return f"{_show_number(round(seconds * 1000, 3))} ms"
+
+
+def _show_usd(usd: float) -> str:
+    return "$" + f"{usd:,.4f}".rstrip("0").rstrip(".")
+
+
+def _show_bytes(n_bytes: float) -> str:
+    for unit, size in (("TB", TB), ("GB", GB), ("MB", 1000**2), ("kB", 1000)):
+        if n_bytes >= size:
+            return f"{_show_number(n_bytes / size)} {unit}"
+    return f"{_show_number(n_bytes)} B"
+
+
 def parse_count(text: str | float | int, what: str = "a count") -> float:
     """'7.5B', '7.5e9', '10B', '1e10', '125M', '300' -> float count (must be > 0)."""
+    return _count(text, what, "7.5B, 7.5e9 or 125M")
+
+
+def _count(text: str | float | int, what: str, example: str) -> float:
     if isinstance(text, int | float):
-        _require_positive(float(text), str(text), what)
+        _check(float(text), str(text), what)
         return float(text)
-    number, suffix = _split(text, what, "7.5B, 7.5e9 or 125M")
+    number, suffix = _split(text, what, example)
     if suffix not in _COUNT_SUFFIX:
-        raise InputError(f"unknown suffix {suffix!r} in {text!r} for {what}", "use K, M, B or T (e.g. 10B)")
+        raise InputError(f"unknown suffix {suffix!r} in {text!r} for {what}", f"write it like {example}")
     value = number * _COUNT_SUFFIX[suffix]
-    _require_positive(value, text, what)
+    _check(value, text, what)
+    return value
+
+
+def parse_flag_number(text: str | float | int, flag: str, limit: Limit | None = None) -> float:
+    """A flag typed as a plain number ('8000', '2.5', '1e3', '2k'), checked against its range (which may hold 0)."""
+    limit = limit or limit_for(flag)
+    if limit is None:
+        raise ValueError(f"{flag} has no entry in computewise.limits.FLAG_LIMITS")
+    if isinstance(text, str):
+        number, suffix = _split(text, flag, limit.example, limit)
+        if suffix not in _COUNT_SUFFIX:
+            raise _unreadable(text, flag, limit.example, limit)
+        value = number * _COUNT_SUFFIX[suffix]
+    else:
+        value = float(text)
+    _check(value, str(text), flag, limit)
     return value
 
 
@@ -92,22 +180,26 @@ def parse_positive_int(text: str | int, what: str) -> int:
 def parse_duration_s(text: str | int | float, what: str = "a duration") -> float:
     """'72h', '3d', '90m', '500ms', '1.5e4' (seconds) -> seconds."""
     if isinstance(text, int | float):
-        _require_positive(float(text), str(text), what)
+        _check(float(text), str(text), what)
         return float(text)
     number, suffix = _split(text, what, "72h, 3d, 90min or 3600")
     if suffix not in _DURATION_SUFFIX:
         raise InputError(f"unknown time unit {suffix!r} in {text!r} for {what}", "use ms, s, min, h, d or w")
     value = number * _DURATION_SUFFIX[suffix]
-    _require_positive(value, text, what)
+    _check(value, text, what)
     return value
 
 
 def parse_usd(text: str | int | float, what: str = "an amount") -> float:
     """'$2,500', '2500', '2.5k' -> US dollars."""
-    if isinstance(text, int | float):
-        _require_positive(float(text), str(text), what)
-        return float(text)
-    return parse_count(text.strip().lstrip("$").replace("usd", "").replace("USD", ""), what)
+    return _count(_strip_dollars(text) if isinstance(text, str) else text, what, "2500, 7.50, $7.50 or $2.5k")
+
+
+def _strip_dollars(text: str) -> str:
+    stripped = text.strip()
+    for currency in ("usd", "USD", "$"):
+        stripped = stripped.removeprefix(currency).removesuffix(currency).strip()
+    return stripped
 
 
 _BYTE_UNITS = {
@@ -129,9 +221,11 @@ def parse_bytes(text: str, what: str = "an amount of memory") -> float:
     match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*", text)
     unit = match.group(2).lower() if match else ""
     if match is None or unit not in _BYTE_UNITS:
+        if limit_for(what) is not None:
+            raise _unreadable(text, what, "16GB, 24GiB or 512MB")
         raise InputError(f"cannot read {what} {text!r} as an amount of memory", "write it like 16GB, 24GiB or 512MB")
     value = float(match.group(1)) * _BYTE_UNITS[unit]
-    _require_positive(value, text, what)
+    _check(value, text, what)
     return value
 
 
@@ -172,3 +266,8 @@ def format_usd(usd: float) -> str:
     if abs(usd) >= 1:
         return f"${usd:,.2f}"
     return f"${usd:.4f}"
+
+
+def plural(count: int, noun: str, many: str | None = None) -> str:
+    """``1 replica``, ``2 replicas``; ``many`` for the irregular ones (``plural(n, "process", "processes")``)."""
+    return f"{count} {noun if count == 1 else many or noun + 's'}"

@@ -18,10 +18,11 @@ from computewise.account.alerts import Alert, Notifier
 from computewise.account.budgets import budget_status, check_budgets, set_budget
 from computewise.errors import InputError
 from computewise.ledger import Ledger
+from computewise.report.accounts import budget_grid
 
 
-def _utc(*args: int) -> float:
-    return datetime(*args, tzinfo=UTC).timestamp()
+def _utc(year: int, month: int, day: int, hour: int = 0) -> float:
+    return datetime(year, month, day, hour, tzinfo=UTC).timestamp()
 
 
 @pytest.fixture
@@ -86,11 +87,29 @@ def test_status_accrues_this_month_and_forecasts_the_run_out_date(spent: Ledger)
     project = statuses["project=x,team=nlp"]
     assert project.exhausted and project.pct_used == pytest.approx(120.0) and project.runs_out_at_s is None
     assert project.crossed_pct == (50.0, 80.0, 100.0)
+    # $5/h from March 15th 12:00 reaches $400 after 80 h: March 18th 20:00 UTC
+    assert project.ran_out_at_s == pytest.approx(_utc(2025, 3, 18, 20), abs=1.0)
+    assert project.to_dict()["ran_out_at"] == "2025-03-18T20:00:00Z"
+    assert nlp.ran_out_at_s is None and everything.ran_out_at_s is None
 
     data = json.loads(json.dumps(nlp.to_dict()))
     assert data["runs_out_at"] == "2025-03-24T14:00:00Z"
     assert data["month_start"] == "2025-03-01T00:00:00Z" and data["month_end"] == "2025-04-01T00:00:00Z"
     assert data["webhook"] is False and data["fired_pct"] == []
+
+
+def test_the_status_table_says_when_a_spent_budget_ran_out(spent: Ledger) -> None:
+    """A budget at 120 % has run out: the table says on which day, never "not this month"."""
+    set_budget(spent, "team=nlp", "$1k", NOW_S)
+    set_budget(spent, "all", 10_000, NOW_S)
+    set_budget(spent, "team=nlp,project=x", "400", NOW_S)
+    grid = budget_grid([s.to_dict() for s in budget_status(spent, NOW_S)])
+    runs_out = {row[0]: row[grid.headers.index("runs out")] for row in grid.rows}
+    assert runs_out == {
+        "all": "not this month",
+        "project=x,team=nlp": "ran out 2025-03-18",
+        "team=nlp": "2025-03-24",
+    }
 
 
 def test_a_young_scope_burns_over_at_least_one_day(ledger: Ledger, add_run: AddRun) -> None:
@@ -171,7 +190,7 @@ def _url(ledger: Ledger) -> str:
     ("kwargs", "message"),
     [
         ({"scope": "team"}, "cannot read"),
-        ({"monthly_usd": "-5"}, "must be positive"),
+        ({"monthly_usd": "-5"}, r"--monthly-usd must be between \$0.01 and"),
         ({"monthly_usd": "five"}, "cannot read"),
         ({"alert_at": "50,120,50"}, "given twice"),
         ({"alert_at": "0"}, "out of range"),

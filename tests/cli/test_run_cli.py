@@ -253,7 +253,7 @@ def test_budget_alert_fires_once_to_the_webhook(db: str, webhook: str) -> None:
             "--scope",
             "team=nlp",
             "--monthly-usd",
-            "0.001",
+            "0.01",  # the smallest budget; one second at $100/h is $0.028
             "--alert-at",
             "50,100",
             "--webhook",

@@ -51,7 +51,7 @@ def test_json_reports_a_failing_world_size_beside_the_measured_one() -> None:
     assert two["status"] == "error"
     assert "the dataset has 40 samples, fewer than one global batch of 64" in two["message"]
     assert data["stops_paying_at"] is None
-    assert "not measured: 2 process(es)" in result.stderr
+    assert "not measured: 2 processes" in result.stderr
 
 
 def test_an_entry_point_that_cannot_be_imported_is_named_with_exit_2() -> None:
@@ -63,11 +63,11 @@ def test_an_entry_point_that_cannot_be_imported_is_named_with_exit_2() -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (("--nproc", "0,2"), "--nproc '0,2' must name positive process counts"),
-        (("--nproc", "1,x"), "is not a list of integers"),
+        (("--nproc", "0,2"), "--nproc must be between 1 and 10000"),
+        (("--nproc", "1,x"), "cannot read --nproc 'x'"),
         (("--config", "{not json"), "--config is not valid JSON"),
         (("--config", "[1, 2]"), "is neither a JSON object nor a file"),
-        (("--steps", "0"), "--steps must be >= 1"),
+        (("--steps", "0"), "--steps must be between 1 and 1e6"),
         (("--device", "tpu"), "--device must be one of auto, cpu, cuda"),
     ],
 )

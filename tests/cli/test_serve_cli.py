@@ -52,7 +52,7 @@ def test_help_shows_the_serving_flags() -> None:
         (["--host", "0.0.0.0"], "refusing to listen on 0.0.0.0"),
         (["--host", "10.1.2.3", "--token", ""], "--token is empty"),
         (["--batching", "eager"], "--batching must be one of none, greedy, cost"),
-        (["--timeout-s", "0"], "--timeout-s must be positive"),
+        (["--timeout-s", "0"], "--timeout-s must be between 0.001 and 3600 seconds"),
         (["--tag", "team"], "cannot read tag 'team'"),
     ],
 )

@@ -57,8 +57,28 @@ def test_plain_paths_are_sqlite_files(tmp_path: Path, monkeypatch: pytest.Monkey
     assert resolve_url("runs.sqlite").database == str(tmp_path / "runs.sqlite")
     assert resolve_url("~/ledgers/a.db").database == str(tmp_path / "home" / "ledgers" / "a.db")
     assert resolve_url("sqlite:///rel.db").database == str(tmp_path / "rel.db")
+    (tmp_path / "home" / "ledgers").mkdir(parents=True)
     with Ledger.open("~/ledgers/a.db"):
         assert (tmp_path / "home" / "ledgers" / "a.db").is_file()
+
+
+def test_a_missing_file_or_directory_is_created_only_where_asked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Readers never create a ledger; writers create the file, but a directory only at the default location."""
+    with pytest.raises(LedgerError, match="no ledger at"):
+        Ledger.open(str(tmp_path / "x.db"), create=False)
+    with pytest.raises(LedgerError, match=r"the directory .* does not exist"):
+        Ledger.open(f"sqlite:///{tmp_path / 'typo' / 'x.db'}")
+    monkeypatch.setenv("COMPUTEWISE_DB", str(tmp_path / "env" / "x.db"))
+    with pytest.raises(LedgerError, match=r"the directory .* does not exist"):
+        Ledger.open(None)
+    assert list(tmp_path.iterdir()) == []
+    monkeypatch.delenv("COMPUTEWISE_DB")
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))  # the default location: made on first use
+    with Ledger.open(None, create=False) as ledger:  # even by a reader: a fresh install has "no runs yet"
+        assert ledger.url.endswith("/computewise/ledger.sqlite")
+    assert (tmp_path / "data" / "computewise" / "ledger.sqlite").is_file()
 
 
 @pytest.mark.parametrize(
@@ -165,9 +185,9 @@ def test_without_psycopg_it_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> 
 def test_a_directory_that_cannot_be_created_is_refused(tmp_path: Path) -> None:
     blocker = tmp_path / "not-a-dir"
     blocker.write_text("a file where the ledger's directory should be\n")
-    with pytest.raises(LedgerError, match="cannot use") as caught:
+    with pytest.raises(LedgerError, match="not-a-dir is a file, not a directory") as caught:
         Ledger.open(str(blocker / "ledger.sqlite"))
-    assert caught.value.hint is not None and "writable" in caught.value.hint
+    assert caught.value.hint is not None and "left it untouched" in caught.value.hint
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only directories")

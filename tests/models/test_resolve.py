@@ -57,15 +57,18 @@ def test_unknown_name_says_what_to_give() -> None:
     with pytest.raises(UnknownNameError) as caught:
         resolve_model("mixtrel-8x7b")
     assert "mixtral-8x7b" in caught.value.suggestions
-    assert caught.value.hint == (
+    assert caught.value.hint is not None
+    assert caught.value.hint.startswith(
         "give a preset name, a path to a Hugging Face config.json, or a parameter count such as 7.5B"
     )
+    # Every preset is listed, so `--model x` is how a newcomer finds them (README).
+    assert "presets: bert-base," in caught.value.hint and "mixtral-8x7b" in caught.value.hint
 
 
 def test_bad_inputs() -> None:
     with pytest.raises(ModelConfigError, match="no such file"):
         resolve_model("missing/config.json")
-    with pytest.raises(InputError, match="must be positive"):
+    with pytest.raises(InputError, match=r"--model must be between 1 and 1e14 parameters"):
         resolve_model("0")
     with pytest.raises(InputError, match="unknown suffix"):
         resolve_model("7Q")

@@ -59,6 +59,15 @@ def test_cpu_only_rows() -> None:
     assert verdicts(usage(**no_gpu, cpu_percent_mean=790.0)) == ["CPU compute-bound"]
     assert verdicts(usage(**no_gpu, cpu_percent_mean=100.0)) == ["single-threaded"]
     assert verdicts(usage(**no_gpu, cpu_percent_mean=3.0)) == ["mostly waiting"]
+    assert verdicts(usage(**no_gpu, cpu_percent_mean=40.0, host_cpu_percent_mean=100.0)) == ["CPU contended"]
+
+
+def test_a_cpu_job_busy_less_than_half_the_run_is_mostly_waiting_whatever_its_busy_moments() -> None:
+    no_gpu = {"gpu_count": 0, "gpu_util_pct_mean": None, "gpu_memory_share_peak": None, "logical_cpus": 2}
+    spike = usage(**no_gpu, cpu_percent_mean=200.0, busy_s=0.01, run_s=5.0, cpu_percent_run_mean=0.4)
+    [finding] = diagnose(spike)
+    assert finding.verdict == "mostly waiting"
+    assert "busy 10.0 ms of 5.0 s" in finding.evidence and "used 0 % CPU" in finding.evidence
 
 
 def test_data_wait_from_steps_adds_a_finding() -> None:

@@ -109,6 +109,18 @@ def test_exit_usage_counts_a_job_that_ended_before_any_sample(spawn_python: Spaw
     assert tree.sample(usage).cpu_s == reading.cpu_s  # the tail is counted once
 
 
+def test_exit_usage_counts_a_job_the_sampler_never_saw(spawn_python: Spawn) -> None:
+    # On a loaded host a short job can be gone before the sampler's first read: its wait4 totals and peak
+    # are then all there is, and must not be dropped (a 200 MiB job once read as 6.7 MiB).
+    child = spawn_python("b = b'x' * (200 * 1024 * 1024)\nend = __import__('time').process_time() + 0.2\n"
+                         "while __import__('time').process_time() < end: pass")  # fmt: skip
+    usage = _reap(child)
+    reading = ProcessTreeSampler(child.pid).sample(usage)
+    assert reading.process_count == 0
+    assert reading.rss_bytes == usage.max_rss_bytes >= 200 * 1024 * 1024
+    assert reading.cpu_s == pytest.approx(usage.cpu_s) and reading.cpu_s >= 0.15
+
+
 def test_orphaned_grandchild_stays_watched(
     tmp_path: Path, spawn_python: Spawn, wait_for: WaitFor, discovery: str
 ) -> None:

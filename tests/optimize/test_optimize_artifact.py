@@ -1,8 +1,11 @@
-"""The exported artifact: complete or absent, checked on load, never written over foreign files."""
+"""The exported artifact: complete or absent, checked on load, never written over foreign files, and
+self-contained: every kind of variant the search can choose still serves after its directory moves."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -15,22 +18,21 @@ from computewise.errors import InputError, ModelConfigError
 from computewise.optimize import artifact as artifact_module
 from computewise.optimize.artifact import load_artifact, write_artifact
 from computewise.optimize.quality import load_metric, parse_drop
-from computewise.optimize.search import SearchOptions, SearchResult, run_search
-from computewise.optimize.source import load_source
+from computewise.optimize.search import SearchOptions, SearchResult, choose, run_search
+from computewise.optimize.source import ModelSource
+from computewise.serve.backends import load_backend
 
 pytestmark = pytest.mark.torch
 
-ROOT = Path(__file__).resolve().parents[2]
+# one variant of each kind the search can choose on a CPU: an ONNX graph, and PyTorch saved as TorchScript
+EXPORTABLE = ("ort-int8-s8-tensor", "pytorch-int8-dynamic", "pytorch-prune-structured-20")
 
 
 @pytest.fixture(scope="module")
-def search(tmp_path_factory: pytest.TempPathFactory) -> SearchResult:
-    import sys
-
-    sys.path.insert(0, str(ROOT))
-    source = load_source("examples.digits:classifier", None, None)
+def search(digits_source: ModelSource, tmp_path_factory: pytest.TempPathFactory) -> SearchResult:
+    source = digits_source
     metric = load_metric("examples.digits:accuracy", source.task, parse_drop("1%"))
-    options = SearchOptions(only=("ort-int8-s8-tensor", "pytorch-int8-dynamic"), bench_items=64)
+    options = SearchOptions(only=EXPORTABLE, bench_items=64)
     return run_search(source, metric, options, tmp_path_factory.mktemp("digits-search"))
 
 
@@ -84,10 +86,60 @@ def test_a_modified_model_file_is_refused(search: SearchResult, tmp_path: Path) 
         load_artifact(out)
 
 
-def test_a_pytorch_winner_is_exported_as_a_recipe(search: SearchResult, tmp_path: Path) -> None:
+def _moved(out: Path, elsewhere: Path) -> Path:
+    """The artifact directory moved under another directory, the way a user copies it to a server."""
+    elsewhere.mkdir()
+    return Path(shutil.move(str(out), str(elsewhere / "served")))
+
+
+@pytest.mark.parametrize("name", EXPORTABLE)
+def test_every_choosable_kind_serves_from_wherever_its_directory_moves(
+    search: SearchResult, tmp_path: Path, name: str
+) -> None:
+    from examples.digits import _split
+
+    variant = search.variant(name)
+    assert variant.status == "ok" and variant.exportable, variant.reason
+    moved = _moved(write_artifact(search, variant, tmp_path / "model"), tmp_path / "elsewhere")
+    assert not (tmp_path / "model").exists()
+    manifest = json.loads((moved / "manifest.json").read_text())
+    assert manifest["format"] == ("onnx" if name.startswith("ort-") else "torchscript")
+    assert manifest["inputs"][0]["name"] == "input_0" and manifest["inputs"][0]["shape"] == ["batch", 64]
+    backend = load_backend(str(moved))  # what ``computewise serve DIR`` loads
+    _x_train, x_test, _y_train, y_test = _split()
+    items = [backend.validate(row) for row in x_test.tolist()]  # JSON lists of floats, as a client sends them
+    logits = np.asarray(backend.run(items))
+    accuracy = float((logits.argmax(axis=1) == y_test).mean())
+    assert variant.quality is not None and accuracy == pytest.approx(variant.quality.value, abs=1e-9)
+
+
+def test_load_artifact_takes_a_path_or_a_string(search: SearchResult, tmp_path: Path) -> None:
+    out = write_artifact(search, search.variant("pytorch-int8-dynamic"), tmp_path / "model")
+    images = np.zeros((2, 64), dtype=np.float32)
+    by_path, by_text = load_artifact(out), load_artifact(str(out))
+    assert np.array_equal(by_path.predict({"input_0": images}), by_text.predict({"input_0": images}))
+
+
+def test_a_variant_with_no_file_to_serve_is_never_chosen_nor_exported(search: SearchResult, tmp_path: Path) -> None:
+    chosen = search.chosen
+    assert chosen is not None and chosen.built is not None
+    # the same measurements, but the winner now has no file serve could load (as torch.compile has none)
+    unservable = dataclasses.replace(chosen, built=dataclasses.replace(chosen.built, export_blocker="no file"))
+    others = [unservable if v is chosen else v for v in search.variants]
+    replayed = dataclasses.replace(search, variants=others)
+    assert choose(replayed) is not unservable
+    assert replayed.best_speed is not unservable
+    with pytest.raises(InputError, match="cannot be exported: no file"):
+        write_artifact(replayed, unservable, tmp_path / "model")
+    with pytest.raises(InputError, match="cannot be exported"):
+        write_artifact(search, search.variant("baseline"), tmp_path / "model")
+    assert not (tmp_path / "model").exists()
+
+
+def test_an_old_recipe_artifact_is_refused_with_how_to_re_export(search: SearchResult, tmp_path: Path) -> None:
     out = write_artifact(search, search.variant("pytorch-int8-dynamic"), tmp_path / "model")
     manifest = json.loads((out / "manifest.json").read_text())
-    assert manifest["format"] == "torch" and manifest["torch_recipe"]["quantize"] == "dynamic-int8"
-    with pytest.raises(ModelConfigError, match="PyTorch recipe"):
+    (out / "manifest.json").write_text(json.dumps(manifest | {"format": "torch"}))
+    with pytest.raises(ModelConfigError, match="PyTorch recipe") as refused:
         load_artifact(out)
-    assert np.isfinite(manifest["quality"]["value"])
+    assert refused.value.hint is not None and "computewise optimize" in refused.value.hint

@@ -9,6 +9,7 @@ of the choice rather than a name.
 from __future__ import annotations
 
 import dataclasses
+import io
 import json
 import time
 from collections.abc import Callable
@@ -18,7 +19,7 @@ import pytest
 
 from computewise.errors import InputError
 from computewise.optimize.quality import EvaluationError, load_metric, parse_drop
-from computewise.optimize.search import SearchOptions, SearchResult, choose, run_search
+from computewise.optimize.search import SUSPECT_RATIO, SearchOptions, SearchResult, choose, run_search
 from computewise.optimize.source import ModelSource, load_source
 
 torch = pytest.importorskip("torch")
@@ -99,7 +100,8 @@ def test_cpu_variants_are_graded_and_timed(digits_search: SearchResult) -> None:
     assert int8.built is not None and int8.built.format == "onnx" and int8.built.quantized_from is not None
     assert int8.recipe[-1] == "ONNX Runtime dynamic INT8 (default settings)"
     # INT8 weights are about a quarter of the FP32 ones
-    assert int8.size_bytes is not None and int8.size_bytes < 0.4 * digits_search.variant("ort-all").size_bytes
+    fp32_bytes = digits_search.variant("ort-all").size_bytes
+    assert int8.size_bytes is not None and fp32_bytes is not None and int8.size_bytes < 0.4 * fp32_bytes
 
 
 def test_pytorch_dynamic_int8_reports_its_size(digits_search: SearchResult) -> None:
@@ -157,11 +159,36 @@ def test_to_dict_is_plain_json_with_every_variant(digits_search: SearchResult) -
     assert report["batch_invariant_required"] is False
     assert report["hardware"]["threads"] >= 1
     baseline = report["variants"][0]
-    assert baseline["speedup"]["throughput"] == pytest.approx(
-        baseline["speeds"][1]["best_items_per_s"] / baseline["speeds"][1]["items_per_s"]
-    )
+    # the baseline against itself at the same batching; images have no length to sort by
+    assert baseline["speedup"]["throughput"] == pytest.approx(1.0)
+    assert baseline["speedup"]["sorted_throughput"] is None and baseline["speedup"]["sorting"] is None
     skipped = next(v for v in report["variants"] if v["status"] == "skipped")
     assert skipped["speedup"] is None and skipped["speeds"] == [] and skipped["quality"] is None
+
+
+def test_a_speedup_above_50x_is_flagged_as_suspect(digits_search: SearchResult) -> None:
+    """The 1241x of a baseline timed under contention: the same real result with the baseline 100x slower."""
+    from rich.console import Console
+
+    from computewise.report.optimize import print_optimize
+
+    baseline, chosen = digits_search.variant("baseline"), digits_search.chosen
+    assert chosen is not None
+    slowed = [dataclasses.replace(s, p50_ms=s.p50_ms * 100, items_per_s=s.items_per_s / 100) for s in baseline.speeds]
+    variants = [dataclasses.replace(v, speeds=slowed) if v is baseline else v for v in digits_search.variants]
+    replayed = dataclasses.replace(digits_search, variants=variants)
+    gains = replayed.speedup(chosen)
+    assert gains["throughput"] is not None and gains["throughput"] > SUSPECT_RATIO
+    assert gains["suspect"] is True
+    assert any(w.startswith(f"{chosen.name}: a speed-up above 50x") for w in replayed.warnings)
+    out = io.StringIO()
+    print_optimize(replayed.to_dict(), Console(file=out, width=400, color_system=None))
+    text = out.getvalue()
+    assert f"{gains['throughput']:.2f}x (suspect)" in text and "warnings" in text
+    honest = digits_search.speedup(chosen)
+    assert honest["suspect"] == any(
+        r > SUSPECT_RATIO for r in (honest["throughput"], honest["latency"]) if r is not None
+    )
 
 
 def test_the_latency_target_ranks_by_p50_at_the_smallest_batch(digits_search: SearchResult) -> None:

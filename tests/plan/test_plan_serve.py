@@ -53,7 +53,9 @@ def test_peak_and_mean_replicas_and_three_bills_by_hand() -> None:
     assert plan.usd_per_1000_requests["always-on"] == pytest.approx(10220.0 / requests_per_month * 1000)
     assert plan.usd_per_1000_requests["always-on"] == pytest.approx(0.0648148, rel=1e-5)
     assert plan.monthly_usd["autoscaled"] == pytest.approx(2 * 2.0 * HOURS)  # the mean's replicas all month
-    assert plan.monthly_usd["scale-to-zero"] == pytest.approx(60.0 / 32.5 * 2.0 * HOURS)  # pay per use
+    # No hourly profile, so no idle gap is known: on/off traffic (7 replicas 30% of the time = 2.1) saves
+    # nothing over the mean's 2 replicas, and fractional "pay per use" replicas are not on offer.
+    assert plan.monthly_usd["scale-to-zero"] == pytest.approx(2 * 2.0 * HOURS)
     assert plan.schedule is None
     assert any("no hourly profile" in note for note in plan.notes)
     assert json.loads(json.dumps(plan.to_dict()))["replicas"] == {"at_peak": 7, "at_mean": 2, "min": 1}
@@ -290,3 +292,32 @@ def test_ray_config_uses_littles_law_for_ongoing_requests() -> None:
     default = plan_serving(50.0, TrafficProfile(200.0, 60.0), 2.0).ray_serve_config("m")
     assert default["autoscaling_config"]["target_ongoing_requests"] == 2.0
     assert default["max_ongoing_requests"] == 3
+
+
+@pytest.mark.parametrize("capacity_rps", [10.0, 3.0, 0.5])
+def test_constant_traffic_gives_scale_to_zero_no_fewer_replicas_than_always_on(capacity_rps: float) -> None:
+    """A replica only goes to zero in an idle gap, and constant traffic has none: 5 rps on replicas planned
+    at 6.5 rps used to average 0.77 replicas, below the one replica the load needs every hour."""
+    plan = plan_serving(capacity_rps, TrafficProfile(peak_rps=5.0, mean_rps=5.0), hourly_usd_per_replica=1.0)
+    needed = replicas_needed(5.0, capacity_rps * 0.65)
+    zero = plan.scale_to_zero
+    assert zero.average_replicas >= needed
+    assert zero.average_replicas == plan.always_on.average_replicas
+    assert plan.monthly_usd["scale-to-zero"] == plan.monthly_usd["always-on"]
+    assert any("scale-to-zero never scales to zero" in note for note in plan.notes)
+    assert not any("wait about" in note for note in plan.notes)  # no cold start without an idle period
+
+
+def test_constant_hourly_profile_and_flat_flags_agree() -> None:
+    """The same constant traffic, as a 24-hour profile or as --peak-rps alone, bills scale-to-zero alike."""
+    flat = plan_serving(10.0, TrafficProfile(peak_rps=5.0, mean_rps=5.0), hourly_usd_per_replica=1.0)
+    hourly = plan_serving(10.0, TrafficProfile.from_hourly([5.0] * 24), hourly_usd_per_replica=1.0)
+    assert flat.scale_to_zero.average_replicas == hourly.scale_to_zero.average_replicas == 1.0
+
+
+def test_a_mean_below_the_peak_without_a_profile_is_read_as_on_off_traffic() -> None:
+    """Peak 50, mean 5: 2 replicas (the peak's at 32.5 rps each) for 10 % of the hours beat the mean's 1 all month."""
+    plan = plan_serving(50.0, TrafficProfile(peak_rps=50.0, mean_rps=5.0), hourly_usd_per_replica=1.0)
+    assert plan.scale_to_zero.average_replicas == pytest.approx(2 * 0.1)
+    assert plan.scale_to_zero.average_replicas < plan.autoscaled.average_replicas
+    assert "on/off traffic assumed" in plan.scale_to_zero.basis

@@ -27,7 +27,7 @@ def test_numbers_keep_every_digit_at_80_columns() -> None:
         ),
         numeric=frozenset({4, 5, 6, 7, 8}),
     )
-    console = Console(width=80, record=True, color_system=None)
+    console = Console(width=80, record=True, force_terminal=True, color_system=None)
     _print_grid(grid, "frontier", console)
     text = console.export_text()
     assert all(len(line) <= 80 for line in text.splitlines())

@@ -84,7 +84,7 @@ def test_more_ranks_than_gpus_is_refused_and_oversubscribed_cores_warned() -> No
     cpu = _Hardware("cpu", "test CPU", cores=2, gpus=0, memory_bytes=None)
     assert _check_world_sizes((1, 2), 1, cpu) == []
     (warning,) = _check_world_sizes((1, 4), 1, cpu)
-    assert "oversubscribe the 2 usable CPU core(s)" in warning
+    assert "oversubscribe the 2 usable CPU cores" in warning
 
 
 def test_options_refuse_nonsense() -> None:

@@ -7,6 +7,7 @@ ran this month. The forecast is a straight line at the recent burn rate::
     burn_rate_usd_per_day = spend in [now - w, now) / w,   w = clamp(now - first matching run start, 1 d, 7 d)
     projected_month_end   = spent + burn_rate x (month end - now)
     runs_out_at           = now + (monthly - spent) / burn_rate, if that falls before the month ends
+    ran_out_at            = the instant this month's accrued spend reached the budget, once it has
 
 The trailing week (rather than month to date) follows a change of pace within days and does not
 reset on the 1st; the one-day floor keeps a team's very first hour from being extrapolated 24-fold.
@@ -63,7 +64,8 @@ class BudgetStatus:
     burn_rate_usd_per_day: float
     burn_window_s: float
     projected_month_end_usd: float
-    runs_out_at_s: float | None
+    runs_out_at_s: float | None  # the forecast, while money is left
+    ran_out_at_s: float | None  # when the spend reached the budget, once it has (exhausted)
     fired_pct: tuple[float, ...]
 
     @property
@@ -107,6 +109,8 @@ class BudgetStatus:
             "projected_month_end_usd": self.projected_month_end_usd,
             "runs_out_at_s": self.runs_out_at_s,
             "runs_out_at": None if self.runs_out_at_s is None else iso_utc(self.runs_out_at_s),
+            "ran_out_at_s": self.ran_out_at_s,
+            "ran_out_at": None if self.ran_out_at_s is None else iso_utc(self.ran_out_at_s),
             "fired_pct": list(self.fired_pct),
         }
 
@@ -230,6 +234,9 @@ def _status(budget: BudgetRow, runs: Sequence[PricedRun], now_s: float, fired: t
     if spent_usd < budget.monthly_usd and rate_usd_per_s > 0:
         candidate_s = now_s + (budget.monthly_usd - spent_usd) / rate_usd_per_s
         runs_out_at_s = candidate_s if candidate_s < month_to_s else None
+    ran_out_at_s = (
+        _ran_out_at_s(matching, month_from_s, now_s, budget.monthly_usd) if spent_usd >= budget.monthly_usd else None
+    )
     return BudgetStatus(
         budget=budget,
         scope=scope,
@@ -244,8 +251,29 @@ def _status(budget: BudgetRow, runs: Sequence[PricedRun], now_s: float, fired: t
         burn_window_s=window_s,
         projected_month_end_usd=spent_usd + rate_usd_per_s * (month_to_s - now_s),
         runs_out_at_s=runs_out_at_s,
+        ran_out_at_s=ran_out_at_s,
         fired_pct=fired,
     )
+
+
+def _ran_out_at_s(runs: Sequence[PricedRun], month_from_s: float, now_s: float, monthly_usd: float) -> float:
+    """The first instant this month when accrued spend reached ``monthly_usd`` (to within a second).
+
+    Spend accrues over each run's wall time, so month-to-date spend grows monotonically with the end
+    of the window: bisection finds the crossing. Called only when spend at ``now_s`` is already over.
+    """
+
+    def spent_by(t_s: float) -> float:
+        return sum(r.cost.cost_usd * r.share(month_from_s, t_s) for r in runs)
+
+    low_s, high_s = month_from_s, now_s
+    while high_s - low_s > 1.0:
+        middle_s = (low_s + high_s) / 2.0
+        if spent_by(middle_s) >= monthly_usd:
+            high_s = middle_s
+        else:
+            low_s = middle_s
+    return high_s
 
 
 def _message(status: BudgetStatus, threshold: float) -> str:
@@ -255,7 +283,8 @@ def _message(status: BudgetStatus, threshold: float) -> str:
         f"{status.period} ({status.pct_used:.0f} %, alert at {threshold:g} %)"
     )
     if status.exhausted:
-        return text + "; the budget is used up"
+        ran_out = "" if status.ran_out_at_s is None else f" since {iso_utc(status.ran_out_at_s)}"
+        return f"{text}; the budget is used up{ran_out}"
     if status.runs_out_at_s is not None:
         return (
             f"{text}; at {format_usd(status.burn_rate_usd_per_day)}/day it runs out on {iso_utc(status.runs_out_at_s)}"

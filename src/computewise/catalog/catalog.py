@@ -189,12 +189,17 @@ class Catalog:
     def clouds(self) -> tuple[str, ...]:
         return tuple(sorted({row.cloud for row in self.offerings}))
 
+    def cloud(self, name: str) -> str:
+        """The cloud the user named (case and spaces ignored), or ``UnknownNameError`` with the closest ones."""
+        wanted = name.strip().lower()
+        if wanted not in self.clouds():
+            raise UnknownNameError("cloud", name, self.clouds())
+        return wanted
+
     def _in_cloud_region(self, rows: Sequence[Offering], cloud: str | None, region: str | None) -> tuple[Offering, ...]:
         if cloud is not None:
-            cloud = cloud.strip().lower()
-            if cloud not in self.clouds():
-                raise UnknownNameError("cloud", cloud, self.clouds())
-            rows = [row for row in rows if row.cloud == cloud]
+            wanted = self.cloud(cloud)
+            rows = [row for row in rows if row.cloud == wanted]
         if region is not None:
             region = region.strip().lower()
             regions = {row.region for row in rows}

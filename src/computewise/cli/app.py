@@ -39,7 +39,6 @@ app.add_typer(catalog_cmd.app, name="catalog")
 app.command(
     "run",
     context_settings={"allow_interspersed_args": False, "ignore_unknown_options": True},
-    no_args_is_help=True,
 )(run_cmd.run)
 app.add_typer(runs_cmd.app, name="runs")
 app.add_typer(cost_cmd.app, name="cost")

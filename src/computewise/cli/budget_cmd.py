@@ -31,10 +31,12 @@ def set_(
 ) -> None:
     """Create or replace the budget of a scope."""
     from computewise.account.budgets import budget_status, set_budget
+    from computewise.units import parse_usd
 
-    ledger = open_ledger(db)
+    usd = parse_usd(monthly_usd, "--monthly-usd")  # before the ledger is opened, so a typo creates nothing
+    ledger = open_ledger(db, create=True)
     now_s = time.time()
-    budget = set_budget(ledger, scope, monthly_usd, now_s, alert_at=alert_at, webhook_url=webhook, command=command)
+    budget = set_budget(ledger, scope, usd, now_s, alert_at=alert_at, webhook_url=webhook, command=command)
     status = next(s for s in budget_status(ledger, now_s) if s.budget.id == budget.id)
     if as_json:
         sys.stdout.write(json.dumps(status.to_dict(), indent=2) + "\n")
@@ -43,6 +45,8 @@ def set_(
             f"budget {budget.scope}: ${budget.monthly_usd:,.2f}/month, alerts at "
             f"{', '.join(f'{p:g} %' for p in budget.alert_at_pct)}; {status.pct_used:.0f} % used this month",
             highlight=False,
+            markup=False,
+            emoji=False,
         )
 
 

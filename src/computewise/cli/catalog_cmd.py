@@ -16,17 +16,15 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.table import Table
+
+from computewise.units import plural
 
 if TYPE_CHECKING:
     from computewise.catalog import Catalog, Row, TableName
+    from computewise.errors import ComputewiseError
+    from computewise.report.rows import Grid
     from computewise.specs.hardware import (
         Accelerator,
-        Assumption,
-        CarbonIntensity,
-        NetworkFabric,
-        Offering,
-        OnPremCost,
         Pricing,
     )
 
@@ -39,7 +37,7 @@ app = typer.Typer(
     no_args_is_help=True,
 )
 
-_stdout = Console(highlight=False)
+_stdout = Console(highlight=False, markup=False, emoji=False)  # catalog text may come from the user's own files
 
 CatalogPaths = Annotated[
     list[Path] | None,
@@ -80,131 +78,41 @@ def _usd(value: float | None) -> str:
     return "-" if value is None else format_usd(value)
 
 
-def _si(value: float, unit: str) -> str:
-    """Decimal prefixes, as vendors quote peaks and bandwidth (989.5 TFLOP/s, 3.35 TB/s)."""
-    for prefix, scale in (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6)):
-        if value >= scale:
-            return f"{value / scale:.4g} {prefix}{unit}"
-    return f"{value:.4g} {unit}"
-
-
 # ------------------------------------------------------------------------------ list
 
 
-def _accelerator_table(rows: tuple[Accelerator, ...]) -> Table:
-    table = Table(title="accelerators")
-    for column in ("slug", "kind", "memory", "bandwidth", "bf16 peak", "fp8 peak", "TDP", "aliases"):
-        table.add_column(column, justify="right" if column not in ("slug", "kind", "aliases") else "left")
-    for acc in rows:
-        table.add_row(
-            acc.slug,
-            acc.kind,
-            _si(acc.memory_bytes, "B"),
-            _si(acc.memory_bandwidth_bytes_per_s, "B/s"),
-            _si(acc.peak_flops_for("bf16"), "FLOP/s"),
-            _si(acc.peak_flops["fp8"], "FLOP/s") if "fp8" in acc.peak_flops else "-",
-            f"{acc.tdp_w:.0f} W" if acc.tdp_w else "n/p",
-            ", ".join(acc.aliases),
-        )
-    return table
+def _print_titled(title: str, grid: Grid) -> None:
+    """A bold title over the table, printed as every table of the CLI is (numbers whole, text folded)."""
+    from rich.text import Text
+
+    from computewise.report.table import print_table
+
+    _stdout.print(Text(title, style="bold"))
+    print_table(grid, _stdout)
 
 
-def _offering_table(rows: tuple[Offering, ...], title: str = "offerings") -> Table:
-    from computewise.catalog import usd_per_accelerator_h
-
-    table = Table(title=title)
-    for column in (
-        "cloud",
-        "instance type",
-        "accelerator",
-        "region",
-        "on-demand/h",
-        "spot/h",
-        "1y/h",
-        "3y/h",
-        "per accel-h",
-    ):
-        table.add_column(column, justify="right" if column.endswith("h") else "left")
-    for row in rows:
-        table.add_row(
-            row.cloud,
-            row.instance_type,
-            f"{row.accelerator_count}x {row.accelerator}",
-            row.region,
-            _usd(row.on_demand_usd_per_h),
-            _usd(row.spot_usd_per_h),
-            _usd(row.reserved_1y_usd_per_h),
-            _usd(row.reserved_3y_usd_per_h),
-            _usd(usd_per_accelerator_h(row)),
-        )
-    return table
-
-
-def _carbon_table(rows: tuple[CarbonIntensity, ...]) -> Table:
-    table = Table(title="carbon")
-    for column in ("cloud", "region", "gCO2/kWh", "source"):
-        table.add_column(column, overflow="fold")
-    for row in rows:
-        table.add_row(row.cloud, row.region, f"{row.g_co2_per_kwh:.0f}", row.source)
-    return table
-
-
-def _onprem_table(catalog: Catalog, rows: tuple[OnPremCost, ...]) -> Table:
-    """Owned servers, with the hourly cost per accelerator at the catalog's power price, PUE and utilization."""
-    power_usd_per_kwh = catalog.assumption("onprem_power_usd_per_kwh")
-    pue = catalog.assumption("onprem_pue")
-    utilization = catalog.assumption("onprem_utilization")
-    table = Table(
-        title=f"onprem (per accel-h at {utilization:.0%} utilization, PUE {pue:g}, ${power_usd_per_kwh:g}/kWh)"
+def _render(catalog: Catalog, rows: tuple[Row, ...], table_name: TableName) -> tuple[str, Grid]:
+    from computewise.report.catalog import (
+        accelerator_grid,
+        assumption_grid,
+        carbon_grid,
+        fabric_grid,
+        offering_grid,
+        onprem_grid,
     )
-    for column in ("accelerator", "count", "purchase", "life", "power", "ops/yr", "per accel-h"):
-        table.add_column(column, justify="left" if column == "accelerator" else "right")
-    for row in rows:
-        per_h = row.usd_per_h(power_usd_per_kwh, pue, utilization) / row.accelerator_count
-        table.add_row(
-            row.accelerator,
-            str(row.accelerator_count),
-            _usd(row.purchase_usd),
-            f"{row.lifetime_years:g} y",
-            f"{row.server_power_w / 1000:.1f} kW",
-            _usd(row.ops_usd_per_year),
-            _usd(per_h),
-        )
-    return table
-
-
-def _assumption_table(rows: tuple[Assumption, ...]) -> Table:
-    table = Table(title="assumptions")
-    for column in ("key", "value", "unit", "source"):
-        table.add_column(column, overflow="fold")
-    for row in rows:
-        table.add_row(row.key, f"{row.value:g}", row.unit, row.source)
-    return table
-
-
-def _fabric_table(rows: tuple[NetworkFabric, ...]) -> Table:
-    table = Table(title="fabrics (inter-node networks)")
-    for column in ("fabric", "name", "efficiency", "latency", "source"):
-        table.add_column(column, overflow="fold")
-    for row in rows:
-        table.add_row(row.fabric, row.name, f"{row.network_efficiency:g}", f"{row.latency_s * 1e6:g} us", row.source)
-    return table
-
-
-def _render(catalog: Catalog, rows: tuple[Row, ...], table_name: TableName) -> Table:
     from computewise.specs.hardware import Accelerator, Assumption, CarbonIntensity, NetworkFabric, Offering, OnPremCost
 
     if table_name == "accelerators":
-        return _accelerator_table(tuple(r for r in rows if isinstance(r, Accelerator)))
+        return "accelerators", accelerator_grid(tuple(r for r in rows if isinstance(r, Accelerator)))
     if table_name == "offerings":
-        return _offering_table(tuple(r for r in rows if isinstance(r, Offering)))
+        return "offerings", offering_grid(tuple(r for r in rows if isinstance(r, Offering)))
     if table_name == "carbon":
-        return _carbon_table(tuple(r for r in rows if isinstance(r, CarbonIntensity)))
+        return "carbon", carbon_grid(tuple(r for r in rows if isinstance(r, CarbonIntensity)))
     if table_name == "onprem":
-        return _onprem_table(catalog, tuple(r for r in rows if isinstance(r, OnPremCost)))
+        return onprem_grid(catalog, tuple(r for r in rows if isinstance(r, OnPremCost)))
     if table_name == "fabrics":
-        return _fabric_table(tuple(r for r in rows if isinstance(r, NetworkFabric)))
-    return _assumption_table(tuple(r for r in rows if isinstance(r, Assumption)))
+        return "fabrics (inter-node networks)", fabric_grid(tuple(r for r in rows if isinstance(r, NetworkFabric)))
+    return "assumptions", assumption_grid(tuple(r for r in rows if isinstance(r, Assumption)))
 
 
 def _rows_in_cloud(catalog: Catalog, table_name: TableName, cloud: str) -> tuple[Row, ...]:
@@ -256,8 +164,8 @@ def list_table(
             }
         )
         return
-    _stdout.print(_render(catalog, rows, table_name))
-    _stdout.print(f"{len(rows)} rows; {table_name} {_age_line(catalog, table_name)}")
+    _print_titled(*_render(catalog, rows, table_name))
+    _stdout.print(f"{plural(len(rows), 'row')}; {table_name} {_age_line(catalog, table_name)}")
 
 
 # ------------------------------------------------------------------------------ show
@@ -290,24 +198,32 @@ def _show_accelerator(catalog: Catalog, acc: Accelerator, as_json: bool) -> None
             }
         )
         return
-    specs = Table(title=f"{acc.name} ({acc.slug})", show_header=False)
-    specs.add_column("field")
-    specs.add_column("value", overflow="fold")
-    specs.add_row("vendor / kind", f"{acc.vendor} / {acc.kind} ({acc.form_factor or 'n/a'})")
-    specs.add_row("aliases", ", ".join(acc.aliases) or "-")
-    specs.add_row("memory", f"{_si(acc.memory_bytes, 'B')} at {_si(acc.memory_bandwidth_bytes_per_s, 'B/s')}")
-    for dtype, flops in acc.peak_flops.items():
-        specs.add_row(f"{dtype} peak (dense)", _si(flops, "OP/s" if dtype == "int8" else "FLOP/s"))
-    specs.add_row("TDP", f"{acc.tdp_w:.0f} W" if acc.tdp_w else "not published")
-    specs.add_row(
-        "interconnect",
-        _si(acc.interconnect_bytes_per_s, "B/s") + " per direction" if acc.interconnect_bytes_per_s else "none",
-    )
-    specs.add_row("source", acc.source)
-    specs.add_row("retrieved", f"{acc.retrieved} ({catalog.origin(acc)})")
-    _stdout.print(specs)
+    from rich.text import Text
+
+    from computewise.report.catalog import offering_grid, onprem_grid, si
+    from computewise.report.terminal import print_pairs
+
+    specs = [
+        ("vendor / kind", f"{acc.vendor} / {acc.kind} ({acc.form_factor or 'n/a'})"),
+        ("aliases", ", ".join(acc.aliases) or "-"),
+        ("memory", f"{si(acc.memory_bytes, 'B')} at {si(acc.memory_bandwidth_bytes_per_s, 'B/s')}"),
+        *(
+            (f"{dtype} peak (dense)", si(flops, "OP/s" if dtype == "int8" else "FLOP/s"))
+            for dtype, flops in acc.peak_flops.items()
+        ),
+        ("TDP", f"{acc.tdp_w:.0f} W" if acc.tdp_w else "not published"),
+        (
+            "interconnect",
+            si(acc.interconnect_bytes_per_s, "B/s") + " per direction" if acc.interconnect_bytes_per_s else "none",
+        ),
+        ("source", acc.source),
+        ("retrieved", f"{acc.retrieved} ({catalog.origin(acc)})"),
+    ]
+    _stdout.print(Text(f"{acc.name} ({acc.slug})", style="bold"))
+    print_pairs(specs, _stdout)
     if offerings:
-        _stdout.print(_offering_table(offerings, title=f"offerings with {acc.slug}"))
+        _stdout.print()
+        _print_titled(f"offerings with {acc.slug}", offering_grid(offerings))
         for pricing, offering in cheapest.items():
             if offering is not None:
                 _stdout.print(
@@ -318,22 +234,25 @@ def _show_accelerator(catalog: Catalog, acc: Accelerator, as_json: bool) -> None
     else:
         _stdout.print(f"no cloud offering in the catalog rents {acc.slug}")
     if onprem:
-        _stdout.print(_onprem_table(catalog, onprem))
+        _stdout.print()
+        _print_titled(*onprem_grid(catalog, onprem))
 
 
 def _show_instance(catalog: Catalog, name: str, as_json: bool) -> None:
+    from computewise.report.catalog import offering_grid, si
+
     offerings = catalog.instance_offerings(name)
     if as_json:
         _print_json(
             {"instance_type": offerings[0].instance_type, "offerings": [_row_json(catalog, o) for o in offerings]}
         )
         return
-    _stdout.print(_offering_table(offerings, title=offerings[0].instance_type))
+    _print_titled(offerings[0].instance_type, offering_grid(offerings))
     first = offerings[0]
     _stdout.print(
-        f"{first.vcpus} vCPUs, {_si(first.ram_bytes, 'B')} RAM, network {_si(first.network_bytes_per_s, 'B/s')}"
+        f"{first.vcpus} vCPUs, {si(first.ram_bytes, 'B')} RAM, network {si(first.network_bytes_per_s, 'B/s')}"
         if first.network_bytes_per_s
-        else f"{first.vcpus} vCPUs, {_si(first.ram_bytes, 'B')} RAM, network not published"
+        else f"{first.vcpus} vCPUs, {si(first.ram_bytes, 'B')} RAM, network not published"
     )
     oldest = min(date.fromisoformat(o.retrieved) for o in offerings)
     _stdout.print(f"source: {first.source}\nretrieved {oldest.isoformat()}, {(date.today() - oldest).days} days ago")
@@ -373,16 +292,54 @@ def validate(
         list[Path] | None,
         typer.Argument(help="Catalog CSV files or directories to check with the bundled and user files."),
     ] = None,
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json", help="Print one JSON object: valid, errors (file, line, column, message, hint) and counts."
+        ),
+    ] = False,
 ) -> None:
     """Check the bundled, user and given catalog files; exit 2 naming the file, line and column of a bad cell."""
+    from rich.text import Text
+
+    from computewise.cli.common import print_error
+    from computewise.errors import ComputewiseError
+    from computewise.report.catalog import files_grid
+
+    if as_json:
+        try:
+            catalog = _load(paths)
+        except ComputewiseError as error:
+            # Scripts read the JSON; a person still sees the error on stderr; the exit code is a user error's.
+            _print_json({"valid": False, "errors": [_error_json(error)], "files": [], "counts": None})
+            print_error(error)
+            raise typer.Exit(2) from None
+        _print_json({"valid": True, "errors": [], "files": [asdict(f) for f in catalog.files], **_counts(catalog)})
+        return
     catalog = _load(paths)
-    table = Table(title="catalog files")
-    table.add_column("file", overflow="fold")
-    table.add_column("table")
-    table.add_column("rows", justify="right")
-    for file in catalog.files:
-        table.add_row(file.path + (" (bundled)" if file.bundled else ""), file.table, str(file.rows))
-    _stdout.print(table)
-    _stdout.print(
-        f"OK: {len(catalog.files)} files, {sum(f.rows for f in catalog.files)} rows; data {_age_line(catalog, None)}"
+    rows = tuple(
+        (file.path + (" (bundled)" if file.bundled else ""), file.table, str(file.rows)) for file in catalog.files
     )
+    _print_titled("catalog files", files_grid(rows))
+    counts = _counts(catalog)["counts"]
+    _stdout.print(
+        Text(f"OK: {plural(counts['files'], 'file')}, {plural(counts['rows'], 'row')}; data {_age_line(catalog, None)}")
+    )
+
+
+def _counts(catalog: Catalog) -> dict[str, Any]:
+    by_table: dict[str, int] = {}
+    for file in catalog.files:
+        by_table[file.table] = by_table.get(file.table, 0) + file.rows
+    return {
+        "counts": {"files": len(catalog.files), "rows": sum(by_table.values()), "rows_by_table": by_table},
+        "oldest_retrieved": catalog.oldest_retrieved(None).isoformat(),
+    }
+
+
+def _error_json(error: ComputewiseError) -> dict[str, Any]:
+    """Where a bad cell is (a CatalogError knows its file, line and column) and how to fix it."""
+    from computewise.errors import CatalogError
+
+    at = (error.path, error.line, error.column) if isinstance(error, CatalogError) else (None, None, None)
+    return {"file": at[0], "line": at[1], "column": at[2], "message": error.message, "hint": error.hint}

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from computewise.catalog import Catalog
     from computewise.estimate import Assumptions
     from computewise.ledger import Ledger
+    from computewise.limits import Limit
     from computewise.monitor.pricing import PriceRequest
     from computewise.specs import ModelSpec
 
@@ -86,21 +87,28 @@ def load(catalog_paths: list[Path] | None) -> tuple[Catalog, Assumptions]:
 
 
 def print_error(error: ComputewiseError) -> None:
-    """``error: ...`` and ``To fix: ...`` on stderr: how every user error reads."""
-    stderr = Console(stderr=True)
-    stderr.print(f"[bold red]error:[/] {escape(error.message)}", highlight=False)
+    """``error: ...`` and ``To fix: ...`` on stderr: how every user error reads.
+
+    Lines are never broken by the printer (``soft_wrap``): a path or a command in a message must stay
+    whole to be copied, and a terminal folds long lines by itself."""
+    stderr = Console(stderr=True, emoji=False)  # a message echoes what the user typed: `x:factory` stays text
+    stderr.print(f"[bold red]error:[/] {escape(error.message)}", highlight=False, soft_wrap=True)
     if error.hint:
-        stderr.print(f"[bold]To fix:[/] {escape(error.hint)}", highlight=False)
+        stderr.print(f"[bold]To fix:[/] {escape(error.hint)}", highlight=False, soft_wrap=True)
 
 
-def open_ledger(url: str | None) -> Ledger:
-    """Open the ledger and mark as crashed the runs whose monitor died without saying so (SIGKILL, power loss)."""
+def open_ledger(url: str | None, *, create: bool = False) -> Ledger:
+    """Open the ledger and mark as crashed the runs whose monitor died without saying so (SIGKILL, power loss).
+
+    Only verbs that record something pass ``create=True``; a verb that reads never makes a ledger (or a
+    directory) out of a mistyped ``--db``.
+    """
     import socket
     import time
 
     from computewise.ledger import Ledger
 
-    ledger = Ledger.open(url)
+    ledger = Ledger.open(url, create=create)
     change = ledger.schema_change
     if change is not None and change.from_revision is not None:
         backup = f"; the previous file is kept at {change.backup}" if change.backup else ""
@@ -108,6 +116,8 @@ def open_ledger(url: str | None) -> Ledger:
             f"computewise: migrated the ledger {ledger.url} from schema {change.from_revision} "
             f"to {change.to_revision}{backup}",
             highlight=False,
+            markup=False,
+            emoji=False,
         )
     ledger.mark_crashed(time.time(), socket.gethostname())
     return ledger
@@ -136,7 +146,33 @@ def emit(
     else:
         show(data, Console())
         if html_path is not None:
-            Console(stderr=True).print(f"wrote {html_path}")
+            Console(stderr=True).print(f"wrote {html_path}", highlight=False, markup=False, emoji=False)
+
+
+def bounded_float(flag: str, limit: Limit | None = None) -> Callable[[str | float], float]:
+    """Typer ``parser=`` for a flag typed as a number: its range from ``limits.FLAG_LIMITS`` (or ``limit``).
+
+    Typer alone would take ``--rate 1e30`` or ``--port 99999``; through this, a value out of range, or empty,
+    is an ``InputError`` that names the flag, its range and why (exit 2).
+    """
+    from computewise.units import parse_flag_number
+
+    return lambda text: parse_flag_number(text, flag, limit)
+
+
+def bounded_int(flag: str, limit: Limit | None = None) -> Callable[[str | int], int]:
+    """``bounded_float`` for a whole number (ports, counts of replicas, threads, steps)."""
+    from computewise.units import parse_flag_number
+
+    return lambda text: int(parse_flag_number(text, flag, limit))
+
+
+def whole_numbers(text: str, flag: str) -> tuple[int, ...]:
+    """A comma-separated flag ('1,8,32'): each number in the flag's range, sorted, without repeats."""
+    from computewise.units import parse_flag_number
+
+    parts = [part for part in text.split(",") if part.strip()] or [""]  # nothing at all reads as empty
+    return tuple(sorted({int(parse_flag_number(part, flag)) for part in parts}))
 
 
 def choice(value: str, allowed: tuple[Choice, ...], flag: str) -> Choice:
@@ -151,14 +187,14 @@ def training_tokens(text: str | None, spec: ModelSpec) -> float:
     """--tokens, or 20 per parameter: the compute-optimal ratio of Hoffmann et al. 2022 (Chinchilla)."""
     from computewise.units import parse_count
 
-    return parse_count(text, "--tokens") if text else 20.0 * spec.params
+    return parse_count(text, "--tokens") if text is not None else 20.0 * spec.params
 
 
 def sequence_length(text: str | None, spec: ModelSpec) -> int:
     """--seq-len, or the model's context capped at 4096; models without a sequence train on samples."""
     from computewise.units import parse_positive_int
 
-    if text:
+    if text is not None:
         return parse_positive_int(text, "--seq-len")
     return min(spec.max_seq_len, 4096) if spec.is_transformer else 1
 

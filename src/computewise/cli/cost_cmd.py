@@ -44,9 +44,11 @@ def report(
         sys.stdout.write(csv_text(result.csv_rows(include_total=True)))
     else:
         console = Console()
-        window = f"since {result.to_dict()['since']}" if since_s is not None else "all time"
-        print_grid(cost_grid(result.to_dict()), console, f"spend {window} until {result.to_dict()['until']}")
-        console.print("* energy estimated for some runs (no GPU energy counter)", style="dim")
+        data = result.to_dict()
+        window = f"since {data['since']}" if since_s is not None else "all time"
+        print_grid(cost_grid(data), console, f"spend {window} until {data['until']}", more="--json or --csv")
+        if data["rows"] and not data["total"]["energy_all_measured"]:
+            console.print("* energy estimated for some runs (no GPU energy counter)", style="dim")
 
 
 @app.command("anomalies")
@@ -63,6 +65,7 @@ def anomalies(
     from computewise.account.anomalies import spend_anomalies
     from computewise.account.periods import parse_time_s
     from computewise.report.accounts import anomalies_grid, csv_text, print_grid
+    from computewise.report.rows import plural
 
     now_s = time.time()
     result = spend_anomalies(
@@ -74,6 +77,7 @@ def anomalies(
     elif as_csv:
         sys.stdout.write(csv_text(result.csv_rows()))
     elif not data["anomalies"]:
-        Console().print(f"no spend anomalies since {data['since'][:10]} ({len(data['series'])} group(s) checked)")
+        checked = plural(len(data["series"]), "group")
+        Console().print(f"no spend anomalies since {data['since'][:10]} ({checked} checked)")
     else:
-        print_grid(anomalies_grid(data), Console(), f"spend anomalies since {data['since'][:10]}")
+        print_grid(anomalies_grid(data), Console(), f"spend anomalies since {data['since'][:10]}", "--json or --csv")

@@ -14,6 +14,7 @@ from computewise.cli.common import (
     OptimizerOption,
     SeqLenOption,
     TokensOption,
+    bounded_int,
     choice,
     emit,
     load,
@@ -41,7 +42,11 @@ def train(
     seq_len: SeqLenOption = None,
     micro_batch: Annotated[str, typer.Option(help="Sequences per device per micro-step.")] = "1",
     global_batch: Annotated[
-        str | None, typer.Option(help="Sequences per optimizer step. Default micro-batch*dp.")
+        str | None,
+        typer.Option(
+            help="Sequences per optimizer step. Default: about 1M tokens at 8B parameters, growing with the model "
+            "(as plan train), rounded to a multiple of dp*micro-batch."
+        ),
     ] = None,
     precision: Annotated[str, typer.Option(help="auto (bf16, else fp16), bf16, fp16, fp32 or fp8.")] = "auto",
     optimizer: OptimizerOption = "adamw",
@@ -80,6 +85,7 @@ def train(
     """Memory per device, FLOPs, time, cost, energy and CO2 of one training configuration."""
     from computewise.estimate import estimate_train
     from computewise.estimate.layout import default_framework
+    from computewise.estimate.train import default_global_batch, default_global_batch_note
     from computewise.report import estimate_html, print_estimate
     from computewise.specs import FRAMEWORKS, OPTIMIZERS, PRICINGS, RECOMPUTES
 
@@ -118,7 +124,9 @@ def train(
         tokens=training_tokens(tokens, spec),
         seq_len=seq,
         micro_batch=micro,
-        global_batch=parse_positive_int(global_batch, "--global-batch") if global_batch else micro * dp,
+        global_batch=parse_positive_int(global_batch, "--global-batch")
+        if global_batch is not None
+        else default_global_batch(seq, spec.params, step_multiple=dp * micro),
         precision=_precision(precision, accelerator),
         optimizer=choice(optimizer, OPTIMIZERS, "--optimizer"),
         recompute=choice(recompute, RECOMPUTES, "--recompute"),
@@ -140,6 +148,8 @@ def train(
         utilization=mfu,
     )
     data = result.to_dict()
+    if global_batch is None:
+        data["notes"].append(default_global_batch_note(job.global_batch, seq))
     if not tokens:
         data["notes"].append(f"--tokens not given: 20 tokens per parameter ({job.tokens:.3g}), Chinchilla-optimal")
     emit(data, as_json, html, print_estimate, estimate_html)
@@ -149,7 +159,10 @@ def train(
 def infer(
     model_name: ModelOption,
     gpu: GpuOption,
-    gpus: Annotated[int, typer.Option("--gpus", "-n", help="Accelerators per replica (tensor parallel).")] = 1,
+    gpus: Annotated[
+        int,
+        typer.Option("--gpus", "-n", parser=bounded_int("--gpus"), help="Accelerators per replica (tensor parallel)."),
+    ] = 1,
     batch: Annotated[str, typer.Option(help="Concurrent sequences.")] = "1",
     context_len: Annotated[str, typer.Option(help="Prompt tokens per sequence.")] = "1024",
     output_len: Annotated[str, typer.Option(help="Generated tokens per sequence.")] = "256",
@@ -216,7 +229,12 @@ def comm(
         typer.Option("--bytes", help="Buffer size as nccl-tests counts it: 1GiB, 256MB, 8e9. Default: 8 B .. 8 GiB."),
     ] = None,
     per_node: Annotated[
-        int | None, typer.Option("--per-node", help="Ranks of this group on each node. Default: a full node.")
+        int | None,
+        typer.Option(
+            "--per-node",
+            parser=bounded_int("--per-node"),
+            help="Ranks of this group on each node. Default: a full node.",
+        ),
     ] = None,
     cloud: Annotated[str | None, typer.Option(help="Assume this cloud's instance (aws, azure, ...).")] = None,
     instance: Annotated[str | None, typer.Option(help="Assume this instance type, e.g. p5.48xlarge.")] = None,

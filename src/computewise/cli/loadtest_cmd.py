@@ -9,21 +9,28 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
-from computewise.cli.common import JsonOption
+from computewise.cli.common import JsonOption, bounded_float
 
 if TYPE_CHECKING:
     from computewise.serve.loadtest import LoadResult
 
 EXIT_NO_RATE = 1
 """--find-max found no rate within the SLO, not even the first one tried."""
+EXIT_NO_ANSWER = 1
+"""Not one request got a successful answer: a dead port or a refusing server is a failure, not a result."""
 _PROBE_DURATION = "10s"
 
 
 def loadtest(
     url: Annotated[str, typer.Argument(help="Endpoint to load, e.g. http://127.0.0.1:8000/v1/models/NAME/infer.")],
     rate: Annotated[
-        float, typer.Option(help="Requests per second offered (Poisson arrivals); with --find-max, the first rate.")
+        float,
+        typer.Option(
+            parser=bounded_float("--rate"),
+            help="Requests per second offered (Poisson arrivals); with --find-max, the first rate.",
+        ),
     ] = 10.0,
     duration: Annotated[
         str | None,
@@ -40,7 +47,12 @@ def loadtest(
         ),
     ] = None,
     timeout_s: Annotated[
-        float, typer.Option("--timeout-s", help="Give up on a request this many seconds after its send time.")
+        float,
+        typer.Option(
+            "--timeout-s",
+            parser=bounded_float("--timeout-s"),
+            help="Give up on a request this many seconds after its send time.",
+        ),
     ] = 10.0,
     token: Annotated[str | None, typer.Option(help="Bearer token for a server started with --token.")] = None,
     seed: Annotated[int, typer.Option(help="Seed of the arrival times: the same seed, the same schedule.")] = 0,
@@ -48,9 +60,17 @@ def loadtest(
         bool, typer.Option("--find-max", help="Search the highest rate meeting --slo-p99-ms (ramp, then bisect).")
     ] = False,
     slo_p99_ms: Annotated[
-        float | None, typer.Option("--slo-p99-ms", help="p99 latency target for --find-max, in milliseconds.")
+        float | None,
+        typer.Option(
+            "--slo-p99-ms",
+            parser=bounded_float("--slo-p99-ms"),
+            help="p99 latency target for --find-max, in milliseconds.",
+        ),
     ] = None,
-    max_rate: Annotated[float, typer.Option(help="Highest rate --find-max tries, requests per second.")] = 10000.0,
+    max_rate: Annotated[
+        float,
+        typer.Option(parser=bounded_float("--max-rate"), help="Highest rate --find-max tries, requests per second."),
+    ] = 10000.0,
     as_json: JsonOption = False,
 ) -> None:
     """Offer Poisson-arrival load that does not slow down with the server; report latency as users see it."""
@@ -61,17 +81,14 @@ def loadtest(
     from computewise.serve.loadtest import find_max_rate, load_payloads, run_load
     from computewise.units import parse_duration_s
 
-    if not (rate > 0):
-        raise InputError(f"--rate must be positive, got {rate:g}", "e.g. --rate 50")
-    if not (timeout_s > 0):
-        raise InputError(f"--timeout-s must be positive, got {timeout_s:g}", "e.g. --timeout-s 10")
     if find_max and slo_p99_ms is None:
         raise InputError("--find-max needs --slo-p99-ms", "e.g. --find-max --slo-p99-ms 100")
     if slo_p99_ms is not None and not find_max:
         raise InputError("--slo-p99-ms only applies to --find-max", "add --find-max, or drop --slo-p99-ms")
     if find_max and max_rate < rate:
         raise InputError(f"--max-rate {max_rate:g} is below --rate {rate:g}", "--rate is where the search starts")
-    duration_s = parse_duration_s(duration or ("30s" if not find_max else _PROBE_DURATION), "--duration")
+    default_duration = "30s" if not find_max else _PROBE_DURATION
+    duration_s = parse_duration_s(duration if duration is not None else default_duration, "--duration")
     payloads = load_payloads(payload) if payload is not None else []
     stderr = Console(stderr=True)
     if slo_p99_ms is not None:
@@ -104,7 +121,11 @@ def loadtest(
         print_load_result(data, Console())
     if result.ok == 0:
         kinds = ", ".join(f"{kind} x{count}" for kind, count in result.error_kinds.items()) or "all rejected"
-        stderr.print(f"no request succeeded ({kinds}): is the server up at {url}?", highlight=False)
+        stderr.print(
+            f"[bold red]error:[/] no request succeeded ({escape(kinds)}): is the server up at {escape(url)}?",
+            highlight=False,
+        )
+        sys.exit(EXIT_NO_ANSWER)
 
 
 def _report_max(

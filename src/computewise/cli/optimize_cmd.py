@@ -6,25 +6,18 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 
-from computewise.cli.common import HtmlOption, JsonOption, emit, progress_bar
+from computewise.cli.common import HtmlOption, JsonOption, bounded_int, emit, progress_bar, whole_numbers
 from computewise.errors import InputError
 
+if TYPE_CHECKING:
+    from computewise.optimize.search import SearchResult
+
 EXIT_NO_VARIANT = 1
-
-
-def _batch_sizes(text: str) -> tuple[int, ...]:
-    try:
-        sizes = tuple(sorted({int(part) for part in text.split(",") if part.strip()}))
-    except ValueError as error:
-        raise InputError(f"--batch-sizes {text!r} is not a list of integers", "e.g. --batch-sizes 1,32") from error
-    if not sizes or sizes[0] < 1:
-        raise InputError(f"--batch-sizes {text!r} must name positive sizes", "e.g. --batch-sizes 1,32")
-    return sizes
 
 
 def optimize(
@@ -60,19 +53,28 @@ def optimize(
         bool,
         typer.Option("--batch-invariant", help="Rule out variants whose outputs depend on their batch neighbours."),
     ] = False,
-    time_budget: Annotated[str, typer.Option(help="Cap on the whole search: 10m, 1h, 900s.")] = "15m",
+    time_budget: Annotated[
+        str, typer.Option(help="Wall-clock cap on the whole command, model loading and export included: 10m, 900s.")
+    ] = "15m",
     variants: Annotated[
         str | None, typer.Option(help="Only variants matching these glob patterns, comma-separated: 'ort-int8-*'.")
     ] = None,
     task: Annotated[
         str | None, typer.Option(help="embedding, classifier or regressor. Default: from the model's outputs.")
     ] = None,
-    threads: Annotated[int | None, typer.Option(min=1, help="Threads per variant. Default: every usable CPU.")] = None,
-    max_length: Annotated[int | None, typer.Option(min=1, help="Truncate sentences to this many tokens.")] = None,
+    threads: Annotated[
+        int | None,
+        typer.Option(parser=bounded_int("--threads"), help="Threads per variant. Default: every usable CPU."),
+    ] = None,
+    max_length: Annotated[
+        int | None, typer.Option(parser=bounded_int("--max-length"), help="Truncate sentences to this many tokens.")
+    ] = None,
     as_json: JsonOption = False,
     html: HtmlOption = None,
 ) -> None:
     """Build, grade and time quantized, pruned and compiled variants; export the fastest inside --max-drop."""
+
+    import psutil
 
     from computewise.optimize.quality import load_metric, parse_drop
     from computewise.optimize.search import SearchOptions, run_search
@@ -82,12 +84,13 @@ def optimize(
 
     budget = parse_drop(max_drop)
     options = SearchOptions(
-        batch_sizes=_batch_sizes(batch_sizes),
+        batch_sizes=whole_numbers(batch_sizes, "--batch-sizes"),
         target=target,
         time_budget_s=parse_duration_s(time_budget, "--time-budget"),
         batch_invariant=batch_invariant,
         only=tuple(part.strip() for part in (variants or "").split(",") if part.strip()),
         threads=threads,
+        started_at=psutil.Process().create_time(),  # the budget covers start-up and model loading too
     )
     if out is not None and out.exists() and not out.is_dir():
         raise InputError(f"--out {out} is a file", "give a directory path for the exported model")
@@ -114,7 +117,28 @@ def optimize(
     finally:
         shutil.rmtree(work, ignore_errors=True)
     if data["exported_to"] is not None and not as_json:
-        stderr.print(f"exported {data['exported_to']}")
+        stderr.print(f"exported {data['exported_to']}", markup=False, emoji=False)
     if result.chosen is None and not force:
-        stderr.print("nothing exported: no variant meets the budget (use --force to export the fastest anyway)")
+        stderr.print(
+            f"nothing exported: {_why_nothing(result)} (use --force to export the fastest anyway)",
+            markup=False,
+            emoji=False,
+        )
         sys.exit(EXIT_NO_VARIANT)
+
+
+def _why_nothing(result: SearchResult) -> str:
+    """The reason no variant was chosen, in the terms of the rule that ruled them out."""
+    from computewise.optimize.search import BASELINE
+
+    measured = [v for v in result.variants if v.name != BASELINE and v.status == "ok"]
+    if not measured:
+        return "no variant could be built and measured"
+    fits = [v for v in measured if v.meets_budget]
+    if not fits:
+        return "no variant meets the quality budget"
+    if not any(v.exportable for v in fits):
+        return "the variants within the quality budget cannot be exported"
+    if result.options.batch_invariant and not any(v.batch_invariant for v in fits):
+        return "no variant within the quality budget is batch-invariant"
+    return "no exportable variant within the quality budget is faster than the FP32 baseline"

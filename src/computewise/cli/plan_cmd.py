@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from typing import Annotated
 
 import typer
@@ -15,6 +14,8 @@ from computewise.cli.common import (
     OptimizerOption,
     SeqLenOption,
     TokensOption,
+    bounded_float,
+    bounded_int,
     choice,
     emit,
     load,
@@ -30,22 +31,13 @@ app = typer.Typer(help="Search accelerators, layouts and prices for the best way
 GpuFilter = Annotated[list[str] | None, typer.Option("--gpu", "-g", help="Only these accelerators (repeatable).")]
 CloudFilter = Annotated[list[str] | None, typer.Option("--cloud", help="Only these clouds (repeatable).")]
 RegionFilter = Annotated[list[str] | None, typer.Option("--region", help="Only these regions (repeatable).")]
-TopOption = Annotated[int, typer.Option("--top", help="Candidates to show (JSON: all with --top 0).")]
+TopOption = Annotated[
+    int, typer.Option("--top", parser=bounded_int("--top"), help="Candidates to show (JSON: all with --top 0).")
+]
 
 
 # plan.train.DEFAULT_MAX_GPUS, spelled out so `--help` need not import numpy (a test keeps them equal).
 _DEFAULT_MAX_GPUS = 512
-
-
-def _default_global_batch(seq_len: int, params: float) -> int:
-    """Tokens per step that grow with the model, as a power of two of sequences.
-
-    2^20 tokens at 8B parameters times sqrt(params / 8B), kept within 0.5M-16M: 0.5M for GPT-3's
-    125M-760M models (Brown et al. 2020, table 2.1), 4M at 70B (Llama 2), 8M at 405B (Llama 3 ramped
-    from 4M to 16M). A frontier cluster needs it: dp x micro-batch must divide the batch.
-    """
-    tokens = min(max(2**20 * math.sqrt(params / 8e9), 2**19), 2**24)
-    return max(1, int(2 ** round(math.log2(tokens / seq_len))))
 
 
 @app.command("train")
@@ -80,6 +72,7 @@ def train(
     html: HtmlOption = None,
 ) -> None:
     """Recommended configuration, cost-vs-time Pareto frontier, and every rejected option with its reason."""
+    from computewise.estimate.train import default_global_batch, default_global_batch_note
     from computewise.plan import CLOUD_PRICINGS, TRAIN_PRECISIONS, TrainConstraints, plan_train
     from computewise.plan.train import MAX_GPUS_LIMIT
     from computewise.report import plan_html, print_plan
@@ -100,49 +93,61 @@ def train(
     if not pricings:
         raise InputError("--no-spot removed the only --pricing given", "add --pricing on-demand")
     seq = sequence_length(seq_len, spec)
+    batch = (
+        parse_positive_int(global_batch, "--global-batch")
+        if global_batch is not None
+        else default_global_batch(seq, spec.params)
+    )
     constraints = TrainConstraints(
         tokens=training_tokens(tokens, spec),
         seq_len=seq,
-        global_batch=parse_positive_int(global_batch, "--global-batch")
-        if global_batch
-        else _default_global_batch(seq, spec.params),
+        global_batch=batch,
         optimizer=choice(optimizer, OPTIMIZERS, "--optimizer"),
-        deadline_s=parse_duration_s(deadline, "--deadline") if deadline else None,
-        budget_usd=parse_usd(budget, "--budget") if budget else None,
+        deadline_s=parse_duration_s(deadline, "--deadline") if deadline is not None else None,
+        budget_usd=parse_usd(budget, "--budget") if budget is not None else None,
         max_gpus=max_gpus,
         accelerators=tuple(catalog.accelerator(name).slug for name in gpu or ()),
-        clouds=tuple(c.lower() for c in cloud or ()),
+        clouds=tuple(catalog.cloud(c) for c in cloud or ()),
         regions=tuple(region or ()),
         pricings=pricings,
         precisions=tuple(choice(p, PRECISIONS, "--precision") for p in precision or TRAIN_PRECISIONS),
         objective=choice(optimize, ("cost", "time"), "--optimize"),
     )
     result = plan_train(spec, catalog, assumptions, constraints)
-    emit(result.to_dict(top=top or None), as_json, html, print_plan, plan_html)
+    data = result.to_dict(top=top or None)
+    if global_batch is None:
+        data["notes"] = [*data.get("notes", []), default_global_batch_note(batch, seq)]
+    emit(data, as_json, html, print_plan, plan_html)
 
 
 @app.command("infer")
 def infer(
     model_name: ModelOption,
-    rps: Annotated[float, typer.Option("--rps", help="Peak requests per second.")],
-    mean_rps: Annotated[float | None, typer.Option(help="Mean requests per second (for scale-to-zero).")] = None,
+    rps: Annotated[float, typer.Option("--rps", parser=bounded_float("--rps"), help="Peak requests per second.")],
+    mean_rps: Annotated[
+        float | None,
+        typer.Option(parser=bounded_float("--mean-rps"), help="Mean requests per second (for scale-to-zero)."),
+    ] = None,
     input_len: Annotated[str, typer.Option(help="Prompt tokens per request.")] = "512",
     output_len: Annotated[str, typer.Option(help="Generated tokens per request.")] = "128",
     latency: Annotated[
         str | None, typer.Option(help="Latency target per request, first token to last: 2s, 0.5 (seconds).")
     ] = None,
-    utilization: Annotated[float, typer.Option(help="Target replica utilization at peak.")] = 0.65,
+    utilization: Annotated[
+        float, typer.Option(parser=bounded_float("--utilization"), help="Target replica utilization at peak.")
+    ] = 0.65,
     gpu: GpuFilter = None,
     cloud: CloudFilter = None,
     region: RegionFilter = None,
     precision: Annotated[list[str] | None, typer.Option(help="Precisions to consider (repeatable).")] = None,
+    pricing: Annotated[str, typer.Option(help="on-demand, spot, reserved-1y or reserved-3y.")] = "on-demand",
     top: TopOption = 10,
     catalog_paths: CatalogOption = None,
     as_json: JsonOption = False,
     html: HtmlOption = None,
 ) -> None:
     """Accelerator and replica count for a traffic level, $ per 1000 requests, always-on vs scale-to-zero."""
-    from computewise.plan import INFER_PRECISIONS, InferConstraints, plan_infer
+    from computewise.plan import CLOUD_PRICINGS, INFER_PRECISIONS, InferConstraints, plan_infer
     from computewise.report import plan_html, print_plan
     from computewise.specs import PRECISIONS
 
@@ -154,13 +159,14 @@ def infer(
         requests_per_s=rps,
         input_len=parse_positive_int(input_len, "--input-len"),
         output_len=parse_positive_int(output_len, "--output-len"),
-        latency_s=parse_duration_s(latency, "--latency") if latency else None,
+        latency_s=parse_duration_s(latency, "--latency") if latency is not None else None,
         mean_requests_per_s=mean_rps,
         target_utilization=utilization,
         precisions=tuple(choice(p, PRECISIONS, "--precision") for p in precision or INFER_PRECISIONS),
         accelerators=tuple(catalog.accelerator(name).slug for name in gpu or ()),
-        clouds=tuple(c.lower() for c in cloud or ()),
+        clouds=tuple(catalog.cloud(c) for c in cloud or ()),
         regions=tuple(region or ()),
+        pricing=choice(pricing, CLOUD_PRICINGS, "--pricing"),
     )
     result = plan_infer(spec, catalog, assumptions, constraints)
     emit(result.to_dict(top=top or None), as_json, html, print_plan, plan_html)
@@ -171,21 +177,27 @@ def compare_onprem_cmd(
     gpu: GpuFilter = None,
     catalog_paths: CatalogOption = None,
     as_json: JsonOption = False,
+    html: HtmlOption = None,
 ) -> None:
     """Utilization above which owning a server beats renting the same accelerators."""
     import json
     import sys
 
     from computewise.plan import compare_onprem
-    from computewise.report import print_break_even
+    from computewise.report import break_even_html, print_break_even, write_html
 
     catalog, assumptions = load(catalog_paths)
     rows = compare_onprem(catalog, assumptions, tuple(catalog.accelerator(name).slug for name in gpu or ()))
     if not rows:
         raise InputError("no on-premises server in the catalog matches", "drop --gpu or add rows to onprem.csv")
+    data = [r.to_dict() for r in rows]
+    if html is not None:
+        write_html(html, break_even_html(data))
     if as_json:
-        sys.stdout.write(json.dumps([r.to_dict() for r in rows], indent=2) + "\n")
+        sys.stdout.write(json.dumps({"break_even": data}, indent=2) + "\n")
     else:
         from rich.console import Console
 
-        print_break_even([r.to_dict() for r in rows], Console())
+        print_break_even(data, Console())
+        if html is not None:
+            Console(stderr=True).print(f"wrote {html}", highlight=False, markup=False)

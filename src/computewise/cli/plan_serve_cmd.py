@@ -8,7 +8,6 @@ user asked for: JSON or tables, a Kubernetes HPA manifest, a Ray Serve autoscali
 from __future__ import annotations
 
 import json
-import math
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -16,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.console import Console
 
-from computewise.cli.common import CatalogOption, JsonOption, choice
+from computewise.cli.common import CatalogOption, HtmlOption, JsonOption, bounded_float, bounded_int, choice
 from computewise.errors import InputError
 
 if TYPE_CHECKING:
@@ -28,7 +27,11 @@ _HPA_METRICS: tuple[HpaMetric, ...] = ("rps", "cpu")
 def plan_serve(
     capacity_rps: Annotated[
         float | None,
-        typer.Option("--capacity-rps", help="Requests/s one replica sustains within the latency SLO."),
+        typer.Option(
+            "--capacity-rps",
+            parser=bounded_float("--capacity-rps"),
+            help="Requests/s one replica sustains within the latency SLO.",
+        ),
     ] = None,
     loadtest: Annotated[
         Path | None,
@@ -42,27 +45,42 @@ def plan_serve(
         float | None,
         typer.Option(
             "--latency-ms",
+            parser=bounded_float("--latency-ms"),
             help="Median latency of a request at that load (default: p50 of --loadtest); "
             "sets Ray's target_ongoing_requests by Little's law.",
         ),
     ] = None,
-    peak_rps: Annotated[float | None, typer.Option("--peak-rps", help="Peak requests/s of the service.")] = None,
+    peak_rps: Annotated[
+        float | None,
+        typer.Option("--peak-rps", parser=bounded_float("--peak-rps"), help="Peak requests/s of the service."),
+    ] = None,
     mean_rps: Annotated[
-        float | None, typer.Option("--mean-rps", help="Mean requests/s over the month (default: the peak).")
+        float | None,
+        typer.Option(
+            "--mean-rps", parser=bounded_float("--mean-rps"), help="Mean requests/s over the month (default: the peak)."
+        ),
     ] = None,
     traffic: Annotated[
         Path | None,
         typer.Option("--traffic", help="CSV with the header hour,rps and one row per consecutive hour (a day: 24)."),
     ] = None,
     hourly_usd: Annotated[
-        float | None, typer.Option("--hourly-usd", help="Price of one replica per hour, in USD.")
+        float | None,
+        typer.Option(
+            "--hourly-usd", parser=bounded_float("--hourly-usd"), help="Price of one replica per hour, in USD."
+        ),
     ] = None,
     accelerator: Annotated[
         str | None,
         typer.Option("--accelerator", "-g", help="Price a replica as this accelerator at its cheapest catalog price."),
     ] = None,
     gpus_per_replica: Annotated[
-        int, typer.Option("--gpus-per-replica", help="Accelerators per replica (with --accelerator).")
+        int,
+        typer.Option(
+            "--gpus-per-replica",
+            parser=bounded_int("--gpus-per-replica"),
+            help="Accelerators per replica (with --accelerator).",
+        ),
     ] = 1,
     instance: Annotated[
         str | None, typer.Option("--instance", help="Price a replica as one catalog instance of this type.")
@@ -71,13 +89,26 @@ def plan_serve(
     region: Annotated[str | None, typer.Option(help="Catalog prices in this region only.")] = None,
     pricing: Annotated[str, typer.Option(help="on-demand, spot, reserved-1y or reserved-3y.")] = "on-demand",
     target_utilization: Annotated[
-        float, typer.Option("--target-utilization", help="Share of a replica's capacity planned for, in (0, 1].")
+        float,
+        typer.Option(
+            "--target-utilization",
+            parser=bounded_float("--target-utilization"),
+            help="Share of a replica's capacity planned for, in (0, 1].",
+        ),
     ] = 0.65,
     min_replicas: Annotated[
-        int, typer.Option("--min-replicas", help="Fewest replicas the autoscaled mode keeps up.")
+        int,
+        typer.Option(
+            "--min-replicas", parser=bounded_int("--min-replicas"), help="Fewest replicas the autoscaled mode keeps up."
+        ),
     ] = 1,
     cold_start_s: Annotated[
-        float, typer.Option("--cold-start-s", help="Seconds a new replica takes to serve (scale-to-zero).")
+        float,
+        typer.Option(
+            "--cold-start-s",
+            parser=bounded_float("--cold-start-s"),
+            help="Seconds a new replica takes to serve (scale-to-zero).",
+        ),
     ] = 30.0,
     name: Annotated[str, typer.Option(help="Deployment name in the HPA manifest and the Ray config.")] = "model",
     hpa: Annotated[
@@ -92,21 +123,18 @@ def plan_serve(
     ] = None,
     catalog_paths: CatalogOption = None,
     as_json: JsonOption = False,
+    html: HtmlOption = None,
 ) -> None:
     """Replicas at peak and mean, $/1000 requests and monthly cost of always-on, autoscaled and scale-to-zero."""
     from computewise.plan.replica_price import replica_price
     from computewise.plan.serve import plan_serving
 
     measured = _capacity(capacity_rps, loadtest)
-    if latency_ms is not None and not (latency_ms > 0 and math.isfinite(latency_ms)):
-        raise InputError(f"--latency-ms must be positive, got {latency_ms:g}", "e.g. --latency-ms 40")
     latency_s = latency_ms / 1000.0 if latency_ms is not None else measured.latency_s
     profile, traffic_notes = _traffic(peak_rps, mean_rps, traffic)
     usd_per_h, price_source = replica_price(
         hourly_usd, accelerator, gpus_per_replica, instance, cloud, region, pricing, tuple(catalog_paths or ())
     )
-    if min_replicas < 0:
-        raise InputError(f"--min-replicas must be >= 0, got {min_replicas}", "e.g. --min-replicas 1")
     plan = plan_serving(
         measured.capacity_rps,
         profile,
@@ -130,6 +158,11 @@ def plan_serve(
     data["price"]["source"] = price_source
     data["notes"] = [*measured.notes, *traffic_notes, *data["notes"]]
     data["written"] = {"hpa": str(hpa) if hpa else None, "ray_config": str(ray_config) if ray_config else None}
+    if html is not None:
+        from computewise.report.serve import serve_plan_html
+
+        data["written"]["html"] = str(html)
+        outputs.append((html, serve_plan_html(data)))
     if outputs:
         from computewise.report import write_html  # atomic text write: temporary file, then rename
 
@@ -142,7 +175,7 @@ def plan_serve(
 
         print_serve_plan(data, Console())
         for path, _ in outputs:
-            Console(stderr=True).print(f"wrote {path}", highlight=False)
+            Console(stderr=True).print(f"wrote {path}", highlight=False, markup=False, emoji=False)
 
 
 def _capacity(capacity_rps: float | None, loadtest: Path | None) -> LoadtestCapacity:
@@ -154,8 +187,6 @@ def _capacity(capacity_rps: float | None, loadtest: Path | None) -> LoadtestCapa
             "e.g. --capacity-rps 50, or --loadtest result.json from `computewise loadtest --find-max --json`",
         )
     if capacity_rps is not None:
-        if not (capacity_rps > 0 and math.isfinite(capacity_rps)):
-            raise InputError(f"--capacity-rps must be positive, got {capacity_rps:g}", "e.g. --capacity-rps 50")
         return LoadtestCapacity(capacity_rps, None, f"--capacity-rps {capacity_rps:g}")
     if loadtest is None:  # for mypy: excluded above
         raise InputError("--loadtest is missing", "give --loadtest FILE")
@@ -186,8 +217,6 @@ def _traffic(
         raise InputError(
             "no traffic given", "give --peak-rps (and --mean-rps), or --traffic FILE.csv with columns hour,rps"
         )
-    if not (peak_rps > 0 and math.isfinite(peak_rps)):
-        raise InputError(f"--peak-rps must be positive, got {peak_rps:g}", "e.g. --peak-rps 200")
     if mean_rps is None:
         return TrafficProfile(peak_rps, peak_rps), ("--mean-rps not given: the mean is taken as the peak",)
     if not (0 < mean_rps <= peak_rps):

@@ -9,13 +9,25 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from computewise.cli.common import DbOption, HtmlOption, JsonOption, PriceFlags, emit, open_ledger, print_error
+from computewise.cli.common import (
+    DbOption,
+    HtmlOption,
+    JsonOption,
+    PriceFlags,
+    bounded_float,
+    bounded_int,
+    emit,
+    open_ledger,
+    print_error,
+)
+from computewise.limits import ACCELERATOR_SHARE
 
 
 def run(
     command: Annotated[
-        list[str], typer.Argument(help="The command to run, after --: computewise run -- python train.py")
-    ],
+        list[str] | None,
+        typer.Argument(help="The command to run, after --: computewise run -- python train.py", show_default=False),
+    ] = None,
     tag: Annotated[
         list[str] | None, typer.Option("--tag", help="KEY=VALUE label for reports and budgets (repeatable).")
     ] = None,
@@ -32,7 +44,11 @@ def run(
         typer.Option("--input", help="Data file or directory the job reads, for the duplicate-run check (repeatable)."),
     ] = None,
     prometheus_port: Annotated[
-        int | None, typer.Option(help="Serve live metrics at http://127.0.0.1:PORT/metrics (0: any free port).")
+        int | None,
+        typer.Option(
+            parser=bounded_int("--prometheus-port"),
+            help="Serve live metrics at http://127.0.0.1:PORT/metrics (0: any free port).",
+        ),
     ] = None,
     idle_minutes: Annotated[
         str | None, typer.Option(help="Alert when the GPU (or, without one, the job) is idle this long, e.g. 15.")
@@ -56,10 +72,18 @@ def run(
         str | None, typer.Option(envvar="RAY_ADDRESS", help="Ray dashboard address for --backend ray ($RAY_ADDRESS).")
     ] = None,
     name: Annotated[str | None, typer.Option(help="Stable run name for --backend. Default: from the command.")] = None,
-    gpus: Annotated[float, typer.Option(help="GPUs for --backend: a count, or a fraction below 1 (ray).")] = 0,
+    gpus: Annotated[
+        float,
+        typer.Option(
+            parser=bounded_float("--gpus", ACCELERATOR_SHARE),
+            help="GPUs for --backend: a count, or a fraction below 1 (ray).",
+        ),
+    ] = 0,
     accelerator: Annotated[str | None, typer.Option(help="Catalog accelerator for --backend, e.g. h100.")] = None,
-    cpus: Annotated[float, typer.Option(help="CPU cores for --backend.")] = 1,
-    nproc: Annotated[int, typer.Option(min=1, help="For --backend: processes on one node under torchrun.")] = 1,
+    cpus: Annotated[float, typer.Option(parser=bounded_float("--cpus"), help="CPU cores for --backend.")] = 1,
+    nproc: Annotated[
+        int, typer.Option(parser=bounded_int("--nproc"), help="For --backend: processes on one node under torchrun.")
+    ] = 1,
     plan: Annotated[
         Path | None, typer.Option(help="For --backend: GPUs, accelerator, processes and price from a plan's JSON.")
     ] = None,
@@ -67,9 +91,14 @@ def run(
     checkpoint_uri: Annotated[
         str | None, typer.Option(help="For --backend: checkpoint storage that survives the node (a shared path).")
     ] = None,
-    max_restarts: Annotated[int, typer.Option(min=0, help="For --backend: resubmissions after failures.")] = 3,
+    max_restarts: Annotated[
+        int, typer.Option(parser=bounded_int("--max-restarts"), help="For --backend: resubmissions after failures.")
+    ] = 3,
     max_preemptions: Annotated[
-        int, typer.Option(min=0, help="For --backend: resubmissions after preemptions (exit 75).")
+        int,
+        typer.Option(
+            parser=bounded_int("--max-preemptions"), help="For --backend: resubmissions after preemptions (exit 75)."
+        ),
     ] = 20,
     db: DbOption = None,
     as_json: JsonOption = False,
@@ -77,7 +106,8 @@ def run(
 ) -> None:
     """Run a command, sample it every second (CPU, memory, disk, network, NVIDIA GPUs), price it, diagnose it.
 
-    The command's exit code becomes ours; the summary goes to stderr (or JSON to stdout with --json).
+    The command's exit code becomes ours; the summary goes to stderr. With --json, stdout carries one JSON
+    object and nothing else: the command's own stdout goes to stderr ("child_stdout": "stderr" in the JSON).
     """
     from computewise.account.tags import parse_tags
     from computewise.catalog import load_catalog
@@ -90,6 +120,8 @@ def run(
     from computewise.report.runs import print_run_summary, run_html
     from computewise.units import parse_duration_s
 
+    if not command:
+        raise InputError("no command to run", "put the command after --, e.g. computewise run -- python train.py")
     if backend is not None:
         from computewise.cli.run_on_backend import BackendRun, run_on_backend
         from computewise.cli.submit_cmd import JobResources
@@ -123,12 +155,13 @@ def run(
         price=PriceFlags(hourly_usd, instance, cloud, region, pricing).request(),
         inputs=tuple(str(p) for p in input_path or []),
         prometheus_port=prometheus_port,
-        idle_s_limit=parse_duration_s(_minutes(idle_minutes), "--idle-minutes") if idle_minutes else None,
+        idle_s_limit=parse_duration_s(_minutes(idle_minutes), "--idle-minutes") if idle_minutes is not None else None,
         idle_action=choice(idle_action, idle_actions, "--idle-action"),
         idle_grace_s=parse_duration_s(idle_grace, "--idle-grace"),
         idle_enforce=idle_enforce,
+        child_stdout_to_stderr=as_json,
     )
-    ledger = open_ledger(db)
+    ledger = open_ledger(db, create=True)
     catalog = load_catalog()
     gpu = open_gpu_source()
     stderr = Console(stderr=True)
@@ -140,9 +173,12 @@ def run(
     if outcome.launch_error is not None:
         print_error(outcome.launch_error)
         stderr.print(f"(recorded as run {outcome.run_id})", highlight=False)
+        if as_json and outcome.summary is not None:  # the failed run, as a script reading stdout expects
+            emit({**outcome.summary.to_dict(), "child_stdout": "stderr"}, True, None, print_run_summary, run_html)
         raise typer.Exit(outcome.launch_error.exit_code)
     if outcome.summary is not None:
         data = outcome.summary.to_dict()
+        data["child_stdout"] = "stderr" if as_json else "stdout"
         if as_json:
             emit(data, True, html, print_run_summary, run_html)
         else:

@@ -79,7 +79,7 @@ def run_on_backend(request: BackendRun, price_flags: PriceFlags, db: str | None,
     backend = get_backend(request.backend, request.address)
     if not isinstance(backend, Supervisable):  # pragma: no cover - every name in _SUPERVISABLE is one
         raise InputError(f"the {request.backend} backend cannot report exit codes", "use local or ray")
-    ledger = open_ledger(db)
+    ledger = open_ledger(db, create=True)
     ledger_url = resolve_url(db).render_as_string(hide_password=False)
     stderr = Console(stderr=True)
     ray_host = urllib.parse.urlsplit(request.address or "").hostname or ""
@@ -93,7 +93,8 @@ def run_on_backend(request: BackendRun, price_flags: PriceFlags, db: str | None,
     def progress(event: AttemptEvent) -> None:
         detail = f": {event.detail}" if event.detail else ""
         job = f" ({event.job_id})" if event.job_id else ""
-        stderr.print(f"computewise: attempt {event.number}{job} {event.state}{detail}", highlight=False)
+        line = f"computewise: attempt {event.number}{job} {event.state}{detail}"
+        stderr.print(line, highlight=False, markup=False, emoji=False)
 
     try:
         result = supervise(

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-from computewise.cli.common import DbOption, HtmlOption, JsonOption, emit, open_ledger
+from computewise.cli.common import DbOption, HtmlOption, JsonOption, bounded_int, emit, open_ledger
 
 app = typer.Typer(
     help="List recorded runs (newest first) or show one run's summary again.",
@@ -31,7 +31,7 @@ def list_runs(
     since: Annotated[
         str | None, typer.Option(help="Only runs started since: 30d, 12h, today, month, 2025-03-01.")
     ] = None,
-    limit: Annotated[int, typer.Option(min=1, help="At most this many runs.")] = 20,
+    limit: Annotated[int, typer.Option(parser=bounded_int("--limit"), help="At most this many runs.")] = 20,
     db: DbOption = None,
     as_json: JsonOption = False,
 ) -> None:

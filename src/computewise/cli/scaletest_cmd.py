@@ -10,7 +10,15 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from computewise.cli.common import JsonOption, choice, entry_config, progress_bar
+from computewise.cli.common import (
+    JsonOption,
+    bounded_float,
+    bounded_int,
+    choice,
+    entry_config,
+    progress_bar,
+    whole_numbers,
+)
 
 EXIT_SOME_FAILED = 1
 """A world size above 1 failed or timed out; the others were measured and reported."""
@@ -21,8 +29,12 @@ def scaletest(
         str, typer.Argument(help="Training entry point: package.module:function(config) -> TrainingSetup.")
     ],
     nproc: Annotated[str, typer.Option(help="World sizes to measure, comma-separated (1 is always included).")] = "1,2",
-    steps: Annotated[int, typer.Option(help="Measured steps per world size (median step time).")] = 10,
-    warmup_steps: Annotated[int, typer.Option(help="Untimed steps first (allocation, compilation).")] = 3,
+    steps: Annotated[
+        int, typer.Option(parser=bounded_int("--steps"), help="Measured steps per world size (median step time).")
+    ] = 10,
+    warmup_steps: Annotated[
+        int, typer.Option(parser=bounded_int("--warmup-steps"), help="Untimed steps first (allocation, compilation).")
+    ] = 3,
     config: Annotated[
         str | None, typer.Option(help="The entry point's own config: a JSON object or a JSON file.")
     ] = None,
@@ -31,13 +43,20 @@ def scaletest(
         typer.Option(help="A training configuration written by `computewise tune --out` (default: plain settings)."),
     ] = None,
     threads: Annotated[
-        int | None, typer.Option(help="Threads per process. Default: the usable cores over the largest --nproc.")
+        int | None,
+        typer.Option(
+            parser=bounded_int("--threads"),
+            help="Threads per process. Default: the usable cores over the largest --nproc.",
+        ),
     ] = None,
     device: Annotated[str, typer.Option(help="auto (CUDA when present), cpu or cuda.")] = "auto",
     timeout: Annotated[str, typer.Option(help="Limit for each world size's launch: 5m, 300s.")] = "5m",
     link_gb_per_s: Annotated[
         float | None,
-        typer.Option(help="All-reduce bandwidth for the prediction, GB/s. Default: catalog (GPU) or assumed (CPU)."),
+        typer.Option(
+            parser=bounded_float("--link-gb-per-s"),
+            help="All-reduce bandwidth for the prediction, GB/s. Default: catalog (GPU) or assumed (CPU).",
+        ),
     ] = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -46,10 +65,10 @@ def scaletest(
     from computewise.report.scaletest import print_scaletest
     from computewise.train.config import TrainConfig, load_config
     from computewise.tune.scaletest import ScaleOptions, parse_nproc, run_scaletest
-    from computewise.units import parse_duration_s
+    from computewise.units import parse_duration_s, plural
 
     options = ScaleOptions(
-        nproc=parse_nproc(nproc),
+        nproc=parse_nproc(",".join(map(str, whole_numbers(nproc, "--nproc")))),
         steps=steps,
         warmup_steps=warmup_steps,
         config=entry_config(config),
@@ -64,7 +83,7 @@ def scaletest(
         task_id = bar.add_task("loading", total=len(options.nproc))
 
         def progress(size: int, done: int, total: int) -> None:
-            bar.update(task_id, description=f"{size} process(es)", completed=done, total=total)
+            bar.update(task_id, description=plural(size, "process", "processes"), completed=done, total=total)
 
         result = run_scaletest(entry, options, progress)
     data = result.to_dict()
@@ -74,5 +93,6 @@ def scaletest(
         print_scaletest(data, Console())
     failed = [row["nproc"] for row in data["rows"] if row["status"] != "ok"]
     if failed:
-        stderr.print(f"not measured: {', '.join(map(str, failed))} process(es) (see the notes)", highlight=False)
+        sizes = ", ".join([*map(str, failed[:-1]), plural(failed[-1], "process", "processes")])
+        stderr.print(f"not measured: {sizes} (see the notes)", highlight=False)
         sys.exit(EXIT_SOME_FAILED)

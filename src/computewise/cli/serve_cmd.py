@@ -12,7 +12,7 @@ from typing import Annotated, Any
 
 import typer
 
-from computewise.cli.common import DbOption, JsonOption
+from computewise.cli.common import DbOption, JsonOption, bounded_float, bounded_int
 
 TOKEN_ENV = "COMPUTEWISE_SERVE_TOKEN"
 _BACKENDS = ("local", "ray")
@@ -29,10 +29,18 @@ def serve(
     host: Annotated[
         str, typer.Option(help="Address to listen on; anything but loopback needs --token or --insecure.")
     ] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="TCP port (0: any free port; the --ready-file says which).")] = 8000,
-    max_batch_size: Annotated[int, typer.Option(min=1, help="Most inputs in one model call.")] = 32,
+    port: Annotated[
+        int,
+        typer.Option(parser=bounded_int("--port"), help="TCP port (0: any free port; the --ready-file says which)."),
+    ] = 8000,
+    max_batch_size: Annotated[
+        int, typer.Option(parser=bounded_int("--max-batch-size"), help="Most inputs in one model call.")
+    ] = 32,
     max_queue_delay_ms: Annotated[
-        float, typer.Option(min=0.0, help="Longest wait to fill a batch (greedy batching only).")
+        float,
+        typer.Option(
+            parser=bounded_float("--max-queue-delay-ms"), help="Longest wait to fill a batch (greedy batching only)."
+        ),
     ] = 10.0,
     batching: Annotated[
         str,
@@ -43,10 +51,18 @@ def serve(
     ] = "cost",
     slo_p99_ms: Annotated[
         float | None,
-        typer.Option(help="Latency objective: refuse (429) requests predicted to miss it, and size batches for it."),
+        typer.Option(
+            parser=bounded_float("--slo-p99-ms"),
+            help="Latency objective: refuse (429) requests predicted to miss it, and size batches for it.",
+        ),
     ] = None,
-    queue_limit: Annotated[int, typer.Option(min=1, help="Most inputs waiting; beyond it requests get 429.")] = 256,
-    timeout_s: Annotated[float, typer.Option(help="Seconds a request may wait for its answer before 504.")] = 30.0,
+    queue_limit: Annotated[
+        int, typer.Option(parser=bounded_int("--queue-limit"), help="Most inputs waiting; beyond it requests get 429.")
+    ] = 256,
+    timeout_s: Annotated[
+        float,
+        typer.Option(parser=bounded_float("--timeout-s"), help="Seconds a request may wait for its answer before 504."),
+    ] = 30.0,
     token: Annotated[
         str | None,
         typer.Option(
@@ -56,7 +72,9 @@ def serve(
     insecure: Annotated[
         bool, typer.Option("--insecure", help="Allow a non-loopback --host without a token (trusted networks only).")
     ] = False,
-    max_body_bytes: Annotated[int, typer.Option(min=1, help="Largest request body; larger ones get 413.")] = 1 << 20,
+    max_body_bytes: Annotated[
+        int, typer.Option(parser=bounded_int("--max-body-bytes"), help="Largest request body; larger ones get 413.")
+    ] = 1 << 20,
     hourly_usd: Annotated[
         str | None, typer.Option(help="Price per hour of this machine for the ledger run. Default: from the hardware.")
     ] = None,
@@ -89,7 +107,11 @@ def serve(
         ),
     ] = None,
     replica_cpus: Annotated[
-        float, typer.Option(help="--backend ray: logical CPUs Ray reserves for each replica (may be a fraction).")
+        float,
+        typer.Option(
+            parser=bounded_float("--replica-cpus"),
+            help="--backend ray: logical CPUs Ray reserves for each replica (may be a fraction).",
+        ),
     ] = 1.0,
     route_prefix: Annotated[
         str,
@@ -171,8 +193,6 @@ def serve(
 
     if batching not in POLICIES:
         raise InputError(f"--batching must be one of {', '.join(POLICIES)}, got {batching!r}", "e.g. --batching cost")
-    if not timeout_s > 0:
-        raise InputError(f"--timeout-s must be positive, got {timeout_s}", "e.g. --timeout-s 30")
     policy = BatchPolicy(
         mode=batching, max_batch_size=max_batch_size, max_queue_delay_ms=max_queue_delay_ms, slo_p99_ms=slo_p99_ms
     )

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from computewise.cli.common import JsonOption
+from computewise.cli.common import JsonOption, bounded_float, bounded_int
+from computewise.limits import ACCELERATOR_SHARE
 
 if TYPE_CHECKING:
     from computewise.scale.backend import JobSpec
@@ -28,10 +29,19 @@ def submit(
     name: Annotated[
         str, typer.Option(help="Stable run name ([a-z0-9-], <= 63 chars): a resubmitted job keeps it.")
     ] = "",
-    gpus: Annotated[float, typer.Option(help="GPUs: a count, or a fraction below 1 to share one (ray).")] = 0,
+    gpus: Annotated[
+        float,
+        typer.Option(
+            parser=bounded_float("--gpus", ACCELERATOR_SHARE),
+            help="GPUs: a count, or a fraction below 1 to share one (ray).",
+        ),
+    ] = 0,
     accelerator: Annotated[str | None, typer.Option(help="Catalog accelerator, e.g. h100, a100-80gb.")] = None,
-    cpus: Annotated[float, typer.Option(help="CPU cores.")] = 1,
-    nproc: Annotated[int, typer.Option(min=1, help="Processes on one node under torchrun (DDP/FSDP); 1: plain.")] = 1,
+    cpus: Annotated[float, typer.Option(parser=bounded_float("--cpus"), help="CPU cores.")] = 1,
+    nproc: Annotated[
+        int,
+        typer.Option(parser=bounded_int("--nproc"), help="Processes on one node under torchrun (DDP/FSDP); 1: plain."),
+    ] = 1,
     plan: Annotated[
         Path | None,
         typer.Option(help="Take GPUs, accelerator, processes and price from `computewise plan train --json`."),
@@ -43,7 +53,10 @@ def submit(
     image: Annotated[str | None, typer.Option(help="Container image (kubernetes, skypilot).")] = None,
     tag: Annotated[list[str] | None, typer.Option("--tag", help="KEY=VALUE label (repeatable).")] = None,
     hourly_usd: Annotated[str | None, typer.Option(help="Price per hour, carried to the ledger.")] = None,
-    max_restarts: Annotated[int, typer.Option(min=0, help="Restarts after real failures (preemptions are free).")] = 3,
+    max_restarts: Annotated[
+        int,
+        typer.Option(parser=bounded_int("--max-restarts"), help="Restarts after real failures (preemptions are free)."),
+    ] = 3,
     address: Annotated[
         str | None,
         typer.Option(envvar="RAY_ADDRESS", help="Ray dashboard address, e.g. http://127.0.0.1:8265 (or $RAY_ADDRESS)."),

@@ -9,7 +9,16 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from computewise.cli.common import DbOption, JsonOption, choice, entry_config, open_ledger, progress_bar
+from computewise.cli.common import (
+    DbOption,
+    JsonOption,
+    bounded_float,
+    bounded_int,
+    choice,
+    entry_config,
+    open_ledger,
+    progress_bar,
+)
 
 
 def tune(
@@ -24,8 +33,13 @@ def tune(
             "channels_last, workers, fused. Default: what the device runs fast."
         ),
     ] = None,
-    steps: Annotated[int, typer.Option(min=1, help="Measured steps of the longest trials (the top rung).")] = 27,
-    eta: Annotated[int, typer.Option(min=2, help="Keep the best 1/eta of each rung for the next, eta x longer.")] = 3,
+    steps: Annotated[
+        int, typer.Option(parser=bounded_int("--steps"), help="Measured steps of the longest trials (the top rung).")
+    ] = 27,
+    eta: Annotated[
+        int,
+        typer.Option(parser=bounded_int("--eta"), help="Keep the best 1/eta of each rung for the next, eta x longer."),
+    ] = 3,
     memory: Annotated[
         str | None, typer.Option(help="Memory a configuration may use: 16GB, 24GiB. Default: the device's.")
     ] = None,
@@ -34,7 +48,10 @@ def tune(
     ] = None,
     run_hours: Annotated[
         float | None,
-        typer.Option(help="Length of the planned run as it stands (naive), in hours, to price the saving."),
+        typer.Option(
+            parser=bounded_float("--run-hours"),
+            help="Length of the planned run as it stands (naive), in hours, to price the saving.",
+        ),
     ] = None,
     tokens: Annotated[
         str | None, typer.Option(help="Tokens of the planned run (10B, 3e11), instead of --run-hours.")
@@ -46,7 +63,9 @@ def tune(
         Path | None, typer.Option(help="Write the best configuration here (computewise.train reads it).")
     ] = None,
     device: Annotated[str | None, typer.Option(help="cpu or cuda. Default: cuda when available.")] = None,
-    threads: Annotated[int | None, typer.Option(min=1, help="torch threads per trial. Default: torch's.")] = None,
+    threads: Annotated[
+        int | None, typer.Option(parser=bounded_int("--threads"), help="torch threads per trial. Default: torch's.")
+    ] = None,
     trial_timeout: Annotated[str, typer.Option(help="A trial still running after this is killed: 10m, 300s.")] = "10m",
     tag: Annotated[
         list[str] | None, typer.Option("--tag", help="KEY=VALUE label of the tuning's ledger run (repeatable).")
@@ -103,7 +122,7 @@ def tune(
         trials = ray_tune_trials(address)  # an unreachable cluster fails now, before the setup is even built
     elif address is not None:
         raise InputError("--address is the Ray cluster's address, for --backend ray only", "add --backend ray")
-    open_ledger(db).close()  # a wrong --db fails now, not after the trials
+    open_ledger(db, create=True).close()  # a wrong --db fails now, not after the trials
     stderr = Console(stderr=True)
     with progress_bar("tune", stderr, "best") as bar:
         task_id = bar.add_task("building the setup", total=None, best="")

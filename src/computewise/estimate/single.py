@@ -105,6 +105,15 @@ def _without_time(data: dict[str, Any], reason: str) -> dict[str, Any]:
     return data
 
 
+def _without_price(data: dict[str, Any], hw: Quote) -> dict[str, Any]:
+    """An accelerator no offering rents: every money figure becomes None, never 0; the notes say why."""
+    if hw.priced:
+        return data
+    money = ("usd", "usd_per_hour", "usd_per_1000_requests")
+    data["cost"] = {**{k: None if k in money else v for k, v in data["cost"].items()}, "unavailable": hw.description}
+    return data
+
+
 def _bottleneck_dict(columns: TrainColumns) -> dict[str, Any]:
     found = bottleneck(columns.step.breakdown_s(), _scalar(columns.compute_fraction))
     return {"part": found.part, "share": found.share, "advice": found.sentence()}
@@ -222,6 +231,7 @@ class TrainEstimate:
                 "pricing": self.quote.pricing,
                 "usd_per_hour": self.quote.usd_per_h,
                 "hardware": self.quote.description,
+                "share_of_instance": self.quote.shared,
             },
             **_footprint(self.quote, c.energy_kwh, c.co2_kg),
             "storage": {
@@ -231,7 +241,7 @@ class TrainEstimate:
             },
             "notes": list(self.notes),
         }
-        return _without_time(data, self.untimed) if self.untimed else data
+        return _without_price(_without_time(data, self.untimed) if self.untimed else data, self.quote)
 
 
 def estimate_train(
@@ -314,7 +324,7 @@ class InferEstimate:
 
     def to_dict(self) -> dict[str, Any]:
         c = self.columns
-        return {
+        data: dict[str, Any] = {
             "model": self.model.name,
             "params": self.model.params,
             "accelerator": self.accelerator.slug,
@@ -340,10 +350,12 @@ class InferEstimate:
                 "pricing": self.quote.pricing,
                 "usd_per_hour": self.quote.usd_per_h,
                 "hardware": self.quote.description,
+                "share_of_instance": self.quote.shared,
             },
             **_footprint(self.quote, c.energy_kwh, c.co2_kg),
             "notes": list(self.notes),
         }
+        return _without_price(data, self.quote)
 
 
 def estimate_infer(

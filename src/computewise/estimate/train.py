@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, fields
 
 import numpy as np
@@ -32,7 +33,43 @@ from computewise.estimate.memory import (
 from computewise.estimate.step import StepTime, step_time
 from computewise.specs import FRAMEWORKS, ModelSpec, Parallelism, TrainJob
 
-__all__ = ["TrainColumns", "TrainHardware", "TrainLayout", "evaluate_train", "token_bytes", "train_memory"]
+__all__ = [
+    "TrainColumns",
+    "TrainHardware",
+    "TrainLayout",
+    "default_global_batch",
+    "default_global_batch_note",
+    "evaluate_train",
+    "token_bytes",
+    "train_memory",
+]
+
+
+def default_global_batch(seq_len: int, params: float, step_multiple: int = 1) -> int:
+    """Sequences per optimizer step when none is given: the one default of ``estimate train`` and ``plan train``.
+
+    2^20 tokens at 8B parameters times sqrt(params / 8B), kept within 0.5M-16M: 0.5M for GPT-3's
+    125M-760M models (Brown et al. 2020, table 2.1), 4M at 70B (Llama 2), 8M at 405B (Llama 3 ramped
+    from 4M to 16M). As a power of two of sequences, then rounded to a multiple of ``step_multiple``
+    (dp x micro-batch of a fixed layout) so every rank gets whole micro-batches. A batch of dp x
+    micro-batch instead would change the training recipe with the GPU count: 8 GPUs would take 8
+    sequences per step and 16 GPUs 16, and a pipeline would run one micro-batch per step, all bubble.
+    """
+    if seq_len < 1 or step_multiple < 1:
+        raise ValueError(f"seq_len and step_multiple must be >= 1, got {seq_len} and {step_multiple}")
+    tokens = min(max(2**20 * math.sqrt(params / 8e9), 2**19), 2**24)
+    sequences = max(1, int(2 ** round(math.log2(tokens / seq_len))))
+    return max(1, round(sequences / step_multiple)) * step_multiple
+
+
+def default_global_batch_note(global_batch: int, seq_len: int) -> str:
+    """How the output states the default, so a reader knows the recipe the time and cost assume."""
+    from computewise.units import format_count
+
+    return (
+        f"global batch {global_batch} sequences ({format_count(global_batch * seq_len)} tokens, default: "
+        "about 1M tokens at 8B parameters, growing with the model); set --global-batch to change it"
+    )
 
 
 @dataclass(frozen=True)

@@ -97,12 +97,19 @@ def sqlite_file(url: sa.URL) -> Path | None:
     return Path(url.database) if url.get_backend_name() == "sqlite" and url.database else None
 
 
-def open_engine(url: str | None) -> tuple[sa.Engine, sa.URL]:
-    """An engine on the resolved URL, already connected once, so that every failure shows here."""
+def open_engine(url: str | None, create: bool = True) -> tuple[sa.Engine, sa.URL]:
+    """An engine on the resolved URL, already connected once, so that every failure shows here.
+
+    ``create=False`` (verbs that only read: ``runs``, ``cost``, ``budget status``) refuses a SQLite file
+    named by ``--db`` or ``$COMPUTEWISE_DB`` that does not exist instead of creating it, so a typo leaves
+    nothing behind. Writers may create the file, but directories only for the default location (which
+    readers may create too: it is computewise's own, and a fresh install reads as "no runs yet"); a
+    missing directory in a path the user typed is a typo far more often than a wish.
+    """
     resolved = resolve_url(url)
     path = sqlite_file(resolved)
     if path is not None:
-        _check_sqlite_file(path)
+        _check_sqlite_file(path, create=create, make_directory=not url and not os.environ.get(ENV_VAR))
         engine = sa.create_engine(resolved)
         sa.event.listen(engine, "connect", _tune_sqlite)
         sa.event.listen(engine, "begin", _begin_sqlite)
@@ -170,11 +177,24 @@ def ledger_error(doing: str, url: sa.URL, exc: sa.exc.DBAPIError) -> LedgerError
     return LedgerError(f"{doing} at {where}: {reason}", hint)
 
 
-def _check_sqlite_file(path: Path) -> None:
-    """Refuse, without touching it, anything at ``path`` that is not a SQLite database."""
+def _check_sqlite_file(path: Path, create: bool, make_directory: bool) -> None:
+    """Refuse, without touching it, anything at ``path`` that is not a SQLite database (or is missing when reading)."""
     hint = f"computewise left it untouched; move it away, or {LOCATION_HINT}"
+    if not create and not make_directory and not path.exists():
+        raise LedgerError(
+            f"no ledger at {path}",
+            f"check the path, or record a run there first: computewise run --db {path} -- python train.py",
+        )
+    if create and not path.parent.is_dir() and not make_directory:
+        if path.parent.exists():
+            raise LedgerError(f"cannot create the ledger {path}: {path.parent} is a file, not a directory", hint)
+        raise LedgerError(
+            f"cannot create the ledger {path}: the directory {path.parent} does not exist",
+            f"check the path, or create the directory first: mkdir -p {path.parent}",
+        )
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        if make_directory:
+            path.parent.mkdir(parents=True, exist_ok=True)
         if path.is_dir():
             raise LedgerError(f"the ledger path {path} is a directory", hint)
         header = b""

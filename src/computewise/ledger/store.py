@@ -71,13 +71,14 @@ class Ledger:
         self._write_lock = threading.Lock() if engine.dialect.name == "sqlite" else contextlib.nullcontext()
 
     @classmethod
-    def open(cls, url: str | None = None) -> Ledger:
+    def open(cls, url: str | None = None, create: bool = True) -> Ledger:
         """Open, creating or migrating as needed, the ledger at ``url``, ``$COMPUTEWISE_DB`` or the default file.
 
         ``url`` is a file path, ``sqlite:///PATH`` or ``postgresql://...``. Raises ``LedgerError``
         (with a hint) when it cannot be reached, written or trusted, in about five seconds at most.
+        ``create=False`` is for readers: a SQLite file that does not exist is an error, not a new ledger.
         """
-        engine, resolved = open_engine(url)
+        engine, resolved = open_engine(url, create)
         try:
             change = ensure_schema(engine, resolved)
         except BaseException:

@@ -79,7 +79,8 @@ def preset(name: str) -> ModelSpec:
     """The preset called ``name`` (or one of its aliases); UnknownNameError says what is close."""
     entry = _by_key().get(normalize_name(name))
     if entry is None:
-        raise UnknownNameError("model", name, preset_names(), hint=_PRESET_HINT)
+        names = preset_names()
+        raise UnknownNameError("model", name, names, hint=f"{_PRESET_HINT}; presets: {', '.join(names)}")
     return entry.spec
 
 

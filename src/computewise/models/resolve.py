@@ -20,8 +20,8 @@ def resolve_model(text: str) -> ModelSpec:
     """A config.json path (or a directory holding one), a parameter count, or a preset name.
 
     Tried in that order: an existing file wins over a preset of the same name, and anything
-    starting with a digit is a count ("7.5B", "1.3e9", "125M"), so a bad count says what is
-    wrong with it instead of "unknown model".
+    starting with a digit or a sign is a count ("7.5B", "1.3e9", "125M", "-7B"), so a bad count says
+    what is wrong with it (its range, ``limits.FLAG_LIMITS["--model"]``) instead of "unknown model".
     """
     stripped = text.strip()
     if not stripped:
@@ -29,9 +29,9 @@ def resolve_model(text: str) -> ModelSpec:
     path = os.path.expanduser(stripped)
     if os.path.isfile(path) or os.path.isfile(os.path.join(path, "config.json")):
         return from_hf_config(path)
-    if stripped[0].isdigit() or stripped[0] == ".":
+    if stripped[0].isdigit() or stripped[0] in ".+-":
         try:
-            return from_param_count(parse_count(stripped, "a parameter count"))
+            return from_param_count(parse_count(stripped, "--model"))
         except InputError as error:
             raise InputError(f"cannot read {text!r} as a model: {error.message}", error.hint or _HINT) from error
     try:

@@ -6,7 +6,14 @@
     low        low           starved: batch too small, or waiting on disk / network / synchronisation
     (no GPU)   all cores     CPU compute-bound
     (no GPU)   one core      single-threaded: one of N cores does the work
-    (no GPU)   low           waiting on I/O or sleeping
+    (no GPU)   host busy     CPU contended: other processes hold the cores the job could use
+    (no GPU)   low           waiting on I/O or sleeping (also: busy less than half the run)
+
+Every mean is over time (each sample weighs the interval it covers), never over sample counts: the
+last sample of a run may cover a few milliseconds of its exit, and must not weigh like a second.
+Utilization is judged while the job was busy (its samples that were not idle); idle time is a
+finding of its own, and a CPU job busy less than half the run is "mostly waiting" whatever its busy
+moments looked like. Each finding quotes the figures it was judged on and the span they cover.
 
 "CPU high" means the job's processes use >= 70 % of the host's cores, or the host is >= 80 % busy,
 or one core is saturated (>= 90 % of one core: a Python main thread or single-process loader).
@@ -20,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from computewise.ledger import SampleRow
-from computewise.units import format_duration, format_usd
+from computewise.units import format_duration, format_usd, plural
 
 __all__ = ["Finding", "IdlePeriod", "Thresholds", "UsageStats", "describe_idle", "diagnose", "idle_periods"]
 
@@ -32,13 +39,14 @@ class Thresholds:
     cpu_share_of_host: float = 0.7
     host_busy_pct: float = 80.0
     one_core_pct: float = 90.0
+    busy_share_min: float = 0.5
     data_wait_share: float = 0.2
     min_idle_period_s: float = 10.0
 
 
 @dataclass(frozen=True)
 class UsageStats:
-    """What the diagnosis looks at, reduced from the samples that were not idle (idle time is its own finding)."""
+    """What the diagnosis looks at: time-weighted means while busy (module docstring), and the spans."""
 
     gpu_count: int
     logical_cpus: int
@@ -49,6 +57,9 @@ class UsageStats:
     disk_read_bytes_per_s: float
     net_recv_bytes_per_s: float
     data_wait_share: float | None  # from track() steps, when the run recorded any
+    busy_s: float = 0.0  # time covered by samples that were not idle
+    run_s: float = 0.0  # time covered by all samples (0: unknown, every mean is over the whole run)
+    cpu_percent_run_mean: float | None = None  # over the whole run: the summary's CPU figure
 
 
 @dataclass(frozen=True)
@@ -86,9 +97,16 @@ def _cpu_high(stats: UsageStats, t: Thresholds) -> bool:
     )
 
 
+def _while_busy(stats: UsageStats) -> str:
+    """Says which span the means cover when it is not the whole run."""
+    if 0 < stats.busy_s < stats.run_s:
+        return f"while busy ({format_duration(stats.busy_s)} of {format_duration(stats.run_s)}) "
+    return ""
+
+
 def _cpu_text(stats: UsageStats) -> str:
     return (
-        f"the job's processes used {stats.cpu_percent_mean:.0f} % CPU (100 % = one core) of "
+        f"{_while_busy(stats)}the job's processes used {stats.cpu_percent_mean:.0f} % CPU (100 % = one core) of "
         f"{stats.logical_cpus} logical CPUs; host {stats.host_cpu_percent_mean:.0f} % busy"
     )
 
@@ -121,7 +139,7 @@ def diagnose(stats: UsageStats, thresholds: Thresholds | None = None) -> list[Fi
 
 def _gpu_findings(stats: UsageStats, t: Thresholds) -> list[Finding]:
     util = stats.gpu_util_pct_mean or 0.0
-    gpu_text = f"GPU utilization averaged {util:.0f} % over {stats.gpu_count} GPU(s)"
+    gpu_text = f"{_while_busy(stats)}GPU utilization averaged {util:.0f} % over {plural(stats.gpu_count, 'GPU')}"
     if util >= t.gpu_busy_pct:
         return [
             Finding(
@@ -159,6 +177,16 @@ def _gpu_findings(stats: UsageStats, t: Thresholds) -> list[Finding]:
 
 
 def _cpu_finding(stats: UsageStats, t: Thresholds) -> Finding:
+    waiting_advice = "the job spends its time waiting on I/O, the network, a lock or sleep; profile where it blocks"
+    if stats.run_s > 0 and stats.busy_s < t.busy_share_min * stats.run_s:
+        run_cpu = stats.cpu_percent_mean if stats.cpu_percent_run_mean is None else stats.cpu_percent_run_mean
+        return Finding(
+            "mostly waiting",
+            f"no GPU; busy {format_duration(stats.busy_s)} of {format_duration(stats.run_s)} "
+            f"(< {t.busy_share_min:.0%}); over the run the job's processes used {run_cpu:.0f} % CPU "
+            f"(100 % = one core) of {stats.logical_cpus} logical CPUs; {_io_text(stats)}",
+            waiting_advice,
+        )
     cores_used = stats.cpu_percent_mean / 100.0
     if stats.cpu_percent_mean / (100.0 * max(1, stats.logical_cpus)) >= t.cpu_share_of_host:
         return Finding(
@@ -173,11 +201,14 @@ def _cpu_finding(stats: UsageStats, t: Thresholds) -> Finding:
             "the work runs on one core: use more threads or processes (torch.set_num_threads, DataLoader "
             "workers, multiprocessing)",
         )
-    return Finding(
-        "mostly waiting",
-        f"no GPU; about {cores_used:.1f} of {stats.logical_cpus} cores busy; {_io_text(stats)}",
-        "the job spends its time waiting on I/O, the network, a lock or sleep; profile where it blocks",
-    )
+    if stats.host_cpu_percent_mean >= t.host_busy_pct:
+        return Finding(
+            "CPU contended",
+            f"no GPU; {_cpu_text(stats)} (>= {t.host_busy_pct:.0f} %): the rest is other processes",
+            "the job gets the cores other processes leave: run it on a quieter machine, or stop what competes; "
+            "its timings here understate what it can do",
+        )
+    return Finding("mostly waiting", f"no GPU; {_cpu_text(stats)}; {_io_text(stats)}", waiting_advice)
 
 
 def idle_periods(
@@ -204,4 +235,4 @@ def describe_idle(periods: Sequence[IdlePeriod], what: str) -> str:
     """'GPU idle in 3 periods, 2 min 10 s in all ($0.12)'."""
     total_s = sum(p.duration_s for p in periods)
     cost = sum(p.cost_usd for p in periods)
-    return f"{what} idle in {len(periods)} period(s), {format_duration(total_s)} in all ({format_usd(cost)})"
+    return f"{what} idle in {plural(len(periods), 'period')}, {format_duration(total_s)} in all ({format_usd(cost)})"

@@ -9,6 +9,10 @@ terminal, a background job, the child moved to its own group, ``kill -INT <our p
 forwarded. SIGTERM, SIGHUP, SIGUSR1 and SIGUSR2 are always forwarded. This is what ``uv run`` settled
 on (astral-sh/uv PRs #11009 and #13925), with the foreground check made exact.
 
+A job may ignore SIGINT (or take forever to clean up), so interrupts escalate: the second SIGINT we
+get sends SIGTERM to the job and its descendants, the third sends SIGKILL. Each step is said on
+stderr, with what the next Ctrl-C will do.
+
 ``Child.wait()`` waits without reaping first (``waitid(WNOWAIT)``) so that a signal forwarded at the
 last moment hits a zombie, never a recycled pid, then reaps with ``wait4`` to get the job's exact CPU
 and disk totals (``ExitUsage``). Exit codes follow the shell: killed by signal N is 128 + N.
@@ -32,11 +36,15 @@ from dataclasses import dataclass
 from types import FrameType, TracebackType
 from typing import Any
 
+import psutil
+
 from computewise.errors import ComputewiseError, InputError
 from computewise.ledger import PREEMPTED_EXIT_CODE, RunStatus
-from computewise.monitor.process import ExitUsage
+from computewise.monitor.process import ExitUsage, own_peak_rss_bytes
+from computewise.units import plural
 
 __all__ = [
+    "ESCALATION",
     "FORWARDED_SIGNALS",
     "INTERRUPT_SIGNALS",
     "Child",
@@ -58,6 +66,9 @@ FORWARDED_SIGNALS: tuple[signal.Signals, ...] = (
 )
 INTERRUPT_SIGNALS: frozenset[int] = frozenset({signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
 _KEYBOARD_SIGNALS: frozenset[int] = frozenset({signal.SIGINT, signal.SIGQUIT})
+ESCALATION: tuple[signal.Signals, ...] = (signal.SIGTERM, signal.SIGKILL)
+"""What the second and the third (and every later) SIGINT send to the job."""
+_STDERR_FD = 2
 
 
 class LaunchError(ComputewiseError):
@@ -110,6 +121,8 @@ class Child:
     def __init__(self, process: subprocess.Popen[bytes]) -> None:
         self._process = process
         self.pid = process.pid
+        # Popen returns once the child has exec'd: our peak now bounds the image it inherited (process.py).
+        self._launcher_peak_rss_bytes = own_peak_rss_bytes()
         # Reentrant: a signal handler runs on the main thread, possibly while the main thread holds it.
         self._lock = threading.RLock()
         self._exited = False
@@ -117,14 +130,26 @@ class Child:
 
     @classmethod
     def start(
-        cls, argv: Sequence[str], env: Mapping[str, str] | None = None, cwd: str | os.PathLike[str] | None = None
+        cls,
+        argv: Sequence[str],
+        env: Mapping[str, str] | None = None,
+        cwd: str | os.PathLike[str] | None = None,
+        stdout_to_stderr: bool = False,
     ) -> Child:
-        """Start ``argv`` with our stdin/stdout/stderr; raises ``LaunchError`` if it cannot run."""
+        """Start ``argv`` with our stdin/stdout/stderr; raises ``LaunchError`` if it cannot run.
+
+        ``stdout_to_stderr``: the job writes its stdout to our stderr, keeping our stdout for a JSON report.
+        """
         if not argv:
             raise InputError("no command to run", "put the command after --, e.g. computewise run -- python train.py")
         program = argv[0]
         try:
-            process = subprocess.Popen(list(argv), env=dict(env) if env is not None else None, cwd=cwd)
+            process = subprocess.Popen(
+                list(argv),
+                env=dict(env) if env is not None else None,
+                cwd=cwd,
+                stdout=_STDERR_FD if stdout_to_stderr else None,
+            )
         except FileNotFoundError as error:
             if cwd is not None and not os.path.isdir(cwd):
                 raise InputError(f"no such directory: {cwd}", "check the working directory") from error
@@ -163,6 +188,30 @@ class Child:
                 return False
             return True
 
+    def signal_tree(self, signum: int) -> int:
+        """Deliver ``signum`` to the job and every descendant it has now; how many processes got it."""
+        with self._lock:
+            self._signals.append(signum)
+            if self._exited:
+                return 0
+            try:
+                descendants = psutil.Process(self.pid).children(recursive=True)
+            except psutil.Error:
+                descendants = []
+            delivered = 0
+            try:
+                os.kill(self.pid, signum)
+                delivered += 1
+            except (ProcessLookupError, PermissionError):
+                pass
+            for process in descendants:
+                try:
+                    process.send_signal(signum)  # psutil checks the pid still names the same process
+                    delivered += 1
+                except psutil.Error:
+                    continue
+            return delivered
+
     def note_signal(self, signum: int) -> None:
         """Record a signal the job got without us (the terminal sent it to the whole group)."""
         with self._lock:
@@ -188,10 +237,10 @@ class Child:
             _, status, rusage = os.wait4(self.pid, 0)
         except ChildProcessError:  # reaped elsewhere: no totals to be had
             returncode = self._process.returncode if self._process.returncode is not None else 0
-            usage = ExitUsage(0.0, 0, 0, 0)
+            usage = ExitUsage(0.0, 0, 0, None)
         else:
             returncode = os.waitstatus_to_exitcode(status)
-            usage = ExitUsage.from_rusage(rusage)
+            usage = ExitUsage.from_rusage(rusage, self._launcher_peak_rss_bytes)
         self._process.returncode = returncode  # tell Popen the child is reaped
         exit_code = 128 - returncode if returncode < 0 else returncode
         return ChildExit(exit_code, returncode, _signalled_by(self.signals), usage)
@@ -224,6 +273,13 @@ def _foreground_of_terminal() -> bool:
         os.close(fd)
 
 
+def _say(message: str) -> None:
+    """One line on stderr, written straight to the descriptor: this runs inside signal handlers, where a
+    buffered ``sys.stderr.write`` could re-enter a write the main thread was in the middle of."""
+    with contextlib.suppress(OSError):
+        os.write(_STDERR_FD, f"computewise: {message}\n".encode())
+
+
 class SignalForwarder:
     """While active, signals sent to us go to the attached child (see the module docstring for SIGINT).
 
@@ -237,6 +293,7 @@ class SignalForwarder:
         self._previous: dict[signal.Signals, Any] = {}
         self._child: Child | None = None
         self._pending: list[int] = []
+        self._interrupts = 0
 
     def __enter__(self) -> SignalForwarder:
         for signum in self._signals:
@@ -254,14 +311,36 @@ class SignalForwarder:
         self._child = child
         pending, self._pending = self._pending, []
         for signum in pending:
-            self._forward(child, signum)
+            self._deliver(child, signum)
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         child = self._child
         if child is None:
             self._pending.append(signum)
         else:
+            self._deliver(child, signum)
+
+    def _deliver(self, child: Child, signum: int) -> None:
+        """Forward ``signum``; a repeated SIGINT escalates instead (module docstring)."""
+        if signum != signal.SIGINT:
             self._forward(child, signum)
+            return
+        self._interrupts += 1
+        if self._interrupts == 1:
+            self._forward(child, signum)
+            _say(
+                f"SIGINT: the job (pid {child.pid}) was interrupted; press Ctrl-C again to send it SIGTERM, "
+                "a third time for SIGKILL"
+            )
+            return
+        step = ESCALATION[min(self._interrupts - 2, len(ESCALATION) - 1)]
+        delivered = child.signal_tree(step)
+        if not delivered:
+            _say(f"SIGINT again: the job (pid {child.pid}) has already exited")
+            return
+        then = "; press Ctrl-C again to send SIGKILL" if step != signal.SIGKILL else ""
+        processes = plural(delivered, "process", "processes")
+        _say(f"SIGINT again: sent {step.name} to the job (pid {child.pid}, {processes} in all){then}")
 
     @staticmethod
     def _forward(child: Child, signum: int) -> None:

@@ -1,21 +1,24 @@
 """The price a monitored run is charged at, decided once at launch and frozen into the ledger.
 
 Order of precedence: ``--hourly-usd`` (the user knows best) > ``--instance`` (a catalog offering)
-> the detected GPUs at the cheapest catalog price for that accelerator > a CPU-only run at the
-catalog's price per vCPU-hour. Whatever was assumed is said in ``PriceSnapshot.explanation``.
+> the detected GPUs rented by ``estimate.pricing.rent`` (the rule ``estimate`` and ``plan`` use:
+a share of an instance where the GPUs leave some of it over) at the cheapest catalog offering in
+``--cloud`` and ``--region`` > a CPU-only run at the catalog's price per vCPU-hour. Whatever was
+assumed is said in ``PriceSnapshot.explanation``; a pricing the catalog does not list is an error.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from computewise.catalog import Catalog, usd_per_accelerator_h
+from computewise.catalog import Catalog
 from computewise.errors import InputError
+from computewise.estimate.pricing import Rental, cheapest_rental, instance_rental
 from computewise.ledger import PriceSnapshot
-from computewise.specs import PRICINGS, Accelerator, Offering, Pricing
+from computewise.specs import PRICINGS, Accelerator, Pricing
 from computewise.units import format_usd
 
-__all__ = ["DetectedHardware", "PriceRequest", "resolve_price"]
+__all__ = ["DetectedHardware", "PriceRequest", "gpu_price", "resolve_price"]
 
 
 @dataclass(frozen=True)
@@ -83,40 +86,47 @@ def _detected_accelerator(catalog: Catalog, hardware: DetectedHardware) -> Accel
 
 
 def _instance_price(catalog: Catalog, request: PriceRequest, instance_type: str) -> PriceSnapshot:
-    hourly, offering = catalog.instance_price(instance_type, request.pricing, request.cloud, request.region)
-    return _offering_snapshot(catalog, request, offering, hourly, assumed=False, count_note="")
+    rental = instance_rental(catalog, instance_type, request.pricing, request.cloud, request.region)
+    return _offering_snapshot(catalog, request, rental, assumed=False, count_note="")
 
 
 def _gpu_price(
     catalog: Catalog, request: PriceRequest, hardware: DetectedHardware, accelerator: Accelerator
 ) -> PriceSnapshot:
-    offering = catalog.cheapest_offering(accelerator.slug, request.pricing, request.cloud)
-    per_gpu = None if offering is None else usd_per_accelerator_h(offering, request.pricing)
-    if offering is None or per_gpu is None:
-        where = f" on {request.cloud}" if request.cloud else ""
+    return gpu_price(catalog, request, accelerator, hardware.gpu_count, f"detected {hardware.gpu_name!r}")
+
+
+def gpu_price(
+    catalog: Catalog, request: PriceRequest, accelerator: Accelerator, gpus: float, why: str
+) -> PriceSnapshot:
+    """``gpus`` (a fraction of one included) of ``accelerator`` rented by ``estimate.pricing.rent`` at the
+    cheapest offering in ``request``'s cloud and region; ``why`` says where the count came from."""
+    where = " ".join(x for x in (request.cloud, request.region) if x)
+    offerings = catalog.offerings_for(accelerator.slug, request.cloud, request.region)
+    if not offerings:
         raise InputError(
-            f"the catalog sells no {accelerator.slug} at {request.pricing} pricing{where}",
-            "give the price with --hourly-usd, or pick --instance and --pricing from "
+            f"the catalog rents no {accelerator.slug}{' in ' + where if where else ''}",
+            "give the price with --hourly-usd, or pick --instance, --cloud and --region from "
             "`computewise catalog list offerings`",
         )
-    hourly = per_gpu * hardware.gpu_count
-    note = (
-        f"assumed {hardware.gpu_count} x {accelerator.slug} (detected {hardware.gpu_name!r}) at "
-        f"{format_usd(per_gpu)}/GPU-h, the cheapest {request.pricing} price in the catalog "
-        f"({offering.cloud} {offering.instance_type}, {offering.region})"
+    rental, _ = cheapest_rental(
+        offerings, gpus, request.pricing, accelerator.slug + (f" in {where}" if where else ""), timed=False
     )
-    return _offering_snapshot(catalog, request, offering, hourly, assumed=True, count_note=note)
+    note = (
+        f"assumed {gpus:g} x {accelerator.slug} ({why}): {rental.describe()}, "
+        f"the cheapest {request.pricing} price in the catalog"
+    )
+    return _offering_snapshot(catalog, request, rental, assumed=True, count_note=note)
 
 
 def _offering_snapshot(
-    catalog: Catalog, request: PriceRequest, offering: Offering, hourly: float, assumed: bool, count_note: str
+    catalog: Catalog, request: PriceRequest, rental: Rental, assumed: bool, count_note: str
 ) -> PriceSnapshot:
+    offering = rental.offering
     carbon = catalog.carbon_for(offering.cloud, offering.region)
-    explanation = count_note or (
-        f"{offering.cloud} {offering.instance_type} {request.pricing} in {offering.region}: {format_usd(hourly)}/h"
-    )
+    explanation = count_note or rental.describe()
     return PriceSnapshot(
-        hourly_usd=hourly,
+        hourly_usd=rental.usd_per_h,
         source=offering.source,
         explanation=explanation + ("; set --hourly-usd or --instance to price it exactly" if assumed else ""),
         assumed=assumed,

@@ -11,7 +11,12 @@ Processes that get orphaned stay watched until they exit. Reported totals never 
 reap that lands between two reads of the same sample can only delay a count by one interval.
 
 RSS is summed over the tree, so pages shared between processes (fork, shared memory) count once per
-process, as ``ps`` shows them. Disk bytes are what reached the storage layer (``read_bytes`` and
+process, as ``ps`` shows them. The monitor itself is never part of the tree. Its memory can still leak
+into one kernel figure: Linux carries the peak RSS of the image a process had before ``exec`` into
+that process's ``ru_maxrss`` (``exec_mmap`` -> ``setmax_mm_hiwater_rss``), and a child forked (or
+vforked) by the monitor starts as the monitor's image. So ``wait4``'s peak of a job is trusted only
+above the monitor's own peak at launch; below it, the job's peak is the largest ``VmHWM`` (peak RSS
+since ``exec``) read from ``/proc`` while the job ran. Disk bytes are what reached the storage layer (``read_bytes`` and
 ``write_bytes``), not reads served from the page cache.
 """
 
@@ -35,6 +40,7 @@ __all__ = [
     "ProcessTreeSampler",
     "TreeReading",
     "cpu_model_name",
+    "own_peak_rss_bytes",
 ]
 
 _BLOCK_BYTES = 512  # getrusage ru_inblock/ru_oublock count 512-byte units (Linux: read_bytes >> 9)
@@ -47,16 +53,24 @@ class ExitUsage:
     cpu_s: float
     read_bytes: int
     write_bytes: int
-    max_rss_bytes: int
+    max_rss_bytes: int | None  # None: wait4's figure may be the launcher's image (module docstring)
 
     @classmethod
-    def from_rusage(cls, usage: resource.struct_rusage) -> ExitUsage:
+    def from_rusage(cls, usage: resource.struct_rusage, launcher_peak_rss_bytes: int = 0) -> ExitUsage:
+        """``launcher_peak_rss_bytes``: the launcher's own peak RSS once the child had exec'd; a job peak
+        at or below it cannot be told apart from the launcher's image inherited across ``exec``."""
+        max_rss_bytes = usage.ru_maxrss * 1024  # kilobytes on Linux
         return cls(
             cpu_s=usage.ru_utime + usage.ru_stime,
             read_bytes=usage.ru_inblock * _BLOCK_BYTES,
             write_bytes=usage.ru_oublock * _BLOCK_BYTES,
-            max_rss_bytes=usage.ru_maxrss * 1024,  # kilobytes on Linux
+            max_rss_bytes=max_rss_bytes if max_rss_bytes > launcher_peak_rss_bytes else None,
         )
+
+
+def own_peak_rss_bytes() -> int:
+    """This process's peak RSS so far (``getrusage``; kilobytes on Linux)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 @dataclass(frozen=True)
@@ -66,7 +80,7 @@ class TreeReading:
     interval_s: float
     cpu_percent: float  # 100 = one core busy for the whole interval
     cpu_s: float  # cumulative CPU seconds of the tree since the sampler was made
-    rss_bytes: int  # summed over live processes; the job's peak (wait4) once it has exited
+    rss_bytes: int  # summed over live processes; the job's peak once it has exited (module docstring)
     read_bytes: int  # cumulative since the sampler was made
     write_bytes: int
     process_count: int
@@ -91,6 +105,7 @@ class _Seen:
     read_bytes: int
     write_bytes: int
     rss_bytes: int
+    peak_rss_bytes: int  # VmHWM: this image's peak since exec
 
 
 @dataclass(frozen=True)
@@ -125,10 +140,12 @@ class ProcessTreeSampler:
         self._clock = clock
         self._seen: dict[int, _Seen] = {}
         self._root_last: _Seen | None = None
+        self._root_closed = False  # the root's exit usage is in ``_raw``
         self._owed_to_root = _Totals()  # counted descendants whose totals the root's exit usage repeats
         self._raw = _Totals()  # exact running sum; may dip for one sample around a reap
         self._reported = _Totals()  # what readings show: the running maximum of ``_raw``
         self._last_t = clock()
+        self._peak_process_rss_bytes = 0  # the largest VmHWM of any process of the tree
         self._max_cpu_percent = 100.0 * (psutil.cpu_count() or 1)
         self._proc_children = _has_proc_children()
         self._collect(baseline=True)
@@ -136,14 +153,17 @@ class ProcessTreeSampler:
     def sample(self, exit_usage: ExitUsage | None = None) -> TreeReading:
         """Read the tree now; ``exit_usage`` (the root's ``wait4`` totals) closes the books on a reaped root."""
         rss = self._collect(baseline=False)
-        if exit_usage is not None and self.root_pid not in self._seen and self._root_last is not None:
-            final = _Totals(exit_usage.cpu_s, exit_usage.read_bytes, exit_usage.write_bytes)
-            tail = final - _Totals.of(self._root_last) - self._owed_to_root
-            self._owed_to_root = _Totals()
-            self._raw += _Totals(max(0.0, tail.cpu_s), max(0, tail.read_bytes), max(0, tail.write_bytes))
-            self._root_last = None  # counted once
+        if exit_usage is not None and self.root_pid not in self._seen:
+            if not self._root_closed:
+                # A root never read (it ended before the first sample, on a loaded host) owes all of it.
+                counted = _Totals.of(self._root_last) if self._root_last is not None else _Totals()
+                tail = _Totals(exit_usage.cpu_s, exit_usage.read_bytes, exit_usage.write_bytes) - counted
+                tail -= self._owed_to_root
+                self._owed_to_root = _Totals()
+                self._raw += _Totals(max(0.0, tail.cpu_s), max(0, tail.read_bytes), max(0, tail.write_bytes))
+                self._root_closed = True  # counted once
             if not self._seen:  # nothing left to measure: the job's peak is the best memory figure
-                rss = exit_usage.max_rss_bytes
+                rss = max(exit_usage.max_rss_bytes or 0, self._peak_process_rss_bytes)
         now = self._clock()
         interval_s = max(now - self._last_t, 1e-9)
         self._last_t = now
@@ -198,6 +218,9 @@ class ProcessTreeSampler:
         if self.root_pid in current:
             self._root_last = current[self.root_pid]
         self._seen = current
+        self._peak_process_rss_bytes = max(
+            [self._peak_process_rss_bytes, *(seen.peak_rss_bytes for seen in current.values())]
+        )
         return sum(seen.rss_bytes for seen in current.values())
 
     def _tree_processes(self) -> Iterable[psutil.Process]:
@@ -283,6 +306,7 @@ def _read(process: psutil.Process, before: _Seen | None) -> _Seen | None:
                 rss = int(process.memory_info().rss)
             except psutil.ZombieProcess:
                 rss = 0
+            peak_rss = _peak_rss_bytes(process.pid, rss)
             try:
                 io = process.io_counters()
                 read_bytes, write_bytes = int(io.read_bytes), int(io.write_bytes)
@@ -292,7 +316,19 @@ def _read(process: psutil.Process, before: _Seen | None) -> _Seen | None:
     except (psutil.NoSuchProcess, psutil.AccessDenied):
         return None
     cpu_s = times.user + times.system + times.children_user + times.children_system
-    return _Seen(process, ppid, cpu_s, read_bytes, write_bytes, rss)
+    return _Seen(process, ppid, cpu_s, read_bytes, write_bytes, rss, peak_rss)
+
+
+def _peak_rss_bytes(pid: int, rss_bytes: int) -> int:
+    """``VmHWM`` of ``/proc/PID/status`` (peak RSS of the current image, reset by exec); else the RSS now."""
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return max(rss_bytes, int(line.split()[1]) * 1024)  # "VmHWM:    1844 kB"
+    except (OSError, ValueError, IndexError):
+        pass
+    return rss_bytes
 
 
 class HostSampler:

@@ -71,6 +71,7 @@ class RunOptions:
     idle_action: IdleAction = "none"
     idle_grace_s: float = 60.0
     idle_enforce: bool = False
+    child_stdout_to_stderr: bool = False  # --json: our stdout carries the report and nothing else
 
 
 @dataclass(frozen=True)
@@ -186,10 +187,14 @@ def monitored_run(
     try:
         with SignalForwarder() as forwarder:
             try:
-                child = Child.start(options.argv, env=child_env(ledger, run_id))
+                child = Child.start(
+                    options.argv, env=child_env(ledger, run_id), stdout_to_stderr=options.child_stdout_to_stderr
+                )
             except LaunchError as error:
-                ledger.finish_run(run_id, "failed", time.time(), exit_code=error.exit_code, error=error.message)
-                return RunOutcome(run_id, error.exit_code, None, launch_error=error)
+                failed_s = time.time()
+                ledger.finish_run(run_id, "failed", failed_s, exit_code=error.exit_code, error=error.message)
+                summary = summarize(ledger, run_id, failed_s, catalog)
+                return RunOutcome(run_id, error.exit_code, summary, launch_error=error)
             forwarder.attach(child)
             ended = _watch(ledger, catalog, gpu, options, run_id, price.hourly_usd, child, notifier, live, stream)
         ended_s = time.time()

@@ -9,7 +9,7 @@ resubmitted through ``computewise run --backend`` also lists its attempts and wh
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -132,41 +132,74 @@ def _rate(first: float, last: float, seconds: float) -> float:
     return max(0.0, last - first) / seconds if seconds > 0 else 0.0
 
 
+def _time_mean(samples: Sequence[SampleRow], value: Callable[[SampleRow], float | None]) -> float | None:
+    """Mean over time: each sample weighs the interval it covers.
+
+    A plain mean would let the last sample, which may cover a few milliseconds of a job's exit, weigh as
+    much as a whole second: a sleeping job's teardown then reads as a busy CPU.
+    """
+    pairs = [(v, s.interval_s) for s in samples if (v := value(s)) is not None]
+    weight_s = sum(w for _, w in pairs)
+    if not pairs:
+        return None
+    if weight_s <= 0:
+        return float(np.mean([v for v, _ in pairs]))
+    return sum(v * w for v, w in pairs) / weight_s
+
+
 def _usage(
     run: RunRow, samples: Sequence[SampleRow], steps: Sequence[StepRow], gpu_memory_total: float | None
 ) -> UsageStats:
+    # Time-weighted, judged while busy, with the spans said (diagnosis module docstring).
     span_s = sum(s.interval_s for s in samples)
     first, last = (samples[0], samples[-1]) if samples else (None, None)
-    # The verdict is about the job while it worked; idle stretches are reported (and priced) on their own.
-    samples = [s for s in samples if not s.idle] or list(samples)
-    gpu_utils = [s.gpu_util_pct for s in samples if s.gpu_util_pct is not None]
+    busy = [s for s in samples if not s.idle]
+    judged = busy or list(samples)
     gpu_memory = [s.gpu_memory_used_bytes for s in samples if s.gpu_memory_used_bytes is not None]
     data_wait = sum(s.data_wait_s for s in steps)
     step_time = data_wait + sum(s.compute_s for s in steps)
     return UsageStats(
         gpu_count=run.gpu_count,
         logical_cpus=run.logical_cpus,
-        gpu_util_pct_mean=float(np.mean(gpu_utils)) if gpu_utils else None,
+        gpu_util_pct_mean=_time_mean(judged, lambda s: s.gpu_util_pct),
         gpu_memory_share_peak=max(gpu_memory) / gpu_memory_total if gpu_memory and gpu_memory_total else None,
-        cpu_percent_mean=float(np.mean([s.cpu_percent for s in samples])) if samples else 0.0,
-        host_cpu_percent_mean=float(np.mean([s.host_cpu_percent for s in samples])) if samples else 0.0,
+        cpu_percent_mean=_time_mean(judged, lambda s: s.cpu_percent) or 0.0,
+        host_cpu_percent_mean=_time_mean(judged, lambda s: s.host_cpu_percent) or 0.0,
         disk_read_bytes_per_s=_rate(first.read_bytes, last.read_bytes, span_s) if first and last else 0.0,
         net_recv_bytes_per_s=_rate(first.net_recv_bytes, last.net_recv_bytes, span_s) if first and last else 0.0,
         data_wait_share=data_wait / step_time if steps and step_time > 0 else None,
+        busy_s=sum(s.interval_s for s in busy),
+        run_s=span_s,
+        cpu_percent_run_mean=_time_mean(samples, lambda s: s.cpu_percent),
     )
 
 
-def _percentiles(values: Sequence[float]) -> dict[str, float] | None:
-    if not values:
+def _percentiles(samples: Sequence[SampleRow], value: Callable[[SampleRow], float | None]) -> dict[str, float] | None:
+    """Mean and quantiles over time (each sample weighs the interval it covers); min and max per sample."""
+    pairs = sorted((v, s.interval_s) for s in samples if (v := value(s)) is not None)
+    mean = _time_mean(samples, value)
+    if not pairs or mean is None:
         return None
-    array = np.asarray(values, dtype=float)
     return {
-        "mean": float(array.mean()),
-        "p50": float(np.percentile(array, 50)),
-        "p95": float(np.percentile(array, 95)),
-        "min": float(array.min()),
-        "max": float(array.max()),
+        "mean": mean,
+        "p50": _time_quantile(pairs, 0.50),
+        "p95": _time_quantile(pairs, 0.95),
+        "min": pairs[0][0],
+        "max": pairs[-1][0],
     }
+
+
+def _time_quantile(sorted_pairs: Sequence[tuple[float, float]], share: float) -> float:
+    """The smallest value the job was at or below for ``share`` of the time ((value, seconds), sorted)."""
+    total_s = sum(seconds for _, seconds in sorted_pairs)
+    if total_s <= 0:
+        return float(np.percentile([v for v, _ in sorted_pairs], 100.0 * share))
+    covered_s = 0.0
+    for value, seconds in sorted_pairs:
+        covered_s += seconds
+        if covered_s >= share * total_s:
+            return value
+    return sorted_pairs[-1][0]
 
 
 def _stats(samples: Sequence[SampleRow], gpu_rows: Sequence[GpuSampleRow], usage: UsageStats) -> dict[str, Any]:
@@ -178,10 +211,11 @@ def _stats(samples: Sequence[SampleRow], gpu_rows: Sequence[GpuSampleRow], usage
     read = samples[-1].read_bytes - samples[0].read_bytes if samples else 0
     return {
         "samples": len(samples),
-        "gpu_util_pct": _percentiles([s.gpu_util_pct for s in samples if s.gpu_util_pct is not None]),
+        "gpu_util_pct": _percentiles(samples, lambda s: s.gpu_util_pct),
         "gpu_util_pct_by_gpu": {str(i): float(np.mean(v)) for i, v in sorted(per_gpu.items())},
-        "cpu_percent": _percentiles([s.cpu_percent for s in samples]),
-        "host_cpu_percent_mean": usage.host_cpu_percent_mean,
+        "cpu_percent": _percentiles(samples, lambda s: s.cpu_percent),
+        "host_cpu_percent_mean": _time_mean(samples, lambda s: s.host_cpu_percent),
+        "busy_s": usage.busy_s,  # the span the diagnosis judged (samples that were not idle)
         "logical_cpus": usage.logical_cpus,
         "peak_rss_bytes": max((s.rss_bytes for s in samples), default=None),
         "peak_gpu_memory_bytes": max(

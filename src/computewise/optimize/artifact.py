@@ -6,8 +6,11 @@ is swapped out only after the new one is complete, and a directory that is not a
 overwritten. The manifest records the SHA-256 of the model file, and ``load_artifact`` refuses a
 model that does not match it.
 
-A PyTorch winner (BF16 on a GPU, say) is exported as a recipe: the source model and the settings
-that rebuild it; ONNX winners carry the graph itself.
+Every artifact is self-contained: an ONNX winner carries its graph, a PyTorch winner (BF16 on a
+CPU with AMX, say) its TorchScript program in its own dtype, the very file the search timed. Nothing
+points back at the source model, so the directory can be moved or copied to another machine and
+``computewise serve`` still loads it. A variant with no such file (``torch.compile``) is never
+chosen, and exporting it is refused.
 """
 
 from __future__ import annotations
@@ -18,21 +21,31 @@ import os
 import platform
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from computewise import __version__
-from computewise.errors import InputError, ModelConfigError
+from computewise.errors import InputError, MissingExtraError, ModelConfigError
 from computewise.optimize.feeds import Batch, TextFeed
-from computewise.optimize.predictors import OrtPredictor, ort_session
+from computewise.optimize.predictors import OrtPredictor, ProgramPredictor, ort_session
 from computewise.optimize.search import SearchResult, VariantResult
 
 __all__ = ["MANIFEST_NAME", "MANIFEST_VERSION", "Artifact", "load_artifact", "write_artifact"]
 
 MANIFEST_NAME = "manifest.json"
 MANIFEST_VERSION = 1
+_PROGRAM_FILE = "model.pt"
+_ONNX_FILE = "model.onnx"
+# NumPy dtypes of the feed as ONNX spells them, so both formats describe their inputs alike
+_SIGNATURE_DTYPES = {
+    "int64": "tensor(int64)",
+    "int32": "tensor(int32)",
+    "float32": "tensor(float)",
+    "bool": "tensor(bool)",
+}
 _TOKENIZER_FILES = (
     "tokenizer.json",
     "tokenizer_config.json",
@@ -73,10 +86,34 @@ def _signature(model_file: Path) -> tuple[list[dict[str, Any]], list[dict[str, A
     return describe(session.get_inputs()), describe(session.get_outputs())
 
 
+def _program_signature(result: SearchResult, names: tuple[str, ...]) -> list[dict[str, Any]]:
+    """A TorchScript program's inputs as the feed makes them: batch axis first, text's sequence axis free."""
+    example = result.source.feed.batch([0])
+    signature = []
+    for name in names:
+        array = example[name]
+        shape: list[Any] = ["batch", *(["sequence"] if result.source.is_text else list(array.shape[1:]))]
+        signature.append(
+            {"name": name, "dtype": _SIGNATURE_DTYPES.get(str(array.dtype), str(array.dtype)), "shape": shape}
+        )
+    return signature
+
+
+def _source_text(description: str) -> str:
+    """The source as an absolute path where it is one, so the manifest says where it came from wherever it goes."""
+    path = Path(description)
+    return str(path.resolve()) if path.exists() else description
+
+
 def _manifest(result: SearchResult, variant: VariantResult, staging: Path, forced: bool) -> dict[str, Any]:
     built = variant.built
     if built is None:
         raise InputError(f"variant {variant.name} was not built, so it cannot be exported")
+    if not built.exportable or built.model_file is None:
+        raise InputError(
+            f"variant {variant.name} cannot be exported: {built.export_blocker or 'it has no model file'}",
+            "export another variant (--variants), or keep the FP32 model",
+        )
     source = result.source
     summary = result.to_dict()
     row = next(v for v in summary["variants"] if v["name"] == variant.name)
@@ -85,7 +122,7 @@ def _manifest(result: SearchResult, variant: VariantResult, staging: Path, force
         "variant": variant.name,
         "format": built.format,
         "task": source.task,
-        "source": source.description,
+        "source": _source_text(source.description),
         "recipe": built.recipe,
         "kept_fp32": built.kept_fp32,
         "quality": {
@@ -108,20 +145,27 @@ def _manifest(result: SearchResult, variant: VariantResult, staging: Path, force
         "max_length": source.max_length,
     }
     if built.format == "onnx":
-        if built.model_file is None:
-            raise InputError(f"variant {variant.name} has no model file to export")
-        shutil.copyfile(built.model_file, staging / "model.onnx")
-        inputs, outputs = _signature(staging / "model.onnx")
+        shutil.copyfile(built.model_file, staging / _ONNX_FILE)
+        inputs, outputs = _signature(staging / _ONNX_FILE)
         manifest |= {
-            "file": "model.onnx",
-            "sha256": _sha256(staging / "model.onnx"),
+            "file": _ONNX_FILE,
+            "sha256": _sha256(staging / _ONNX_FILE),
             "providers": list(built.providers),
             "graph_optimization_level": built.graph_level,
             "inputs": inputs,
             "outputs": outputs,
         }
     else:
-        manifest |= {"torch_recipe": built.torch_recipe, "positional": source.positional}
+        shutil.copyfile(built.model_file, staging / _PROGRAM_FILE)
+        manifest |= {
+            "file": _PROGRAM_FILE,
+            "sha256": _sha256(staging / _PROGRAM_FILE),
+            "dtype": built.torch_recipe.get("dtype"),
+            "device": built.torch_recipe.get("device", "cpu"),
+            "torch_recipe": built.torch_recipe,
+            "positional": built.program_positional,
+            "inputs": _program_signature(result, built.program_inputs),
+        }
     if source.tokenizer_dir is not None:
         target = staging / "tokenizer"
         target.mkdir()
@@ -178,7 +222,7 @@ class Artifact:
 
     directory: Path
     manifest: dict[str, Any]
-    session: Any
+    run: Callable[[Batch], Any]  # model inputs by name -> outputs, whatever the runtime
     tokenizer: Any = None
 
     def batch(self, inputs: Any) -> Batch:
@@ -198,11 +242,15 @@ class Artifact:
         return {name: np.asarray(value, dtype=np.int64) for name, value in encoded.items()}
 
     def predict(self, inputs: Any) -> Any:
-        return OrtPredictor(self.session)(self.batch(inputs))
+        return self.run(self.batch(inputs))
 
 
-def load_artifact(directory: Path, threads: int | None = None) -> Artifact:
-    """Open an exported variant, checking its manifest and the model file's checksum."""
+def load_artifact(directory: str | os.PathLike[str], threads: int | None = None) -> Artifact:
+    """Open an exported variant, checking its manifest and the model file's checksum.
+
+    Everything is read from ``directory`` alone: an artifact moved or copied elsewhere loads the same.
+    """
+    directory = Path(directory)
     manifest_file = directory / MANIFEST_NAME
     try:
         manifest = json.loads(manifest_file.read_text())
@@ -215,29 +263,51 @@ def load_artifact(directory: Path, threads: int | None = None) -> Artifact:
         raise ModelConfigError(
             f"{manifest_file} has manifest version {manifest.get('manifest_version')!r}, "
             f"this computewise reads {MANIFEST_VERSION}",
-            "re-export with this version",
+            f"re-export it with this version: computewise optimize {manifest.get('source') or 'MODEL'} --out DIR",
         )
-    if manifest.get("format") != "onnx":
-        raise ModelConfigError(
-            f"{directory} holds a PyTorch recipe ({manifest.get('variant')}), not a model file",
-            f"rebuild it from its source {manifest.get('source')}",
-        )
-    model_file = directory / str(manifest["file"])
+    model_file = directory / str(manifest.get("file"))
     if not model_file.is_file() or _sha256(model_file) != manifest.get("sha256"):
         raise ModelConfigError(
             f"{model_file} is missing or does not match its manifest checksum",
             "re-export the artifact; it was modified or copied incompletely",
         )
-    import onnxruntime
-
-    available = set(onnxruntime.get_available_providers())
-    providers = [p for p in manifest.get("providers", []) if p in available] or ["CPUExecutionProvider"]
-    session = ort_session(
-        str(model_file), providers, threads or (os.cpu_count() or 1), manifest.get("graph_optimization_level") or "all"
-    )
+    run = _runner(manifest, model_file, threads or _usable_cpus())
     tokenizer = None
     if manifest.get("tokenizer"):
         from transformers import AutoTokenizer
 
         tokenizer = AutoTokenizer.from_pretrained(str(directory / manifest["tokenizer"]))
-    return Artifact(directory, manifest, session, tokenizer)
+    return Artifact(directory, manifest, run, tokenizer)
+
+
+def _usable_cpus() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def _runner(manifest: dict[str, Any], model_file: Path, threads: int) -> Callable[[Batch], Any]:
+    """An ONNX Runtime session or the TorchScript program, on ``threads`` threads."""
+    if manifest.get("format") == "onnx":
+        import onnxruntime
+
+        available = set(onnxruntime.get_available_providers())
+        providers = [p for p in manifest.get("providers", []) if p in available] or ["CPUExecutionProvider"]
+        level = manifest.get("graph_optimization_level") or "all"
+        return OrtPredictor(ort_session(str(model_file), providers, threads, level))
+    if manifest.get("format") != "torchscript":
+        what = "a PyTorch recipe (older computewise), not a model file" if manifest.get("format") == "torch" else ""
+        raise ModelConfigError(
+            f"{model_file.parent} holds {what or 'a model of format ' + repr(manifest.get('format'))}",
+            f"re-export it with this version: computewise optimize {manifest.get('source') or 'MODEL'} --out DIR",
+        )
+    try:
+        import torch
+    except ImportError as error:
+        raise MissingExtraError("torch", "optimize", "serving a PyTorch artifact") from error
+    torch.set_num_threads(threads)
+    device = str(manifest.get("device") or "cpu")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        device = "cpu"  # a GPU export still runs, slower, where there is none
+    inputs = manifest.get("inputs", [])
+    names = tuple(str(item["name"]) for item in inputs)
+    types = [str(item.get("dtype")) for item in inputs]
+    return ProgramPredictor(str(model_file), names, bool(manifest.get("positional")), device, types)

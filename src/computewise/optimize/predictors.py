@@ -6,6 +6,7 @@ benchmarks and the user's metric see one interface and cannot favour a runtime b
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -14,7 +15,7 @@ import numpy as np
 
 from computewise.optimize.feeds import Batch, Feed, batches_of
 
-__all__ = ["OrtPredictor", "Predictor", "TorchPredictor", "ort_session", "predict_all"]
+__all__ = ["OrtPredictor", "Predictor", "ProgramPredictor", "TorchPredictor", "ort_session", "predict_all"]
 
 
 class Predictor(Protocol):
@@ -46,6 +47,51 @@ class TorchPredictor:
         if self.positional:
             return self.module(*tensors.values())
         return self.module(**tensors)
+
+
+class ProgramPredictor:
+    """A saved TorchScript program, loaded from its file and fed its inputs in the order it was traced with.
+
+    The search times this (not the eager module it was traced from), so the speed in the report is
+    the speed of the file the artifact ships.
+    """
+
+    def __init__(
+        self,
+        path: str,
+        input_names: Sequence[str],
+        positional: bool,
+        device: str = "cpu",
+        input_types: Sequence[str] | None = None,
+    ) -> None:
+        import torch
+
+        with warnings.catch_warnings():
+            # recent torch marks TorchScript deprecated in favour of torch.export; it still loads every program
+            # the search saves (dynamic INT8 included), and the warning would only reach serve's users
+            warnings.simplefilter("ignore", DeprecationWarning)
+            self.program = torch.jit.load(path, map_location=device)  # type: ignore[no-untyped-call]
+        self.program.eval()
+        self.input_names = tuple(input_names)
+        self.positional = positional
+        self.device = device
+        # inputs that came as JSON (float64, int64 lists) are cast to what the program was traced with
+        types: Sequence[str | None] = input_types or [None] * len(self.input_names)
+        self._dtypes = [_ORT_DTYPES.get(kind) if kind else None for kind in types]
+
+    def __call__(self, batch: Batch) -> np.ndarray:
+        import torch
+
+        tensors = [
+            torch.from_numpy(np.ascontiguousarray(batch[name], dtype=dtype)).to(self.device)
+            for name, dtype in zip(self.input_names, self._dtypes, strict=True)
+        ]
+        with torch.inference_mode():
+            if self.positional:
+                output = self.program(*tensors)
+            else:
+                output = self.program(**dict(zip(self.input_names, tensors, strict=True)))
+        return np.asarray(output.detach().float().cpu().numpy())
 
 
 def ort_session(path: str, providers: Sequence[str], threads: int, level: str = "all") -> Any:

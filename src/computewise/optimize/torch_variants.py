@@ -1,7 +1,10 @@
 """PyTorch variants: the FP32 eager baseline, BF16/FP16, ``torch.compile``, dynamic INT8, pruning.
 
 Each builder takes the shared ``Workspace`` and returns a ``Built`` or raises ``VariantSkipped``
-with the reason (no CUDA, no BF16 units, nothing prunable). Pruning keeps the model in PyTorch;
+with the reason (no CUDA, no BF16 units, nothing prunable). Every variant that can be exported is
+saved as a TorchScript program in its own dtype and timed as loaded from that file, so the exported
+artifact is self-contained and is what was measured; ``torch.compile`` cannot be saved, so it is
+measured but never chosen. Pruning keeps the model in PyTorch;
 ``pruned_then_quantized`` in ``onnx_variants`` carries a structured-pruned model on to ONNX Runtime.
 """
 
@@ -13,8 +16,8 @@ import shutil
 import warnings
 from typing import Any
 
-from computewise.optimize.predictors import TorchPredictor
-from computewise.optimize.workspace import Built, VariantSkipped, Workspace
+from computewise.optimize.predictors import ProgramPredictor, TorchPredictor
+from computewise.optimize.workspace import Built, VariantSkipped, Workspace, quiet_tools
 
 __all__ = [
     "build_bf16",
@@ -32,12 +35,13 @@ def _device(workspace: Workspace) -> str:
     return "cuda" if workspace.hardware.cuda_device else "cpu"
 
 
-def _torch_built(workspace: Workspace, module: Any, recipe: list[str], settings: dict[str, Any]) -> Built:
+def _eager_built(workspace: Workspace, module: Any, recipe: list[str], settings: dict[str, Any], blocker: str) -> Built:
+    """A module run as is: measured, never exported (``blocker`` says why)."""
     device = _device(workspace)
     module = module.to(device)
     import torch
 
-    # the serialized state is what would ship; it counts INT8 packed weights, which are not parameters
+    # the serialized state is what the weights weigh; it counts INT8 packed weights, which are not parameters
     buffer = io.BytesIO()
     torch.save(module.state_dict(), buffer)
     return Built(
@@ -46,6 +50,43 @@ def _torch_built(workspace: Workspace, module: Any, recipe: list[str], settings:
         format="torch",
         size_bytes=buffer.tell(),
         torch_recipe={"device": device} | settings,
+        export_blocker=blocker,
+    )
+
+
+def _program_built(workspace: Workspace, module: Any, recipe: list[str], settings: dict[str, Any]) -> Built:
+    """The module traced to a TorchScript file in its own dtype, and timed as loaded back from that file.
+
+    What is measured is what ships: ``computewise serve`` loads the same file without the source
+    model. Tracing records one example's shapes; grading then runs the program on every batch size
+    and sentence length, so a trace that does not generalise fails there instead of in production.
+    """
+    import torch
+
+    device = _device(workspace)
+    module = module.to(device).eval()
+    feed = workspace.source.feed
+    example = feed.batch(range(min(2, len(feed))))
+    names = tuple(example)
+    tensors = {name: torch.from_numpy(array).to(device) for name, array in example.items()}
+    # text models take (input_ids, attention_mask, token_type_ids) in the tokenizer's order
+    positional = workspace.source.positional or workspace.source.is_text
+    target = workspace.fresh_path("pytorch", ".pt")
+    with quiet_tools(), torch.no_grad():
+        if positional:
+            program = torch.jit.trace(module, tuple(tensors.values()), check_trace=False)  # type: ignore[no-untyped-call]
+        else:
+            program = torch.jit.trace(module, example_kwarg_inputs=tensors, check_trace=False)  # type: ignore[no-untyped-call]
+        torch.jit.save(program, str(target))
+    return Built(
+        predictor=ProgramPredictor(str(target), names, positional, device),
+        recipe=[*recipe, "saved as a TorchScript program"],
+        format="torchscript",
+        model_file=target,
+        size_bytes=target.stat().st_size,
+        torch_recipe={"device": device} | settings,
+        program_inputs=names,
+        program_positional=positional,
     )
 
 
@@ -54,7 +95,8 @@ def build_fp32(workspace: Workspace) -> Built:
         raise VariantSkipped("the model is an ONNX file")
     # on a GPU the copy moves, and the CPU original stays for the ONNX export
     module = workspace.fresh_module() if _device(workspace) != "cpu" else workspace.source.module
-    return _torch_built(workspace, module, ["PyTorch eager, FP32"], {"dtype": "float32"})
+    blocker = "the FP32 eager baseline is the reference every variant is compared with"
+    return _eager_built(workspace, module, ["PyTorch eager, FP32"], {"dtype": "float32"}, blocker)
 
 
 def build_bf16(workspace: Workspace) -> Built:
@@ -63,8 +105,8 @@ def build_bf16(workspace: Workspace) -> Built:
     if not (workspace.hardware.cuda_device or workspace.hardware.cpu_runs_bf16):
         raise VariantSkipped("this CPU has no BF16 units (AVX512-BF16 or AMX); BF16 would be emulated and slower")
     module = workspace.fresh_module().to(torch.bfloat16)
-    return _torch_built(
-        workspace, _CastOutput(torch, module), ["PyTorch eager, weights and math in BF16"], {"dtype": "bfloat16"}
+    return _program_built(
+        workspace, _CastOutput(torch, module), ["PyTorch, weights and math in BF16"], {"dtype": "bfloat16"}
     )
 
 
@@ -74,7 +116,7 @@ def build_fp16(workspace: Workspace) -> Built:
     if not workspace.hardware.cuda_device:
         raise VariantSkipped("FP16 needs a CUDA GPU; CPUs emulate it")
     module = workspace.fresh_module().to(torch.float16)
-    return _torch_built(workspace, _CastOutput(torch, module), ["PyTorch eager, FP16"], {"dtype": "float16"})
+    return _program_built(workspace, _CastOutput(torch, module), ["PyTorch, FP16"], {"dtype": "float16"})
 
 
 def _CastOutput(torch: Any, module: Any) -> Any:
@@ -102,8 +144,12 @@ def build_compile(workspace: Workspace) -> Built:
     module = workspace.fresh_module()
     # dynamic=True: text batches change length every call; static shapes would recompile for each.
     compiled = torch.compile(module, dynamic=True)
-    return _torch_built(
-        workspace, compiled, ["torch.compile (inductor, dynamic shapes), FP32"], {"dtype": "float32", "compile": True}
+    return _eager_built(
+        workspace,
+        compiled,
+        ["torch.compile (inductor, dynamic shapes), FP32"],
+        {"dtype": "float32", "compile": True},
+        "torch.compile builds its kernels inside the serving process: there is no file to export",
     )
 
 
@@ -117,7 +163,7 @@ def build_dynamic_int8(workspace: Workspace) -> Built:
         module = torch.ao.quantization.quantize_dynamic(  # type: ignore[no-untyped-call]
             workspace.fresh_module(), {torch.nn.Linear}, dtype=torch.qint8
         )
-    return _torch_built(
+    return _program_built(
         workspace,
         module,
         ["PyTorch dynamic INT8 on every nn.Linear (per-tensor activations)"],
@@ -138,14 +184,14 @@ def build_magnitude_pruned(workspace: Workspace, sparsity: float) -> Built:
         prune.l1_unstructured(layer, "weight", amount=sparsity)  # type: ignore[no-untyped-call]
         prune.remove(layer, "weight")  # type: ignore[no-untyped-call]
     recipe = [f"magnitude pruning: {sparsity:.0%} of each nn.Linear's weights zeroed (dense kernels, same speed)"]
-    return _torch_built(workspace, module, recipe, {"dtype": "float32", "magnitude_sparsity": sparsity})
+    return _program_built(workspace, module, recipe, {"dtype": "float32", "magnitude_sparsity": sparsity})
 
 
 def build_structured_pruned(workspace: Workspace, sparsity: float) -> Built:
     module = workspace.fresh_module()
     pruned = prune_ffn_neurons(module, sparsity)
     recipe = [f"structured pruning: {sparsity:.0%} of the hidden neurons of {pruned} feed-forward blocks removed"]
-    return _torch_built(workspace, module, recipe, {"dtype": "float32", "structured_sparsity": sparsity})
+    return _program_built(workspace, module, recipe, {"dtype": "float32", "structured_sparsity": sparsity})
 
 
 def _linear_pairs(module: Any) -> list[tuple[Any, Any]]:

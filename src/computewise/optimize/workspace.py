@@ -67,7 +67,7 @@ class Built:
 
     predictor: Callable[[Batch], np.ndarray]
     recipe: list[str]
-    format: str  # "onnx" | "torch"
+    format: str  # "onnx" | "torchscript" (a saved program) | "torch" (an eager module, never exported)
     model_file: Path | None = None
     providers: tuple[str, ...] = ()
     graph_level: str | None = None
@@ -77,6 +77,26 @@ class Built:
     # for dynamic INT8: the FP32 graph, the setting and the steps that made it, so that
     # selective precision can re-quantize the same graph with some layers left out
     quantized_from: tuple[Path, DynamicInt8, list[str]] | None = None
+    # why this variant has no file ``computewise serve`` could load; such a variant is never chosen
+    export_blocker: str | None = None
+    # a TorchScript program's inputs, in the order (or by the names) it was traced with
+    program_inputs: tuple[str, ...] = ()
+    program_positional: bool = False
+
+    @property
+    def exportable(self) -> bool:
+        return self.export_blocker is None and self.model_file is not None
+
+    def reopen(self, threads: int) -> Callable[[Batch], np.ndarray]:
+        """A fresh predictor on the saved file, for timing again after the first one was released."""
+        from computewise.optimize.predictors import OrtPredictor, ProgramPredictor, ort_session
+
+        if self.model_file is None:
+            raise ComputewiseError("this variant has no saved file to reopen")
+        if self.format == "onnx":
+            return OrtPredictor(ort_session(str(self.model_file), self.providers, threads, self.graph_level or "all"))
+        device = str(self.torch_recipe.get("device", "cpu"))
+        return ProgramPredictor(str(self.model_file), self.program_inputs, self.program_positional, device)
 
 
 @dataclass
@@ -115,9 +135,15 @@ class Workspace:
         self._fusion_tried = False
         self._calibration_reference: np.ndarray | None = None
         self.baseline_predictor: Callable[[Batch], np.ndarray] | None = None
+        self._files = 0
 
     def path(self, name: str) -> Path:
         return self.directory / name
+
+    def fresh_path(self, stem: str, suffix: str) -> Path:
+        """A file name under the scratch directory that no earlier variant used."""
+        self._files += 1
+        return self.path(f"{stem}-{self._files}{suffix}")
 
     def fresh_module(self) -> Any:
         """A deep copy of the FP32 model, safe to quantize or prune in place."""

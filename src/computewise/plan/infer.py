@@ -1,7 +1,12 @@
 """``plan infer``: accelerator, GPUs per replica, precision and batch for a traffic level and latency target.
 
 Replicas run at a target utilization (default 65 %) so queueing does not blow the latency
-up at peak; scale-to-zero pays only for the replica-hours the mean load needs.
+up at peak. Their GPUs are rented by ``estimate.pricing.rent``, the rule ``estimate infer`` uses:
+replicas that leave GPUs of an instance over pay their share of it, and the option says so.
+
+Scale-to-zero can only drop a replica while traffic has idle gaps. A traffic level alone has none
+(constant traffic), so there it costs what always-on costs; with a mean below the peak the traffic
+is taken as on/off: the peak's replicas for mean/peak of the hours, none in the rest.
 """
 
 from __future__ import annotations
@@ -16,9 +21,10 @@ from computewise.errors import InfeasiblePlanError, InputError
 from computewise.estimate.arrays import col
 from computewise.estimate.assumptions import Assumptions
 from computewise.estimate.infer import InferRows, evaluate_infer, inference_weight_bytes
+from computewise.estimate.pricing import cheapest_rental, rent
 from computewise.estimate.single import memory_dict
 from computewise.plan.result import Rejection, merge_rejections
-from computewise.specs import ModelSpec, Precision
+from computewise.specs import ModelSpec, Precision, Pricing
 from computewise.units import format_bytes, format_duration
 
 if TYPE_CHECKING:
@@ -46,6 +52,7 @@ class InferConstraints:
     accelerators: tuple[str, ...] = ()
     clouds: tuple[str, ...] = ()
     regions: tuple[str, ...] = ()
+    pricing: Pricing = "on-demand"
 
 
 @dataclass(frozen=True)
@@ -65,11 +72,20 @@ class InferOption:
     usd_per_1000_requests: float
     always_on_usd_per_month: float
     scale_to_zero_usd_per_month: float
+    pricing: Pricing = "on-demand"
+    rental: str = ""  # how the replicas' GPUs are rented (``Rental.describe``)
+    shared: bool = False  # the replicas leave GPUs of an instance to other work and pay their share
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "accelerator": self.accelerator,
-            "hardware": {"cloud": self.cloud, "instance_type": self.instance_type, "region": self.region},
+            "hardware": {
+                "cloud": self.cloud,
+                "instance_type": self.instance_type,
+                "region": self.region,
+                "rental": self.rental,
+                "share_of_instance": self.shared,
+            },
             "gpus": self.gpus_per_replica,
             "replicas": self.replicas,
             "job": {"precision": self.precision, "batch": self.batch},
@@ -77,6 +93,7 @@ class InferOption:
             "time": {"seconds": self.latency_s, "requests_per_second_per_replica": self.requests_per_s_per_replica},
             "cost": {
                 "usd_per_1000_requests": self.usd_per_1000_requests,
+                "pricing": self.pricing,
                 "usd_per_hour_per_replica": self.usd_per_h_per_replica,
                 "always_on_usd_per_month": self.always_on_usd_per_month,
                 "scale_to_zero_usd_per_month": self.scale_to_zero_usd_per_month,
@@ -126,6 +143,8 @@ def plan_infer(model: ModelSpec, catalog: Catalog, assumptions: Assumptions, c: 
     ]
     if not offerings:
         raise InputError("no offering matches the accelerator, cloud and region filters", "drop a filter")
+    cheapest_rental(offerings, 1, c.pricing, "the offerings the filters leave")  # none priced: says which are
+    offerings = [o for o in offerings if o.usd_per_h(c.pricing) is not None]
     options: list[InferOption] = []
     rejected: list[Rejection] = []
     considered = 0
@@ -146,7 +165,6 @@ def plan_infer(model: ModelSpec, catalog: Catalog, assumptions: Assumptions, c: 
         if not rows:
             continue
         tp = col([r[0] for r in rows])
-        replicas_per_instance = np.floor(offering.accelerator_count / tp)
         columns = evaluate_infer(
             model,
             InferRows(
@@ -161,7 +179,7 @@ def plan_infer(model: ModelSpec, catalog: Catalog, assumptions: Assumptions, c: 
                 memory_bandwidth_bytes_per_s=col(accel.memory_bandwidth_bytes_per_s) + 0 * tp,
                 intra_node_bytes_per_s=col(accel.interconnect_bytes_per_s) + 0 * tp,
                 tdp_w=col(accel.tdp_w) + 0 * tp,
-                rental_usd_per_h=offering.on_demand_usd_per_h / replicas_per_instance,
+                rental_usd_per_h=tp * rent(offering, 1, c.pricing).usd_per_h,
                 g_co2_per_kwh=col(0.0) + 0 * tp,
                 pue=col(assumptions.cloud_pue) + 0 * tp,
             ),
@@ -198,9 +216,10 @@ def plan_infer(model: ModelSpec, catalog: Catalog, assumptions: Assumptions, c: 
         ok = np.flatnonzero(fits & fast)
         best_row = int(ok[np.argmin(columns.usd_per_1000_requests[ok])])
         tp_best, precision, batch = rows[best_row]
-        hourly = float(offering.on_demand_usd_per_h / replicas_per_instance[best_row])
         capacity = float(columns.requests_per_s[best_row]) * c.target_utilization
-        replicas = max(1, math.ceil(c.requests_per_s / capacity))
+        replicas = max(1, math.ceil(round(c.requests_per_s / capacity, 9)))
+        rental = rent(offering, replicas * tp_best, c.pricing)
+        hourly = rental.usd_per_h / replicas
         options.append(
             InferOption(
                 accelerator=accel.slug,
@@ -217,11 +236,16 @@ def plan_infer(model: ModelSpec, catalog: Catalog, assumptions: Assumptions, c: 
                 usd_per_h_per_replica=hourly,
                 usd_per_1000_requests=replicas * hourly / (c.requests_per_s * 3600.0) * 1000.0,
                 always_on_usd_per_month=replicas * hourly * HOURS_PER_MONTH,
-                scale_to_zero_usd_per_month=mean_rps / capacity * hourly * HOURS_PER_MONTH,
+                scale_to_zero_usd_per_month=replicas * mean_rps / c.requests_per_s * hourly * HOURS_PER_MONTH,
+                pricing=c.pricing,
+                rental=rental.describe(),
+                shared=rental.shared,
             )
         )
     if not options:
         stages = {r.stage for r in rejected}
+        # The binding constraint speaks first: accelerators too small to hold the model say nothing about latency.
+        binding = [r for r in rejected if r.stage == "latency"] or rejected
         hint = (
             "raise --latency or use a smaller --output-len"
             if "latency" in stages
@@ -229,7 +253,7 @@ def plan_infer(model: ModelSpec, catalog: Catalog, assumptions: Assumptions, c: 
         )
         raise InfeasiblePlanError(
             f"no accelerator meets the {'latency target' if 'latency' in stages else 'memory need'}: "
-            + "; ".join(sorted({r.reason for r in rejected})[:3]),
+            + "; ".join(sorted({r.reason for r in binding})[:3]),
             hint,
         )
     ranked = sorted(options, key=lambda o: (o.always_on_usd_per_month, o.latency_s))

@@ -3,7 +3,9 @@
 Owning costs the same every hour whether the server works or not; renting costs only the hours
 used. At utilization u the owned cost per used hour is C_full / u, so owning wins once
 u > C_full / P, where C_full is the owned hourly cost at 100 % and P the rental price of the same
-accelerators (cheapest offering, scaled to the server's accelerator count).
+accelerators (cheapest offering, rented by ``estimate.pricing.rent``: a share of a bigger instance
+where the server holds fewer accelerators than it, marked "share"). Pricings the catalog does not
+list for an accelerator are left out, never compared at $0.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from computewise.estimate.assumptions import Assumptions
+from computewise.estimate.pricing import cheapest_rental
 from computewise.specs import Pricing
 
 if TYPE_CHECKING:
@@ -55,14 +58,15 @@ def compare_onprem(
             continue
         owned = server.usd_per_h(full_use.onprem_power_usd_per_kwh, full_use.onprem_pue, 1.0)
         for pricing in pricings:
-            prices = [
-                (hourly / o.accelerator_count * server.accelerator_count, f"{o.cloud} {o.instance_type} {o.region}")
-                for o in catalog.offerings_for(server.accelerator)
-                if (hourly := o.usd_per_h(pricing)) is not None
-            ]
-            if not prices:
+            offerings = [o for o in catalog.offerings_for(server.accelerator) if o.usd_per_h(pricing) is not None]
+            if not offerings:
                 continue
-            rented, source = min(prices)
+            rental, _ = cheapest_rental(offerings, server.accelerator_count, pricing, server.accelerator, timed=False)
+            o = rental.offering
+            rented = rental.usd_per_h
+            source = f"{o.cloud} {o.instance_type} {o.region}" + (
+                f" ({server.accelerator_count:g} of {o.accelerator_count} GPUs, share)" if rental.shared else ""
+            )
             results.append(
                 BreakEven(
                     accelerator=server.accelerator,

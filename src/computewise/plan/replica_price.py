@@ -75,33 +75,33 @@ def replica_price(
 def _accelerator_price(
     catalog: Catalog, name: str, gpus: int, pricing: Pricing, cloud: str | None, region: str | None
 ) -> tuple[float, str]:
-    """Replicas pack into instances, so a replica pays its accelerators' share of the cheapest instance."""
-    from computewise.catalog import usd_per_accelerator_h
-    from computewise.units import format_usd
+    """A replica's GPUs rented by ``estimate.pricing.rent`` at the cheapest offering: a share of an
+    instance where the replica leaves GPUs over (its other GPUs host other replicas), said in the source."""
+    from computewise.estimate.pricing import cheapest_rental
 
     slug = catalog.accelerator(name).slug
-    offering = catalog.cheapest_offering(slug, pricing, cloud, region)
-    per_gpu = None if offering is None else usd_per_accelerator_h(offering, pricing)
-    if offering is None or per_gpu is None:
-        where = " ".join(x for x in (cloud, region) if x)
+    where = " ".join(x for x in (cloud, region) if x)
+    offerings = catalog.offerings_for(slug, cloud, region)
+    if not offerings:
         raise InputError(
-            f"the catalog sells no {slug} at {pricing} pricing{' in ' + where if where else ''}",
-            "give --hourly-usd, or another --pricing, --cloud or --region (`computewise catalog list offerings`)",
+            f"the catalog rents no {slug}{' in ' + where if where else ''}",
+            "give --hourly-usd, or another --cloud or --region (`computewise catalog list offerings`)",
         )
-    return per_gpu * gpus, (
-        f"{gpus} x {slug} at {format_usd(per_gpu)}/GPU-h, the cheapest {pricing} price in the catalog "
-        f"({offering.cloud} {offering.instance_type}, {offering.region}; {offering.source}, "
-        f"retrieved {offering.retrieved})"
+    rental, _ = cheapest_rental(offerings, gpus, pricing, slug + (f" in {where}" if where else ""), timed=False)
+    offering = rental.offering
+    return rental.usd_per_h, (
+        f"{rental.describe()}, the cheapest {pricing} price in the catalog "
+        f"({offering.source}, retrieved {offering.retrieved})"
     )
 
 
 def _instance_price(
     catalog: Catalog, instance: str, pricing: Pricing, cloud: str | None, region: str | None
 ) -> tuple[float, str]:
-    from computewise.units import format_usd
+    from computewise.estimate.pricing import instance_rental
 
-    hourly, offering = catalog.instance_price(instance, pricing, cloud, region)
-    return hourly, (
-        f"one {offering.cloud} {offering.instance_type} per replica, {pricing} in {offering.region}: "
-        f"{format_usd(hourly)}/h ({offering.source}, retrieved {offering.retrieved})"
+    rental = instance_rental(catalog, instance, pricing, cloud, region)
+    offering = rental.offering
+    return rental.usd_per_h, (
+        f"one instance per replica: {rental.describe()} ({offering.source}, retrieved {offering.retrieved})"
     )

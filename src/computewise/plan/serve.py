@@ -30,6 +30,7 @@ import numpy as np
 
 from computewise.errors import InputError
 from computewise.plan.infer import HOURS_PER_MONTH
+from computewise.units import plural
 
 __all__ = [
     "HPA_METRIC_NAME",
@@ -361,19 +362,15 @@ def plan_serving(
 
     price = _Price(hourly_usd_per_replica, requests_per_month)
     notes: list[str] = []
-    always_on = price.mode("always-on", float(at_peak), f"{at_peak} replicas (the peak's) all month")
+    always_on = price.mode("always-on", float(at_peak), f"{plural(at_peak, 'replica')} (the peak's) all month")
     schedule: tuple[HourPlan, ...] | None = None
     if traffic.hourly_rps is None:
         autoscaled = price.mode(
             "autoscaled",
             float(at_mean),
-            f"{at_mean} replicas (the mean's) all month: without an hourly profile the swings are unknown",
+            f"{plural(at_mean, 'replica')} (the mean's) all month: without an hourly profile the swings are unknown",
         )
-        scale_to_zero = price.mode(
-            "scale-to-zero",
-            traffic.mean_rps / per_replica,
-            "replicas exactly track the load (pay per use, as plan infer): a lower bound",
-        )
+        scale_to_zero = _on_off(traffic, per_replica, autoscaled, price)
         notes.append(
             "no hourly profile: give --traffic FILE.csv (hour,rps) for an hourly schedule and cold-start count"
         )
@@ -381,9 +378,12 @@ def plan_serving(
         schedule, autoscaled, scale_to_zero = _hourly(
             traffic, per_replica, capacity_rps_per_replica, min_replicas, scale_to_zero_cold_start_s, price
         )
-    idle = traffic.hourly_rps is None or any(rps == 0 for rps in traffic.hourly_rps)
+    if traffic.hourly_rps is None:
+        idle = traffic.mean_rps < traffic.peak_rps  # the on/off reading of a mean below the peak
+    else:
+        idle = any(rps == 0 for rps in traffic.hourly_rps)
     if not idle:
-        notes.append("no hour without traffic: scale-to-zero never scales to zero, so it saves nothing")
+        notes.append("no idle hour in the traffic: scale-to-zero never scales to zero, so it saves nothing")
     elif scale_to_zero_cold_start_s > 0:
         notes.append(
             f"scale-to-zero: the first requests after an idle period wait about {_num(scale_to_zero_cold_start_s)} s "
@@ -411,6 +411,31 @@ def plan_serving(
         scale_to_zero=scale_to_zero,
         schedule=schedule,
         notes=tuple(notes),
+    )
+
+
+def _on_off(traffic: TrafficProfile, per_replica: float, autoscaled: ModeCost, price: _Price) -> ModeCost:
+    """Scale-to-zero without an hourly profile: never more than autoscaled, and zero only in idle gaps.
+
+    A replica can only go to zero while no request arrives, so fractional "pay per use" replicas
+    (mean / capacity) are not on offer: constant traffic (mean = peak) keeps the replicas it needs up
+    all month, as autoscaled does. A mean below the peak is read as on/off traffic, the most scaling
+    to zero could save: the peak's replicas for mean/peak of the hours and none in the rest, when
+    that is below the autoscaled average.
+    """
+    busy = replicas_needed(traffic.peak_rps, per_replica)
+    duty = traffic.mean_rps / traffic.peak_rps
+    if duty >= 1.0 or busy * duty >= autoscaled.average_replicas:
+        return price.mode(
+            "scale-to-zero",
+            autoscaled.average_replicas,
+            "as autoscaled: no idle gap is known, and a replica only goes to zero in one",
+        )
+    return price.mode(
+        "scale-to-zero",
+        busy * duty,
+        f"on/off traffic assumed: {plural(busy, 'replica')} (the peak's) for {duty:.0%} of the hours (mean/peak), "
+        "none in the rest; give --traffic FILE.csv for the real schedule",
     )
 
 
@@ -450,7 +475,7 @@ def _hourly(
     to_zero_cost = price.mode(
         "scale-to-zero",
         float(to_zero.mean()),
-        f"as autoscaled, zero replicas in the {idle_hours} idle hour(s) of the profile, plus "
+        f"as autoscaled, zero replicas in the {plural(idle_hours, 'idle hour')} of the profile, plus "
         f"{_num(cold_start_s)} s of billed start-up per replica per cold start",
         cold_starts,
         start_up_replica_h,

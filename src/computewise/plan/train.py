@@ -37,11 +37,21 @@ from computewise.estimate.collectives import Fabric, fabric_for, stack_fabrics
 from computewise.estimate.cost import energy_kwh
 from computewise.estimate.layout import VIRTUAL_STAGES, stage_slots
 from computewise.estimate.memory import MemoryBreakdown, bytes_per_value, optimizer_bytes_per_param
-from computewise.estimate.pricing import onprem_network_per_device
+from computewise.estimate.pricing import cheapest_rental, onprem_network_per_device, rent
 from computewise.estimate.single import memory_dict
 from computewise.estimate.train import TrainColumns, TrainHardware, TrainLayout, evaluate_train, train_memory
 from computewise.plan.result import Option, Plan, Rejection, merge_rejections, pareto_front, scaling_curve
-from computewise.specs import FRAMEWORKS, PRECISIONS, RECOMPUTES, Accelerator, ModelSpec, Optimizer, Precision, Pricing
+from computewise.specs import (
+    FRAMEWORKS,
+    PRECISIONS,
+    RECOMPUTES,
+    Accelerator,
+    ModelSpec,
+    Offering,
+    Optimizer,
+    Precision,
+    Pricing,
+)
 from computewise.units import format_bytes, format_duration, format_usd
 
 if TYPE_CHECKING:
@@ -254,25 +264,33 @@ class _Hardware:
     fabric: Fabric  # one row: the links and NICs with their efficiencies and latencies
 
 
+def _matching(catalog: Catalog, c: TrainConstraints) -> list[Offering]:
+    """Offerings that train and pass the accelerator, cloud and region filters, at any price."""
+    wanted = set(c.accelerators)
+    return [
+        o
+        for o in catalog.offerings
+        if (not wanted or o.accelerator in wanted)
+        and (not c.clouds or o.cloud in c.clouds)
+        and (not c.regions or o.region in c.regions)
+        and catalog.accelerator(o.accelerator).trains
+    ]
+
+
 def _hardware(catalog: Catalog, c: TrainConstraints, assumptions: Assumptions) -> list[_Hardware]:
+    """Machine shapes with their prices: whole instances, priced by ``estimate.pricing.rent``."""
     wanted = set(c.accelerators)
     shapes: dict[tuple[str, int, float, str], list[tuple[str, str, str, Pricing, float, float]]] = {}
     fabrics: dict[tuple[str, int, float, str], Fabric] = {}
     cloud_pricings = [p for p in c.pricings if p != "on-prem"]
-    for o in catalog.offerings:
-        if (wanted and o.accelerator not in wanted) or (c.clouds and o.cloud not in c.clouds):
-            continue
-        if not catalog.accelerator(o.accelerator).trains:
-            continue
-        if c.regions and o.region not in c.regions:
-            continue
+    for o in _matching(catalog, c):
         key = (o.accelerator, o.accelerator_count, o.network_bytes_per_s, o.fabric)
         if key not in fabrics:
             fabrics[key] = fabric_for(catalog.accelerator(o.accelerator), o, catalog, assumptions)
         carbon = catalog.carbon_g_per_kwh(o.cloud, o.region)
         for pricing in cloud_pricings:
-            hourly = o.usd_per_h(pricing)
-            if hourly is not None:
+            if o.usd_per_h(pricing) is not None:
+                hourly = rent(o, o.accelerator_count, pricing).usd_per_h
                 shapes.setdefault(key, []).append((o.cloud, o.instance_type, o.region, pricing, hourly, carbon))
     if "on-prem" in c.pricings:
         for server in catalog.onprem:
@@ -473,6 +491,10 @@ def plan_train(model: ModelSpec, catalog: Catalog, assumptions: Assumptions, con
     c = constraints
     hardware = _hardware(catalog, c, assumptions)
     if not hardware:
+        matching = _matching(catalog, c)
+        for pricing in c.pricings:
+            if matching and pricing != "on-prem":
+                cheapest_rental(matching, 1, pricing, "the offerings the filters leave")  # says what is priced
         raise InputError(
             "no offering in the catalog matches the accelerator, cloud, region and pricing filters",
             "drop a filter, or run `computewise catalog list offerings` to see what is sold where",

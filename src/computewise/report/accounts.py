@@ -7,11 +7,11 @@ import io
 from collections.abc import Sequence
 from typing import Any
 
-from rich.console import Console, RenderableType
-from rich.table import Table
+from rich.console import Console
 from rich.text import Text
 
-from computewise.report.rows import Grid, format_kg, format_kwh
+from computewise.report.rows import Grid, format_amount, format_kg, format_kwh
+from computewise.report.table import at_natural_width, print_table
 from computewise.units import format_usd
 
 __all__ = ["anomalies_grid", "at_natural_width", "budget_grid", "cost_grid", "csv_text", "print_grid"]
@@ -37,7 +37,7 @@ def cost_grid(d: dict[str, Any]) -> Grid:
             *labels,
             str(row["runs"]),
             format_usd(row["cost_usd"]),
-            f"{row['gpu_hours']:.3g}",
+            format_amount(row["gpu_hours"]),
             format_kwh(row["energy_kwh"]) + ("" if row["energy_all_measured"] else "*"),
             format_kg(row["co2_kg"]),
             _opt(row["gpu_util_pct_mean"]),
@@ -49,7 +49,9 @@ def cost_grid(d: dict[str, Any]) -> Grid:
 
     rows = [line(row, _group(row["group"], by)) for row in d["rows"]]
     rows.append(line(d["total"], ("(total)", *([""] * (keys - 1)))))
-    return Grid(headers, tuple(rows), frozenset(range(keys, len(headers))))
+    # Spend, runs and GPU-hours stay on a narrow terminal; the rest is one --json or --csv away.
+    drop = tuple(headers.index(h) for h in ("CPU", "$/1k inf", "idle cost", "CO2", "GPU util", "$/run", "energy"))
+    return Grid(headers, tuple(rows), frozenset(range(keys, len(headers))), drop_order=drop)
 
 
 def budget_grid(statuses: Sequence[dict[str, Any]]) -> Grid:
@@ -62,13 +64,21 @@ def budget_grid(statuses: Sequence[dict[str, Any]]) -> Grid:
             f"{s['pct_used']:.0f} %",
             f"{format_usd(s['burn_rate_usd_per_day'])}/day",
             format_usd(s["projected_month_end_usd"]),
-            s["runs_out_at"][:10] if s["runs_out_at"] else "not this month",
+            _runs_out(s),
             ",".join(f"{p:g}" for p in s["fired_pct"]) or "-",
         )
         for s in statuses
     )
     headers = ("scope", "month", "budget", "spent", "used", "burn rate", "month-end", "runs out", "alerts fired")
-    return Grid(headers, rows, frozenset({2, 3, 4, 5, 6}))
+    return Grid(headers, rows, frozenset({2, 3, 4, 5, 6}), whole=frozenset({1, 7}), drop_order=(8, 1, 5))
+
+
+def _runs_out(status: dict[str, Any]) -> str:
+    """The "runs out" cell: when it ran out if it has, else the forecast date, else "not this month"."""
+    if status["exhausted"]:
+        ran_out = status.get("ran_out_at")
+        return f"ran out {ran_out[:10]}" if ran_out else "already exceeded"
+    return f"{status['runs_out_at'][:10]}" if status["runs_out_at"] else "not this month"
 
 
 def anomalies_grid(d: dict[str, Any]) -> Grid:
@@ -86,26 +96,15 @@ def anomalies_grid(d: dict[str, Any]) -> Grid:
     )
     keys = len(by or ["group"])
     headers = (*(by or ["group"]), "day", "spend", "expected", "ratio", "score")
-    return Grid(headers, rows, frozenset(range(keys + 1, len(headers))))
+    numeric = frozenset(range(keys + 1, len(headers)))
+    return Grid(headers, rows, numeric, whole=frozenset({keys}), drop_order=(keys + 4,))
 
 
-def print_grid(grid: Grid, console: Console, title: str | None = None) -> None:
+def print_grid(grid: Grid, console: Console, title: str | None = None, more: str = "--json") -> None:
+    """A bold title, then the table as every report prints one (:func:`computewise.report.table.print_table`)."""
     if title:
         console.print(Text(title, style="bold"))
-    table = Table(box=None, padding=(0, 1), pad_edge=False)
-    for i, header in enumerate(grid.headers):
-        table.add_column(header, justify="right" if i in grid.numeric else "left", no_wrap=True)
-    for row in grid.rows:
-        table.add_row(*(Text(cell) for cell in row))
-    at_natural_width(console, table).print(table)
-
-
-def at_natural_width(console: Console, renderable: RenderableType) -> Console:
-    """A pipe or a file has no width: print there at the table's natural width rather than cut "$0.0…"."""
-    if console.is_terminal:
-        return console
-    natural = console.measure(renderable, options=console.options.update_width(10_000)).maximum
-    return Console(file=console.file, width=max(console.width, natural), no_color=True)
+    print_table(grid, console, more=more)
 
 
 def csv_text(rows: Sequence[Sequence[str]]) -> str:

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from rich import box
 from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
+from computewise.report.rows import Grid
+from computewise.report.table import print_table
 from computewise.report.terminal import print_pairs
 from computewise.units import format_duration, format_usd
 
-__all__ = ["interruption_line", "print_attempts", "print_supervised_run"]
+__all__ = ["attempts_grid", "interruption_line", "print_attempts", "print_supervised_run"]
 
 
 def print_supervised_run(data: dict[str, Any], console: Console) -> None:
@@ -33,21 +33,26 @@ def print_supervised_run(data: dict[str, Any], console: Console) -> None:
 
 def print_attempts(attempts: list[dict[str, Any]], console: Console) -> None:
     """One line per submission: its engine job id, how it ended and how long it ran."""
-    table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, show_edge=False)
-    for column in ("attempt", "job id", "outcome", "exit", "ran"):
-        table.add_column(column, justify="right" if column in ("attempt", "exit", "ran") else "left")
+    print_table(attempts_grid(attempts), console)
+
+
+def attempts_grid(attempts: list[dict[str, Any]]) -> Grid:
+    """The attempts of a resubmitted run; the job id and the outcome are never cut."""
+    rows = []
     for attempt in attempts:
         ended = attempt["ended_at_s"]
-        ran = format_duration(ended - attempt["started_at_s"]) if ended is not None else "-"
         exit_code = attempt["exit_code"]
-        table.add_row(
-            str(attempt["number"]),
-            Text(attempt["job_id"]),
-            attempt["outcome"],
-            "-" if exit_code is None else str(exit_code),
-            ran,
+        rows.append(
+            (
+                str(attempt["number"]),
+                attempt["job_id"],
+                attempt["outcome"],
+                "-" if exit_code is None else str(exit_code),
+                format_duration(ended - attempt["started_at_s"]) if ended is not None else "-",
+            )
         )
-    console.print(table)
+    headers = ("attempt", "job id", "outcome", "exit", "ran")
+    return Grid(headers, tuple(rows), frozenset({0, 3, 4}), whole=frozenset({1, 2}))
 
 
 def interruption_line(interruption: dict[str, Any]) -> str:

@@ -8,15 +8,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from rich import box
 from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
+from computewise.report.rows import Grid
+from computewise.report.table import print_table
 from computewise.report.terminal import print_pairs
-from computewise.units import format_bytes
+from computewise.units import format_bytes, plural
 
-__all__ = ["comm_setup", "print_comm"]
+__all__ = ["comm_grid", "comm_setup", "print_comm"]
 
 
 def _gbps(bytes_per_s: float) -> str:
@@ -38,7 +38,10 @@ def comm_setup(d: dict[str, Any]) -> list[tuple[str, str]]:
     network = "none (single node)" if inst["network_bytes_per_s"] <= 0 else f"{_gbps(inst['network_bytes_per_s'])} GB/s"
     fabric = inst.get("fabric_name") or inst.get("fabric") or "not named in the catalog (generic efficiency)"
     return [
-        ("collective", f"{d['op']} on {d['gpus']} ranks, {d['ranks_per_node']} per node, {d['nodes']} node(s)"),
+        (
+            "collective",
+            f"{d['op']} on {plural(d['gpus'], 'rank')}, {d['ranks_per_node']} per node, {plural(d['nodes'], 'node')}",
+        ),
         ("instance", where),
         ("link", f"{_gbps(d['link_bytes_per_s'])} GB/s per device x {d['link_efficiency']:.2f} efficiency"),
         ("network", f"{network} per node over {fabric} x {d['network_efficiency']:.2f} efficiency"),
@@ -50,18 +53,23 @@ def comm_setup(d: dict[str, Any]) -> list[tuple[str, str]]:
 def print_comm(d: dict[str, Any], console: Console) -> None:
     """Setup block, then size / time / algbw / busbw like all_reduce_perf, then notes."""
     print_pairs(comm_setup(d), console)
-    table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, show_edge=False)
-    for header in ("size", "bytes", "time (us)", "algbw (GB/s)", "busbw (GB/s)"):
-        table.add_column(header, justify="right")
-    for row in d["rows"]:
-        table.add_row(
-            Text(format_bytes(row["size_bytes"])),
-            Text(f"{row['size_bytes']:.0f}"),
-            Text(_time(row["time_s"])),
-            Text(_gbps(row["algbw_bytes_per_s"])),
-            Text(_gbps(row["busbw_bytes_per_s"])),
-        )
     console.print()
-    console.print(table)
+    print_table(comm_grid(d), console)
     for note in d.get("notes", []):
         console.print(Text(f"note: {note}", style="dim"))
+
+
+def comm_grid(d: dict[str, Any]) -> Grid:
+    """size / bytes / time / algbw / busbw per message size, as nccl-tests' all_reduce_perf prints them."""
+    rows = tuple(
+        (
+            format_bytes(row["size_bytes"]),
+            f"{row['size_bytes']:.0f}",
+            _time(row["time_s"]),
+            _gbps(row["algbw_bytes_per_s"]),
+            _gbps(row["busbw_bytes_per_s"]),
+        )
+        for row in d["rows"]
+    )
+    headers = ("size", "bytes", "time (us)", "algbw (GB/s)", "busbw (GB/s)")
+    return Grid(headers, rows, frozenset(range(len(headers))))

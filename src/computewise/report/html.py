@@ -17,7 +17,9 @@ from typing import Any
 from computewise import __version__
 from computewise.errors import InputError
 from computewise.report.rows import (
+    BREAK_EVEN_NOTE,
     Grid,
+    break_even_grid,
     estimate_setup,
     estimate_summary,
     fit,
@@ -38,7 +40,7 @@ from computewise.report.rows import (
 from computewise.report.svg import MUTED, PALETTE, Axis, Segment, Series, stacked_bar, use_log, xy_chart
 from computewise.units import format_bytes, format_usd
 
-__all__ = ["estimate_html", "plan_html", "write_html"]
+__all__ = ["break_even_html", "estimate_html", "plan_html", "write_html"]
 
 _CSS = """
 :root { color-scheme: light dark; --fg: #1f2328; --bg: #ffffff; --muted: #656d76; --line: #d0d7de;
@@ -279,6 +281,44 @@ def plan_html(d: dict[str, Any]) -> str:
         body += [f"<h2>Candidates{escape(shown)}</h2>", grid_table(option_grid(candidates, ranked=True))]
     body += _rejections(d.get("rejected", []))
     return page("computewise plan", body)
+
+
+def _break_even_chart(rows: Sequence[dict[str, Any]]) -> str:
+    """Owned cost per used hour over the rental price, against utilization: owning wins below the 1.0 line."""
+    utilizations = [u / 20 for u in range(2, 21)]  # 10 % to 100 %
+    series = [
+        Series(
+            f"{r['accelerator_count']} × {r['accelerator']} vs {r['pricing']}",
+            tuple(
+                (u, float(r["owned_usd_per_hour_at_full_use"]) / (u * float(r["rented_usd_per_hour"])))
+                for u in utilizations
+            ),
+            PALETTE[i % len(PALETTE)],
+            line=True,
+            radius=0,
+        )
+        for i, r in enumerate(rows)
+    ]
+    series.append(Series("break-even: owning = renting", ((0.1, 1.0), (1.0, 1.0)), MUTED, line=True, radius=0))
+    return xy_chart(
+        "owned cost per used hour / rental price",
+        series,
+        Axis("utilization of the owned server", lambda v: f"{v:.0%}", domain=(0.1, 1.0)),
+        Axis("owned / rented (below 1: owning wins)", lambda v: f"{v:.2g}", log=True),
+    )
+
+
+def break_even_html(rows: Sequence[dict[str, Any]]) -> str:
+    """The ``plan compare-onprem`` report: where owning beats renting, as a chart and the terminal's table."""
+    body = [
+        "<h1>computewise plan compare-onprem</h1>",
+        f'<p class="muted">{escape(BREAK_EVEN_NOTE)}</p>',
+        "<h2>Owning vs renting</h2>",
+        grid_table(break_even_grid(rows)),
+    ]
+    if rows:
+        body += [_break_even_chart(rows)]
+    return page("computewise plan compare-onprem", body)
 
 
 def write_html(path: str | os.PathLike[str], html: str) -> None:

@@ -5,6 +5,11 @@ Works on the dict of ``SearchResult.to_dict()`` only, like the rest of the repor
 (:func:`optimize_grid`) and rendered twice, as a Rich table and as HTML, so the terminal and the
 page can never disagree. Rows go baseline first, then the measured variants fastest first for the
 search's target, then the failed and skipped ones with their reasons.
+
+Speed-ups are always at the same batching (the variant and the baseline both in arrival order, and
+both length-sorted in their own column); what sorting adds is a line of its own, never folded into a
+model's speed-up. A ratio above the search's suspect threshold, and a figure timed while other
+processes held the CPUs, are marked in the row and explained under "warnings".
 """
 
 from __future__ import annotations
@@ -24,8 +29,9 @@ from computewise.report.accounts import at_natural_width
 from computewise.report.html import grid_table, page, pairs_table
 from computewise.report.rows import Grid
 from computewise.report.svg import ALERT, MUTED, PALETTE, Axis, Series, use_log, xy_chart
+from computewise.report.table import available_width
 from computewise.report.terminal import print_pairs
-from computewise.units import format_bytes, format_count
+from computewise.units import format_bytes, format_count, plural
 
 __all__ = ["optimize_grid", "optimize_html", "print_optimize"]
 
@@ -132,8 +138,10 @@ def _throughput_cell(speed: dict[str, Any]) -> str:
     return text
 
 
-def _times(factor: float | None) -> str:
-    return "" if factor is None else f"{factor:.2f}x"
+def _times(factor: float | None, suspect: bool = False) -> str:
+    if factor is None:
+        return ""
+    return f"{factor:.2f}x" + (" (suspect)" if suspect else "")
 
 
 def _bytes(n_bytes: int | None) -> str:
@@ -152,7 +160,13 @@ def _note(d: dict[str, Any], v: dict[str, Any]) -> str:
     if d["batch_invariant_required"] and v["batch_invariant"] is False:
         notes.append("not batch-invariant")
     if v["kept_fp32"]:
-        notes.append(f"{len(v['kept_fp32'])} layers kept in FP32")
+        notes.append(f"{plural(len(v['kept_fp32']), 'layer')} kept in FP32")
+    if v.get("export_blocker") and v["name"] != BASELINE:
+        notes.append(f"not exportable: {v['export_blocker']}")
+    contended = [s for s in v["speeds"] if s.get("contended")]
+    if contended:
+        share = max(float(s["others_cpu_share"]) for s in contended)
+        notes.append(f"timed under contention ({share:.0%} of the CPUs busy elsewhere)")
     return "; ".join(notes)
 
 
@@ -170,6 +184,8 @@ def _row(d: dict[str, Any], v: dict[str, Any]) -> tuple[str, ...]:
         speed = _speed_at(v, size)
         speeds += [_ms(speed["p50_ms"]), _throughput_cell(speed)] if speed else ["", ""]
     speedup = v["speedup"] or {}
+    suspect = bool(speedup.get("suspect"))
+    sorted_column = [_times(speedup.get("sorted_throughput"), suspect)] if _has_sorted(d) else []
     return (
         name,
         status,
@@ -178,16 +194,23 @@ def _row(d: dict[str, Any], v: dict[str, Any]) -> tuple[str, ...]:
         _yes_no(v["meets_budget"]),
         _invariant_cell(v),
         *speeds,
-        _times(speedup.get("throughput")),
-        _times(speedup.get("latency")),
+        _times(speedup.get("throughput"), suspect),
+        *sorted_column,
+        _times(speedup.get("latency"), suspect),
         _bytes(v["size_bytes"]),
         _bytes(v["peak_memory_bytes"]),
         note,
     )
 
 
+def _has_sorted(d: dict[str, Any]) -> bool:
+    """Whether length-sorted order was timed (text models at a batch size above one)."""
+    return any((v["speedup"] or {}).get("sorted_throughput") is not None for v in d["variants"])
+
+
 def _headers(d: dict[str, Any]) -> tuple[str, ...]:
     per_batch = [h for size in d["batch_sizes"] for h in (f"p50 @{size}", f"items/s @{size}")]
+    sorted_header = ["x sorted"] if _has_sorted(d) else []
     return (
         "variant",
         "status",
@@ -197,6 +220,7 @@ def _headers(d: dict[str, Any]) -> tuple[str, ...]:
         "batch-invariant",
         *per_batch,
         "x throughput",
+        *sorted_header,
         "x latency",
         "size",
         "peak memory",
@@ -221,7 +245,7 @@ def _hardware(hw: dict[str, Any]) -> str:
     parts = [str(hw["cpu"])]
     if hw["cpu_features"]:
         parts.append(" ".join(hw["cpu_features"]))
-    parts += [f"{hw['threads']} threads", f"VNNI {_yes_no(hw['vnni'])}"]
+    parts += [plural(hw["threads"], "thread"), f"VNNI {_yes_no(hw['vnni'])}"]
     if hw.get("cuda_device"):
         parts.append(str(hw["cuda_device"]))
     return " · ".join(parts)
@@ -259,7 +283,8 @@ def _gains(d: dict[str, Any], v: dict[str, Any]) -> str:
     speedup = v["speedup"] or {}
     parts = []
     if speedup.get("throughput") is not None:
-        parts.append(f"{speedup['throughput']:.2f}x throughput at batch {max(d['batch_sizes'])}")
+        same = f" ({speedup['sorted_throughput']:.2f}x both length-sorted)" if speedup.get("sorted_throughput") else ""
+        parts.append(f"{speedup['throughput']:.2f}x throughput at batch {max(d['batch_sizes'])}{same}")
     if speedup.get("latency") is not None:
         parts.append(f"{speedup['latency']:.2f}x lower p50 latency at batch {min(d['batch_sizes'])}")
     return ", ".join(parts)
@@ -299,7 +324,8 @@ def _sorting_gains(d: dict[str, Any]) -> list[str]:
         ratio = speed["sorted_items_per_s"] / speed["items_per_s"]
         lines.append(
             f"length-sorted batching at batch {largest}, {name}: {_per_s(speed['items_per_s'])} in arrival order, "
-            f"{_per_s(speed['sorted_items_per_s'])} sorted by length ({ratio:.2f}x)"
+            f"{_per_s(speed['sorted_items_per_s'])} sorted by length ({ratio:.2f}x; a serving choice, "
+            "not counted in the speed-ups)"
         )
     return lines
 
@@ -319,9 +345,10 @@ def _legend(d: dict[str, Any]) -> str:
     largest, smallest = max(d["batch_sizes"]), min(d["batch_sizes"])
     return (
         "@N: batch size N; p50: median latency per call; batch-invariant: worst cosine of an output alone vs batched; "
-        f"x throughput: best items/s at batch {largest} (arrival or length-sorted order) over the FP32 baseline's "
-        f"in arrival order; x latency: the baseline's p50 at batch {smallest} over the variant's; "
-        "peak memory: rise while building and measuring"
+        f"x throughput: items/s at batch {largest} over the FP32 baseline's, both in arrival order"
+        + ("; x sorted: the same, both sorted by length" if _has_sorted(d) else "")
+        + f"; x latency: the baseline's p50 at batch {smallest} over the variant's; "
+        "threads: the same for every runtime; peak memory: rise while building and measuring"
     )
 
 
@@ -371,7 +398,7 @@ def _print_variants(d: dict[str, Any], console: Console) -> None:
     every = range(len(grid.headers))
     table = _variants_table(d, grid, variants, every)
     natural = console.measure(table, options=console.options.update_width(10_000)).maximum
-    if not console.is_terminal or natural <= console.width:
+    if available_width(console) is None or natural <= console.width:
         at_natural_width(console, table).print(table)
         return
     quality, speed = _halves(grid)
@@ -398,6 +425,11 @@ def print_optimize(d: dict[str, Any], console: Console) -> None:
         console.print(Text("notes", style="bold"))
     for note in notes:
         console.print(Text(f"· {note}", style="dim"))
+    if d.get("warnings"):
+        console.print()
+        console.print(Text("warnings", style="bold yellow"))
+    for warning in d.get("warnings", []):
+        console.print(Text(f"· {warning}", style="yellow"))
     console.print()
     won, lines = _verdict(d)
     console.print(Text(lines[0], style="bold green" if won else "bold yellow"))
@@ -536,4 +568,6 @@ def optimize_html(d: dict[str, Any]) -> str:
     notes = [*d["hardware"]["notes"], *d["notes"]]
     if notes:
         body += ["<h2>Notes</h2>", _list(notes, "muted")]
+    if d.get("warnings"):
+        body += ["<h2>Warnings</h2>", _list(d["warnings"], "bad")]
     return page(f"computewise optimize: {source}", body)

@@ -12,9 +12,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from computewise.units import format_bytes, format_count, format_duration, format_flops, format_usd
+from computewise.units import format_bytes, format_count, format_duration, format_flops, format_usd, plural
 
 __all__ = [
+    "BREAK_EVEN_NOTE",
     "MEMORY_PARTS",
     "Fit",
     "Grid",
@@ -23,11 +24,13 @@ __all__ = [
     "estimate_setup",
     "estimate_summary",
     "fit",
+    "format_amount",
     "format_kg",
     "format_kwh",
     "format_share",
     "group_rejections",
     "is_inference",
+    "memory_grid",
     "memory_parts",
     "memory_peaks",
     "option_grid",
@@ -53,11 +56,18 @@ MEMORY_PARTS = (
 
 @dataclass(frozen=True)
 class Grid:
-    """A table as strings; ``numeric`` columns are right-aligned so digits line up."""
+    """A table as strings; ``numeric`` columns are right-aligned so digits line up.
+
+    On a narrow terminal (:mod:`computewise.report.table`) numeric and ``whole`` columns (ids,
+    statuses, dates) are never cut, other text folds, and ``drop_order`` lists the columns that may
+    be hidden, the least needed first.
+    """
 
     headers: tuple[str, ...]
     rows: tuple[tuple[str, ...], ...]
     numeric: frozenset[int]
+    whole: frozenset[int] = frozenset()
+    drop_order: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -80,11 +90,15 @@ def is_inference(d: dict[str, Any]) -> bool:
     return "usd_per_1000_requests" in d["cost"]
 
 
-def _quantity(value: float, unit: str) -> str:
-    # Three significant digits read well from 0.00123 to 999; above that, grouped integers beat 1.23e+05.
+def format_amount(value: float) -> str:
+    """Three significant digits from 0.00123 to 999; above that, grouped integers: 1,320 reads, 1.32e+03 does not."""
     if abs(value) >= 1000:
-        return f"{value:,.0f} {unit}"
-    return f"{value:.3g} {unit}"
+        return f"{value:,.0f}"
+    return f"{value:.3g}"
+
+
+def _quantity(value: float, unit: str) -> str:
+    return f"{format_amount(value)} {unit}"
 
 
 def format_kwh(kwh: float) -> str:
@@ -103,10 +117,6 @@ def format_kg(kg: float) -> str:
     return _quantity(kg * 1e3, "g")
 
 
-def plural(count: int, noun: str) -> str:
-    return f"{count} {noun}{'' if count == 1 else 's'}"
-
-
 def format_share(share: float) -> str:
     return f"{share:.1%}"
 
@@ -115,6 +125,15 @@ def memory_parts(memory: dict[str, Any]) -> list[tuple[str, float]]:
     """(label, bytes per device) of the non-zero parts: a zero row only says what the job does not do."""
     per_device = memory["per_device_bytes"]
     return [(label, float(per_device[key])) for key, label in MEMORY_PARTS if float(per_device.get(key, 0.0)) > 0]
+
+
+def memory_grid(memory: dict[str, Any]) -> Grid:
+    """Part, size and share of the per-device total, then the peaks (or the total) without a share."""
+    parts = memory_parts(memory)
+    total = sum(value for _, value in parts)
+    rows = [(label, format_bytes(value), format_share(value / total) if total else "") for label, value in parts]
+    rows += [(label, format_bytes(value), "") for label, value in memory_peaks(memory) or [("total", total)]]
+    return Grid(("part", "size", "share"), tuple(rows), frozenset({1, 2}))
 
 
 def memory_peaks(memory: dict[str, Any]) -> list[tuple[str, float]]:
@@ -248,10 +267,13 @@ def estimate_summary(d: dict[str, Any]) -> list[tuple[str, str, str]]:
                 f"{format_count(float(time['output_tokens_per_second']))} output tokens/s",
             )
         )
-    detail = f"{cost['pricing']} at {format_usd(float(cost['usd_per_hour']))}/h"
-    if "usd_per_1000_requests" in cost:
-        detail += f", {format_usd(float(cost['usd_per_1000_requests']))} per 1000 requests"
-    rows.append(("cost", format_usd(float(cost["usd"])), detail))
+    if cost.get("usd") is None:  # no offering rents the accelerator: not available, never $0
+        rows.append(("cost", "not available", "see the notes"))
+    else:
+        detail = f"{cost['pricing']} at {format_usd(float(cost['usd_per_hour']))}/h"
+        if "usd_per_1000_requests" in cost:
+            detail += f", {format_usd(float(cost['usd_per_1000_requests']))} per 1000 requests"
+        rows.append(("cost", format_usd(float(cost["usd"])), detail))
     energy, co2 = d["energy"], d["co2"]
     rows.append(
         ("energy", format_kwh(float(energy["kwh"])), f"PUE {float(energy['pue']):.2f}" if "pue" in energy else "")
@@ -283,8 +305,10 @@ def recommendation(option: dict[str, Any]) -> list[tuple[str, str]]:
     job = _job(option.get("job", {}))
     cost, time = option["cost"], option["time"]
     lines = [("hardware", f"{option['gpus']} × {option['accelerator']} on {_hardware(option)}")]
+    if option["hardware"].get("rental"):
+        lines.append(("rental", str(option["hardware"]["rental"])))
     if is_inference(option):
-        lines[0] = ("hardware", f"{option['replicas']} replicas of {lines[0][1]}")
+        lines[0] = ("hardware", f"{plural(int(option['replicas']), 'replica')} of {lines[0][1]}")
         lines.append(("job", job))
         lines.append(("latency", f"{format_duration(float(time['seconds']))} per request"))
         lines.append(("cost", f"{format_usd(float(cost['usd_per_1000_requests']))} per 1000 requests"))
@@ -335,6 +359,10 @@ _INFER_HEADERS = (
 _NUMERIC_HEADERS = frozenset(
     {"#", "replicas", "time", "cost", "$/h", "MFU", "memory", "latency", "$/1000 req", "$/mo always on", "$/mo to zero"}
 )
+# "16384 × h100-sxm" and "on-demand" read wrong when folded; the hardware and the layout may fold.
+_WHOLE_HEADERS = frozenset({"GPUs", "pricing"})
+# What a narrow terminal hides first; the recommendation panel above the table still has all of it.
+_DROP_HEADERS = ("$/h", "MFU", "memory", "layout", "pricing", "job", "$/mo to zero", "latency")
 
 
 def _train_row(o: dict[str, Any]) -> tuple[str, ...]:
@@ -374,7 +402,18 @@ def option_grid(options: Sequence[dict[str, Any]], ranked: bool = False) -> Grid
     columns, row = (_INFER_HEADERS, _infer_row) if inference else (_TRAIN_HEADERS, _train_row)
     rows = tuple((str(rank), *row(o)) if ranked else row(o) for rank, o in enumerate(options, start=1))
     headers = ("#", *columns) if ranked else columns
-    return Grid(headers, rows, frozenset(i for i, h in enumerate(headers) if h in _NUMERIC_HEADERS))
+    return Grid(
+        headers,
+        rows,
+        frozenset(i for i, h in enumerate(headers) if h in _NUMERIC_HEADERS),
+        whole=frozenset(i for i, h in enumerate(headers) if h in _WHOLE_HEADERS),
+        drop_order=_indices(headers, _DROP_HEADERS),
+    )
+
+
+def _indices(headers: Sequence[str], names: Sequence[str]) -> tuple[int, ...]:
+    """Positions of ``names`` in ``headers``, in the order of ``names``, skipping the absent ones."""
+    return tuple(headers.index(name) for name in names if name in headers)
 
 
 def option_point(option: dict[str, Any]) -> tuple[float, float]:
@@ -427,6 +466,9 @@ def _utilization(value: float) -> str:
     return "never (renting is cheaper)" if value > 1 else f"{value:.0%}"
 
 
+BREAK_EVEN_NOTE = "break-even utilization = owned cost per hour at full use / rental price of the same GPUs"
+
+
 def break_even_grid(rows: Sequence[dict[str, Any]]) -> Grid:
     body = tuple(
         (
@@ -440,7 +482,7 @@ def break_even_grid(rows: Sequence[dict[str, Any]]) -> Grid:
         for r in rows
     )
     headers = ("server", "rental pricing", "owned at full use", "rented", "rented from", "owning wins above")
-    return Grid(headers, body, frozenset({2, 3, 5}))
+    return Grid(headers, body, frozenset({2, 3, 5}), whole=frozenset({0, 1}), drop_order=(4, 1))
 
 
 def step_rows(d: dict[str, Any]) -> list[tuple[str, str, str]]:

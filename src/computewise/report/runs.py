@@ -12,15 +12,15 @@ from html import escape
 from typing import Any
 
 from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
-from computewise.report.accounts import at_natural_width, print_grid
+from computewise.report.accounts import print_grid
 from computewise.report.attempts import interruption_line, print_attempts
 from computewise.report.html import grid_table, page, pairs_table
-from computewise.report.rows import Grid, format_kg, format_kwh
+from computewise.report.rows import Grid, format_amount, format_kg, format_kwh
 from computewise.report.svg import PALETTE, Axis, Series, xy_chart
-from computewise.units import format_bytes, format_duration, format_usd
+from computewise.report.table import print_details
+from computewise.units import format_bytes, format_duration, format_usd, plural
 
 __all__ = ["print_run_summary", "print_runs", "run_html", "runs_grid", "summary_rows"]
 
@@ -52,7 +52,7 @@ def summary_rows(d: dict[str, Any]) -> list[tuple[str, str, str]]:
     gpu = f"{run['gpu_count']} x {run['gpu_name']}" if run["gpu_count"] else "no GPU"
     rows = [
         ("duration", format_duration(d["duration_s"]), f"{_when(run['started_at_s'])} on {run['host']}"),
-        ("GPU-hours", f"{d['gpu_hours']:.3g}", gpu),
+        ("GPU-hours", format_amount(d["gpu_hours"]), gpu),
         ("cost", format_usd(d["cost_usd"]), price["explanation"]),
         ("energy", format_kwh(d["energy_kwh"]), f"{d['energy_basis']}; PUE {price['pue']:.2f}"),
         ("CO2", format_kg(d["co2_kg"]), f"{price['carbon_g_per_kwh']:.0f} gCO2/kWh"),
@@ -67,7 +67,11 @@ def summary_rows(d: dict[str, Any]) -> list[tuple[str, str, str]]:
     cpu = util.get("cpu_percent")
     if cpu:
         rows.append(
-            ("CPU", f"{cpu['mean']:.0f} %", f"of one core; p95 {cpu['p95']:.0f} %; {util['logical_cpus']} logical CPUs")
+            (
+                "CPU",
+                f"{cpu['mean']:.0f} %",
+                f"of one core; p95 {cpu['p95']:.0f} %; {plural(util['logical_cpus'], 'logical CPU')}",
+            )
         )
     if util.get("peak_rss_bytes") is not None:
         rows.append(("peak memory", format_bytes(util["peak_rss_bytes"]), "resident, whole process tree"))
@@ -96,13 +100,7 @@ def print_run_summary(d: dict[str, Any], console: Console) -> None:
     status = d["run"]["status"]
     style = "green bold" if status == "succeeded" else "red bold" if status in ("failed", "crashed") else "bold"
     console.print(Text(_headline(d), style=style))
-    table = Table.grid(padding=(0, 2))
-    table.add_column()
-    table.add_column(justify="right")
-    table.add_column(style="dim")
-    for label, value, detail in summary_rows(d):
-        table.add_row(Text(label), Text(value), Text(detail))
-    at_natural_width(console, table).print(table)
+    print_details(summary_rows(d), console)
     if d["diagnosis"] or d["idle_text"]:
         console.print()
         console.print(Text("diagnosis", style="bold"))
@@ -135,19 +133,25 @@ def runs_grid(runs: Sequence[dict[str, Any]]) -> Grid:
         )
         for r in runs
     )
-    return Grid(("id", "started", "status", "duration", "cost", "tags", "command"), rows, frozenset({0, 3, 4}))
+    # Id, status and cost stay on any terminal; tags go first, then when it started (`runs show ID` has both).
+    headers = ("id", "started", "status", "duration", "cost", "tags", "command")
+    return Grid(headers, rows, frozenset({0, 3, 4}), whole=frozenset({1, 2}), drop_order=(5, 1, 3))
 
 
 def _short(command: str, limit: int = 60) -> str:
+    """The command on one line, cut at a word boundary past ``limit`` characters (`runs show ID` has it whole)."""
     one_line = " ".join(command.split())
-    return one_line if len(one_line) <= limit else one_line[: limit - 1] + "…"
+    if len(one_line) <= limit:
+        return one_line
+    cut = one_line.rfind(" ", 0, limit)
+    return one_line[: cut if cut > 0 else limit] + " …"
 
 
 def print_runs(runs: Sequence[dict[str, Any]], console: Console) -> None:
     if not runs:
         console.print("no runs recorded yet: start one with `computewise run -- CMD ...`")
         return
-    print_grid(runs_grid(runs), console)
+    print_grid(runs_grid(runs), console, more="--json or `runs show ID`")
 
 
 def _axis_s() -> Axis:

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from rich import box
 from rich.console import Console
-from rich.table import Table
+from rich.markup import escape
 from rich.text import Text
 
-from computewise.report.rows import Grid
+from computewise.report.rows import Grid, plural
+from computewise.report.table import print_table
 from computewise.units import format_bytes, format_count
 
 __all__ = ["LEGEND", "print_scaletest", "scaletest_grid", "scaletest_verdict"]
@@ -26,6 +26,10 @@ LEGEND = (
     "eff. = measured scaling efficiency, throughput(N) / (N x throughput(1)); pred. = predicted efficiency; "
     "sync = predicted all-reduce time a step"
 )
+
+
+def _processes(count: int) -> str:
+    return plural(count, "process", "processes")
 
 
 def _ms(seconds: float | None) -> str:
@@ -77,7 +81,8 @@ def scaletest_grid(d: dict[str, Any]) -> Grid:
         )
         for row in d["rows"]
     )
-    return Grid(_HEADERS, rows, frozenset(range(9)))
+    # The prediction gives way first on a narrow terminal; LEGEND and --json keep it.
+    return Grid(_HEADERS, rows, frozenset(range(9)), drop_order=(8, 7, 4))
 
 
 def _best(d: dict[str, Any]) -> dict[str, Any] | None:
@@ -95,7 +100,7 @@ def scaletest_verdict(d: dict[str, Any]) -> str:
     if stop is None:
         largest = max(n for n, row in rows.items() if row["status"] == "ok")
         sentence = (
-            f"Adding workers keeps paying up to {largest} processes (efficiency >= {floor:.0%} and throughput "
+            f"Adding workers keeps paying up to {_processes(largest)} (efficiency >= {floor:.0%} and throughput "
             f"growing at every size tried: {tried})."
         )
     else:
@@ -107,39 +112,33 @@ def scaletest_verdict(d: dict[str, Any]) -> str:
             if grew
             else f"{_rate(row['samples_per_s'])} samples/s, no more than with {previous}"
         )
-        sentence = f"Adding workers stops paying at {stop} processes ({why}); stay at {previous}."
+        sentence = f"Adding workers stops paying at {_processes(stop)} ({why}); stay at {previous}."
     if d["link"] is None:
         return sentence + " No prediction: the link of this device is not in the catalog (give --link-gb-per-s)."
     if predicted == stop:
         return sentence + " The prediction agrees."
     if predicted is None:
         return sentence + " The prediction said every size tried would pay."
-    return sentence + f" The prediction said it stops paying at {predicted} processes."
+    return sentence + f" The prediction said it stops paying at {_processes(predicted)}."
 
 
 def print_scaletest(d: dict[str, Any], console: Console) -> None:
-    grid = scaletest_grid(d)
-    # The box's blank divider is the only gap between columns, as in the other reports.
-    table = Table(box=box.SIMPLE_HEAD, padding=0, pad_edge=False, show_edge=False)
-    for i, header in enumerate(grid.headers):
-        table.add_column(header, justify="right" if i in grid.numeric else "left")
-    for row in grid.rows:
-        table.add_row(*(Text(cell) for cell in row))
+    threads = plural(d["threads_per_process"], "thread")
     console.print(
         Text(
-            f"scaletest {d['entry']} on {d['device_name']} ({d['device']}, {d['threads_per_process']} thread(s) "
-            f"per process, {d['cores']} core(s))",
+            f"scaletest {d['entry']} on {d['device_name']} ({d['device']}, {threads} per process, "
+            f"{plural(d['cores'], 'core')})",
             style="bold",
         )
     )
     console.print(
         f"weak scaling: {d['batch_per_rank']} samples per rank a step (micro-batch {d['micro_batch_size']}); "
-        f"step = the slowest rank's median of {d['steps']} steps after {d['warmup_steps']} warm-up; "
+        f"step = the slowest rank's median of {plural(d['steps'], 'step')} after {d['warmup_steps']} warm-up; "
         f"{format_count(d['params'])} parameters, "
         f"{format_bytes(d['gradient_bytes'])} of gradients to all-reduce; training config: {d['train_config']}",
         highlight=False,
     )
-    console.print(table)
+    print_table(scaletest_grid(d), console)
     console.print(LEGEND, highlight=False)
     link = d["link"]
     if link is not None:
@@ -150,7 +149,9 @@ def print_scaletest(d: dict[str, Any], console: Console) -> None:
         )
     best = _best(d)
     if best is not None:
-        console.print(f"fastest: {best['nproc']} processes, {_rate(best['samples_per_s'])} samples/s", highlight=False)
+        console.print(
+            f"fastest: {_processes(best['nproc'])}, {_rate(best['samples_per_s'])} samples/s", highlight=False
+        )
     console.print(Text(scaletest_verdict(d), style="bold"))
     for warning in d["warnings"]:
-        console.print(f"[yellow]warning:[/] {warning}", highlight=False)
+        console.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False, emoji=False)

@@ -11,12 +11,23 @@ from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
+from computewise.report.rows import Grid
+
 if TYPE_CHECKING:
     from rich.text import Text
 
     from computewise.serve.loadtest import LoadProgress, LoadResult
 
-__all__ = ["LoadProgressView", "print_load_result", "print_serve_plan", "probe_line"]
+__all__ = [
+    "LoadProgressView",
+    "print_load_result",
+    "print_serve_plan",
+    "probe_line",
+    "serve_modes_grid",
+    "serve_plan_html",
+    "serve_plan_pairs",
+    "serve_schedule_grid",
+]
 
 
 class LoadProgressView:
@@ -68,69 +79,124 @@ def probe_line(result: LoadResult, passed: bool) -> str:
 
 
 def print_load_result(data: dict[str, Any], console: Console) -> None:
-    from rich.table import Table
+    from rich.text import Text
 
-    table = Table(title=f"loadtest {data['url']}", show_header=False, title_justify="left")
-    table.add_column(style="bold")
-    table.add_column(justify="right")
-    table.add_row("offered", f"{data['rate_rps']:g} requests/s for {data['duration_s']:g} s")
-    table.add_row("sent", str(data["sent"]))
-    table.add_row("ok", str(data["ok"]))
-    table.add_row("rejected (429)", f"{data['rejected']} ({data['rejection_rate']:.1%})")
-    table.add_row("errors", f"{data['errors']} ({data['error_rate']:.1%})")
+    from computewise.report.terminal import print_pairs
+
+    rows = [
+        ("offered", f"{data['rate_rps']:g} requests/s for {data['duration_s']:g} s"),
+        ("sent", str(data["sent"])),
+        ("ok", str(data["ok"])),
+        ("rejected (429)", f"{data['rejected']} ({data['rejection_rate']:.1%})"),
+        ("errors", f"{data['errors']} ({data['error_rate']:.1%})"),
+    ]
     if data["error_kinds"]:
-        table.add_row("  of which", ", ".join(f"{kind} {count}" for kind, count in data["error_kinds"].items()))
-    table.add_row("throughput", f"{data['throughput_rps']:.1f} ok/s")
-    for name in ("p50", "p95", "p99", "max"):
-        table.add_row(f"latency {name}", _ms(data[f"{name}_ms"]))
-    console.print(table)
+        rows.append(("  of which", ", ".join(f"{kind} {count}" for kind, count in data["error_kinds"].items())))
+    rows.append(("throughput", f"{data['throughput_rps']:.1f} ok/s"))
+    rows += [(f"latency {name}", _ms(data[f"{name}_ms"])) for name in ("p50", "p95", "p99", "max")]
+    console.print(Text(f"loadtest {data['url']}", style="bold"))
+    print_pairs(rows, console)
 
 
 def print_serve_plan(d: dict[str, Any], console: Console) -> None:
     """The answer first (replicas, the three bills), then the schedule, then what was assumed."""
-    from rich.table import Table
+    from rich.text import Text
 
+    from computewise.report.table import print_table
+    from computewise.report.terminal import print_pairs
+
+    console.print(Text("plan serve", style="bold"))
+    print_pairs(serve_plan_pairs(d), console)
+    console.print()
+    console.print(Text("monthly cost (730 h)", style="bold"))
+    print_table(serve_modes_grid(d), console)
+    if d["schedule"]:
+        console.print()
+        console.print(Text("hourly schedule", style="bold"))
+        print_table(serve_schedule_grid(d), console)
+    for note in d["notes"]:
+        console.print(f"* {note}", style="dim", highlight=False, markup=False, emoji=False)
+
+
+def serve_plan_pairs(d: dict[str, Any]) -> list[tuple[str, str]]:
+    """Capacity, traffic, price and replicas: what the bills below rest on (terminal and HTML)."""
     from computewise.units import format_usd
 
     cap, traffic, price, replicas = d["capacity"], d["traffic"], d["price"], d["replicas"]
-    summary = Table(show_header=False, box=None, title="plan serve", title_justify="left")
-    summary.add_column(style="bold")
-    summary.add_column()
-    summary.add_row(
-        "capacity",
-        f"{cap['rps_per_replica']:g} requests/s per replica, planned at {cap['target_utilization']:.0%} "
-        f"= {cap['rps_per_replica_at_target']:.3g} requests/s ({cap['source']})",
-    )
-    summary.add_row("traffic", f"peak {traffic['peak_rps']:g}, mean {traffic['mean_rps']:.3g} requests/s")
-    summary.add_row("price", f"{format_usd(price['usd_per_hour_per_replica'])}/h per replica ({price['source']})")
-    summary.add_row("replicas", f"{replicas['at_peak']} at peak, {replicas['at_mean']} at mean (min {replicas['min']})")
-    console.print(summary)
+    return [
+        (
+            "capacity",
+            f"{cap['rps_per_replica']:g} requests/s per replica, planned at {cap['target_utilization']:.0%} "
+            f"= {cap['rps_per_replica_at_target']:.3g} requests/s ({cap['source']})",
+        ),
+        ("traffic", f"peak {traffic['peak_rps']:g}, mean {traffic['mean_rps']:.3g} requests/s"),
+        ("price", f"{format_usd(price['usd_per_hour_per_replica'])}/h per replica ({price['source']})"),
+        ("replicas", f"{replicas['at_peak']} at peak, {replicas['at_mean']} at mean (min {replicas['min']})"),
+    ]
 
-    modes = Table(title="monthly cost (730 h)", title_justify="left")
-    for column in ("mode", "avg replicas", "$/month", "$/1000 requests", "cold starts/month"):
-        modes.add_column(column, justify="left" if column == "mode" else "right")
-    for mode in d["modes"].values():
-        starts = mode["cold_starts_per_month"]
-        modes.add_row(
+
+def serve_modes_grid(d: dict[str, Any]) -> Grid:
+    """Always-on, autoscaled and scale-to-zero side by side: a month's bill and $ per 1000 requests."""
+    from computewise.units import format_usd
+
+    rows = tuple(
+        (
             mode["mode"],
             f"{mode['average_replicas']:.2f}",
             format_usd(mode["monthly_usd"]),
             format_usd(mode["usd_per_1000_requests"]),
-            "-" if starts is None else f"{starts:.0f}",
+            "-" if mode["cold_starts_per_month"] is None else f"{mode['cold_starts_per_month']:.0f}",
         )
-    console.print(modes)
+        for mode in d["modes"].values()
+    )
+    headers = ("mode", "avg replicas", "$/month", "$/1000 requests", "cold starts/month")
+    return Grid(headers, rows, frozenset({1, 2, 3, 4}), whole=frozenset({0}))
+
+
+def serve_schedule_grid(d: dict[str, Any]) -> Grid:
+    """Replicas hour by hour under the autoscaled and scale-to-zero modes."""
+    rows = tuple(
+        (
+            str(hour["hour"]),
+            f"{hour['rps']:g}",
+            str(hour["autoscaled_replicas"]),
+            str(hour["scale_to_zero_replicas"]),
+            f"{hour['utilization']:.0%}",
+        )
+        for hour in d["schedule"]
+    )
+    return Grid(("hour", "requests/s", "autoscaled", "scale-to-zero", "utilization"), rows, frozenset(range(5)))
+
+
+def serve_plan_html(d: dict[str, Any]) -> str:
+    """The ``plan serve`` report: what was assumed, the three monthly bills, and replicas hour by hour."""
+    from html import escape
+
+    from computewise.report.html import grid_table, page, pairs_table
+    from computewise.report.svg import PALETTE, Axis, Series, xy_chart
+
+    body = [
+        "<h1>computewise plan serve</h1>",
+        pairs_table(serve_plan_pairs(d), frozenset()),
+        "<h2>Monthly cost (730 h)</h2>",
+        grid_table(serve_modes_grid(d)),
+    ]
     if d["schedule"]:
-        schedule = Table(title="hourly schedule", title_justify="left")
-        for column in ("hour", "requests/s", "autoscaled", "scale-to-zero", "utilization"):
-            schedule.add_column(column, justify="right")
-        for hour in d["schedule"]:
-            schedule.add_row(
-                str(hour["hour"]),
-                f"{hour['rps']:g}",
-                str(hour["autoscaled_replicas"]),
-                str(hour["scale_to_zero_replicas"]),
-                f"{hour['utilization']:.0%}",
-            )
-        console.print(schedule)
-    for note in d["notes"]:
-        console.print(f"* {note}", style="dim", highlight=False)
+        hours = [float(hour["hour"]) for hour in d["schedule"]]
+
+        def line(key: str) -> tuple[tuple[float, float], ...]:
+            return tuple(zip(hours, (float(hour[key]) for hour in d["schedule"]), strict=True))
+
+        chart = xy_chart(
+            "replicas by hour",
+            [
+                Series("autoscaled", line("autoscaled_replicas"), PALETTE[0], line=True),
+                Series("scale-to-zero", line("scale_to_zero_replicas"), PALETTE[1], line=True),
+            ],
+            Axis("hour", lambda v: f"{v:.0f}", unit=1.0),
+            Axis("replicas", lambda v: f"{v:.0f}", unit=1.0),
+        )
+        body += ["<h2>Hourly schedule</h2>", chart, grid_table(serve_schedule_grid(d))]
+    if d["notes"]:
+        body.append('<ul class="muted">' + "".join(f"<li>{escape(note)}</li>" for note in d["notes"]) + "</ul>")
+    return page("computewise plan serve", body)

@@ -17,15 +17,14 @@ from rich.table import Table
 from rich.text import Text
 
 from computewise.report.rows import (
+    BREAK_EVEN_NOTE,
     Grid,
     break_even_grid,
     estimate_setup,
     estimate_summary,
     fit,
-    format_share,
     group_rejections,
-    memory_parts,
-    memory_peaks,
+    memory_grid,
     option_grid,
     plural,
     recommendation,
@@ -33,7 +32,7 @@ from computewise.report.rows import (
     scaling_grid,
     step_rows,
 )
-from computewise.units import format_bytes
+from computewise.report.table import print_details, print_table
 
 __all__ = ["MAX_REASONS", "print_break_even", "print_estimate", "print_plan"]
 
@@ -44,15 +43,10 @@ def print_pairs(rows: Sequence[tuple[str, str]], console: Console) -> None:
     """Label-value lines without a frame: a report's setup or verdict block."""
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold", no_wrap=True)
-    grid.add_column()
+    grid.add_column(overflow="fold")
     for label, value in rows:
         grid.add_row(Text(label), Text(value))
     console.print(grid)
-
-
-def _table() -> Table:
-    # The box's blank divider is the only gap between columns: a 120-column terminal fits the candidate table.
-    return Table(box=box.SIMPLE_HEAD, padding=0, pad_edge=False, show_edge=False)
 
 
 def _heading(title: str, console: Console) -> None:
@@ -62,34 +56,15 @@ def _heading(title: str, console: Console) -> None:
 
 
 def _print_grid(grid: Grid, title: str, console: Console) -> None:
-    """Numbers keep their full width on a narrow terminal; only the text columns fold to make room."""
-    table = _table()
-    for i, header in enumerate(grid.headers):
-        if i in grid.numeric:
-            widest = max((len(row[i]) for row in grid.rows), default=0)
-            table.add_column(header, justify="right", no_wrap=True, min_width=max(widest, len(header)))
-        else:
-            table.add_column(header, justify="left")
-    for row in grid.rows:
-        table.add_row(*(Text(cell) for cell in row))
+    """A titled table: numbers keep their full width on a narrow terminal, text folds, extra columns hide."""
     _heading(title, console)
-    console.print(table)
+    print_table(grid, console)
 
 
 def _print_memory(memory: dict[str, Any], console: Console) -> None:
-    parts = memory_parts(memory)
-    total = sum(value for _, value in parts)
-    table = _table()
-    table.add_column("part")
-    table.add_column("size", justify="right")
-    table.add_column("share", justify="right")
-    for label, value in parts:
-        table.add_row(Text(label), Text(format_bytes(value)), Text(format_share(value / total) if total else ""))
-    for label, value in memory_peaks(memory) or [("total", total)]:
-        style = "bold" if label == "total" else ""
-        table.add_row(Text(label, style=style), Text(format_bytes(value), style=style), "")
+    grid = memory_grid(memory)
     _heading("memory per device", console)
-    console.print(table)
+    print_table(grid, console, row_styles=["bold" if row[0] == "total" else "" for row in grid.rows])
     verdict = fit(memory)
     style = "red bold" if verdict.fits is False else "green" if verdict.fits else ""
     console.print(Text(verdict.text, style=style))
@@ -106,14 +81,8 @@ def print_estimate(d: dict[str, Any], console: Console) -> None:
     """Memory first (does it fit?), then what it takes: FLOPs, time, throughput, cost, energy, CO2."""
     console.print(Text(estimate_setup(d), style="bold"))
     _print_memory(d["memory"], console)
-    summary = Table.grid(padding=(0, 2))
-    summary.add_column()
-    summary.add_column(justify="right")
-    summary.add_column(style="dim")
-    for label, value, detail in estimate_summary(d):
-        summary.add_row(Text(label), Text(value), Text(detail))
     console.print()
-    console.print(summary)
+    print_details(estimate_summary(d), console)
     _print_step(d, console)
     _print_notes(d.get("notes", []), console)
 
@@ -124,13 +93,7 @@ def _print_step(d: dict[str, Any], console: Console) -> None:
     if not rows:
         return
     _heading("where a step goes", console)
-    grid = Table.grid(padding=(0, 2))
-    grid.add_column()
-    grid.add_column(justify="right")
-    grid.add_column(justify="right", style="dim")
-    for part, seconds, share in rows:
-        grid.add_row(Text(part), Text(seconds), Text(share))
-    console.print(grid)
+    print_details(rows, console, numeric_detail=True)
     found = d["time"].get("bottleneck")
     if found:
         console.print(Text(f"→ {found['advice']}", style="bold"))
@@ -178,6 +141,7 @@ def print_plan(d: dict[str, Any], console: Console, top: int = 10) -> None:
     if scaling:
         _print_grid(scaling_grid(scaling), "scaling of the recommended instance type", console)
     _print_rejections(d.get("rejected", []), console)
+    _print_notes(d.get("notes", []), console)
     console.print()
     console.print(Text(f"considered {d['considered']} candidate configurations, {feasible} feasible", style="dim"))
 
@@ -188,6 +152,4 @@ def print_break_even(rows: Sequence[dict[str, Any]], console: Console) -> None:
         console.print(Text("no on-premises server with a rental price to compare", style="dim"))
         return
     _print_grid(break_even_grid(rows), "owning vs renting", console)
-    console.print(
-        Text("break-even utilization = owned cost per hour at full use / rental price of the same GPUs", style="dim")
-    )
+    console.print(Text(BREAK_EVEN_NOTE, style="dim"))

@@ -12,12 +12,11 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from rich import box
 from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
 from computewise.report.rows import Grid, plural
+from computewise.report.table import print_table
 from computewise.report.terminal import print_pairs
 from computewise.units import format_bytes, format_count, format_duration, format_usd
 
@@ -95,7 +94,10 @@ def _failure_lines(d: dict[str, Any]) -> list[str]:
 
 def tune_grid(d: dict[str, Any]) -> Grid:
     """The trials worth reading: the best measured ones first, then every failure."""
-    return Grid(_HEADERS, tuple(_row(trial) for trial in _ordered(d)), _NUMERIC)
+    # "#", steps and status stay whole; the estimate and the stage give way first on a narrow terminal.
+    return Grid(
+        _HEADERS, tuple(_row(trial) for trial in _ordered(d)), _NUMERIC, whole=frozenset({8}), drop_order=(7, 1)
+    )
 
 
 def _throughput(figures: dict[str, Any]) -> str:
@@ -210,19 +212,14 @@ def _pruned(d: dict[str, Any]) -> list[str]:
 
 def _print_trials(d: dict[str, Any], console: Console) -> None:
     grid = tune_grid(d)
-    table = Table(box=box.SIMPLE_HEAD, padding=(0, 1, 0, 0), pad_edge=False, show_edge=False)
-    for index, header in enumerate(grid.headers):
-        table.add_column(header, justify="right" if index in grid.numeric else "left", overflow="fold")
-    best = d["best"]["trial"]
-    for row in grid.rows:
-        style = "bold green" if row[0] == str(best) else "red" if row[-1] != "ok" else ""
-        table.add_row(*(Text(cell, style=style) for cell in row))
-    console.print(table)
+    best = str(d["best"]["trial"])
+    styles = ["bold green" if row[0] == best else "red" if row[-1] != "ok" else "" for row in grid.rows]
+    print_table(grid, console, row_styles=styles)
     for line in _failure_lines(d):
         console.print(Text(line, style="red"))
     shown = len(grid.rows)
     if shown < len(d["trials"]):
-        console.print(Text(f"{len(d['trials']) - shown} more trials in --json", style="dim"))
+        console.print(Text(f"{plural(len(d['trials']) - shown, 'more trial')} in --json", style="dim"))
 
 
 def print_tune(d: dict[str, Any], console: Console) -> None:

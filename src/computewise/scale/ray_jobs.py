@@ -35,6 +35,7 @@ from computewise.errors import InputError, MissingExtraError, UnknownNameError
 from computewise.monitor.track import RUN_ID_ENV
 from computewise.scale.backend import BackendError, JobExit, JobHandle, JobSpec, JobStatus
 from computewise.train.memory_cap import fraction_memory_cap
+from computewise.units import plural
 
 if TYPE_CHECKING:
     from ray.job_submission import JobSubmissionClient
@@ -211,7 +212,7 @@ class RayJobsBackend:
         if problems:
             raise BackendError(
                 f"the Ray cluster at {self.address} can never run job {spec.name!r} "
-                f"({len(nodes)} node(s) alive): " + "; ".join(problems),
+                f"({plural(len(nodes), 'node')} alive): " + "; ".join(problems),
                 "ask for less (see `computewise plan` for a layout that fits), or add a node that has it",
             )
 

@@ -54,6 +54,7 @@ from computewise.train.config import TrainConfig
 from computewise.tune.halving import HalvingOutcome, Rung
 from computewise.tune.search import HalvingObserver, TrialExecutorFactory, TrialSettings, TuneError
 from computewise.tune.trial import TrialResult, TrialRunner
+from computewise.units import plural
 
 __all__ = [
     "AshaResult",
@@ -637,7 +638,7 @@ def _nodes_that_fit(address: str, resources: Mapping[str, float], knobs: str) ->
     has = ", ".join(f"{amount:g} {name}" for name, amount in largest.items())
     raise BackendError(
         f"every trial asks for {asked}, and no node of the Ray cluster at {address} has that "
-        f"({len(alive)} node(s) alive; the largest of each: {has})",
+        f"({plural(len(alive), 'node')} alive; the largest of each: {has})",
         f"ask for less per trial ({knobs}), or add a node that has it",
     )
 

@@ -39,7 +39,7 @@ from computewise.errors import InputError
 from computewise.ledger import PREEMPTED_EXIT_CODE, AttemptOutcome, AttemptRow, Ledger, NewRun, PriceSnapshot
 from computewise.ledger.connect import ENV_VAR as LEDGER_ENV
 from computewise.ledger.records import RunStatus
-from computewise.monitor.pricing import DetectedHardware, PriceRequest, resolve_price
+from computewise.monitor.pricing import DetectedHardware, PriceRequest, gpu_price, resolve_price
 from computewise.monitor.track import RUN_ID_ENV
 from computewise.scale.backend import JobExit, JobHandle, JobSpec, JobStatus, Resources, Supervisable
 
@@ -93,22 +93,18 @@ class SupervisedRun:
 
 
 def job_price(catalog: Catalog, request: PriceRequest, resources: Resources) -> PriceSnapshot:
-    """The hourly price of what the job asks for; a fraction of a GPU pays that fraction of the GPU's price."""
+    """The hourly price of what the job asks for, GPUs rented by ``estimate.pricing.rent`` like every
+    other verb's: a fraction of a GPU (or of an instance) pays that share and the explanation says so."""
     accelerator = catalog.accelerator(resources.accelerator) if resources.accelerator else None
+    if accelerator is not None and resources.gpus > 0 and request.hourly_usd is None and request.instance_type is None:
+        return gpu_price(catalog, request, accelerator, resources.gpus, "requested by the job")
     hardware = DetectedHardware(
         gpu_count=math.ceil(resources.gpus) if accelerator is not None else 0,
         gpu_name=accelerator.name if accelerator is not None else None,
         gpu_memory_total_bytes=None,
         logical_cpus=max(1, math.ceil(resources.cpus)),
     )
-    snapshot = resolve_price(catalog, request, hardware)
-    if accelerator is not None and 0 < resources.gpus < 1 and request.hourly_usd is None:
-        return dataclasses.replace(
-            snapshot,
-            hourly_usd=snapshot.hourly_usd * resources.gpus,
-            explanation=f"{snapshot.explanation}; x {resources.gpus:g} for the share of the GPU the job asks for",
-        )
-    return snapshot
+    return resolve_price(catalog, request, hardware)
 
 
 def supervise(

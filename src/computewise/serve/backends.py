@@ -116,7 +116,7 @@ def _shape_text(shape: list[int | None]) -> str:
 
 
 class ArtifactBackend:
-    """An artifact exported by ``computewise optimize``: an ONNX Runtime session plus its manifest.
+    """An artifact exported by ``computewise optimize``: its ONNX graph or TorchScript program, plus its manifest.
 
     Text artifacts take strings; a batch is tokenized together and padded to its longest string,
     which is why ``length`` (tokens after truncation) matters to the batcher. Tensor artifacts take
@@ -302,5 +302,5 @@ def load_backend(target: str, name: str | None = None, threads: int | None = Non
     if target == "echo":
         return EchoBackend(name)
     if Path(target).is_dir():
-        return ArtifactBackend(load_artifact(Path(target), threads), name)
+        return ArtifactBackend(load_artifact(target, threads), name)
     return _load_entry_point(target, name)

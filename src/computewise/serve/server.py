@@ -14,7 +14,9 @@ observations (batches of 1, 2, 4, 8) are paid before the first client arrives, n
 
 The ledger run (kind ``serve``) is priced like ``computewise run`` prices a job (the hardware at
 launch, frozen) and carries the inferences served; a heartbeat every few seconds keeps its cost
-growing with its wall time and tells ``mark_crashed`` it is alive.
+growing with its wall time and tells ``mark_crashed`` it is alive. It is sampled like a run too (the
+same ``Sampler`` over this server's process tree, every ``HEARTBEAT_S``, plus one last sample at
+exit): CPU, memory, GPUs and the energy of each interval, so its kWh and utilization are measured.
 """
 
 from __future__ import annotations
@@ -37,10 +39,14 @@ from typing import Any, TextIO
 
 import uvicorn
 
+from computewise.catalog import Catalog
 from computewise.errors import ComputewiseError, InputError
 from computewise.ledger import Ledger, NewRun, RunStatus
-from computewise.monitor.gpu import open_gpu_source
+from computewise.monitor.energy import EnergyModel
+from computewise.monitor.gpu import GpuSource, GpuStatus, open_gpu_source
 from computewise.monitor.pricing import DetectedHardware, PriceRequest, resolve_price
+from computewise.monitor.process import ProcessTreeSampler
+from computewise.monitor.sampler import MAX_FLUSH_S, LedgerWriter, Sampler
 from computewise.serve.app import DEFAULT_MAX_BODY_BYTES, ServeState, create_app
 from computewise.serve.backends import Backend, load_backend
 from computewise.serve.batcher import Batcher, BatchPolicy, BatchRecord
@@ -158,11 +164,27 @@ class _DrainingServer(uvicorn.Server):
 
 
 class _RunRecord:
-    """The serving run in the ledger: started at launch, heartbeats with inference counts, finished at exit."""
+    """The serving run in the ledger: started at launch, sampled and heartbeating with inference counts,
+    finished at exit."""
 
-    def __init__(self, ledger: Ledger, run_id: int, metrics: ServeMetrics, stream: TextIO) -> None:
+    def __init__(
+        self, ledger: Ledger, run_id: int, metrics: ServeMetrics, stream: TextIO, catalog: Catalog, gpu: GpuSource
+    ) -> None:
         self.ledger, self.run_id, self.metrics, self.stream = ledger, run_id, metrics, stream
         self._recorded = 0
+        self._writer = LedgerWriter(
+            ledger, run_id, flush_s=MAX_FLUSH_S, on_error=lambda e: _say(stream, f"ledger write failed: {e}")
+        )
+        self._sampler = Sampler(
+            run_id,
+            ProcessTreeSampler(os.getpid()),  # the server is the job: its own process and any workers
+            gpu,
+            EnergyModel.from_catalog(catalog, gpu.status().devices),
+            HEARTBEAT_S,
+            sinks=[self._writer],
+        )
+        self._writer.start()
+        self._sampler.start()
 
     def flush(self) -> None:
         served = self.metrics.totals()["inferences"]
@@ -180,6 +202,8 @@ class _RunRecord:
                 _say(self.stream, f"ledger write failed: {error.message}")
 
     def finish(self, status: RunStatus, exit_code: int, summary: dict[str, Any], error: str | None) -> None:
+        self._sampler.stop()  # one last sample: even a short run has its energy
+        self._writer.close()
         try:
             self.flush()
             self.ledger.finish_run(self.run_id, status, time.time(), exit_code=exit_code, summary=summary, error=error)
@@ -188,15 +212,15 @@ class _RunRecord:
 
 
 def _start_run(
-    ledger: Ledger, target: str, tags: dict[str, str], hourly_usd: float | None, started_at_s: float, stream: TextIO
+    ledger: Ledger,
+    catalog: Catalog,
+    status: GpuStatus,
+    target: str,
+    tags: dict[str, str],
+    hourly_usd: float | None,
+    started_at_s: float,
+    stream: TextIO,
 ) -> int:
-    from computewise.catalog import load_catalog
-
-    gpu = open_gpu_source()
-    try:
-        status = gpu.status()
-    finally:
-        gpu.close()
     first = status.devices[0] if status.devices else None
     hardware = DetectedHardware(
         gpu_count=len(status.devices),
@@ -204,7 +228,6 @@ def _start_run(
         gpu_memory_total_bytes=float(first.memory_total_bytes) if first and first.memory_total_bytes else None,
         logical_cpus=os.cpu_count() or 1,
     )
-    catalog = load_catalog()
     price = resolve_price(catalog, PriceRequest(hourly_usd=hourly_usd), hardware)
     if price.assumed:
         _say(stream, f"price {price.explanation}")
@@ -289,8 +312,11 @@ def _serve_bound(
     hourly_usd: float | None,
     stream: TextIO,
 ) -> int:
+    from computewise.catalog import load_catalog
+
     started_at_s = time.time()
     ledger = Ledger.open(db)
+    gpu: GpuSource | None = None
     try:
         ledger.mark_crashed(started_at_s, socket.gethostname())
         backend = load_backend(target)
@@ -303,7 +329,10 @@ def _serve_bound(
 
         batcher = Batcher(backend, policy, queue_limit=queue_limit, timeout_s=timeout_s, on_batch=on_batch)
         app = create_app(backend, batcher, metrics, token=token, max_body_bytes=max_body_bytes, state=state)
-        run = _RunRecord(ledger, _start_run(ledger, target, tags, hourly_usd, started_at_s, stream), metrics, stream)
+        catalog = load_catalog()
+        gpu = open_gpu_source()
+        run_id = _start_run(ledger, catalog, gpu.status(), target, tags, hourly_usd, started_at_s, stream)
+        run = _RunRecord(ledger, run_id, metrics, stream, catalog, gpu)
         bound_host, bound_port = sock.getsockname()[:2]
         url = f"http://{f'[{bound_host}]' if ':' in bound_host else bound_host}:{bound_port}"
         config = uvicorn.Config(
@@ -352,4 +381,6 @@ def _serve_bound(
         _say(stream, f"stopped; {metrics.totals()['inferences']} inferences served (run {run.run_id})")
         return 0
     finally:
+        if gpu is not None:
+            gpu.close()
         ledger.close()

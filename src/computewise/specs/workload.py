@@ -5,6 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from computewise import limits
+from computewise.units import check_range
+
 __all__ = [
     "FRAMEWORKS",
     "OPTIMIZERS",
@@ -68,6 +71,13 @@ class TrainJob:
     flash_attention: bool = True
     framework: Framework = "pytorch"
 
+    def __post_init__(self) -> None:
+        """A job the library is handed directly is held to the CLI's ranges: no 30-digit cost from ``tokens=1e30``."""
+        check_range(self.tokens, "tokens", limits.TOKENS)
+        check_range(self.seq_len, "seq_len", limits.SEQUENCE_TOKENS)
+        check_range(self.micro_batch, "micro_batch", limits.MICRO_BATCH)
+        check_range(self.global_batch, "global_batch", limits.BATCH)
+
 
 @dataclass(frozen=True)
 class InferJob:
@@ -76,3 +86,8 @@ class InferJob:
     output_len: int  # generated tokens
     precision: Precision = "bf16"
     kv_cache_bytes_per_value: float = 2.0  # fp16/bf16 cache; 1.0 for an fp8/int8 cache
+
+    def __post_init__(self) -> None:
+        check_range(self.batch, "batch", limits.BATCH)
+        check_range(self.context_len, "context_len", limits.SEQUENCE_TOKENS)
+        check_range(self.output_len, "output_len", limits.SEQUENCE_TOKENS)

@@ -44,6 +44,7 @@ from computewise.errors import InputError
 from computewise.train.config import TrainConfig
 from computewise.train.setup import load_setup
 from computewise.tune.scaleworker import rank_file
+from computewise.units import plural
 
 if TYPE_CHECKING:
     import psutil
@@ -251,7 +252,8 @@ def _check_world_sizes(nproc: Sequence[int], threads: int, hardware: _Hardware) 
         )
     if hardware.kind == "cpu" and largest * threads > hardware.cores:
         return [
-            f"{largest} processes x {threads} thread(s) oversubscribe the {hardware.cores} usable CPU core(s): "
+            f"{plural(largest, 'process', 'processes')} x {plural(threads, 'thread')} oversubscribe the "
+            f"{plural(hardware.cores, 'usable CPU core')}: "
             "those ranks share cores, so their measured efficiency shows contention, not the network"
         ]
     return []
@@ -398,7 +400,7 @@ def _measure(entry: str, options: ScaleOptions, nproc: int, threads: int, hardwa
             break
     wall_s = time.perf_counter() - started
     if code is None:
-        message = f"{nproc} process(es) did not finish within {options.timeout_s:g} s; stopped"
+        message = f"{plural(nproc, 'process', 'processes')} did not finish within {options.timeout_s:g} s; stopped"
         return _Measured("timeout", message, "raise --timeout or lower --steps", False, (), None, wall_s)
     answers = [_read_rank(run_dir, rank) for rank in range(nproc)]
     failed = [answer for answer in answers if answer is None or answer.get("status") != "ok"]

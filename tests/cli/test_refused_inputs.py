@@ -1,0 +1,256 @@
+"""Inputs that must be refused: every quantity flag of every verb, a mistyped ``--db``, markup in echoed input.
+
+The range tests run the real entry point (``computewise.cli.app.main``) in this process, flag by flag,
+so that ~150 refusals stay fast; each must exit 2 before the verb does anything, with a message
+that names the flag, its range and why. The ``--db`` and loadtest tests run the CLI as a child
+process, as a user would.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from computewise import limits
+from computewise.cli.app import main  # noqa: TID251 (the real entry point, in-process)
+from computewise.limits import FLAG_LIMITS, Limit
+from computewise.units import describe_range
+
+CLI = [sys.executable, "-m", "computewise.cli.app"]
+
+_ESTIMATE_TRAIN = ("estimate", "train", "--model", "gpt2", "--gpu", "h100")
+_ESTIMATE_INFER = ("estimate", "infer", "--model", "gpt2", "--gpu", "h100")
+_ESTIMATE_COMM = ("estimate", "comm", "--gpu", "h100")
+_PLAN_TRAIN = ("plan", "train", "--model", "gpt2")
+_PLAN_INFER = ("plan", "infer", "--model", "gpt2", "--rps", "1")
+_PLAN_SERVE = ("plan", "serve", "--capacity-rps", "10", "--peak-rps", "5", "--hourly-usd", "1")
+_SERVE = ("serve", "echo")
+_LOADTEST = ("loadtest", "http://127.0.0.1:9/x")
+_TUNE = ("tune", "examples.tiny_gpt:setup")
+_SCALETEST = ("scaletest", "examples.tiny_gpt:setup")
+_OPTIMIZE = ("optimize", "examples.digits:classifier")
+_SUBMIT = ("submit", "--dry-run", "--name", "job")
+
+# (verb, flag, what follows the flag's value): every flag of every verb that takes a quantity.
+QUANTITY_FLAGS: list[tuple[tuple[str, ...], str, tuple[str, ...]]] = [
+    *((_ESTIMATE_TRAIN, flag, ()) for flag in ("--tokens", "--seq-len", "--gpus", "--micro-batch", "--global-batch")),
+    *((_ESTIMATE_INFER, flag, ()) for flag in ("--gpus", "--batch", "--context-len", "--output-len")),
+    *((_ESTIMATE_COMM, flag, ()) for flag in ("--gpus", "--bytes", "--per-node")),
+    *(
+        (_PLAN_TRAIN, flag, ())
+        for flag in ("--tokens", "--seq-len", "--global-batch", "--deadline", "--budget", "--top")
+    ),
+    *(
+        (_PLAN_INFER, flag, ())
+        for flag in ("--rps", "--mean-rps", "--input-len", "--output-len", "--latency", "--utilization", "--top")
+    ),
+    *(
+        (_PLAN_SERVE, flag, ())
+        for flag in (
+            *("--capacity-rps", "--latency-ms", "--peak-rps", "--mean-rps", "--hourly-usd", "--gpus-per-replica"),
+            *("--target-utilization", "--min-replicas", "--cold-start-s"),
+        )
+    ),
+    *(
+        (("run",), flag, ("--", "true"))
+        for flag in (
+            *("--interval", "--hourly-usd", "--prometheus-port", "--idle-minutes", "--idle-grace", "--gpus"),
+            *("--cpus", "--nproc", "--max-restarts", "--max-preemptions"),
+        )
+    ),
+    *(
+        (_SUBMIT, flag, ("--", "true"))
+        for flag in ("--gpus", "--cpus", "--nproc", "--memory", "--hourly-usd", "--max-restarts")
+    ),
+    *(
+        (_SERVE, flag, ())
+        for flag in (
+            *("--port", "--max-batch-size", "--max-queue-delay-ms", "--slo-p99-ms", "--queue-limit", "--timeout-s"),
+            *("--max-body-bytes", "--hourly-usd", "--replica-cpus"),
+        )
+    ),
+    *((_LOADTEST, flag, ()) for flag in ("--rate", "--duration", "--timeout-s", "--max-rate")),
+    (_LOADTEST, "--slo-p99-ms", ("--find-max",)),
+    *(
+        (_TUNE, flag, ())
+        for flag in (
+            *("--steps", "--eta", "--memory", "--run-hours", "--tokens", "--hourly-usd", "--threads"),
+            "--trial-timeout",
+        )
+    ),
+    *(
+        (_SCALETEST, flag, ())
+        for flag in ("--nproc", "--steps", "--warmup-steps", "--threads", "--timeout", "--link-gb-per-s")
+    ),
+    *((_OPTIMIZE, flag, ()) for flag in ("--batch-sizes", "--time-budget", "--threads", "--max-length")),
+    (("runs",), "--limit", ()),
+    (("budget", "set", "--scope", "all"), "--monthly-usd", ()),
+]
+
+
+def _limit(verb: tuple[str, ...], flag: str) -> Limit:
+    """The range the flag is held to on this verb (GPUs of a job may be a fraction, or none)."""
+    if flag == "--gpus" and verb[0] in ("run", "submit"):
+        return limits.ACCELERATOR_SHARE
+    return FLAG_LIMITS[flag]
+
+
+def _main(argv: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> tuple[int, str]:
+    """Exit code and stderr (whitespace collapsed: Rich wraps at 80 columns) of ``computewise ARGV``."""
+    monkeypatch.setattr(sys, "argv", ["computewise", *argv])
+    with pytest.raises(SystemExit) as done:
+        main()
+    return int(done.value.code or 0), " ".join(capsys.readouterr().err.split())
+
+
+@pytest.fixture
+def sandbox(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A working directory and a ledger location that must both stay empty: a refusal writes nothing."""
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    monkeypatch.setenv("COMPUTEWISE_DB", str(work / "ledger.sqlite"))
+    monkeypatch.setenv("COMPUTEWISE_FAKE_GPU", "")
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2]))  # examples.*
+    return work
+
+
+@pytest.mark.parametrize("value", ["absurd", ""])
+@pytest.mark.parametrize(
+    ("verb", "flag", "after"), QUANTITY_FLAGS, ids=lambda v: " ".join(v) if isinstance(v, tuple) else v
+)
+def test_every_quantity_flag_refuses_absurd_and_empty_values(
+    verb: tuple[str, ...],
+    flag: str,
+    after: tuple[str, ...],
+    value: str,
+    sandbox: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    limit = _limit(verb, flag)
+    text = f"{limit.high * 1000:g}" if value == "absurd" else ""
+    code, stderr = _main([*verb, flag, text, *after], capsys, monkeypatch)
+    assert code == 2, stderr
+    assert stderr.startswith(f"error: {flag} "), stderr
+    assert describe_range(limit) in stderr, stderr
+    if value == "absurd":
+        assert limit.why in stderr, stderr
+    assert list(sandbox.iterdir()) == [], "a refused flag must leave nothing behind"
+
+
+def test_every_flag_in_the_table_is_exercised() -> None:
+    """A new quantity flag gets a range (FLAG_LIMITS) and a line in QUANTITY_FLAGS, or this fails."""
+    assert {flag for _, flag, _ in QUANTITY_FLAGS} | {"--model"} == set(FLAG_LIMITS)
+
+
+def test_the_issue_example_tokens_1e30(
+    sandbox: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    code, stderr = _main([*_ESTIMATE_TRAIN, "--tokens", "1e30"], capsys, monkeypatch)
+    assert code == 2
+    assert stderr.startswith(
+        "error: --tokens must be between 1 and 1e15 (the largest published training runs use about 4e13 tokens), "
+        "got '1e30'"
+    )
+
+
+def test_a_dollar_amount_is_explained_in_dollars(
+    sandbox: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    code, stderr = _main([*_PLAN_TRAIN, "--budget", "lots"], capsys, monkeypatch)
+    assert code == 2
+    assert "write it like 2500, 7.50, $7.50 or $2.5k" in stderr and "7.5B" not in stderr
+
+
+def test_a_negative_parameter_count_is_not_a_model_name(
+    sandbox: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    code, stderr = _main(["estimate", "train", "--model", "-7B", "--gpu", "h100"], capsys, monkeypatch)
+    assert code == 2
+    assert "--model must be between 1 and 1e14 parameters" in stderr and "did you mean" not in stderr
+
+
+@pytest.mark.parametrize("verb", [_ESTIMATE_TRAIN, _PLAN_TRAIN, ("plan", "infer", "--model", "gpt2", "--rps", "1")])
+def test_a_mistyped_cloud_gets_the_same_did_you_mean_everywhere(
+    verb: tuple[str, ...], sandbox: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    code, stderr = _main([*verb, "--cloud", "awz"], capsys, monkeypatch)
+    assert code == 2
+    assert "error: unknown cloud 'awz'; did you mean 'aws', 'azure'?" in stderr
+
+
+def test_an_unreachable_latency_is_blamed_on_the_latency(
+    sandbox: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    argv = ["plan", "infer", "--model", "llama-3-8b", "--rps", "10", "--latency", "1ms"]
+    code, stderr = _main(argv, capsys, monkeypatch)
+    assert code == 2
+    assert "no accelerator meets the latency target: fastest request takes" in stderr
+    assert "does not fit" not in stderr and "raise --latency" in stderr
+
+
+def test_echoed_input_is_never_read_as_markup_or_emoji(
+    sandbox: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    code, stderr = _main(["serve", "nosuchmod.x:factory", "--port", "0"], capsys, monkeypatch)
+    assert code == 2
+    assert "nosuchmod.x:factory" in stderr and "\N{FACTORY}" not in stderr
+    code, stderr = _main(["serve", "nosuchmod.x:[red]f", "--port", "0"], capsys, monkeypatch)
+    assert code == 2 and "nosuchmod.x:[red]f" in stderr
+
+
+def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "COMPUTEWISE_FAKE_GPU": ""}
+    env.pop("COMPUTEWISE_DB", None)
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=120, check=False)
+
+
+@pytest.mark.parametrize(
+    "verb", [("runs",), ("runs", "show", "1"), ("cost", "report"), ("cost", "anomalies"), ("budget", "status")]
+)
+@pytest.mark.parametrize("where", ["missing/dir/x.db", "x.db"])
+def test_reading_verbs_never_create_a_ledger(tmp_path: Path, verb: tuple[str, ...], where: str) -> None:
+    done = _cli(*verb, "--db", f"sqlite:///{tmp_path / where}", cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert f"error: no ledger at {tmp_path / where}" in " ".join(done.stderr.split())
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "verb",
+    [("run",), ("budget", "set", "--scope", "all", "--monthly-usd", "5")],
+)
+def test_writing_verbs_create_a_ledger_file_but_never_its_directory(tmp_path: Path, verb: tuple[str, ...]) -> None:
+    missing = tmp_path / "missing" / "dir" / "x.db"
+    command = ("--", sys.executable, "-c", "pass") if verb == ("run",) else ()
+    done = _cli(*verb, "--db", f"sqlite:///{missing}", *command, cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    stderr = " ".join(done.stderr.split())
+    assert f"the directory {missing.parent} does not exist" in stderr and f"mkdir -p {missing.parent}" in stderr
+    assert list(tmp_path.iterdir()) == []
+    created = tmp_path / "x.db"
+    done = _cli(*verb, "--db", str(created), *command, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert created.is_file()
+
+
+def test_loadtest_against_a_closed_port_exits_1() -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]  # closed again when the block ends: nothing listens there
+    done = subprocess.run(
+        [*CLI, "loadtest", f"http://127.0.0.1:{port}/x", "--rate", "20", "--duration", "1", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 1, done.stderr
+    assert '"ok": 0' in done.stdout
+    assert "error: no request succeeded (connect x" in " ".join(done.stderr.split())

@@ -1,0 +1,160 @@
+"""The one table printer: which columns give way, where text folds, and how wide a pipe is."""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+import pytest
+from rich.cells import cell_len
+from rich.console import Console
+
+from computewise.report.rows import Grid, plural, recommendation
+from computewise.report.scaletest import scaletest_grid
+from computewise.report.table import available_width, fit_widths, print_table
+from computewise.report.tune import tune_grid
+
+RUNS = Grid(
+    headers=("id", "started", "status", "duration", "cost", "tags", "command"),
+    rows=(
+        (
+            "1207",
+            "2026-11-23 05:38:02",
+            "succeeded",
+            "10.0 h",
+            "$16,223",
+            "project=llama-finetune team=nlp-research",
+            "torchrun --nproc-per-node 8 finetune.py --config configs/llama-70b-lora.yaml",
+        ),
+        ("1208", "2026-11-23 07:01:44", "crashed", "45.0 h", "$4,424", "team=vision", "python eval.py"),
+    ),
+    numeric=frozenset({0, 3, 4}),
+    whole=frozenset({1, 2}),
+    drop_order=(5, 1, 3),
+)
+
+
+def _render(grid: Grid, width: int, monkeypatch: pytest.MonkeyPatch) -> str:
+    """What a pipe with COLUMNS=width shows."""
+    monkeypatch.setenv("COLUMNS", str(width))
+    out = io.StringIO()
+    print_table(grid, Console(file=out, color_system=None))
+    return out.getvalue()
+
+
+def _whole_cells(grid: Grid, text: str, hidden: frozenset[str] | set[str] = frozenset()) -> None:
+    lines = text.splitlines()
+    for i, header in enumerate(grid.headers):
+        if header in hidden or (i not in grid.numeric and i not in grid.whole):
+            continue
+        for row in grid.rows:
+            assert not row[i] or any(row[i] in line for line in lines), f"{header}={row[i]!r} cut:\n{text}"
+
+
+def test_low_priority_columns_go_first_and_the_footnote_names_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    text = _render(RUNS, 80, monkeypatch)
+    assert max(cell_len(line) for line in text.splitlines()) <= 80
+    assert "1 column hidden to fit 80 columns (tags)" in " ".join(text.split())
+    assert "project=llama-finetune" not in text
+    _whole_cells(RUNS, text)
+    # The command folds between words, never inside one.
+    for word in RUNS.rows[0][6].split():
+        assert any(word in line for line in text.splitlines()), word
+
+
+def test_at_100_columns_every_column_shows(monkeypatch: pytest.MonkeyPatch) -> None:
+    text = _render(RUNS, 130, monkeypatch)
+    assert "hidden" not in text and "team=nlp-research" in text
+    _whole_cells(RUNS, text)
+
+
+def test_narrower_than_the_numbers_prints_one_line_per_cell(monkeypatch: pytest.MonkeyPatch) -> None:
+    text = _render(RUNS, 30, monkeypatch)
+    assert "cost: $16,223" in text and "status: crashed" in text
+    assert max(cell_len(line) for line in text.splitlines()) <= 30
+
+
+def test_a_pipe_without_columns_has_no_edge(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("COLUMNS", raising=False)
+    out = io.StringIO()
+    console = Console(file=out, color_system=None)
+    assert available_width(console) is None
+    print_table(RUNS, console)
+    assert RUNS.rows[0][6] in out.getvalue() and "hidden" not in out.getvalue()
+    monkeypatch.setenv("COLUMNS", "80")
+    assert available_width(Console(file=io.StringIO())) == 80
+
+
+def test_long_words_fold_only_when_nothing_is_left_to_drop() -> None:
+    row = ("onprem_power_usd_per_kwh", "0.081", "see https://www.eia.gov/electricity/monthly/epm_table_5_06_a")
+    grid = Grid(("key", "value", "source"), (row,), frozenset({1}), whole=frozenset({0}))
+    shown, widths = fit_widths(grid, 50)
+    assert shown == [0, 1, 2]  # no column may be dropped, so the URL folds inside itself
+    assert widths == {0: len(row[0]), 1: len("value"), 2: 50 - len(row[0]) - len("value") - 2}
+    droppable = Grid(grid.headers, grid.rows, grid.numeric, grid.whole, drop_order=(2,))
+    assert fit_widths(droppable, 50)[0] == [0, 1]  # a column that may go goes before a word is split
+
+
+def _scaletest() -> dict[str, Any]:
+    def row(nproc: int, step_s: float, efficiency: float | None, predicted: float) -> dict[str, Any]:
+        return {
+            "nproc": nproc,
+            "global_batch_size": 32 * nproc,
+            "step_s": step_s,
+            "samples_per_s": 32 * nproc / step_s,
+            "tokens_per_s": 32 * nproc * 1024 / step_s,
+            "speedup": None if efficiency is None else efficiency * nproc,
+            "efficiency": efficiency,
+            "predicted_efficiency": predicted,
+            "predicted_allreduce_s": 0.0123 * nproc,
+            "status": "ok",
+            "message": "",
+            "rank_median_step_s": [step_s] * nproc,
+        }
+
+    return {
+        "efficiency_floor": 0.7,
+        "rows": [row(1, 0.8123, 1.0, 1.0), row(2, 0.9312, 0.87, 0.9), row(4, 1.7, 0.48, 0.8)],
+    }
+
+
+def _tune() -> dict[str, Any]:
+    def trial(number: int, micro: int, step_s: float | None, status: str = "ok") -> dict[str, Any]:
+        return {
+            "number": number,
+            "stage": "halving",
+            "rung": 1,
+            "steps": 40,
+            "config": {"precision": "bf16", "micro_batch_size": micro, "compile": True, "loader_workers": 1},
+            "median_step_s": step_s,
+            "samples_per_s": None if step_s is None else 256 / step_s,
+            "peak_memory_bytes": None if step_s is None else 21_474_836_480 * micro / 16,
+            "estimated_memory_bytes": 20_000_000_000 * micro / 16,
+            "status": status,
+            "message": "CUDA out of memory" if status != "ok" else None,
+        }
+
+    return {"trials": [trial(3, 16, 0.412), trial(5, 32, 0.398), trial(7, 64, None, "oom")]}
+
+
+@pytest.mark.parametrize("width", [80, 100])
+@pytest.mark.parametrize("build", [lambda: scaletest_grid(_scaletest()), lambda: tune_grid(_tune())])
+def test_scaletest_and_tune_tables_keep_their_numbers(width: int, build: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    grid = build()
+    text = _render(grid, width, monkeypatch)
+    assert max(cell_len(line) for line in text.splitlines()) <= width
+    assert "…" not in text
+    flat = " ".join(text.split())
+    hidden: set[str] = set()
+    if "hidden to fit" in flat:
+        hidden = set(flat.split("columns (", 1)[1].split(")", 1)[0].split(", "))
+        assert all(grid.headers.index(h) in grid.drop_order for h in hidden)
+    _whole_cells(grid, text, hidden)
+
+
+def test_counts_are_singular_at_one(infer_plan: dict[str, Any]) -> None:
+    one = {**infer_plan["recommended"], "replicas": 1}
+    hardware = dict(recommendation(one))["hardware"]
+    assert hardware.startswith("1 replica of ") and "replicas" not in hardware
+    assert plural(1, "process", "processes") == "1 process" and plural(2, "process", "processes") == "2 processes"
+    assert plural(0, "replica") == "0 replicas"
