@@ -54,6 +54,19 @@ def test_peak_memory_of_a_short_big_job_is_counted(db: str) -> None:
     assert 200 * MIB <= peak_bytes < 300 * MIB, peak_bytes
 
 
+def test_a_big_parent_does_not_hide_the_jobs_peak(db: str) -> None:
+    """Started from a process holding 600 MiB (a notebook, a test worker): Linux hands that peak to the
+    monitor across exec, and a 200 MiB job below it must still be counted (it once read 6.6 MiB)."""
+    job = [sys.executable, "-c", "b = b'x' * (200 * 1024 * 1024); del b"]
+    monitor = [*CLI, "run", "--db", db, "--json", "--no-live", "--interval", "5s", "--", *job]
+    parent = f"import subprocess, sys\nheld = b'x' * (600 << 20)\nsys.exit(subprocess.run({monitor!r}).returncode)"
+    env = {**os.environ, "COMPUTEWISE_FAKE_GPU": ""}
+    result = subprocess.run([sys.executable, "-c", parent], capture_output=True, text=True, env=env, timeout=120)
+    assert result.returncode == 0, result.stderr
+    peak_bytes = json.loads(result.stdout)["utilization"]["peak_rss_bytes"]
+    assert 200 * MIB <= peak_bytes < 300 * MIB, peak_bytes
+
+
 def test_a_sleeping_python_job_is_diagnosed_as_waiting_with_the_printed_cpu(db: str) -> None:
     result = cli(
         "run", "--db", db, "--json", "--no-live", "--interval", "0.5s", "--",

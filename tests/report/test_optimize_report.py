@@ -48,6 +48,12 @@ def searched(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     return _search(tmp_path_factory.mktemp("digits"), "1%", ONLY)
 
 
+@pytest.fixture(autouse=True)
+def bare_pipe(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pipe here has no COLUMNS (with it a pipe is sized like a terminal), whatever the shell exports."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+
+
 @pytest.fixture
 def digits(searched: dict[str, Any]) -> dict[str, Any]:
     """A fresh copy per test, so a test that edits it cannot leak into the next."""

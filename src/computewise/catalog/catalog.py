@@ -28,7 +28,7 @@ from computewise.catalog.loader import (
     row_key,
     user_catalog_dir,
 )
-from computewise.errors import InputError, UnknownNameError
+from computewise.errors import UnknownNameError
 from computewise.specs.hardware import (
     Accelerator,
     Assumption,
@@ -165,26 +165,6 @@ class Catalog:
         if not priced:
             return None
         return min(priced, key=lambda pair: (pair[0], pair[1].cloud, pair[1].region, pair[1].instance_type))[1]
-
-    def instance_price(
-        self, instance_type: str, pricing: Pricing, cloud: str | None = None, region: str | None = None
-    ) -> tuple[float, Offering]:
-        """USD per hour of one instance at its cheapest listed region, and that offering; InputError if unpriced."""
-        offerings = self.instance_offerings(instance_type, cloud)
-        if region is not None:
-            offerings = tuple(o for o in offerings if o.region == region.strip().lower())
-            if not offerings:
-                raise InputError(
-                    f"{instance_type} is not listed in region {region!r}",
-                    "run `computewise catalog list offerings` to see where it is sold, or drop --region",
-                )
-        priced = [(price, o) for o in offerings if (price := o.usd_per_h(pricing)) is not None]
-        if not priced:
-            raise InputError(
-                f"the catalog has no {pricing} price for {instance_type}",
-                "pick another --pricing (on-demand is listed for every instance) or give --hourly-usd",
-            )
-        return min(priced, key=lambda pair: (pair[0], pair[1].region))
 
     def clouds(self) -> tuple[str, ...]:
         return tuple(sorted({row.cloud for row in self.offerings}))

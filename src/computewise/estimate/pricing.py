@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Quote",
     "Rental",
+    "cheapest_price_only",
     "cheapest_rental",
     "instance_rental",
     "onprem_network_per_device",
@@ -148,6 +149,24 @@ def cheapest_rental(
         for r in skipped.values()
     )
     return chosen, notes
+
+
+def cheapest_price_only(
+    catalog: Catalog, accelerator_slug: str, gpus: float, pricing: Pricing, cloud: str | None, region: str | None
+) -> Rental:
+    """``gpus`` of an accelerator at the cheapest offering in ``cloud``/``region``, where only the price
+    matters (a replica, a recorded run): ``cheapest_rental`` without the network check."""
+    where = " ".join(x for x in (cloud, region) if x)
+    offerings = catalog.offerings_for(accelerator_slug, cloud, region)
+    if not offerings:
+        raise InputError(
+            f"the catalog rents no {accelerator_slug}{' in ' + where if where else ''}",
+            "give the price with --hourly-usd, or another --cloud or --region "
+            "(`computewise catalog list offerings` shows every offering)",
+        )
+    what = accelerator_slug + (f" in {where}" if where else "")
+    rental, _ = cheapest_rental(offerings, gpus, pricing, what, timed=False)
+    return rental
 
 
 def instance_rental(

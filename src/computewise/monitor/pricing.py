@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from computewise.catalog import Catalog
 from computewise.errors import InputError
-from computewise.estimate.pricing import Rental, cheapest_rental, instance_rental
+from computewise.estimate.pricing import Rental, cheapest_price_only, instance_rental
 from computewise.ledger import PriceSnapshot
 from computewise.specs import PRICINGS, Accelerator, Pricing
 from computewise.units import format_usd
@@ -101,17 +101,7 @@ def gpu_price(
 ) -> PriceSnapshot:
     """``gpus`` (a fraction of one included) of ``accelerator`` rented by ``estimate.pricing.rent`` at the
     cheapest offering in ``request``'s cloud and region; ``why`` says where the count came from."""
-    where = " ".join(x for x in (request.cloud, request.region) if x)
-    offerings = catalog.offerings_for(accelerator.slug, request.cloud, request.region)
-    if not offerings:
-        raise InputError(
-            f"the catalog rents no {accelerator.slug}{' in ' + where if where else ''}",
-            "give the price with --hourly-usd, or pick --instance, --cloud and --region from "
-            "`computewise catalog list offerings`",
-        )
-    rental, _ = cheapest_rental(
-        offerings, gpus, request.pricing, accelerator.slug + (f" in {where}" if where else ""), timed=False
-    )
+    rental = cheapest_price_only(catalog, accelerator.slug, gpus, request.pricing, request.cloud, request.region)
     note = (
         f"assumed {gpus:g} x {accelerator.slug} ({why}): {rental.describe()}, "
         f"the cheapest {request.pricing} price in the catalog"

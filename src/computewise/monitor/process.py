@@ -15,7 +15,7 @@ process, as ``ps`` shows them. The monitor itself is never part of the tree. Its
 into one kernel figure: Linux carries the peak RSS of the image a process had before ``exec`` into
 that process's ``ru_maxrss`` (``exec_mmap`` -> ``setmax_mm_hiwater_rss``), and a child forked (or
 vforked) by the monitor starts as the monitor's image. So ``wait4``'s peak of a job is trusted only
-above the monitor's own peak at launch; below it, the job's peak is the largest ``VmHWM`` (peak RSS
+above the monitor's own image's peak (``VmHWM``) at launch; below it, the job's peak is the largest ``VmHWM`` (peak RSS
 since ``exec``) read from ``/proc`` while the job ran. Disk bytes are what reached the storage layer (``read_bytes`` and
 ``write_bytes``), not reads served from the page cache.
 """
@@ -69,8 +69,12 @@ class ExitUsage:
 
 
 def own_peak_rss_bytes() -> int:
-    """This process's peak RSS so far (``getrusage``; kilobytes on Linux)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    """This process's image's peak RSS so far: ``VmHWM``, what a child forked from it inherits.
+
+    Not ``getrusage(RUSAGE_SELF)``: that carries the peak of whatever this process was before its own
+    ``exec`` (a 1.4 GiB test worker or notebook that started the monitor) and would hide every job below it.
+    """
+    return _peak_rss_bytes(os.getpid(), psutil.Process().memory_info().rss)
 
 
 @dataclass(frozen=True)

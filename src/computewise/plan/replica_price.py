@@ -77,17 +77,9 @@ def _accelerator_price(
 ) -> tuple[float, str]:
     """A replica's GPUs rented by ``estimate.pricing.rent`` at the cheapest offering: a share of an
     instance where the replica leaves GPUs over (its other GPUs host other replicas), said in the source."""
-    from computewise.estimate.pricing import cheapest_rental
+    from computewise.estimate.pricing import cheapest_price_only
 
-    slug = catalog.accelerator(name).slug
-    where = " ".join(x for x in (cloud, region) if x)
-    offerings = catalog.offerings_for(slug, cloud, region)
-    if not offerings:
-        raise InputError(
-            f"the catalog rents no {slug}{' in ' + where if where else ''}",
-            "give --hourly-usd, or another --cloud or --region (`computewise catalog list offerings`)",
-        )
-    rental, _ = cheapest_rental(offerings, gpus, pricing, slug + (f" in {where}" if where else ""), timed=False)
+    rental = cheapest_price_only(catalog, catalog.accelerator(name).slug, gpus, pricing, cloud, region)
     offering = rental.offering
     return rental.usd_per_h, (
         f"{rental.describe()}, the cheapest {pricing} price in the catalog "
