@@ -31,7 +31,7 @@ from typing import Any
 
 from computewise.account.report import cost_report
 from computewise.ledger import Ledger, NewRun, PriceSnapshot, RunKind, SampleRow
-from computewise.monitor.process import cpu_model_name
+from computewise.system.cpu import cpu_model_name
 
 TARGET_S = 2.0
 NOW_S = 1_742_472_000.0  # 2025-03-20 12:00 UTC
@@ -52,7 +52,15 @@ def _median_s(work: Callable[[], object], repeat: int) -> float:
 def build(path: Path, n_runs: int, n_samples: int, seed: int = 0) -> list[int]:
     """A ledger at ``path`` with ``n_runs`` runs over 60 days and ``n_samples`` samples spread over them."""
     rng = random.Random(seed)
-    price = PriceSnapshot(hourly_usd=0.0, source="benchmark", explanation="synthetic", assumed=False, pue=1.1)
+    price = PriceSnapshot(
+        hourly_usd=0.0,
+        source="benchmark",
+        explanation="synthetic",
+        assumed=False,
+        carbon_g_per_kwh=475.0,
+        carbon_source="benchmark",
+        pue=1.1,
+    )
     run_ids = []
     with Ledger.open(f"sqlite:///{path}") as ledger:
         for i in range(n_runs):

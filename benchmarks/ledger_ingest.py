@@ -31,14 +31,20 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import sqlalchemy as sa
-
-from computewise.ledger import GpuSampleRow, Ledger, NewRun, PriceSnapshot, SampleRow, schema
-from computewise.monitor.process import cpu_model_name
+from computewise.ledger import GpuSampleRow, Ledger, NewRun, PriceSnapshot, SampleRow
+from computewise.system.cpu import cpu_model_name
 
 TARGET_SAMPLES_PER_S = 50_000.0
 GPUS = 8
-PRICE = PriceSnapshot(hourly_usd=32.77, source="benchmark", explanation="AWS p4d.24xlarge on-demand", assumed=False)
+PRICE = PriceSnapshot(
+    hourly_usd=32.77,
+    source="benchmark",
+    explanation="AWS p4d.24xlarge on-demand",
+    assumed=False,
+    carbon_g_per_kwh=475.0,
+    carbon_source="benchmark",
+    pue=1.0,
+)
 
 
 def _sample(run_id: int, t_s: float) -> SampleRow:
@@ -113,7 +119,7 @@ def _flush(directory: Path, runs: int, flushes: int) -> dict[str, float]:
             thread.join()
         elapsed_s = time.perf_counter() - start
         samples = runs * flushes
-        _check_stored(ledger, samples, samples * GPUS)
+        _check_stored(ledger, run_ids, samples, samples * GPUS)
     return {"samples": samples, "seconds": elapsed_s, "samples_per_s": samples / elapsed_s, "transactions": samples}
 
 
@@ -126,15 +132,14 @@ def _bulk(directory: Path, batches: int, size: int = 1000) -> dict[str, float]:
             ledger.add_samples(rows)
         elapsed_s = time.perf_counter() - start
         samples = batches * size
-        _check_stored(ledger, samples, 0)
+        _check_stored(ledger, [run_id], samples, 0)
     return {"samples": samples, "seconds": elapsed_s, "samples_per_s": samples / elapsed_s, "transactions": batches}
 
 
-def _check_stored(ledger: Ledger, samples: int, gpu_rows: int) -> None:
-    """A throughput of rows that did not arrive is no throughput: count them."""
-    tables = (schema.samples, schema.gpu_samples)
-    with ledger.engine.connect() as conn:
-        stored = [conn.execute(sa.select(sa.func.count()).select_from(t)).scalar_one() for t in tables]
+def _check_stored(ledger: Ledger, run_ids: list[int], samples: int, gpu_rows: int) -> None:
+    """A throughput of rows that did not arrive is no throughput: count them, through the ledger's own door."""
+    totals = ledger.run_totals(run_ids)
+    stored = [sum(t.sample_count for t in totals.values()), sum(len(ledger.gpu_samples(r)) for r in run_ids)]
     if stored != [samples, gpu_rows]:
         raise RuntimeError(f"expected {samples} samples and {gpu_rows} GPU rows in the ledger, found {stored}")
 

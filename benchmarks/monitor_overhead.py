@@ -38,8 +38,9 @@ from computewise.catalog import load_catalog
 from computewise.ledger import Ledger, NewRun, PriceSnapshot
 from computewise.monitor.energy import EnergyModel
 from computewise.monitor.gpu import ENV_FAKE_GPU, GpuSource, open_gpu_source
-from computewise.monitor.process import ProcessTreeSampler, cpu_model_name
+from computewise.monitor.process import ProcessTreeSampler
 from computewise.monitor.sampler import LedgerWriter, Sampler, Sink
+from computewise.system.cpu import cpu_model_name
 
 JOB = """
 import sys, time
@@ -74,7 +75,9 @@ def _watching(
             cwd=os.getcwd(),
             started_at_s=time.time(),
             interval_s=interval_s,
-            price=PriceSnapshot(1.0, "benchmark", "benchmark", assumed=True),
+            price=PriceSnapshot(
+                1.0, "benchmark", "benchmark", assumed=True, carbon_g_per_kwh=475.0, carbon_source="benchmark", pue=1.0
+            ),
         )
     )
     writer = LedgerWriter(ledger, run_id, flush_s=1.0)

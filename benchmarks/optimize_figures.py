@@ -210,8 +210,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, help="threads for every runtime (default: every usable CPU)")
     parser.add_argument("--json", type=Path, help="also write the figures to this JSON file")
     args = parser.parse_args()
-    from computewise.monitor.process import cpu_model_name
-    from computewise.optimize.hardware import detect_hardware
+    from computewise.system.cpu import cpu_model_name
+    from computewise.system.hardware import detect_hardware
 
     hardware = detect_hardware(args.threads)
     load = os.getloadavg() if hasattr(os, "getloadavg") else None

@@ -158,7 +158,7 @@ def measure(model: dict[str, Any], warm_steps: int, grace_s: float, work: Path) 
 
 
 def _cpu() -> str:
-    from computewise.monitor.process import cpu_model_name
+    from computewise.system.cpu import cpu_model_name
 
     return cpu_model_name()
 

@@ -30,8 +30,8 @@ from typing import Any
 
 import httpx
 
-from computewise.monitor.process import cpu_model_name
 from computewise.serve.loadtest import find_max_rate
+from computewise.system.cpu import cpu_model_name
 
 ROOT = Path(__file__).resolve().parents[1]
 POLICIES = {

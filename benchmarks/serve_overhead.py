@@ -18,9 +18,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from computewise.monitor.process import cpu_model_name
 from computewise.serve.eventloop import run_fast
 from computewise.serve.loadtest import run_load
+from computewise.system.cpu import cpu_model_name
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from serve_batching import Server  # the same child-process server

@@ -1,12 +1,12 @@
 """computewise serve beside Ray Serve ``@serve.batch``: the same model, the same machine, the same load and SLO.
 
 Both servers load one artifact (all-MiniLM-L6-v2 exported by ``computewise optimize``, built here
-first unless ``--artifact`` is given) through the same ``computewise.serve.backends.load_backend``,
+first unless ``--artifact`` is given) through the same ``computewise.serve.runners.load_runner``,
 so they run the same ONNX Runtime session and tokenizer, behind the same HTTP API (routes, parsing,
 validation, JSON); only the serving stack differs:
 
 - computewise: ``computewise serve ARTIFACT`` (uvicorn, the cost-aware batcher), one process.
-- Ray Serve: what ``computewise serve ARTIFACT --backend ray`` deploys
+- Ray Serve: what ``computewise deploy ARTIFACT`` deploys
   (``computewise.scale.ray_serve.run_application``): one replica whose
   ``@serve.batch(max_batch_size=32, batch_wait_timeout_s=0.01)`` (Ray's documented defaults for
   batching) runs the model in a worker thread so the replica's event loop keeps accepting requests,
@@ -35,8 +35,8 @@ from typing import Any
 
 import httpx
 
-from computewise.monitor.process import cpu_model_name
 from computewise.serve.loadtest import find_max_rate
+from computewise.system.cpu import cpu_model_name
 from private_ray import QUIET_ENV, private_head
 from serve_batching import POLICIES, ROOT, Server, add_probe_options, export_artifact, free_port
 

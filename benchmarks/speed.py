@@ -23,7 +23,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from computewise.monitor.process import cpu_model_name
+from computewise.system.cpu import cpu_model_name
 
 CLI = [sys.executable, "-m", "computewise.cli.app"]
 PLAN_MODELS = ("llama-3-8b", "gpt2", "llama-2-70b")

@@ -31,10 +31,10 @@ from pathlib import Path
 from typing import Any
 
 from computewise.ledger import Ledger, PriceSnapshot
-from computewise.monitor.process import cpu_model_name
-from computewise.scale.backend import JobSpec, Resources
-from computewise.scale.ray_jobs import RayJobsBackend
+from computewise.scale.engine import JobSpec, Resources
+from computewise.scale.ray_jobs import RayJobsEngine
 from computewise.scale.supervise import SupervisedRun, supervise
+from computewise.system.cpu import cpu_model_name
 from private_ray import QUIET_ENV, private_head
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -49,7 +49,7 @@ def final_loss(log: str) -> float | None:
 
 
 def one_run(
-    backend: RayJobsBackend, work: Path, label: str, steps: int, interrupt: signal.Signals | None
+    engine: RayJobsEngine, work: Path, label: str, steps: int, interrupt: signal.Signals | None
 ) -> dict[str, Any]:
     """Supervise one spot job; send ``interrupt`` to it half-way through."""
     pid_file, progress = work / f"{label}.pid", work / f"{label}.progress"
@@ -61,7 +61,7 @@ def one_run(
     ledger = Ledger.open(url)
     spec = JobSpec(name=f"spot-{label}", command=command, resources=Resources(cpus=1), max_restarts=1)
     results: list[SupervisedRun] = []
-    thread = threading.Thread(target=lambda: results.append(supervise(backend, spec, ledger, url, PRICE, poll_s=0.2)))
+    thread = threading.Thread(target=lambda: results.append(supervise(engine, spec, ledger, url, PRICE, poll_s=0.2)))
     thread.start()
     if interrupt is not None:
         deadline = time.monotonic() + 300
@@ -87,13 +87,13 @@ def one_run(
     }
 
 
-def warm_up(backend: RayJobsBackend) -> None:
+def warm_up(engine: RayJobsEngine) -> None:
     """A fresh cluster's first job pays for starting its job machinery; without this, the uninterrupted
     run (measured first) would carry that cost and the measured difference would understate the others."""
     spec = JobSpec(name="spot-warm-up", command=(sys.executable, "-c", "import torch"), resources=Resources(cpus=1))
-    handle = backend.submit(spec)
+    handle = engine.submit(spec)
     deadline = time.monotonic() + 120
-    while backend.status(handle) not in ("succeeded", "failed", "stopped") and time.monotonic() < deadline:
+    while engine.status(handle) not in ("succeeded", "failed", "stopped") and time.monotonic() < deadline:
         time.sleep(0.2)
 
 
@@ -109,12 +109,12 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="cwspot", dir="/tmp") as tmp:
         work = Path(tmp)
         with private_head(num_cpus=4) as head:
-            backend = RayJobsBackend(head.address)
-            warm_up(backend)
+            engine = RayJobsEngine(head.address)
+            warm_up(engine)
             runs = [
-                one_run(backend, work, "uninterrupted", steps, None),
-                one_run(backend, work, "preempted", steps, signal.SIGTERM),
-                one_run(backend, work, "killed", steps, signal.SIGKILL),
+                one_run(engine, work, "uninterrupted", steps, None),
+                one_run(engine, work, "preempted", steps, signal.SIGTERM),
+                one_run(engine, work, "killed", steps, signal.SIGKILL),
             ]
     reference = runs[0]
     print(f"spot resume, local Ray cluster: {steps} steps of tiny GPT, a checkpoint every 5; CPU {cpu_model_name()}")

@@ -3,10 +3,10 @@
 Three ways to hand the same no-op job (``python -c pass``) to Ray Jobs, each timed from start to the
 job id (neither waits for the job):
 
-- ``computewise submit --backend ray --address URL --name N -- python -c pass`` in a fresh process:
+- ``computewise submit --engine ray --address URL --name N -- python -c pass`` in a fresh process:
   what a user types; it also checks the cluster is reachable and that the request fits a node;
 - ``ray job submit --address URL --no-wait -- python -c pass`` in a fresh process: Ray's own CLI;
-- ``RayJobsBackend.submit`` in this process, already connected: the cost of computewise's checks
+- ``RayJobsEngine.submit`` in this process, already connected: the cost of computewise's checks
   and the Jobs API call alone.
 
 The fresh-process pairs alternate, so a change in the machine's load reaches both. Prints the
@@ -28,9 +28,9 @@ import sys
 import time
 from pathlib import Path
 
-from computewise.monitor.process import cpu_model_name
-from computewise.scale.backend import JobSpec
-from computewise.scale.ray_jobs import RayJobsBackend
+from computewise.scale.engine import JobSpec
+from computewise.scale.ray_jobs import RayJobsEngine
+from computewise.system.cpu import cpu_model_name
 from private_ray import QUIET_ENV, private_head
 
 NO_OP = (sys.executable, "-c", "pass")
@@ -63,13 +63,13 @@ def main() -> None:
         ours: list[float] = []
         theirs: list[float] = []
         # One untimed submission keeps the first job's set-up out of both sides' figures.
-        backend = RayJobsBackend(address)
-        backend.submit(JobSpec(name="warm-up", command=NO_OP))
+        engine = RayJobsEngine(address)
+        engine.submit(JobSpec(name="warm-up", command=NO_OP))
         for index in range(repeats):
             name = f"overhead-{index}"
             ours.append(
                 timed_s(
-                    [str(bin_dir / "computewise"), "submit", "--backend", "ray", "--address", address,
+                    [str(bin_dir / "computewise"), "submit", "--engine", "ray", "--address", address,
                      "--name", name, "--", *NO_OP],
                     env,
                 )
@@ -80,7 +80,7 @@ def main() -> None:
         in_process: list[float] = []
         for index in range(repeats):
             started = time.perf_counter()
-            backend.submit(JobSpec(name=f"in-process-{index}", command=NO_OP))
+            engine.submit(JobSpec(name=f"in-process-{index}", command=NO_OP))
             in_process.append(time.perf_counter() - started)
     figures = {
         "computewise_submit_s": statistics.median(ours),
@@ -95,7 +95,7 @@ def main() -> None:
     print(f"submit overhead, local Ray {ray.__version__} cluster; CPU {figures['cpu']} x {figures['logical_cpus']}")
     print(f"  computewise submit (fresh process)  median {figures['computewise_submit_s']:.2f} s of {repeats}")
     print(f"  ray job submit     (fresh process)  median {figures['ray_job_submit_s']:.2f} s of {repeats}")
-    print(f"  RayJobsBackend.submit (in process)  median {figures['in_process_submit_s'] * 1000:.0f} ms")
+    print(f"  RayJobsEngine.submit (in process)  median {figures['in_process_submit_s'] * 1000:.0f} ms")
     print(f"  computewise / ray job submit = {figures['ratio']:.2f}x")
     if args.json is not None:
         args.json.write_text(json.dumps(figures, indent=2))

@@ -37,8 +37,8 @@ from typing import Any, NamedTuple
 
 import torch
 
-from computewise.monitor.process import cpu_model_name
 from computewise.monitor.track import track
+from computewise.system.cpu import cpu_model_name
 
 TARGET_PCT = 1.0
 DEFAULT_FLUSH_EVERY_S = 1.0

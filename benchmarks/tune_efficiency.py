@@ -79,7 +79,7 @@ def fresh_compile_cache(name: str) -> Iterator[None]:
 
 def grid_configs(entry: str, setup_config: dict[str, Any], space_text: str) -> list[TrainConfig]:
     """Every configuration of the space the model can run (what the tuner starts from, before pruning)."""
-    from computewise.optimize.hardware import detect_hardware
+    from computewise.system.hardware import detect_hardware
 
     setup = load_setup(entry, setup_config)
     profile = profile_setup(setup)
@@ -218,7 +218,7 @@ def main() -> None:
 
     import torch
 
-    from computewise.monitor.process import cpu_model_name
+    from computewise.system.cpu import cpu_model_name
 
     os.chdir(ROOT)  # entry points resolve from the repository root, as the CLI resolves them there
     settings = QUICK if arguments.quick else FULL

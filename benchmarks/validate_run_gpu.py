@@ -78,7 +78,7 @@ from typing import Any
 
 from computewise.ledger import GpuSampleRow, Ledger, RunRow, SampleRow
 from computewise.monitor.idle import IdleRule
-from computewise.monitor.process import cpu_model_name
+from computewise.system.cpu import cpu_model_name
 
 ENERGY_TARGET = 0.05  # relative
 UTILIZATION_TARGET_PP = 5.0  # percentage points

@@ -4,9 +4,9 @@ Checkpoints go to ``--checkpoint-dir`` or ``$COMPUTEWISE_CHECKPOINT_URI`` (a pat
 reach). On SIGTERM or SIGUSR1 the job finishes its step, saves and exits 75; started again with the
 same command it resumes from the newest checkpoint, so a supervisor that resubmits it gets the
 same final loss as an uninterrupted run. Its steps go into the ledger run ``$COMPUTEWISE_RUN_ID``
-when ``computewise run --backend`` started it. Try it::
+when ``computewise run --engine`` started it. Try it::
 
-    computewise run --backend local --name spot-gpt --checkpoint-uri /tmp/spot-gpt -- \\
+    computewise run --engine local --name spot-gpt --checkpoint-uri /tmp/spot-gpt -- \\
         python examples/spot_train.py --steps 40
 
 The last line it prints is ``final_loss=<repr of the float>``. ``--pid-file`` and ``--progress``

@@ -5,12 +5,15 @@ in a temporary directory (as the ``postgres`` user when we are root, since Postg
 run as root), listening on 127.0.0.1 only on a free port, password authentication over TCP, stopped
 by ``pg_ctl`` (or its PID) at the end. Without the binaries the PostgreSQL tests are skipped, unless
 ``COMPUTEWISE_REQUIRE_POSTGRES=1`` (``make test``, CI), where that is an error.
+
+Tests marked ``gpu`` need an NVIDIA GPU: they are skipped, with the reason, where none is visible
+(``torch.cuda.is_available()`` when torch is installed, else no ``nvidia-smi`` on PATH), and
+``pytest -m gpu`` runs exactly them on the lent accelerator.
 """
 
 from __future__ import annotations
 
 import contextlib
-import getpass
 import os
 import pwd
 import secrets
@@ -33,6 +36,33 @@ import pytest
 from computewise.catalog import Catalog, load_catalog
 from computewise.estimate import Assumptions
 from computewise.ledger import Ledger, NewRun, PriceSnapshot, SampleRow
+from computewise.system.user import current_user
+
+# -- GPU tests ----------------------------------------------------------------------------------
+
+
+def _no_gpu_reason() -> str | None:
+    """Why no NVIDIA GPU is visible to the tests, or None when one is.
+
+    torch decides where it is installed (the GPU tests run through it); without torch a visible
+    ``nvidia-smi`` is the sign of a driver, which is what the NVML tests need.
+    """
+    try:
+        import torch
+    except ImportError:
+        return None if shutil.which("nvidia-smi") else "needs an NVIDIA GPU: no nvidia-smi on PATH (no driver)"
+    return None if torch.cuda.is_available() else "needs an NVIDIA GPU: torch.cuda.is_available() is False"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Skip the tests marked ``gpu`` where no GPU is visible; look only when some were collected."""
+    gpu_tests = [item for item in items if item.get_closest_marker("gpu") is not None]
+    if not gpu_tests:
+        return  # importing torch costs seconds: not for a run without GPU tests
+    reason = _no_gpu_reason()
+    if reason is not None:
+        for item in gpu_tests:
+            item.add_marker(pytest.mark.skip(reason=reason))
 
 
 @pytest.fixture(scope="session")
@@ -210,7 +240,7 @@ def new_run() -> Callable[..., NewRun]:
             "tags": {"team": "nlp", "project": "llama-ft"},
             "host": socket.gethostname(),
             "pid": os.getpid(),
-            "user": getpass.getuser(),
+            "user": current_user(),
             "cwd": str(Path.cwd()),
             "started_at_s": time.time(),
             "interval_s": 1.0,
@@ -223,6 +253,9 @@ def new_run() -> Callable[..., NewRun]:
                 instance_type="p4d.24xlarge",
                 pricing="on-demand",
                 region="us-east-1",
+                carbon_g_per_kwh=475.0,
+                carbon_source="test",
+                pue=1.0,
             ),
             "gpu_count": 8,
             "gpu_name": "NVIDIA A100-SXM4-40GB",
@@ -279,3 +312,23 @@ def make_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Cal
     yield make
     for name in [name for name, module in sys.modules.items() if str(tmp_path) in str(getattr(module, "__file__", ""))]:
         del sys.modules[name]
+
+
+# -- JSON documents -------------------------------------------------------------------------------
+
+SCHEMAS = Path(__file__).resolve().parents[1] / "docs" / "schemas"
+
+
+@pytest.fixture(scope="session")
+def json_schema() -> Callable[[object, str], None]:
+    """``check(document, name)``: ``document`` is valid against ``docs/schemas/<name>.schema.json`` (draft 2020-12)."""
+    import json
+
+    import jsonschema
+
+    def check(document: object, name: str) -> None:
+        schema = json.loads((SCHEMAS / f"{name}.schema.json").read_text(encoding="utf-8"))
+        jsonschema.Draft202012Validator.check_schema(schema)
+        jsonschema.Draft202012Validator(schema).validate(document)
+
+    return check

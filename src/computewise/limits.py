@@ -85,6 +85,15 @@ ITEMS = Limit(1, 1e7, "no console reads more than 1e7 rows", "20", integer=True)
 QUEUE_ITEMS = Limit(1, 1e8, "a queue of more than 1e8 inputs outlives every timeout", "256", integer=True)
 BANDWIDTH_GB_S = Limit(0.001, 1e5, "no link moves more than 1e5 GB/s", "100", unit="GB/s")
 TOKENS_PER_INPUT = Limit(1, 1e7, "no model reads more than 1e7 tokens at once", "128", integer=True)
+PARALLEL_DEGREE = Limit(
+    1, 1e6, "1 means no split; no parallel degree of a real job nears a million ranks", "8", integer=True
+)
+ZERO_STAGE = Limit(0, 3, "ZeRO has stages 0 (no sharding) to 3 (parameters sharded too, as FSDP)", "3", integer=True)
+ACHIEVED_FRACTION = Limit(0.001, 1, "a share of the peak FLOP/s; no job achieves more than all of it", "0.4")
+ANOMALY_WINDOW_DAYS = Limit(
+    3, 90, "fewer than 3 days has no baseline; after 90 the baseline is stale", "14", integer=True
+)
+ANOMALY_Z = Limit(1, 100, "below 1 every ordinary day is flagged; above 100 nothing ever is", "3.5")
 
 FLAG_LIMITS: Final[dict[str, Limit]] = {
     "--model": MODEL_PARAMETERS,
@@ -147,6 +156,16 @@ FLAG_LIMITS: Final[dict[str, Limit]] = {
     "--top": Limit(0, 1e7, "0 shows every candidate; no console reads more than 1e7 rows", "10", integer=True),
     "--queue-limit": QUEUE_ITEMS,
     "--link-gb-per-s": BANDWIDTH_GB_S,
+    "--max-gpus": ACCELERATORS,
+    "--tp": PARALLEL_DEGREE,
+    "--pp": PARALLEL_DEGREE,
+    "--cp": PARALLEL_DEGREE,
+    "--ep": PARALLEL_DEGREE,
+    "--virtual-stages": PARALLEL_DEGREE,
+    "--zero": ZERO_STAGE,
+    "--mfu": ACHIEVED_FRACTION,
+    "--window": ANOMALY_WINDOW_DAYS,
+    "--threshold": ANOMALY_Z,
 }
 """Every flag that takes a quantity, on every verb. A flag's meaning is the same wherever it appears."""
 

@@ -261,11 +261,16 @@ def format_duration(seconds: float) -> str:
 
 
 def format_usd(usd: float) -> str:
-    if abs(usd) >= 100:
-        return f"${usd:,.0f}"
-    if abs(usd) >= 1:
-        return f"${usd:,.2f}"
-    return f"${usd:.4f}"
+    """Whole dollars from $100, cents from $1, four decimals below; the sign before the dollar sign.
+
+    The precision is chosen on the rounded amount, so 99.999 reads "$100", like 100 itself.
+    """
+    sign, amount = ("-" if usd < 0 else ""), abs(usd)
+    if round(amount, 2) >= 100:
+        return f"{sign}${amount:,.0f}"
+    if round(amount, 4) >= 1:
+        return f"{sign}${amount:,.2f}"
+    return f"{sign}${amount:.4f}"
 
 
 def plural(count: int, noun: str, many: str | None = None) -> str:

@@ -25,7 +25,10 @@ def test_quick_run_prints_and_writes_the_figures(tmp_path: Path) -> None:
     assert "hardware:" in done.stdout and "logical CPUs" in done.stdout
     assert "replaying a100-training.csv" in done.stdout
     figures = json.loads(out.read_text())
-    assert figures["sampler_1hz"]["samples"] >= 1 and figures["sampler_1hz"]["core_pct"] > 0
-    assert figures["sampler_20hz"]["samples"] >= 5
-    assert figures["job"]["unwatched_s"] > 0 and figures["job"]["watched_s"] > 0
-    assert figures["job"]["ratio"] == figures["job"]["watched_s"] / figures["job"]["unwatched_s"]
+    # Each sampler ran at its own rate over its window (edges and a busy machine allowed for):
+    # the cost per sample is measured from the samples really taken.
+    slow, fast = figures["sampler_1hz"], figures["sampler_20hz"]
+    assert slow["core_pct"] > 0 and slow["window_s"] - 1.5 <= slow["samples"] <= slow["window_s"] + 1.5, slow
+    assert 0.5 * 20 * fast["window_s"] <= fast["samples"] <= 20 * fast["window_s"] + 2, fast
+    job = figures["job"]  # the calibrated job (0.3 s in --quick) ran watched and unwatched
+    assert 0.05 < job["unwatched_s"] < 10 and 0.05 < job["watched_s"] < 10, job

@@ -78,7 +78,6 @@ def test_without_cuda_the_gpu_run_exits_2() -> None:
 
 
 @pytest.mark.gpu
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_gpt2_on_the_gpu_meets_the_targets(tmp_path: Path) -> None:
     out = tmp_path / "train_gpu.json"
     result = run("--steps", "10", "--warmup", "3", "--json", str(out))

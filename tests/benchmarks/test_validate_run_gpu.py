@@ -164,7 +164,15 @@ def replayed_run(tmp_path: Path) -> RunMaker:
     def make(energy_scale: float = 1.0, smi_works: bool = True) -> Evaluated:
         t0 = float(int(time.time()))
         end_s = t0 + 40.05
-        price = PriceSnapshot(hourly_usd=3.0, source="test", explanation="$3/h", assumed=False, pue=1.2)
+        price = PriceSnapshot(
+            hourly_usd=3.0,
+            source="test",
+            explanation="$3/h",
+            assumed=False,
+            carbon_g_per_kwh=475.0,
+            carbon_source="test",
+            pue=1.2,
+        )
         ledger = Ledger.open(str(tmp_path / f"ledger-{energy_scale}-{smi_works}.sqlite"))
         run_id = ledger.start_run(
             NewRun(

@@ -27,6 +27,9 @@ ESTIMATOR_ASSUMPTIONS = (
     "intra_node_link_efficiency",
     "runtime_overhead_bytes",
     "runtime_overhead_fraction",
+    "unlocated_pue",
+    "serving_target_utilization",
+    "serving_cold_start_s",
 )
 
 
@@ -124,7 +127,12 @@ def test_estimator_assumptions_are_present(catalog: Catalog) -> None:
     for key in ESTIMATOR_ASSUMPTIONS:
         value = catalog.assumption(key)
         assert value >= 0, key
-    for key in ("onprem_utilization", "matmul_peak_fraction", "achievable_bandwidth_fraction_decode"):
+    for key in (
+        "onprem_utilization",
+        "matmul_peak_fraction",
+        "achievable_bandwidth_fraction_decode",
+        "serving_target_utilization",
+    ):
         assert 0 < catalog.assumption(key) <= 1, key
 
 

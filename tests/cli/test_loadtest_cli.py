@@ -14,7 +14,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -24,6 +24,8 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
+
+from computewise.specs.loadtest import LoadtestRun, MaxRateSearch, read_loadtest
 
 ROOT = Path(__file__).resolve().parents[2]
 FIELDS = {
@@ -93,11 +95,13 @@ def payload(tmp_path: Path) -> Path:
     return path
 
 
-def test_json_report_of_one_run(payload: Path) -> None:
+def test_json_report_of_one_run(payload: Path, json_schema: Callable[[object, str], None]) -> None:
     with echo_server(0.02) as (url, bodies):
         done = loadtest(url, "--rate", "30", "--duration", "1.5s", "--payload", str(payload), "--json")
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)
+    json_schema(data, "loadtest")
+    assert data["schema_version"] == 1 and read_loadtest(data) == LoadtestRun.from_dict(data)
     assert data.keys() >= FIELDS
     assert data["url"] == url and data["rate_rps"] == 30 and data["duration_s"] == 1.5
     assert data["sent"] > 20 and data["ok"] == data["sent"] == len(bodies)
@@ -117,7 +121,9 @@ def test_a_dead_port_prints_the_table_then_fails_with_exit_1() -> None:
     assert "error: no request succeeded" in done.stderr
 
 
-def test_find_max_json_reaches_the_ceiling_of_a_fast_server(payload: Path) -> None:
+def test_find_max_json_reaches_the_ceiling_of_a_fast_server(
+    payload: Path, json_schema: Callable[[object, str], None]
+) -> None:
     with echo_server(0.005) as (url, _bodies):
         done = loadtest(
             url,
@@ -126,6 +132,9 @@ def test_find_max_json_reaches_the_ceiling_of_a_fast_server(payload: Path) -> No
         )
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)
+    json_schema(data, "loadtest")
+    search = read_loadtest(data)
+    assert isinstance(search, MaxRateSearch) and search.to_dict() == data  # what plan serve reads, round trip
     assert data["max_rate_rps"] == 40 and data["slo_p99_ms"] == 500
     assert [p["rate_rps"] for p in data["probes"]] == [10, 20, 40]
     assert all(p["meets_slo"] and FIELDS - {"url"} <= p.keys() for p in data["probes"])

@@ -24,7 +24,7 @@ from computewise.catalog import Catalog, usd_per_accelerator_h
 # The brief for this test: drive the command function itself until it is registered on the real CLI.
 from computewise.cli.plan_serve_cmd import plan_serve  # noqa: TID251
 from computewise.errors import InputError, UnknownNameError
-from computewise.serve.loadtest import LoadResult
+from computewise.specs.loadtest import LoadResult
 
 ROOT = Path(__file__).resolve().parents[2]
 HOURS = 730.0

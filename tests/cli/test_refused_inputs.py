@@ -30,6 +30,7 @@ _PLAN_TRAIN = ("plan", "train", "--model", "gpt2")
 _PLAN_INFER = ("plan", "infer", "--model", "gpt2", "--rps", "1")
 _PLAN_SERVE = ("plan", "serve", "--capacity-rps", "10", "--peak-rps", "5", "--hourly-usd", "1")
 _SERVE = ("serve", "echo")
+_DEPLOY = ("deploy", "echo", "--address", "127.0.0.1:9")
 _LOADTEST = ("loadtest", "http://127.0.0.1:9/x")
 _TUNE = ("tune", "examples.tiny_gpt:setup")
 _SCALETEST = ("scaletest", "examples.tiny_gpt:setup")
@@ -39,11 +40,12 @@ _SUBMIT = ("submit", "--dry-run", "--name", "job")
 # (verb, flag, what follows the flag's value): every flag of every verb that takes a quantity.
 QUANTITY_FLAGS: list[tuple[tuple[str, ...], str, tuple[str, ...]]] = [
     *((_ESTIMATE_TRAIN, flag, ()) for flag in ("--tokens", "--seq-len", "--gpus", "--micro-batch", "--global-batch")),
+    *((_ESTIMATE_TRAIN, flag, ()) for flag in ("--tp", "--pp", "--cp", "--ep", "--virtual-stages", "--zero", "--mfu")),
     *((_ESTIMATE_INFER, flag, ()) for flag in ("--gpus", "--batch", "--context-len", "--output-len")),
     *((_ESTIMATE_COMM, flag, ()) for flag in ("--gpus", "--bytes", "--per-node")),
     *(
         (_PLAN_TRAIN, flag, ())
-        for flag in ("--tokens", "--seq-len", "--global-batch", "--deadline", "--budget", "--top")
+        for flag in ("--tokens", "--seq-len", "--global-batch", "--deadline", "--budget", "--top", "--max-gpus")
     ),
     *(
         (_PLAN_INFER, flag, ())
@@ -71,7 +73,14 @@ QUANTITY_FLAGS: list[tuple[tuple[str, ...], str, tuple[str, ...]]] = [
         (_SERVE, flag, ())
         for flag in (
             *("--port", "--max-batch-size", "--max-queue-delay-ms", "--slo-p99-ms", "--queue-limit", "--timeout-s"),
-            *("--max-body-bytes", "--hourly-usd", "--replica-cpus"),
+            *("--max-body-bytes", "--hourly-usd"),
+        )
+    ),
+    *(
+        (_DEPLOY, flag, ())
+        for flag in (
+            *("--port", "--max-batch-size", "--max-queue-delay-ms", "--queue-limit", "--timeout-s"),
+            *("--max-body-bytes", "--replica-cpus"),
         )
     ),
     *((_LOADTEST, flag, ()) for flag in ("--rate", "--duration", "--timeout-s", "--max-rate")),
@@ -89,6 +98,7 @@ QUANTITY_FLAGS: list[tuple[tuple[str, ...], str, tuple[str, ...]]] = [
     ),
     *((_OPTIMIZE, flag, ()) for flag in ("--batch-sizes", "--time-budget", "--threads", "--max-length")),
     (("runs",), "--limit", ()),
+    *((("cost", "anomalies"), flag, ()) for flag in ("--window", "--threshold")),
     (("budget", "set", "--scope", "all"), "--monthly-usd", ()),
 ]
 
@@ -183,6 +193,18 @@ def test_a_mistyped_cloud_gets_the_same_did_you_mean_everywhere(
     code, stderr = _main([*verb, "--cloud", "awz"], capsys, monkeypatch)
     assert code == 2
     assert "error: unknown cloud 'awz'; did you mean 'aws', 'azure'?" in stderr
+
+
+@pytest.mark.parametrize("verb", [_ESTIMATE_TRAIN, _PLAN_TRAIN, _PLAN_INFER, ("run", "--gpus", "0", "--cloud", "aws")])
+def test_a_mistyped_region_gets_the_same_did_you_mean_everywhere(
+    verb: tuple[str, ...], sandbox: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    code, stderr = _main(
+        [*verb, "--region", "us-est-1", *(("--", "true") if verb[0] == "run" else ())], capsys, monkeypatch
+    )
+    assert code == 2
+    assert "unknown region 'us-est-1'; did you mean 'us-east-1'" in stderr
+    assert not (sandbox / "ledger.sqlite").exists()
 
 
 def test_an_unreachable_latency_is_blamed_on_the_latency(

@@ -128,7 +128,7 @@ def recorded_db(tmp_path_factory: pytest.TempPathFactory) -> str:
         ["cost", "anomalies"],
         ["budget", "set", "--scope", "team=nlp", "--monthly-usd", "5000"],
         ["budget", "status"],
-        ["submit", "--backend", "slurm", "--name", "x", "--gpus", "1", "--dry-run", "--", "python", "train.py"],
+        ["submit", "--engine", "slurm", "--name", "x", "--gpus", "1", "--dry-run", "--", "python", "train.py"],
     ],
     ids=lambda args: " ".join(args[:2]),
 )

@@ -46,6 +46,26 @@ def test_help_shows_the_serving_flags() -> None:
         assert flag in result.stdout, flag
 
 
+def test_serve_runs_here_and_deploy_runs_on_ray_each_with_its_own_flags(db: str) -> None:
+    """``serve`` has no Ray flags and ``deploy`` no ledger or SLO flags; each refuses the other's (exit 2)."""
+    serve_help, deploy_help = cli("serve", "--help"), cli("deploy", "--help")
+    assert serve_help.returncode == 0 and deploy_help.returncode == 0, serve_help.stderr + deploy_help.stderr
+    ray_only = ("--address", "--ray-config", "--replica-cpus", "--route-prefix", "--delete", "--json")
+    local_only = ("--slo-p99-ms", "--db", "--tag", "--ready-file", "--hourly-usd")
+    for flag in ray_only:
+        assert flag not in serve_help.stdout and flag in deploy_help.stdout, flag
+    for flag in local_only:
+        assert flag in serve_help.stdout and flag not in deploy_help.stdout, flag
+    assert "--backend" not in serve_help.stdout + deploy_help.stdout
+    for verb, args in (
+        ("serve", ["--db", db, "--backend", "ray"]),
+        ("serve", ["--db", db, "--ray-config", "ray.json"]),
+        ("deploy", ["--address", "127.0.0.1:6379", "--slo-p99-ms", "50"]),
+    ):
+        result = cli(verb, "echo", *args)
+        assert result.returncode == 2 and "No such option" in result.stderr, (verb, args, result.stderr)
+
+
 @pytest.mark.parametrize(
     ("args", "said"),
     [
@@ -128,7 +148,8 @@ def test_serving_run_is_recorded_with_its_inferences_and_priced(tmp_path: Path, 
     assert total["inferences"] == 10 and total["usd_per_1k_inferences"] > 0
 
 
-def test_sigint_also_drains_and_exits_0(tmp_path: Path, db: str) -> None:
+def test_sigint_also_drains_and_is_an_interrupt_like_on_every_run(tmp_path: Path, db: str) -> None:
+    """Ctrl-C drains as SIGTERM does, but the run ends as Ctrl-C ends every run: interrupted, exit 130."""
     ready_file = tmp_path / "ready.json"
     process = subprocess.Popen(
         [*CLI, "serve", "echo", "--port", "0", "--db", db, "--ready-file", str(ready_file)],
@@ -146,5 +167,7 @@ def test_sigint_also_drains_and_exits_0(tmp_path: Path, db: str) -> None:
     finally:
         with contextlib.suppress(ProcessLookupError):
             process.kill()
-    assert process.returncode == 0, err.decode()
+    assert process.returncode == 128 + signal.SIGINT, err.decode()
     assert b"SIGINT: draining" in err
+    [run] = Ledger.open(db).runs()
+    assert (run.kind, run.status, run.exit_code) == ("serve", "interrupted", 128 + signal.SIGINT)

@@ -10,8 +10,8 @@ import sys
 import time
 from pathlib import Path
 
-from computewise.scale.backend import JobHandle
-from computewise.scale.local import LocalBackend
+from computewise.scale.engine import JobHandle
+from computewise.scale.local import LocalEngine
 
 ROOT = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, "-m", "computewise.cli.app", "submit"]
@@ -24,7 +24,7 @@ def submit(*args: str, env: dict[str, str] | None = None) -> subprocess.Complete
 
 def test_dry_run_prints_the_kubernetes_job() -> None:
     done = submit(
-        "--backend", "kubernetes", "--name", "llama-ft", "--gpus", "2", "--accelerator", "h100",
+        "--engine", "kubernetes", "--name", "llama-ft", "--gpus", "2", "--accelerator", "h100",
         "--memory", "64GiB", "--image", "ghcr.io/acme/train:1", "--tag", "team=nlp", "--dry-run",
         "--", "python", "train.py", "--lr", "0.1",
     )  # fmt: skip
@@ -37,11 +37,11 @@ def test_dry_run_prints_the_kubernetes_job() -> None:
 
 
 def test_dry_run_json_for_slurm_and_ray() -> None:
-    slurm = submit("--backend", "slurm", "--name", "s1", "--gpus", "1", "--dry-run", "--json", "--", "python", "t.py")
+    slurm = submit("--engine", "slurm", "--name", "s1", "--gpus", "1", "--dry-run", "--json", "--", "python", "t.py")
     assert slurm.returncode == 0, slurm.stderr
     data = json.loads(slurm.stdout)
-    assert data["backend"] == "slurm" and "#SBATCH --gres=gpu:1" in data["manifest"]
-    ray = submit("--backend", "ray", "--name", "r1", "--gpus", "0.25", "--dry-run", "--", "python", "t.py")
+    assert data["engine"] == "slurm" and "#SBATCH --gres=gpu:1" in data["manifest"]
+    ray = submit("--engine", "ray", "--name", "r1", "--gpus", "0.25", "--dry-run", "--", "python", "t.py")
     assert ray.returncode == 0, ray.stderr
     request = json.loads(ray.stdout)
     assert request["resources"]["gpus"] == 0.25 and request["command"] == ["python", "t.py"]
@@ -54,32 +54,45 @@ def test_local_submit_runs_the_job(tmp_path: Path) -> None:
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     handle = JobHandle(**json.loads(done.stdout))
-    backend = LocalBackend(tmp_path / "jobs")
+    engine = LocalEngine(tmp_path / "jobs")
     deadline = time.monotonic() + 20
-    while backend.status(handle) == "running":
+    while engine.status(handle) == "running":
         assert time.monotonic() < deadline
         time.sleep(0.05)
-    assert backend.status(handle) == "succeeded"
-    assert backend.logs(handle) == "from the job\n"
+    assert engine.status(handle) == "succeeded"
+    assert engine.logs(handle) == "from the job\n"
 
 
 def test_refusals_exit_2_with_a_fix(tmp_path: Path) -> None:
     cases = [
-        (("--backend", "kubernetes", "--name", "a", "--gpus", "0.5", "--image", "i", "--dry-run"), "whole devices"),
-        (("--backend", "local", "--name", "Bad_Name"), "invalid job name"),
-        (("--backend", "slurmm", "--name", "a"), "--backend must be one of"),
-        (("--backend", "local"), "--name is required"),
-        (("--backend", "slurm", "--name", "a", "--memory", "lots", "--dry-run"), "cannot read --memory"),
-        (("--backend", "slurm", "--name", "a"), "sbatch not found"),
-        (("--backend", "ray", "--name", "a"), "needs the cluster's address"),
+        (("--engine", "kubernetes", "--name", "a", "--gpus", "0.5", "--image", "i", "--dry-run"), "whole devices"),
+        (("--engine", "local", "--name", "Bad_Name"), "invalid job name"),
+        (("--engine", "slurmm", "--name", "a"), "--engine must be one of"),
+        (("--engine", "local"), "--name is required"),
+        (("--engine", "slurm", "--name", "a", "--memory", "lots", "--dry-run"), "cannot read --memory"),
+        (("--engine", "slurm", "--name", "a"), "sbatch not found"),
+        (("--engine", "ray", "--name", "a"), "needs the cluster's address"),
     ]
     if importlib.util.find_spec("kubernetes") is None:
-        cases.append((("--backend", "kubernetes", "--name", "a", "--image", "i"), "computewise[kubernetes]"))
+        cases.append((("--engine", "kubernetes", "--name", "a", "--image", "i"), "computewise[kubernetes]"))
     for args, expected in cases:
         done = submit(*args, "--", "python", "t.py", env={"PATH": str(tmp_path)})
         assert done.returncode == 2, (args, done.stdout, done.stderr)
         assert expected in done.stderr, (args, done.stderr)
         assert "To fix:" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_an_option_after_the_last_known_one_is_refused_not_submitted_as_the_command(tmp_path: Path) -> None:
+    """Words after the last known option belong to the job, so the old ``--backend`` would become the
+    program to start; it is refused (exit 2) and nothing is submitted."""
+    state_dir = tmp_path / "state"
+    for args in (("--name", "x", "--backend", "ray"), ("--name", "x", "--enigne", "local")):
+        done = submit(*args, "--", "python", "t.py", env={"COMPUTEWISE_HOME": str(state_dir)})
+        assert done.returncode == 2, (args, done.stdout, done.stderr)
+        said = " ".join(done.stderr.split())
+        assert f"unknown option {args[2]!r} for computewise submit" in said and "--engine" in said
+        assert "submitted" not in done.stdout
+    assert not state_dir.exists()
 
 
 def test_a_plan_file_sets_the_gpus_the_accelerator_the_processes_and_the_price(tmp_path: Path) -> None:
@@ -94,7 +107,7 @@ def test_a_plan_file_sets_the_gpus_the_accelerator_the_processes_and_the_price(t
     plan_file.write_text(planned.stdout, encoding="utf-8")
     best = json.loads(planned.stdout)["recommended"]
     done = submit(
-        "--backend", "ray", "--name", "ft", "--plan", str(plan_file), "--dry-run", "--json", "--", "python", "t.py"
+        "--engine", "ray", "--name", "ft", "--plan", str(plan_file), "--dry-run", "--json", "--", "python", "t.py"
     )
     assert done.returncode == 0, done.stderr
     job = json.loads(json.loads(done.stdout)["manifest"])

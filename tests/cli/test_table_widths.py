@@ -9,7 +9,6 @@ whole, and a column that is not shown must be named in the "hidden to fit" footn
 
 from __future__ import annotations
 
-import getpass
 import json
 import os
 import re
@@ -49,6 +48,7 @@ from computewise.report.rows import (
 )
 from computewise.report.runs import runs_grid, summary_rows
 from computewise.report.serve import serve_modes_grid, serve_schedule_grid
+from computewise.system.user import current_user
 
 WIDTHS = (80, 100)
 DAY_S = 86400.0
@@ -108,6 +108,9 @@ def _seed(url: str, now_s: float) -> None:
         instance_type="p5.48xlarge",
         pricing="on-demand",
         region="us-east-1",
+        carbon_g_per_kwh=475.0,
+        carbon_source="test",
+        pue=1.0,
     )
     for day in range(21):
         hours = 30.0 if day == 1 else 0.5 + (day % 3) * 0.25
@@ -121,7 +124,7 @@ def _seed(url: str, now_s: float) -> None:
                 tags={"team": "nlp-research", "project": "llama-finetune" if day % 2 else "search-ranking"},
                 host=socket.gethostname(),
                 pid=os.getpid(),
-                user=getpass.getuser(),
+                user=current_user(),
                 cwd="/srv/jobs",
                 started_at_s=start_s,
                 interval_s=60.0,

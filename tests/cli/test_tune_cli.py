@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ pytest.importorskip("torch")
 
 from computewise.report.tune import print_tune
 from computewise.train.config import load_config
+from computewise.tune.savings import TuneWorth
 
 pytestmark = pytest.mark.torch
 
@@ -73,7 +75,9 @@ def test_a_planned_run_has_one_length(tmp_path: Path) -> None:
     assert result.returncode == 2 and "--run-hours or --tokens, not both" in result.stderr
 
 
-def test_a_small_search_prints_json_and_writes_the_best_configuration(tmp_path: Path) -> None:
+def test_a_small_search_prints_json_and_writes_the_best_configuration(
+    tmp_path: Path, json_schema: Callable[[object, str], None]
+) -> None:
     out = tmp_path / "best.json"
     result = tune(
         "examples.tiny_gpt:setup", "--config", TINY_GPT,
@@ -84,6 +88,12 @@ def test_a_small_search_prints_json_and_writes_the_best_configuration(tmp_path: 
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
+    written = json.loads(out.read_text())
+    json_schema(data, "tune")
+    json_schema(written, "tune-config")
+    worth = TuneWorth.from_dict(data)
+    assert worth.to_dict().items() <= data.items() and written["measured"] == worth.best.to_dict()
+    assert data["schema_version"] == written["schema_version"] == 1
     assert data["best"]["config"] == load_config(out).to_dict() and data["out"] == str(
         out
     )  # computewise.train reads it

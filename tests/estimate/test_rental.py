@@ -15,11 +15,12 @@ import pytest
 from computewise.catalog import Catalog
 from computewise.errors import InputError
 from computewise.estimate import Assumptions, estimate_infer
-from computewise.estimate.pricing import cheapest_rental, instance_rental, quote, rent
+from computewise.estimate.pricing import cheapest_rental, instance_rental, rent
+from computewise.estimate.quote import Ask, PriceRequest, quote
 from computewise.models import preset
-from computewise.monitor.pricing import DetectedHardware, PriceRequest, resolve_price
+from computewise.monitor.pricing import DetectedHardware, resolve_price
 from computewise.plan import InferConstraints, plan_infer
-from computewise.scale.backend import Resources
+from computewise.scale.engine import Resources
 from computewise.scale.supervise import job_price
 from computewise.specs import InferJob, Offering, Pricing
 
@@ -71,12 +72,13 @@ def test_a_pricing_the_instance_lacks_is_an_error_naming_the_ones_it_has(catalog
         instance_rental(catalog, "p5.48xlarge", pricing)
 
 
-def test_quote_never_bills_a_missing_price_as_zero(catalog: Catalog, assumptions: Assumptions) -> None:
+def test_quote_never_bills_a_missing_price_as_zero(catalog: Catalog) -> None:
     h100 = catalog.accelerator("h100")
+    reserved = PriceRequest(pricing="reserved-3y")
     with pytest.raises(InputError, match="no reserved-3y price for h100-sxm"):
-        quote(catalog, h100, 1, "reserved-3y", assumptions)
+        quote(catalog, Ask(h100, 1, estimate=True), reserved)
     with pytest.raises(InputError, match=r"no reserved-3y price for p5\.48xlarge"):
-        quote(catalog, h100, 8, "reserved-3y", assumptions, instance_type="p5.48xlarge")
+        quote(catalog, Ask(h100, 8, estimate=True), PriceRequest(instance_type="p5.48xlarge", pricing="reserved-3y"))
 
 
 def test_estimate_infer_and_plan_infer_quote_the_same_hourly_price_for_one_h100(
@@ -93,9 +95,9 @@ def test_estimate_infer_and_plan_infer_quote_the_same_hourly_price_for_one_h100(
         InferConstraints(requests_per_s=1.0, input_len=512, output_len=128, accelerators=("h100-sxm",)),
     )
     per_gpu = _cheapest_h100_gpu_hour(catalog)
-    assert estimate.quote.usd_per_h == pytest.approx(per_gpu)  # was the whole 8-GPU instance, 8x this
+    assert estimate.quote.hourly_usd == pytest.approx(per_gpu)  # was the whole 8-GPU instance, 8x this
     assert plan.recommended.gpus_per_replica == 1
-    assert plan.recommended.usd_per_h_per_replica == pytest.approx(estimate.quote.usd_per_h)
+    assert plan.recommended.usd_per_h_per_replica == pytest.approx(estimate.quote.hourly_usd)
     assert estimate.quote.shared and plan.recommended.shared
     data = estimate.to_dict()
     assert data["cost"]["share_of_instance"] is True

@@ -8,15 +8,23 @@ python ledger_writer.py hang URL                 start a run with this pid, reco
 
 from __future__ import annotations
 
-import getpass
 import os
 import socket
 import sys
 import time
 
 from computewise.ledger import GpuSampleRow, Ledger, NewRun, PriceSnapshot, SampleRow
+from computewise.system.user import current_user
 
-PRICE = PriceSnapshot(hourly_usd=2.21, source="test", explanation="1x A100 80GB on-demand", assumed=False)
+PRICE = PriceSnapshot(
+    hourly_usd=2.21,
+    source="test",
+    explanation="1x A100 80GB on-demand",
+    assumed=False,
+    carbon_g_per_kwh=475.0,
+    carbon_source="test",
+    pue=1.0,
+)
 
 
 def _run(started_at_s: float) -> NewRun:
@@ -27,7 +35,7 @@ def _run(started_at_s: float) -> NewRun:
         tags={"team": "nlp", "worker": str(os.getpid())},
         host=socket.gethostname(),
         pid=os.getpid(),
-        user=getpass.getuser(),
+        user=current_user(),
         cwd=os.getcwd(),
         started_at_s=started_at_s,
         interval_s=1.0,

@@ -61,13 +61,14 @@ def test_downgrade_to_nothing_and_back(ledger_url: str) -> None:
 def test_a_ledger_at_0001_is_upgraded_with_its_runs(ledger_url: str) -> None:
     engine = _at_revision(ledger_url, "0001")
     assert "ix_alerts_fired_at_s" not in _index_names(engine, "alerts")
-    with engine.begin() as conn:  # a run recorded by the computewise of revision 0001
+    # A run recorded by the computewise of revision 0001 (its price has carried the grid and PUE from the start).
+    with engine.begin() as conn:
         conn.execute(
             schema.runs.insert().values(
                 kind="command", command="python train.py", argv=["python", "train.py"], tags={"team": "nlp"},
                 host="h", pid=1, user="ann", cwd="/", started_at_s=1.7e9, heartbeat_at_s=1.7e9, status="succeeded",
                 interval_s=1.0, hourly_usd=2.0, price={"hourly_usd": 2.0, "source": "s", "explanation": "e",
-                "assumed": False},
+                "assumed": False, "carbon_g_per_kwh": 475.0, "carbon_source": "", "pue": 1.0},
             )
         )  # fmt: skip
     engine.dispose()

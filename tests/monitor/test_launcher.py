@@ -16,13 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from computewise.errors import ComputewiseError, InputError
-from computewise.monitor.launcher import (
-    Child,
-    CommandNotExecutableError,
-    CommandNotFoundError,
-    run_status,
-)
+from computewise.errors import CommandNotExecutableError, CommandNotFoundError, ComputewiseError, InputError
+from computewise.monitor.launcher import Child
 
 WaitFor = Callable[..., None]
 
@@ -165,21 +160,3 @@ def test_no_command_or_a_missing_directory_are_input_errors(tmp_path: Path) -> N
         Child.start([])
     with pytest.raises(InputError, match="no such directory"):
         Child.start([sys.executable, "-c", "pass"], cwd=tmp_path / "missing")
-
-
-@pytest.mark.parametrize(
-    ("exit_code", "signalled_by", "status"),
-    [
-        (0, None, "succeeded"),
-        (0, signal.SIGTERM, "succeeded"),  # the job caught it and finished cleanly
-        (1, None, "failed"),
-        (42, signal.SIGTERM, "interrupted"),
-        (130, None, "interrupted"),  # killed by SIGINT, sent by someone else
-        (143, None, "interrupted"),
-        (137, None, "failed"),  # SIGKILL: the OOM killer, most often
-        (1, signal.SIGUSR1, "failed"),
-        (75, None, "interrupted"),  # computewise.train saved a checkpoint on a preemption signal
-    ],
-)
-def test_run_status(exit_code: int, signalled_by: int | None, status: str) -> None:
-    assert run_status(exit_code, signalled_by) == status

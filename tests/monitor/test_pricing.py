@@ -6,7 +6,8 @@ import pytest
 
 from computewise.catalog import Catalog
 from computewise.errors import InputError, UnknownNameError
-from computewise.monitor.pricing import DetectedHardware, PriceRequest, resolve_price
+from computewise.estimate.quote import PriceRequest
+from computewise.monitor.pricing import DetectedHardware, resolve_price
 
 CPU_ONLY = DetectedHardware(gpu_count=0, gpu_name=None, gpu_memory_total_bytes=None, logical_cpus=4)
 EIGHT_A100 = DetectedHardware(8, "NVIDIA A100-SXM4-80GB", 85_899_345_920, logical_cpus=96)
@@ -59,7 +60,7 @@ def test_unknown_gpu_falls_back_to_cpu_price_and_names_it(catalog: Catalog) -> N
 def test_bad_flags_are_clear(catalog: Catalog) -> None:
     with pytest.raises(UnknownNameError, match="instance type"):
         resolve_price(catalog, PriceRequest(instance_type="p9.huge"), CPU_ONLY)
-    with pytest.raises(InputError, match="negative"):
+    with pytest.raises(InputError, match="--hourly-usd must be >= 0"):
         resolve_price(catalog, PriceRequest(hourly_usd=-1.0), CPU_ONLY)
     with pytest.raises(InputError, match="no reserved-1y price"):
         resolve_price(catalog, PriceRequest(instance_type="p3.2xlarge", pricing="reserved-1y"), CPU_ONLY)

@@ -221,7 +221,15 @@ def test_inline_flushes_write_during_the_loop_too(tmp_path: Path) -> None:
 
 def test_a_given_price_is_copied_into_the_run(tmp_path: Path) -> None:
     db = str(tmp_path / "ledger.sqlite")
-    price = PriceSnapshot(hourly_usd=3.06, source="test", explanation="p3.2xlarge on-demand", assumed=False)
+    price = PriceSnapshot(
+        hourly_usd=3.06,
+        source="test",
+        explanation="p3.2xlarge on-demand",
+        assumed=False,
+        carbon_g_per_kwh=475.0,
+        carbon_source="test",
+        pue=1.0,
+    )
     with track(db=db, price=price) as t:
         pass
     with Ledger.open(db) as ledger:

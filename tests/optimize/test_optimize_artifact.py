@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +21,7 @@ from computewise.optimize.artifact import load_artifact, write_artifact
 from computewise.optimize.quality import load_metric, parse_drop
 from computewise.optimize.search import SearchOptions, SearchResult, choose, run_search
 from computewise.optimize.source import ModelSource
-from computewise.serve.backends import load_backend
+from computewise.serve.runners import load_runner
 
 pytestmark = pytest.mark.torch
 
@@ -36,14 +37,17 @@ def search(digits_source: ModelSource, tmp_path_factory: pytest.TempPathFactory)
     return run_search(source, metric, options, tmp_path_factory.mktemp("digits-search"))
 
 
-def test_export_then_load_predicts_what_was_graded(search: SearchResult, tmp_path: Path) -> None:
+def test_export_then_load_predicts_what_was_graded(
+    search: SearchResult, tmp_path: Path, json_schema: Callable[[object, str], None]
+) -> None:
     from examples.digits import _split  # the held-out images the metric graded
 
     variant = search.variant("ort-int8-s8-tensor")
     out = write_artifact(search, variant, tmp_path / "model")
     loaded = load_artifact(out)
     manifest = json.loads((out / "manifest.json").read_text())
-    assert manifest["format"] == "onnx" and manifest["recipe"] == variant.recipe
+    json_schema(manifest, "artifact-manifest")
+    assert manifest["format"] == "onnx" and manifest["recipe"] == variant.recipe and manifest["schema_version"] == 1
     _x_train, x_test, _y_train, y_test = _split()
     accuracy = float((loaded.predict({"input_0": x_test}).argmax(axis=1) == y_test).mean())
     assert variant.quality is not None and accuracy == pytest.approx(variant.quality.value, abs=1e-9)
@@ -94,7 +98,7 @@ def _moved(out: Path, elsewhere: Path) -> Path:
 
 @pytest.mark.parametrize("name", EXPORTABLE)
 def test_every_choosable_kind_serves_from_wherever_its_directory_moves(
-    search: SearchResult, tmp_path: Path, name: str
+    search: SearchResult, tmp_path: Path, name: str, json_schema: Callable[[object, str], None]
 ) -> None:
     from examples.digits import _split
 
@@ -103,12 +107,13 @@ def test_every_choosable_kind_serves_from_wherever_its_directory_moves(
     moved = _moved(write_artifact(search, variant, tmp_path / "model"), tmp_path / "elsewhere")
     assert not (tmp_path / "model").exists()
     manifest = json.loads((moved / "manifest.json").read_text())
+    json_schema(manifest, "artifact-manifest")
     assert manifest["format"] == ("onnx" if name.startswith("ort-") else "torchscript")
     assert manifest["inputs"][0]["name"] == "input_0" and manifest["inputs"][0]["shape"] == ["batch", 64]
-    backend = load_backend(str(moved))  # what ``computewise serve DIR`` loads
+    runner = load_runner(str(moved))  # what ``computewise serve DIR`` loads
     _x_train, x_test, _y_train, y_test = _split()
-    items = [backend.validate(row) for row in x_test.tolist()]  # JSON lists of floats, as a client sends them
-    logits = np.asarray(backend.run(items))
+    items = [runner.validate(row) for row in x_test.tolist()]  # JSON lists of floats, as a client sends them
+    logits = np.asarray(runner.run(items))
     accuracy = float((logits.argmax(axis=1) == y_test).mean())
     assert variant.quality is not None and accuracy == pytest.approx(variant.quality.value, abs=1e-9)
 
@@ -143,3 +148,12 @@ def test_an_old_recipe_artifact_is_refused_with_how_to_re_export(search: SearchR
     with pytest.raises(ModelConfigError, match="PyTorch recipe") as refused:
         load_artifact(out)
     assert refused.value.hint is not None and "computewise optimize" in refused.value.hint
+
+
+def test_a_manifest_from_a_newer_computewise_is_refused_by_its_version(search: SearchResult, tmp_path: Path) -> None:
+    out = write_artifact(search, search.variant("pytorch-int8-dynamic"), tmp_path / "model")
+    manifest = json.loads((out / "manifest.json").read_text())
+    (out / "manifest.json").write_text(json.dumps(manifest | {"schema_version": 2}))
+    with pytest.raises(InputError, match="schema_version 2, this computewise reads up to 1") as refused:
+        load_artifact(out)
+    assert refused.value.hint is not None and "upgrade computewise" in refused.value.hint

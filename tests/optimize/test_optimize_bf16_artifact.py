@@ -23,11 +23,11 @@ import numpy as np
 import pytest
 
 from computewise.optimize.artifact import write_artifact
-from computewise.optimize.hardware import detect_hardware
 from computewise.optimize.predictors import TorchPredictor
 from computewise.optimize.quality import load_metric, parse_drop
 from computewise.optimize.search import SearchOptions, SearchResult, run_search
 from computewise.optimize.source import ModelSource
+from computewise.system.hardware import detect_hardware
 
 torch = pytest.importorskip("torch")
 httpx = pytest.importorskip("httpx")

@@ -13,10 +13,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from computewise.errors import ComputewiseError, InputError
+from computewise.errors import ComputewiseError, EvaluationError, InputError
 from computewise.optimize.feeds import TensorFeed
 from computewise.optimize.predictors import OrtPredictor, ort_session, predict_all
-from computewise.optimize.quality import DropBudget, EvaluationError, Metric, Score, agreement, load_metric, parse_drop
+from computewise.optimize.quality import DropBudget, Metric, Score, agreement, load_metric, parse_drop
 
 MakeModule = Callable[[str, str], str]
 

@@ -1,32 +1,79 @@
-"""Serving plans: replicas for the traffic, and a latency-vs-cost frontier that is really non-dominated."""
+"""Serving plans: replicas that carry the traffic with headroom; a latency-vs-cost frontier checked by brute force."""
 
 from __future__ import annotations
 
 import itertools
-import math
+from dataclasses import replace
 
 import pytest
+from pareto_check import assert_is_the_pareto_front
 
 from computewise.catalog import Catalog
 from computewise.estimate import Assumptions
 from computewise.models import preset
-from computewise.plan import InferConstraints, plan_infer
+from computewise.plan import InferConstraints, InferOption, InferPlan, plan_infer
+
+TRAFFIC = InferConstraints(requests_per_s=50, input_len=512, output_len=128, latency_s=20.0)
 
 
-def test_replicas_cover_peak_traffic_and_frontier_is_non_dominated(catalog: Catalog, assumptions: Assumptions) -> None:
-    constraints = InferConstraints(requests_per_s=50, input_len=512, output_len=128, latency_s=20.0)
-    plan = plan_infer(preset("llama-3-8b"), catalog, assumptions, constraints)
-    best = plan.recommended
-    assert best.replicas == max(1, math.ceil(50 / (best.requests_per_s_per_replica * 0.65)))
-    front = plan.pareto
-    assert len(front) >= 2
-    for a, b in itertools.pairwise(front):
-        assert a.latency_s <= b.latency_s and a.usd_per_1000_requests > b.usd_per_1000_requests
+def _plan(
+    catalog: Catalog,
+    assumptions: Assumptions,
+    requests_per_s: float = TRAFFIC.requests_per_s,
+    target_utilization: float | None = None,
+) -> InferPlan:
+    """Llama 3 8B for ``TRAFFIC`` at another peak; the catalog's target utilization unless one is given."""
+    constraints = replace(TRAFFIC, requests_per_s=requests_per_s)
+    if target_utilization is not None:
+        constraints = replace(constraints, target_utilization=target_utilization)
+    return plan_infer(preset("llama-3-8b"), catalog, assumptions, constraints)
+
+
+def _by_offering(plan: InferPlan) -> dict[tuple[str, str, str], InferOption]:
+    return {(o.cloud, o.instance_type, o.region): o for o in plan.candidates}
+
+
+def test_frontier_is_the_brute_force_non_dominated_set(catalog: Catalog, assumptions: Assumptions) -> None:
+    plan = _plan(catalog, assumptions)
+    assert len(plan.pareto) >= 2
+    assert_is_the_pareto_front(plan.candidates, plan.pareto, lambda o: o.latency_s, lambda o: o.usd_per_1000_requests)
+
+
+@pytest.mark.parametrize("target", [0.5, 0.8])
+def test_replicas_are_the_fewest_that_carry_the_peak_at_the_target_utilization(
+    catalog: Catalog, assumptions: Assumptions, target: float
+) -> None:
+    """At the peak each replica runs at most ``target`` of what it sustains, and one replica fewer would not."""
+    plan = _plan(catalog, assumptions, target_utilization=target)
+    assert {o.replicas for o in plan.candidates} - {1}, "every option has one replica: nothing is checked"
     for option in plan.candidates:
-        dominated = any(
-            f.latency_s <= option.latency_s and f.usd_per_1000_requests <= option.usd_per_1000_requests for f in front
-        )
-        assert dominated or option in front
+        capacity_rps = option.requests_per_s_per_replica
+        assert TRAFFIC.requests_per_s / option.replicas <= capacity_rps * target * (1 + 1e-9), option
+        if option.replicas > 1:
+            assert TRAFFIC.requests_per_s / (option.replicas - 1) > capacity_rps * target, option
+
+
+def test_more_traffic_or_less_headroom_never_needs_fewer_replicas(catalog: Catalog, assumptions: Assumptions) -> None:
+    """Per offering: twice the traffic takes at least as many replicas and at most twice as many; a lower
+    target utilization (more headroom) never takes fewer."""
+    base = _by_offering(_plan(catalog, assumptions))
+    doubled = _by_offering(_plan(catalog, assumptions, requests_per_s=2 * TRAFFIC.requests_per_s))
+    assert set(doubled) == set(base)
+    assert any(doubled[key].replicas > base[key].replicas for key in base)
+    for key, option in base.items():
+        assert option.replicas <= doubled[key].replicas <= 2 * option.replicas, key
+    tight, loose = (_by_offering(_plan(catalog, assumptions, target_utilization=u)) for u in (0.4, 0.9))
+    assert any(tight[key].replicas > loose[key].replicas for key in tight)
+    for key, option in tight.items():
+        assert option.replicas >= loose[key].replicas, key
+
+
+def test_a_faster_replica_never_needs_more_replicas(catalog: Catalog, assumptions: Assumptions) -> None:
+    """For the same traffic, an option whose replica sustains more requests/s needs no more replicas."""
+    candidates = _plan(catalog, assumptions).candidates
+    for a, b in itertools.permutations(candidates, 2):
+        if a.requests_per_s_per_replica >= b.requests_per_s_per_replica:
+            assert a.replicas <= b.replicas, (a, b)
 
 
 def test_constant_traffic_cannot_scale_to_zero(catalog: Catalog, assumptions: Assumptions) -> None:

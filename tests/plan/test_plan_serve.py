@@ -3,8 +3,10 @@ schedule with its cold starts, the traffic CSV and loadtest readers, and the aut
 
 from __future__ import annotations
 
+import functools
 import json
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -16,9 +18,12 @@ from computewise.plan.serve import (
     plan_serving,
     replicas_needed,
 )
-from computewise.serve.loadtest import LoadResult
+from computewise.specs.loadtest import LoadResult, LoadtestRun, MaxRateSearch, Probe, read_loadtest
 
 HOURS = 730.0
+# The bundled catalog's serving_target_utilization and serving_cold_start_s, written out so the
+# arithmetic below is checked by hand; tests/estimate/test_quote.py reads them from the CSV.
+_plan = functools.partial(plan_serving, target_utilization=0.65, scale_to_zero_cold_start_s=30.0)
 
 
 def load_result(rate_rps: float, throughput_rps: float, p50_ms: float, rejection_rate: float = 0.0) -> LoadResult:
@@ -43,7 +48,7 @@ def load_result(rate_rps: float, throughput_rps: float, p50_ms: float, rejection
 
 
 def test_peak_and_mean_replicas_and_three_bills_by_hand() -> None:
-    plan = plan_serving(50.0, TrafficProfile(peak_rps=200.0, mean_rps=60.0), hourly_usd_per_replica=2.0)
+    plan = _plan(50.0, TrafficProfile(peak_rps=200.0, mean_rps=60.0), hourly_usd_per_replica=2.0)
     # 50 rps x 0.65 = 32.5 rps planned per replica: ceil(200 / 32.5) = ceil(6.15) = 7; ceil(60 / 32.5) = 2.
     assert plan.rps_per_replica_at_target == pytest.approx(32.5)
     assert (plan.replicas_at_peak, plan.replicas_at_mean) == (7, 2)
@@ -72,7 +77,7 @@ def test_replicas_needed_rounds_up_but_not_on_float_noise() -> None:
 
 
 def test_full_utilization_and_min_replicas_floor() -> None:
-    plan = plan_serving(50.0, TrafficProfile(100.0, 10.0), 1.0, target_utilization=1.0, min_replicas=3)
+    plan = _plan(50.0, TrafficProfile(100.0, 10.0), 1.0, target_utilization=1.0, min_replicas=3)
     assert plan.replicas_at_peak == 3  # ceil(100 / 50) = 2, but at least 3
     assert plan.replicas_at_mean == 3
     assert any("utilization 100%" in note for note in plan.notes)
@@ -82,7 +87,7 @@ def test_hourly_schedule_cold_starts_and_scale_to_zero_bill() -> None:
     # 32.5 rps per replica at target: 10 rps -> 1 replica, 65 rps -> 2, idle hours -> min 1 or 0.
     traffic = TrafficProfile.from_hourly([0.0, 10.0, 65.0, 0.0])
     assert (traffic.peak_rps, traffic.mean_rps) == (65.0, 18.75)
-    plan = plan_serving(50.0, traffic, hourly_usd_per_replica=3.0, scale_to_zero_cold_start_s=36.0)
+    plan = _plan(50.0, traffic, hourly_usd_per_replica=3.0, scale_to_zero_cold_start_s=36.0)
     assert plan.schedule is not None
     assert [h.autoscaled_replicas for h in plan.schedule] == [1, 1, 2, 1]
     assert [h.scale_to_zero_replicas for h in plan.schedule] == [0, 1, 2, 0]
@@ -107,12 +112,12 @@ def test_hourly_schedule_cold_starts_and_scale_to_zero_bill() -> None:
 
 def test_cold_starts_wrap_around_the_profile() -> None:
     # The last hour (busy) precedes the first (busy): only hour 3, after the idle hours 1-2, starts cold.
-    plan = plan_serving(50.0, TrafficProfile.from_hourly([5.0, 0.0, 0.0, 5.0]), 1.0)
+    plan = _plan(50.0, TrafficProfile.from_hourly([5.0, 0.0, 0.0, 5.0]), 1.0)
     assert plan.scale_to_zero.cold_starts_per_month == pytest.approx(HOURS / 4)
 
 
 def test_traffic_without_idle_hours_says_scale_to_zero_saves_nothing() -> None:
-    plan = plan_serving(50.0, TrafficProfile.from_hourly([10.0, 20.0, 30.0]), 1.0)
+    plan = _plan(50.0, TrafficProfile.from_hourly([10.0, 20.0, 30.0]), 1.0)
     assert plan.scale_to_zero.cold_starts_per_month == 0
     assert plan.monthly_usd["scale-to-zero"] == pytest.approx(plan.monthly_usd["autoscaled"])
     assert any("saves nothing" in note for note in plan.notes)
@@ -141,7 +146,7 @@ def test_impossible_inputs_raise_with_a_fix(kwargs: dict[str, object], fragment:
         "hourly_usd_per_replica": 1.0,
     }
     with pytest.raises(InputError, match=fragment.replace("(", r"\(").replace("]", r"\]")) as error:
-        plan_serving(**{**args, **kwargs})  # type: ignore[arg-type]
+        _plan(**{**args, **kwargs})  # type: ignore[arg-type]
     assert error.value.hint
 
 
@@ -197,24 +202,43 @@ def test_capacity_from_a_find_max_result_uses_the_best_probe() -> None:
         "best": best.to_dict(),
         "probes": [p.to_dict() | {"meets_slo": p.rate_rps <= 120} for p in probes],
     }
-    measured = capacity_from_loadtest(json.loads(json.dumps(data)), "max.json")
+    measured = capacity_from_loadtest(read_loadtest(json.loads(json.dumps(data)), "max.json"), "max.json")
     assert measured.capacity_rps == 120.0
     assert measured.latency_s == pytest.approx(0.025)
     assert "p99 <= 100 ms" in measured.description and "max.json" in measured.description
-    # Without "best", the probe nearest the capacity gives the latency.
+    # "best" is the probe at the capacity, found among the probes: a file without it reads the same.
     del data["best"]
-    assert capacity_from_loadtest(data).latency_s == pytest.approx(0.025)
-    # The older spelling: best_rate_rps with a results list.
-    alt = {"best_rate_rps": 60.0, "results": [p.to_dict() for p in probes]}
-    assert capacity_from_loadtest(alt).latency_s == pytest.approx(0.010)
+    assert capacity_from_loadtest(read_loadtest(data)).latency_s == pytest.approx(0.025)
+    # A file written before schema_version existed reads as version 1.
+    assert "schema_version" not in data
 
 
 def test_capacity_from_a_single_run_flags_overload() -> None:
-    calm = capacity_from_loadtest(load_result(50.0, 49.5, 12.0).to_dict())
+    calm = capacity_from_loadtest(read_loadtest(LoadtestRun("http://h/", load_result(50.0, 49.5, 12.0)).to_dict()))
     assert calm.capacity_rps == 49.5 and calm.latency_s == pytest.approx(0.012)
     assert any("--find-max" in note for note in calm.notes)
-    overloaded = capacity_from_loadtest(load_result(300.0, 140.0, 900.0, rejection_rate=0.3).to_dict())
+    busy = LoadtestRun("http://h/", load_result(300.0, 140.0, 900.0, rejection_rate=0.3))
+    overloaded = capacity_from_loadtest(read_loadtest(busy.to_dict()))
     assert any("overloaded" in note for note in overloaded.notes)
+
+
+def test_loadtest_documents_round_trip() -> None:
+    probes = (Probe(load_result(60.0, 60.0, 10.0), True), Probe(load_result(120.0, 90.0, 300.0), False))
+    search = MaxRateSearch("http://127.0.0.1:8000/", 100.0, 60.0, probes)
+    assert read_loadtest(json.loads(json.dumps(search.to_dict()))) == search
+    assert search.best == probes[0].result
+    run = LoadtestRun("http://127.0.0.1:8000/", replace(load_result(50.0, 49.5, 12.0), error_kinds={"timeout": 2}))
+    assert read_loadtest(json.loads(json.dumps(run.to_dict()))) == run
+
+
+def test_a_loadtest_document_from_a_newer_computewise_is_refused() -> None:
+    newer = LoadtestRun("http://h/", load_result(50.0, 49.5, 12.0)).to_dict() | {"schema_version": 2}
+    with pytest.raises(InputError, match="schema_version 2, this computewise reads up to 1") as error:
+        read_loadtest(newer, "lt.json")
+    assert error.value.hint is not None and "upgrade computewise" in error.value.hint
+
+
+_RUN = LoadtestRun("http://h/", load_result(50.0, 49.5, 12.0)).to_dict()
 
 
 @pytest.mark.parametrize(
@@ -222,14 +246,16 @@ def test_capacity_from_a_single_run_flags_overload() -> None:
     [
         ([1, 2], "expected a JSON object"),
         ({"p99_ms": 3}, "not a loadtest result"),
-        ({"max_rate_rps": None, "slo_p99_ms": 10}, "max_rate_rps must be a positive number"),
-        ({"throughput_rps": 0.0}, "throughput_rps must be a positive number"),
-        ({"throughput_rps": "fast"}, "throughput_rps must be a positive number"),
+        ({"url": "u", "slo_p99_ms": 10, "max_rate_rps": None, "probes": []}, "max_rate_rps must be a positive number"),
+        (_RUN | {"throughput_rps": 0.0}, "throughput_rps must be a positive number"),
+        (_RUN | {"throughput_rps": "fast"}, "throughput_rps must be a number, got 'fast'"),
+        (_RUN | {"sent": 1.5}, "sent must be a whole number"),
+        ({k: v for k, v in _RUN.items() if k != "url"}, "url must be a string"),
     ],
 )
 def test_bad_loadtest_results_are_refused(data: object, fragment: str) -> None:
     with pytest.raises(InputError, match=fragment) as error:
-        capacity_from_loadtest(data, "lt.json")
+        capacity_from_loadtest(read_loadtest(data, "lt.json"), "lt.json")
     assert error.value.hint
 
 
@@ -237,7 +263,7 @@ def test_bad_loadtest_results_are_refused(data: object, fragment: str) -> None:
 
 
 def test_hpa_manifest_carries_the_plan_and_parses_as_yaml() -> None:
-    plan = plan_serving(50.0, TrafficProfile(200.0, 60.0), 2.0)
+    plan = _plan(50.0, TrafficProfile(200.0, 60.0), 2.0)
     text = plan.hpa_manifest("minilm", namespace="ml")
     assert "maxReplicas: 7" in text and "minReplicas: 1" in text and 'averageValue: "32500m"' in text
     yaml = pytest.importorskip("yaml")
@@ -254,7 +280,7 @@ def test_hpa_manifest_carries_the_plan_and_parses_as_yaml() -> None:
 
 
 def test_hpa_on_cpu_and_scale_to_zero_floor() -> None:
-    plan = plan_serving(50.0, TrafficProfile(200.0, 60.0), 2.0, target_utilization=0.7, min_replicas=0)
+    plan = _plan(50.0, TrafficProfile(200.0, 60.0), 2.0, target_utilization=0.7, min_replicas=0)
     text = plan.hpa_manifest("minilm", metric="cpu")
     assert "averageUtilization: 70" in text
     assert "minReplicas: 1" in text  # an HPA cannot hold 0 replicas without the HPAScaleToZero gate
@@ -268,14 +294,14 @@ def test_hpa_on_cpu_and_scale_to_zero_floor() -> None:
 
 @pytest.mark.parametrize("name", ["MiniLM", "-x", "a_b", "", "x" * 254])
 def test_hpa_refuses_names_kubernetes_would_reject(name: str) -> None:
-    plan = plan_serving(50.0, TrafficProfile(200.0, 60.0), 2.0)
+    plan = _plan(50.0, TrafficProfile(200.0, 60.0), 2.0)
     with pytest.raises(InputError, match="not a valid Kubernetes name"):
         plan.hpa_manifest(name)
 
 
 def test_ray_config_uses_littles_law_for_ongoing_requests() -> None:
     # 32.5 rps per replica x 40 ms = 1.3 requests in flight per replica (L = lambda x W).
-    plan = plan_serving(50.0, TrafficProfile(200.0, 60.0), 2.0, min_replicas=0, latency_s=0.040)
+    plan = _plan(50.0, TrafficProfile(200.0, 60.0), 2.0, min_replicas=0, latency_s=0.040)
     config = plan.ray_serve_config("MiniLM")
     assert config["name"] == "MiniLM"
     assert config["max_ongoing_requests"] == 2  # ceil(1.3 x 1.5)
@@ -289,7 +315,7 @@ def test_ray_config_uses_littles_law_for_ongoing_requests() -> None:
     }
     json.dumps(config)
     # Without a latency, Ray's own default target (2) stands.
-    default = plan_serving(50.0, TrafficProfile(200.0, 60.0), 2.0).ray_serve_config("m")
+    default = _plan(50.0, TrafficProfile(200.0, 60.0), 2.0).ray_serve_config("m")
     assert default["autoscaling_config"]["target_ongoing_requests"] == 2.0
     assert default["max_ongoing_requests"] == 3
 
@@ -298,7 +324,7 @@ def test_ray_config_uses_littles_law_for_ongoing_requests() -> None:
 def test_constant_traffic_gives_scale_to_zero_no_fewer_replicas_than_always_on(capacity_rps: float) -> None:
     """A replica only goes to zero in an idle gap, and constant traffic has none: 5 rps on replicas planned
     at 6.5 rps used to average 0.77 replicas, below the one replica the load needs every hour."""
-    plan = plan_serving(capacity_rps, TrafficProfile(peak_rps=5.0, mean_rps=5.0), hourly_usd_per_replica=1.0)
+    plan = _plan(capacity_rps, TrafficProfile(peak_rps=5.0, mean_rps=5.0), hourly_usd_per_replica=1.0)
     needed = replicas_needed(5.0, capacity_rps * 0.65)
     zero = plan.scale_to_zero
     assert zero.average_replicas >= needed
@@ -310,14 +336,14 @@ def test_constant_traffic_gives_scale_to_zero_no_fewer_replicas_than_always_on(c
 
 def test_constant_hourly_profile_and_flat_flags_agree() -> None:
     """The same constant traffic, as a 24-hour profile or as --peak-rps alone, bills scale-to-zero alike."""
-    flat = plan_serving(10.0, TrafficProfile(peak_rps=5.0, mean_rps=5.0), hourly_usd_per_replica=1.0)
-    hourly = plan_serving(10.0, TrafficProfile.from_hourly([5.0] * 24), hourly_usd_per_replica=1.0)
+    flat = _plan(10.0, TrafficProfile(peak_rps=5.0, mean_rps=5.0), hourly_usd_per_replica=1.0)
+    hourly = _plan(10.0, TrafficProfile.from_hourly([5.0] * 24), hourly_usd_per_replica=1.0)
     assert flat.scale_to_zero.average_replicas == hourly.scale_to_zero.average_replicas == 1.0
 
 
 def test_a_mean_below_the_peak_without_a_profile_is_read_as_on_off_traffic() -> None:
     """Peak 50, mean 5: 2 replicas (the peak's at 32.5 rps each) for 10 % of the hours beat the mean's 1 all month."""
-    plan = plan_serving(50.0, TrafficProfile(peak_rps=50.0, mean_rps=5.0), hourly_usd_per_replica=1.0)
+    plan = _plan(50.0, TrafficProfile(peak_rps=50.0, mean_rps=5.0), hourly_usd_per_replica=1.0)
     assert plan.scale_to_zero.average_replicas == pytest.approx(2 * 0.1)
     assert plan.scale_to_zero.average_replicas < plan.autoscaled.average_replicas
     assert "on/off traffic assumed" in plan.scale_to_zero.basis

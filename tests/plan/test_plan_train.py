@@ -10,12 +10,13 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from pareto_check import assert_is_the_pareto_front
 
 from computewise.catalog import Catalog
 from computewise.errors import InfeasiblePlanError, InputError
 from computewise.estimate import Assumptions, estimate_train
 from computewise.models import preset
-from computewise.plan import TRAIN_PRECISIONS, Option, TrainConstraints, plan_train
+from computewise.plan import TRAIN_PRECISIONS, TrainConstraints, plan_train
 from computewise.specs import RECOMPUTES, Framework, ModelSpec, Parallelism, TrainJob
 
 SMALL = TrainConstraints(tokens=2e9, seq_len=1024, global_batch=64, accelerators=("a10g", "l4"), max_gpus=8)
@@ -86,7 +87,7 @@ def test_recommendation_is_the_brute_force_minimum_of_its_instance(catalog: Cata
 
 def _brute_force_times(
     model: ModelSpec, catalog: Catalog, assumptions: Assumptions, c: TrainConstraints
-) -> dict[tuple[str, str, str, str, int], float]:
+) -> dict[tuple[object, ...], float]:
     """Least time of every (instance type, instances, spot) over every layout, nothing pruned.
 
     The layouts come from a plain product of the documented degrees (``_layout_rules``, cp and ZeRO
@@ -98,7 +99,7 @@ def _brute_force_times(
     from computewise.specs import FRAMEWORKS, PRECISIONS, RECOMPUTES
 
     cps = [1, *[cp for cp in (2, 4, 8, 16) if c.seq_len >= 8192 and c.seq_len // cp >= 1024]]
-    best: dict[tuple[str, str, str, str, int], float] = {}
+    best: dict[tuple[object, ...], float] = {}
     for h in _hardware(catalog, c, assumptions):
         for n in instance_counts(h.devices_per_node, c.max_gpus):
             gpus = n * h.devices_per_node
@@ -141,9 +142,10 @@ def _brute_force_times(
             fits = columns.memory.total <= h.accelerator.memory_bytes
             if not fits.any():
                 continue
-            for cloud, instance_type, region, pricing, *_ in h.prices:
-                time_s = columns.time_s if pricing == "spot" else columns.steps * columns.step_s
-                best[(cloud, instance_type, region, pricing, n)] = float(time_s[fits].min())
+            for price in h.prices:
+                time_s = columns.time_s if price.pricing == "spot" else columns.steps * columns.step_s
+                key = (price.cloud, price.instance_type, price.region, price.pricing, n)
+                best[key] = float(time_s[fits].min())
     return best
 
 
@@ -173,25 +175,14 @@ def test_pruned_planner_matches_brute_force_on_every_machine(
         assert any(o.virtual_stages > 1 for o in plan.candidates)
 
 
-def test_pareto_frontier_is_non_dominated_and_contains_the_recommendation(
+def test_pareto_frontier_is_the_brute_force_non_dominated_set_and_holds_the_recommendation(
     catalog: Catalog, assumptions: Assumptions
 ) -> None:
     plan = plan_train(preset("gpt2-medium"), catalog, assumptions, SMALL)
-    front = plan.pareto
-    assert plan.recommended in front
-    assert len(front) > 1
-    for a, b in itertools.pairwise(front):
-        assert a.time_s <= b.time_s and a.cost_usd > b.cost_usd
-
-    def dominates(x: Option, y: Option) -> bool:
-        return x.time_s <= y.time_s and x.cost_usd <= y.cost_usd and (x.time_s, x.cost_usd) != (y.time_s, y.cost_usd)
-
-    for member in front:  # nothing is both at least as fast and as cheap, and better in one
-        assert not any(dominates(o, member) for o in plan.candidates), member.label
-    for option in plan.candidates:  # and every option off the front is beaten or matched by one on it
-        assert option in front or any(f.time_s <= option.time_s and f.cost_usd <= option.cost_usd for f in front), (
-            option.label
-        )
+    assert len(plan.pareto) > 1
+    assert_is_the_pareto_front(plan.candidates, plan.pareto, lambda o: o.time_s, lambda o: o.cost_usd)
+    assert plan.recommended in plan.pareto  # the cheapest plan is on the frontier, at its slow end
+    assert plan.recommended.cost_usd == min(o.cost_usd for o in plan.candidates) == plan.pareto[-1].cost_usd
 
 
 def test_deadline_and_budget_filter_and_rank(catalog: Catalog, assumptions: Assumptions) -> None:
@@ -245,7 +236,9 @@ def test_owned_servers_are_planned_at_their_amortised_hourly_cost(catalog: Catal
     assert best.cost_usd == pytest.approx(best.usd_per_h * best.time_s / 3600)
     server = next(s for s in catalog.onprem if s.accelerator == best.accelerator)
     hourly = server.usd_per_h(
-        assumptions.onprem_power_usd_per_kwh, assumptions.onprem_pue, assumptions.onprem_utilization
+        catalog.assumption("onprem_power_usd_per_kwh"),
+        catalog.assumption("onprem_pue"),
+        catalog.assumption("onprem_utilization"),
     )
     assert best.usd_per_h == pytest.approx(best.instances * hourly)
 
@@ -340,7 +333,8 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_cli_plans_the_405b_frontier_run_and_bounds_max_gpus() -> None:
-    from computewise.plan.train import DEFAULT_MAX_GPUS, MAX_GPUS_LIMIT
+    from computewise.limits import limit_for
+    from computewise.plan.train import DEFAULT_MAX_GPUS
 
     frontier = _cli(
         "plan", "train", "--model", "llama-3.1-405b", "--tokens", "15.6T", "--gpu", "h100", "--deadline", "120d",
@@ -349,6 +343,8 @@ def test_cli_plans_the_405b_frontier_run_and_bounds_max_gpus() -> None:
     assert frontier.returncode == 0, frontier.stderr
     layout = json.loads(frontier.stdout)["recommended"]["layout"]
     assert {"dp", "tp", "pp", "cp", "ep", "virtual_stages", "zero"} <= set(layout)
-    too_many = _cli("plan", "train", "--model", "gpt2", "--max-gpus", str(MAX_GPUS_LIMIT + 1))
-    assert too_many.returncode == 2 and "--max-gpus must be between 1 and 1,000,000" in too_many.stderr
+    max_gpus_limit = limit_for("--max-gpus")
+    assert max_gpus_limit is not None and max_gpus_limit.high == 1_000_000
+    too_many = _cli("plan", "train", "--model", "gpt2", "--max-gpus", "1000001")
+    assert too_many.returncode == 2 and "--max-gpus" in too_many.stderr and "1e6" in too_many.stderr
     assert f"[default: {DEFAULT_MAX_GPUS}]" in " ".join(_cli("plan", "train", "--help").stdout.split())

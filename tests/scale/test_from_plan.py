@@ -2,36 +2,83 @@
 
 from __future__ import annotations
 
+import json
+from dataclasses import replace
+
 import pytest
 
+from computewise.catalog import Catalog
 from computewise.errors import InputError
+from computewise.estimate import Assumptions
+from computewise.models import preset
+from computewise.plan import Option, Plan, TrainConstraints, plan_train
 from computewise.scale.from_plan import planned_job
 
-# The shape `computewise plan train --json` prints (recommended option, trimmed to what is read).
-PLAN = {
-    "recommended": {
-        "accelerator": "h100-sxm",
-        "gpus": 8,
-        "hardware": {"cloud": "gcp", "instance_type": "a3-highgpu-8g", "instances": 1, "region": "us-east4"},
-        "cost": {"usd": 67.04, "pricing": "spot", "usd_per_hour": 15.80912},
-    }
-}
+# One machine of eight H100s at a spot price, as `computewise plan train` recommends it.
+OPTION = Option(
+    accelerator="h100-sxm",
+    gpus=8,
+    instances=1,
+    cloud="gcp",
+    instance_type="a3-highgpu-8g",
+    region="us-east4",
+    pricing="spot",
+    usd_per_h=15.80912,
+    tp=8,
+    pp=1,
+    dp=1,
+    zero=0,
+    precision="bf16",
+    micro_batch=1,
+    recompute="none",
+    memory_bytes={"weights": 2e9, "total": 6e10},
+    capacity_bytes=8e10,
+    flops=1e20,
+    time_s=15_266.0,
+    cost_usd=67.04,
+    energy_kwh=40.0,
+    co2_kg=12.0,
+    mfu=0.41,
+)
+
+
+def plan_of(option: Option) -> Plan:
+    return Plan(recommended=option, pareto=(option,), candidates=(option,), rejected=(), considered=1)
 
 
 def test_the_recommended_option_becomes_gpus_processes_and_price() -> None:
-    job = planned_job(PLAN, "plan.json")
+    job = planned_job(plan_of(OPTION), "plan.json")
     assert (job.gpus, job.accelerator, job.processes, job.hourly_usd) == (8, "h100-sxm", 8, 15.80912)
     assert job.summary == "8 x h100-sxm (gcp a3-highgpu-8g), one process per GPU"
 
 
+def test_a_real_plan_file_becomes_its_recommended_job(catalog: Catalog, assumptions: Assumptions) -> None:
+    """What `plan train --json` writes, read back as `submit --plan` reads it."""
+    constraints = TrainConstraints(tokens=2e9, seq_len=1024, global_batch=64, accelerators=("a10g", "l4"), max_gpus=8)
+    plan = plan_train(preset("gpt2-medium"), catalog, assumptions, constraints)
+    text = json.dumps(plan.to_dict(top=3))
+    job = planned_job(Plan.from_dict(json.loads(text), "plan.json"), "plan.json")
+    best = plan.recommended
+    assert (job.gpus, job.accelerator, job.hourly_usd) == (best.gpus, best.accelerator, best.usd_per_h)
+
+
 def test_a_plan_over_several_machines_is_refused() -> None:
-    plan = {"recommended": {**PLAN["recommended"], "gpus": 16, "hardware": {"instances": 2}}}
     with pytest.raises(InputError, match="spans 2 machines") as caught:
-        planned_job(plan, "plan.json")
+        planned_job(plan_of(replace(OPTION, gpus=16, instances=2)), "plan.json")
     assert caught.value.hint is not None and "--max-gpus" in caught.value.hint
 
 
-@pytest.mark.parametrize("plan", [{}, {"recommended": None}, {"recommended": {"gpus": "many"}}, []])
-def test_what_is_not_a_plan_is_refused(plan: object) -> None:
-    with pytest.raises(InputError, match=r"plan\.json"):
-        planned_job(plan, "plan.json")  # type: ignore[arg-type]
+@pytest.mark.parametrize(
+    ("plan", "fragment"),
+    [
+        ({}, "no recommended option"),
+        ({"recommended": None}, "no recommended option"),
+        ({**plan_of(OPTION).to_dict(), "recommended": {"gpus": "many"}}, "hardware must be a JSON object"),
+        ([], "expected a JSON object"),
+        ({**plan_of(OPTION).to_dict(), "schema_version": 7}, "schema_version 7"),
+    ],
+)
+def test_what_is_not_a_plan_is_refused(plan: object, fragment: str) -> None:
+    with pytest.raises(InputError, match=fragment) as caught:
+        Plan.from_dict(plan, "plan.json")
+    assert "plan.json" in str(caught.value)

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from computewise.errors import InputError, UnknownNameError
-from computewise.scale.backend import BackendError, JobSpec, Resources
+from computewise.errors import InputError, JobEngineError, UnknownNameError
+from computewise.scale.engine import JobSpec, Resources
 from computewise.scale.kubernetes import job_manifest, render_job
-from computewise.scale.registry import get_backend
+from computewise.scale.registry import get_engine
 from computewise.scale.skypilot import render_task
 from computewise.scale.slurm import render_sbatch
 from computewise.scale.yaml_text import YamlValue, dump_yaml
@@ -101,20 +101,20 @@ def test_several_processes_run_under_torchrun_in_every_manifest() -> None:
 
 def test_kubernetes_refuses_a_fraction_of_a_gpu() -> None:
     spec = JobSpec(name="share", command=("x",), resources=Resources(gpus=0.25), image="img")
-    with pytest.raises(BackendError, match="whole devices") as error:
+    with pytest.raises(JobEngineError, match="whole devices") as error:
         render_job(spec)
     assert error.value.hint is not None and "MIG" in error.value.hint
 
 
 def test_kubernetes_needs_an_image() -> None:
-    with pytest.raises(BackendError, match="container image"):
+    with pytest.raises(JobEngineError, match="container image"):
         render_job(CPU_ONLY)
 
 
 def test_unknown_and_unschedulable_accelerators() -> None:
     with pytest.raises(UnknownNameError, match="h1000"):
         render_sbatch(JobSpec(name="a", command=("x",), resources=Resources(gpus=1, accelerator="h1000")))
-    with pytest.raises(BackendError, match="tpu-v5e"):
+    with pytest.raises(JobEngineError, match="tpu-v5e"):
         render_job(JobSpec(name="a", command=("x",), resources=Resources(gpus=1, accelerator="tpu-v5e"), image="i"))
 
 
@@ -132,23 +132,23 @@ def test_bad_resources_are_refused() -> None:
 
 
 def test_skypilot_needs_a_bucket_and_an_accelerator() -> None:
-    with pytest.raises(BackendError, match="not a bucket"):
+    with pytest.raises(JobEngineError, match="not a bucket"):
         render_task(JobSpec(name="a", command=("x",), checkpoint_uri="/local/disk"))
-    with pytest.raises(BackendError, match="which GPU"):
+    with pytest.raises(JobEngineError, match="which GPU"):
         render_task(JobSpec(name="a", command=("x",), resources=Resources(gpus=1)))
-    with pytest.raises(BackendError, match="sky jobs launch"):
-        get_backend("skypilot").submit(CPU_ONLY)
+    with pytest.raises(JobEngineError, match="sky jobs launch"):
+        get_engine("skypilot").submit(CPU_ONLY)
 
 
 def test_missing_sbatch_is_a_clear_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))
-    with pytest.raises(BackendError, match="sbatch not found"):
-        get_backend("slurm")
+    with pytest.raises(JobEngineError, match="sbatch not found"):
+        get_engine("slurm")
 
 
-def test_unknown_backend_suggests() -> None:
+def test_unknown_engine_suggests() -> None:
     with pytest.raises(UnknownNameError, match="slurm"):
-        get_backend("slurn")
+        get_engine("slurn")
 
 
 def fake_slurm(bin_dir: Path, log: Path) -> None:

@@ -1,4 +1,4 @@
-"""The Ray Jobs backend against a real local Ray cluster (2 CPUs, no GPU) started by ``ray_cluster``."""
+"""The Ray Jobs engine against a real local Ray cluster (2 CPUs, no GPU) started by ``ray_cluster``."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import pytest
 
 pytest.importorskip("ray.job_submission", reason="the Ray tests need the ray extra: pip install 'computewise[ray]'")
 
-from computewise.errors import InputError
-from computewise.scale.backend import Backend, BackendError, JobHandle, JobSpec, JobStatus, Resources
-from computewise.scale.ray_jobs import RayJobsBackend, ray_accelerator_type, submit_while_agent_starts
+from computewise.errors import InputError, JobEngineError
+from computewise.scale.engine import JobEngine, JobHandle, JobSpec, JobStatus, Resources
+from computewise.scale.ray_jobs import RayJobsEngine, ray_accelerator_type, submit_while_agent_starts
 from computewise.train.memory_cap import GPU_MEMORY_FRACTION_ENV, apply_gpu_memory_cap, fraction_memory_cap
 
 # One Ray cluster per xdist worker: every Ray test runs on the same worker (make test uses --dist loadgroup).
@@ -22,28 +22,28 @@ pytestmark = pytest.mark.xdist_group("ray")
 _TERMINAL: tuple[JobStatus, ...] = ("succeeded", "failed", "stopped")
 
 
-def _wait_for(backend: RayJobsBackend, handle: JobHandle, wanted: tuple[JobStatus, ...], limit_s: float = 60) -> str:
+def _wait_for(engine: RayJobsEngine, handle: JobHandle, wanted: tuple[JobStatus, ...], limit_s: float = 60) -> str:
     deadline = time.monotonic() + limit_s
-    status = backend.status(handle)
+    status = engine.status(handle)
     while status not in wanted and time.monotonic() < deadline:
         time.sleep(0.25)
-        status = backend.status(handle)
+        status = engine.status(handle)
     return status
 
 
-def _submitted_run_names(backend: RayJobsBackend) -> set[str]:
+def _submitted_run_names(engine: RayJobsEngine) -> set[str]:
     from ray.job_submission import JobSubmissionClient
 
-    jobs = JobSubmissionClient(backend.address).list_jobs()
+    jobs = JobSubmissionClient(engine.address).list_jobs()
     return {(job.metadata or {}).get("computewise_run_name", "") for job in jobs}
 
 
 @pytest.fixture(scope="module")
-def backend(ray_cluster: object) -> RayJobsBackend:
-    return RayJobsBackend(ray_cluster.address)  # type: ignore[attr-defined]
+def engine(ray_cluster: object) -> RayJobsEngine:
+    return RayJobsEngine(ray_cluster.address)  # type: ignore[attr-defined]
 
 
-def test_job_runs_to_success_with_logs_env_and_metadata(backend: RayJobsBackend, tmp_path: Path) -> None:
+def test_job_runs_to_success_with_logs_env_and_metadata(engine: RayJobsEngine, tmp_path: Path) -> None:
     marker = tmp_path / "done.txt"
     script = (
         "import os, pathlib, sys; "
@@ -58,40 +58,40 @@ def test_job_runs_to_success_with_logs_env_and_metadata(backend: RayJobsBackend,
         checkpoint_uri=str(tmp_path / "ckpt"),
         hourly_usd=2.5,
     )
-    assert isinstance(backend, Backend)
-    handle = backend.submit(spec)
-    assert handle.backend == "ray"
+    assert isinstance(engine, JobEngine)
+    handle = engine.submit(spec)
+    assert handle.engine == "ray"
     assert handle.name == "ray-hello"
     assert handle.job_id.startswith("ray-hello-")
-    assert _wait_for(backend, handle, _TERMINAL) == "succeeded", backend.logs(handle)
-    assert f"hello from ray ray-hello {tmp_path / 'ckpt'}" in backend.logs(handle)
+    assert _wait_for(engine, handle, _TERMINAL) == "succeeded", engine.logs(handle)
+    assert f"hello from ray ray-hello {tmp_path / 'ckpt'}" in engine.logs(handle)
     assert marker.read_text() == "done"
-    metadata = backend.metadata(handle)
+    metadata = engine.metadata(handle)
     assert metadata["computewise_run_name"] == "ray-hello"
     assert metadata["computewise_tag_team"] == "ml"
     assert metadata["computewise_hourly_usd"] == "2.5"
     # The same stable name submits again as a new Ray job: a resubmission after preemption.
-    again = backend.submit(spec)
+    again = engine.submit(spec)
     assert again.job_id != handle.job_id
-    assert _wait_for(backend, again, _TERMINAL) == "succeeded"
+    assert _wait_for(engine, again, _TERMINAL) == "succeeded"
 
 
-def test_failing_job_reads_failed(backend: RayJobsBackend) -> None:
+def test_failing_job_reads_failed(engine: RayJobsEngine) -> None:
     spec = JobSpec(name="ray-fails", command=(sys.executable, "-c", "raise SystemExit(3)"))
-    handle = backend.submit(spec)
-    assert _wait_for(backend, handle, _TERMINAL) == "failed"
+    handle = engine.submit(spec)
+    assert _wait_for(engine, handle, _TERMINAL) == "failed"
 
 
-def test_cancel_stops_a_sleeping_job(backend: RayJobsBackend) -> None:
+def test_cancel_stops_a_sleeping_job(engine: RayJobsEngine) -> None:
     spec = JobSpec(
         name="ray-sleeper",
         command=(sys.executable, "-c", "import time; print('sleeping', flush=True); time.sleep(120)"),
     )
-    handle = backend.submit(spec)
-    assert _wait_for(backend, handle, ("running", *_TERMINAL)) == "running"
+    handle = engine.submit(spec)
+    assert _wait_for(engine, handle, ("running", *_TERMINAL)) == "running"
     started = time.monotonic()
-    backend.cancel(handle)
-    assert _wait_for(backend, handle, _TERMINAL, limit_s=30) == "stopped"
+    engine.cancel(handle)
+    assert _wait_for(engine, handle, _TERMINAL, limit_s=30) == "stopped"
     assert time.monotonic() - started < 30
 
 
@@ -100,8 +100,8 @@ def test_unreachable_address_fails_fast_before_submitting() -> None:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]  # closed again below: nothing listens there
     started = time.monotonic()
-    with pytest.raises(BackendError, match=f"no Ray cluster reachable at http://127.0.0.1:{port}") as caught:
-        RayJobsBackend(f"127.0.0.1:{port}")
+    with pytest.raises(JobEngineError, match=f"no Ray cluster reachable at http://127.0.0.1:{port}") as caught:
+        RayJobsEngine(f"127.0.0.1:{port}")
     assert time.monotonic() - started < 5
     assert caught.value.hint is not None
     assert "ray start --head" in caught.value.hint
@@ -109,52 +109,52 @@ def test_unreachable_address_fails_fast_before_submitting() -> None:
 
 def test_not_an_http_address_is_refused() -> None:
     with pytest.raises(InputError, match="not an HTTP address"):
-        RayJobsBackend("ray://127.0.0.1:10001")
+        RayJobsEngine("ray://127.0.0.1:10001")
 
 
 def test_ray_address_env_pointing_elsewhere_is_refused(ray_cluster: object, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RAY_ADDRESS", "http://127.0.0.1:1")
-    with pytest.raises(BackendError, match="RAY_ADDRESS"):
-        RayJobsBackend(ray_cluster.address)  # type: ignore[attr-defined]
+    with pytest.raises(JobEngineError, match="RAY_ADDRESS"):
+        RayJobsEngine(ray_cluster.address)  # type: ignore[attr-defined]
 
 
-def test_more_gpus_than_the_cluster_has_is_refused_before_submitting(backend: RayJobsBackend) -> None:
+def test_more_gpus_than_the_cluster_has_is_refused_before_submitting(engine: RayJobsEngine) -> None:
     spec = JobSpec(name="ray-four-gpus", command=("true",), resources=Resources(gpus=4))
-    with pytest.raises(BackendError) as caught:
-        backend.submit(spec)
+    with pytest.raises(JobEngineError) as caught:
+        engine.submit(spec)
     message = caught.value.message
     assert "can never run job 'ray-four-gpus'" in message
     assert "it asks for 4 GPU(s) but the largest node has 1 (whole cluster 1), 3 short" in message
     assert caught.value.hint is not None
     assert "computewise plan" in caught.value.hint
-    assert "ray-four-gpus" not in _submitted_run_names(backend)
+    assert "ray-four-gpus" not in _submitted_run_names(engine)
 
 
-def test_absent_accelerator_type_is_refused(backend: RayJobsBackend) -> None:
+def test_absent_accelerator_type_is_refused(engine: RayJobsEngine) -> None:
     spec = JobSpec(name="ray-h100", command=("true",), resources=Resources(accelerator="h100-sxm"))
-    with pytest.raises(BackendError, match="accelerator type 'H100' and no node has one"):
-        backend.submit(spec)
-    assert "ray-h100" not in _submitted_run_names(backend)
+    with pytest.raises(JobEngineError, match="accelerator type 'H100' and no node has one"):
+        engine.submit(spec)
+    assert "ray-h100" not in _submitted_run_names(engine)
 
 
-def test_more_cpus_and_memory_than_any_node_lists_every_shortfall(backend: RayJobsBackend) -> None:
+def test_more_cpus_and_memory_than_any_node_lists_every_shortfall(engine: RayJobsEngine) -> None:
     spec = JobSpec(name="ray-big", command=("true",), resources=Resources(cpus=5, memory_bytes=10**15))
-    with pytest.raises(BackendError) as caught:
-        backend.submit(spec)
+    with pytest.raises(JobEngineError) as caught:
+        engine.submit(spec)
     assert "it asks for 5 CPU(s) but the largest node has 4 (whole cluster 4), 1 short" in caught.value.message
     assert "it asks for 1e+06 GB of memory" in caught.value.message
 
 
-def test_more_than_a_whole_gpu_in_fractions_is_refused(backend: RayJobsBackend) -> None:
+def test_more_than_a_whole_gpu_in_fractions_is_refused(engine: RayJobsEngine) -> None:
     spec = JobSpec(name="ray-two-gpus", command=("true",), resources=Resources(gpus=2))
-    with pytest.raises(BackendError, match=r"2 GPU\(s\) but the largest node has 1"):
-        backend.submit(spec)
+    with pytest.raises(JobEngineError, match=r"2 GPU\(s\) but the largest node has 1"):
+        engine.submit(spec)
 
 
-def test_unknown_job_is_a_clear_error(backend: RayJobsBackend) -> None:
-    handle = JobHandle(backend="ray", job_id="no-such-job-123", name="no-such-job")
-    with pytest.raises(BackendError, match="no Ray job 'no-such-job-123'"):
-        backend.status(handle)
+def test_unknown_job_is_a_clear_error(engine: RayJobsEngine) -> None:
+    handle = JobHandle(engine="ray", job_id="no-such-job-123", name="no-such-job")
+    with pytest.raises(JobEngineError, match="no Ray job 'no-such-job-123'"):
+        engine.status(handle)
 
 
 def test_accelerator_slugs_map_to_ray_types() -> None:
@@ -182,8 +182,6 @@ def test_apply_gpu_memory_cap_validates_and_skips_without_a_device() -> None:
 @pytest.mark.gpu
 def test_apply_gpu_memory_cap_limits_the_allocator() -> None:
     torch = pytest.importorskip("torch")
-    if not torch.cuda.is_available():
-        pytest.skip("needs an NVIDIA GPU")
     assert apply_gpu_memory_cap({GPU_MEMORY_FRACTION_ENV: "0.1"}) == 0.1
     total_bytes = torch.cuda.get_device_properties(0).total_memory
     with pytest.raises(torch.cuda.OutOfMemoryError):
@@ -232,7 +230,7 @@ def test_a_starting_job_agent_is_waited_for_with_back_off_and_said() -> None:
 
 def test_an_agent_that_never_starts_is_an_error_within_the_bound() -> None:
     clock = _Clock()
-    with pytest.raises(BackendError, match="did not start within 120 s"):
+    with pytest.raises(JobEngineError, match="did not start within 120 s"):
         submit_while_agent_starts(_StartingAgent(refusals=10**6), "warm", lambda _: None, clock, clock.sleep)
     assert clock.now_s <= 120.0
 
@@ -256,6 +254,6 @@ def test_a_retry_that_finds_the_first_attempt_accepted_returns_that_job() -> Non
 def test_other_refusals_are_not_retried() -> None:
     clock = _Clock()
     submit = _StartingAgent(refusals=1, message="Request failed with status code 400: bad runtime_env")
-    with pytest.raises(BackendError, match="bad runtime_env"):
+    with pytest.raises(JobEngineError, match="bad runtime_env"):
         submit_while_agent_starts(submit, "bad", lambda _: None, clock, clock.sleep)
     assert submit.calls == 1 and clock.now_s == 0.0

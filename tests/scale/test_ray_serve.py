@@ -1,4 +1,4 @@
-"""``computewise serve --backend ray`` on the session's real Ray cluster: the same API as ``computewise serve``.
+"""``computewise deploy`` on the session's real Ray cluster: the same API as ``computewise serve``.
 
 Every CLI call is a child process (ray is never imported into the pytest worker). The echo model is
 deployed once with a scaling file written by a real ``computewise plan serve --ray-config`` and a bearer
@@ -89,7 +89,7 @@ def ray_config(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _deploy(address: str, target: str, *args: str, cwd: Path | None = None) -> Deployed:
     result = cli(
-        "serve", target, "--backend", "ray", "--address", address, "--port", str(_free_port()),
+        "deploy", target, "--address", address, "--port", str(_free_port()),
         "--replica-cpus", "0.5", "--json", *args, cwd=cwd, timeout_s=_DEPLOY_TIMEOUT_S, COMPUTEWISE_SERVE_TOKEN=TOKEN,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
@@ -98,7 +98,7 @@ def _deploy(address: str, target: str, *args: str, cwd: Path | None = None) -> D
 
 
 def _delete(address: str, target: str, cwd: Path | None = None) -> dict[str, Any]:
-    result = cli("serve", target, "--backend", "ray", "--address", address, "--delete", "--json", cwd=cwd)
+    result = cli("deploy", target, "--address", address, "--delete", "--json", cwd=cwd)
     assert result.returncode == 0, result.stderr[-3000:]
     return dict(json.loads(result.stdout))
 
@@ -239,7 +239,7 @@ def test_model_error_fails_only_its_request(ray_cluster: Any, ray_echo: Deployed
 def test_unreachable_address_is_refused_before_deploying() -> None:
     closed = _free_port()
     started_s = time.monotonic()
-    result = cli("serve", "echo", "--backend", "ray", "--address", f"127.0.0.1:{closed}")
+    result = cli("deploy", "echo", "--address", f"127.0.0.1:{closed}")
     assert result.returncode == 2, result.stderr
     said = " ".join(result.stderr.split())
     assert f"no Ray cluster reachable at 127.0.0.1:{closed}" in said and "To fix:" in said
@@ -250,9 +250,7 @@ def test_unreachable_address_is_refused_before_deploying() -> None:
 def test_misspelt_scaling_file_is_refused_before_connecting(tmp_path: Path) -> None:
     config = tmp_path / "ray.json"
     config.write_text(json.dumps({"autoscaling_config": {"min_replica": 1, "max_replicas": 2}}))
-    result = cli(
-        "serve", "echo", "--backend", "ray", "--address", f"127.0.0.1:{_free_port()}", "--ray-config", str(config)
-    )
+    result = cli("deploy", "echo", "--address", f"127.0.0.1:{_free_port()}", "--ray-config", str(config))
     assert result.returncode == 2, result.stderr
     said = " ".join(result.stderr.split())  # Rich wraps the message at the terminal width
     assert "unknown autoscaling_config key 'min_replica'; did you mean 'min_replicas'?" in said
@@ -262,14 +260,12 @@ def test_misspelt_scaling_file_is_refused_before_connecting(tmp_path: Path) -> N
 @pytest.mark.parametrize(
     ("args", "said"),
     [
-        (["--backend", "ray"], "--backend ray needs the cluster's address"),
-        (["--backend", "ray", "--address", "http://127.0.0.1:8265"], "is the dashboard (Jobs API) address"),
-        (["--backend", "ray", "--address", "127.0.0.1:6379", "--slo-p99-ms", "50"], "apply to --backend local only"),
-        (["--ray-config", "ray.json"], "apply to --backend ray only"),
-        (["--backend", "kubernetes"], "--backend must be one of local, ray"),
+        ([], "computewise deploy needs the cluster's address"),
+        (["--address", "http://127.0.0.1:8265"], "is the dashboard (Jobs API) address"),
+        (["--address", "127.0.0.1:6379", "--batching", "eager"], "--batching must be one of none, greedy, cost"),
     ],
 )
 def test_bad_flags_exit_2_with_a_fix(args: list[str], said: str) -> None:
-    result = cli("serve", "echo", *args)
+    result = cli("deploy", "echo", *args)
     assert result.returncode == 2, result.stderr
     assert said in " ".join(result.stderr.split()) and "To fix:" in result.stderr

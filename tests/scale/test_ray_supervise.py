@@ -25,14 +25,22 @@ pytest.importorskip("torch", reason="the spot job trains with torch: pip install
 from spot_job import SPOT_STEPS, final_loss, spot_command, wait_for_steps
 
 from computewise.ledger import Ledger, PriceSnapshot
-from computewise.scale.backend import JobSpec, Resources
-from computewise.scale.ray_jobs import RayJobsBackend
+from computewise.scale.engine import JobSpec, Resources
+from computewise.scale.ray_jobs import RayJobsEngine
 from computewise.scale.supervise import SupervisedRun, supervise
 
 pytestmark = pytest.mark.xdist_group("ray")
 
 ROOT = Path(__file__).resolve().parents[2]
-PRICE = PriceSnapshot(hourly_usd=4.0, source="test", explanation="$4.00/h as given", assumed=False)
+PRICE = PriceSnapshot(
+    hourly_usd=4.0,
+    source="test",
+    explanation="$4.00/h as given",
+    assumed=False,
+    carbon_g_per_kwh=475.0,
+    carbon_source="test",
+    pue=1.0,
+)
 
 # Stands in for a CUDA device (the only fake): records the cap the job applies to its allocator.
 _SHARED_GPU_JOB = """
@@ -52,12 +60,12 @@ json.dump({"applied": applied, "calls": calls, "visible": os.environ.get("CUDA_V
 
 
 @pytest.fixture(scope="module")
-def backend(ray_cluster: object) -> RayJobsBackend:
-    return RayJobsBackend(ray_cluster.address)  # type: ignore[attr-defined]
+def engine(ray_cluster: object) -> RayJobsEngine:
+    return RayJobsEngine(ray_cluster.address)  # type: ignore[attr-defined]
 
 
 def test_a_job_killed_on_ray_is_resubmitted_and_resumes_to_the_same_loss(
-    backend: RayJobsBackend, tmp_path: Path, spot_reference_loss: float
+    engine: RayJobsEngine, tmp_path: Path, spot_reference_loss: float
 ) -> None:
     pid_file, progress = tmp_path / "pid", tmp_path / "progress"
     spec = JobSpec(
@@ -69,7 +77,7 @@ def test_a_job_killed_on_ray_is_resubmitted_and_resumes_to_the_same_loss(
     url = f"sqlite:///{tmp_path / 'ledger.sqlite'}"
     ledger = Ledger.open(url)
     results: list[SupervisedRun] = []
-    thread = threading.Thread(target=lambda: results.append(supervise(backend, spec, ledger, url, PRICE, poll_s=0.2)))
+    thread = threading.Thread(target=lambda: results.append(supervise(engine, spec, ledger, url, PRICE, poll_s=0.2)))
     thread.start()
     try:
         wait_for_steps(progress, 8, limit_s=180)
@@ -88,22 +96,22 @@ def test_a_job_killed_on_ray_is_resubmitted_and_resumes_to_the_same_loss(
     assert run.interruption.interruptions == 1
     assert run.interruption.added_usd is not None and run.interruption.added_usd > 0
     assert run.cost.cost_usd == pytest.approx(run.interruption.billed_s * 4.0 / 3600, rel=1e-6)
-    metadata = backend.metadata(backend_handle(run))
+    metadata = engine.metadata(last_handle(run))
     assert metadata["computewise_run_id"] == str(run.run_id)
 
 
-def backend_handle(run: SupervisedRun) -> object:
-    from computewise.scale.backend import JobHandle
+def last_handle(run: SupervisedRun) -> object:
+    from computewise.scale.engine import JobHandle
 
     return JobHandle("ray", run.attempts[-1].job_id, run.name)
 
 
-def test_two_jobs_share_one_gpu_each_capped_to_its_half(backend: RayJobsBackend, tmp_path: Path) -> None:
+def test_two_jobs_share_one_gpu_each_capped_to_its_half(engine: RayJobsEngine, tmp_path: Path) -> None:
     script = tmp_path / "shared_gpu_job.py"
     script.write_text(_SHARED_GPU_JOB, encoding="utf-8")
     outputs = [tmp_path / "a.json", tmp_path / "b.json"]
     handles = [
-        backend.submit(
+        engine.submit(
             JobSpec(
                 name=f"half-gpu-{i}", command=(sys.executable, str(script), str(out)), resources=Resources(gpus=0.5)
             )
@@ -111,12 +119,12 @@ def test_two_jobs_share_one_gpu_each_capped_to_its_half(backend: RayJobsBackend,
         for i, out in enumerate(outputs)
     ]
     deadline = time.monotonic() + 120
-    while any(backend.status(h) not in ("succeeded", "failed", "stopped") for h in handles):
+    while any(engine.status(h) not in ("succeeded", "failed", "stopped") for h in handles):
         assert time.monotonic() < deadline, "the half-GPU jobs did not finish"
         time.sleep(0.25)
     for handle in handles:
-        assert backend.status(handle) == "succeeded", backend.logs(handle)
-        assert "PyTorch memory is capped to 50% of the device" in backend.logs(handle)
+        assert engine.status(handle) == "succeeded", engine.logs(handle)
+        assert "PyTorch memory is capped to 50% of the device" in engine.logs(handle)
     first, second = (json.loads(out.read_text(encoding="utf-8")) for out in outputs)
     for result in (first, second):
         assert result["applied"] == 0.5 and result["calls"] == [[0.5, 0]]
@@ -128,7 +136,7 @@ def test_run_cli_on_ray_records_the_cost_and_says_when_a_gpu_is_shared(ray_clust
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "COMPUTEWISE_DB": str(tmp_path / "l.sqlite")}
     done = subprocess.run(
         [
-            sys.executable, "-m", "computewise.cli.app", "run", "--backend", "ray",
+            sys.executable, "-m", "computewise.cli.app", "run", "--engine", "ray",
             "--address", ray_cluster.address,  # type: ignore[attr-defined]
             "--name", "cli-ray", "--hourly-usd", "2.5", "--interval", "200ms", "--json",
             "--", sys.executable, "-c", "print('hello from ray')",
@@ -146,7 +154,7 @@ def test_run_cli_on_ray_records_the_cost_and_says_when_a_gpu_is_shared(ray_clust
 
     shared = subprocess.run(
         [
-            sys.executable, "-m", "computewise.cli.app", "submit", "--backend", "ray",
+            sys.executable, "-m", "computewise.cli.app", "submit", "--engine", "ray",
             "--address", ray_cluster.address,  # type: ignore[attr-defined]
             "--name", "cli-half", "--gpus", "0.5", "--", sys.executable, "-c", "pass",
         ],

@@ -1,4 +1,4 @@
-"""Ray Tune with ASHA on the real local Ray cluster (``ray_cluster``): a search, ``tune --backend ray``, refusals.
+"""Ray Tune with ASHA on the real local Ray cluster (``ray_cluster``): a search, ``tune --engine ray``, refusals.
 
 Everything that joins the cluster runs in a child process, so the pytest worker never becomes a Ray
 driver: a driver left connected would outlive the session cluster's teardown.
@@ -128,7 +128,7 @@ def test_a_trial_no_node_can_hold_is_refused_instead_of_pending_forever(ray_clus
 
 
 @pytest.mark.torch
-def test_tune_with_the_ray_backend_runs_the_trials_as_an_asha_search(ray_cluster: object, tmp_path: Path) -> None:
+def test_tune_with_the_ray_engine_runs_the_trials_as_an_asha_search(ray_cluster: object, tmp_path: Path) -> None:
     pytest.importorskip("torch")
     db = f"sqlite:///{tmp_path / 'ledger.db'}"
     done = _tune(
@@ -138,7 +138,7 @@ def test_tune_with_the_ray_backend_runs_the_trials_as_an_asha_search(ray_cluster
         "9",
         "--threads",
         "1",
-        "--backend",
+        "--engine",
         "ray",
         "--address",
         ray_cluster.gcs_address,  # type: ignore[attr-defined]
@@ -151,15 +151,15 @@ def test_tune_with_the_ray_backend_runs_the_trials_as_an_asha_search(ray_cluster
     )
     assert done.returncode == 0, done.stderr[-3000:]
     data = json.loads(done.stdout)  # nothing of Ray's on stdout: the JSON document only
-    backend = data["search"]["backend"]
-    assert backend["name"] == "ray" and backend["scheduler"] == "ASHA"
-    assert (backend["grace_steps"], backend["max_steps"], backend["reduction_factor"]) == (3, 9, 3)
+    search = data["search"]["backend"]
+    assert search["name"] == "ray" and search["scheduler"] == "ASHA"
+    assert (search["grace_steps"], search["max_steps"], search["reduction_factor"]) == (3, 9, 3)
     assert [rung["steps"] for rung in data["search"]["rungs"]] == [3, 9]
-    assert backend["concurrent_trials"] == 1  # one node: trials measuring speed do not share its CPUs
+    assert search["concurrent_trials"] == 1  # one node: trials measuring speed do not share its CPUs
     # Which configurations ASHA stops depends on measured speed, which a loaded 2-core machine makes noisy
     # (the generic search above checks early stopping on deterministic curves): here, that every trial ran
     # the first rung, and any stopped early stopped there.
-    stopped = {entry["config"]: entry["steps"] for entry in backend["stopped_early"]}
+    stopped = {entry["config"]: entry["steps"] for entry in search["stopped_early"]}
     assert set(stopped.values()) <= {3}
     halving = [trial for trial in data["trials"] if trial["stage"] == "halving"]
     assert len([t for t in halving if t["rung"] == 0]) == 4
@@ -179,7 +179,7 @@ def test_tune_with_the_ray_backend_runs_the_trials_as_an_asha_search(ray_cluster
 
 def test_an_unreachable_cluster_is_refused_before_anything_runs(tmp_path: Path) -> None:
     db = tmp_path / "ledger.db"
-    done = _tune("--backend", "ray", "--address", f"127.0.0.1:{_free_port()}", "--db", f"sqlite:///{db}")
+    done = _tune("--engine", "ray", "--address", f"127.0.0.1:{_free_port()}", "--db", f"sqlite:///{db}")
     assert done.returncode == 2, done.stderr
     assert "no Ray cluster reachable at 127.0.0.1:" in _said(done) and "To fix:" in _said(done)
     with Ledger.open(f"sqlite:///{db}") as ledger:
@@ -201,15 +201,15 @@ def test_a_loopback_only_cluster_is_joined_over_loopback(ray_cluster: object) ->
     assert float(done.stdout.strip().splitlines()[-1]) == 4.0
 
 
-def test_the_ray_backend_needs_an_address() -> None:
-    done = _tune("--backend", "ray")
+def test_the_ray_engine_needs_an_address() -> None:
+    done = _tune("--engine", "ray")
     assert done.returncode == 2 and "needs the cluster's address" in _said(done) and "--address" in _said(done)
-    done = _tune("--backend", "ray", RAY_ADDRESS="http://127.0.0.1:8265")
+    done = _tune("--engine", "ray", RAY_ADDRESS="http://127.0.0.1:8265")
     assert done.returncode == 2 and "RAY_ADDRESS=http://127.0.0.1:8265 is the dashboard" in _said(done)
     done = _tune("--address", "127.0.0.1:6379")
-    assert done.returncode == 2 and "for --backend ray only" in _said(done)
-    done = _tune("--backend", "spark")
-    assert done.returncode == 2 and "--backend must be one of local, ray" in _said(done)
+    assert done.returncode == 2 and "for --engine ray only" in _said(done)
+    done = _tune("--engine", "spark")
+    assert done.returncode == 2 and "--engine must be one of local, ray" in _said(done)
 
 
 def test_addresses_are_host_and_port() -> None:

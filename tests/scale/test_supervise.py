@@ -1,4 +1,4 @@
-"""``supervise`` on the local backend: a real training job preempted (SIGTERM) or killed (SIGKILL) from outside,
+"""``supervise`` on the local engine: a real training job preempted (SIGTERM) or killed (SIGKILL) from outside,
 resubmitted, resumed from its checkpoint, ending at the loss of an uninterrupted run, as one ledger run."""
 
 from __future__ import annotations
@@ -18,13 +18,21 @@ from spot_job import SPOT_STEPS, final_loss, spot_command, wait_for_steps
 from computewise.ledger import Ledger, PriceSnapshot
 from computewise.monitor.summary import summarize
 from computewise.report.runs import print_run_summary
-from computewise.scale.backend import JobSpec
-from computewise.scale.local import LocalBackend
+from computewise.scale.engine import JobSpec
+from computewise.scale.local import LocalEngine
 from computewise.scale.supervise import AttemptEvent, SupervisedRun, supervise
 
 pytest.importorskip("torch", reason="the spot job trains with torch: pip install 'computewise[torch]'")
 
-PRICE = PriceSnapshot(hourly_usd=3.0, source="test", explanation="$3.00/h as given", assumed=False)
+PRICE = PriceSnapshot(
+    hourly_usd=3.0,
+    source="test",
+    explanation="$3.00/h as given",
+    assumed=False,
+    carbon_g_per_kwh=475.0,
+    carbon_source="test",
+    pue=1.0,
+)
 
 
 def _supervise_and_kill(tmp_path: Path, sig: signal.Signals, kill_after_steps: int) -> tuple[SupervisedRun, Ledger]:
@@ -38,7 +46,7 @@ def _supervise_and_kill(tmp_path: Path, sig: signal.Signals, kill_after_steps: i
 
     def work() -> None:
         results.append(
-            supervise(LocalBackend(tmp_path / "jobs"), spec, ledger, url, PRICE, poll_s=0.1, on_event=events.append)
+            supervise(LocalEngine(tmp_path / "jobs"), spec, ledger, url, PRICE, poll_s=0.1, on_event=events.append)
         )
 
     thread = threading.Thread(target=work)
@@ -98,7 +106,7 @@ def test_a_job_that_keeps_failing_stops_after_max_restarts(tmp_path: Path) -> No
     spec = JobSpec(name="always-fails", command=(sys.executable, "-c", "raise SystemExit(3)"), max_restarts=1)
     url = f"sqlite:///{tmp_path / 'ledger.sqlite'}"
     with Ledger.open(url) as ledger:
-        run = supervise(LocalBackend(tmp_path / "jobs"), spec, ledger, url, PRICE, poll_s=0.05)
+        run = supervise(LocalEngine(tmp_path / "jobs"), spec, ledger, url, PRICE, poll_s=0.05)
         assert run.status == "failed" and run.exit_code == 3
         assert [a.outcome for a in ledger.attempts(run.run_id)] == ["failed", "failed"]
         assert ledger.run(run.run_id).status == "failed"

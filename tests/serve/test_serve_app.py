@@ -1,6 +1,6 @@
-"""The HTTP app in process: every route and status code, against real backends and the real batcher.
+"""The HTTP app in process: every route and status code, against real model runners and the real batcher.
 
-Three backends: ``echo``; an artifact exported by the real ``computewise optimize`` pipeline from
+Three model runners: ``echo``; an artifact exported by the real ``computewise optimize`` pipeline from
 a one-MatMul ONNX graph (a tensor model that validates its inputs, in a few seconds); and entry
 points written into a temporary directory (a model that raises on one poisoned input, and a slow
 one). Requests go through Starlette's TestClient, or httpx's ASGI transport inside the app's own
@@ -29,9 +29,9 @@ from starlette.applications import Starlette
 from starlette.testclient import TestClient
 
 from computewise.serve.app import ServeState, create_app
-from computewise.serve.backends import Backend, load_backend
 from computewise.serve.batcher import Batcher, BatchPolicy
 from computewise.serve.metrics import ServeMetrics
+from computewise.serve.runners import ModelRunner, load_runner
 
 MODELS = '''
 import time
@@ -96,7 +96,7 @@ def linear_artifact(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def make_app(
-    backend: Backend,
+    runner: ModelRunner,
     policy: BatchPolicy | None = None,
     queue_limit: int = 256,
     timeout_s: float = 30.0,
@@ -106,14 +106,14 @@ def make_app(
 ) -> tuple[Starlette, ServeMetrics]:
     metrics = ServeMetrics()
     batcher = Batcher(
-        backend, policy or BatchPolicy(), queue_limit=queue_limit, timeout_s=timeout_s, on_batch=metrics.record_batch
+        runner, policy or BatchPolicy(), queue_limit=queue_limit, timeout_s=timeout_s, on_batch=metrics.record_batch
     )
-    return create_app(backend, batcher, metrics, token, max_body_bytes, state), metrics
+    return create_app(runner, batcher, metrics, token, max_body_bytes, state), metrics
 
 
 @pytest.fixture
 def echo() -> Iterator[TestClient]:
-    app, _metrics = make_app(load_backend("echo"))
+    app, _metrics = make_app(load_runner("echo"))
     with TestClient(app, raise_server_exceptions=False) as client:
         yield client
 
@@ -143,10 +143,10 @@ def test_many_inputs_or_one_come_back_in_order(echo: TestClient) -> None:
 
 
 def test_artifact_model_computes_and_names_the_bad_field(linear_artifact: Path) -> None:
-    backend = load_backend(str(linear_artifact))
-    app, _metrics = make_app(backend)
+    runner = load_runner(str(linear_artifact))
+    app, _metrics = make_app(runner)
     with TestClient(app) as client:
-        url = f"/v1/models/{backend.name}/infer"
+        url = f"/v1/models/{runner.name}/infer"
         good = client.post(url, json={"inputs": [[1, 0, 0, 0], [0, 0, 0, 1]]})
         assert good.status_code == 200
         weight = np.arange(12, dtype=np.float32).reshape(4, 3) / 10 - 0.5
@@ -159,7 +159,7 @@ def test_artifact_model_computes_and_names_the_bad_field(linear_artifact: Path) 
         one = client.post(url, json={"input": [1, True, 0, 0]})
         assert one.status_code == 422 and one.json()["field"] == "input[1]"
         models = client.get("/v1/models").json()["models"]
-        assert models[0]["name"] == backend.name and models[0]["kind"] == "tensor"
+        assert models[0]["name"] == runner.name and models[0]["kind"] == "tensor"
 
 
 # -- bad requests -----------------------------------------------------------------------------
@@ -208,7 +208,7 @@ def test_unknown_model_route_and_method(echo: TestClient) -> None:
 
 
 def test_body_over_the_limit_is_413_declared_or_streamed() -> None:
-    app, _metrics = make_app(load_backend("echo"), max_body_bytes=1000)
+    app, _metrics = make_app(load_runner("echo"), max_body_bytes=1000)
     with TestClient(app) as client:
         fits = client.post("/v1/models/echo/infer", json={"inputs": ["x" * 900]})
         assert fits.status_code == 200
@@ -230,9 +230,9 @@ def test_body_over_the_limit_is_413_declared_or_streamed() -> None:
 
 def test_model_error_fails_only_its_own_request(models_module: str) -> None:
     """Three requests batched together (greedy, 50 ms wait): the poisoned one gets 500, its neighbours 200."""
-    backend = load_backend(f"{models_module}:poison")
-    app, metrics = make_app(backend, BatchPolicy(mode="greedy", max_queue_delay_ms=50))
-    url = f"/v1/models/{backend.name}/infer"
+    runner = load_runner(f"{models_module}:poison")
+    app, metrics = make_app(runner, BatchPolicy(mode="greedy", max_queue_delay_ms=50))
+    url = f"/v1/models/{runner.name}/infer"
 
     async def calls(client: httpx.AsyncClient) -> list[httpx.Response]:
         bodies = [{"inputs": [1, 2]}, {"inputs": [3, "poison"]}, {"input": 4}]
@@ -248,9 +248,9 @@ def test_model_error_fails_only_its_own_request(models_module: str) -> None:
 
 
 def test_full_queue_is_429_with_retry_after(models_module: str) -> None:
-    backend = load_backend(f"{models_module}:slow")
-    app, metrics = make_app(backend, BatchPolicy(mode="none"), queue_limit=2)
-    url = f"/v1/models/{backend.name}/infer"
+    runner = load_runner(f"{models_module}:slow")
+    app, metrics = make_app(runner, BatchPolicy(mode="none"), queue_limit=2)
+    url = f"/v1/models/{runner.name}/infer"
 
     async def calls(client: httpx.AsyncClient) -> list[httpx.Response]:
         return list(await asyncio.gather(*(client.post(url, json={"input": n}) for n in range(6))))
@@ -266,10 +266,10 @@ def test_full_queue_is_429_with_retry_after(models_module: str) -> None:
 
 
 def test_request_over_the_timeout_is_504(models_module: str) -> None:
-    backend = load_backend(f"{models_module}:slow")
-    app, metrics = make_app(backend, BatchPolicy(mode="none"), timeout_s=0.1)
+    runner = load_runner(f"{models_module}:slow")
+    app, metrics = make_app(runner, BatchPolicy(mode="none"), timeout_s=0.1)
     with TestClient(app) as client:
-        response = client.post(f"/v1/models/{backend.name}/infer", json={"input": 1})
+        response = client.post(f"/v1/models/{runner.name}/infer", json={"input": 1})
     assert response.status_code == 504 and "0.1 s" in response.json()["error"]
     assert metrics.totals()["errors"] == 1
 
@@ -279,7 +279,7 @@ def test_request_over_the_timeout_is_504(models_module: str) -> None:
 
 def test_readyz_follows_the_state() -> None:
     state = ServeState()
-    app, _metrics = make_app(load_backend("echo"), state=state)
+    app, _metrics = make_app(load_runner("echo"), state=state)
     with TestClient(app) as client:
         assert client.get("/healthz").status_code == 200
         assert client.get("/readyz").status_code == 503 and client.get("/readyz").json()["status"] == "warming up"
@@ -287,7 +287,7 @@ def test_readyz_follows_the_state() -> None:
         assert client.get("/readyz").status_code == 200
         state.draining = True
         assert client.get("/readyz").json() == {"status": "draining"}
-    ready_by_itself, _metrics = make_app(load_backend("echo"))
+    ready_by_itself, _metrics = make_app(load_runner("echo"))
     with TestClient(ready_by_itself) as client:
         assert client.get("/readyz").status_code == 200
 
@@ -313,7 +313,7 @@ def test_metrics_are_prometheus_text(echo: TestClient) -> None:
 
 
 def test_bearer_token_guards_all_but_the_probes() -> None:
-    app, _metrics = make_app(load_backend("echo"), token="s3cret")
+    app, _metrics = make_app(load_runner("echo"), token="s3cret")
     with TestClient(app) as client:
         for path in ("/v1/models", "/metrics", "/openapi.json"):
             assert client.get(path).status_code == 401, path
@@ -352,8 +352,8 @@ def test_openapi_document_describes_every_route(echo: TestClient) -> None:
 @pytest.mark.parametrize("target", ["echo", "artifact"])
 def test_no_generated_request_gets_a_5xx(target: str, request: pytest.FixtureRequest) -> None:
     """Valid and invalid requests generated from /openapi.json for every operation, 30 of each kind."""
-    backend = load_backend("echo" if target == "echo" else str(request.getfixturevalue("linear_artifact")))
-    app, _metrics = make_app(backend)
+    runner = load_runner("echo" if target == "echo" else str(request.getfixturevalue("linear_artifact")))
+    app, _metrics = make_app(runner)
     schema = schemathesis.openapi.from_asgi("/openapi.json", app)
     seen: set[int] = set()
     for result in schema.get_all_operations():

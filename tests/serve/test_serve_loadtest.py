@@ -32,12 +32,12 @@ from computewise.errors import InputError
 from computewise.serve.loadtest import (
     MAX_REQUESTS,
     LoadProgress,
-    LoadResult,
     find_max_rate,
     load_payloads,
     poisson_arrivals,
     run_load,
 )
+from computewise.specs.loadtest import LoadResult
 
 
 @dataclass

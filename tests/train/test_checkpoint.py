@@ -19,13 +19,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from computewise.train.checkpoint import (  # noqa: E402
-    CheckpointError,
-    CheckpointStore,
-    CorruptCheckpointWarning,
-    capture_rng,
-    restore_rng,
-)
+from computewise.errors import CheckpointError  # noqa: E402
+from computewise.train.checkpoint import CheckpointStore, CorruptCheckpointWarning, capture_rng, restore_rng  # noqa: E402
 
 pytestmark = pytest.mark.torch
 

@@ -6,7 +6,8 @@ import itertools
 
 import pytest
 
-from computewise.train.config import ConfigError, TrainConfig
+from computewise.errors import ConfigError
+from computewise.train.config import TrainConfig
 from computewise.train.data import SampleOrder, make_loader, rank_batch_size
 from computewise.train.setup import TrainingSetup
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from computewise.train.config import ConfigError
+from computewise.errors import ConfigError
 from computewise.train.early_stopping import EarlyStopping
 
 

@@ -21,10 +21,11 @@ from typing import Any
 
 import pytest
 
-from computewise.train.config import ConfigError, TrainConfig
+from computewise.errors import ConfigError, SetupError
+from computewise.train.config import TrainConfig
 from computewise.train.data import make_loader
 from computewise.train.engine import StepEngine, find_checkpoint_blocks
-from computewise.train.setup import SetupError, TrainingSetup, load_setup
+from computewise.train.setup import TrainingSetup, load_setup
 
 torch = pytest.importorskip("torch")
 

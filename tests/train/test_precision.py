@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from computewise.train.config import ConfigError, TrainConfig
+from computewise.errors import ConfigError
+from computewise.train.config import TrainConfig
 from computewise.train.data import make_loader
 from computewise.train.engine import StepEngine
 from computewise.train.precision import PrecisionPolicy, resolve_precision
@@ -24,7 +25,6 @@ pytestmark = pytest.mark.torch
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = {"n_layer": 1, "n_embd": 32, "block_size": 16, "vocab_size": 64, "samples": 128, "global_batch": 16}
-needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
 
 def gpt(monkeypatch: pytest.MonkeyPatch, **overrides: Any) -> TrainingSetup:
@@ -96,7 +96,6 @@ def test_fp16_loss_scaling_skips_overflowing_steps(monkeypatch: pytest.MonkeyPat
 
 
 @pytest.mark.gpu
-@needs_cuda
 def test_auto_on_a_gpu_and_the_tf32_switch() -> None:
     expected = "bf16" if torch.cuda.is_bf16_supported() else "fp16"
     assert resolve_precision("auto", "cuda") == expected
@@ -111,7 +110,6 @@ def test_auto_on_a_gpu_and_the_tf32_switch() -> None:
 
 
 @pytest.mark.gpu
-@needs_cuda
 @pytest.mark.parametrize("precision", ["fp16", "bf16", "tf32"])
 def test_mixed_precision_trains_on_a_gpu(monkeypatch: pytest.MonkeyPatch, precision: str) -> None:
     config = TrainConfig(precision=precision, fused_optimizer=True, pin_memory=True, micro_batch_size=8)

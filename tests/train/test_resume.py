@@ -21,8 +21,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from computewise.errors import CheckpointError  # noqa: E402
 from computewise.ledger import Ledger  # noqa: E402
-from computewise.train.checkpoint import CheckpointError, CheckpointStore, CorruptCheckpointWarning  # noqa: E402
+from computewise.train.checkpoint import CheckpointStore, CorruptCheckpointWarning  # noqa: E402
 from computewise.train.config import TrainConfig  # noqa: E402
 from computewise.train.fit import FitResult, fit  # noqa: E402
 from computewise.train.preemption import PREEMPTED_EXIT_CODE, Preempted, PreemptionGuard  # noqa: E402

@@ -16,12 +16,11 @@ import pytest
 
 pytest.importorskip("torch")
 
-from computewise.train.config import ConfigError, TrainConfig
+from computewise.errors import ConfigError, ScaleTestError
+from computewise.train.config import TrainConfig
 from computewise.tune.scaletest import (
     CPU_LINK_BYTES_PER_S,
-    EFFICIENCY_FLOOR,
     ScaleOptions,
-    ScaleTestError,
     _check_world_sizes,
     _Hardware,
     _measure,
@@ -73,7 +72,10 @@ def test_scaling_stops_paying_below_the_floor_or_when_throughput_stops_growing()
     assert stops_paying([(1, 100.0), (2, 100.0)]) == 2  # no gain at all
     assert stops_paying([(1, 100.0), (2, 180.0), (3, 175.0)]) == 3  # throughput fell
     assert stops_paying([(2, 100.0)]) is None  # no baseline, no verdict
-    assert EFFICIENCY_FLOOR == 0.70
+    # The documented floor is 70 % efficiency: 141 of 200 ideal pays, 139 does not; a floor passed in moves it.
+    assert stops_paying([(1, 100.0), (2, 141.0)]) is None
+    assert stops_paying([(1, 100.0), (2, 139.0)]) == 2
+    assert stops_paying([(1, 100.0), (2, 139.0)], floor=0.5) is None
 
 
 def test_more_ranks_than_gpus_is_refused_and_oversubscribed_cores_warned() -> None:

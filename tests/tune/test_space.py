@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from computewise.optimize.hardware import Hardware
+from computewise.errors import SpaceError
+from computewise.system.hardware import Hardware
 from computewise.train.config import TrainConfig
-from computewise.tune.space import ModelFacts, SpaceError, default_space, parse_space
+from computewise.tune.space import ModelFacts, default_space, parse_space
 
 PLAIN_CPU = Hardware(cpu="test cpu", cpu_flags=frozenset({"avx2"}), threads=8)
 BF16_CPU = Hardware(cpu="test cpu", cpu_flags=frozenset({"avx2", "avx512_bf16"}), threads=2)

@@ -2,9 +2,22 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
-from computewise.tune.savings import break_even_hours, mfu, plan_saving, speedup
+from computewise.errors import InputError
+from computewise.train.config import TrainConfig
+from computewise.tune.savings import (
+    Measured,
+    RunSaving,
+    TuneWorth,
+    break_even_hours,
+    mfu,
+    plan_saving,
+    speedup,
+    tune_worth,
+)
 
 
 def test_speedup_and_mfu() -> None:
@@ -39,3 +52,37 @@ def test_a_planned_run_in_tokens() -> None:
 def test_no_planned_run_without_its_length() -> None:
     assert plan_saving(1.0, 0.5, 1.0, 0.0) is None
     assert plan_saving(1.0, 0.5, 1.0, 0.0, tokens=1e9, tokens_per_step=None) is None
+
+
+def measured(trial: int, step_s: float, config: TrainConfig) -> Measured:
+    return Measured(trial, config, step_s, 32 / step_s, 4096 / step_s, 0.8, 2**27, "rss", 1.1e8, 0.12)
+
+
+TUNED = measured(3, 0.25, TrainConfig(precision="bf16", micro_batch_size=8))
+NAIVE = measured(7, 1.0, TrainConfig(precision="fp32", micro_batch_size=32))
+LARGEST = measured(5, 0.5, TrainConfig(precision="bf16", micro_batch_size=32))
+
+
+def test_the_worth_is_computed_once_when_the_result_is_built() -> None:
+    # Tuning took 30 min at $2/h: $1. A quarter of the naive step: a 10-hour run takes 2.5 hours.
+    worth = tune_worth(TUNED, NAIVE, LARGEST, 2.0, 1800.0, run_hours=10.0)
+    assert worth.speedup_vs_baseline == pytest.approx(4.0) and worth.speedup_vs_largest_batch == pytest.approx(2.0)
+    assert worth.tuning_cost_usd == pytest.approx(1.0)
+    assert worth.plan == RunSaving("run-hours", 10.0, 2.5, 2.0, 1.0)
+    assert worth.break_even_hours == pytest.approx(0.5 / 0.75)
+    nothing = tune_worth(TUNED, None, None, 2.0, 1800.0, run_hours=10.0)
+    assert (nothing.speedup_vs_baseline, nothing.plan, nothing.break_even_hours) == (None, None, None)
+
+
+def test_the_worth_reads_back_from_its_json() -> None:
+    worth = tune_worth(TUNED, NAIVE, None, 2.0, 1800.0, tokens=3.6e9, tokens_per_step=1e5)
+    document = json.loads(json.dumps({**worth.to_dict(), "tuning": {"cost_usd": worth.tuning_cost_usd}}))
+    assert TuneWorth.from_dict(document) == worth
+    assert Measured.from_dict(json.loads(json.dumps(TUNED.to_dict()))) == TUNED
+    assert worth.plan is not None and RunSaving.from_dict(worth.plan.to_dict()) == worth.plan
+
+
+def test_a_worth_without_its_winner_is_refused_by_name() -> None:
+    document = {**tune_worth(TUNED, None, None, 2.0, 60.0).to_dict(), "tuning": {"cost_usd": 0.0}, "best": None}
+    with pytest.raises(InputError, match="best must be a JSON object"):
+        TuneWorth.from_dict(document, "tune.json")

@@ -10,11 +10,10 @@ import pytest
 
 pytest.importorskip("torch")
 
-from computewise.errors import InputError
+from computewise.errors import InputError, NothingFitsError, TuneError
 from computewise.ledger import Ledger
 from computewise.train.config import TrainConfig, load_config
-from computewise.tune.prune import NothingFitsError
-from computewise.tune.search import TuneError, TuneOptions, TuneProgress, TuneResult, run_tune
+from computewise.tune.search import TuneOptions, TuneProgress, TuneResult, run_tune
 
 pytestmark = pytest.mark.torch
 

@@ -1,6 +1,6 @@
 """What the interruptions of a resubmitted run cost: the time an uninterrupted run would not have spent.
 
-A logical run (``computewise run --backend``) is submitted once per attempt; when an attempt is
+A logical run (``computewise run --engine``) is submitted once per attempt; when an attempt is
 preempted or killed, the next one resumes from the last checkpoint. Its steps go into the one
 ledger run, numbered from where each attempt resumed (``track(first_step=...)``), and
 ``computewise.train`` writes them out at every checkpoint. So, with R the first step number of the

@@ -13,21 +13,18 @@ holds throughout (one aggregate query per report instead of re-aggregating sampl
 A month-long job therefore counts against each month's budget for the days it ran in that month,
 and a three-day job spreads over three days of the anomaly series instead of spiking on day one.
 
-Runs are priced once through ``totals.run_totals``/``price_run``, the one cost formula.
+Runs are priced once through ``Ledger.run_totals`` and ``totals.price_run``, the one cost formula.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 
-from computewise.account.totals import RunCost, RunTotals, empty_totals, price_run, run_end_s, run_totals
-from computewise.ledger import Ledger, RunRow
+from computewise.account.totals import RunCost, price_run, run_end_s
+from computewise.ledger import Ledger, RunRow, RunTotals
 
 __all__ = ["PricedRun", "priced_runs"]
-
-_IDS_PER_QUERY = 5000  # keeps IN lists far below SQLite's and PostgreSQL's bound-parameter limits
 
 
 @dataclass(frozen=True)
@@ -50,7 +47,7 @@ class PricedRun:
 
 def priced_runs(ledger: Ledger, from_s: float | None, to_s: float, now_s: float) -> list[PricedRun]:
     """Runs whose wall time overlaps ``[from_s, to_s)`` (``from_s`` None: since the beginning), priced
-    with one aggregate query over their samples (chunked so huge ledgers stay under parameter limits)."""
+    with one aggregate of their samples (``Ledger.run_totals``)."""
     start_bound = -math.inf if from_s is None else from_s
     selected: list[tuple[RunRow, float]] = []
     for run in ledger.runs(limit=None):
@@ -59,15 +56,8 @@ def priced_runs(ledger: Ledger, from_s: float | None, to_s: float, now_s: float)
             continue
         if end_s > start_bound or (end_s == run.started_at_s and run.started_at_s >= start_bound):
             selected.append((run, end_s))
-    totals: dict[int, RunTotals] = {}
-    for chunk in _chunks([run.id for run, _ in selected], _IDS_PER_QUERY):
-        totals.update(run_totals(ledger, chunk))
-    priced = []
-    for run, end_s in selected:
-        run_total = totals.get(run.id, empty_totals(run.id))
-        priced.append(PricedRun(run=run, cost=price_run(run, run_total, now_s), totals=run_total, end_s=end_s))
-    return priced
-
-
-def _chunks(ids: Sequence[int], size: int) -> list[Sequence[int]]:
-    return [ids[i : i + size] for i in range(0, len(ids), size)]
+    totals = ledger.run_totals(run.id for run, _ in selected)
+    return [
+        PricedRun(run=run, cost=price_run(run, totals[run.id], now_s), totals=totals[run.id], end_s=end_s)
+        for run, end_s in selected
+    ]

@@ -176,6 +176,14 @@ class Catalog:
             raise UnknownNameError("cloud", name, self.clouds())
         return wanted
 
+    def region(self, name: str) -> str:
+        """A region some offering is sold in (case and spaces ignored), or ``UnknownNameError`` with the closest."""
+        wanted = name.strip().lower()
+        regions = {row.region for row in self.offerings}
+        if wanted not in regions:
+            raise UnknownNameError("region", name, regions)
+        return wanted
+
     def _in_cloud_region(self, rows: Sequence[Offering], cloud: str | None, region: str | None) -> tuple[Offering, ...]:
         if cloud is not None:
             wanted = self.cloud(cloud)

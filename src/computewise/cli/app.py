@@ -10,6 +10,7 @@ from computewise.cli import (
     budget_cmd,
     catalog_cmd,
     cost_cmd,
+    deploy_cmd,
     estimate_cmd,
     loadtest_cmd,
     optimize_cmd,
@@ -45,6 +46,7 @@ app.add_typer(cost_cmd.app, name="cost")
 app.add_typer(budget_cmd.app, name="budget")
 app.command("optimize", no_args_is_help=True)(optimize_cmd.optimize)
 app.command("serve", no_args_is_help=True)(serve_cmd.serve)
+app.command("deploy", no_args_is_help=True)(deploy_cmd.deploy)
 app.command("loadtest", no_args_is_help=True)(loadtest_cmd.loadtest)
 app.command("scaletest", no_args_is_help=True)(scaletest_cmd.scaletest)
 app.command("tune", no_args_is_help=True)(tune_cmd.tune)
@@ -58,7 +60,11 @@ EXIT_USER_ERROR = 2
 
 
 def main() -> None:
-    """Entry point of the console script: a ComputewiseError is the user's to fix, not a crash."""
+    """Entry point of the console script: a ComputewiseError is the user's to fix, not a crash.
+
+    Only that tree is caught: a ``ControlFlow`` signal (``computewise.errors``) that gets this far is
+    a bug in computewise and keeps its traceback.
+    """
     try:
         app(standalone_mode=True)
     except ComputewiseError as error:

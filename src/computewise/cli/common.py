@@ -20,9 +20,9 @@ if TYPE_CHECKING:
 
     from computewise.catalog import Catalog
     from computewise.estimate import Assumptions
+    from computewise.estimate.quote import PriceRequest
     from computewise.ledger import Ledger
     from computewise.limits import Limit
-    from computewise.monitor.pricing import PriceRequest
     from computewise.specs import ModelSpec
 
 Choice = TypeVar("Choice", bound=str)
@@ -64,7 +64,7 @@ class PriceFlags:
     pricing: str
 
     def request(self) -> PriceRequest:
-        from computewise.monitor.pricing import PriceRequest
+        from computewise.estimate.quote import PriceRequest
         from computewise.specs import PRICINGS, Pricing
         from computewise.units import parse_usd
 
@@ -173,6 +173,17 @@ def whole_numbers(text: str, flag: str) -> tuple[int, ...]:
 
     parts = [part for part in text.split(",") if part.strip()] or [""]  # nothing at all reads as empty
     return tuple(sorted({int(parse_flag_number(part, flag)) for part in parts}))
+
+
+def refuse_option_as_command(command: list[str], verb: str) -> None:
+    """``run`` and ``submit`` pass every word after their last known option to the command, so a
+    mistyped or renamed option (``--backend``, now ``--engine``) would become the program to start:
+    refuse a command whose first word is an option instead of running or submitting it."""
+    if command and command[0].startswith("-"):
+        raise InputError(
+            f"unknown option {command[0]!r} for computewise {verb}",
+            f"see `computewise {verb} --help` (the job engine is --engine); put the command after --",
+        )
 
 
 def choice(value: str, allowed: tuple[Choice, ...], flag: str) -> Choice:

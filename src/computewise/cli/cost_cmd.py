@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from computewise.cli.common import DbOption, JsonOption, open_ledger
+from computewise.cli.common import DbOption, JsonOption, bounded_float, bounded_int, open_ledger
 
 app = typer.Typer(help="Spend by team, project or any tag; spend anomalies.", no_args_is_help=True)
 
@@ -55,8 +55,12 @@ def report(
 def anomalies(
     by: ByOption = None,
     since: Annotated[str, typer.Option(help="Report anomalies on days since: 30d, 7d, month, 2025-03-01.")] = "30d",
-    window: Annotated[int, typer.Option(min=3, max=90, help="Trailing days the robust baseline looks at.")] = 14,
-    threshold: Annotated[float, typer.Option(min=1.0, help="Robust z-score above which a day is flagged.")] = 3.5,
+    window: Annotated[
+        int, typer.Option(parser=bounded_int("--window"), help="Trailing days the robust baseline looks at.")
+    ] = 14,
+    threshold: Annotated[
+        float, typer.Option(parser=bounded_float("--threshold"), help="Robust z-score above which a day is flagged.")
+    ] = 3.5,
     db: DbOption = None,
     as_json: JsonOption = False,
     as_csv: CsvOption = False,

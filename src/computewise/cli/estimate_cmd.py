@@ -14,6 +14,7 @@ from computewise.cli.common import (
     OptimizerOption,
     SeqLenOption,
     TokensOption,
+    bounded_float,
     bounded_int,
     choice,
     emit,
@@ -28,7 +29,6 @@ from computewise.units import parse_positive_int
 
 app = typer.Typer(help="Estimate memory, FLOPs, time, cost, energy and CO2 of one configuration.", no_args_is_help=True)
 
-_MAX_DEGREE = 1_000_000  # no parallel degree of a real job comes near a million ranks
 
 GpuOption = Annotated[str, typer.Option("--gpu", "-g", help="Accelerator slug or alias: t4, a100, h100-sxm, mi300x...")]
 
@@ -50,13 +50,22 @@ def train(
     ] = None,
     precision: Annotated[str, typer.Option(help="auto (bf16, else fp16), bf16, fp16, fp32 or fp8.")] = "auto",
     optimizer: OptimizerOption = "adamw",
-    zero: Annotated[int, typer.Option(help="ZeRO stage 0-3 (3 = FSDP full shard).")] = 0,
-    tp: Annotated[int, typer.Option(help="Tensor-parallel degree.")] = 1,
-    pp: Annotated[int, typer.Option(help="Pipeline-parallel degree.")] = 1,
-    cp: Annotated[int, typer.Option(help="Context-parallel degree: each sequence split over cp ranks.")] = 1,
-    ep: Annotated[int, typer.Option(help="Expert-parallel degree for MoE models (within dp*cp).")] = 1,
+    zero: Annotated[int, typer.Option(parser=bounded_int("--zero"), help="ZeRO stage 0-3 (3 = FSDP full shard).")] = 0,
+    tp: Annotated[int, typer.Option(parser=bounded_int("--tp"), help="Tensor-parallel degree.")] = 1,
+    pp: Annotated[int, typer.Option(parser=bounded_int("--pp"), help="Pipeline-parallel degree.")] = 1,
+    cp: Annotated[
+        int,
+        typer.Option(parser=bounded_int("--cp"), help="Context-parallel degree: each sequence split over cp ranks."),
+    ] = 1,
+    ep: Annotated[
+        int, typer.Option(parser=bounded_int("--ep"), help="Expert-parallel degree for MoE models (within dp*cp).")
+    ] = 1,
     virtual_stages: Annotated[
-        int, typer.Option(help="Model chunks per pipeline rank; > 1 is the interleaved 1F1B schedule.")
+        int,
+        typer.Option(
+            parser=bounded_int("--virtual-stages"),
+            help="Model chunks per pipeline rank; > 1 is the interleaved 1F1B schedule.",
+        ),
     ] = 1,
     sequence_parallel: Annotated[bool, typer.Option(help="Shard activations over tp too.")] = False,
     recompute: Annotated[str, typer.Option(help="Activation recomputation: none, selective or full.")] = "none",
@@ -76,7 +85,10 @@ def train(
     region: Annotated[str | None, typer.Option(help="Price in this region only.")] = None,
     instance: Annotated[str | None, typer.Option(help="Price this instance type.")] = None,
     mfu: Annotated[
-        float | None, typer.Option(help="Achieved fraction of peak FLOP/s, e.g. from one measured step.")
+        float | None,
+        typer.Option(
+            parser=bounded_float("--mfu"), help="Achieved fraction of peak FLOP/s, e.g. from one measured step."
+        ),
     ] = None,
     catalog_paths: CatalogOption = None,
     as_json: JsonOption = False,
@@ -93,15 +105,6 @@ def train(
     spec = model(model_name)
     accelerator = catalog.accelerator(gpu)
     n_gpus = parse_positive_int(gpus, "--gpus")
-    for degree, flag in ((tp, "--tp"), (pp, "--pp"), (cp, "--cp"), (ep, "--ep"), (virtual_stages, "--virtual-stages")):
-        if not 1 <= degree <= _MAX_DEGREE:
-            raise InputError(
-                f"{flag} must be between 1 and {_MAX_DEGREE:,}, got {degree}", f"use {flag} 1 for no split"
-            )
-    if not 0 <= zero <= 3:
-        raise InputError(f"--zero must be 0, 1, 2 or 3, got {zero}", "use --zero 3 for FSDP-style full sharding")
-    if mfu is not None and not 0 < mfu <= 1:
-        raise InputError(f"--mfu must be in (0, 1], got {mfu}", "e.g. --mfu 0.4")
     if n_gpus % (tp * pp * cp):
         raise InputError(
             f"tp*pp*cp = {tp * pp * cp} does not divide --gpus {n_gpus}, so dp = gpus/(tp*pp*cp) is not whole",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -14,7 +14,7 @@ from rich.markup import escape
 from computewise.cli.common import JsonOption, bounded_float
 
 if TYPE_CHECKING:
-    from computewise.serve.loadtest import LoadResult
+    from computewise.specs.loadtest import LoadResult
 
 EXIT_NO_RATE = 1
 """--find-max found no rate within the SLO, not even the first one tried."""
@@ -79,6 +79,7 @@ def loadtest(
     from computewise.report.serve import LoadProgressView, print_load_result, probe_line
     from computewise.serve.eventloop import run_fast
     from computewise.serve.loadtest import find_max_rate, load_payloads, run_load
+    from computewise.specs.loadtest import LoadtestRun
     from computewise.units import parse_duration_s
 
     if find_max and slo_p99_ms is None:
@@ -114,7 +115,7 @@ def loadtest(
         result = run_fast(
             run_load(url, payloads, rate, duration_s, timeout_s, seed=seed, token=token, on_progress=view.update)
         )
-    data = {"url": url, **result.to_dict()}
+    data = LoadtestRun(url, result).to_dict()
     if as_json:
         sys.stdout.write(json.dumps(data, indent=2) + "\n")
     else:
@@ -132,17 +133,12 @@ def _report_max(
     url: str, slo_p99_ms: float, best: float | None, probes: list[LoadResult], as_json: bool, stderr: Console
 ) -> None:
     from computewise.report.serve import print_load_result
+    from computewise.specs.loadtest import MaxRateSearch, Probe
 
-    best_probe = next((p for p in reversed(probes) if best is not None and p.rate_rps == best), None)
-    data: dict[str, Any] = {
-        "url": url,
-        "slo_p99_ms": slo_p99_ms,
-        "max_rate_rps": best,
-        "best": best_probe.to_dict() if best_probe is not None else None,
-        "probes": [p.to_dict() | {"meets_slo": p.meets(slo_p99_ms)} for p in probes],
-    }
+    search = MaxRateSearch(url, slo_p99_ms, best, tuple(Probe(p, p.meets(slo_p99_ms)) for p in probes))
+    best_probe = search.best
     if as_json:
-        sys.stdout.write(json.dumps(data, indent=2) + "\n")
+        sys.stdout.write(json.dumps(search.to_dict(), indent=2) + "\n")
     elif best_probe is not None:
         console = Console()
         console.print(f"highest rate within p99 <= {slo_p99_ms:g} ms: [bold]{best:.1f} requests/s[/]")

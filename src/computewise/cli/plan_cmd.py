@@ -53,7 +53,10 @@ def train(
     budget: Annotated[str | None, typer.Option(help="Spend at most: 5000, $2.5k.")] = None,
     max_gpus: Annotated[
         int,
-        typer.Option(help="Largest number of accelerators to consider; raise it for frontier runs (up to 1,000,000)."),
+        typer.Option(
+            parser=bounded_int("--max-gpus"),
+            help="Largest number of accelerators to consider; raise it for frontier runs (up to 1,000,000).",
+        ),
     ] = _DEFAULT_MAX_GPUS,
     gpu: GpuFilter = None,
     cloud: CloudFilter = None,
@@ -74,17 +77,11 @@ def train(
     """Recommended configuration, cost-vs-time Pareto frontier, and every rejected option with its reason."""
     from computewise.estimate.train import default_global_batch, default_global_batch_note
     from computewise.plan import CLOUD_PRICINGS, TRAIN_PRECISIONS, TrainConstraints, plan_train
-    from computewise.plan.train import MAX_GPUS_LIMIT
     from computewise.report import plan_html, print_plan
     from computewise.specs import OPTIMIZERS, PRECISIONS, PRICINGS
 
     catalog, assumptions = load(catalog_paths)
     spec = model(model_name)
-    if not 1 <= max_gpus <= MAX_GPUS_LIMIT:
-        raise InputError(
-            f"--max-gpus must be between 1 and {MAX_GPUS_LIMIT:,}, got {max_gpus:,}",
-            "e.g. --max-gpus 16384 for a frontier run; the largest clusters built hold ~200k GPUs",
-        )
     pricings = tuple(choice(p, PRICINGS, "--pricing") for p in pricing or CLOUD_PRICINGS)
     if spot is True:
         pricings = ("spot",)
@@ -108,7 +105,7 @@ def train(
         max_gpus=max_gpus,
         accelerators=tuple(catalog.accelerator(name).slug for name in gpu or ()),
         clouds=tuple(catalog.cloud(c) for c in cloud or ()),
-        regions=tuple(region or ()),
+        regions=tuple(catalog.region(r) for r in region or ()),
         pricings=pricings,
         precisions=tuple(choice(p, PRECISIONS, "--precision") for p in precision or TRAIN_PRECISIONS),
         objective=choice(optimize, ("cost", "time"), "--optimize"),
@@ -134,8 +131,12 @@ def infer(
         str | None, typer.Option(help="Latency target per request, first token to last: 2s, 0.5 (seconds).")
     ] = None,
     utilization: Annotated[
-        float, typer.Option(parser=bounded_float("--utilization"), help="Target replica utilization at peak.")
-    ] = 0.65,
+        float | None,
+        typer.Option(
+            parser=bounded_float("--utilization"),
+            help="Target replica utilization at peak (default: the catalog's serving_target_utilization).",
+        ),
+    ] = None,
     gpu: GpuFilter = None,
     cloud: CloudFilter = None,
     region: RegionFilter = None,
@@ -165,7 +166,7 @@ def infer(
         precisions=tuple(choice(p, PRECISIONS, "--precision") for p in precision or INFER_PRECISIONS),
         accelerators=tuple(catalog.accelerator(name).slug for name in gpu or ()),
         clouds=tuple(catalog.cloud(c) for c in cloud or ()),
-        regions=tuple(region or ()),
+        regions=tuple(catalog.region(r) for r in region or ()),
         pricing=choice(pricing, CLOUD_PRICINGS, "--pricing"),
     )
     result = plan_infer(spec, catalog, assumptions, constraints)
@@ -186,8 +187,8 @@ def compare_onprem_cmd(
     from computewise.plan import compare_onprem
     from computewise.report import break_even_html, print_break_even, write_html
 
-    catalog, assumptions = load(catalog_paths)
-    rows = compare_onprem(catalog, assumptions, tuple(catalog.accelerator(name).slug for name in gpu or ()))
+    catalog, _ = load(catalog_paths)
+    rows = compare_onprem(catalog, tuple(catalog.accelerator(name).slug for name in gpu or ()))
     if not rows:
         raise InputError("no on-premises server in the catalog matches", "drop --gpu or add rows to onprem.csv")
     data = [r.to_dict() for r in rows]

@@ -15,10 +15,12 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.console import Console
 
-from computewise.cli.common import CatalogOption, HtmlOption, JsonOption, bounded_float, bounded_int, choice
+from computewise.cli.common import CatalogOption, HtmlOption, JsonOption, bounded_float, bounded_int, choice, load
 from computewise.errors import InputError
 
 if TYPE_CHECKING:
+    from computewise.catalog import Catalog
+    from computewise.estimate.quote import Quote
     from computewise.plan.serve import HpaMetric, LoadtestCapacity, TrafficProfile
 
 _HPA_METRICS: tuple[HpaMetric, ...] = ("rps", "cpu")
@@ -89,13 +91,14 @@ def plan_serve(
     region: Annotated[str | None, typer.Option(help="Catalog prices in this region only.")] = None,
     pricing: Annotated[str, typer.Option(help="on-demand, spot, reserved-1y or reserved-3y.")] = "on-demand",
     target_utilization: Annotated[
-        float,
+        float | None,
         typer.Option(
             "--target-utilization",
             parser=bounded_float("--target-utilization"),
-            help="Share of a replica's capacity planned for, in (0, 1].",
+            help="Share of a replica's capacity planned for, in (0, 1] "
+            "(default: the catalog's serving_target_utilization).",
         ),
-    ] = 0.65,
+    ] = None,
     min_replicas: Annotated[
         int,
         typer.Option(
@@ -103,13 +106,13 @@ def plan_serve(
         ),
     ] = 1,
     cold_start_s: Annotated[
-        float,
+        float | None,
         typer.Option(
             "--cold-start-s",
             parser=bounded_float("--cold-start-s"),
-            help="Seconds a new replica takes to serve (scale-to-zero).",
+            help="Seconds a new replica takes to serve (scale-to-zero; default: the catalog's serving_cold_start_s).",
         ),
-    ] = 30.0,
+    ] = None,
     name: Annotated[str, typer.Option(help="Deployment name in the HPA manifest and the Ray config.")] = "model",
     hpa: Annotated[
         Path | None, typer.Option("--hpa", help="Write a Kubernetes autoscaling/v2 HorizontalPodAutoscaler (YAML).")
@@ -126,22 +129,20 @@ def plan_serve(
     html: HtmlOption = None,
 ) -> None:
     """Replicas at peak and mean, $/1000 requests and monthly cost of always-on, autoscaled and scale-to-zero."""
-    from computewise.plan.replica_price import replica_price
     from computewise.plan.serve import plan_serving
 
     measured = _capacity(capacity_rps, loadtest)
     latency_s = latency_ms / 1000.0 if latency_ms is not None else measured.latency_s
     profile, traffic_notes = _traffic(peak_rps, mean_rps, traffic)
-    usd_per_h, price_source = replica_price(
-        hourly_usd, accelerator, gpus_per_replica, instance, cloud, region, pricing, tuple(catalog_paths or ())
-    )
+    catalog, assumptions = load(catalog_paths)
+    price = _replica_quote(catalog, hourly_usd, accelerator, gpus_per_replica, instance, cloud, region, pricing)
     plan = plan_serving(
         measured.capacity_rps,
         profile,
-        usd_per_h,
-        target_utilization=target_utilization,
+        price.hourly_usd,
+        target_utilization=assumptions.serving_target_utilization if target_utilization is None else target_utilization,
         min_replicas=min_replicas,
-        scale_to_zero_cold_start_s=cold_start_s,
+        scale_to_zero_cold_start_s=assumptions.serving_cold_start_s if cold_start_s is None else cold_start_s,
         latency_s=latency_s,
     )
     # Render both files before writing either, so a bad --name leaves nothing half written.
@@ -155,7 +156,11 @@ def plan_serve(
         outputs.append((ray_config, json.dumps(plan.ray_serve_config(name), indent=2) + "\n"))
     data = plan.to_dict()
     data["capacity"]["source"] = measured.description
-    data["price"]["source"] = price_source
+    data["price"]["source"] = (
+        ("one instance per replica: " if instance is not None else "")
+        + price.explanation
+        + (f" ({price.source}, retrieved {price.retrieved})" if price.offering is not None else "")
+    )
     data["notes"] = [*measured.notes, *traffic_notes, *data["notes"]]
     data["written"] = {"hpa": str(hpa) if hpa else None, "ray_config": str(ray_config) if ray_config else None}
     if html is not None:
@@ -180,6 +185,7 @@ def plan_serve(
 
 def _capacity(capacity_rps: float | None, loadtest: Path | None) -> LoadtestCapacity:
     from computewise.plan.serve import LoadtestCapacity, capacity_from_loadtest
+    from computewise.specs.loadtest import read_loadtest
 
     if (capacity_rps is None) == (loadtest is None):
         raise InputError(
@@ -198,7 +204,7 @@ def _capacity(capacity_rps: float | None, loadtest: Path | None) -> LoadtestCapa
             f"{loadtest}:{error.lineno}: not JSON ({error.msg})",
             "pass the output of `computewise loadtest URL --json > result.json`",
         ) from None
-    return capacity_from_loadtest(data, str(loadtest))
+    return capacity_from_loadtest(read_loadtest(data, str(loadtest)), str(loadtest))
 
 
 def _traffic(
@@ -236,3 +242,37 @@ def _read(path: Path, flag: str) -> str:
         raise InputError(f"{flag} {path}: not UTF-8 text", "pass a text file (CSV or JSON)") from None
     except OSError as error:
         raise InputError(f"{flag} {path}: {error.strerror or error}", "check the path and its permissions") from None
+
+
+def _replica_quote(
+    catalog: Catalog,
+    hourly_usd: float | None,
+    accelerator: str | None,
+    gpus_per_replica: int,
+    instance: str | None,
+    cloud: str | None,
+    region: str | None,
+    pricing: str,
+) -> Quote:
+    """One replica's hourly price, quoted by ``estimate.quote`` as a bill, from exactly one of the three
+    price flags: --hourly-usd, --accelerator (its GPUs at the cheapest offering, a share of an instance
+    where the replica leaves GPUs over) or --instance (one whole instance per replica)."""
+    from computewise.estimate.quote import Ask, PriceRequest, quote
+    from computewise.plan import CLOUD_PRICINGS
+
+    given = [
+        flag
+        for flag, value in (("--hourly-usd", hourly_usd), ("--accelerator", accelerator), ("--instance", instance))
+        if value is not None
+    ]
+    if len(given) != 1:
+        raise InputError(
+            "give the price of one replica with exactly one of --hourly-usd, --accelerator or --instance"
+            + (f" (got {', '.join(given)})" if given else ""),
+            "e.g. --hourly-usd 1.2, --accelerator l4, or --instance g6.xlarge",
+        )
+    if gpus_per_replica != 1 and accelerator is None:
+        raise InputError("--gpus-per-replica only applies to --accelerator", "drop it, or price with --accelerator")
+    flags = PriceRequest(hourly_usd, instance, cloud, region, choice(pricing, CLOUD_PRICINGS, "--pricing"))
+    ask = Ask(catalog.accelerator(accelerator), gpus_per_replica) if accelerator is not None else Ask()
+    return quote(catalog, ask, flags)

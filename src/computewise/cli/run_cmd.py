@@ -61,43 +61,43 @@ def run(
         bool, typer.Option(help="Really send the idle signals; by default it only says what it would do.")
     ] = False,
     live: Annotated[bool, typer.Option(help="Pin a status line to the terminal while the job runs (TTY only).")] = True,
-    backend: Annotated[
+    engine: Annotated[
         str | None,
         typer.Option(
-            help="Submit to an engine instead of watching here: local (a detached process) or ray. The job is "
+            help="Job engine to submit to instead of watching here: local (a detached process) or ray. The job is "
             "resubmitted after preemption (exit 75) and failures; the ledger keeps one run with its attempts."
         ),
     ] = None,
     address: Annotated[
-        str | None, typer.Option(envvar="RAY_ADDRESS", help="Ray dashboard address for --backend ray ($RAY_ADDRESS).")
+        str | None, typer.Option(envvar="RAY_ADDRESS", help="Ray dashboard address for --engine ray ($RAY_ADDRESS).")
     ] = None,
-    name: Annotated[str | None, typer.Option(help="Stable run name for --backend. Default: from the command.")] = None,
+    name: Annotated[str | None, typer.Option(help="Stable run name for --engine. Default: from the command.")] = None,
     gpus: Annotated[
         float,
         typer.Option(
             parser=bounded_float("--gpus", ACCELERATOR_SHARE),
-            help="GPUs for --backend: a count, or a fraction below 1 (ray).",
+            help="GPUs for --engine: a count, or a fraction below 1 (ray).",
         ),
     ] = 0,
-    accelerator: Annotated[str | None, typer.Option(help="Catalog accelerator for --backend, e.g. h100.")] = None,
-    cpus: Annotated[float, typer.Option(parser=bounded_float("--cpus"), help="CPU cores for --backend.")] = 1,
+    accelerator: Annotated[str | None, typer.Option(help="Catalog accelerator for --engine, e.g. h100.")] = None,
+    cpus: Annotated[float, typer.Option(parser=bounded_float("--cpus"), help="CPU cores for --engine.")] = 1,
     nproc: Annotated[
-        int, typer.Option(parser=bounded_int("--nproc"), help="For --backend: processes on one node under torchrun.")
+        int, typer.Option(parser=bounded_int("--nproc"), help="For --engine: processes on one node under torchrun.")
     ] = 1,
     plan: Annotated[
-        Path | None, typer.Option(help="For --backend: GPUs, accelerator, processes and price from a plan's JSON.")
+        Path | None, typer.Option(help="For --engine: GPUs, accelerator, processes and price from a plan's JSON.")
     ] = None,
-    memory: Annotated[str | None, typer.Option(help="Memory for --backend: 32GB, 64GiB.")] = None,
+    memory: Annotated[str | None, typer.Option(help="Memory for --engine: 32GB, 64GiB.")] = None,
     checkpoint_uri: Annotated[
-        str | None, typer.Option(help="For --backend: checkpoint storage that survives the node (a shared path).")
+        str | None, typer.Option(help="For --engine: checkpoint storage that survives the node (a shared path).")
     ] = None,
     max_restarts: Annotated[
-        int, typer.Option(parser=bounded_int("--max-restarts"), help="For --backend: resubmissions after failures.")
+        int, typer.Option(parser=bounded_int("--max-restarts"), help="For --engine: resubmissions after failures.")
     ] = 3,
     max_preemptions: Annotated[
         int,
         typer.Option(
-            parser=bounded_int("--max-preemptions"), help="For --backend: resubmissions after preemptions (exit 75)."
+            parser=bounded_int("--max-preemptions"), help="For --engine: resubmissions after preemptions (exit 75)."
         ),
     ] = 20,
     db: DbOption = None,
@@ -111,7 +111,7 @@ def run(
     """
     from computewise.account.tags import parse_tags
     from computewise.catalog import load_catalog
-    from computewise.cli.common import choice
+    from computewise.cli.common import choice, refuse_option_as_command
     from computewise.errors import InputError
     from computewise.monitor.gpu import open_gpu_source
     from computewise.monitor.idle import IdleAction
@@ -122,13 +122,14 @@ def run(
 
     if not command:
         raise InputError("no command to run", "put the command after --, e.g. computewise run -- python train.py")
-    if backend is not None:
-        from computewise.cli.run_on_backend import BackendRun, run_on_backend
+    refuse_option_as_command(command, "run")
+    if engine is not None:
+        from computewise.cli.run_on_engine import EngineRun, run_on_engine
         from computewise.cli.submit_cmd import JobResources
 
-        run_on_backend(
-            BackendRun(
-                backend=backend,
+        run_on_engine(
+            EngineRun(
+                engine=engine,
                 address=address,
                 name=name,
                 command=command,
@@ -148,11 +149,12 @@ def run(
         if not path.exists():
             raise InputError(f"--input {path} does not exist", "give a data file or directory the job reads")
     idle_actions: tuple[IdleAction, ...] = ("none", "signal")
+    catalog = load_catalog()
     options = RunOptions(
         argv=tuple(command),
         tags=parse_tags(tag or []),
         interval_s=parse_duration_s(interval, "--interval"),
-        price=PriceFlags(hourly_usd, instance, cloud, region, pricing).request(),
+        price=PriceFlags(hourly_usd, instance, cloud, region, pricing).request().placed(catalog),
         inputs=tuple(str(p) for p in input_path or []),
         prometheus_port=prometheus_port,
         idle_s_limit=parse_duration_s(_minutes(idle_minutes), "--idle-minutes") if idle_minutes is not None else None,
@@ -162,7 +164,6 @@ def run(
         child_stdout_to_stderr=as_json,
     )
     ledger = open_ledger(db, create=True)
-    catalog = load_catalog()
     gpu = open_gpu_source()
     stderr = Console(stderr=True)
     try:

@@ -1,4 +1,4 @@
-"""``computewise submit --backend NAME --name RUN -- CMD``: hand a job to Ray, Kubernetes, Slurm, SkyPilot or local.
+"""``computewise submit --engine NAME --name RUN -- CMD``: hand a job to Ray, Kubernetes, Slurm, SkyPilot or local.
 
 ``--dry-run`` prints what would be submitted (the Job YAML, the sbatch script, the SkyPilot task, or
 the job request for ray/local) so a team can review it or apply it with their own tools.
@@ -14,18 +14,18 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from computewise.cli.common import JsonOption, bounded_float, bounded_int
+from computewise.cli.common import JsonOption, bounded_float, bounded_int, refuse_option_as_command
 from computewise.limits import ACCELERATOR_SHARE
 
 if TYPE_CHECKING:
-    from computewise.scale.backend import JobSpec
+    from computewise.scale.engine import JobSpec
 
-_BACKEND_HELP = "local (a child process), ray, kubernetes, slurm or skypilot (render only)."
+_ENGINE_HELP = "Job engine: local (a child process), ray, kubernetes, slurm or skypilot (render only)."
 
 
 def submit(
     command: Annotated[list[str], typer.Argument(help="The command to run, after --: -- python train.py")],
-    backend: Annotated[str, typer.Option(help=_BACKEND_HELP)] = "local",
+    engine: Annotated[str, typer.Option(help=_ENGINE_HELP)] = "local",
     name: Annotated[
         str, typer.Option(help="Stable run name ([a-z0-9-], <= 63 chars): a resubmitted job keeps it.")
     ] = "",
@@ -66,14 +66,13 @@ def submit(
 ) -> None:
     """Submit a job to an engine; print its id (or, with --dry-run, the manifest)."""
     from computewise.errors import InputError
-    from computewise.scale.registry import BACKEND_NAMES, get_backend
+    from computewise.scale.registry import ENGINE_NAMES, get_engine
     from computewise.train.memory_cap import fraction_memory_cap
     from computewise.units import parse_usd
 
-    if backend not in BACKEND_NAMES:
-        raise InputError(
-            f"--backend must be one of {', '.join(BACKEND_NAMES)}, got {backend!r}", "e.g. --backend local"
-        )
+    refuse_option_as_command(command, "submit")
+    if engine not in ENGINE_NAMES:
+        raise InputError(f"--engine must be one of {', '.join(ENGINE_NAMES)}, got {engine!r}", "e.g. --engine local")
     if not name:
         raise InputError("--name is required", "give a stable run name, e.g. --name llama-ft-7b")
     resources, planned_usd = with_plan(plan, JobResources(gpus, accelerator, cpus, memory, nproc))
@@ -88,19 +87,19 @@ def submit(
         max_restarts=max_restarts,
     )
     if dry_run:
-        manifest = render(backend, spec)
+        manifest = render(engine, spec)
         if as_json:
-            sys.stdout.write(json.dumps({"backend": backend, "name": name, "manifest": manifest}, indent=2) + "\n")
+            sys.stdout.write(json.dumps({"engine": engine, "name": name, "manifest": manifest}, indent=2) + "\n")
         else:
             sys.stdout.write(manifest)
         return
-    handle = get_backend(backend, address).submit(spec)
-    cap = fraction_memory_cap(spec.resources.gpus) if backend == "ray" else {}  # Ray alone packs jobs on a GPU
+    handle = get_engine(engine, address).submit(spec)
+    cap = fraction_memory_cap(spec.resources.gpus) if engine == "ray" else {}  # Ray alone packs jobs on a GPU
     if as_json:
         memory_cap = {"gpu_memory_fraction": spec.resources.gpus} if cap else {}
         sys.stdout.write(json.dumps({**dataclasses.asdict(handle), **memory_cap}, indent=2) + "\n")
     else:
-        sys.stdout.write(f"submitted {handle.name} to {handle.backend}: job id {handle.job_id}\n")
+        sys.stdout.write(f"submitted {handle.name} to {handle.engine}: job id {handle.job_id}\n")
         if cap:
             sys.stdout.write(
                 f"it shares a GPU: its PyTorch memory is capped to {spec.resources.gpus:.0%} of the device "
@@ -111,7 +110,7 @@ def submit(
 
 @dataclasses.dataclass(frozen=True)
 class JobResources:
-    """The resource flags ``submit`` and ``run --backend`` share, as typed."""
+    """The resource flags ``submit`` and ``run --engine`` share, as typed."""
 
     gpus: float
     accelerator: str | None
@@ -125,6 +124,7 @@ def with_plan(plan: Path | None, resources: JobResources) -> tuple[JobResources,
     if plan is None:
         return resources, None
     from computewise.errors import InputError
+    from computewise.plan.result import Plan
     from computewise.scale.from_plan import planned_job
 
     given = [
@@ -144,7 +144,7 @@ def with_plan(plan: Path | None, resources: JobResources) -> tuple[JobResources,
         raise InputError(
             f"cannot read the plan {plan}: {err}", "write it with `computewise plan train --json`"
         ) from err
-    job = planned_job(data, str(plan))
+    job = planned_job(Plan.from_dict(data, str(plan)), str(plan))
     sys.stderr.write(f"computewise: from {plan}: {job.summary}\n")
     return dataclasses.replace(resources, gpus=job.gpus, accelerator=job.accelerator, processes=job.processes), (
         job.hourly_usd
@@ -164,7 +164,7 @@ def job_spec(
 ) -> JobSpec:
     """A ``JobSpec`` from command-line flags; bad values raise ``InputError`` naming the flag."""
     from computewise.account.tags import parse_tags
-    from computewise.scale.backend import JobSpec, Resources
+    from computewise.scale.engine import JobSpec, Resources
     from computewise.units import parse_bytes
 
     return JobSpec(
@@ -185,18 +185,18 @@ def job_spec(
     )
 
 
-def render(backend: str, spec: JobSpec) -> str:
+def render(engine: str, spec: JobSpec) -> str:
     """The text ``--dry-run`` prints: the engine's manifest, or the job request as JSON for ray/local."""
-    if backend == "kubernetes":
+    if engine == "kubernetes":
         from computewise.scale.kubernetes import render_job
 
         return render_job(spec)
-    if backend == "slurm":
+    if engine == "slurm":
         from computewise.scale.slurm import render_sbatch
 
         return render_sbatch(spec)
-    if backend == "skypilot":
+    if engine == "skypilot":
         from computewise.scale.skypilot import render_task
 
         return render_task(spec)
-    return json.dumps({"backend": backend, **dataclasses.asdict(spec)}, indent=2) + "\n"
+    return json.dumps({"engine": engine, **dataclasses.asdict(spec)}, indent=2) + "\n"

@@ -70,17 +70,17 @@ def tune(
     tag: Annotated[
         list[str] | None, typer.Option("--tag", help="KEY=VALUE label of the tuning's ledger run (repeatable).")
     ] = None,
-    backend: Annotated[
+    engine: Annotated[
         str,
         typer.Option(
-            help="Where the trials run: local (forked on this machine, successive halving) or ray (Ray Tune trials "
+            help="Job engine the trials run on: local (forked here, successive halving) or ray (Ray Tune trials "
             "on a cluster, stopped early by ASHA)."
         ),
     ] = "local",
     address: Annotated[
         str | None,
         typer.Option(
-            help="--backend ray: the cluster's GCS address HOST:PORT (port 6379 by default). Default: $RAY_ADDRESS."
+            help="--engine ray: the cluster's GCS address HOST:PORT (port 6379 by default). Default: $RAY_ADDRESS."
         ),
     ] = None,
     db: DbOption = None,
@@ -96,8 +96,8 @@ def tune(
     from computewise.units import parse_bytes, parse_count, parse_duration_s, parse_usd
 
     devices: tuple[DeviceKind, ...] = ("cpu", "cuda")
-    backends = ("local", "ray")
-    chosen_backend = choice(backend, backends, "--backend")
+    engines = ("local", "ray")
+    chosen_engine = choice(engine, engines, "--engine")
     options = TuneOptions(
         setup_config=entry_config(config),
         space=space,
@@ -116,12 +116,12 @@ def tune(
         tags=parse_tags(tag or []),
     )
     trials: TrialExecutorFactory = LocalTrials
-    if chosen_backend == "ray":
+    if chosen_engine == "ray":
         from computewise.scale.ray_tune import ray_tune_trials
 
         trials = ray_tune_trials(address)  # an unreachable cluster fails now, before the setup is even built
     elif address is not None:
-        raise InputError("--address is the Ray cluster's address, for --backend ray only", "add --backend ray")
+        raise InputError("--address is the Ray cluster's address, for --engine ray only", "add --engine ray")
     open_ledger(db, create=True).close()  # a wrong --db fails now, not after the trials
     stderr = Console(stderr=True)
     with progress_bar("tune", stderr, "best") as bar:

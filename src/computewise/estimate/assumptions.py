@@ -14,7 +14,11 @@ __all__ = ["Assumptions"]
 
 @dataclass(frozen=True)
 class Assumptions:
-    """Defaults a user may override per call (``dataclasses.replace``); sources live in the CSV."""
+    """Defaults a user may override per call (``dataclasses.replace``); sources live in the CSV.
+
+    What prices, grids and PUE assume (``cloud_pue``, ``onprem_*``, ``cpu_usd_per_vcpu_h``, ...) is read by
+    ``estimate.quote`` alone, so every verb prices by the same numbers.
+    """
 
     matmul_peak_fraction: float
     activation_traffic_passes: float
@@ -25,14 +29,11 @@ class Assumptions:
     runtime_overhead_bytes: float
     runtime_overhead_fraction: float
     gpu_power_fraction_of_tdp: float
-    cloud_pue: float
-    world_g_co2_per_kwh: float
     spot_preemptions_per_h: float
     restart_overhead_s: float
     checkpoint_write_bytes_per_s: float
-    onprem_power_usd_per_kwh: float
-    onprem_pue: float
-    onprem_utilization: float
+    serving_target_utilization: float
+    serving_cold_start_s: float
 
     @classmethod
     def from_catalog(cls, catalog: Catalog) -> Assumptions:

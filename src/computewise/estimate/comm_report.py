@@ -24,6 +24,7 @@ from computewise.estimate.collectives import (
     network_fabric_for,
     require_network,
 )
+from computewise.specs.document import SCHEMA_VERSION
 
 if TYPE_CHECKING:
     from computewise.catalog import Catalog
@@ -143,6 +144,7 @@ def estimate_comm(
     ]
     peak = float(bus_bytes_per_s(query.op, col(float(query.gpus)), col(float(per_node)), fabric))
     return {
+        "schema_version": SCHEMA_VERSION,
         "op": query.op,
         "gpus": query.gpus,
         "ranks_per_node": per_node,

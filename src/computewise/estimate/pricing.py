@@ -1,4 +1,4 @@
-"""Which rental (or owned server) a job runs on, and what it pays per hour for it.
+"""Renting N GPUs of an offering, and which offering rents them cheapest.
 
 **The rule for renting N GPUs** lives in ``rent`` and nowhere else: N accelerators of an offering
 whose instances hold k cost N/k of the instance's hourly price under the chosen pricing. When k
@@ -6,14 +6,13 @@ divides N that is N/k whole instances; otherwise the job takes a share of an ins
 GPUs host other replicas or jobs, and every answer says so ("1 of 8 GPUs of lambda gpu_8x_h100_sxm5
 (us), on-demand $2.99/h share of a $23.92/h instance"). A smaller instance, where one is sold,
 competes on the same per-GPU price and wins ties. A pricing the offering is not sold at (spot,
-reserved-1y, reserved-3y) is an ``InputError`` naming the pricings it has, never a price of 0; an
-accelerator no cloud rents at all (MI300X, Gaudi) gets a labelled fallback: memory and time, and
-the cost "not available".
+reserved-1y, reserved-3y) is an ``InputError`` naming the pricings it has, never a price of 0.
 
-A job that spans instances is timed over their network, so ``quote`` picks the cheapest offering
-whose network bandwidth the catalog knows (one instance needs none) and names the cheaper ones it
-passed over. When none is known it still quotes the cheapest; the estimate then gives memory and
-FLOPs, which need no network, and says that time and cost cannot be had.
+A job that spans instances is timed over their network, so ``cheapest_rental`` (``timed``) picks the
+cheapest offering whose network bandwidth the catalog knows (one instance needs none) and names the
+cheaper ones it passed over. When none is known it still rents the cheapest; the estimate then gives
+memory and FLOPs, which need no network, and says that time and cost cannot be had. Which rental a
+verb pays for, with its grid and PUE, is ``estimate.quote``'s to say.
 """
 
 from __future__ import annotations
@@ -24,23 +23,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from computewise.errors import InputError
-from computewise.estimate.assumptions import Assumptions
-from computewise.specs import Accelerator, Offering, Pricing
-from computewise.units import plural
+from computewise.specs import Offering, Pricing
 
 if TYPE_CHECKING:
     from computewise.catalog import Catalog
 
-__all__ = [
-    "Quote",
-    "Rental",
-    "cheapest_price_only",
-    "cheapest_rental",
-    "instance_rental",
-    "onprem_network_per_device",
-    "quote",
-    "rent",
-]
+__all__ = ["Rental", "cheapest_rental", "instance_rental", "onprem_network_per_device", "rent"]
 
 _CLOUD_PRICINGS: tuple[Pricing, ...] = ("on-demand", "spot", "reserved-1y", "reserved-3y")
 
@@ -151,24 +139,6 @@ def cheapest_rental(
     return chosen, notes
 
 
-def cheapest_price_only(
-    catalog: Catalog, accelerator_slug: str, gpus: float, pricing: Pricing, cloud: str | None, region: str | None
-) -> Rental:
-    """``gpus`` of an accelerator at the cheapest offering in ``cloud``/``region``, where only the price
-    matters (a replica, a recorded run): ``cheapest_rental`` without the network check."""
-    where = " ".join(x for x in (cloud, region) if x)
-    offerings = catalog.offerings_for(accelerator_slug, cloud, region)
-    if not offerings:
-        raise InputError(
-            f"the catalog rents no {accelerator_slug}{' in ' + where if where else ''}",
-            "give the price with --hourly-usd, or another --cloud or --region "
-            "(`computewise catalog list offerings` shows every offering)",
-        )
-    what = accelerator_slug + (f" in {where}" if where else "")
-    rental, _ = cheapest_rental(offerings, gpus, pricing, what, timed=False)
-    return rental
-
-
 def instance_rental(
     catalog: Catalog, instance_type: str, pricing: Pricing, cloud: str | None = None, region: str | None = None
 ) -> Rental:
@@ -188,134 +158,10 @@ def instance_rental(
     return min(rentals, key=lambda r: (r.usd_per_h, r.offering.region))
 
 
-@dataclass(frozen=True)
-class Quote:
-    """The hardware a job rents: how many instances, at what price, on which grid."""
-
-    pricing: Pricing
-    usd_per_h: float  # all of the job's GPUs together (a share of an instance where it leaves GPUs over)
-    instances: int
-    devices_per_node: int
-    node_network_bytes_per_s: float  # all NICs of one instance together
-    g_co2_per_kwh: float
-    pue: float
-    offering: Offering | None
-    description: str
-    notes: tuple[str, ...] = ()  # cheaper offerings passed over, and why
-    shared: bool = False  # the job pays a share of an instance whose other GPUs host other work
-    priced: bool = True  # False: the catalog rents the accelerator nowhere; usd_per_h is NaN, cost not given
-
-    @property
-    def timeable(self) -> bool:
-        """Whether the links between its instances have a known speed (one instance needs none)."""
-        return self.instances == 1 or self.node_network_bytes_per_s > 0
-
-
-def quote(
-    catalog: Catalog,
-    accelerator: Accelerator,
-    gpus: int,
-    pricing: Pricing,
-    assumptions: Assumptions,
-    cloud: str | None = None,
-    region: str | None = None,
-    instance_type: str | None = None,
-) -> Quote:
-    """The cheapest way to rent ``gpus`` of ``accelerator`` under ``pricing`` (or own them, for on-prem)
-    that can be timed, by ``rent``'s rule: see the module docstring. An ``instance_type`` is quoted as
-    asked, timeable or not. A pricing nobody sells here raises ``InputError`` with the ones there are."""
-    if pricing == "on-prem":
-        return _onprem_quote(catalog, accelerator, gpus, assumptions)
-    offerings = [
-        o
-        for o in catalog.offerings_for(accelerator.slug, cloud=cloud, region=region)
-        if instance_type is None or o.instance_type == instance_type
-    ]
-    where = " ".join(x for x in (cloud, region) if x)
-    if instance_type is not None and not offerings:
-        raise InputError(
-            f"no instance type {instance_type!r} with {accelerator.slug} in the catalog"
-            + (f" ({where})" if where else ""),
-            "run `computewise catalog list offerings` to see the instance types",
-        )
-    if not offerings and where:
-        raise InputError(
-            f"the catalog rents no {accelerator.slug} in {where}",
-            "drop --cloud/--region, or run `computewise catalog list offerings` to see where it is sold",
-        )
-    if not offerings:
-        return _unpriced_quote(catalog, accelerator, gpus, pricing, assumptions)
-    what = instance_type or accelerator.slug + (f" in {where}" if where else "")
-    rental, notes = cheapest_rental(offerings, gpus, pricing, what)
-    offering = rental.offering
-    return Quote(
-        pricing=pricing,
-        usd_per_h=rental.usd_per_h,
-        instances=rental.instances,
-        devices_per_node=offering.accelerator_count,
-        node_network_bytes_per_s=offering.network_bytes_per_s,
-        g_co2_per_kwh=catalog.carbon_g_per_kwh(offering.cloud, offering.region),
-        pue=assumptions.cloud_pue,
-        offering=offering,
-        description=rental.describe(),
-        notes=notes,
-        shared=rental.shared,
-    )
-
-
-def _unpriced_quote(
-    catalog: Catalog, accelerator: Accelerator, gpus: int, pricing: Pricing, assumptions: Assumptions
-) -> Quote:
-    """The labelled fallback for an accelerator no cloud in the catalog rents (MI300X, Gaudi, Jetson):
-    memory, time and energy still hold, the cost is not given (NaN, shown as "not available")."""
-    return Quote(
-        pricing=pricing,
-        usd_per_h=math.nan,
-        instances=1,
-        devices_per_node=gpus,  # no instance type known: timed as one node
-        node_network_bytes_per_s=accelerator.interconnect_bytes_per_s * gpus,
-        g_co2_per_kwh=catalog.carbon_g_per_kwh("", ""),
-        pue=assumptions.cloud_pue,
-        offering=None,
-        description=(
-            f"the catalog rents no {accelerator.slug}, so the cost is not given: add its offering in a catalog "
-            "file (--catalog PATH), or use --pricing on-prem where an owned server is listed"
-        ),
-        priced=False,
-    )
-
-
 def onprem_network_per_device(catalog: Catalog, slug: str) -> float:
     """Owned clusters are assumed networked like the best cloud instance of the same accelerator
     (the catalog's on-prem rows price servers, not fabrics); 0, meaning unknown, when none is rented."""
     return max(
         (o.network_bytes_per_s / o.accelerator_count for o in catalog.offerings_for(slug)),
         default=0.0,
-    )
-
-
-def _onprem_quote(catalog: Catalog, accelerator: Accelerator, gpus: int, assumptions: Assumptions) -> Quote:
-    server = catalog.onprem_for(accelerator.slug)
-    if server is None:
-        raise InputError(
-            f"no on-premises server with {accelerator.slug} in the catalog",
-            "add a row to onprem.csv in your catalog directory, or choose another --pricing",
-        )
-    instances = math.ceil(gpus / server.accelerator_count)
-    hourly = server.usd_per_h(
-        assumptions.onprem_power_usd_per_kwh, assumptions.onprem_pue, assumptions.onprem_utilization
-    )
-    return Quote(
-        pricing="on-prem",
-        usd_per_h=instances * hourly,
-        instances=instances,
-        devices_per_node=server.accelerator_count,
-        node_network_bytes_per_s=onprem_network_per_device(catalog, accelerator.slug) * server.accelerator_count,
-        g_co2_per_kwh=assumptions.world_g_co2_per_kwh,
-        pue=assumptions.onprem_pue,
-        offering=None,
-        description=(
-            f"{plural(instances, 'owned server')} with {server.accelerator_count} x {accelerator.slug}, "
-            f"${hourly:.2f}/h each at {assumptions.onprem_utilization:.0%} utilization"
-        ),
     )

@@ -17,9 +17,10 @@ from computewise.estimate.layout import check_layout
 from computewise.estimate.memory import (
     MemoryBreakdown,
 )
-from computewise.estimate.pricing import Quote, quote
+from computewise.estimate.quote import Ask, PriceRequest, Quote, quote
 from computewise.estimate.train import TrainColumns, TrainHardware, TrainLayout, evaluate_train
 from computewise.specs import Accelerator, InferJob, ModelSpec, Parallelism, Precision, Pricing, TrainJob
+from computewise.specs.document import SCHEMA_VERSION
 
 if TYPE_CHECKING:
     from computewise.catalog import Catalog
@@ -78,7 +79,7 @@ def _link_problem(accelerator: Accelerator, gpus: int, hw: Quote) -> tuple[str, 
             "add interconnect_bytes_per_s for it in a catalog file (--catalog PATH), or use --gpus 1",
         )
     if not hw.timeable:
-        name = f"{hw.offering.cloud} {hw.offering.instance_type}" if hw.offering else hw.description
+        name = f"{hw.offering.cloud} {hw.offering.instance_type}" if hw.offering else hw.explanation
         return (
             f"the catalog has no network bandwidth for {name}, so {hw.instances} instances cannot be timed",
             "add network_bytes_per_s for the instance in a catalog file (--catalog PATH), or use one instance",
@@ -110,7 +111,7 @@ def _without_price(data: dict[str, Any], hw: Quote) -> dict[str, Any]:
     if hw.priced:
         return data
     money = ("usd", "usd_per_hour", "usd_per_1000_requests")
-    data["cost"] = {**{k: None if k in money else v for k, v in data["cost"].items()}, "unavailable": hw.description}
+    data["cost"] = {**{k: None if k in money else v for k, v in data["cost"].items()}, "unavailable": hw.explanation}
     return data
 
 
@@ -146,7 +147,7 @@ def _memory_section(memory: MemoryBreakdown, accelerator: Accelerator) -> dict[s
 def _footprint(hw: Quote, kwh: Any, co2: Any) -> dict[str, Any]:
     return {
         "energy": {"kwh": _scalar(kwh), "pue": hw.pue},
-        "co2": {"kg": _scalar(co2), "g_per_kwh": hw.g_co2_per_kwh},
+        "co2": {"kg": _scalar(co2), "g_per_kwh": hw.carbon.g_co2_per_kwh},
     }
 
 
@@ -181,6 +182,7 @@ class TrainEstimate:
         c = self.columns
         p = self.parallelism
         data: dict[str, Any] = {
+            "schema_version": SCHEMA_VERSION,
             "model": self.model.name,
             "params": self.model.params,
             "accelerator": self.accelerator.slug,
@@ -229,8 +231,8 @@ class TrainEstimate:
             "cost": {
                 "usd": _scalar(c.cost_usd),
                 "pricing": self.quote.pricing,
-                "usd_per_hour": self.quote.usd_per_h,
-                "hardware": self.quote.description,
+                "usd_per_hour": self.quote.hourly_usd,
+                "hardware": self.quote.explanation,
                 "share_of_instance": self.quote.shared,
             },
             **_footprint(self.quote, c.energy_kwh, c.co2_kg),
@@ -260,14 +262,16 @@ def estimate_train(
 ) -> TrainEstimate:
     """Memory, FLOPs, time, cost and footprint of one training configuration.
 
-    Rented on the cheapest offering whose links can be timed (``pricing.quote``; the notes name the
+    Rented on the cheapest offering whose links can be timed (``estimate.quote``; the notes name the
     cheaper ones skipped). Where no link speed is known, an ``instance_type`` asked for included,
     the estimate still gives memory and FLOPs, which need no network, and ``untimed`` says why time,
     cost and energy are missing and how to supply them: a memory answer is never held back.
     """
     check_layout(model, gpus, parallelism, job.global_batch, job.micro_batch, job.seq_len)
     peak = peak_for(accelerator, job.precision)
-    hw = quote(catalog, accelerator, gpus, pricing, assumptions, cloud, region, instance_type)
+    hw = quote(
+        catalog, Ask(accelerator, gpus, estimate=True), PriceRequest(None, instance_type, cloud, region, pricing)
+    )
     problem = _link_problem(accelerator, gpus, hw)
     layout = TrainLayout.for_job(parallelism, job)
     hardware = TrainHardware(
@@ -275,15 +279,15 @@ def estimate_train(
         memory_bandwidth_bytes_per_s=col(accelerator.memory_bandwidth_bytes_per_s),
         fabric=fabric_for(accelerator, hw.offering, catalog, assumptions, devices_per_node=hw.devices_per_node),
         tdp_w=col(accelerator.tdp_w),
-        rental_usd_per_h=col(hw.usd_per_h),
+        rental_usd_per_h=col(hw.hourly_usd),
         spot=col(pricing == "spot"),
-        g_co2_per_kwh=col(hw.g_co2_per_kwh),
+        g_co2_per_kwh=col(hw.carbon.g_co2_per_kwh),
         pue=col(hw.pue),
         utilization=None if utilization is None else col(utilization),
     )
     with np.errstate(divide="ignore", invalid="ignore"):  # a link of unknown speed: its time is dropped below
         columns = evaluate_train(model, job.tokens, layout, hardware, assumptions)
-    notes = [hw.description, *hw.notes, _compute_note(columns, utilization, job.precision)]
+    notes = [hw.explanation, *hw.notes, _compute_note(columns, utilization, job.precision)]
     untimed = ""
     if problem is not None:
         untimed = f"{problem[0]}. To fix: {problem[1]}"
@@ -325,6 +329,7 @@ class InferEstimate:
     def to_dict(self) -> dict[str, Any]:
         c = self.columns
         data: dict[str, Any] = {
+            "schema_version": SCHEMA_VERSION,
             "model": self.model.name,
             "params": self.model.params,
             "accelerator": self.accelerator.slug,
@@ -348,8 +353,8 @@ class InferEstimate:
                 "usd": _scalar(c.cost_usd),
                 "usd_per_1000_requests": _scalar(c.usd_per_1000_requests),
                 "pricing": self.quote.pricing,
-                "usd_per_hour": self.quote.usd_per_h,
-                "hardware": self.quote.description,
+                "usd_per_hour": self.quote.hourly_usd,
+                "hardware": self.quote.explanation,
                 "share_of_instance": self.quote.shared,
             },
             **_footprint(self.quote, c.energy_kwh, c.co2_kg),
@@ -376,7 +381,7 @@ def estimate_infer(
             "use a GPU count that divides the number of heads",
         )
     peak = peak_for(accelerator, job.precision)
-    hw = quote(catalog, accelerator, tp, pricing, assumptions, cloud, region, instance_type)
+    hw = quote(catalog, Ask(accelerator, tp, estimate=True), PriceRequest(None, instance_type, cloud, region, pricing))
     _require_links(accelerator, tp, hw)
     rows = InferRows(
         tp=col(tp),
@@ -390,11 +395,11 @@ def estimate_infer(
         memory_bandwidth_bytes_per_s=col(accelerator.memory_bandwidth_bytes_per_s),
         intra_node_bytes_per_s=col(accelerator.interconnect_bytes_per_s),
         tdp_w=col(accelerator.tdp_w),
-        rental_usd_per_h=col(hw.usd_per_h),
-        g_co2_per_kwh=col(hw.g_co2_per_kwh),
+        rental_usd_per_h=col(hw.hourly_usd),
+        g_co2_per_kwh=col(hw.carbon.g_co2_per_kwh),
         pue=col(hw.pue),
     )
-    notes = (hw.description, *hw.notes, *_power_notes(accelerator), *model.notes)
+    notes = (hw.explanation, *hw.notes, *_power_notes(accelerator), *model.notes)
     return InferEstimate(
         model=model,
         accelerator=accelerator,

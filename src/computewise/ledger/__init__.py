@@ -1,5 +1,6 @@
 """The ledger: every run, its samples and steps, budgets and alerts, in SQLite or PostgreSQL."""
 
+from computewise.ledger.aggregates import RunTotals
 from computewise.ledger.records import (
     ATTEMPT_OUTCOMES,
     PREEMPTED_EXIT_CODE,
@@ -36,6 +37,7 @@ __all__ = [
     "RunKind",
     "RunRow",
     "RunStatus",
+    "RunTotals",
     "SampleRow",
     "StepRow",
 ]

@@ -64,9 +64,11 @@ class PriceSnapshot:
     pricing: str | None = None
     region: str | None = None
     retrieved: str | None = None
-    carbon_g_per_kwh: float = 475.0
-    carbon_source: str = ""
-    pue: float = 1.0
+    # The grid and PUE the run was priced on: always given, never a default, because they are catalog
+    # assumptions with sources (``estimate.quote`` picks them) and the ledger knows nothing of carbon.
+    carbon_g_per_kwh: float = field(kw_only=True)
+    carbon_source: str = field(kw_only=True)
+    pue: float = field(kw_only=True)
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict
 from functools import lru_cache
 from operator import attrgetter
@@ -23,6 +23,7 @@ import sqlalchemy as sa
 
 from computewise.errors import InputError
 from computewise.ledger import schema
+from computewise.ledger.aggregates import RunTotals, attempt_totals_query, sample_totals_query
 from computewise.ledger.connect import display_url, ledger_error, open_engine, write
 from computewise.ledger.migrate import SchemaChange, ensure_schema
 from computewise.ledger.records import (
@@ -53,6 +54,7 @@ _PID_CREATE_SLACK_S = 2.0
 _SAMPLE_FIELDS = tuple(SampleRow.__dataclass_fields__)
 _GPU_FIELDS = tuple(GpuSampleRow.__dataclass_fields__)
 _STEP_FIELDS = tuple(StepRow.__dataclass_fields__)
+_IDS_PER_QUERY = 5000  # run ids per IN list in aggregates: far below every supported database's parameter limit
 
 
 class Ledger:
@@ -300,6 +302,22 @@ class Ledger:
         query = sa.select(schema.attempts).where(schema.attempts.c.run_id == run_id).order_by(schema.attempts.c.number)
         with self._reading() as conn:
             return [AttemptRow(**row) for row in conn.execute(query).mappings()]
+
+    def run_totals(self, run_ids: Iterable[int]) -> dict[int, RunTotals]:
+        """Each run's sample and attempt aggregates, computed in the database; zeros for a run with none.
+
+        One GROUP BY per table and per ``_IDS_PER_QUERY`` runs, so a million samples stay fast and an
+        IN list stays far below SQLite's and PostgreSQL's bound-parameter limits.
+        """
+        wanted = list(dict.fromkeys(run_ids))
+        samples: dict[int, sa.RowMapping] = {}
+        attempts: dict[int, sa.RowMapping] = {}
+        with self._reading() as conn:
+            for start in range(0, len(wanted), _IDS_PER_QUERY):
+                chunk = wanted[start : start + _IDS_PER_QUERY]
+                samples.update((row["run_id"], row) for row in conn.execute(sample_totals_query(chunk)).mappings())
+                attempts.update((row["run_id"], row) for row in conn.execute(attempt_totals_query(chunk)).mappings())
+        return {run_id: RunTotals.from_rows(run_id, samples.get(run_id), attempts.get(run_id)) for run_id in wanted}
 
     def add_samples(self, rows: Sequence[SampleRow], gpu_rows: Sequence[GpuSampleRow] = ()) -> None:
         """Insert a batch in one transaction (executemany): the sampler flushes about once a second."""

@@ -21,7 +21,7 @@ and disk totals (``ExitUsage``). Exit codes follow the shell: killed by signal N
         child = Child.start(argv)          # CommandNotFoundError -> 127, CommandNotExecutableError -> 126
         forwarder.attach(child)
         ended = child.wait()
-    status = run_status(ended.exit_code, ended.signalled_by)
+    status = ended.status  # by the rule of every run: computewise.monitor.recorded.run_status
 """
 
 from __future__ import annotations
@@ -38,22 +38,18 @@ from typing import Any
 
 import psutil
 
-from computewise.errors import ComputewiseError, InputError
-from computewise.ledger import PREEMPTED_EXIT_CODE, RunStatus
+from computewise.errors import CommandNotExecutableError, CommandNotFoundError, InputError
+from computewise.ledger import RunStatus
 from computewise.monitor.process import ExitUsage, own_peak_rss_bytes
+from computewise.monitor.recorded import INTERRUPT_SIGNALS, run_status
 from computewise.units import plural
 
 __all__ = [
     "ESCALATION",
     "FORWARDED_SIGNALS",
-    "INTERRUPT_SIGNALS",
     "Child",
     "ChildExit",
-    "CommandNotExecutableError",
-    "CommandNotFoundError",
-    "LaunchError",
     "SignalForwarder",
-    "run_status",
 ]
 
 FORWARDED_SIGNALS: tuple[signal.Signals, ...] = (
@@ -64,29 +60,10 @@ FORWARDED_SIGNALS: tuple[signal.Signals, ...] = (
     signal.SIGUSR2,
     signal.SIGQUIT,
 )
-INTERRUPT_SIGNALS: frozenset[int] = frozenset({signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
 _KEYBOARD_SIGNALS: frozenset[int] = frozenset({signal.SIGINT, signal.SIGQUIT})
 ESCALATION: tuple[signal.Signals, ...] = (signal.SIGTERM, signal.SIGKILL)
 """What the second and the third (and every later) SIGINT send to the job."""
 _STDERR_FD = 2
-
-
-class LaunchError(ComputewiseError):
-    """The command could not be started; ``exit_code`` is what a shell would return."""
-
-    exit_code = 126
-
-
-class CommandNotFoundError(LaunchError):
-    """No such program (exit code 127, as in a shell)."""
-
-    exit_code = 127
-
-
-class CommandNotExecutableError(LaunchError):
-    """The program exists but cannot be executed (exit code 126, as in a shell)."""
-
-    exit_code = 126
 
 
 @dataclass(frozen=True)
@@ -101,18 +78,6 @@ class ChildExit:
     @property
     def status(self) -> RunStatus:
         return run_status(self.exit_code, self.signalled_by)
-
-
-def run_status(exit_code: int, signalled_by: int | None) -> RunStatus:
-    """0: succeeded; stopped by SIGINT/SIGTERM/SIGHUP (ours, or killed by one) or preempted after saving
-    (exit 75, computewise.train): interrupted; else failed."""
-    if exit_code == 0:
-        return "succeeded"
-    if exit_code == PREEMPTED_EXIT_CODE:
-        return "interrupted"
-    if signalled_by in INTERRUPT_SIGNALS or (exit_code > 128 and exit_code - 128 in INTERRUPT_SIGNALS):
-        return "interrupted"
-    return "failed"
 
 
 class Child:

@@ -1,24 +1,22 @@
 """The price a monitored run is charged at, decided once at launch and frozen into the ledger.
 
-Order of precedence: ``--hourly-usd`` (the user knows best) > ``--instance`` (a catalog offering)
-> the detected GPUs rented by ``estimate.pricing.rent`` (the rule ``estimate`` and ``plan`` use:
-a share of an instance where the GPUs leave some of it over) at the cheapest catalog offering in
-``--cloud`` and ``--region`` > a CPU-only run at the catalog's price per vCPU-hour. Whatever was
-assumed is said in ``PriceSnapshot.explanation``; a pricing the catalog does not list is an error.
+The price is ``estimate.quote``'s, the one every verb uses, asked as a bill: ``--hourly-usd`` (the
+user knows best) > ``--instance`` (one whole catalog instance) > the detected GPUs rented by
+``estimate.pricing.rent`` at the cheapest catalog offering in ``--cloud`` and ``--region`` (a share of
+an instance where the GPUs leave some of it over) > a CPU-only run at the catalog's price per
+vCPU-hour. This module turns what the driver saw into that ask and the quote into the ledger's
+``PriceSnapshot``; whatever was assumed is said in its ``explanation``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from computewise.catalog import Catalog
-from computewise.errors import InputError
-from computewise.estimate.pricing import Rental, cheapest_price_only, instance_rental
+from computewise.estimate.quote import Ask, PriceRequest, quote
 from computewise.ledger import PriceSnapshot
-from computewise.specs import PRICINGS, Accelerator, Pricing
-from computewise.units import format_usd
 
-__all__ = ["DetectedHardware", "PriceRequest", "gpu_price", "resolve_price"]
+__all__ = ["DetectedHardware", "frozen_price", "resolve_price", "unpriced"]
 
 
 @dataclass(frozen=True)
@@ -31,133 +29,48 @@ class DetectedHardware:
     logical_cpus: int
 
 
-@dataclass(frozen=True)
-class PriceRequest:
-    """The pricing flags of ``computewise run`` (all optional)."""
-
-    hourly_usd: float | None = None
-    instance_type: str | None = None
-    cloud: str | None = None
-    region: str | None = None
-    pricing: Pricing = "on-demand"
-
-
 def resolve_price(catalog: Catalog, request: PriceRequest, hardware: DetectedHardware) -> PriceSnapshot:
-    """Freeze the hourly price, grid carbon intensity and PUE of a run; raise InputError for impossible flags."""
-    if request.pricing not in PRICINGS:
-        raise InputError(f"unknown pricing {request.pricing!r}", f"use one of: {', '.join(PRICINGS)}")
-    if request.hourly_usd is not None:
-        if request.hourly_usd < 0:
-            raise InputError(f"--hourly-usd must not be negative, got {request.hourly_usd}", "e.g. --hourly-usd 2.5")
-        return _with_carbon(
-            catalog,
-            request,
-            hourly_usd=request.hourly_usd,
-            source="--hourly-usd",
-            explanation=f"{format_usd(request.hourly_usd)}/h as given by --hourly-usd",
-            assumed=False,
-        )
-    if request.instance_type is not None:
-        return _instance_price(catalog, request, request.instance_type)
-    accelerator = _detected_accelerator(catalog, hardware)
-    if accelerator is not None:
-        return _gpu_price(catalog, request, hardware, accelerator)
-    rate = catalog.assumption_row("cpu_usd_per_vcpu_h")
-    hourly = rate.value * hardware.logical_cpus
-    gpu_note = f"; GPU {hardware.gpu_name!r} is not in the catalog" if hardware.gpu_count else ""
-    return _with_carbon(
-        catalog,
-        request,
-        hourly_usd=hourly,
-        source=rate.source,
-        explanation=(
-            f"assumed {hardware.logical_cpus} vCPUs x {format_usd(rate.value)}/vCPU-h = {format_usd(hourly)}/h "
-            f"(catalog assumption cpu_usd_per_vcpu_h{gpu_note}); set --hourly-usd or --instance to price it exactly"
-        ),
+    """Freeze the hourly price, grid carbon intensity and PUE of a run on ``hardware``; raise InputError
+    for impossible flags."""
+    seen = hardware.gpu_name if hardware.gpu_count > 0 else None
+    accelerator = catalog.match_device(seen, hardware.gpu_memory_total_bytes) if seen is not None else None
+    ask = Ask(
+        accelerator=accelerator,
+        gpus=hardware.gpu_count,
+        vcpus=hardware.logical_cpus,
+        why=f"detected {seen!r}",
+        unmatched_gpu=seen if accelerator is None else None,
+    )
+    return frozen_price(catalog, ask, request)
+
+
+def frozen_price(catalog: Catalog, ask: Ask, request: PriceRequest) -> PriceSnapshot:
+    """The quote of ``ask`` as the ledger keeps it: a price computewise chose says how to give it exactly."""
+    price = quote(catalog, ask, request)
+    advice = "; set --hourly-usd or --instance to price it exactly" if price.assumed else ""
+    return PriceSnapshot(
+        hourly_usd=price.hourly_usd,
+        source=price.source,
+        explanation=price.explanation + advice,
+        assumed=price.assumed,
+        cloud=price.cloud,
+        instance_type=price.instance_type,
+        pricing=price.pricing,
+        region=price.region,
+        retrieved=price.retrieved,
+        carbon_g_per_kwh=price.carbon.g_co2_per_kwh,
+        carbon_source=price.carbon.source,
+        pue=price.pue,
+    )
+
+
+def unpriced(catalog: Catalog) -> PriceSnapshot:
+    """The placeholder of a ``track()`` run until it is priced from its device at the end: $0 on the grid
+    and PUE ``estimate.quote`` gives a machine priced without a place."""
+    placeholder = frozen_price(catalog, Ask(), PriceRequest(hourly_usd=0.0))
+    return replace(
+        placeholder,
+        source="none",
+        explanation="not priced yet: track() prices the run from its device when it finishes",
         assumed=True,
-        retrieved=rate.retrieved,
-    )
-
-
-def _detected_accelerator(catalog: Catalog, hardware: DetectedHardware) -> Accelerator | None:
-    if hardware.gpu_count == 0 or hardware.gpu_name is None:
-        return None
-    return catalog.match_device(hardware.gpu_name, hardware.gpu_memory_total_bytes)
-
-
-def _instance_price(catalog: Catalog, request: PriceRequest, instance_type: str) -> PriceSnapshot:
-    rental = instance_rental(catalog, instance_type, request.pricing, request.cloud, request.region)
-    return _offering_snapshot(catalog, request, rental, assumed=False, count_note="")
-
-
-def _gpu_price(
-    catalog: Catalog, request: PriceRequest, hardware: DetectedHardware, accelerator: Accelerator
-) -> PriceSnapshot:
-    return gpu_price(catalog, request, accelerator, hardware.gpu_count, f"detected {hardware.gpu_name!r}")
-
-
-def gpu_price(
-    catalog: Catalog, request: PriceRequest, accelerator: Accelerator, gpus: float, why: str
-) -> PriceSnapshot:
-    """``gpus`` (a fraction of one included) of ``accelerator`` rented by ``estimate.pricing.rent`` at the
-    cheapest offering in ``request``'s cloud and region; ``why`` says where the count came from."""
-    rental = cheapest_price_only(catalog, accelerator.slug, gpus, request.pricing, request.cloud, request.region)
-    note = (
-        f"assumed {gpus:g} x {accelerator.slug} ({why}): {rental.describe()}, "
-        f"the cheapest {request.pricing} price in the catalog"
-    )
-    return _offering_snapshot(catalog, request, rental, assumed=True, count_note=note)
-
-
-def _offering_snapshot(
-    catalog: Catalog, request: PriceRequest, rental: Rental, assumed: bool, count_note: str
-) -> PriceSnapshot:
-    offering = rental.offering
-    carbon = catalog.carbon_for(offering.cloud, offering.region)
-    explanation = count_note or rental.describe()
-    return PriceSnapshot(
-        hourly_usd=rental.usd_per_h,
-        source=offering.source,
-        explanation=explanation + ("; set --hourly-usd or --instance to price it exactly" if assumed else ""),
-        assumed=assumed,
-        cloud=offering.cloud,
-        instance_type=offering.instance_type,
-        pricing=request.pricing,
-        region=offering.region,
-        retrieved=offering.retrieved,
-        carbon_g_per_kwh=carbon.g_co2_per_kwh,
-        carbon_source=carbon.source,
-        pue=catalog.assumption("cloud_pue"),
-    )
-
-
-def _with_carbon(
-    catalog: Catalog,
-    request: PriceRequest,
-    *,
-    hourly_usd: float,
-    source: str,
-    explanation: str,
-    assumed: bool,
-    retrieved: str | None = None,
-) -> PriceSnapshot:
-    """A price not tied to an offering: carbon from --cloud/--region when given, else the world average."""
-    if request.cloud is not None:
-        carbon = catalog.carbon_for(request.cloud, request.region or "*")
-        pue = catalog.assumption("cloud_pue")
-    else:
-        carbon = catalog.carbon_for("*", "*")
-        pue = 1.0
-    return PriceSnapshot(
-        hourly_usd=hourly_usd,
-        source=source,
-        explanation=explanation,
-        assumed=assumed,
-        cloud=request.cloud,
-        pricing=request.pricing,
-        region=request.region,
-        retrieved=retrieved,
-        carbon_g_per_kwh=carbon.g_co2_per_kwh,
-        carbon_source=carbon.source,
-        pue=pue,
     )

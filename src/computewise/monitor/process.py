@@ -23,12 +23,10 @@ since ``exec``) read from ``/proc`` while the job ran. Disk bytes are what reach
 from __future__ import annotations
 
 import os
-import platform
 import resource
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import psutil
@@ -39,7 +37,6 @@ __all__ = [
     "HostSampler",
     "ProcessTreeSampler",
     "TreeReading",
-    "cpu_model_name",
     "own_peak_rss_bytes",
 ]
 
@@ -362,14 +359,3 @@ def _total_s(times: Any) -> float:
 
 def _busy_s(times: Any) -> float:
     return _total_s(times) - float(times.idle) - getattr(times, "iowait", 0.0)
-
-
-def cpu_model_name() -> str:
-    """The host CPU's marketing name ("AMD EPYC 7B13"), for reports that must say what they ran on."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"

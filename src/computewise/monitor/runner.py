@@ -10,10 +10,7 @@ code even when the monitor's own pieces (Prometheus port, webhook) fail.
 
 from __future__ import annotations
 
-import getpass
 import os
-import shlex
-import socket
 import sys
 import threading
 import time
@@ -21,20 +18,20 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TextIO
 
-import psutil
-
 from computewise.account.alerts import Alert, Notifier
 from computewise.account.budgets import check_budgets
 from computewise.catalog import Catalog
+from computewise.errors import LaunchError
+from computewise.estimate.quote import PriceRequest
 from computewise.ledger import GpuSampleRow, Ledger, NewRun, RunRow, SampleRow
 from computewise.monitor.energy import EnergyModel
-from computewise.monitor.gpu import GpuSource, GpuStatus
+from computewise.monitor.gpu import GpuSource
 from computewise.monitor.idle import IdleAction, IdleGuard
 from computewise.monitor.inputs import input_hash
-from computewise.monitor.launcher import Child, ChildExit, LaunchError, SignalForwarder
-from computewise.monitor.pricing import DetectedHardware, PriceRequest, resolve_price
+from computewise.monitor.launcher import Child, ChildExit, SignalForwarder
 from computewise.monitor.process import ProcessTreeSampler
 from computewise.monitor.prometheus import MetricsServer
+from computewise.monitor.recorded import Ending, RecordedRun, catalog_accelerator, hardware_of, hardware_price, new_run
 from computewise.monitor.sampler import LedgerWriter, Sampler, Sink
 from computewise.monitor.summary import RunSummary, summarize
 from computewise.monitor.track import RUN_ID_ENV
@@ -86,16 +83,6 @@ LiveSink = Callable[[SampleRow, float, float], None]
 """Called on every tick with the sample, seconds since start and the cost so far (the live status line)."""
 
 
-def _hardware(status: GpuStatus) -> DetectedHardware:
-    first = status.devices[0] if status.devices else None
-    return DetectedHardware(
-        gpu_count=len(status.devices),
-        gpu_name=first.name if first else None,
-        gpu_memory_total_bytes=float(first.memory_total_bytes) if first and first.memory_total_bytes else None,
-        logical_cpus=psutil.cpu_count(logical=True) or 1,
-    )
-
-
 def _warn(stream: TextIO, message: str) -> None:
     try:
         stream.write(f"computewise: {message}\n")
@@ -104,9 +91,9 @@ def _warn(stream: TextIO, message: str) -> None:
         pass
 
 
-def _duplicate_warning(ledger: Ledger, new_run: NewRun, now_s: float) -> str | None:
+def _duplicate_warning(ledger: Ledger, row: NewRun, now_s: float) -> str | None:
     previous: RunRow | None = ledger.recent_successful_run(
-        new_run.command, new_run.tags, new_run.input_hash, now_s - DUPLICATE_WINDOW_S
+        row.command, row.tags, row.input_hash, now_s - DUPLICATE_WINDOW_S
     )
     if previous is None:
         return None
@@ -156,52 +143,47 @@ def monitored_run(
     status = gpu.status()
     if not status.available:
         _warn(stream, f"GPU metrics {status.reason}")
-    hardware = _hardware(status)
-    price = resolve_price(catalog, options.price, hardware)
+    hardware = hardware_of(status)
+    price = hardware_price(catalog, options.price, hardware)
     if price.assumed:
         _warn(stream, f"price {price.explanation}")
-    now_s = time.time()
-    new_run = NewRun(
-        kind="command",
-        command=shlex.join(options.argv),
-        argv=options.argv,
-        tags=options.tags,
-        host=socket.gethostname(),
-        pid=os.getpid(),
-        user=getpass.getuser(),
-        cwd=os.getcwd(),
-        started_at_s=now_s,
-        interval_s=options.interval_s,
+    row = new_run(
+        "command",
+        options.argv,
+        hardware=hardware,
         price=price,
-        logical_cpus=hardware.logical_cpus,
-        gpu_count=hardware.gpu_count,
-        gpu_name=hardware.gpu_name,
-        accelerator=_accelerator_slug(catalog, hardware),
+        tags=options.tags,
+        interval_s=options.interval_s,
+        argv=options.argv,
+        accelerator=catalog_accelerator(catalog, hardware),
         input_hash=input_hash(options.argv, options.inputs),
     )
-    duplicate = _duplicate_warning(ledger, new_run, now_s)
+    duplicate = _duplicate_warning(ledger, row, row.started_at_s)
     if duplicate:
         _warn(stream, duplicate)
-    run_id = ledger.start_run(new_run)
     notifier = Notifier(ledger, stream=stream, run_commands=alert_commands_allowed(ledger.url))
+    launch_error: LaunchError | None = None
     try:
-        with SignalForwarder() as forwarder:
+        with RecordedRun(ledger, row) as record, SignalForwarder() as forwarder:
             try:
                 child = Child.start(
-                    options.argv, env=child_env(ledger, run_id), stdout_to_stderr=options.child_stdout_to_stderr
+                    options.argv, env=child_env(ledger, record.run_id), stdout_to_stderr=options.child_stdout_to_stderr
                 )
             except LaunchError as error:
-                failed_s = time.time()
-                ledger.finish_run(run_id, "failed", failed_s, exit_code=error.exit_code, error=error.message)
-                summary = summarize(ledger, run_id, failed_s, catalog)
-                return RunOutcome(run_id, error.exit_code, summary, launch_error=error)
-            forwarder.attach(child)
-            ended = _watch(ledger, catalog, gpu, options, run_id, price.hourly_usd, child, notifier, live, stream)
-        ended_s = time.time()
+                launch_error = error
+                record.declare(Ending.of_exit(error.exit_code, error=error.message))
+            else:
+                forwarder.attach(child)
+                ended = _watch(
+                    ledger, catalog, gpu, options, record.run_id, price.hourly_usd, child, notifier, live, stream
+                )
+                record.declare(Ending.of_exit(ended.exit_code, ended.signalled_by))
         # No summary is stored: it is a function of the rows, rebuilt by `runs show` whenever asked.
-        ledger.finish_run(run_id, ended.status, ended_s, exit_code=ended.exit_code)
-        _check_budgets(ledger, notifier)
-        return RunOutcome(run_id, ended.exit_code, summarize(ledger, run_id, ended_s, catalog))
+        ending, ended_s = record.finish(), record.ended_at_s or time.time()
+        if launch_error is None:
+            _check_budgets(ledger, notifier)
+        summary = summarize(ledger, record.run_id, ended_s, catalog)
+        return RunOutcome(record.run_id, ending.exit_code or 0, summary, launch_error=launch_error)
     finally:
         notifier.close(timeout_s=10.0)
 
@@ -222,13 +204,6 @@ def alert_commands_allowed(url: str) -> bool:
     budget could otherwise run commands on every machine that checks budgets.
     """
     return url.startswith("sqlite") or os.environ.get(ALERT_COMMANDS_ENV) == "1"
-
-
-def _accelerator_slug(catalog: Catalog, hardware: DetectedHardware) -> str | None:
-    if hardware.gpu_name is None:
-        return None
-    accelerator = catalog.match_device(hardware.gpu_name, hardware.gpu_memory_total_bytes)
-    return accelerator.slug if accelerator else None
 
 
 def _watch(

@@ -3,7 +3,7 @@
 The summary printed when ``computewise run`` ends and the one ``computewise runs show ID`` prints
 weeks later are the same function of the same rows, priced by ``account.totals`` (the one cost
 formula) at the snapshot price taken at launch. A crashed run is summarised like any other; a run
-resubmitted through ``computewise run --backend`` also lists its attempts and what interruptions added.
+resubmitted through ``computewise run --engine`` also lists its attempts and what interruptions added.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from computewise.account.interruptions import InterruptionCost, interruption_cost
-from computewise.account.totals import RunCost, empty_totals, price_run, run_totals
+from computewise.account.totals import RunCost, price_run
 from computewise.catalog import Catalog
 from computewise.errors import UnknownNameError
 from computewise.ledger import AttemptRow, GpuSampleRow, Ledger, RunRow, SampleRow, StepRow
@@ -87,7 +87,7 @@ def summarize(ledger: Ledger, run_id: int, now_s: float, catalog: Catalog | None
     samples = ledger.samples(run_id)
     gpu_rows = ledger.gpu_samples(run_id)
     steps = ledger.steps(run_id)
-    totals = run_totals(ledger, [run_id]).get(run_id, empty_totals(run_id))
+    totals = ledger.run_totals([run_id])[run_id]
     cost = price_run(run, totals, now_s)
     usage = _usage(run, samples, steps, _gpu_memory_total(run, catalog))
     periods = idle_periods(samples, run.price.hourly_usd)

@@ -35,10 +35,7 @@ from __future__ import annotations
 import atexit
 import contextvars
 import functools
-import getpass
 import os
-import shlex
-import socket
 import sys
 import threading
 import time
@@ -52,13 +49,13 @@ from typing import Any, Generic, Literal, NamedTuple, ParamSpec, Protocol, TypeV
 
 from computewise.catalog import load_catalog
 from computewise.errors import InputError
-from computewise.ledger import PREEMPTED_EXIT_CODE, Ledger, NewRun, PriceSnapshot, RunStatus, StepRow
-from computewise.monitor.pricing import DetectedHardware, PriceRequest, resolve_price
+from computewise.ledger import Ledger, NewRun, PriceSnapshot, StepRow
+from computewise.monitor.pricing import DetectedHardware, unpriced
+from computewise.monitor.recorded import RecordedRun, new_run
 from computewise.specs.hardware import DTYPES, Accelerator, Dtype
 
 __all__ = [
     "INPUT_BOUND_FRACTION",
-    "NOT_PRICED",
     "RUN_ID_ENV",
     "ClockChoice",
     "Count",
@@ -92,13 +89,6 @@ _NOTICEABLE_WAIT_FRACTION = 0.05
 _TRAIN_FLOPS_PER_FORWARD = 3.0
 # Flush early when this many steps are buffered (very short steps), whatever the flush period.
 _MAX_BUFFERED_STEPS = 4096
-
-NOT_PRICED = PriceSnapshot(
-    hourly_usd=0.0,
-    source="none",
-    explanation="not priced yet: track() prices the run from its device when it finishes",
-    assumed=True,
-)
 
 _CURRENT: contextvars.ContextVar[Tracker | None] = contextvars.ContextVar("computewise_tracker", default=None)
 
@@ -325,6 +315,7 @@ class Tracker:
         self._started_perf = self._ended_perf = self._flushed_perf = 0.0
         self._started_s = 0.0
         self._ledger: Ledger | None = None
+        self._record: RecordedRun | None = None  # the run this tracker started (not an enclosing one)
         self._run_id: int | None = None
         self._attached = False  # recording into the run of an enclosing `computewise run`
         self._flops_per_sample: float | None = None
@@ -372,7 +363,8 @@ class Tracker:
             self._run_id, self._attached = parent, True
         elif self._ledger is not None:
             try:
-                self._run_id = self._ledger.start_run(self._new_run())
+                self._record = RecordedRun(self._ledger, self._new_run())
+                self._run_id = self._record.start()
             except BaseException:
                 self._ledger.close()
                 raise
@@ -387,8 +379,9 @@ class Tracker:
     def finish(self, error: BaseException | None = None) -> dict[str, Any]:
         """Close the open step, write every step, finish the run and return the summary.
 
-        The run is ``succeeded`` without ``error``, ``interrupted`` for a KeyboardInterrupt and
-        ``failed`` otherwise. A ledger that fails now only warns: the training result matters more.
+        The run ends by ``error`` as every run does (``computewise.monitor.recorded``): none succeeded,
+        Ctrl-C or ``SystemExit(75)`` interrupted, another exception failed. A ledger that fails now
+        only warns: the training result matters more.
         Calling it again returns the same summary.
         """
         if self._state != "running":
@@ -411,12 +404,12 @@ class Tracker:
         self._reset_context()
         if self._ledger is not None and self._attached:
             self._ledger.close()  # the enclosing `computewise run` finishes and prices its run
-        elif self._ledger is not None and self._run_id is not None:
-            status, message = _status_of(error)
+        elif self._ledger is not None and self._record is not None:
             try:
                 if self._options.price is None:
-                    self._price_by_hardware(self._ledger, self._run_id)
-                self._ledger.finish_run(self._run_id, status, time.time(), summary=summary, error=message)
+                    self._price_by_hardware(self._record)
+                self._record.declare(summary=summary)
+                self._record.finish(error)
             except Exception as failure:  # measurement degrades; the user's training result stands
                 warnings.warn(f"computewise.track: could not finish run {self._run_id}: {failure}", stacklevel=2)
             finally:
@@ -570,25 +563,30 @@ class Tracker:
 
     def _new_run(self) -> NewRun:
         options = self._options
-        argv = tuple(getattr(sys, "orig_argv", sys.argv))
-        device = self._clock.device_name if self._clock is not None else None
         peak = self._resolve_peak()
-        return NewRun(
-            kind="track",
-            command=shlex.join(argv) or "python",
-            argv=argv,
-            tags=dict(options.tags),
-            host=socket.gethostname(),
-            pid=os.getpid(),
-            user=_user(),
-            cwd=os.getcwd(),
-            started_at_s=self._started_s,
+        argv = tuple(getattr(sys, "orig_argv", sys.argv))
+        return new_run(
+            "track",
+            argv or ("python",),
+            hardware=self._hardware(),
+            price=options.price or unpriced(load_catalog()),
+            tags=options.tags,
             interval_s=options.flush_every_s,
-            price=options.price or NOT_PRICED,
-            logical_cpus=os.cpu_count() or 1,
-            gpu_count=1 if device is not None else 0,
-            gpu_name=device,
+            argv=argv,
             accelerator=peak.accelerator.slug if peak.accelerator is not None else None,
+            started_at_s=self._started_s,
+        )
+
+    def _hardware(self) -> DetectedHardware:
+        """The device the steps are timed on (one GPU, or none: the host) and this machine's logical CPUs."""
+        clock = self._clock
+        device = clock.device_name if clock is not None else None
+        memory = clock.memory_total_bytes if clock is not None and device is not None else None
+        return DetectedHardware(
+            gpu_count=1 if device else 0,
+            gpu_name=device,
+            gpu_memory_total_bytes=float(memory) if memory else None,
+            logical_cpus=os.cpu_count() or 1,
         )
 
     def _flush_loop(self) -> None:
@@ -727,22 +725,10 @@ class Tracker:
             "unrecorded_steps": self._unrecorded_steps,
         }
 
-    def _price_by_hardware(self, ledger: Ledger, run_id: int) -> None:
+    def _price_by_hardware(self, record: RecordedRun) -> None:
         """Price the run like ``computewise run`` does, now that the device the steps ran on is known."""
-        clock = self._clock
-        device = clock.device_name if clock is not None else None
-        memory = clock.memory_total_bytes if clock is not None else None
-        hardware = DetectedHardware(
-            gpu_count=1 if device else 0,
-            gpu_name=device,
-            gpu_memory_total_bytes=float(memory) if memory else None,
-            logical_cpus=os.cpu_count() or 1,
-        )
-        catalog = load_catalog()
-        price = resolve_price(catalog, PriceRequest(), hardware)
         named = self._peak.accelerator if self._peak is not None else None  # given, or matched from the device
-        found = named or (catalog.match_device(device, hardware.gpu_memory_total_bytes) if device else None)
-        ledger.set_run_hardware(run_id, price, hardware.gpu_count, device, found.slug if found else None)
+        record.set_hardware(load_catalog(), self._hardware(), named.slug if named is not None else None)
 
     def _at_exit(self) -> None:
         # The interpreter is leaving with the run open: a framework stopped without its end hook.
@@ -846,7 +832,7 @@ def track(
     instead, when a step ends). ``clock`` 'auto' uses CUDA events when the process has CUDA in
     use, the host clock otherwise; or pass any ``StepClock``. ``first_step`` numbers the first step:
     a job resumed from a checkpoint passes the step it resumes at, so the steps of every attempt of one
-    logical run (``$COMPUTEWISE_RUN_ID`` under ``computewise run --backend``) line up and redone steps show.
+    logical run (``$COMPUTEWISE_RUN_ID`` under ``computewise run --engine``) line up and redone steps show.
     """
     tags = dict(tags or {})
     for key, value in tags.items():
@@ -907,17 +893,6 @@ def _parent_run_id() -> int | None:
     return int(text) if text.isdigit() else None
 
 
-def _status_of(error: BaseException | None) -> tuple[RunStatus, str | None]:
-    if error is None:
-        return "succeeded", None
-    if isinstance(error, SystemExit) and error.code in (0, None):
-        return "succeeded", None
-    message = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
-    if isinstance(error, KeyboardInterrupt) or (isinstance(error, SystemExit) and error.code == PREEMPTED_EXIT_CODE):
-        return "interrupted", message
-    return "failed", message
-
-
 def _percentiles(values: array[float]) -> tuple[float | None, float | None]:
     if not values:
         return None, None
@@ -939,10 +914,3 @@ def _diagnose(steps: int, wait_fraction: float | None) -> str:
     if wait_fraction > _NOTICEABLE_WAIT_FRACTION:
         return f"mostly compute-bound, but waiting for data costs {share} of step time: more loader workers would help"
     return f"compute-bound: waiting for data is {share} of step time, the input pipeline keeps up"
-
-
-def _user() -> str:
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):  # no passwd entry (some containers)
-        return str(os.getuid()) if hasattr(os, "getuid") else "unknown"

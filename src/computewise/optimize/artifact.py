@@ -32,6 +32,8 @@ from computewise.errors import InputError, MissingExtraError, ModelConfigError
 from computewise.optimize.feeds import Batch, TextFeed
 from computewise.optimize.predictors import OrtPredictor, ProgramPredictor, ort_session
 from computewise.optimize.search import SearchResult, VariantResult
+from computewise.specs.document import SCHEMA_VERSION, require_object
+from computewise.system.cpu import usable_cpus
 
 __all__ = ["MANIFEST_NAME", "MANIFEST_VERSION", "Artifact", "load_artifact", "write_artifact"]
 
@@ -118,6 +120,7 @@ def _manifest(result: SearchResult, variant: VariantResult, staging: Path, force
     summary = result.to_dict()
     row = next(v for v in summary["variants"] if v["name"] == variant.name)
     manifest: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION,
         "manifest_version": MANIFEST_VERSION,
         "variant": variant.name,
         "format": built.format,
@@ -259,6 +262,7 @@ def load_artifact(directory: str | os.PathLike[str], threads: int | None = None)
             f"{directory} is not a computewise artifact: {error}",
             "export one with computewise optimize MODEL --out DIR",
         ) from error
+    manifest = dict(require_object(manifest, "`computewise optimize --out`", str(manifest_file)))
     if manifest.get("manifest_version") != MANIFEST_VERSION:
         raise ModelConfigError(
             f"{manifest_file} has manifest version {manifest.get('manifest_version')!r}, "
@@ -271,17 +275,13 @@ def load_artifact(directory: str | os.PathLike[str], threads: int | None = None)
             f"{model_file} is missing or does not match its manifest checksum",
             "re-export the artifact; it was modified or copied incompletely",
         )
-    run = _runner(manifest, model_file, threads or _usable_cpus())
+    run = _runner(manifest, model_file, threads or usable_cpus())
     tokenizer = None
     if manifest.get("tokenizer"):
         from transformers import AutoTokenizer
 
         tokenizer = AutoTokenizer.from_pretrained(str(directory / manifest["tokenizer"]))
     return Artifact(directory, manifest, run, tokenizer)
-
-
-def _usable_cpus() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 def _runner(manifest: dict[str, Any], model_file: Path, threads: int) -> Callable[[Batch], Any]:

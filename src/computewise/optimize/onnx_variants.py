@@ -12,10 +12,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from computewise.errors import VariantSkipped
 from computewise.optimize.feeds import Feed, batches_of
-from computewise.optimize.hardware import EXECUTION_PROVIDERS
 from computewise.optimize.predictors import OrtPredictor, ort_session
-from computewise.optimize.workspace import Built, DynamicInt8, VariantSkipped, Workspace, quiet_tools
+from computewise.optimize.workspace import Built, DynamicInt8, Workspace, quiet_tools
+from computewise.system.hardware import EXECUTION_PROVIDERS
 
 __all__ = [
     "build_dynamic_int8",

@@ -19,19 +19,15 @@ from typing import Any
 
 import numpy as np
 
-from computewise.errors import ComputewiseError, InputError
-from computewise.optimize.entrypoints import import_entry_point
+from computewise.errors import ComputewiseError, EvaluationError, InputError
 from computewise.optimize.feeds import Batch, Feed
 from computewise.optimize.predictors import predict_all
+from computewise.system.entrypoints import import_entry_point
 
-__all__ = ["DropBudget", "EvaluationError", "Metric", "Score", "agreement", "load_metric", "parse_drop"]
+__all__ = ["DropBudget", "Metric", "Score", "agreement", "load_metric", "parse_drop"]
 
 # A batch-invariant variant reproduces each example's output within FP32 rounding of padded kernels.
 INVARIANCE_COSINE = 0.9999
-
-
-class EvaluationError(ComputewiseError):
-    """The user's metric raised, or returned something that is not a finite number."""
 
 
 @dataclass(frozen=True)

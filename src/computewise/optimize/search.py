@@ -40,17 +40,17 @@ from typing import Any
 
 import numpy as np
 
-from computewise.errors import InputError
+from computewise.errors import EvaluationError, InputError, VariantSkipped
 from computewise.optimize import onnx_variants as ox
 from computewise.optimize import torch_variants as tv
 from computewise.optimize.bench import BatchSpeed, PeakMemory, measure_speed
 from computewise.optimize.feeds import Feed, split_indices
-from computewise.optimize.hardware import Hardware, detect_hardware
 from computewise.optimize.predictors import predict_all
-from computewise.optimize.quality import INVARIANCE_COSINE, EvaluationError, Metric, Score, agreement
+from computewise.optimize.quality import INVARIANCE_COSINE, Metric, Score, agreement
 from computewise.optimize.selective import build_selective
 from computewise.optimize.source import ModelSource
-from computewise.optimize.workspace import Built, Doctor, DynamicInt8, VariantSkipped, Workspace, first_line
+from computewise.optimize.workspace import Built, Doctor, DynamicInt8, Workspace, first_line
+from computewise.system.hardware import Hardware, detect_hardware
 
 __all__ = ["SUSPECT_RATIO", "SearchOptions", "SearchResult", "VariantResult", "run_search"]
 

@@ -14,10 +14,11 @@ from pathlib import Path
 
 import numpy as np
 
+from computewise.errors import VariantSkipped
 from computewise.optimize.onnx_variants import onnx_built, quantizable_nodes, quantize_dynamic_file
 from computewise.optimize.predictors import OrtPredictor, ort_session, predict_all
 from computewise.optimize.quality import Metric, Score, agreement
-from computewise.optimize.workspace import Built, DynamicInt8, VariantSkipped, Workspace
+from computewise.optimize.workspace import Built, DynamicInt8, Workspace
 
 __all__ = ["build_selective", "rank_layers"]
 

@@ -24,8 +24,8 @@ from typing import Any
 import numpy as np
 
 from computewise.errors import InputError, MissingExtraError, ModelConfigError
-from computewise.optimize.entrypoints import import_entry_point
 from computewise.optimize.feeds import Batch, Feed, TensorFeed, TextFeed, read_texts
+from computewise.system.entrypoints import import_entry_point
 
 __all__ = ["TASKS", "FusionHint", "ModelSource", "load_source"]
 

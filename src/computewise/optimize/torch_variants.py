@@ -16,8 +16,9 @@ import shutil
 import warnings
 from typing import Any
 
+from computewise.errors import VariantSkipped
 from computewise.optimize.predictors import ProgramPredictor, TorchPredictor
-from computewise.optimize.workspace import Built, VariantSkipped, Workspace, quiet_tools
+from computewise.optimize.workspace import Built, Workspace, quiet_tools
 
 __all__ = [
     "build_bf16",

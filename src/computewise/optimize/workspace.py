@@ -21,13 +21,13 @@ from typing import Any
 
 import numpy as np
 
-from computewise.errors import ComputewiseError
+from computewise.errors import ComputewiseError, VariantSkipped
 from computewise.optimize.feeds import Batch, Feed
-from computewise.optimize.hardware import Hardware
 from computewise.optimize.predictors import predict_all
 from computewise.optimize.source import ModelSource
+from computewise.system.hardware import Hardware
 
-__all__ = ["Built", "Doctor", "DynamicInt8", "VariantSkipped", "Workspace", "first_line", "quiet_tools"]
+__all__ = ["Built", "Doctor", "DynamicInt8", "Workspace", "first_line", "quiet_tools"]
 
 # Operators that ONNX Runtime's transformer optimizer emits when it recognises a pattern.
 FUSED_OPERATORS = (
@@ -41,10 +41,6 @@ FUSED_OPERATORS = (
     "LayerNormalization",
     "GemmFastGelu",
 )
-
-
-class VariantSkipped(ComputewiseError):
-    """This variant cannot be built here (missing hardware or package); the reason goes in the report."""
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,9 @@
 """``plan infer``: accelerator, GPUs per replica, precision and batch for a traffic level and latency target.
 
-Replicas run at a target utilization (default 65 %) so queueing does not blow the latency
-up at peak. Their GPUs are rented by ``estimate.pricing.rent``, the rule ``estimate infer`` uses:
-replicas that leave GPUs of an instance over pay their share of it, and the option says so.
+Replicas run at a target utilization (default: the catalog's ``serving_target_utilization``) so
+queueing does not blow the latency up at peak. Their GPUs are quoted by ``estimate.quote``, the rule
+``estimate infer`` uses: replicas that leave GPUs of an instance over pay their share of it, and the
+option says so.
 
 Scale-to-zero can only drop a replica while traffic has idle gaps. A traffic level alone has none
 (constant traffic), so there it costs what always-on costs; with a mean below the peak the traffic
@@ -21,10 +22,12 @@ from computewise.errors import InfeasiblePlanError, InputError
 from computewise.estimate.arrays import col
 from computewise.estimate.assumptions import Assumptions
 from computewise.estimate.infer import InferRows, evaluate_infer, inference_weight_bytes
-from computewise.estimate.pricing import cheapest_rental, rent
+from computewise.estimate.pricing import cheapest_rental
+from computewise.estimate.quote import offering_quote
 from computewise.estimate.single import memory_dict
 from computewise.plan.result import Rejection, merge_rejections
 from computewise.specs import ModelSpec, Precision, Pricing
+from computewise.specs.document import SCHEMA_VERSION
 from computewise.units import format_bytes, format_duration
 
 if TYPE_CHECKING:
@@ -47,7 +50,7 @@ class InferConstraints:
     output_len: int
     latency_s: float | None = None  # per request, first token to last
     mean_requests_per_s: float | None = None  # for scale-to-zero; default: peak
-    target_utilization: float = 0.65
+    target_utilization: float | None = None  # default: the catalog's serving_target_utilization
     precisions: tuple[Precision, ...] = INFER_PRECISIONS
     accelerators: tuple[str, ...] = ()
     clouds: tuple[str, ...] = ()
@@ -122,6 +125,7 @@ class InferPlan:
     def to_dict(self, top: int | None = None) -> dict[str, Any]:
         candidates = self.candidates if top is None else self.candidates[:top]
         return {
+            "schema_version": SCHEMA_VERSION,
             "recommended": self.recommended.to_dict(),
             "pareto": [o.to_dict() for o in self.pareto],
             "candidates": [o.to_dict() for o in candidates],
@@ -132,8 +136,9 @@ class InferPlan:
 
 
 def plan_infer(model: ModelSpec, catalog: Catalog, assumptions: Assumptions, c: InferConstraints) -> InferPlan:
-    if not 0 < c.target_utilization <= 1:
-        raise InputError(f"target utilization must be in (0, 1], got {c.target_utilization}", "e.g. 0.65")
+    utilization = assumptions.serving_target_utilization if c.target_utilization is None else c.target_utilization
+    if not 0 < utilization <= 1:
+        raise InputError(f"target utilization must be in (0, 1], got {utilization}", "e.g. 0.65")
     offerings = [
         o
         for o in catalog.offerings
@@ -151,6 +156,7 @@ def plan_infer(model: ModelSpec, catalog: Catalog, assumptions: Assumptions, c: 
     mean_rps = c.mean_requests_per_s if c.mean_requests_per_s is not None else c.requests_per_s
     for offering in offerings:
         accel = catalog.accelerator(offering.accelerator)
+        one_gpu = offering_quote(catalog, offering, 1, c.pricing)
         rows = [
             (tp, precision, batch)
             for tp in _TP
@@ -179,9 +185,9 @@ def plan_infer(model: ModelSpec, catalog: Catalog, assumptions: Assumptions, c: 
                 memory_bandwidth_bytes_per_s=col(accel.memory_bandwidth_bytes_per_s) + 0 * tp,
                 intra_node_bytes_per_s=col(accel.interconnect_bytes_per_s) + 0 * tp,
                 tdp_w=col(accel.tdp_w) + 0 * tp,
-                rental_usd_per_h=tp * rent(offering, 1, c.pricing).usd_per_h,
-                g_co2_per_kwh=col(0.0) + 0 * tp,
-                pue=col(assumptions.cloud_pue) + 0 * tp,
+                rental_usd_per_h=tp * one_gpu.hourly_usd,
+                g_co2_per_kwh=col(one_gpu.carbon.g_co2_per_kwh) + 0 * tp,
+                pue=col(one_gpu.pue) + 0 * tp,
             ),
             assumptions,
         )
@@ -216,10 +222,10 @@ def plan_infer(model: ModelSpec, catalog: Catalog, assumptions: Assumptions, c: 
         ok = np.flatnonzero(fits & fast)
         best_row = int(ok[np.argmin(columns.usd_per_1000_requests[ok])])
         tp_best, precision, batch = rows[best_row]
-        capacity = float(columns.requests_per_s[best_row]) * c.target_utilization
+        capacity = float(columns.requests_per_s[best_row]) * utilization
         replicas = max(1, math.ceil(round(c.requests_per_s / capacity, 9)))
-        rental = rent(offering, replicas * tp_best, c.pricing)
-        hourly = rental.usd_per_h / replicas
+        rented = offering_quote(catalog, offering, replicas * tp_best, c.pricing)
+        hourly = rented.hourly_usd / replicas
         options.append(
             InferOption(
                 accelerator=accel.slug,
@@ -238,8 +244,8 @@ def plan_infer(model: ModelSpec, catalog: Catalog, assumptions: Assumptions, c: 
                 always_on_usd_per_month=replicas * hourly * HOURS_PER_MONTH,
                 scale_to_zero_usd_per_month=replicas * mean_rps / c.requests_per_s * hourly * HOURS_PER_MONTH,
                 pricing=c.pricing,
-                rental=rental.describe(),
-                shared=rental.shared,
+                rental=rented.explanation,
+                shared=rented.shared,
             )
         )
     if not options:

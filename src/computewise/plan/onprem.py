@@ -10,11 +10,11 @@ list for an accelerator are left out, never compared at $0.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from computewise.estimate.assumptions import Assumptions
 from computewise.estimate.pricing import cheapest_rental
+from computewise.estimate.quote import owned_usd_per_h
 from computewise.specs import Pricing
 
 if TYPE_CHECKING:
@@ -47,16 +47,14 @@ class BreakEven:
 
 def compare_onprem(
     catalog: Catalog,
-    assumptions: Assumptions,
     accelerators: tuple[str, ...] = (),
     pricings: tuple[Pricing, ...] = ("on-demand", "reserved-1y", "reserved-3y"),
 ) -> list[BreakEven]:
-    full_use = replace(assumptions, onprem_utilization=1.0)
     results: list[BreakEven] = []
     for server in catalog.onprem:
         if accelerators and server.accelerator not in accelerators:
             continue
-        owned = server.usd_per_h(full_use.onprem_power_usd_per_kwh, full_use.onprem_pue, 1.0)
+        owned = owned_usd_per_h(catalog, server, utilization=1.0)
         for pricing in pricings:
             offerings = [o for o in catalog.offerings_for(server.accelerator) if o.usd_per_h(pricing) is not None]
             if not offerings:

@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from computewise.specs import Pricing
+from computewise.errors import InputError
+from computewise.specs import PRICINGS, Pricing
+from computewise.specs.document import (
+    SCHEMA_VERSION,
+    read_float,
+    read_int,
+    read_list,
+    read_mapping,
+    read_str,
+    require_object,
+)
 
 __all__ = ["Option", "Plan", "Rejection", "ScalingPoint", "merge_rejections", "pareto_front", "scaling_curve"]
 
@@ -90,6 +100,46 @@ class Option:
             "co2": {"kg": self.co2_kg},
         }
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], source: str = "the plan") -> Option:
+        """The option ``to_dict`` wrote; a missing or mistyped field is an ``InputError`` naming it."""
+        hardware, layout = read_mapping(data, "hardware", source), read_mapping(data, "layout", source)
+        job, memory = read_mapping(data, "job", source), read_mapping(data, "memory", source)
+        compute, time = read_mapping(data, "compute", source), read_mapping(data, "time", source)
+        cost = read_mapping(data, "cost", source)
+        return cls(
+            accelerator=read_str(data, "accelerator", source),
+            gpus=read_int(data, "gpus", source),
+            instances=read_int(hardware, "instances", source),
+            cloud=read_str(hardware, "cloud", source),
+            instance_type=read_str(hardware, "instance_type", source),
+            region=read_str(hardware, "region", source),
+            pricing=_pricing(read_str(cost, "pricing", source), source),
+            usd_per_h=read_float(cost, "usd_per_hour", source),
+            tp=read_int(layout, "tp", source),
+            pp=read_int(layout, "pp", source),
+            dp=read_int(layout, "dp", source),
+            zero=read_int(layout, "zero", source),
+            precision=read_str(job, "precision", source),
+            micro_batch=read_int(job, "micro_batch", source),
+            recompute=read_str(job, "recompute", source),
+            memory_bytes=_floats(read_mapping(memory, "per_device_bytes", source), source),
+            capacity_bytes=read_float(memory, "capacity_bytes", source),
+            flops=read_float(compute, "flops", source),
+            time_s=read_float(time, "seconds", source),
+            cost_usd=read_float(cost, "usd", source),
+            energy_kwh=read_float(read_mapping(data, "energy", source), "kwh", source),
+            co2_kg=read_float(read_mapping(data, "co2", source), "kg", source),
+            mfu=read_float(compute, "mfu", source),
+            cp=read_int(layout, "cp", source),
+            ep=read_int(layout, "ep", source),
+            virtual_stages=read_int(layout, "virtual_stages", source),
+            framework=read_str(job, "framework", source),
+            step_s=read_float(time, "step_seconds", source),
+            step_breakdown_s=_floats(read_mapping(time, "breakdown_seconds_per_step", source), source),
+            bottleneck=read_str(read_mapping(time, "bottleneck", source), "advice", source),
+        )
+
 
 @dataclass(frozen=True)
 class Rejection:
@@ -108,6 +158,17 @@ class Rejection:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], source: str = "the plan") -> Rejection:
+        return cls(
+            accelerator=read_str(data, "accelerator", source),
+            gpus=read_int(data, "gpus", source),
+            stage=read_str(data, "stage", source),
+            reason=read_str(data, "reason", source),
+            candidates=read_int(data, "candidates", source),
+            option=read_str(data, "option", source),
+        )
 
 
 def merge_rejections(rejections: Sequence[Rejection]) -> tuple[Rejection, ...]:
@@ -140,6 +201,18 @@ class ScalingPoint:
     cost_usd: float
     efficiency: float
 
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], source: str = "the plan") -> ScalingPoint:
+        return cls(
+            gpus=read_int(data, "gpus", source),
+            time_s=read_float(data, "time_s", source),
+            cost_usd=read_float(data, "cost_usd", source),
+            efficiency=read_float(data, "efficiency", source),
+        )
+
 
 def scaling_curve(options: Sequence[Option], like: Option) -> tuple[ScalingPoint, ...]:
     """How ``like``'s instance type scales with more instances: where efficiency falls, communication wins."""
@@ -162,6 +235,11 @@ def scaling_curve(options: Sequence[Option], like: Option) -> tuple[ScalingPoint
 
 @dataclass(frozen=True)
 class Plan:
+    """A training plan: what ``plan train --json`` prints (``to_dict``) and ``submit --plan`` reads (``from_dict``).
+
+    Read back from a file written with ``--top``, ``candidates`` holds only the few that were written.
+    """
+
     recommended: Option
     pareto: tuple[Option, ...]
     candidates: tuple[Option, ...]  # ranked, best first
@@ -172,11 +250,56 @@ class Plan:
     def to_dict(self, top: int | None = None) -> dict[str, Any]:
         candidates = self.candidates if top is None else self.candidates[:top]
         return {
+            "schema_version": SCHEMA_VERSION,
             "recommended": self.recommended.to_dict(),
             "pareto": [o.to_dict() for o in self.pareto],
             "candidates": [o.to_dict() for o in candidates],
             "rejected": [r.to_dict() for r in self.rejected],
             "considered": self.considered,
             "feasible": len(self.candidates),
-            "scaling": [asdict(p) for p in self.scaling],
+            "scaling": [p.to_dict() for p in self.scaling],
         }
+
+    @classmethod
+    def from_dict(cls, data: object, source: str = "the plan") -> Plan:
+        """A plan read back from ``computewise plan train --json``; anything else is an ``InputError``."""
+        plan = require_object(data, "`computewise plan train --json`", source)
+        if not isinstance(plan.get("recommended"), Mapping):
+            raise InputError(
+                f"{source} has no recommended option: it is not a computewise training plan",
+                "write it with `computewise plan train ... --json > plan.json`",
+            )
+
+        def options(key: str) -> tuple[Option, ...]:
+            return tuple(Option.from_dict(_object(o, key, source), source) for o in read_list(plan, key, source))
+
+        return cls(
+            recommended=Option.from_dict(read_mapping(plan, "recommended", source), source),
+            pareto=options("pareto"),
+            candidates=options("candidates"),
+            rejected=tuple(
+                Rejection.from_dict(_object(r, "rejected", source), source) for r in read_list(plan, "rejected", source)
+            ),
+            considered=read_int(plan, "considered", source),
+            scaling=tuple(
+                ScalingPoint.from_dict(_object(p, "scaling", source), source)
+                for p in read_list(plan, "scaling", source)
+            ),
+        )
+
+
+def _object(value: object, key: str, source: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise InputError(f"{source}: every entry of {key} must be a JSON object, got {type(value).__name__}")
+    return value
+
+
+def _floats(values: Mapping[str, Any], source: str) -> dict[str, float]:
+    return {key: read_float(values, key, source) for key in values}
+
+
+def _pricing(text: str, source: str) -> Pricing:
+    for pricing in PRICINGS:
+        if pricing == text:
+            return pricing
+    raise InputError(f"{source}: unknown pricing {text!r}", f"one of {', '.join(PRICINGS)}")

@@ -10,10 +10,11 @@ only parses their text. Three ways to pay for the same traffic are compared:
   a cold start (billed start-up time, and a wait for the first request) each time traffic returns.
 
 The sizing rule is utilization headroom: a replica that sustains ``C`` requests/s within its latency
-SLO is planned at ``C x u`` (``u`` = 0.65 by default), because queueing delay grows as ``u/(1-u)``
-(M/M/1, Kleinrock 1975, *Queueing Systems* vol. 1, ch. 3) and an autoscaler needs room to absorb
-the rise while a new replica starts. The same ``u`` gives the Kubernetes HPA target and, with
-Little's law (``L = lambda x W``; Little 1961), the Ray Serve ``target_ongoing_requests``.
+SLO is planned at ``C x u`` (``u``: the catalog's ``serving_target_utilization`` unless given),
+because queueing delay grows as ``u/(1-u)`` (M/M/1, Kleinrock 1975, *Queueing Systems* vol. 1,
+ch. 3) and an autoscaler needs room to absorb the rise while a new replica starts. The same ``u``
+gives the Kubernetes HPA target and, with Little's law (``L = lambda x W``; Little 1961), the Ray
+Serve ``target_ongoing_requests``.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import csv
 import io
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -30,6 +31,8 @@ import numpy as np
 
 from computewise.errors import InputError
 from computewise.plan.infer import HOURS_PER_MONTH
+from computewise.specs.document import SCHEMA_VERSION
+from computewise.specs.loadtest import LoadtestRun, MaxRateSearch
 from computewise.units import plural
 
 __all__ = [
@@ -194,6 +197,7 @@ class ServePlan:
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            "schema_version": SCHEMA_VERSION,
             "capacity": {
                 "rps_per_replica": self.capacity_rps_per_replica,
                 "target_utilization": self.target_utilization,
@@ -340,12 +344,16 @@ def plan_serving(
     capacity_rps_per_replica: float,
     traffic: TrafficProfile,
     hourly_usd_per_replica: float,
-    target_utilization: float = 0.65,
+    *,
+    target_utilization: float,
     min_replicas: int = 1,
-    scale_to_zero_cold_start_s: float = 30.0,
+    scale_to_zero_cold_start_s: float,
     latency_s: float | None = None,
 ) -> ServePlan:
     """Replicas at peak and mean, and the monthly cost (730 h) and $ per 1000 requests of each serving mode.
+
+    ``target_utilization`` and ``scale_to_zero_cold_start_s`` are assumptions: the CLI passes the flags,
+    else the catalog's ``serving_target_utilization`` and ``serving_cold_start_s``.
 
     $ per 1000 requests divides each mode's monthly bill by the requests actually served in a month
     (mean rps x 3600 x 730), so idle capacity shows up in the price of every request.
@@ -574,93 +582,53 @@ def _number(cell: str, source: str, line: int, column: str) -> float:
     return value
 
 
-def capacity_from_loadtest(data: object, source: str = "loadtest result") -> LoadtestCapacity:
-    """The per-replica capacity in a ``computewise loadtest --json`` result (already decoded from JSON).
+def capacity_from_loadtest(result: LoadtestRun | MaxRateSearch, source: str = "loadtest result") -> LoadtestCapacity:
+    """The per-replica capacity in a ``computewise loadtest --json`` result (``specs.loadtest.read_loadtest``).
 
-    Accepted shapes (JSON objects):
-
-    - ``loadtest --find-max --slo-p99-ms X --json``: ``max_rate_rps`` (or ``best_rate_rps``), the
-      highest offered rate that met the SLO, is the capacity; the median latency ``p50_ms`` of ``best``
-      (the probe at that rate), else of the entry of ``probes`` (or ``results``) nearest that rate,
-      is the latency; ``slo_p99_ms`` is quoted when present. A null rate means no rate met the SLO;
+    - ``loadtest --find-max --slo-p99-ms X --json``: ``max_rate_rps``, the highest offered rate that
+      met the SLO, is the capacity and the median latency of the probe at that rate the latency. A
+      null rate means no rate met the SLO;
     - ``loadtest --json`` (one rate): ``throughput_rps``, the answers per second, is the capacity and
       ``p50_ms`` the latency; ``error_rate`` and ``rejection_rate`` above 1 % are flagged, as they mean
       the replica was overloaded.
     """
-    if not isinstance(data, Mapping):
-        raise InputError(
-            f"{source}: expected a JSON object from `computewise loadtest --json`, got {type(data).__name__}",
-            "pass the file written by `computewise loadtest URL --json > result.json`",
+    if isinstance(result, MaxRateSearch):
+        best = _positive(
+            result.max_rate_rps,
+            "max_rate_rps",
+            source,
+            "no rate met the SLO: rerun --find-max from a lower --rate or with a looser SLO",
         )
-    rate_key = next((k for k in _FIND_MAX_KEYS if k in data), None)
-    if rate_key is not None:
-        best = _positive_field(
-            data, rate_key, source, "no rate met the SLO: rerun --find-max from a lower --rate or with a looser SLO"
+        probe = result.best
+        latency_s = None if probe is None or probe.p50_ms is None else probe.p50_ms / 1000.0
+        description = (
+            f"{source}: highest sustained rate {_num(best)} requests/s within p99 <= {_num(result.slo_p99_ms)} ms"
         )
-        return LoadtestCapacity(best, _find_max_latency_s(data, best), _find_max_description(data, best, source))
-    if "throughput_rps" in data:
-        throughput = _positive_field(data, "throughput_rps", source, "the run answered nothing: check the server")
-        p50_ms = _as_float(data.get("p50_ms"))
-        notes = [
-            "capacity from a single-rate loadtest: it measured the rate offered, not the most the replica "
-            "sustains within an SLO; `computewise loadtest --find-max --slo-p99-ms X --json` measures that"
-        ]
-        failed = sum(_as_float(data.get(k)) or 0.0 for k in ("error_rate", "rejection_rate"))
-        if failed > 0.01:
-            notes.append(
-                f"{failed:.1%} of the loadtest's requests failed or were rejected: the replica was overloaded, "
-                "so its throughput is a ceiling, above what it sustains within a latency SLO"
-            )
-        return LoadtestCapacity(
-            throughput,
-            None if p50_ms is None else p50_ms / 1000.0,
-            f"{source}: measured throughput {_num(throughput)} requests/s",
-            tuple(notes),
+        return LoadtestCapacity(best, latency_s, description)
+    run = result.result
+    throughput = _positive(run.throughput_rps, "throughput_rps", source, "the run answered nothing: check the server")
+    notes = [
+        "capacity from a single-rate loadtest: it measured the rate offered, not the most the replica "
+        "sustains within an SLO; `computewise loadtest --find-max --slo-p99-ms X --json` measures that"
+    ]
+    failed = run.error_rate + run.rejection_rate
+    if failed > 0.01:
+        notes.append(
+            f"{failed:.1%} of the loadtest's requests failed or were rejected: the replica was overloaded, "
+            "so its throughput is a ceiling, above what it sustains within a latency SLO"
         )
-    raise InputError(
-        f"{source}: no 'max_rate_rps', 'best_rate_rps' or 'throughput_rps' field; this is not a loadtest result",
-        "pass the JSON of `computewise loadtest URL --json` or `--find-max --slo-p99-ms X --json`",
+    return LoadtestCapacity(
+        throughput,
+        None if run.p50_ms is None else run.p50_ms / 1000.0,
+        f"{source}: measured throughput {_num(throughput)} requests/s",
+        tuple(notes),
     )
 
 
-_FIND_MAX_KEYS = ("max_rate_rps", "best_rate_rps")
-
-
-def _find_max_latency_s(data: Mapping[str, Any], best_rps: float) -> float | None:
-    """p50 of the probe at the capacity: ``best`` if given, else the listed probe nearest that rate."""
-    best = data.get("best")
-    if isinstance(best, Mapping) and (p50_ms := _as_float(best.get("p50_ms"))) is not None:
-        return p50_ms / 1000.0
-    probes = data.get("probes", data.get("results"))
-    rated = [
-        (rate, p50_ms)
-        for probe in (probes if isinstance(probes, list) else [])
-        if isinstance(probe, Mapping)
-        and (rate := _as_float(probe.get("rate_rps"))) is not None
-        and (p50_ms := _as_float(probe.get("p50_ms"))) is not None
-    ]
-    nearest = min(rated, key=lambda pair: abs(pair[0] - best_rps), default=None)
-    return None if nearest is None else nearest[1] / 1000.0
-
-
-def _find_max_description(data: Mapping[str, Any], best_rps: float, source: str) -> str:
-    slo_ms = _as_float(data.get("slo_p99_ms"))
-    within = f" within p99 <= {_num(slo_ms)} ms" if slo_ms is not None else ""
-    return f"{source}: highest sustained rate {_num(best_rps)} requests/s{within}"
-
-
-def _positive_field(data: Mapping[str, Any], key: str, source: str, hint: str) -> float:
-    value = _as_float(data.get(key))
+def _positive(value: float | None, key: str, source: str, hint: str) -> float:
     if value is None or not (value > 0 and math.isfinite(value)):
-        raise InputError(f"{source}: {key} must be a positive number, got {data.get(key)!r}", hint)
+        raise InputError(f"{source}: {key} must be a positive number, got {value!r}", hint)
     return value
-
-
-def _as_float(value: object) -> float | None:
-    """A JSON number as a float; None for anything else (null, strings, booleans)."""
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return float(value)
-    return None
 
 
 def _check_k8s_name(name: str, flag: str) -> None:

@@ -37,7 +37,8 @@ from computewise.estimate.collectives import Fabric, fabric_for, stack_fabrics
 from computewise.estimate.cost import energy_kwh
 from computewise.estimate.layout import VIRTUAL_STAGES, stage_slots
 from computewise.estimate.memory import MemoryBreakdown, bytes_per_value, optimizer_bytes_per_param
-from computewise.estimate.pricing import cheapest_rental, onprem_network_per_device, rent
+from computewise.estimate.pricing import cheapest_rental
+from computewise.estimate.quote import Quote, offering_quote, server_quote
 from computewise.estimate.single import memory_dict
 from computewise.estimate.train import TrainColumns, TrainHardware, TrainLayout, evaluate_train, train_memory
 from computewise.plan.result import Option, Plan, Rejection, merge_rejections, pareto_front, scaling_curve
@@ -60,7 +61,6 @@ if TYPE_CHECKING:
 __all__ = [
     "CLOUD_PRICINGS",
     "DEFAULT_MAX_GPUS",
-    "MAX_GPUS_LIMIT",
     "TRAIN_PRECISIONS",
     "TrainConstraints",
     "instance_counts",
@@ -88,9 +88,8 @@ _EVAL_CHUNK_ROWS = 1 << 15  # rows per evaluate_train call: its temporaries stay
 
 # The default (64 eight-GPU nodes) answers in well under a second over the whole catalog
 # (benchmarks/speed.py); frontier runs raise it (16,384 plans in about half a second in-process,
-# 131,072 works). The limit is a typo guard, ~5x the largest clusters built.
+# 131,072 works); limits.FLAG_LIMITS bounds --max-gpus.
 DEFAULT_MAX_GPUS = 512
-MAX_GPUS_LIMIT = 1_000_000
 
 _MEGATRON = FRAMEWORKS.index("megatron")
 _PYTORCH = FRAMEWORKS.index("pytorch")
@@ -260,7 +259,7 @@ class _Hardware:
     accelerator: Accelerator
     devices_per_node: int
     node_network_bytes_per_s: float  # all NICs of one node
-    prices: tuple[tuple[str, str, str, Pricing, float, float], ...]  # cloud, type, region, pricing, $/h, gCO2/kWh
+    prices: tuple[Quote, ...]  # one instance (or owned server) of each offering, at each pricing
     fabric: Fabric  # one row: the links and NICs with their efficiencies and latencies
 
 
@@ -278,37 +277,30 @@ def _matching(catalog: Catalog, c: TrainConstraints) -> list[Offering]:
 
 
 def _hardware(catalog: Catalog, c: TrainConstraints, assumptions: Assumptions) -> list[_Hardware]:
-    """Machine shapes with their prices: whole instances, priced by ``estimate.pricing.rent``."""
+    """Machine shapes with their prices: one whole instance or owned server each, quoted by ``estimate.quote``."""
     wanted = set(c.accelerators)
-    shapes: dict[tuple[str, int, float, str], list[tuple[str, str, str, Pricing, float, float]]] = {}
+    shapes: dict[tuple[str, int, float, str], list[Quote]] = {}
     fabrics: dict[tuple[str, int, float, str], Fabric] = {}
     cloud_pricings = [p for p in c.pricings if p != "on-prem"]
     for o in _matching(catalog, c):
         key = (o.accelerator, o.accelerator_count, o.network_bytes_per_s, o.fabric)
         if key not in fabrics:
             fabrics[key] = fabric_for(catalog.accelerator(o.accelerator), o, catalog, assumptions)
-        carbon = catalog.carbon_g_per_kwh(o.cloud, o.region)
         for pricing in cloud_pricings:
             if o.usd_per_h(pricing) is not None:
-                hourly = rent(o, o.accelerator_count, pricing).usd_per_h
-                shapes.setdefault(key, []).append((o.cloud, o.instance_type, o.region, pricing, hourly, carbon))
+                shapes.setdefault(key, []).append(offering_quote(catalog, o, o.accelerator_count, pricing))
     if "on-prem" in c.pricings:
         for server in catalog.onprem:
             if wanted and server.accelerator not in wanted:
                 continue
             accel = catalog.accelerator(server.accelerator)
-            hourly = server.usd_per_h(
-                assumptions.onprem_power_usd_per_kwh, assumptions.onprem_pue, assumptions.onprem_utilization
-            )
-            network = onprem_network_per_device(catalog, accel.slug) * server.accelerator_count
+            owned = server_quote(catalog, server, server.accelerator_count)
+            network = owned.node_network_bytes_per_s
             key = (server.accelerator, server.accelerator_count, network, "")
             if key not in fabrics:
                 alone = fabric_for(accel, None, catalog, assumptions, devices_per_node=server.accelerator_count)
                 fabrics[key] = replace(alone, node_network_bytes_per_s=col(network))
-            name = f"{server.accelerator_count}x {accel.name} server"
-            shapes.setdefault(key, []).append(
-                ("on-prem", name, "owned", "on-prem", hourly, assumptions.world_g_co2_per_kwh)
-            )
+            shapes.setdefault(key, []).append(owned)
     return [
         _Hardware(catalog.accelerator(key[0]), key[1], key[2], tuple(prices), fabrics[key])
         for key, prices in sorted(shapes.items())
@@ -328,7 +320,8 @@ def _units(hardware: Sequence[_Hardware], c: TrainConstraints) -> tuple[list[tup
                 rejections.append(Rejection(h.accelerator.slug, n * h.devices_per_node, "network", reason, 0))
                 break
             if n > 1 and h.node_network_bytes_per_s <= 0:
-                reason = f"network bandwidth of {h.prices[0][1]} is not in the catalog; planned on one instance only"
+                name = h.prices[0].instance_type
+                reason = f"network bandwidth of {name} is not in the catalog; planned on one instance only"
                 rejections.append(Rejection(h.accelerator.slug, n * h.devices_per_node, "network", reason, 0))
                 break
             units.append((h_index, n))
@@ -558,7 +551,7 @@ def plan_train(model: ModelSpec, catalog: Catalog, assumptions: Assumptions, con
             continue
         h = hardware[h_index]
         for price in h.prices:
-            row = int(fastest[price[3] == "spot"][u])
+            row = int(fastest[price.pricing == "spot"][u])
             options.append(_option(h, n, price, position[row], int(layout_index[row]), layouts, columns, assumptions))
     return _select(options, rejections, c, considered)
 
@@ -566,7 +559,7 @@ def plan_train(model: ModelSpec, catalog: Catalog, assumptions: Assumptions, con
 def _option(
     h: _Hardware,
     instances: int,
-    price: tuple[str, str, str, Pricing, float, float],
+    price: Quote,
     r: int,
     li: int,
     layouts: _Layouts,
@@ -574,12 +567,13 @@ def _option(
     assumptions: Assumptions,
 ) -> Option:
     """Option from row ``r`` of ``columns``, which timed layout ``li`` on ``h``."""
-    cloud, instance_type, region, pricing, hourly, carbon = price
+    pricing, hourly = price.pricing, price.hourly_usd
     gpus = instances * h.devices_per_node
     time_s = float(columns.time_s[r] if pricing == "spot" else columns.steps[r] * columns.step_s[r])
-    pue = assumptions.onprem_pue if pricing == "on-prem" else assumptions.cloud_pue
     kwh = float(
-        energy_kwh(col(gpus), col(h.accelerator.tdp_w), assumptions.gpu_power_fraction_of_tdp, col(time_s), col(pue))
+        energy_kwh(
+            col(gpus), col(h.accelerator.tdp_w), assumptions.gpu_power_fraction_of_tdp, col(time_s), col(price.pue)
+        )
     )
     rows = layouts.rows
     tp, pp, cp = int(rows.tp[li]), int(rows.pp[li]), int(rows.cp[li])
@@ -588,9 +582,9 @@ def _option(
         accelerator=h.accelerator.slug,
         gpus=gpus,
         instances=instances,
-        cloud=cloud,
-        instance_type=instance_type,
-        region=region,
+        cloud=price.cloud or "",
+        instance_type=price.instance_type or "",
+        region=price.region or "",
         pricing=pricing,
         usd_per_h=instances * hourly,
         tp=tp,
@@ -606,7 +600,7 @@ def _option(
         time_s=time_s,
         cost_usd=instances * hourly * time_s / 3600.0,
         energy_kwh=kwh,
-        co2_kg=kwh * carbon / 1000.0,
+        co2_kg=kwh * price.carbon.g_co2_per_kwh / 1000.0,
         mfu=float(columns.mfu[r]),
         cp=cp,
         ep=int(rows.ep[li]),

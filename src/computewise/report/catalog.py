@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from computewise.catalog import usd_per_accelerator_h
+from computewise.estimate.quote import owned_usd_per_h
 from computewise.report.rows import Grid
 from computewise.units import format_usd
 
@@ -100,7 +101,7 @@ def onprem_grid(catalog: Catalog, rows: tuple[OnPremCost, ...]) -> tuple[str, Gr
             f"{row.lifetime_years:g} y",
             f"{row.server_power_w / 1000:.1f} kW",
             _usd(row.ops_usd_per_year),
-            _usd(row.usd_per_h(power_usd_per_kwh, pue, utilization) / row.accelerator_count),
+            _usd(owned_usd_per_h(catalog, row) / row.accelerator_count),
         )
         for row in rows
     )

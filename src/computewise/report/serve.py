@@ -16,7 +16,8 @@ from computewise.report.rows import Grid
 if TYPE_CHECKING:
     from rich.text import Text
 
-    from computewise.serve.loadtest import LoadProgress, LoadResult
+    from computewise.serve.loadtest import LoadProgress
+    from computewise.specs.loadtest import LoadResult
 
 __all__ = [
     "LoadProgressView",

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from computewise.catalog import load_catalog
-from computewise.scale.backend import BackendError
+from computewise.errors import JobEngineError
 
 __all__ = ["EngineNames", "engine_names"]
 
@@ -49,7 +49,7 @@ def engine_names(accelerator: str) -> EngineNames:
     slug = load_catalog().accelerator(accelerator).slug
     names = _NAMES.get(slug)
     if names is None:
-        raise BackendError(
+        raise JobEngineError(
             f"accelerator {slug!r} has no NVIDIA GPU label that Kubernetes, Slurm or SkyPilot schedules by",
             f"use one of {', '.join(sorted(_NAMES))}, or leave out --accelerator and select nodes yourself",
         )

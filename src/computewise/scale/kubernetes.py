@@ -1,4 +1,4 @@
-"""A ``JobSpec`` as a Kubernetes batch/v1 Job that survives preemption, and a backend that submits it.
+"""A ``JobSpec`` as a Kubernetes batch/v1 Job that survives preemption, and an engine that submits it.
 
 Preemption on Kubernetes reaches a pod two ways: the node is drained or reclaimed (the pod gets
 the ``DisruptionTarget`` condition) or computewise.train catches SIGTERM, saves and exits 75. The
@@ -13,12 +13,12 @@ import math
 import re
 from typing import Any
 
-from computewise.errors import MissingExtraError
+from computewise.errors import JobEngineError, MissingExtraError
 from computewise.scale.accelerators import engine_names
-from computewise.scale.backend import PREEMPTED_EXIT_CODE, BackendError, JobHandle, JobSpec, JobStatus, Resources
+from computewise.scale.engine import PREEMPTED_EXIT_CODE, JobHandle, JobSpec, JobStatus, Resources
 from computewise.scale.yaml_text import YamlValue, dump_yaml
 
-__all__ = ["CONTAINER_NAME", "KubernetesBackend", "job_manifest", "render_job"]
+__all__ = ["CONTAINER_NAME", "KubernetesEngine", "job_manifest", "render_job"]
 
 CONTAINER_NAME = "job"
 # computewise.train needs a step to finish and a checkpoint to be written after SIGTERM; the
@@ -43,18 +43,18 @@ def _cpu_quantity(cpus: float) -> str:
 
 def _whole_gpus(resources: Resources) -> int:
     if resources.gpus != int(resources.gpus):
-        raise BackendError(
+        raise JobEngineError(
             f"Kubernetes cannot give a job {resources.gpus} of a GPU: nvidia.com/gpu is counted in whole devices",
             "ask for whole GPUs (--gpus 1), use MIG or time-slicing on the cluster and request that resource in the "
-            "rendered manifest, or share GPUs with the ray backend",
+            "rendered manifest, or share GPUs with the ray engine",
         )
     return int(resources.gpus)
 
 
 def job_manifest(spec: JobSpec, namespace: str = "default") -> dict[str, YamlValue]:
-    """The Job as plain data: what ``render_job`` prints and ``KubernetesBackend.submit`` sends."""
+    """The Job as plain data: what ``render_job`` prints and ``KubernetesEngine.submit`` sends."""
     if spec.image is None:
-        raise BackendError(
+        raise JobEngineError(
             f"the Kubernetes Job {spec.name!r} needs a container image",
             "pass --image, e.g. --image ghcr.io/org/train:1.0 (an image with your code and computewise installed)",
         )
@@ -128,7 +128,7 @@ def render_job(spec: JobSpec, namespace: str = "default") -> str:
     return dump_yaml(job_manifest(spec, namespace))
 
 
-class KubernetesBackend:
+class KubernetesEngine:
     """Submits Jobs with the official ``kubernetes`` client, using the current kubeconfig context."""
 
     name = "kubernetes"
@@ -141,7 +141,7 @@ class KubernetesBackend:
         try:
             config.load_kube_config()
         except Exception as error:  # the client raises several unrelated types for a missing or bad kubeconfig
-            raise BackendError(
+            raise JobEngineError(
                 f"cannot load a Kubernetes configuration: {error}",
                 "set KUBECONFIG or run `kubectl config use-context NAME`; or use --dry-run and kubectl apply -f",
             ) from error

@@ -1,4 +1,4 @@
-"""The default backend: the job as a detached child process on this machine (torchrun for several), its output
+"""The default engine: the job as a detached child process on this machine (torchrun for several), its output
 in a log file.
 
 Small on purpose: it is what a single machine needs and what tests and ``--dry-run`` users compare
@@ -18,9 +18,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from computewise.scale.backend import PREEMPTED_EXIT_CODE, BackendError, JobExit, JobHandle, JobSpec, JobStatus
+from computewise.errors import JobEngineError
+from computewise.scale.engine import PREEMPTED_EXIT_CODE, JobExit, JobHandle, JobSpec, JobStatus
 
-__all__ = ["LocalBackend", "default_state_dir"]
+__all__ = ["LocalEngine", "default_state_dir"]
 
 # Runs the command, then records its exit code (minus the signal number when a signal killed it).
 # The wrapper outlives a cancel's SIGTERM to record the code: a handler, not SIG_IGN, so the
@@ -42,7 +43,7 @@ def default_state_dir() -> Path:
     return Path(os.environ.get("COMPUTEWISE_HOME", Path.home() / ".computewise")) / "jobs"
 
 
-class LocalBackend:
+class LocalEngine:
     """Starts each job in its own session (so cancel reaches the whole process group), detached from us."""
 
     name = "local"
@@ -53,7 +54,7 @@ class LocalBackend:
     def _dir(self, handle: JobHandle) -> Path:
         job_dir = self.state_dir / handle.job_id
         if not job_dir.is_dir():
-            raise BackendError(f"no local job {handle.job_id!r} in {self.state_dir}", "check the job id")
+            raise JobEngineError(f"no local job {handle.job_id!r} in {self.state_dir}", "check the job id")
         return job_dir
 
     def submit(self, spec: JobSpec) -> JobHandle:
@@ -76,7 +77,7 @@ class LocalBackend:
                     start_new_session=True,
                 )
             except OSError as error:
-                raise BackendError(f"cannot start {spec.command[0]!r}: {error}", "check the command") from error
+                raise JobEngineError(f"cannot start {spec.command[0]!r}: {error}", "check the command") from error
         (job_dir / "pid").write_text(str(child.pid), encoding="utf-8")
         _ORPHANS.append(child)
         return JobHandle(self.name, job_id, spec.name)

@@ -23,8 +23,7 @@ import os
 import socket
 from collections.abc import Iterator, Mapping
 
-from computewise.errors import InputError, MissingExtraError
-from computewise.scale.backend import BackendError
+from computewise.errors import InputError, JobEngineError, MissingExtraError
 from computewise.serve.exposure import is_loopback
 
 __all__ = ["connected", "current_address", "gcs_address", "largest_node", "last_line", "nodes", "probe"]
@@ -41,7 +40,7 @@ def gcs_address(address: str | None, environ: Mapping[str, str] | None = None) -
         address, source = env.get("RAY_ADDRESS", ""), "RAY_ADDRESS"
     address = address.strip()
     if not address:
-        raise InputError("the Ray backend needs the cluster's address", f"{_HINT}, or set RAY_ADDRESS")
+        raise InputError("Ray needs the cluster's address", f"{_HINT}, or set RAY_ADDRESS")
     if "://" in address:
         scheme = address.split("://", 1)[0]
         what = "a Ray Client address" if scheme == "ray" else "the dashboard (Jobs API) address"
@@ -56,7 +55,7 @@ def probe(address: str) -> None:
     """Refuse in seconds when nothing listens at the GCS address."""
     host, port = _split(address)
     if not _accepts(host, port):
-        raise BackendError(
+        raise JobEngineError(
             f"no Ray cluster reachable at {address}",
             "start one (`ray start --head --node-ip-address=127.0.0.1`) or pass the GCS address it prints, "
             "e.g. --address 127.0.0.1:6379",
@@ -77,7 +76,7 @@ def connected(address: str) -> Iterator[None]:
     if ray.is_initialized():
         current = current_address()
         if _split(current)[1] != _split(address)[1]:
-            raise BackendError(
+            raise JobEngineError(
                 f"this process is already connected to the Ray cluster at {current}, not {address}",
                 "pass the same address, or call ray.shutdown() first",
             )
@@ -88,7 +87,7 @@ def connected(address: str) -> Iterator[None]:
         with _over_loopback_if_needed(address):
             ray.init(address=address, logging_level=logging.ERROR, log_to_driver=False)
     except Exception as error:  # ConnectionError, RuntimeError, TimeoutError, ValueError: not a GCS, or refused
-        raise BackendError(
+        raise JobEngineError(
             f"cannot join the Ray cluster at {address}: {last_line(str(error))}",
             "check it with `ray status`; pass the GCS address, not the dashboard port",
         ) from error

@@ -1,4 +1,4 @@
-"""The Ray Jobs backend: a ``JobSpec`` becomes one Ray job, submitted through the Ray Jobs SDK.
+"""The Ray Jobs engine: a ``JobSpec`` becomes one Ray job, submitted through the Ray Jobs SDK.
 
 Ray already schedules, retries and reports; computewise adds the sizing, the stable run name in
 the job metadata, and a refusal up front when the cluster can never run the request (Ray itself
@@ -31,16 +31,16 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from computewise.catalog import load_catalog
-from computewise.errors import InputError, MissingExtraError, UnknownNameError
+from computewise.errors import InputError, JobEngineError, MissingExtraError, UnknownNameError
 from computewise.monitor.track import RUN_ID_ENV
-from computewise.scale.backend import BackendError, JobExit, JobHandle, JobSpec, JobStatus
+from computewise.scale.engine import JobExit, JobHandle, JobSpec, JobStatus
 from computewise.train.memory_cap import fraction_memory_cap
 from computewise.units import plural
 
 if TYPE_CHECKING:
     from ray.job_submission import JobSubmissionClient
 
-__all__ = ["ClusterNode", "RayJobsBackend", "ray_accelerator_type", "submit_while_agent_starts"]
+__all__ = ["ClusterNode", "RayJobsEngine", "ray_accelerator_type", "submit_while_agent_starts"]
 
 # Long enough for a loaded head node on a slow link, short enough that a wrong address fails fast.
 _PROBE_TIMEOUT_S = 3.0
@@ -135,7 +135,7 @@ def submit_while_agent_starts(
     submission_id: str = "",
 ) -> str:
     """``submit()``, retried with doubling waits while Ray's job agent is still starting, for at most
-    ``_AGENT_WAIT_S``; any other refusal, or the agent still missing after that, is a BackendError."""
+    ``_AGENT_WAIT_S``; any other refusal, or the agent still missing after that, is a JobEngineError."""
     deadline_s = clock() + _AGENT_WAIT_S
     wait_s = _FIRST_RETRY_S
     retried = False
@@ -154,14 +154,14 @@ def submit_while_agent_starts(
                         "cluster on the same machine holding the agent's port 52365: start this one with "
                         f"`ray start --head --dashboard-agent-listen-port=PORT` (a free port), or {fix}"
                     )
-                raise BackendError(f"Ray refused job {name!r}: {err}", fix) from err
+                raise JobEngineError(f"Ray refused job {name!r}: {err}", fix) from err
             say(f"Ray's job agent is still starting; submitting {name!r} again in {wait_s:g} s")
             sleep(wait_s)
             retried = True
             wait_s = min(2.0 * wait_s, _LONGEST_RETRY_S)
 
 
-class RayJobsBackend:
+class RayJobsEngine:
     """Submit ``JobSpec``s to a running Ray cluster through its Jobs API (the dashboard address)."""
 
     name = "ray"
@@ -174,7 +174,7 @@ class RayJobsBackend:
         try:
             self._client = client_class(self.address)
         except (RuntimeError, ConnectionError, OSError) as err:
-            raise BackendError(
+            raise JobEngineError(
                 f"the Ray Jobs API at {self.address} refused: {err}", "check the cluster with `ray status`"
             ) from err
 
@@ -189,7 +189,7 @@ class RayJobsBackend:
                 if row.get("state") == "ALIVE"
             ]
         except (KeyError, TypeError, ValueError) as err:
-            raise BackendError(
+            raise JobEngineError(
                 f"the Ray cluster at {self.address} (Ray {self._ray_version}) sent its node list in an unknown shape",
                 "use a Ray version whose state API serves /api/v0/nodes (Ray 2.x)",
             ) from err
@@ -210,7 +210,7 @@ class RayJobsBackend:
         if not problems and not any(_fits(node, request) for node in nodes):
             problems.append("no single node has all of them at once")
         if problems:
-            raise BackendError(
+            raise JobEngineError(
                 f"the Ray cluster at {self.address} can never run job {spec.name!r} "
                 f"({plural(len(nodes), 'node')} alive): " + "; ".join(problems),
                 "ask for less (see `computewise plan` for a layout that fits), or add a node that has it",
@@ -250,7 +250,7 @@ class RayJobsBackend:
             return job_id
 
         job_id = submit_while_agent_starts(submit, spec.name, submission_id=submission_id)
-        return JobHandle(backend=self.name, job_id=job_id, name=spec.name)
+        return JobHandle(engine=self.name, job_id=job_id, name=spec.name)
 
     def status(self, handle: JobHandle) -> JobStatus:
         try:
@@ -330,13 +330,13 @@ def _shortfall(resource: str, wanted: float, largest: float, total: float) -> st
     )
 
 
-def _job_error(handle: JobHandle, address: str, err: Exception) -> BackendError:
+def _job_error(handle: JobHandle, address: str, err: Exception) -> JobEngineError:
     if "404" in str(err):
-        return BackendError(
+        return JobEngineError(
             f"no Ray job {handle.job_id!r} on the cluster at {address}",
             "check the job id (`ray job list`) and that the address is the cluster it was submitted to",
         )
-    return BackendError(
+    return JobEngineError(
         f"Ray could not answer about job {handle.job_id!r}: {err}", "check the cluster with `ray status`"
     )
 
@@ -361,7 +361,7 @@ def _refuse_env_override(address: str) -> None:
         value = os.environ.get(variable)
         if value:
             if _normalize_address(value) != address:
-                raise BackendError(
+                raise JobEngineError(
                     f"{variable}={value} would make Ray submit to another cluster than {address}",
                     f"unset {variable}, or pass the same address",
                 )
@@ -373,7 +373,7 @@ def _get_json(address: str, path: str) -> Any:
         with urllib.request.urlopen(address + path, timeout=_PROBE_TIMEOUT_S) as response:
             return json.loads(response.read())
     except (urllib.error.URLError, OSError, ValueError) as err:
-        raise BackendError(
+        raise JobEngineError(
             f"no Ray cluster reachable at {address} ({err})",
             "start one (`ray start --head --dashboard-host=127.0.0.1`) or pass its dashboard address, "
             "e.g. --address http://127.0.0.1:8265",
@@ -385,7 +385,7 @@ def _probe(address: str) -> str:
     body = _get_json(address, "/api/version")
     version = body.get("ray_version") if isinstance(body, dict) else None
     if not isinstance(version, str):
-        raise BackendError(
+        raise JobEngineError(
             f"{address} answers but is not a Ray dashboard",
             "pass the Ray dashboard address (port 8265 by default), not the GCS port (6379)",
         )
@@ -397,5 +397,5 @@ def _client_class() -> type[JobSubmissionClient]:
     try:
         from ray.job_submission import JobSubmissionClient
     except ImportError as err:
-        raise MissingExtraError("ray", "ray", "the Ray Jobs backend") from err
+        raise MissingExtraError("ray", "ray", "the Ray Jobs engine") from err
     return JobSubmissionClient

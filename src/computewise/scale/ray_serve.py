@@ -1,7 +1,7 @@
-"""Ray Serve as a backend of ``computewise serve``: the same HTTP API, on a Ray cluster the team already runs.
+"""``computewise deploy``: the API of ``computewise serve`` as a Ray Serve application on an existing cluster.
 
 Each replica loads the target (an artifact directory, ``package.module:function`` or ``echo``) with
-``computewise.serve.backends.load_backend`` and answers through the very Starlette app that
+``computewise.serve.runners.load_runner`` and answers through the very Starlette app that
 ``computewise serve`` runs (``serve.app.create_app``), mounted as the replica's ASGI ingress: same
 routes, same request parsing and validation, same JSON bodies and status codes. Only the batching
 differs: validated items go one by one to a ``@serve.batch`` method (Ray's greedy batching, up to
@@ -19,7 +19,7 @@ build the application (a bad target or scaling file fails here, before any conne
 GCS (a TCP connect, fast) -> ``ray.init(address=...)`` (over loopback when the cluster listens only
 there) -> check one replica fits on a node -> ``serve.start`` (the HTTP proxy on the chosen host and
 port) -> ``serve.run`` (waits until the replicas answer) -> disconnect. The app keeps running on the
-cluster after the caller exits; ``delete_application`` (``computewise serve TARGET --backend ray
+cluster after the caller exits; ``delete_application`` (``computewise deploy TARGET --address HOST:PORT
 --delete``) removes it.
 
 Paths and modules are resolved where the command runs: the artifact directory is sent as an absolute
@@ -44,14 +44,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from computewise.errors import InputError, MissingExtraError
-from computewise.scale.backend import BackendError
+from computewise.errors import InputError, ItemFailed, JobEngineError, MissingExtraError, QueueFull, RequestTimeout
 from computewise.scale.ray_cluster import connected, current_address, gcs_address, largest_node
 from computewise.serve.app import DEFAULT_MAX_BODY_BYTES, create_app
-from computewise.serve.backends import Backend, load_backend, model_name
-from computewise.serve.batcher import BatchRecord, ItemFailed, QueueFull, RequestTimeout
+from computewise.serve.batcher import BatchRecord
 from computewise.serve.exposure import check_exposure
 from computewise.serve.metrics import ServeMetrics
+from computewise.serve.runners import ModelRunner, load_runner, model_name
 
 if TYPE_CHECKING:
     from ray.serve import Application
@@ -196,10 +195,10 @@ class _ServeBatchDispatcher:
     after ``timeout_s``, ``ItemFailed`` naming the request's input the model failed on.
     """
 
-    def __init__(self, backend: Backend, options: RayServeOptions, metrics: ServeMetrics) -> None:
+    def __init__(self, runner: ModelRunner, options: RayServeOptions, metrics: ServeMetrics) -> None:
         from ray import serve
 
-        self.backend = backend
+        self.runner = runner
         self.options = options
         self.metrics = metrics
         self._waiting: set[object] = set()  # a token per item queued in @serve.batch, not yet in a batch
@@ -234,8 +233,7 @@ class _ServeBatchDispatcher:
             outputs = await asyncio.wait_for(asyncio.gather(*calls), self.options.timeout_s)
         except TimeoutError:
             raise RequestTimeout(
-                f"no answer within {self.options.timeout_s:g} s (queue depth {self.queue_depth})",
-                "send fewer requests at once, or raise the server's timeout",
+                f"no answer within {self.options.timeout_s:g} s (queue depth {self.queue_depth})"
             ) from None
         finally:
             self._waiting.difference_update(tokens)
@@ -269,7 +267,7 @@ class _ServeBatchDispatcher:
                 except Exception as error:
                     failed += 1
                     outputs.append(_Failed(error))
-        lengths = [self.backend.length(item) for item in items]
+        lengths = [self.runner.length(item) for item in items]
         self.metrics.record_batch(
             BatchRecord(
                 size=len(items),
@@ -283,7 +281,7 @@ class _ServeBatchDispatcher:
         return outputs
 
     def _call(self, items: list[Any]) -> list[Any]:
-        outputs = self.backend.run(items)
+        outputs = self.runner.run(items)
         if len(outputs) != len(items):
             raise ValueError(f"the model returned {len(outputs)} outputs for {len(items)} inputs")
         return outputs
@@ -295,14 +293,14 @@ class _Replica:
     def __init__(self, target: str, options: RayServeOptions, search_path: str) -> None:
         if search_path not in sys.path:  # `package.module:function` resolves as it would where the command ran
             sys.path.insert(0, search_path)
-        self._backend = load_backend(target)
+        self._runner = load_runner(target)
         self._options = options
 
     def __serve_build_asgi_app__(self) -> Starlette:
         metrics = ServeMetrics()
-        dispatcher = _ServeBatchDispatcher(self._backend, self._options, metrics)
+        dispatcher = _ServeBatchDispatcher(self._runner, self._options, metrics)
         return create_app(
-            self._backend, dispatcher, metrics, token=self._options.token, max_body_bytes=self._options.max_body_bytes
+            self._runner, dispatcher, metrics, token=self._options.token, max_body_bytes=self._options.max_body_bytes
         )
 
 
@@ -310,7 +308,7 @@ class _Replica:
 
 
 def application_name(target: str) -> str:
-    """The model's name, which is also the app's (``serve.backends.model_name``): known before anything
+    """The model's name, which is also the app's (``serve.runners.model_name``): known before anything
     reaches the cluster, and an ``InputError`` for a target that cannot be served."""
     return model_name(target)
 
@@ -365,7 +363,7 @@ def run_application(
     """Start Serve's HTTP proxy on ``host:port`` and deploy ``target``, on the cluster Ray is connected to now.
 
     Returns once the replicas answer. A Serve instance already running on the cluster keeps its own
-    proxy address: the returned URL is the real one, with a note. Raises ``BackendError`` when Ray
+    proxy address: the returned URL is the real one, with a note. Raises ``JobEngineError`` when Ray
     refuses the deployment (the failed app is deleted first).
     """
     options = options or RayServeOptions()
@@ -387,7 +385,7 @@ def _start_and_run(
             failed = serve.status().applications.get(name)
             if failed is not None and _status_text(failed.status) == "DEPLOY_FAILED":
                 serve.delete(name)  # a half-deployed app would hold its replicas' CPUs for nothing
-            raise BackendError(
+            raise JobEngineError(
                 f"Ray Serve could not deploy {name!r}: {_cause(error)}",
                 f"if another application holds the route prefix {options.route_prefix}, delete it first "
                 "(`serve delete NAME`) or choose another --route-prefix; otherwise check the replica logs "
@@ -426,7 +424,7 @@ def deploy(
 ) -> RayServeDeployment:
     """Deploy ``target`` on the Ray cluster whose GCS is at ``address`` (``HOST:PORT``); its URL once it answers.
 
-    Raises ``InputError`` for a bad target, address or options, ``BackendError`` when no cluster answers at
+    Raises ``InputError`` for a bad target, address or options, ``JobEngineError`` when no cluster answers at
     ``address`` or a replica can never fit on its nodes (both before anything is deployed), ``MissingExtraError``
     without ``ray[serve]``.
     """
@@ -466,7 +464,7 @@ def _check_fits(address: str, replica_cpus: float) -> None:
     """Refuse a replica that no alive node can hold: Serve would otherwise wait for it forever."""
     largest = largest_node("CPU")
     if replica_cpus > largest + 1e-9:
-        raise BackendError(
+        raise JobEngineError(
             f"a replica asks for {replica_cpus:g} CPU(s) but the largest node of the cluster at {address} "
             f"has {largest:g}: Ray Serve would wait for it forever",
             f"pass --replica-cpus {largest:g} or less, or add a larger node",
@@ -524,4 +522,4 @@ def _require_ray() -> None:
     try:
         import ray.serve  # noqa: F401  (the import is the check)
     except ImportError as error:
-        raise MissingExtraError("ray[serve]", "ray", "the Ray Serve backend") from error
+        raise MissingExtraError("ray[serve]", "ray", "computewise deploy") from error

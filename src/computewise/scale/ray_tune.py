@@ -7,7 +7,7 @@ Two uses, one connection and one way of running an experiment:
   each trial at rungs of ``grace_period * reduction_factor ** k`` iterations with the others that
   reached the same rung, and stops it there unless it is in their best ``1 / reduction_factor``.
   Unlike synchronous halving no trial waits for a rung to fill, so the cluster stays busy.
-- ``ray_tune_trials``: the trial executor of ``computewise tune --backend ray``. The search's
+- ``ray_tune_trials``: the trial executor of ``computewise tune --engine ray``. The search's
   candidates (pruned by estimated memory exactly as on this machine) become Ray Tune trials; a
   trial's iterations are the halving's rungs, each one trial of that many measured steps run by
   ``tune.trial.TrialRunner`` on the worker (its own forked process, timed as locally), and ASHA's
@@ -47,12 +47,11 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Literal, Protocol
 
-from computewise.errors import InputError, MissingExtraError
-from computewise.scale.backend import BackendError
+from computewise.errors import InputError, JobEngineError, MissingExtraError, TuneError
 from computewise.scale.ray_cluster import connected, gcs_address, last_line, nodes, probe
 from computewise.train.config import TrainConfig
 from computewise.tune.halving import HalvingOutcome, Rung
-from computewise.tune.search import HalvingObserver, TrialExecutorFactory, TrialSettings, TuneError
+from computewise.tune.search import HalvingObserver, TrialExecutorFactory, TrialSettings
 from computewise.tune.trial import TrialResult, TrialRunner
 from computewise.units import plural
 
@@ -218,9 +217,9 @@ def asha_search(
 def ray_tune_trials(
     address: str | None, *, max_concurrent_trials: int | None = None, storage_dir: Path | None = None
 ) -> TrialExecutorFactory:
-    """The trial executor of ``computewise tune --backend ray``, checked now: a wrong address fails before any work."""
+    """The trial executor of ``computewise tune --engine ray``, checked now: a wrong address fails before any work."""
     address = gcs_address(address)
-    _import_ray("computewise tune --backend ray")
+    _import_ray("computewise tune --engine ray")
     probe(address)
 
     def factory(settings: TrialSettings) -> RayTuneTrials:
@@ -241,12 +240,12 @@ class RayTuneTrials:
         storage_dir: Path | None = None,
     ) -> None:
         self.settings, self.address, self.storage_dir = settings, address, storage_dir
-        self._ray = _import_ray("computewise tune --backend ray")
+        self._ray = _import_ray("computewise tune --engine ray")
         self._connection = contextlib.ExitStack()
         self._connection.enter_context(connected(address))
         try:
             fitting = _nodes_that_fit(address, self.resources, "--threads / --device")
-        except BackendError:
+        except JobEngineError:
             self._connection.close()
             raise
         # Trials side by side on one node's CPUs share its cores, caches and memory bandwidth and slow each
@@ -603,7 +602,7 @@ def _fit(
         with _environment(RAY_AIR_NEW_OUTPUT="0"):
             tuner.fit()
     except tune.TuneError as err:
-        raise BackendError(f"Ray Tune failed: {last_line(str(err))}", "check the cluster with `ray status`") from err
+        raise JobEngineError(f"Ray Tune failed: {last_line(str(err))}", "check the cluster with `ray status`") from err
     finally:
         if storage_dir is None:
             shutil.rmtree(storage, ignore_errors=True)
@@ -636,7 +635,7 @@ def _nodes_that_fit(address: str, resources: Mapping[str, float], knobs: str) ->
     largest = {name: max((node.get(name, 0.0) for node in alive), default=0.0) for name in wanted}
     asked = ", ".join(f"{amount:g} {name}" for name, amount in wanted.items())
     has = ", ".join(f"{amount:g} {name}" for name, amount in largest.items())
-    raise BackendError(
+    raise JobEngineError(
         f"every trial asks for {asked}, and no node of the Ray cluster at {address} has that "
         f"({plural(len(alive), 'node')} alive; the largest of each: {has})",
         f"ask for less per trial ({knobs}), or add a node that has it",

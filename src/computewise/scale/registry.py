@@ -1,44 +1,44 @@
-"""``get_backend(name)``: one place that knows every engine, importing each only when it is asked for.
+"""``get_engine(name)``: one place that knows every job engine, importing each only when it is asked for.
 
 Importing lazily keeps ``computewise --help`` fast and lets a machine without Ray or the
-Kubernetes client use the other backends.
+Kubernetes client use the other engines.
 """
 
 from __future__ import annotations
 
-from computewise.errors import UnknownNameError
-from computewise.scale.backend import Backend, BackendError
+from computewise.errors import JobEngineError, UnknownNameError
+from computewise.scale.engine import JobEngine
 
-__all__ = ["BACKEND_NAMES", "get_backend"]
+__all__ = ["ENGINE_NAMES", "get_engine"]
 
-BACKEND_NAMES = ("local", "ray", "kubernetes", "slurm", "skypilot")
+ENGINE_NAMES = ("local", "ray", "kubernetes", "slurm", "skypilot")
 
 
-def get_backend(name: str, address: str | None = None) -> Backend:
-    """The backend called ``name``; ``address`` is the Ray dashboard URL (ray only)."""
+def get_engine(name: str, address: str | None = None) -> JobEngine:
+    """The engine called ``name``; ``address`` is the Ray dashboard URL (ray only)."""
     if name == "local":
-        from computewise.scale.local import LocalBackend
+        from computewise.scale.local import LocalEngine
 
-        return LocalBackend()
+        return LocalEngine()
     if name == "ray":
         if address is None:
-            raise BackendError(
-                "the ray backend needs the cluster's address",
+            raise JobEngineError(
+                "the ray engine needs the cluster's address",
                 "pass --address http://HEAD:8265 (the Ray dashboard), or set RAY_ADDRESS",
             )
-        from computewise.scale.ray_jobs import RayJobsBackend
+        from computewise.scale.ray_jobs import RayJobsEngine
 
-        return RayJobsBackend(address)
+        return RayJobsEngine(address)
     if name == "kubernetes":
-        from computewise.scale.kubernetes import KubernetesBackend
+        from computewise.scale.kubernetes import KubernetesEngine
 
-        return KubernetesBackend()
+        return KubernetesEngine()
     if name == "slurm":
-        from computewise.scale.slurm import SlurmBackend
+        from computewise.scale.slurm import SlurmEngine
 
-        return SlurmBackend()
+        return SlurmEngine()
     if name == "skypilot":
-        from computewise.scale.skypilot import SkyPilotBackend
+        from computewise.scale.skypilot import SkyPilotEngine
 
-        return SkyPilotBackend()
-    raise UnknownNameError("backend", name, BACKEND_NAMES)
+        return SkyPilotEngine()
+    raise UnknownNameError("engine", name, ENGINE_NAMES)

@@ -11,12 +11,13 @@ from __future__ import annotations
 import math
 import shlex
 
+from computewise.errors import JobEngineError
 from computewise.scale.accelerators import engine_names
-from computewise.scale.backend import PREEMPTED_EXIT_CODE, BackendError, JobHandle, JobSpec, JobStatus
+from computewise.scale.engine import PREEMPTED_EXIT_CODE, JobHandle, JobSpec, JobStatus
 from computewise.scale.yaml_text import YamlValue, dump_yaml
 from computewise.units import GIB
 
-__all__ = ["CHECKPOINT_MOUNT", "SkyPilotBackend", "render_task"]
+__all__ = ["CHECKPOINT_MOUNT", "SkyPilotEngine", "render_task"]
 
 CHECKPOINT_MOUNT = "/checkpoints"
 _BUCKET_SCHEMES = ("s3://", "gs://", "r2://", "cos://", "oci://", "https://")
@@ -28,7 +29,7 @@ def render_task(spec: JobSpec) -> str:
     gpus = spec.resources.gpus
     if gpus:
         if spec.resources.accelerator is None:
-            raise BackendError(
+            raise JobEngineError(
                 "SkyPilot needs to know which GPU to rent",
                 "pass --accelerator, e.g. --accelerator h100",
             )
@@ -47,7 +48,7 @@ def render_task(spec: JobSpec) -> str:
     task: dict[str, YamlValue] = {"name": spec.name, "resources": resources}
     if spec.checkpoint_uri is not None:
         if not spec.checkpoint_uri.startswith(_BUCKET_SCHEMES):
-            raise BackendError(
+            raise JobEngineError(
                 f"checkpoint URI {spec.checkpoint_uri!r} is not a bucket, and a spot node's disk dies with it",
                 "use a bucket URL such as s3://my-bucket/run-name or gs://my-bucket/run-name",
             )
@@ -66,15 +67,15 @@ def render_task(spec: JobSpec) -> str:
     return dump_yaml(task)
 
 
-class SkyPilotBackend:
+class SkyPilotEngine:
     """Render-only: SkyPilot launches from its own CLI with the user's cloud credentials."""
 
     name = "skypilot"
 
-    def _refuse(self) -> BackendError:
-        return BackendError(
+    def _refuse(self) -> JobEngineError:
+        return JobEngineError(
             "computewise renders SkyPilot tasks but does not launch them",
-            "run computewise submit --backend skypilot --dry-run ... > task.yaml, then: sky jobs launch task.yaml",
+            "run computewise submit --engine skypilot --dry-run ... > task.yaml, then: sky jobs launch task.yaml",
         )
 
     def submit(self, spec: JobSpec) -> JobHandle:

@@ -1,4 +1,4 @@
-"""A ``JobSpec`` as an ``sbatch`` script that requeues itself when preempted, and a backend around sbatch.
+"""A ``JobSpec`` as an ``sbatch`` script that requeues itself when preempted, and an engine around sbatch.
 
 Slurm sends SIGUSR1 to the batch shell 90 s before the time limit (``--signal=B:USR1@90``); the
 script forwards it (and SIGTERM, sent on preemption) to the job step, where computewise.train
@@ -15,11 +15,12 @@ import shlex
 import shutil
 import subprocess
 
+from computewise.errors import JobEngineError
 from computewise.scale.accelerators import engine_names
-from computewise.scale.backend import PREEMPTED_EXIT_CODE, BackendError, JobHandle, JobSpec, JobStatus
+from computewise.scale.engine import PREEMPTED_EXIT_CODE, JobHandle, JobSpec, JobStatus
 from computewise.units import MIB
 
-__all__ = ["SIGNAL_LEAD_S", "SlurmBackend", "render_sbatch"]
+__all__ = ["SIGNAL_LEAD_S", "SlurmEngine", "render_sbatch"]
 
 SIGNAL_LEAD_S = 90
 _COMMAND_TIMEOUT_S = 30
@@ -55,7 +56,7 @@ def render_sbatch(spec: JobSpec) -> str:
     lines = ["#!/bin/bash", f"#SBATCH --job-name={spec.name}"]
     if resources.gpus:
         if resources.gpus != int(resources.gpus):
-            raise BackendError(
+            raise JobEngineError(
                 f"Slurm cannot give a job {resources.gpus} of a GPU through --gres=gpu",
                 "ask for whole GPUs (--gpus 1), or use the sharding/MPS GRES of your site by editing the script",
             )
@@ -118,20 +119,20 @@ def _run(argv: list[str]) -> str:
     try:
         done = subprocess.run(argv, capture_output=True, text=True, timeout=_COMMAND_TIMEOUT_S, check=False)
     except subprocess.TimeoutExpired as error:
-        raise BackendError(f"{argv[0]} did not answer in {_COMMAND_TIMEOUT_S} s", "check slurmctld is up") from error
+        raise JobEngineError(f"{argv[0]} did not answer in {_COMMAND_TIMEOUT_S} s", "check slurmctld is up") from error
     if done.returncode != 0:
-        raise BackendError(f"{shlex.join(argv)} failed: {done.stderr.strip()}", "check the Slurm message above")
+        raise JobEngineError(f"{shlex.join(argv)} failed: {done.stderr.strip()}", "check the Slurm message above")
     return done.stdout
 
 
-class SlurmBackend:
+class SlurmEngine:
     """Submits with ``sbatch`` on this machine (a login node); status via squeue/sacct, cancel via scancel."""
 
     name = "slurm"
 
     def __init__(self) -> None:
         if shutil.which("sbatch") is None:
-            raise BackendError(
+            raise JobEngineError(
                 "sbatch not found on PATH: this machine is not a Slurm login node",
                 "run on a login node of the cluster, or use --dry-run and copy the script there",
             )
@@ -141,10 +142,10 @@ class SlurmBackend:
             ["sbatch", "--parsable"], input=render_sbatch(spec), capture_output=True, text=True, check=False
         )
         if out.returncode != 0:
-            raise BackendError(f"sbatch refused the job: {out.stderr.strip()}", "check the Slurm message above")
+            raise JobEngineError(f"sbatch refused the job: {out.stderr.strip()}", "check the Slurm message above")
         match = re.match(r"\s*(\d+)", out.stdout)
         if match is None:
-            raise BackendError(f"cannot read a job id from sbatch's answer {out.stdout!r}", "check sbatch --parsable")
+            raise JobEngineError(f"cannot read a job id from sbatch's answer {out.stdout!r}", "check sbatch --parsable")
         return JobHandle(self.name, match.group(1), spec.name)
 
     def status(self, handle: JobHandle) -> JobStatus:
@@ -158,12 +159,12 @@ class SlurmBackend:
         out = _run(["scontrol", "show", "job", handle.job_id])
         match = re.search(r"StdOut=(\S+)", out)
         if match is None:
-            raise BackendError(f"Slurm does not say where job {handle.job_id} writes", "look for its output file")
+            raise JobEngineError(f"Slurm does not say where job {handle.job_id} writes", "look for its output file")
         try:
             with open(match.group(1), encoding="utf-8", errors="replace") as log:
                 return log.read()
         except OSError as error:
-            raise BackendError(f"cannot read {match.group(1)}: {error}", "run on a node that mounts it") from error
+            raise JobEngineError(f"cannot read {match.group(1)}: {error}", "run on a node that mounts it") from error
 
     def cancel(self, handle: JobHandle) -> None:
         _run(["scancel", handle.job_id])

@@ -21,27 +21,25 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import getpass
 import math
-import os
-import shlex
 import signal
-import socket
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from types import FrameType
 
 from computewise.account.interruptions import InterruptionCost, interruption_cost
-from computewise.account.totals import RunCost, empty_totals, price_run, run_totals
+from computewise.account.totals import RunCost, price_run
 from computewise.catalog import Catalog
 from computewise.errors import InputError
+from computewise.estimate.quote import Ask, PriceRequest
 from computewise.ledger import PREEMPTED_EXIT_CODE, AttemptOutcome, AttemptRow, Ledger, NewRun, PriceSnapshot
 from computewise.ledger.connect import ENV_VAR as LEDGER_ENV
 from computewise.ledger.records import RunStatus
-from computewise.monitor.pricing import DetectedHardware, PriceRequest, gpu_price, resolve_price
+from computewise.monitor.pricing import DetectedHardware, frozen_price
+from computewise.monitor.recorded import Ending, RecordedRun, new_run
 from computewise.monitor.track import RUN_ID_ENV
-from computewise.scale.backend import JobExit, JobHandle, JobSpec, JobStatus, Resources, Supervisable
+from computewise.scale.engine import JobExit, JobHandle, JobSpec, JobStatus, Resources, Supervisable
 
 __all__ = ["DEFAULT_MAX_PREEMPTIONS", "AttemptEvent", "SupervisedRun", "job_price", "supervise"]
 
@@ -93,22 +91,15 @@ class SupervisedRun:
 
 
 def job_price(catalog: Catalog, request: PriceRequest, resources: Resources) -> PriceSnapshot:
-    """The hourly price of what the job asks for, GPUs rented by ``estimate.pricing.rent`` like every
-    other verb's: a fraction of a GPU (or of an instance) pays that share and the explanation says so."""
+    """The hourly price of what the job asks for, quoted like every other verb's (``estimate.quote``):
+    a fraction of a GPU (or of an instance) pays that share and the explanation says so."""
     accelerator = catalog.accelerator(resources.accelerator) if resources.accelerator else None
-    if accelerator is not None and resources.gpus > 0 and request.hourly_usd is None and request.instance_type is None:
-        return gpu_price(catalog, request, accelerator, resources.gpus, "requested by the job")
-    hardware = DetectedHardware(
-        gpu_count=math.ceil(resources.gpus) if accelerator is not None else 0,
-        gpu_name=accelerator.name if accelerator is not None else None,
-        gpu_memory_total_bytes=None,
-        logical_cpus=max(1, math.ceil(resources.cpus)),
-    )
-    return resolve_price(catalog, request, hardware)
+    ask = Ask(accelerator, resources.gpus, max(1, math.ceil(resources.cpus)), why="requested by the job")
+    return frozen_price(catalog, ask, request)
 
 
 def supervise(
-    backend: Supervisable,
+    engine: Supervisable,
     spec: JobSpec,
     ledger: Ledger,
     ledger_url: str,
@@ -124,57 +115,50 @@ def supervise(
     if not poll_s > 0:
         raise InputError(f"poll interval must be positive, got {poll_s}", "e.g. 1 second")
     notify = on_event or (lambda event: None)
-    run_id = ledger.start_run(_new_run(spec, backend.name, price))
-    job_spec = dataclasses.replace(spec, env={**spec.env, RUN_ID_ENV: str(run_id), LEDGER_ENV: ledger_url})
-    preemptions = failures = 0
-    status: RunStatus = "failed"
-    exit_code: int | None = None
+    preemptions = failures = number = 0
     handle: JobHandle | None = None
-    number = 0
     log_tail = ""
-    try:
-        with _stop_on_sigterm():
-            while True:
-                number += 1
-                handle = backend.submit(job_spec)
-                ledger.start_attempt(run_id, number, backend.name, handle.job_id, time.time())
-                notify(AttemptEvent(number, handle.job_id, "submitted"))
-                outcome, job_exit = _wait(backend, handle, ledger, run_id, number, poll_s, notify)
-                # The engine's times, when it has them: queueing before the start is not billed.
-                ledger.finish_attempt(
-                    run_id,
-                    number,
-                    outcome,
-                    job_exit.ended_at_s or time.time(),
-                    job_exit.exit_code,
-                    started_at_s=job_exit.started_at_s,
-                )
-                exit_code, log_tail = job_exit.exit_code, _tail(backend, handle)
-                handle = None
-                if outcome == "succeeded":
-                    status = "succeeded"
-                    break
-                if outcome == "preempted" and preemptions < max_preemptions:
-                    preemptions += 1
-                elif outcome == "failed" and failures < spec.max_restarts:
-                    failures += 1
-                else:
-                    status = "interrupted" if outcome in ("preempted", "stopped") else "failed"
-                    break
-                notify(AttemptEvent(number, "", outcome, _retry_note(outcome, preemptions, failures, spec)))
-    except KeyboardInterrupt:
-        status = "interrupted"
-        if handle is not None:
-            backend.cancel(handle)
-            ledger.finish_attempt(run_id, number, "stopped", time.time(), None)
-            log_tail = _tail(backend, handle)
-    finally:
-        ledger.finish_run(run_id, status, time.time(), exit_code=exit_code)
-    return _result(ledger, run_id, spec.name, backend.name, price, log_tail)
+    with RecordedRun(ledger, _new_run(spec, engine.name, price)) as record:
+        run_id = record.run_id
+        job_spec = dataclasses.replace(spec, env={**spec.env, RUN_ID_ENV: str(run_id), LEDGER_ENV: ledger_url})
+        try:
+            with _stop_on_sigterm():
+                while True:
+                    number += 1
+                    handle = engine.submit(job_spec)
+                    ledger.start_attempt(run_id, number, engine.name, handle.job_id, time.time())
+                    notify(AttemptEvent(number, handle.job_id, "submitted"))
+                    outcome, job_exit = _wait(engine, handle, ledger, run_id, number, poll_s, notify)
+                    # The engine's times, when it has them: queueing before the start is not billed.
+                    ledger.finish_attempt(
+                        run_id,
+                        number,
+                        outcome,
+                        job_exit.ended_at_s or time.time(),
+                        job_exit.exit_code,
+                        started_at_s=job_exit.started_at_s,
+                    )
+                    log_tail = _tail(engine, handle)
+                    handle = None
+                    if outcome == "preempted" and preemptions < max_preemptions:
+                        preemptions += 1
+                    elif outcome == "failed" and failures < spec.max_restarts:
+                        failures += 1
+                    else:
+                        record.declare(_ending(outcome, job_exit.exit_code))
+                        break
+                    notify(AttemptEvent(number, "", outcome, _retry_note(outcome, preemptions, failures, spec)))
+        except KeyboardInterrupt as stop:  # the run is recorded as interrupted, and the result still returned
+            record.declare(Ending.of_exception(stop))
+            if handle is not None:
+                engine.cancel(handle)
+                ledger.finish_attempt(run_id, number, "stopped", time.time(), None)
+                log_tail = _tail(engine, handle)
+    return _result(ledger, run_id, spec.name, engine.name, price, log_tail)
 
 
 def _wait(
-    backend: Supervisable,
+    engine: Supervisable,
     handle: JobHandle,
     ledger: Ledger,
     run_id: int,
@@ -184,24 +168,24 @@ def _wait(
 ) -> tuple[AttemptOutcome, JobExit]:
     """Poll until the job ends (heart-beating the run meanwhile) and classify how it ended."""
     seen_running = False
-    while (state := backend.status(handle)) not in _TERMINAL:
+    while (state := engine.status(handle)) not in _TERMINAL:
         if state == "running" and not seen_running:
             seen_running = True
             notify(AttemptEvent(number, handle.job_id, "running"))
         ledger.heartbeat(run_id, time.time())
         time.sleep(poll_s)
-    job_exit = backend.job_exit(handle)
+    job_exit = engine.job_exit(handle)
     deadline = time.monotonic() + _EXIT_SETTLE_S
     while state != "succeeded" and job_exit.exit_code is None and time.monotonic() < deadline:
         time.sleep(min(poll_s, 0.2))
-        job_exit = backend.job_exit(handle)
+        job_exit = engine.job_exit(handle)
     outcome = _classify(state, job_exit.exit_code)
     notify(AttemptEvent(number, handle.job_id, outcome, f"exit code {job_exit.exit_code}"))
     return outcome, job_exit
 
 
 def _classify(state: JobStatus, exit_code: int | None) -> AttemptOutcome:
-    """Exit 75 is a preemption whatever the engine calls it (Ray: FAILED; the local backend: stopped)."""
+    """Exit 75 is a preemption whatever the engine calls it (Ray: FAILED; the local engine: stopped)."""
     if exit_code == PREEMPTED_EXIT_CODE:
         return "preempted"
     if state == "succeeded" or exit_code == 0:
@@ -217,31 +201,40 @@ def _retry_note(outcome: AttemptOutcome, preemptions: int, failures: int, spec: 
     return f"resubmitting (restart {failures} of {spec.max_restarts}); it resumes from its last checkpoint"
 
 
-def _tail(backend: Supervisable, handle: JobHandle) -> str:
+def _tail(engine: Supervisable, handle: JobHandle) -> str:
     try:
-        return backend.logs(handle)[-_LOG_TAIL_CHARS:]
+        return engine.logs(handle)[-_LOG_TAIL_CHARS:]
     except Exception as failure:  # the logs are a courtesy: a finished run must still be recorded
         return f"(logs unavailable: {failure})"
 
 
 def _new_run(spec: JobSpec, backend_name: str, price: PriceSnapshot) -> NewRun:
+    """The logical run: the job's command, on the resources it asked for (the engine's, not this machine's)."""
     resources = spec.resources
-    return NewRun(
-        kind="command",
-        command=shlex.join(spec.command),
-        argv=spec.command,
-        tags={**spec.tags, "backend": backend_name, "run_name": spec.name},
-        host=socket.gethostname(),
-        pid=os.getpid(),
-        user=getpass.getuser(),
-        cwd=os.getcwd(),
-        started_at_s=time.time(),
-        interval_s=1.0,
-        price=price,
-        logical_cpus=max(1, math.ceil(resources.cpus)),
+    requested = DetectedHardware(
         gpu_count=math.ceil(resources.gpus),
+        gpu_name=None,
+        gpu_memory_total_bytes=None,
+        logical_cpus=max(1, math.ceil(resources.cpus)),
+    )
+    return new_run(
+        "command",
+        spec.command,
+        hardware=requested,
+        price=price,
+        tags={**spec.tags, "backend": backend_name, "run_name": spec.name},
+        interval_s=1.0,
+        argv=spec.command,
         accelerator=resources.accelerator,
     )
+
+
+def _ending(outcome: AttemptOutcome, exit_code: int | None) -> Ending:
+    """The logical run's ending, from its last attempt by the rule of every run: the engine's success is
+    exit 0, and a cancel is a stop signal (interrupted, as Ctrl-C on the supervisor is)."""
+    if outcome == "succeeded":
+        return Ending.of_exit(0)
+    return Ending.of_exit(exit_code, signal.SIGTERM if outcome == "stopped" else None)
 
 
 def _result(
@@ -250,8 +243,7 @@ def _result(
     now_s = time.time()
     run = ledger.run(run_id)
     attempts = tuple(ledger.attempts(run_id))
-    totals = run_totals(ledger, [run_id])
-    cost = price_run(run, totals.get(run_id, empty_totals(run_id)), now_s)
+    cost = price_run(run, ledger.run_totals([run_id])[run_id], now_s)
     return SupervisedRun(
         run_id=run_id,
         name=name,

@@ -1,6 +1,6 @@
 """Serving a model cheaply: the dynamic-batching server, the open-loop load tester.
 
-backends    what is served: an exported artifact, a Python entry point, or an echo; input validation
+runners     what is served: an exported artifact, a Python entry point, or an echo; input validation
 costmodel   the online model of what a batch costs (batch size x padded length)
 batcher     the bounded queue, the batching policies (none, greedy, cost), SLO admission, isolation
 metrics     Prometheus metrics of one server (its own registry)

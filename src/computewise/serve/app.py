@@ -1,4 +1,4 @@
-"""The HTTP face of the server: a Starlette app over one backend and its batcher.
+"""The HTTP face of the server: a Starlette app over one model runner and its batcher.
 
     POST /v1/models/{name}/infer   {"inputs": [...]} or {"input": x}  ->  {"outputs": [...], "model": name}
     GET  /v1/models                what is served
@@ -37,9 +37,9 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from computewise.serve.backends import Backend, InvalidInput
-from computewise.serve.batcher import ItemFailed, QueueFull, RequestTimeout
+from computewise.errors import InvalidInput, ItemFailed, QueueFull, RequestTimeout
 from computewise.serve.metrics import CONTENT_TYPE, ServeMetrics
+from computewise.serve.runners import ModelRunner
 
 __all__ = ["DEFAULT_MAX_BODY_BYTES", "Dispatcher", "ServeState", "create_app", "openapi_document"]
 
@@ -166,18 +166,18 @@ def _parse_inputs(body: bytes) -> tuple[list[Any], str]:
 
 
 def _field(base: str, index: int, sub: str) -> str:
-    """``inputs[3]`` plus the backend's path inside that input (``inputs[3][0]``, ``inputs[3].ids``)."""
+    """``inputs[3]`` plus the runner's path inside that input (``inputs[3][0]``, ``inputs[3].ids``)."""
     where = f"{base}[{index}]" if base == "inputs" else base
     if not sub or sub in {"input", "inputs"}:
         return where
     return where + (sub if sub.startswith("[") else f".{sub}")
 
 
-def _validate(backend: Backend, inputs: list[Any], base: str) -> list[Any]:
+def _validate(runner: ModelRunner, inputs: list[Any], base: str) -> list[Any]:
     items = []
     for index, raw in enumerate(inputs):
         try:
-            items.append(backend.validate(raw))
+            items.append(runner.validate(raw))
         except InvalidInput as error:
             field = _field(base, index, error.field)
             raise _RequestError(422, f"{field}: {error.message}", field) from None
@@ -194,7 +194,7 @@ def _json(data: dict[str, Any]) -> bytes:
 
 
 def create_app(
-    backend: Backend,
+    runner: ModelRunner,
     batcher: Dispatcher,
     metrics: ServeMetrics,
     token: str | None = None,
@@ -209,16 +209,16 @@ def create_app(
     serve_state = state if state is not None else ServeState()
     ready_on_start = state is None
     metrics.watch_queue(lambda: batcher.queue_depth)
-    document = openapi_document(backend, token is not None, max_body_bytes)
+    document = openapi_document(runner, token is not None, max_body_bytes)
 
     async def infer(request: Request) -> Response:
         name = request.path_params["name"]
-        if name != backend.name:
+        if name != runner.name:
             metrics.record_response(404)
-            return _error(404, f"no model named {name!r}; this server serves {backend.name!r}", "name")
+            return _error(404, f"no model named {name!r}; this server serves {runner.name!r}", "name")
         try:
             inputs, base = _parse_inputs(await _read_body(request, max_body_bytes))
-            items = _validate(backend, inputs, base)
+            items = _validate(runner, inputs, base)
         except _RequestError as error:
             metrics.record_response(error.status)
             return _error(error.status, error.message, error.field)
@@ -240,7 +240,7 @@ def create_app(
             metrics.record_response(500)
             return _error(500, f"internal error: {type(error).__name__}: {error}")
         try:
-            body = _json({"outputs": outputs, "model": backend.name})
+            body = _json({"outputs": outputs, "model": runner.name})
         except (TypeError, ValueError) as error:
             metrics.record_response(500)
             return _error(500, f"the model's output cannot be sent as JSON: {error}")
@@ -248,7 +248,7 @@ def create_app(
         return Response(body, media_type="application/json")
 
     async def models(request: Request) -> Response:
-        return JSONResponse({"models": [backend.describe()]})
+        return JSONResponse({"models": [runner.describe()]})
 
     async def healthz(request: Request) -> Response:
         return JSONResponse({"status": "ok"})
@@ -320,11 +320,11 @@ def _tensor_schema(signature: dict[str, Any]) -> dict[str, Any]:
     return schema
 
 
-def _item_schema(backend: Backend) -> dict[str, Any]:
-    """What one input may be, as precisely as the backend says: the fuzz test holds the server to it."""
-    if backend.kind == "text":
+def _item_schema(runner: ModelRunner) -> dict[str, Any]:
+    """What one input may be, as precisely as the runner says: the fuzz test holds the server to it."""
+    if runner.kind == "text":
         return {"type": "string", "pattern": "\\S", "description": "One text, tokenized by the model's tokenizer."}
-    signatures = backend.describe().get("inputs") or []
+    signatures = runner.describe().get("inputs") or []
     if len(signatures) == 1:
         return {**_tensor_schema(signatures[0]), "description": "One example, without the batch axis."}
     if signatures:
@@ -353,13 +353,13 @@ def _json_response(description: str, schema: dict[str, Any]) -> dict[str, Any]:
     return {"description": description, "content": {"application/json": {"schema": schema}}}
 
 
-def openapi_document(backend: Backend, secured: bool, max_body_bytes: int) -> dict[str, Any]:
-    """OpenAPI 3.0.3 for the routes above, specific to this backend (its name, its input type).
+def openapi_document(runner: ModelRunner, secured: bool, max_body_bytes: int) -> dict[str, Any]:
+    """OpenAPI 3.0.3 for the routes above, specific to this runner (its name, its input type).
 
     Written by hand rather than generated: the status codes and error bodies are the contract,
     and the fuzz test (schemathesis) checks the server against exactly this document.
     """
-    item = _item_schema(backend)
+    item = _item_schema(runner)
     status = {"type": "object", "properties": {"status": {"type": "string"}}, "required": ["status"]}
     auth_errors = {"401": _error_response("Missing or wrong bearer token.")} if secured else {}
     infer_responses = {
@@ -379,7 +379,7 @@ def openapi_document(backend: Backend, secured: bool, max_body_bytes: int) -> di
     document: dict[str, Any] = {
         "openapi": "3.0.3",
         "info": {
-            "title": f"computewise serve: {backend.name}",
+            "title": f"computewise serve: {runner.name}",
             "version": "1",
             "description": "Dynamic-batching inference server of computewise.",
         },
@@ -393,7 +393,7 @@ def openapi_document(backend: Backend, secured: bool, max_body_bytes: int) -> di
                             "name": "name",
                             "in": "path",
                             "required": True,
-                            "schema": {"type": "string", "enum": [backend.name]},
+                            "schema": {"type": "string", "enum": [runner.name]},
                         },
                     ],
                     "requestBody": {

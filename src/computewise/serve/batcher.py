@@ -42,11 +42,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from computewise.errors import ComputewiseError, InputError
-from computewise.serve.backends import Backend
+from computewise.errors import InputError, ItemFailed, QueueFull, RequestTimeout
 from computewise.serve.costmodel import BatchCostModel
+from computewise.serve.runners import ModelRunner
 
-__all__ = ["POLICIES", "BatchPolicy", "BatchRecord", "Batcher", "ItemFailed", "QueueFull", "RequestTimeout"]
+__all__ = ["POLICIES", "BatchPolicy", "BatchRecord", "Batcher"]
 
 POLICIES = ("none", "greedy", "cost")
 _LOG = logging.getLogger(__name__)
@@ -96,26 +96,6 @@ class BatchRecord:
     failed: int
 
 
-class QueueFull(ComputewiseError):
-    """The request was not accepted: the queue is full, the SLO cannot be met, or the server is draining."""
-
-    def __init__(self, message: str, retry_after_s: float) -> None:
-        super().__init__(message, f"retry after {retry_after_s:.2g} s")
-        self.retry_after_s = retry_after_s
-
-
-class RequestTimeout(ComputewiseError):
-    """The request was not answered within the batcher's timeout; its queued items were dropped."""
-
-
-class ItemFailed(ComputewiseError):
-    """The model failed on the request's item ``index`` even when run alone."""
-
-    def __init__(self, message: str, index: int) -> None:
-        super().__init__(message)
-        self.index = index
-
-
 @dataclass
 class _Request:
     future: asyncio.Future[list[Any]]
@@ -143,7 +123,7 @@ class _Running:
 
 
 class Batcher:
-    """Feeds a backend batches formed by ``policy`` from a queue of at most ``queue_limit`` items.
+    """Feeds a model runner batches formed by ``policy`` from a queue of at most ``queue_limit`` items.
 
     ``timeout_s`` bounds a request from submission to answer; ``workers`` model calls may run at
     once (one per thread); ``on_batch`` is called on the event loop after every model call.
@@ -151,7 +131,7 @@ class Batcher:
 
     def __init__(
         self,
-        backend: Backend,
+        runner: ModelRunner,
         policy: BatchPolicy,
         queue_limit: int = 256,
         timeout_s: float = 30.0,
@@ -164,7 +144,7 @@ class Batcher:
             raise InputError(f"timeout {timeout_s} s must be positive", "e.g. --timeout 30s")
         if workers < 1:
             raise InputError(f"workers {workers} must be at least 1", "e.g. --workers 1")
-        self.backend = backend
+        self.runner = runner
         self.policy = policy
         self.queue_limit = queue_limit
         self.timeout_s = timeout_s
@@ -207,7 +187,7 @@ class Batcher:
         if not self._accepting:
             raise QueueFull("the server is shutting down and accepts no new requests", _UNKNOWN_RETRY_AFTER_S)
         await self.start()
-        lengths = [self.backend.length(item) for item in items]
+        lengths = [self.runner.length(item) for item in items]
         self._admit(lengths)
         request = _Request(asyncio.get_running_loop().create_future(), [None] * len(items), len(items))
         entries = [
@@ -219,10 +199,7 @@ class Batcher:
         try:
             return await asyncio.wait_for(asyncio.shield(request.future), self.timeout_s)
         except TimeoutError:
-            raise RequestTimeout(
-                f"no answer within {self.timeout_s:g} s (queue depth {self.queue_depth})",
-                "send fewer requests at once, or raise the server's timeout",
-            ) from None
+            raise RequestTimeout(f"no answer within {self.timeout_s:g} s (queue depth {self.queue_depth})") from None
         finally:
             self._drop(request)  # timed out or cancelled (client gone): its queued items are not computed
 
@@ -378,7 +355,7 @@ class Batcher:
     def _call(self, items: list[Any]) -> tuple[list[Any], float]:
         """One model call in a worker thread: outputs and seconds, checked for one output per item."""
         start_s = time.perf_counter()
-        outputs = self.backend.run(items)
+        outputs = self.runner.run(items)
         seconds = time.perf_counter() - start_s
         if len(outputs) != len(items):
             raise ValueError(f"the model returned {len(outputs)} outputs for {len(items)} inputs")

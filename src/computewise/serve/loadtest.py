@@ -16,7 +16,8 @@ cancelled and counted as an error). Percentiles are over successful (2xx) answer
 per second over the whole run, until the last answer came back (as vegeta reports it).
 
 ``find_max_rate`` ramps the rate up by doubling until a short probe misses the SLO, then bisects
-between the last rate that met it and the first that did not.
+between the last rate that met it and the first that did not. What a run measured is a
+``specs.loadtest.LoadResult``, the value ``plan serve`` reads back from ``--json``.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import ssl
 import time
 from collections import Counter, deque
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -39,10 +40,10 @@ import numpy as np
 
 from computewise.errors import InputError
 from computewise.serve.eventloop import run_fast
+from computewise.specs.loadtest import LoadResult
 
 __all__ = [
     "LoadProgress",
-    "LoadResult",
     "find_max_rate",
     "load_payloads",
     "poisson_arrivals",
@@ -61,40 +62,6 @@ _KEEP_ALIVE_S = 4.0
 _HEADER_LIMIT = 1 << 16
 _FD_HEADROOM = 256
 """File descriptors left free below the soft limit when sizing the connection pool."""
-
-
-@dataclass(frozen=True)
-class LoadResult:
-    """What one open-loop run measured; rates are fractions of ``sent``."""
-
-    rate_rps: float
-    duration_s: float
-    sent: int
-    ok: int
-    rejected: int
-    errors: int
-    throughput_rps: float
-    p50_ms: float | None
-    p95_ms: float | None
-    p99_ms: float | None
-    max_ms: float | None
-    error_rate: float
-    rejection_rate: float
-    wall_s: float = 0.0
-    error_kinds: dict[str, int] = field(default_factory=dict)
-
-    def meets(self, slo_p99_ms: float, max_error_rate: float = 0.01, max_rejection_rate: float = 0.01) -> bool:
-        """The server sustained this rate: p99 within the SLO, errors and rejections under their ceilings."""
-        return (
-            self.ok > 0
-            and self.p99_ms is not None
-            and self.p99_ms <= slo_p99_ms
-            and self.error_rate < max_error_rate
-            and self.rejection_rate < max_rejection_rate
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 @dataclass(frozen=True)

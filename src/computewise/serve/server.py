@@ -23,10 +23,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import getpass
 import json
 import os
-import shlex
 import signal
 import socket
 import sys
@@ -41,18 +39,27 @@ import uvicorn
 
 from computewise.catalog import Catalog
 from computewise.errors import ComputewiseError, InputError
-from computewise.ledger import Ledger, NewRun, RunStatus
+from computewise.estimate.quote import PriceRequest
+from computewise.ledger import Ledger
 from computewise.monitor.energy import EnergyModel
-from computewise.monitor.gpu import GpuSource, GpuStatus, open_gpu_source
-from computewise.monitor.pricing import DetectedHardware, PriceRequest, resolve_price
+from computewise.monitor.gpu import GpuSource, open_gpu_source
 from computewise.monitor.process import ProcessTreeSampler
+from computewise.monitor.recorded import (
+    CTRL_C_EXIT_CODE,
+    Ending,
+    RecordedRun,
+    catalog_accelerator,
+    hardware_of,
+    hardware_price,
+    new_run,
+)
 from computewise.monitor.sampler import MAX_FLUSH_S, LedgerWriter, Sampler
 from computewise.serve.app import DEFAULT_MAX_BODY_BYTES, ServeState, create_app
-from computewise.serve.backends import Backend, load_backend
 from computewise.serve.batcher import Batcher, BatchPolicy, BatchRecord
 from computewise.serve.eventloop import fastest_loop
 from computewise.serve.exposure import check_exposure
 from computewise.serve.metrics import ServeMetrics
+from computewise.serve.runners import ModelRunner, load_runner
 
 __all__ = ["HEARTBEAT_S", "serve"]
 
@@ -85,13 +92,13 @@ def _bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def _warmup_example(backend: Backend, words: int) -> Any | None:
+def _warmup_example(runner: ModelRunner, words: int) -> Any | None:
     """An input the model accepts, or None when nothing is known about its inputs (an entry point)."""
-    if backend.kind == "echo":
+    if runner.kind == "echo":
         return 0
-    if backend.kind == "text":
+    if runner.kind == "text":
         return " ".join(["warm"] * words)
-    signatures = backend.describe().get("inputs")
+    signatures = runner.describe().get("inputs")
     if not signatures:
         return None
 
@@ -106,13 +113,13 @@ def _warmup_example(backend: Backend, words: int) -> Any | None:
     return {str(signature["name"]): zeros(signature) for signature in signatures}
 
 
-async def _warm_up(backend: Backend, batcher: Batcher, max_batch_size: int, stream: TextIO) -> None:
+async def _warm_up(runner: ModelRunner, batcher: Batcher, max_batch_size: int, stream: TextIO) -> None:
     """A few batches of each size: the first clients pay neither lazy initialisation nor the cost model's learning."""
-    examples = [example for words in _WARMUP_WORDS if (example := _warmup_example(backend, words)) is not None]
+    examples = [example for words in _WARMUP_WORDS if (example := _warmup_example(runner, words)) is not None]
     if not examples:
         return
     try:
-        items = [backend.validate(example) for example in examples]
+        items = [runner.validate(example) for example in examples]
         for _round in range(_WARMUP_ROUNDS):
             for size in _WARMUP_SIZES:
                 if size <= max_batch_size:
@@ -145,6 +152,15 @@ class _DrainingServer(uvicorn.Server):
         super().__init__(config)
         self._state = state
         self._stream = stream
+        self._stopped_by: int | None = None
+
+    def ending(self) -> Ending:
+        """How the server ended once ``serve`` returned: SIGTERM is how a server is asked to stop (an
+        orchestrator scaling down, ``kill``), so drained after it, it succeeded (exit 0); Ctrl-C is an
+        interrupt, recorded as on every run (``monitor.recorded``): interrupted, exit 130."""
+        if self._stopped_by == signal.SIGINT:
+            return Ending.of_exit(CTRL_C_EXIT_CODE, signal.SIGINT)
+        return Ending.of_exit(0)
 
     @contextlib.contextmanager
     def capture_signals(self) -> Generator[None, None, None]:
@@ -159,13 +175,13 @@ class _DrainingServer(uvicorn.Server):
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         if not self._state.draining:
             self._state.draining = True
+            self._stopped_by = sig
             _say(self._stream, f"{signal.Signals(sig).name}: draining in-flight requests, then stopping")
         super().handle_exit(sig, frame)
 
 
 class _RunRecord:
-    """The serving run in the ledger: started at launch, sampled and heartbeating with inference counts,
-    finished at exit."""
+    """What the serving run records while it serves: samples, and a heartbeat with the inferences served."""
 
     def __init__(
         self, ledger: Ledger, run_id: int, metrics: ServeMetrics, stream: TextIO, catalog: Catalog, gpu: GpuSource
@@ -201,59 +217,14 @@ class _RunRecord:
             except ComputewiseError as error:  # measurement degrades; serving goes on
                 _say(self.stream, f"ledger write failed: {error.message}")
 
-    def finish(self, status: RunStatus, exit_code: int, summary: dict[str, Any], error: str | None) -> None:
-        self._sampler.stop()  # one last sample: even a short run has its energy
+    def stop(self) -> None:
+        """The last sample (even a short run has its energy) and the last inferences, before the run ends."""
+        self._sampler.stop()
         self._writer.close()
         try:
             self.flush()
-            self.ledger.finish_run(self.run_id, status, time.time(), exit_code=exit_code, summary=summary, error=error)
         except ComputewiseError as failure:
-            _say(self.stream, f"could not finish run {self.run_id} in the ledger: {failure.message}")
-
-
-def _start_run(
-    ledger: Ledger,
-    catalog: Catalog,
-    status: GpuStatus,
-    target: str,
-    tags: dict[str, str],
-    hourly_usd: float | None,
-    started_at_s: float,
-    stream: TextIO,
-) -> int:
-    first = status.devices[0] if status.devices else None
-    hardware = DetectedHardware(
-        gpu_count=len(status.devices),
-        gpu_name=first.name if first else None,
-        gpu_memory_total_bytes=float(first.memory_total_bytes) if first and first.memory_total_bytes else None,
-        logical_cpus=os.cpu_count() or 1,
-    )
-    price = resolve_price(catalog, PriceRequest(hourly_usd=hourly_usd), hardware)
-    if price.assumed:
-        _say(stream, f"price {price.explanation}")
-    accelerator = (
-        catalog.match_device(hardware.gpu_name, hardware.gpu_memory_total_bytes) if hardware.gpu_name else None
-    )
-    argv = tuple(getattr(sys, "orig_argv", sys.argv))
-    return ledger.start_run(
-        NewRun(
-            kind="serve",
-            command=shlex.join(["computewise", "serve", target]),
-            argv=argv,
-            tags=dict(tags),
-            host=socket.gethostname(),
-            pid=os.getpid(),
-            user=getpass.getuser(),
-            cwd=os.getcwd(),
-            started_at_s=started_at_s,
-            interval_s=HEARTBEAT_S,
-            price=price,
-            logical_cpus=hardware.logical_cpus,
-            gpu_count=hardware.gpu_count,
-            gpu_name=hardware.gpu_name,
-            accelerator=accelerator.slug if accelerator else None,
-        )
-    )
+            _say(self.stream, f"could not record the last inferences of run {self.run_id}: {failure.message}")
 
 
 def serve(
@@ -276,8 +247,9 @@ def serve(
 
     ``port`` 0 takes any free port (the ready file says which). Raises ``InputError`` for an exposed
     ``host`` without ``token`` or ``insecure``, a taken port, or bad limits; ``LedgerError`` for a ledger
-    that cannot record the run. Returns 0 after a graceful drain, 1 when the server failed. Messages
-    go to ``stream`` (stderr).
+    that cannot record the run. Returns the exit code of its ending, recorded with the run by the rule
+    of every run (``monitor.recorded``): 0 after a drain on SIGTERM, 130 after Ctrl-C, 1 when the
+    server failed (or the code of a ``SystemExit`` it raised). Messages go to ``stream`` (stderr).
     """
     policy = policy or BatchPolicy()
     stream = stream or sys.stderr
@@ -319,7 +291,7 @@ def _serve_bound(
     gpu: GpuSource | None = None
     try:
         ledger.mark_crashed(started_at_s, socket.gethostname())
-        backend = load_backend(target)
+        runner = load_runner(target)
         state = ServeState()
         metrics = ServeMetrics()
 
@@ -327,59 +299,89 @@ def _serve_bound(
             if state.ready:  # warm-up batches are not traffic
                 metrics.record_batch(record)
 
-        batcher = Batcher(backend, policy, queue_limit=queue_limit, timeout_s=timeout_s, on_batch=on_batch)
-        app = create_app(backend, batcher, metrics, token=token, max_body_bytes=max_body_bytes, state=state)
+        batcher = Batcher(runner, policy, queue_limit=queue_limit, timeout_s=timeout_s, on_batch=on_batch)
+        app = create_app(runner, batcher, metrics, token=token, max_body_bytes=max_body_bytes, state=state)
         catalog = load_catalog()
         gpu = open_gpu_source()
-        run_id = _start_run(ledger, catalog, gpu.status(), target, tags, hourly_usd, started_at_s, stream)
-        run = _RunRecord(ledger, run_id, metrics, stream, catalog, gpu)
-        bound_host, bound_port = sock.getsockname()[:2]
-        url = f"http://{f'[{bound_host}]' if ':' in bound_host else bound_host}:{bound_port}"
-        config = uvicorn.Config(
-            app,
-            log_level="warning",
-            access_log=False,
-            lifespan="on",
-            timeout_graceful_shutdown=int(timeout_s + _DRAIN_EXTRA_S),
+        hardware = hardware_of(gpu.status())
+        price = hardware_price(catalog, PriceRequest(hourly_usd=hourly_usd), hardware)
+        if price.assumed:
+            _say(stream, f"price {price.explanation}")
+        row = new_run(
+            "serve",
+            ("computewise", "serve", target),
+            hardware=hardware,
+            price=price,
+            tags=tags,
+            interval_s=HEARTBEAT_S,
+            accelerator=catalog_accelerator(catalog, hardware),
+            started_at_s=started_at_s,
         )
-        server = _DrainingServer(config, state, stream)
+        with RecordedRun(ledger, row) as record:
+            run = _RunRecord(ledger, record.run_id, metrics, stream, catalog, gpu)
+            bound_host, bound_port = sock.getsockname()[:2]
+            url = f"http://{f'[{bound_host}]' if ':' in bound_host else bound_host}:{bound_port}"
+            config = uvicorn.Config(
+                app,
+                log_level="warning",
+                access_log=False,
+                lifespan="on",
+                timeout_graceful_shutdown=int(timeout_s + _DRAIN_EXTRA_S),
+            )
+            server = _DrainingServer(config, state, stream)
 
-        async def main() -> None:
-            serving = asyncio.create_task(server.serve(sockets=[sock]))
-            while not server.started and not serving.done():
-                await asyncio.sleep(0.01)
-            helpers: list[asyncio.Task[None]] = []
-            if server.started and not server.should_exit:
+            async def main() -> None:
+                serving = asyncio.create_task(server.serve(sockets=[sock]))
+                while not server.started and not serving.done():
+                    await asyncio.sleep(0.01)
+                helpers: list[asyncio.Task[None]] = []
+                if server.started and not server.should_exit:
 
-                async def become_ready() -> None:
-                    await _warm_up(backend, batcher, policy.max_batch_size, stream)
-                    if not state.draining:
-                        state.ready = True
-                        if ready_file is not None:
-                            _write_ready_file(ready_file, url, backend.name)
-                        _say(stream, f"serving {backend.name!r} at {url} (batching {policy.mode}, run {run.run_id})")
+                    async def become_ready() -> None:
+                        try:
+                            await _warm_up(runner, batcher, policy.max_batch_size, stream)
+                            if not state.draining:
+                                state.ready = True
+                                if ready_file is not None:
+                                    _write_ready_file(ready_file, url, runner.name)
+                                _say(
+                                    stream,
+                                    f"serving {runner.name!r} at {url} (batching {policy.mode}, run {run.run_id})",
+                                )
+                        except Exception:  # never ready (no ready file for whoever waits on it): stop, with the error
+                            server.should_exit = True
+                            raise
 
-                helpers = [asyncio.create_task(become_ready()), asyncio.create_task(run.heartbeat_loop())]
+                    helpers = [asyncio.create_task(become_ready()), asyncio.create_task(run.heartbeat_loop())]
+                try:
+                    await serving
+                finally:
+                    for helper in helpers:
+                        helper.cancel()
+                    ended = await asyncio.gather(*helpers, return_exceptions=True)
+                if ended and isinstance(ended[0], Exception):  # become_ready failed
+                    raise ended[0]
+
+            summary: dict[str, Any] = {"model": runner.name, "target": target, "kind": runner.kind}
+            summary["batching"] = asdict(policy)
             try:
-                await serving
+                with asyncio.Runner(loop_factory=fastest_loop()) as event_loop:
+                    event_loop.run(main())
+            except (Exception, SystemExit) as error:  # uvicorn exits with SystemExit(3) when the app cannot start
+                _say(stream, f"the server stopped: {type(error).__name__}: {error}")
+                ending = Ending.of_exception(error)
+            else:
+                ending = server.ending()
             finally:
-                for helper in helpers:
-                    helper.cancel()
-                await asyncio.gather(*helpers, return_exceptions=True)
-
-        summary: dict[str, Any] = {"model": backend.name, "target": target, "kind": backend.kind}
-        summary["batching"] = asdict(policy)
-        try:
-            with asyncio.Runner(loop_factory=fastest_loop()) as runner:
-                runner.run(main())
-        except (Exception, SystemExit) as error:  # uvicorn exits with SystemExit(3) when the app cannot start
-            message = f"the server stopped: {type(error).__name__}: {error}"
-            _say(stream, message)
-            run.finish("failed", 1, {**summary, **metrics.totals()}, message)
-            return 1
-        run.finish("succeeded", 0, {**summary, **metrics.totals()}, None)
-        _say(stream, f"stopped; {metrics.totals()['inferences']} inferences served (run {run.run_id})")
-        return 0
+                run.stop()
+            record.declare(ending, {**summary, **metrics.totals()})
+            try:
+                record.finish()
+            except ComputewiseError as failure:  # the serving is over; what it did stands
+                _say(stream, f"could not finish run {record.run_id} in the ledger: {failure.message}")
+        if ending.status != "failed":
+            _say(stream, f"stopped; {metrics.totals()['inferences']} inferences served (run {record.run_id})")
+        return ending.exit_code if ending.exit_code is not None else 1
     finally:
         if gpu is not None:
             gpu.close()

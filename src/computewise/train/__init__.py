@@ -5,26 +5,23 @@ functions, so importing this package stays cheap.
 """
 
 from computewise.ledger import PREEMPTED_EXIT_CODE
-from computewise.train.checkpoint import CheckpointError, CheckpointStore, capture_rng, restore_rng
-from computewise.train.config import ConfigError, TrainConfig, load_config, write_config
+from computewise.train.checkpoint import CheckpointStore, capture_rng, restore_rng
+from computewise.train.config import TrainConfig, load_config, write_config
 from computewise.train.data import SampleOrder, make_loader
 from computewise.train.early_stopping import EarlyStopping
 from computewise.train.engine import StepEngine
 from computewise.train.fit import FitResult, fit
 from computewise.train.preemption import Preempted, PreemptionGuard
-from computewise.train.setup import SetupError, TrainingSetup, load_setup
+from computewise.train.setup import TrainingSetup, load_setup
 
 __all__ = [
     "PREEMPTED_EXIT_CODE",
-    "CheckpointError",
     "CheckpointStore",
-    "ConfigError",
     "EarlyStopping",
     "FitResult",
     "Preempted",
     "PreemptionGuard",
     "SampleOrder",
-    "SetupError",
     "StepEngine",
     "TrainConfig",
     "TrainingSetup",

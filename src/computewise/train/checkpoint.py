@@ -37,11 +37,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, cast
 
-from computewise.errors import InputError
+from computewise.errors import CheckpointError
 
 __all__ = [
     "CHECKPOINT_FORMAT",
-    "CheckpointError",
     "CheckpointInfo",
     "CheckpointStore",
     "CorruptCheckpointWarning",
@@ -55,10 +54,6 @@ CHECKPOINT_FORMAT = "computewise.checkpoint/1"
 _NAME = re.compile(r"^step-(\d{8,})$")
 _TEMPORARY_PREFIX = ".tmp-"
 _READ_CHUNK_BYTES = 8 * 1024 * 1024
-
-
-class CheckpointError(InputError):
-    """The checkpoint directory cannot be used (not writable, or holding another run's checkpoints)."""
 
 
 class CorruptCheckpointWarning(UserWarning):

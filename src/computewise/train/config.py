@@ -18,17 +18,14 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from computewise.errors import InputError
+from computewise.errors import ConfigError
+from computewise.specs.document import SCHEMA_VERSION, check_schema_version
 
-__all__ = ["CONFIG_FORMAT", "ConfigError", "PrecisionChoice", "TrainConfig", "load_config", "write_config"]
+__all__ = ["CONFIG_FORMAT", "PrecisionChoice", "TrainConfig", "load_config", "write_config"]
 
 PrecisionChoice = Literal["auto", "fp32", "tf32", "bf16", "fp16"]
 # The file format tag: a file written by a newer computewise with another layout is refused, not misread.
 CONFIG_FORMAT = "computewise.train-config/1"
-
-
-class ConfigError(InputError):
-    """A training configuration is malformed or contradicts itself."""
 
 
 @dataclass(frozen=True)
@@ -120,7 +117,7 @@ class TrainConfig:
 
 def write_config(config: TrainConfig, path: Path, **extra: Any) -> None:
     """Write ``config`` (and ``extra`` context such as the measured speed) atomically as JSON."""
-    payload = {"format": CONFIG_FORMAT, "config": config.to_dict(), **extra}
+    payload = {"schema_version": SCHEMA_VERSION, "format": CONFIG_FORMAT, "config": config.to_dict(), **extra}
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
@@ -143,6 +140,8 @@ def load_config(path: Path | str) -> TrainConfig:
         raise ConfigError(f"no training configuration at {path}", "run `computewise tune ... --out FILE`") from failure
     except (OSError, json.JSONDecodeError) as failure:
         raise ConfigError(f"cannot read training configuration {path}: {failure}") from failure
+    if isinstance(payload, dict):  # a newer layout is named as such before its format tag is compared
+        check_schema_version(payload, "`computewise tune --out`", str(path))
     if (
         not isinstance(payload, dict)
         or payload.get("format") != CONFIG_FORMAT

@@ -20,7 +20,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from computewise.train.config import ConfigError, TrainConfig
+from computewise.errors import ConfigError
+from computewise.train.config import TrainConfig
 from computewise.train.setup import TrainingSetup
 
 __all__ = ["SampleOrder", "make_loader", "rank_batch_size"]

@@ -23,14 +23,13 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
-from computewise.errors import InputError
+from computewise.errors import DistributedError
 
 if TYPE_CHECKING:
     import torch
     from torch import nn
 
 __all__ = [
-    "DistributedError",
     "Placement",
     "ResolvedStrategy",
     "Strategy",
@@ -55,10 +54,6 @@ ResolvedStrategy = Literal["none", "ddp", "fsdp"]
 _DEFAULT_TIMEOUT_S = 600.0
 # How long a gloo rank waits at teardown for its peers before leaving anyway.
 _TEARDOWN_BARRIER_S = 10.0
-
-
-class DistributedError(InputError):
-    """A distributed setting that cannot work here (DDP without torchrun, a malformed torchrun environment)."""
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from computewise.train.config import ConfigError
+from computewise.errors import ConfigError
 
 __all__ = ["EarlyStopping"]
 

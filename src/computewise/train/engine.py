@@ -23,10 +23,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
-from computewise.train.config import ConfigError, TrainConfig
+from computewise.errors import ConfigError, SetupError
+from computewise.train.config import TrainConfig
 from computewise.train.data import rank_batch_size
 from computewise.train.precision import PrecisionPolicy
-from computewise.train.setup import SetupError, TrainingSetup
+from computewise.train.setup import TrainingSetup
 
 if TYPE_CHECKING:
     import torch

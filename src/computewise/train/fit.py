@@ -35,14 +35,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from computewise.errors import ModelConfigError
+from computewise.errors import CheckpointError, ConfigError, DistributedError, ModelConfigError
 from computewise.monitor.track import Tracker
 from computewise.monitor.track import track as start_tracking
 from computewise.train import distributed
-from computewise.train.checkpoint import CheckpointError, CheckpointStore, capture_rng, restore_rng
-from computewise.train.config import ConfigError, TrainConfig
+from computewise.train.checkpoint import CheckpointStore, capture_rng, restore_rng
+from computewise.train.config import TrainConfig
 from computewise.train.data import make_loader
-from computewise.train.distributed import DistributedError, Placement, ResolvedStrategy, Strategy
+from computewise.train.distributed import Placement, ResolvedStrategy, Strategy
 from computewise.train.early_stopping import EarlyStopping
 from computewise.train.engine import StepEngine
 from computewise.train.memory_cap import apply_gpu_memory_cap

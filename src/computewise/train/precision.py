@@ -18,7 +18,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from computewise.train.config import ConfigError, PrecisionChoice
+from computewise.errors import ConfigError
+from computewise.train.config import PrecisionChoice
 
 if TYPE_CHECKING:
     import torch

@@ -15,14 +15,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from computewise.errors import InputError
-from computewise.optimize.entrypoints import import_entry_point
+from computewise.errors import SetupError
+from computewise.system.entrypoints import import_entry_point
 
-__all__ = ["SetupError", "TrainingSetup", "load_setup"]
-
-
-class SetupError(InputError):
-    """The training entry point cannot be imported or returned something that is not a setup."""
+__all__ = ["TrainingSetup", "load_setup"]
 
 
 @dataclass

@@ -28,14 +28,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from computewise.errors import InputError, ModelConfigError
+from computewise.errors import ConfigError, ModelConfigError, NothingFitsError, SetupError
 from computewise.estimate.arrays import col
 from computewise.estimate.assumptions import Assumptions
 from computewise.estimate.memory import bytes_per_value, model_state_bytes, optimizer_bytes_per_param
 from computewise.models.trace import measure_module
 from computewise.specs import Optimizer
-from computewise.train.config import ConfigError, TrainConfig
-from computewise.train.setup import SetupError, TrainingSetup
+from computewise.train.config import TrainConfig
+from computewise.train.setup import TrainingSetup
 from computewise.tune.space import DeviceKind, ModelFacts
 from computewise.units import format_bytes
 
@@ -43,7 +43,6 @@ __all__ = [
     "Capacity",
     "MemoryEstimate",
     "ModelProfile",
-    "NothingFitsError",
     "Pruning",
     "device_capacity",
     "estimate_memory",
@@ -53,10 +52,6 @@ __all__ = [
 
 _TRACE_BATCH = 2  # per-sample figures scale linearly; two samples keep batch-norm statistics meaningful
 _AUTOCAST_COPY_BYTES = 2.0  # autocast caches one 16-bit copy of each weight a matmul uses
-
-
-class NothingFitsError(InputError):
-    """Every configuration of the space needs more memory than the device has."""
 
 
 @dataclass(frozen=True)

@@ -13,14 +13,40 @@ of step times is a ratio of samples (and tokens) per second.
   ``H x tuned / naive``; the saving is priced at the hourly rate the tuning ran at.
 - **Break-even**: the length of run (at naive speed) from which the time saved pays for the
   tuning: ``tuning hours / (1 - tuned step / naive step)``; none when tuning found nothing faster.
+
+``tune_worth`` computes all of it once, when the search's result is built, into ``TuneWorth``: typed
+fields that ``run_tune``, the ledger summary and ``--json`` read, and that ``from_dict`` reads back.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
-__all__ = ["TRAIN_FLOPS_PER_FORWARD", "RunSaving", "break_even_hours", "mfu", "plan_saving", "speedup"]
+from computewise.errors import InputError
+from computewise.specs.document import (
+    read_float,
+    read_int,
+    read_mapping,
+    read_optional_float,
+    read_optional_int,
+    read_optional_str,
+    read_str,
+)
+from computewise.train.config import TrainConfig
+
+__all__ = [
+    "TRAIN_FLOPS_PER_FORWARD",
+    "Measured",
+    "RunSaving",
+    "TuneWorth",
+    "break_even_hours",
+    "mfu",
+    "plan_saving",
+    "speedup",
+    "tune_worth",
+]
 
 # One training step = forward + backward ~ 3 x forward (PaLM, Chowdhery et al. 2022), as in computewise.track.
 TRAIN_FLOPS_PER_FORWARD = 3.0
@@ -69,6 +95,14 @@ class RunSaving:
         """The saving after paying for the tuning itself."""
         return self.saved_usd - self.tuning_cost_usd
 
+    @property
+    def naive_usd(self) -> float:
+        return self.naive_hours * self.hourly_usd
+
+    @property
+    def tuned_usd(self) -> float:
+        return self.tuned_hours * self.hourly_usd
+
     def to_dict(self) -> dict[str, float | str]:
         return {
             "basis": self.basis,
@@ -76,12 +110,26 @@ class RunSaving:
             "tuned_hours": self.tuned_hours,
             "saved_hours": self.saved_hours,
             "hourly_usd": self.hourly_usd,
-            "naive_usd": self.naive_hours * self.hourly_usd,
-            "tuned_usd": self.tuned_hours * self.hourly_usd,
+            "naive_usd": self.naive_usd,
+            "tuned_usd": self.tuned_usd,
             "saved_usd": self.saved_usd,
             "tuning_cost_usd": self.tuning_cost_usd,
             "net_saved_usd": self.net_saved_usd,
         }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], source: str = "the tuning") -> RunSaving:
+        text = read_str(data, "basis", source)
+        if text not in ("run-hours", "tokens"):
+            raise InputError(f"{source}: plan.basis must be 'run-hours' or 'tokens', got {text!r}")
+        basis: Literal["run-hours", "tokens"] = "tokens" if text == "tokens" else "run-hours"
+        return cls(
+            basis,
+            read_float(data, "naive_hours", source),
+            read_float(data, "tuned_hours", source),
+            read_float(data, "hourly_usd", source),
+            read_float(data, "tuning_cost_usd", source),
+        )
 
 
 def plan_saving(
@@ -104,3 +152,140 @@ def plan_saving(
         return None
     tuned_hours = naive_hours * tuned_step_s / naive_step_s
     return RunSaving(basis, naive_hours, tuned_hours, hourly_usd, tuning_cost_usd)
+
+
+@dataclass(frozen=True)
+class Measured:
+    """One configuration as the search measured it (the winner or a reference), with its MFU."""
+
+    trial: int
+    config: TrainConfig
+    median_step_s: float | None
+    samples_per_s: float | None
+    tokens_per_s: float | None
+    warmup_s: float | None
+    peak_memory_bytes: int | None
+    peak_memory_kind: str | None
+    estimated_memory_bytes: float
+    mfu: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "trial": self.trial,
+            "config": self.config.to_dict(),
+            "describe": self.config.describe(),
+            "median_step_s": self.median_step_s,
+            "samples_per_s": self.samples_per_s,
+            "tokens_per_s": self.tokens_per_s,
+            "warmup_s": self.warmup_s,
+            "peak_memory_bytes": self.peak_memory_bytes,
+            "peak_memory_kind": self.peak_memory_kind,
+            "estimated_memory_bytes": self.estimated_memory_bytes,
+            "mfu": self.mfu,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], source: str = "the tuning") -> Measured:
+        return cls(
+            trial=read_int(data, "trial", source),
+            config=TrainConfig.from_dict(dict(read_mapping(data, "config", source))),
+            median_step_s=read_optional_float(data, "median_step_s", source),
+            samples_per_s=read_optional_float(data, "samples_per_s", source),
+            tokens_per_s=read_optional_float(data, "tokens_per_s", source),
+            warmup_s=read_optional_float(data, "warmup_s", source),
+            peak_memory_bytes=read_optional_int(data, "peak_memory_bytes", source),
+            peak_memory_kind=read_optional_str(data, "peak_memory_kind", source),
+            estimated_memory_bytes=read_float(data, "estimated_memory_bytes", source),
+            mfu=read_optional_float(data, "mfu", source),
+        )
+
+
+@dataclass(frozen=True)
+class TuneWorth:
+    """What the tuned configuration is worth against the references, computed once when the result is built."""
+
+    best: Measured
+    baseline: Measured | None
+    largest_batch: Measured | None
+    speedup_vs_baseline: float | None
+    speedup_vs_largest_batch: float | None
+    tuning_cost_usd: float
+    plan: RunSaving | None
+    break_even_hours: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The worth's keys of ``tune --json`` (best, baseline, largest_batch, speedup, plan, break_even_hours)."""
+        return {
+            "best": self.best.to_dict(),
+            "baseline": self.baseline.to_dict() if self.baseline is not None else None,
+            "largest_batch": self.largest_batch.to_dict() if self.largest_batch is not None else None,
+            "speedup": {"vs_baseline": self.speedup_vs_baseline, "vs_largest_batch": self.speedup_vs_largest_batch},
+            "plan": self.plan.to_dict() if self.plan is not None else None,
+            "break_even_hours": self.break_even_hours,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], source: str = "the tuning") -> TuneWorth:
+        """Read back from ``tune --json`` (the tuning's cost from its ``tuning`` section)."""
+
+        def measured(key: str) -> Measured | None:
+            return None if data.get(key) is None else Measured.from_dict(read_mapping(data, key, source), source)
+
+        speedups = read_mapping(data, "speedup", source)
+        best = measured("best")
+        if best is None:
+            raise InputError(f"{source}: best must be a JSON object, got nothing", "pass what `tune --json` wrote")
+        return cls(
+            best=best,
+            baseline=measured("baseline"),
+            largest_batch=measured("largest_batch"),
+            speedup_vs_baseline=read_optional_float(speedups, "vs_baseline", source),
+            speedup_vs_largest_batch=read_optional_float(speedups, "vs_largest_batch", source),
+            tuning_cost_usd=read_float(read_mapping(data, "tuning", source), "cost_usd", source),
+            plan=None if data.get("plan") is None else RunSaving.from_dict(read_mapping(data, "plan", source), source),
+            break_even_hours=read_optional_float(data, "break_even_hours", source),
+        )
+
+
+def tune_worth(
+    best: Measured,
+    baseline: Measured | None,
+    largest_batch: Measured | None,
+    hourly_usd: float,
+    tuning_s: float,
+    *,
+    run_hours: float | None = None,
+    tokens: float | None = None,
+    tokens_per_step: float | None = None,
+) -> TuneWorth:
+    """Speed-ups against the references, the tuning's cost (price x duration), the planned run, the break-even."""
+    best_s = best.median_step_s
+    naive_s = baseline.median_step_s if baseline is not None else None
+    # The ledger's formula for a run's cost (account.totals.price_run): price x duration.
+    tuning_cost_usd = hourly_usd * tuning_s / 3600.0
+
+    def against(other: Measured | None) -> float | None:
+        other_s = other.median_step_s if other is not None else None
+        return speedup(best_s, other_s) if best_s and other_s else None
+
+    saving = None
+    if naive_s:
+        saving = plan_saving(
+            naive_s,
+            best_s or 0.0,
+            hourly_usd,
+            tuning_cost_usd,
+            run_hours=run_hours,
+            tokens=tokens,
+            tokens_per_step=tokens_per_step,
+        )
+    return TuneWorth(
+        best=best,
+        baseline=baseline,
+        largest_batch=largest_batch,
+        speedup_vs_baseline=against(baseline),
+        speedup_vs_largest_batch=against(largest_batch),
+        tuning_cost_usd=tuning_cost_usd,
+        plan=saving,
+        break_even_hours=break_even_hours(naive_s, best_s, tuning_s) if naive_s and best_s else None,
+    )

@@ -40,7 +40,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from computewise.errors import InputError
+from computewise.errors import ScaleTestError
+from computewise.system.cpu import cpu_model_name, usable_cpus
 from computewise.train.config import TrainConfig
 from computewise.train.setup import load_setup
 from computewise.tune.scaleworker import rank_file
@@ -54,7 +55,6 @@ __all__ = [
     "EFFICIENCY_FLOOR",
     "Link",
     "ScaleOptions",
-    "ScaleTestError",
     "ScaleTestResult",
     "WorldSizeResult",
     "parse_nproc",
@@ -77,10 +77,6 @@ WORKER_MODULE = "computewise.tune.scaleworker"
 _GRACE_S = 5.0  # torchrun's own shutdown of its ranks after SIGTERM, before we kill by PID
 _PORT_ATTEMPTS = 3  # a free port found by bind(0) can be taken before torchrun binds it
 _LOG_TAIL_CHARS = 1500
-
-
-class ScaleTestError(InputError):
-    """The scale test cannot run as asked: bad world sizes, a failing single-process run."""
 
 
 @dataclass(frozen=True)
@@ -217,10 +213,6 @@ def stops_paying(points: Sequence[tuple[int, float]], floor: float = EFFICIENCY_
     return None
 
 
-def _cores() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-
-
 def _hardware(choice: DeviceChoice) -> _Hardware:
     import torch
 
@@ -228,11 +220,10 @@ def _hardware(choice: DeviceChoice) -> _Hardware:
     if choice == "cuda" and not cuda:
         raise ScaleTestError("--device cuda, but torch sees no CUDA device", "use --device cpu or auto")
     if choice == "cpu" or not cuda:
-        from computewise.monitor.process import cpu_model_name
-
-        return _Hardware("cpu", cpu_model_name(), _cores(), 0, None)
+        return _Hardware("cpu", cpu_model_name(), usable_cpus(), 0, None)
     properties = torch.cuda.get_device_properties(0)
-    return _Hardware("cuda", str(properties.name), _cores(), torch.cuda.device_count(), float(properties.total_memory))
+    cores = usable_cpus()
+    return _Hardware("cuda", str(properties.name), cores, torch.cuda.device_count(), float(properties.total_memory))
 
 
 def _threads(options: ScaleOptions, hardware: _Hardware) -> int:

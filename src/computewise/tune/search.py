@@ -24,12 +24,9 @@ The order of work, cheapest knowledge first:
 
 from __future__ import annotations
 
-import getpass
+import contextlib
 import os
-import shlex
 import shutil
-import socket
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -38,12 +35,15 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from computewise.catalog import Catalog, load_catalog
-from computewise.errors import ComputewiseError, InputError
+from computewise.errors import InputError, TuneError
 from computewise.estimate.assumptions import Assumptions
-from computewise.ledger import Ledger, NewRun, PriceSnapshot, RunStatus
-from computewise.monitor.pricing import DetectedHardware, PriceRequest, resolve_price
-from computewise.optimize.hardware import Hardware, detect_hardware
+from computewise.estimate.quote import PriceRequest
+from computewise.ledger import Ledger, NewRun, PriceSnapshot
+from computewise.monitor.pricing import DetectedHardware
+from computewise.monitor.recorded import RecordedRun, catalog_accelerator, hardware_price, new_run
+from computewise.specs.document import SCHEMA_VERSION
 from computewise.specs.hardware import Accelerator
+from computewise.system.hardware import Hardware, detect_hardware
 from computewise.train.config import TrainConfig, write_config
 from computewise.train.engine import default_device
 from computewise.train.setup import load_setup
@@ -58,7 +58,7 @@ from computewise.tune.prune import (
     profile_setup,
     prune,
 )
-from computewise.tune.savings import break_even_hours, mfu, plan_saving, speedup
+from computewise.tune.savings import Measured, TuneWorth, mfu, tune_worth
 from computewise.tune.space import DeviceKind, SearchSpace, default_space, parse_space
 from computewise.tune.trial import TrialResult, TrialRunner
 
@@ -70,7 +70,6 @@ __all__ = [
     "TrialExecutorFactory",
     "TrialRecord",
     "TrialSettings",
-    "TuneError",
     "TuneOptions",
     "TuneProgress",
     "TuneResult",
@@ -79,10 +78,6 @@ __all__ = [
 
 Stage = Literal["halving", "compile", "baseline", "largest-batch"]
 ProgressCallback = Callable[["TuneProgress"], None]
-
-
-class TuneError(ComputewiseError):
-    """No trial produced a measurement, so there is nothing to recommend."""
 
 
 @dataclass(frozen=True)
@@ -284,6 +279,7 @@ class TuneResult:
     wall_s: float
     ledger_run_id: int | None
     notes: tuple[str, ...]
+    worth: TuneWorth
     backend: dict[str, Any] = field(default_factory=lambda: {"name": "local", "scheduler": "successive halving"})
 
     @property
@@ -298,66 +294,15 @@ class TuneResult:
     def trial_cpu_s(self) -> float:
         return sum(record.result.cpu_s or 0.0 for record in self.trials)
 
-    @property
-    def cost_usd(self) -> float:
-        """The tuning's cost: its price x its duration, the ledger's formula (``account.totals.price_run``)."""
-        return self.price.hourly_usd * self.wall_s / 3600.0
-
-    def _mfu(self, record: TrialRecord) -> float | None:
-        samples, flops = record.result.samples_per_s, self.profile.forward_flops_per_sample
-        if self.peak is None or samples is None or flops is None:
-            return None
-        accelerator = self.peak[0]
-        precision = record.config.precision if record.config.precision != "auto" else "fp32"
-        return mfu(flops, samples, accelerator.peak_flops_for(precision))
-
-    def _figures(self, record: TrialRecord | None) -> dict[str, Any] | None:
-        if record is None:
-            return None
-        result = record.result
-        return {
-            "trial": record.number,
-            "config": record.config.to_dict(),
-            "describe": record.config.describe(),
-            "median_step_s": result.median_step_s,
-            "samples_per_s": result.samples_per_s,
-            "tokens_per_s": result.tokens_per_s,
-            "warmup_s": result.warmup_s,
-            "peak_memory_bytes": result.peak_memory_bytes,
-            "peak_memory_kind": result.peak_memory_kind,
-            "estimated_memory_bytes": record.estimate.total_bytes,
-            "mfu": self._mfu(record),
-        }
-
-    def _speedup(self, other: TrialRecord | None) -> float | None:
-        best_s, other_s = self.best.result.median_step_s, other.result.median_step_s if other else None
-        return speedup(best_s, other_s) if best_s and other_s else None
-
     def to_dict(self) -> dict[str, Any]:
+        """What ``tune --json`` prints: serialised fields only, the worth computed when the result was built."""
         options = self.options
-        naive_s = self.baseline.result.median_step_s if self.baseline is not None else None
-        best_s = self.best.result.median_step_s or 0.0
-        tokens_per_step = (
-            self.profile.global_batch_size * self.profile.tokens_per_sample if self.profile.tokens_per_sample else None
-        )
-        saving = (
-            plan_saving(
-                naive_s,
-                best_s,
-                self.price.hourly_usd,
-                self.cost_usd,
-                run_hours=options.run_hours,
-                tokens=options.tokens,
-                tokens_per_step=tokens_per_step,
-            )
-            if naive_s
-            else None
-        )
         peak = None
         if self.peak is not None:
             accelerator, how = self.peak
             peak = {"accelerator": accelerator.slug, "name": accelerator.name, "how": how, "source": accelerator.source}
         return {
+            "schema_version": SCHEMA_VERSION,
             "entry": self.entry,
             "setup_config": options.setup_config,
             "device": {
@@ -390,13 +335,7 @@ class TuneResult:
                 for config, e, why in self.pruning.dropped
             ],
             "trials": [record.to_dict() for record in self.trials],
-            "best": self._figures(self.best),
-            "baseline": self._figures(self.baseline),
-            "largest_batch": self._figures(self.largest_batch),
-            "speedup": {
-                "vs_baseline": self._speedup(self.baseline),
-                "vs_largest_batch": self._speedup(self.largest_batch),
-            },
+            **self.worth.to_dict(),
             "mfu": {
                 "peak": peak,
                 "note": self.peak_note if self.profile.forward_flops_per_sample is not None else "no FLOPs traced",
@@ -408,10 +347,8 @@ class TuneResult:
                 "trials": len(self.trials),
                 "hourly_usd": self.price.hourly_usd,
                 "price_explanation": self.price.explanation,
-                "cost_usd": self.cost_usd,
+                "cost_usd": self.worth.tuning_cost_usd,
             },
-            "plan": saving.to_dict() if saving is not None else None,
-            "break_even_hours": break_even_hours(naive_s, best_s, self.wall_s) if naive_s and best_s else None,
             "ledger_run_id": self.ledger_run_id,
             "out": str(options.out) if options.out is not None else None,
             "notes": list(self.notes),
@@ -445,43 +382,53 @@ def run_tune(
     capacity = device_capacity(device, options.memory_bytes)
     pruning = prune(space.configs(setup.global_batch_size), profile, capacity, device, assumptions)
     peak, peak_note = _peak(catalog, options.accelerator, hardware, device)
-    price = resolve_price(catalog, PriceRequest(hourly_usd=options.hourly_usd), _detected(hardware, device))
+    detected = _detected(hardware, device)
+    price = hardware_price(catalog, PriceRequest(hourly_usd=options.hourly_usd), detected)
     threads = options.threads or torch.get_num_threads()
 
     search = _Search(entry, options, device, threads, profile, pruning, capacity, assumptions, progress, trials)
-    ledger, run_id = _start_run(options, entry, price, hardware, device, started_s)
-    try:
-        search.run()
-    except BaseException as failure:
-        _finish_run(ledger, run_id, failure, None)
-        raise
-    result = TuneResult(
-        entry=entry,
-        options=options,
-        device=device,
-        hardware=hardware,
-        threads=threads,
-        profile=profile,
-        space=space,
-        capacity=capacity,
-        pruning=pruning,
-        rungs=search.rungs,
-        trials=tuple(search.records),
-        best=search.best,
-        baseline=search.baseline,
-        largest_batch=search.largest_batch,
-        peak=peak,
-        peak_note=peak_note,
+    row = new_run(
+        "tune",
+        ("computewise", "tune", entry),
+        hardware=detected,
         price=price,
-        wall_s=time.perf_counter() - started_perf,
-        ledger_run_id=run_id,
-        notes=(*space.notes, *profile.notes, *search.notes),
-        backend=search.backend,
+        tags=options.tags,
+        interval_s=options.trial_timeout_s,
+        accelerator=catalog_accelerator(catalog, detected),
+        started_at_s=started_s,
     )
-    if options.out is not None:
-        best = result.to_dict()["best"]
-        write_config(search.best.config, options.out, entry=entry, measured=best)
-    _finish_run(ledger, run_id, None, result)
+    with contextlib.ExitStack() as recording:
+        record = _recorded(recording, options, row)
+        search.run()
+        wall_s = time.perf_counter() - started_perf
+        result = TuneResult(
+            entry=entry,
+            options=options,
+            device=device,
+            hardware=hardware,
+            threads=threads,
+            profile=profile,
+            space=space,
+            capacity=capacity,
+            pruning=pruning,
+            rungs=search.rungs,
+            trials=tuple(search.records),
+            best=search.best,
+            baseline=search.baseline,
+            largest_batch=search.largest_batch,
+            peak=peak,
+            peak_note=peak_note,
+            price=price,
+            wall_s=wall_s,
+            ledger_run_id=record.run_id if record is not None else None,
+            notes=(*space.notes, *profile.notes, *search.notes),
+            worth=_worth(search, profile, peak, options, price.hourly_usd, wall_s),
+            backend=search.backend,
+        )
+        if options.out is not None:
+            write_config(search.best.config, options.out, entry=entry, measured=result.worth.best.to_dict())
+        if record is not None:
+            record.declare(summary=_ledger_summary(result))
     return result
 
 
@@ -673,6 +620,53 @@ class _Search:
         return "; ".join(shown) + (f" (and {len(messages) - 3} more)" if len(messages) > 3 else "")
 
 
+def _worth(
+    search: _Search,
+    profile: ModelProfile,
+    peak: tuple[Accelerator, str] | None,
+    options: TuneOptions,
+    hourly_usd: float,
+    wall_s: float,
+) -> TuneWorth:
+    """The winner against the references, priced at the tuning's rate: computed once, as the result is built."""
+    tokens_per_step = profile.global_batch_size * profile.tokens_per_sample if profile.tokens_per_sample else None
+
+    def measured(record: TrialRecord | None) -> Measured | None:
+        return None if record is None else _measured(record, profile, peak)
+
+    return tune_worth(
+        _measured(search.best, profile, peak),
+        measured(search.baseline),
+        measured(search.largest_batch),
+        hourly_usd,
+        wall_s,
+        run_hours=options.run_hours,
+        tokens=options.tokens,
+        tokens_per_step=tokens_per_step,
+    )
+
+
+def _measured(record: TrialRecord, profile: ModelProfile, peak: tuple[Accelerator, str] | None) -> Measured:
+    """A trial's figures, with its MFU against the peak at the trial's precision (fp32 for ``auto``)."""
+    result, flops = record.result, profile.forward_flops_per_sample
+    utilization = None
+    if peak is not None and result.samples_per_s is not None and flops is not None:
+        precision = record.config.precision if record.config.precision != "auto" else "fp32"
+        utilization = mfu(flops, result.samples_per_s, peak[0].peak_flops_for(precision))
+    return Measured(
+        trial=record.number,
+        config=record.config,
+        median_step_s=result.median_step_s,
+        samples_per_s=result.samples_per_s,
+        tokens_per_s=result.tokens_per_s,
+        warmup_s=result.warmup_s,
+        peak_memory_bytes=result.peak_memory_bytes,
+        peak_memory_kind=result.peak_memory_kind,
+        estimated_memory_bytes=record.estimate.total_bytes,
+        mfu=utilization,
+    )
+
+
 def _rank(record: TrialRecord | None) -> tuple[int, float]:
     """Longer measurements first (a top-rung figure beats any shorter one), then the faster step."""
     if record is None or record.result.median_step_s is None:
@@ -719,68 +713,25 @@ def _peak(
     return None, "a CPU's peak is not detected: name it with --accelerator (e.g. xeon-8480plus) to get MFU"
 
 
-def _start_run(
-    options: TuneOptions, entry: str, price: PriceSnapshot, hardware: Hardware, device: DeviceKind, started_s: float
-) -> tuple[Ledger | None, int | None]:
+def _recorded(stack: contextlib.ExitStack, options: TuneOptions, row: NewRun) -> RecordedRun | None:
     """The tuning as a ledger run of kind ``tune``, priced at launch: what finding the configuration cost."""
     if not options.record:
-        return None, None
-    ledger = Ledger.open(options.db)
-    argv = tuple(getattr(sys, "orig_argv", sys.argv))
-    try:
-        run_id = ledger.start_run(
-            NewRun(
-                kind="tune",
-                command=shlex.join(["computewise", "tune", entry]),
-                argv=argv,
-                tags=dict(options.tags),
-                host=socket.gethostname(),
-                pid=os.getpid(),
-                user=_user(),
-                cwd=os.getcwd(),
-                started_at_s=started_s,
-                interval_s=options.trial_timeout_s,
-                price=price,
-                logical_cpus=os.cpu_count() or 1,
-                gpu_count=1 if device == "cuda" else 0,
-                gpu_name=hardware.cuda_device if device == "cuda" else None,
-            )
-        )
-    except BaseException:
-        ledger.close()
-        raise
-    return ledger, run_id
+        return None
+    ledger = stack.enter_context(Ledger.open(options.db))
+    return stack.enter_context(RecordedRun(ledger, row))
 
 
-def _finish_run(
-    ledger: Ledger | None, run_id: int | None, failure: BaseException | None, result: TuneResult | None
-) -> None:
-    if ledger is None or run_id is None:
-        return
-    try:
-        if failure is not None:
-            status: RunStatus = "interrupted" if isinstance(failure, KeyboardInterrupt) else "failed"
-            ledger.finish_run(run_id, status, time.time(), exit_code=None, error=f"{type(failure).__name__}: {failure}")
-        elif result is not None:
-            best = result.best
-            summary = {
-                "tune": {
-                    "best": best.config.to_dict(),
-                    "describe": best.config.describe(),
-                    "samples_per_s": best.result.samples_per_s,
-                    "tokens_per_s": best.result.tokens_per_s,
-                    "speedup_vs_baseline": result.to_dict()["speedup"]["vs_baseline"],
-                    "trials": len(result.trials),
-                    "trial_s": result.trial_s,
-                }
-            }
-            ledger.finish_run(run_id, "succeeded", time.time(), exit_code=0, summary=summary)
-    finally:
-        ledger.close()
-
-
-def _user() -> str:
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):  # no passwd entry (some containers)
-        return str(os.getuid()) if hasattr(os, "getuid") else "unknown"
+def _ledger_summary(result: TuneResult) -> dict[str, Any]:
+    """What ``runs show`` keeps of a finished tuning: the winner and what the search took."""
+    best = result.best
+    return {
+        "tune": {
+            "best": best.config.to_dict(),
+            "describe": best.config.describe(),
+            "samples_per_s": best.result.samples_per_s,
+            "tokens_per_s": best.result.tokens_per_s,
+            "speedup_vs_baseline": result.worth.speedup_vs_baseline,
+            "trials": len(result.trials),
+            "trial_s": result.trial_s,
+        }
+    }

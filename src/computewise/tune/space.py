@@ -21,12 +21,12 @@ from dataclasses import dataclass, replace
 from itertools import product
 from typing import Literal, cast, get_args
 
-from computewise.errors import InputError
-from computewise.optimize.hardware import Hardware
+from computewise.errors import SpaceError
+from computewise.system.hardware import Hardware
 from computewise.train.config import TrainConfig
 from computewise.train.precision import Precision
 
-__all__ = ["DIMENSIONS", "DeviceKind", "ModelFacts", "SearchSpace", "SpaceError", "default_space", "parse_space"]
+__all__ = ["DIMENSIONS", "DeviceKind", "ModelFacts", "SearchSpace", "default_space", "parse_space"]
 
 DeviceKind = Literal["cpu", "cuda"]
 
@@ -48,10 +48,6 @@ _OFF = ("off", "false", "no", "0")
 _DEFAULT_MICRO_CHOICES = 6
 _MAX_DEFAULT_WORKERS = 4
 _EXAMPLE = "precision=fp32,bf16;micro=8,16,32;compile=on,off"
-
-
-class SpaceError(InputError):
-    """The search space is malformed or asks for settings that contradict each other or the model."""
 
 
 @dataclass(frozen=True)

@@ -2,11 +2,11 @@
 
 computewise does not schedule: it sizes, prices and names a job (``JobSpec``) and hands it to an
 engine the team already trusts. Each engine (local subprocess, Ray Jobs, Kubernetes, Slurm,
-SkyPilot) is a ``Backend``; the same ``JobSpec`` renders to all of them, so a job moves between
+SkyPilot) is a ``JobEngine``; the same ``JobSpec`` renders to all of them, so a job moves between
 engines without rewriting it.
 
 Preemption: training stopped by preemption exits with ``PREEMPTED_EXIT_CODE`` (75) after saving a
-checkpoint. Every backend and manifest treats that code as "restart the same command", never as a
+checkpoint. Every engine and manifest treats that code as "restart the same command", never as a
 failure, and the restarted command resumes from ``checkpoint_uri``.
 """
 
@@ -16,14 +16,13 @@ import re
 from dataclasses import dataclass, field
 from typing import Literal, Protocol, runtime_checkable
 
-from computewise.errors import ComputewiseError, InputError
+from computewise.errors import InputError
 from computewise.ledger import PREEMPTED_EXIT_CODE
 
 __all__ = [
     "JOB_STATUSES",
     "PREEMPTED_EXIT_CODE",
-    "Backend",
-    "BackendError",
+    "JobEngine",
     "JobExit",
     "JobHandle",
     "JobSpec",
@@ -35,16 +34,12 @@ __all__ = [
 ]
 
 # A DNS-1123 label: what Kubernetes accepts as a Job name, and safe for Slurm, Ray and SkyPilot too.
-# One rule for every backend keeps the run name stable when a job moves between engines.
+# One rule for every engine keeps the run name stable when a job moves between engines.
 _NAME_RE = re.compile(r"[a-z0-9]([a-z0-9-]*[a-z0-9])?")
 _MAX_NAME_CHARS = 63
 
 JobStatus = Literal["pending", "running", "succeeded", "failed", "stopped"]
 JOB_STATUSES: tuple[JobStatus, ...] = ("pending", "running", "succeeded", "failed", "stopped")
-
-
-class BackendError(ComputewiseError):
-    """An engine refused or could not run a job: unreachable, missing binary, impossible request."""
 
 
 @dataclass(frozen=True)
@@ -123,16 +118,16 @@ class JobSpec:
 
 @dataclass(frozen=True)
 class JobHandle:
-    """What ``submit`` returns: enough to ask the same backend about the job later."""
+    """What ``submit`` returns: enough to ask the same engine about the job later."""
 
-    backend: str
+    engine: str
     job_id: str
     name: str
 
 
 @runtime_checkable
-class Backend(Protocol):
-    """An engine that runs ``JobSpec``s. Implementations raise ``BackendError`` with a fix, never hang."""
+class JobEngine(Protocol):
+    """An engine that runs ``JobSpec``s. Implementations raise ``JobEngineError`` with a fix, never hang."""
 
     name: str
 
@@ -159,8 +154,8 @@ class JobExit:
 
 
 @runtime_checkable
-class Supervisable(Backend, Protocol):
-    """A backend whose finished jobs report their exit code: what resubmitting after a preemption needs.
+class Supervisable(JobEngine, Protocol):
+    """An engine whose finished jobs report their exit code: what resubmitting after a preemption needs.
 
     Kubernetes and Slurm restart preempted jobs themselves (the Job's pod failure policy, ``--requeue``),
     so only engines that do not (a local process, a Ray job) implement it.

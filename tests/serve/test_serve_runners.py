@@ -1,4 +1,4 @@
-"""Backends: real artifacts from ``computewise optimize``, entry points and echo; validation names the field."""
+"""Model runners: real artifacts from ``computewise optimize``, entry points and echo; validation names the field."""
 
 from __future__ import annotations
 
@@ -11,16 +11,16 @@ from typing import Any
 import numpy as np
 import pytest
 
-from computewise.errors import InputError, ModelConfigError
+from computewise.errors import InputError, InvalidInput, ModelConfigError
 from computewise.optimize.artifact import MANIFEST_VERSION, load_artifact
-from computewise.serve.backends import ArtifactBackend, InvalidInput, load_backend
+from computewise.serve.runners import ArtifactRunner, load_runner
 
 pytest.importorskip("onnxruntime")
 
 
-def _invalid(backend: Any, item: Any) -> InvalidInput:
+def _invalid(runner: Any, item: Any) -> InvalidInput:
     with pytest.raises(InvalidInput) as caught:
-        backend.validate(item)
+        runner.validate(item)
     return caught.value
 
 
@@ -29,26 +29,26 @@ def _invalid(backend: Any, item: Any) -> InvalidInput:
 
 @pytest.mark.torch
 def test_text_artifact_embeds_each_sentence_as_it_would_alone(minilm_artifact: Path, sentences: list[str]) -> None:
-    backend = load_backend(str(minilm_artifact), threads=1)
-    assert (backend.kind, backend.name) == ("text", minilm_artifact.name)
+    runner = load_runner(str(minilm_artifact), threads=1)
+    assert (runner.kind, runner.name) == ("text", minilm_artifact.name)
     mixed = [sentences[0], sentences[8], sentences[6]]  # 17, 55 and 31 tokens: padded to 55 together
-    together = backend.run([backend.validate(text) for text in mixed])
-    alone = [backend.run([text])[0] for text in mixed]
+    together = runner.run([runner.validate(text) for text in mixed])
+    alone = [runner.run([text])[0] for text in mixed]
     assert len(together) == 3 and all(len(vector) == 384 for vector in together)
     assert all(isinstance(value, float) for value in together[0])
     np.testing.assert_allclose(np.array(together), np.array(alone), atol=1e-4)  # padding does not leak
     json.dumps(together)  # JSON-ready as it is
-    described = backend.describe()
+    described = runner.describe()
     assert described["variant"] == "ort-all" and described["kind"] == "text" and described["task"] == "embedding"
 
 
 @pytest.mark.torch
 def test_text_length_is_the_token_count_after_truncation(minilm_artifact: Path) -> None:
-    backend = load_backend(str(minilm_artifact), name="minilm", threads=1)
-    assert backend.name == "minilm"
-    assert backend.length("hello world") == 4  # [CLS] hello world [SEP]
+    runner = load_runner(str(minilm_artifact), name="minilm", threads=1)
+    assert runner.name == "minilm"
+    assert runner.length("hello world") == 4  # [CLS] hello world [SEP]
     max_tokens = json.loads((minilm_artifact / "manifest.json").read_text())["max_length"] or 512
-    assert backend.length("word " * 5000) == max_tokens
+    assert runner.length("word " * 5000) == max_tokens
 
 
 @pytest.mark.torch
@@ -64,10 +64,10 @@ def test_text_length_is_the_token_count_after_truncation(minilm_artifact: Path) 
     ],
 )
 def test_text_validation_refuses_what_is_not_text(minilm_artifact: Path, item: Any, problem: str) -> None:
-    backend = load_backend(str(minilm_artifact), threads=1)
-    error = _invalid(backend, item)
+    runner = load_runner(str(minilm_artifact), threads=1)
+    error = _invalid(runner, item)
     assert problem in error.message and error.field == ""
-    assert backend.validate("  fine  ") == "  fine  "
+    assert runner.validate("  fine  ") == "  fine  "
 
 
 # -- tensors: digits and a two-input graph --------------------------------------------------------
@@ -77,15 +77,15 @@ def test_text_validation_refuses_what_is_not_text(minilm_artifact: Path, item: A
 def test_tensor_artifact_classifies_digits_like_the_artifact(digits_artifact: Path) -> None:
     from examples.digits import _split  # the held-out images
 
-    backend = load_backend(str(digits_artifact), threads=1)
-    assert backend.kind == "tensor"
+    runner = load_runner(str(digits_artifact), threads=1)
+    assert runner.kind == "tensor"
     images = _split()[1][:5]
-    items = [backend.validate(image.tolist()) for image in images]
-    logits = backend.run(items)
+    items = [runner.validate(image.tolist()) for image in images]
+    logits = runner.run(items)
     assert np.array(logits).shape == (5, 10)
     expected = load_artifact(digits_artifact).predict({"input_0": images})
     np.testing.assert_allclose(np.array(logits), expected, rtol=1e-5, atol=1e-5)
-    assert backend.length(items[0]) == 1
+    assert runner.length(items[0]) == 1
 
 
 @pytest.mark.torch
@@ -103,11 +103,11 @@ def test_tensor_artifact_classifies_digits_like_the_artifact(digits_artifact: Pa
     ],
 )
 def test_tensor_validation_names_the_element(digits_artifact: Path, item: Any, field: str, problem: str) -> None:
-    backend = load_backend(str(digits_artifact), threads=1)
-    error = _invalid(backend, item)
+    runner = load_runner(str(digits_artifact), threads=1)
+    error = _invalid(runner, item)
     assert error.field == field
     assert problem in error.message
-    assert backend.validate([0] * 32 + [1.0] * 32) == [0] * 32 + [1.0] * 32  # integers are numbers too
+    assert runner.validate([0] * 32 + [1.0] * 32) == [0] * 32 + [1.0] * 32  # integers are numbers too
 
 
 def _two_input_artifact(directory: Path) -> Path:
@@ -153,18 +153,18 @@ def _two_input_artifact(directory: Path) -> Path:
 
 
 def test_several_graph_inputs_come_as_one_object_per_item(tmp_path: Path) -> None:
-    backend = load_backend(str(_two_input_artifact(tmp_path / "two")))
-    assert isinstance(backend, ArtifactBackend) and backend.kind == "tensor"
-    items = [backend.validate({"a": [0.5, 1.5], "ids": [1, 2, 3]}), backend.validate({"a": [-1, 0], "ids": [7, 8, 9]})]
-    assert backend.run(items) == [[0.5, 1.5, 1.0, 2.0, 3.0], [-1.0, 0.0, 7.0, 8.0, 9.0]]
-    assert "expected an object" in _invalid(backend, [0.5, 1.5]).message
-    missing = _invalid(backend, {"a": [0.5, 1.5]})
+    runner = load_runner(str(_two_input_artifact(tmp_path / "two")))
+    assert isinstance(runner, ArtifactRunner) and runner.kind == "tensor"
+    items = [runner.validate({"a": [0.5, 1.5], "ids": [1, 2, 3]}), runner.validate({"a": [-1, 0], "ids": [7, 8, 9]})]
+    assert runner.run(items) == [[0.5, 1.5, 1.0, 2.0, 3.0], [-1.0, 0.0, 7.0, 8.0, 9.0]]
+    assert "expected an object" in _invalid(runner, [0.5, 1.5]).message
+    missing = _invalid(runner, {"a": [0.5, 1.5]})
     assert (missing.field, missing.message) == ("ids", "missing model input 'ids'")
-    unknown = _invalid(backend, {"a": [0.5, 1.5], "ids": [1, 2, 3], "extra": 1})
+    unknown = _invalid(runner, {"a": [0.5, 1.5], "ids": [1, 2, 3], "extra": 1})
     assert unknown.field == "extra"
-    fractional = _invalid(backend, {"a": [0.5, 1.5], "ids": [1, 2.5, 3]})
+    fractional = _invalid(runner, {"a": [0.5, 1.5], "ids": [1, 2.5, 3]})
     assert (fractional.field, fractional.message) == ("ids[1]", "expected an integer, got 2.5")
-    huge = _invalid(backend, {"a": [0.5, 1.5], "ids": [1, 2**64, 3]})
+    huge = _invalid(runner, {"a": [0.5, 1.5], "ids": [1, 2**64, 3]})
     assert huge.field == "ids[1]" and "out of the model's range" in huge.message
 
 
@@ -182,15 +182,15 @@ def test_entry_point_factory_is_called_once_and_serves_lists(make_module: Callab
             return lambda inputs: [x * x for x in inputs]
         """,
     )
-    backend = load_backend(f"{name}:make")
-    assert (backend.kind, backend.name) == ("tensor", "square_model")
-    assert backend.validate(3) == 3 and backend.length(3) == 1
-    assert backend.run([1, 2, 3]) == [1, 4, 9]
-    assert backend.run([4]) == [16]
+    runner = load_runner(f"{name}:make")
+    assert (runner.kind, runner.name) == ("tensor", "square_model")
+    assert runner.validate(3) == 3 and runner.length(3) == 1
+    assert runner.run([1, 2, 3]) == [1, 4, 9]
+    assert runner.run([4]) == [16]
     import square_model  # type: ignore[import-not-found]
 
     assert square_model.LOADS == [1]
-    assert backend.describe() == {"name": "square_model", "kind": "tensor", "entry_point": "square_model:make"}
+    assert runner.describe() == {"name": "square_model", "kind": "tensor", "entry_point": "square_model:make"}
 
 
 def test_entry_point_mistakes_are_named(make_module: Callable[[str, str], str]) -> None:
@@ -205,24 +205,24 @@ def test_entry_point_mistakes_are_named(make_module: Callable[[str, str], str]) 
         """,
     )
     with pytest.raises(ModelConfigError, match="returned int, not a callable"):
-        load_backend(f"{name}:not_callable")
+        load_runner(f"{name}:not_callable")
     with pytest.raises(ModelConfigError, match="cannot import"):
-        load_backend(f"{name}:missing")
+        load_runner(f"{name}:missing")
     with pytest.raises(ModelConfigError, match="cannot import"):
-        load_backend("no_such_module_anywhere:make")
+        load_runner("no_such_module_anywhere:make")
     with pytest.raises(ModelConfigError, match="returned 1 outputs for 2 inputs"):
-        load_backend(f"{name}:short").run([1, 2])
+        load_runner(f"{name}:short").run([1, 2])
 
 
 def test_echo_returns_its_inputs() -> None:
-    backend = load_backend("echo")
-    assert (backend.kind, backend.name) == ("echo", "echo")
+    runner = load_runner("echo")
+    assert (runner.kind, runner.name) == ("echo", "echo")
     payload = [{"any": ["json", 1]}, "text", 3.5]
-    assert backend.run([backend.validate(item) for item in payload]) == payload
+    assert runner.run([runner.validate(item) for item in payload]) == payload
 
 
 def test_a_target_that_is_nothing_servable_is_refused(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="neither an artifact directory"):
-        load_backend(str(tmp_path / "missing"))
+        load_runner(str(tmp_path / "missing"))
     with pytest.raises(ModelConfigError, match="not a computewise artifact"):
-        load_backend(str(tmp_path))
+        load_runner(str(tmp_path))

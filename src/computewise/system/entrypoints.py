@@ -1,7 +1,8 @@
 """``package.module:function`` resolved the way uvicorn does: importable from the working directory.
 
-Models (``optimize MODEL``), metrics (``--eval``) and serving backends (``serve pkg.mod:fn``) are all
-named this way; one resolver keeps the search path and the error the same for all three.
+Models (``optimize MODEL``), metrics (``--eval``), model runners (``serve pkg.mod:fn``) and training
+entry points (``tune``, ``fit``) are all named this way; one resolver keeps the search path and the
+error the same for all of them.
 """
 
 from __future__ import annotations

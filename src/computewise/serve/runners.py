@@ -1,6 +1,6 @@
 """What the server runs: an exported artifact, a Python entry point, or an echo, behind one interface.
 
-A ``Backend`` turns one JSON input into a model item (``validate``), says how long an item is
+A ``ModelRunner`` turns one JSON input into a model item (``validate``), says how long an item is
 (``length``, the token count the batch cost model needs) and runs a list of items in one blocking
 call (``run``). The batcher calls ``run`` from a worker thread, never on the event loop.
 
@@ -9,7 +9,7 @@ call (``run``). The batcher calls ``run`` from a worker thread, never on the eve
 tokenizer cannot encode) is refused here as ``InvalidInput`` naming the place inside the input,
 so a bad request gets a 422 and never a 500 from a model that choked on it.
 
-Backends:
+Runners:
 
 - an artifact directory written by ``computewise optimize --out``: text models (the artifact carries
   a tokenizer; items are strings, padded to the longest of the batch) or tensor models (items are
@@ -27,17 +27,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from computewise.errors import InputError, ModelConfigError
+from computewise.errors import InputError, InvalidInput, ModelConfigError
 from computewise.optimize.artifact import MANIFEST_NAME, Artifact, load_artifact
-from computewise.optimize.entrypoints import import_entry_point
+from computewise.system.entrypoints import import_entry_point
 
 __all__ = [
-    "ArtifactBackend",
-    "Backend",
-    "EchoBackend",
-    "EntryPointBackend",
-    "InvalidInput",
-    "load_backend",
+    "ArtifactRunner",
+    "EchoRunner",
+    "EntryPointRunner",
+    "ModelRunner",
+    "load_runner",
     "model_name",
 ]
 
@@ -46,20 +45,7 @@ _FLOAT32_MAX = 3.4028234663852886e38
 _INT64_LIMIT = 2**63 - 1
 
 
-class InvalidInput(InputError):
-    """One input the model cannot take; the server answers 422.
-
-    ``field`` is the place inside that one input, relative to it: ``""`` for the input itself,
-    ``"[3]"`` for its fourth element, ``"input_ids[0]"`` for an element of a named tensor. The
-    server prefixes where the input sits in the request (``inputs[2]``), which the backend cannot know.
-    """
-
-    def __init__(self, message: str, field: str = "", hint: str | None = None) -> None:
-        super().__init__(message, hint)
-        self.field = field
-
-
-class Backend(Protocol):
+class ModelRunner(Protocol):
     """A model the batcher can feed: validation, item length, one blocking call per batch."""
 
     name: str
@@ -115,7 +101,7 @@ def _shape_text(shape: list[int | None]) -> str:
     return "[" + ", ".join("?" if size is None else str(size) for size in shape) + "]"
 
 
-class ArtifactBackend:
+class ArtifactRunner:
     """An artifact exported by ``computewise optimize``: its ONNX graph or TorchScript program, plus its manifest.
 
     Text artifacts take strings; a batch is tokenized together and padded to its longest string,
@@ -210,7 +196,7 @@ class ArtifactBackend:
         }
 
 
-class EntryPointBackend:
+class EntryPointRunner:
     """``package.module:function``: ``function()`` returns the model, a callable list -> list.
 
     Inputs are handed over as the client sent them (any JSON value): the function owns their
@@ -243,7 +229,7 @@ class EntryPointBackend:
         return {"name": self.name, "kind": self.kind, "entry_point": self.spec}
 
 
-class EchoBackend:
+class EchoRunner:
     """Returns each input unchanged: the server's own overhead, with no model in the way."""
 
     kind = "echo"
@@ -264,7 +250,7 @@ class EchoBackend:
         return {"name": self.name, "kind": self.kind}
 
 
-def _load_entry_point(spec: str, name: str) -> EntryPointBackend:
+def _load_entry_point(spec: str, name: str) -> EntryPointRunner:
     factory = import_entry_point(spec, "the model", ModelConfigError)
     predict = factory()
     if not callable(predict):
@@ -272,11 +258,11 @@ def _load_entry_point(spec: str, name: str) -> EntryPointBackend:
             f"{spec}() returned {type(predict).__name__}, not a callable",
             "return the model as a function from a list of inputs to a list of outputs",
         )
-    return EntryPointBackend(spec, predict, name)
+    return EntryPointRunner(spec, predict, name)
 
 
 def model_name(target: str) -> str:
-    """The name ``load_backend`` gives ``target`` in URLs, without loading it: the directory name, the module
+    """The name ``load_runner`` gives ``target`` in URLs, without loading it: the directory name, the module
     name, or "echo". Raises ``InputError`` for a target that is none of the three."""
     if target == "echo":
         return "echo"
@@ -292,15 +278,15 @@ def model_name(target: str) -> str:
     )
 
 
-def load_backend(target: str, name: str | None = None, threads: int | None = None) -> Backend:
-    """The backend for ``target``: an artifact directory, ``package.module:function`` or ``echo``.
+def load_runner(target: str, name: str | None = None, threads: int | None = None) -> ModelRunner:
+    """The runner for ``target``: an artifact directory, ``package.module:function`` or ``echo``.
 
     ``name`` is the model's name in URLs (default: ``model_name(target)``); ``threads`` the ONNX
     Runtime intra-op threads of an artifact (default: every usable CPU).
     """
     name = name or model_name(target)
     if target == "echo":
-        return EchoBackend(name)
+        return EchoRunner(name)
     if Path(target).is_dir():
-        return ArtifactBackend(load_artifact(target, threads), name)
+        return ArtifactRunner(load_artifact(target, threads), name)
     return _load_entry_point(target, name)

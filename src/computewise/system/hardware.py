@@ -2,19 +2,19 @@
 
 The best quantization settings depend on the CPU: without VNNI, ONNX Runtime's u8s8 integer
 matrix products can saturate, which is why its documentation advises ``reduce_range`` there; with
-VNNI (or AMX) that advice only costs accuracy. So the report says what the CPU supports, and the
-search reads it from here instead of guessing.
+VNNI (or AMX) that advice only costs accuracy. So the report says what the CPU supports, and
+``optimize`` and ``tune`` read it from here instead of guessing. torch and onnxruntime are optional:
+each probe imports its library inside the function and reads "none" where it is not installed.
 """
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from computewise.monitor.process import cpu_model_name
+from computewise.system.cpu import CPUINFO, cpu_flags, cpu_model_name, usable_cpus
 
-__all__ = ["EXECUTION_PROVIDERS", "Hardware", "cpu_flags", "detect_hardware"]
+__all__ = ["EXECUTION_PROVIDERS", "Hardware", "detect_hardware"]
 
 # The instruction sets that change which variant wins, in the order a reader expects them.
 _REPORTED_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_bf16", "amx_int8")
@@ -59,17 +59,6 @@ class Hardware:
         }
 
 
-def cpu_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> frozenset[str]:
-    """The instruction-set flags of the first CPU; empty where /proc/cpuinfo does not exist (macOS)."""
-    try:
-        for line in cpuinfo.read_text().splitlines():
-            if line.startswith("flags"):
-                return frozenset(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    return frozenset()
-
-
 def _cuda_device() -> str | None:
     try:
         import torch
@@ -86,10 +75,12 @@ def _ort_providers() -> tuple[str, ...]:
     return tuple(onnxruntime.get_available_providers())
 
 
-def detect_hardware(threads: int | None = None) -> Hardware:
-    """This machine; ``threads`` defaults to the CPUs this process may use."""
-    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    flags = cpu_flags()
+def detect_hardware(threads: int | None = None, cpuinfo: Path = CPUINFO) -> Hardware:
+    """This machine; ``threads`` defaults to the CPUs this process may use.
+
+    ``cpuinfo`` is the file the CPU's name and flags are read from (another machine's copy, in tests).
+    """
+    flags = cpu_flags(cpuinfo)
     notes: list[str] = []
     if flags and "avx2" not in flags:
         notes.append("the CPU lacks AVX2: integer kernels fall back to slow paths, expect little from INT8")
@@ -99,9 +90,9 @@ def detect_hardware(threads: int | None = None) -> Hardware:
             "per-channel u8 weights keep it"
         )
     return Hardware(
-        cpu=cpu_model_name(),
+        cpu=cpu_model_name(cpuinfo),
         cpu_flags=flags,
-        threads=threads or usable,
+        threads=threads or usable_cpus(),
         cuda_device=_cuda_device(),
         providers=_ort_providers(),
         notes=tuple(notes),

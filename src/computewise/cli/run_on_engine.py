@@ -1,6 +1,6 @@
-"""``computewise run --backend local|ray -- CMD``: the job on an engine, resubmitted after preemption, one ledger run.
+"""``computewise run --engine local|ray -- CMD``: the job on an engine, resubmitted after preemption, one ledger run.
 
-Without ``--backend``, ``run`` watches the command here (samples, diagnosis). With it, the command
+Without ``--engine``, ``run`` watches the command here (samples, diagnosis). With it, the command
 is submitted as a job and ``computewise.scale.supervise`` waits for it, resubmits it when it is
 preempted (exit 75) or fails (up to ``--max-restarts``), and records the attempts and what the
 interruptions cost. The exit code is the job's last one (0 once it succeeded).
@@ -28,10 +28,10 @@ _UNKNOWN_FAILURE_EXIT = 1
 
 
 @dataclass(frozen=True)
-class BackendRun:
-    """What ``run --backend`` was asked, as typed."""
+class EngineRun:
+    """What ``run --engine`` was asked, as typed."""
 
-    backend: str
+    engine: str
     address: str | None
     name: str | None
     command: list[str]
@@ -44,23 +44,23 @@ class BackendRun:
     poll_interval: str
 
 
-def run_on_backend(request: BackendRun, price_flags: PriceFlags, db: str | None, as_json: bool) -> None:
+def run_on_engine(request: EngineRun, price_flags: PriceFlags, db: str | None, as_json: bool) -> None:
     """Submit, supervise and report; raises ``typer.Exit`` with the job's exit code."""
     from computewise.catalog import load_catalog
     from computewise.errors import InputError
     from computewise.ledger.connect import resolve_url
     from computewise.report.attempts import print_supervised_run
-    from computewise.scale.backend import Supervisable, sanitize_name
-    from computewise.scale.registry import get_backend
+    from computewise.scale.engine import Supervisable, sanitize_name
+    from computewise.scale.registry import get_engine
     from computewise.scale.supervise import AttemptEvent, job_price, supervise
     from computewise.serve.exposure import is_loopback
     from computewise.units import parse_duration_s
 
-    if request.backend not in _SUPERVISABLE:
+    if request.engine not in _SUPERVISABLE:
         raise InputError(
-            f"run --backend takes {' or '.join(_SUPERVISABLE)}, got {request.backend!r}",
+            f"run --engine takes {' or '.join(_SUPERVISABLE)}, got {request.engine!r}",
             "Kubernetes and Slurm restart preempted jobs themselves: render the manifest with "
-            "`computewise submit --backend kubernetes|slurm --dry-run` and submit it there",
+            "`computewise submit --engine kubernetes|slurm --dry-run` and submit it there",
         )
     name = request.name or sanitize_name(_script_name(request.command)) or "job"
     resources, planned_usd = with_plan(request.plan, request.resources)
@@ -76,14 +76,14 @@ def run_on_backend(request: BackendRun, price_flags: PriceFlags, db: str | None,
     )
     poll_s = parse_duration_s(request.poll_interval, "--interval")
     price = job_price(load_catalog(), price_flags.request(), spec.resources)
-    backend = get_backend(request.backend, request.address)
-    if not isinstance(backend, Supervisable):  # pragma: no cover - every name in _SUPERVISABLE is one
-        raise InputError(f"the {request.backend} backend cannot report exit codes", "use local or ray")
+    engine = get_engine(request.engine, request.address)
+    if not isinstance(engine, Supervisable):  # pragma: no cover - every name in _SUPERVISABLE is one
+        raise InputError(f"the {request.engine} engine cannot report exit codes", "use local or ray")
     ledger = open_ledger(db, create=True)
     ledger_url = resolve_url(db).render_as_string(hide_password=False)
     stderr = Console(stderr=True)
     ray_host = urllib.parse.urlsplit(request.address or "").hostname or ""
-    if request.backend == "ray" and ledger_url.startswith("sqlite") and not is_loopback(ray_host):
+    if request.engine == "ray" and ledger_url.startswith("sqlite") and not is_loopback(ray_host):
         stderr.print(
             "computewise: the ledger is a SQLite file on this machine, so a job on a remote Ray node cannot "
             "record its steps there (the attempts are still recorded); use a PostgreSQL ledger (--db) for that",
@@ -98,7 +98,7 @@ def run_on_backend(request: BackendRun, price_flags: PriceFlags, db: str | None,
 
     try:
         result = supervise(
-            backend,
+            engine,
             spec,
             ledger,
             ledger_url,

@@ -1,0 +1,175 @@
+"""What ``computewise loadtest --json`` writes and ``plan serve --loadtest`` reads, as typed values.
+
+The load tester (``serve.loadtest``) measures; the serving planner (``plan.serve``) sits below it and
+must not import it, so the document they share lives here, under both: ``serve`` builds these
+values and the CLI prints their ``to_dict``; ``plan serve`` gets them back through ``read_loadtest``.
+
+Two documents: ``LoadtestRun`` (one rate, ``loadtest --json``) and ``MaxRateSearch`` (``loadtest
+--find-max --slo-p99-ms X --json``: every probe, whether it met the SLO, and the highest rate that did).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from computewise.errors import InputError
+from computewise.specs.document import (
+    SCHEMA_VERSION,
+    read_bool,
+    read_float,
+    read_int,
+    read_list,
+    read_optional_float,
+    read_str,
+    require_object,
+)
+
+__all__ = ["LoadResult", "LoadtestRun", "MaxRateSearch", "Probe", "read_loadtest"]
+
+_DOCUMENT = "`computewise loadtest --json`"
+
+
+@dataclass(frozen=True)
+class LoadResult:
+    """What one open-loop run measured; rates are fractions of ``sent``."""
+
+    rate_rps: float
+    duration_s: float
+    sent: int
+    ok: int
+    rejected: int
+    errors: int
+    throughput_rps: float
+    p50_ms: float | None
+    p95_ms: float | None
+    p99_ms: float | None
+    max_ms: float | None
+    error_rate: float
+    rejection_rate: float
+    wall_s: float = 0.0
+    error_kinds: dict[str, int] = field(default_factory=dict)
+
+    def meets(self, slo_p99_ms: float, max_error_rate: float = 0.01, max_rejection_rate: float = 0.01) -> bool:
+        """The server sustained this rate: p99 within the SLO, errors and rejections under their ceilings."""
+        return (
+            self.ok > 0
+            and self.p99_ms is not None
+            and self.p99_ms <= slo_p99_ms
+            and self.error_rate < max_error_rate
+            and self.rejection_rate < max_rejection_rate
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], source: str = "loadtest result") -> LoadResult:
+        kinds = data.get("error_kinds", {})
+        if not isinstance(kinds, Mapping) or not all(isinstance(n, int) for n in kinds.values()):
+            raise InputError(f"{source}: error_kinds must map error kinds to counts", f"pass what {_DOCUMENT} writes")
+        return cls(
+            rate_rps=read_float(data, "rate_rps", source),
+            duration_s=read_float(data, "duration_s", source),
+            sent=read_int(data, "sent", source),
+            ok=read_int(data, "ok", source),
+            rejected=read_int(data, "rejected", source),
+            errors=read_int(data, "errors", source),
+            throughput_rps=read_float(data, "throughput_rps", source),
+            p50_ms=read_optional_float(data, "p50_ms", source),
+            p95_ms=read_optional_float(data, "p95_ms", source),
+            p99_ms=read_optional_float(data, "p99_ms", source),
+            max_ms=read_optional_float(data, "max_ms", source),
+            error_rate=read_float(data, "error_rate", source),
+            rejection_rate=read_float(data, "rejection_rate", source),
+            wall_s=read_optional_float(data, "wall_s", source) or 0.0,
+            error_kinds={str(kind): count for kind, count in kinds.items()},
+        )
+
+
+@dataclass(frozen=True)
+class LoadtestRun:
+    """``loadtest --json`` at one rate: the URL and what the run measured (its fields at the top level)."""
+
+    url: str
+    result: LoadResult
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"schema_version": SCHEMA_VERSION, "url": self.url, **self.result.to_dict()}
+
+    @classmethod
+    def from_dict(cls, data: object, source: str = "loadtest result") -> LoadtestRun:
+        run = require_object(data, _DOCUMENT, source)
+        return cls(read_str(run, "url", source), LoadResult.from_dict(run, source))
+
+
+@dataclass(frozen=True)
+class Probe:
+    """One probe of ``--find-max``: what it measured and whether that met the SLO."""
+
+    result: LoadResult
+    meets_slo: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.result.to_dict() | {"meets_slo": self.meets_slo}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], source: str = "loadtest result") -> Probe:
+        return cls(LoadResult.from_dict(data, source), read_bool(data, "meets_slo", source))
+
+
+@dataclass(frozen=True)
+class MaxRateSearch:
+    """``loadtest --find-max --json``: the highest rate within the p99 SLO (None: not even the first), every probe."""
+
+    url: str
+    slo_p99_ms: float
+    max_rate_rps: float | None
+    probes: tuple[Probe, ...]
+
+    @property
+    def best(self) -> LoadResult | None:
+        """The last probe run at ``max_rate_rps``: the measurement the capacity stands on."""
+        return next(
+            (p.result for p in reversed(self.probes) if p.meets_slo and p.result.rate_rps == self.max_rate_rps), None
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        best = self.best
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "url": self.url,
+            "slo_p99_ms": self.slo_p99_ms,
+            "max_rate_rps": self.max_rate_rps,
+            "best": best.to_dict() if best is not None else None,
+            "probes": [p.to_dict() for p in self.probes],
+        }
+
+    @classmethod
+    def from_dict(cls, data: object, source: str = "loadtest result") -> MaxRateSearch:
+        search = require_object(data, _DOCUMENT, source)
+        probes = []
+        for probe in read_list(search, "probes", source):
+            if not isinstance(probe, Mapping):
+                raise InputError(f"{source}: every probe must be a JSON object", f"pass what {_DOCUMENT} writes")
+            probes.append(Probe.from_dict(probe, source))
+        return cls(
+            url=read_str(search, "url", source),
+            slo_p99_ms=read_float(search, "slo_p99_ms", source),
+            max_rate_rps=read_optional_float(search, "max_rate_rps", source),
+            probes=tuple(probes),
+        )
+
+
+def read_loadtest(data: object, source: str = "loadtest result") -> LoadtestRun | MaxRateSearch:
+    """Either document, told apart by ``max_rate_rps`` (only ``--find-max`` writes it)."""
+    document = require_object(data, _DOCUMENT, source)
+    if "max_rate_rps" in document:
+        return MaxRateSearch.from_dict(document, source)
+    if "throughput_rps" in document:
+        return LoadtestRun.from_dict(document, source)
+    raise InputError(
+        f"{source}: no 'max_rate_rps' or 'throughput_rps' field; this is not a loadtest result",
+        f"pass the JSON of {_DOCUMENT} or `computewise loadtest --find-max --slo-p99-ms X --json`",
+    )

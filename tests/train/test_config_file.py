@@ -1,0 +1,34 @@
+"""The tuned configuration file: what ``tune --out`` writes, ``load_config`` reads back, and a newer layout refused."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from computewise.errors import InputError
+from computewise.train.config import TrainConfig, load_config, write_config
+
+
+def test_a_written_configuration_reads_back_and_says_its_version(tmp_path: Path) -> None:
+    config = TrainConfig(precision="bf16", micro_batch_size=4, loader_workers=2, pin_memory=True)
+    write_config(config, tmp_path / "best.json", entry="examples.tiny_gpt:setup")
+    written = json.loads((tmp_path / "best.json").read_text())
+    assert written["schema_version"] == 1 and written["entry"] == "examples.tiny_gpt:setup"
+    assert load_config(tmp_path / "best.json") == config
+
+
+def test_a_file_from_before_versions_still_reads(tmp_path: Path) -> None:
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps({"format": "computewise.train-config/1", "config": {"precision": "fp16"}}))
+    assert load_config(path) == TrainConfig(precision="fp16")
+
+
+def test_a_file_from_a_newer_computewise_is_refused_by_its_version(tmp_path: Path) -> None:
+    path = tmp_path / "new.json"
+    write_config(TrainConfig(), path)
+    path.write_text(json.dumps(json.loads(path.read_text()) | {"schema_version": 2, "format": "other/2"}))
+    with pytest.raises(InputError, match="schema_version 2, this computewise reads up to 1") as refused:
+        load_config(path)
+    assert refused.value.hint is not None and "upgrade computewise" in refused.value.hint
