@@ -40,7 +40,15 @@ from private_ray import QUIET_ENV, private_head
 ROOT = Path(__file__).resolve().parents[1]
 SPOT_SCRIPT = ROOT / "examples" / "spot_train.py"
 HOURLY_USD = 4.0  # an illustrative price: the ratio of added to billed time does not depend on it
-PRICE = PriceSnapshot(hourly_usd=HOURLY_USD, source="benchmark", explanation="illustrative", assumed=True)
+PRICE = PriceSnapshot(
+    hourly_usd=HOURLY_USD,
+    source="benchmark",
+    explanation="illustrative",
+    assumed=True,
+    carbon_g_per_kwh=475.0,
+    carbon_source="benchmark",
+    pue=1.0,
+)
 
 
 def final_loss(log: str) -> float | None:
