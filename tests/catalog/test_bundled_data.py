@@ -15,7 +15,6 @@ ESTIMATOR_ASSUMPTIONS = (
     "onprem_power_usd_per_kwh",
     "onprem_pue",
     "onprem_utilization",
-    "world_g_co2_per_kwh",
     "cloud_pue",
     "spot_preemptions_per_h",
     "restart_overhead_s",
@@ -114,7 +113,7 @@ def test_prices_are_ordered_where_several_exist(catalog: Catalog) -> None:
 
 
 def test_every_offering_prices_carbon(catalog: Catalog) -> None:
-    world = catalog.assumption("world_g_co2_per_kwh")
+    world = catalog.carbon_for("*", "*").g_co2_per_kwh
     for row in catalog.offerings:
         assert 0 < catalog.carbon_g_per_kwh(row.cloud, row.region) <= 1000, row
     specific = [row for row in catalog.offerings if catalog.carbon_for(row.cloud, row.region).cloud != "*"]

@@ -67,7 +67,7 @@ def test_instance_offerings_and_cheapest(catalog: Catalog) -> None:
 def test_carbon_falls_back_from_region_to_cloud_to_world(catalog: Catalog) -> None:
     assert catalog.carbon_g_per_kwh("gcp", "europe-west4") < catalog.carbon_g_per_kwh("gcp", "us-central1")
     assert catalog.carbon_for("lambda", "us").cloud == "lambda"  # cloud-wide row
-    assert catalog.carbon_g_per_kwh("aws", "ap-nowhere-1") == catalog.assumption("world_g_co2_per_kwh")
+    assert catalog.carbon_g_per_kwh("aws", "ap-nowhere-1") == catalog.carbon_for("*", "*").g_co2_per_kwh == 475
 
 
 def test_onprem_for_picks_the_cheapest_configuration(catalog: Catalog) -> None:

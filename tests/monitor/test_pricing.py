@@ -17,7 +17,7 @@ def test_hourly_usd_wins_and_is_not_assumed(catalog: Catalog) -> None:
     price = resolve_price(catalog, PriceRequest(hourly_usd=2.5), EIGHT_A100)
     assert price.hourly_usd == 2.5
     assert not price.assumed
-    assert price.carbon_g_per_kwh == catalog.assumption("world_g_co2_per_kwh")
+    assert price.carbon_g_per_kwh == catalog.carbon_for("*", "*").g_co2_per_kwh
 
 
 def test_instance_uses_catalog_price_and_region_carbon(catalog: Catalog) -> None:

@@ -28,7 +28,7 @@ from computewise.catalog.loader import (
     row_key,
     user_catalog_dir,
 )
-from computewise.errors import UnknownNameError
+from computewise.errors import InputError, UnknownNameError
 from computewise.specs.hardware import (
     Accelerator,
     Assumption,
@@ -199,14 +199,20 @@ class Catalog:
     # -------------------------------------------------------------------------- carbon
 
     def carbon_for(self, cloud: str, region: str) -> CarbonIntensity:
-        """The most specific row: (cloud, region), then (cloud, *), then (*, *), then the world assumption."""
+        """The most specific row: (cloud, region), then (cloud, *), then the world's (*, *).
+
+        The world row is the one place the world-average grid is written down (carbon.csv); a catalog
+        without it cannot price energy's CO2 anywhere unlisted and is refused with the fix.
+        """
         by_key = {(row.cloud.lower(), row.region.lower()): row for row in self.carbon}
         cloud, region = cloud.strip().lower(), region.strip().lower()
         for key in ((cloud, region), (cloud, _WILDCARD), (_WILDCARD, _WILDCARD)):
             if key in by_key:
                 return by_key[key]
-        world = self.assumption_row("world_g_co2_per_kwh")
-        return CarbonIntensity(_WILDCARD, _WILDCARD, world.value, world.source, world.retrieved)
+        raise InputError(
+            "the carbon table has no world row (cloud '*', region '*')",
+            f"add one with the world-average grid intensity to {user_catalog_dir() / 'carbon.csv'}",
+        )
 
     def carbon_g_per_kwh(self, cloud: str, region: str) -> float:
         """Grid intensity for a cloud region, falling back to the world average for unknown regions."""

@@ -48,7 +48,6 @@ def run_on_engine(request: EngineRun, price_flags: PriceFlags, db: str | None, a
     """Submit, supervise and report; raises ``typer.Exit`` with the job's exit code."""
     from computewise.catalog import load_catalog
     from computewise.errors import InputError
-    from computewise.ledger.connect import resolve_url
     from computewise.report.attempts import print_supervised_run
     from computewise.scale.engine import Supervisable, sanitize_name
     from computewise.scale.registry import get_engine
@@ -80,7 +79,7 @@ def run_on_engine(request: EngineRun, price_flags: PriceFlags, db: str | None, a
     if not isinstance(engine, Supervisable):  # pragma: no cover - every name in _SUPERVISABLE is one
         raise InputError(f"the {request.engine} engine cannot report exit codes", "use local or ray")
     ledger = open_ledger(db, create=True)
-    ledger_url = resolve_url(db).render_as_string(hide_password=False)
+    ledger_url = ledger.connect_url
     stderr = Console(stderr=True)
     ray_host = urllib.parse.urlsplit(request.address or "").hostname or ""
     if request.engine == "ray" and ledger_url.startswith("sqlite") and not is_loopback(ray_host):

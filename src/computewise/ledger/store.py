@@ -88,6 +88,12 @@ class Ledger:
             raise
         return cls(engine, display_url(resolved), change)
 
+    @property
+    def connect_url(self) -> str:
+        """The URL with its password, for a job this process starts to open the same ledger
+        (``$COMPUTEWISE_DB``); never printed, which is what ``url`` is for."""
+        return self.engine.url.render_as_string(hide_password=False)
+
     def close(self) -> None:
         self.engine.dispose()
 

@@ -193,7 +193,7 @@ def child_env(ledger: Ledger, run_id: int) -> dict[str, str]:
     return {
         **os.environ,
         RUN_ID_ENV: str(run_id),
-        "COMPUTEWISE_DB": ledger.engine.url.render_as_string(hide_password=False),
+        "COMPUTEWISE_DB": ledger.connect_url,
     }
 
 
