@@ -7,6 +7,7 @@ import sys
 import typer
 
 from computewise.cli import (
+    bench_cmd,
     budget_cmd,
     catalog_cmd,
     cost_cmd,
@@ -50,6 +51,7 @@ app.command("deploy", no_args_is_help=True)(deploy_cmd.deploy)
 app.command("loadtest", no_args_is_help=True)(loadtest_cmd.loadtest)
 app.command("scaletest", no_args_is_help=True)(scaletest_cmd.scaletest)
 app.command("tune", no_args_is_help=True)(tune_cmd.tune)
+app.command("bench")(bench_cmd.bench)
 app.command(
     "submit",
     context_settings={"allow_interspersed_args": False, "ignore_unknown_options": True},

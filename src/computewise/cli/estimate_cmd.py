@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -31,6 +32,13 @@ app = typer.Typer(help="Estimate memory, FLOPs, time, cost, energy and CO2 of on
 
 
 GpuOption = Annotated[str, typer.Option("--gpu", "-g", help="Accelerator slug or alias: t4, a100, h100-sxm, mi300x...")]
+CalibrationOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--calibration",
+        help="A calibration file from `computewise bench --save` (default: the one saved for --gpu, if any).",
+    ),
+]
 
 
 @app.command("train")
@@ -91,19 +99,22 @@ def train(
         ),
     ] = None,
     catalog_paths: CatalogOption = None,
+    calibration: CalibrationOption = None,
     as_json: JsonOption = False,
     html: HtmlOption = None,
 ) -> None:
     """Memory per device, FLOPs, time, cost, energy and CO2 of one training configuration."""
+    from computewise.catalog.calibration import calibration_catalog_paths, calibration_for
     from computewise.estimate import estimate_train
     from computewise.estimate.layout import default_framework
     from computewise.estimate.train import default_global_batch, default_global_batch_note
     from computewise.report import estimate_html, print_estimate
     from computewise.specs import FRAMEWORKS, OPTIMIZERS, PRICINGS, RECOMPUTES
 
-    catalog, assumptions = load(catalog_paths)
+    catalog, assumptions = load([*(catalog_paths or ()), *calibration_catalog_paths(calibration)])
     spec = model(model_name)
     accelerator = catalog.accelerator(gpu)
+    measured = calibration_for(accelerator.slug, calibration, accelerator.aliases)
     n_gpus = parse_positive_int(gpus, "--gpus")
     if n_gpus % (tp * pp * cp):
         raise InputError(
@@ -149,6 +160,7 @@ def train(
         region=region,
         instance_type=instance,
         utilization=mfu,
+        calibration=measured,
     )
     data = result.to_dict()
     if global_batch is None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -71,16 +72,26 @@ def train(
     optimize: Annotated[str, typer.Option(help="Rank by cost (under the deadline) or time.")] = "cost",
     top: TopOption = 10,
     catalog_paths: CatalogOption = None,
+    calibration: Annotated[
+        Path | None,
+        typer.Option(
+            "--calibration",
+            help="A calibration file from `computewise bench --save` for one accelerator "
+            "(default: those saved in the user catalog).",
+        ),
+    ] = None,
     as_json: JsonOption = False,
     html: HtmlOption = None,
 ) -> None:
     """Recommended configuration, cost-vs-time Pareto frontier, and every rejected option with its reason."""
+    from computewise.catalog.calibration import calibration_catalog_paths, find_calibration, load_calibration
     from computewise.estimate.train import default_global_batch, default_global_batch_note
     from computewise.plan import CLOUD_PRICINGS, TRAIN_PRECISIONS, TrainConstraints, plan_train
     from computewise.report import plan_html, print_plan
     from computewise.specs import OPTIMIZERS, PRECISIONS, PRICINGS
 
-    catalog, assumptions = load(catalog_paths)
+    catalog, assumptions = load([*(catalog_paths or ()), *calibration_catalog_paths(calibration)])
+    measured = None if calibration is None else load_calibration(calibration)
     spec = model(model_name)
     pricings = tuple(choice(p, PRICINGS, "--pricing") for p in pricing or CLOUD_PRICINGS)
     if spot is True:
@@ -110,10 +121,16 @@ def train(
         precisions=tuple(choice(p, PRECISIONS, "--precision") for p in precision or TRAIN_PRECISIONS),
         objective=choice(optimize, ("cost", "time"), "--optimize"),
     )
-    result = plan_train(spec, catalog, assumptions, constraints)
+    result = plan_train(
+        spec, catalog, assumptions, constraints, None if measured is None else {measured.device_slug: measured}
+    )
     data = result.to_dict(top=top or None)
     if global_batch is None:
         data["notes"] = [*data.get("notes", []), default_global_batch_note(batch, seq)]
+    for slug in sorted({option.accelerator for option in result.candidates}):
+        used = measured if measured is not None and measured.device_slug == slug else find_calibration(slug)
+        if used is not None:
+            data["notes"] = [*data.get("notes", []), f"{used.note}: {slug} timed with its measured peak and efficiency"]
     emit(data, as_json, html, print_plan, plan_html)
 
 

@@ -69,10 +69,10 @@ def compute_time_s(
     traffic_bytes: FloatArray,
     peak_flops: FloatArray,
     memory_bandwidth_bytes_per_s: FloatArray,
-    matmul_peak_fraction: float,
+    matmul_peak_fraction: float | FloatArray,
 ) -> FloatArray:
     """Seconds of arithmetic and HBM traffic for one device; an unknown bandwidth (0) adds nothing."""
     bandwidth = col(memory_bandwidth_bytes_per_s)
     with np.errstate(divide="ignore", invalid="ignore"):
         memory_s = np.where(bandwidth > 0, col(traffic_bytes) / bandwidth, 0.0)
-    return col(hardware_flops) / (col(peak_flops) * matmul_peak_fraction) + memory_s
+    return col(hardware_flops) / (col(peak_flops) * col(matmul_peak_fraction)) + memory_s

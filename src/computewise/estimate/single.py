@@ -11,6 +11,7 @@ from computewise.errors import InputError
 from computewise.estimate.arrays import col
 from computewise.estimate.assumptions import Assumptions
 from computewise.estimate.bottleneck import bottleneck
+from computewise.estimate.calibrated import calibrated_compute, calibration_note, matmul_sizes
 from computewise.estimate.collectives import fabric_for
 from computewise.estimate.infer import InferColumns, InferRows, evaluate_infer, inference_weight_bytes
 from computewise.estimate.layout import check_layout
@@ -24,6 +25,7 @@ from computewise.specs.document import SCHEMA_VERSION
 
 if TYPE_CHECKING:
     from computewise.catalog import Catalog
+    from computewise.catalog.calibration import Calibration
 
 __all__ = [
     "InferEstimate",
@@ -259,8 +261,13 @@ def estimate_train(
     region: str | None = None,
     instance_type: str | None = None,
     utilization: float | None = None,
+    calibration: Calibration | None = None,
 ) -> TrainEstimate:
     """Memory, FLOPs, time, cost and footprint of one training configuration.
+
+    ``calibration`` (from ``computewise bench --save``, for this accelerator) replaces the data
+    sheet's peak and the assumed efficiency with measured ones (``calibrated_compute``); a
+    ``utilization`` the user gives still wins over it.
 
     Rented on the cheapest offering whose links can be timed (``estimate.quote``; the notes name the
     cheaper ones skipped). Where no link speed is known, an ``instance_type`` asked for included,
@@ -269,6 +276,18 @@ def estimate_train(
     """
     check_layout(model, gpus, parallelism, job.global_batch, job.micro_batch, job.seq_len)
     peak = peak_for(accelerator, job.precision)
+    bandwidth = accelerator.memory_bandwidth_bytes_per_s
+    calibrated = None
+    calibrated_note = ""
+    share = None if utilization is None else col(utilization)
+    if calibration is not None and utilization is None:
+        size = matmul_sizes(model, col(job.micro_batch), col(job.seq_len), col(parallelism.cp), col(parallelism.tp))
+        calibrated = calibrated_compute(calibration, job.precision, size)
+        if calibrated is not None:
+            peak = calibrated.peak_flops
+            bandwidth = calibrated.memory_bandwidth_bytes_per_s or bandwidth
+            share = calibrated.utilization
+            calibrated_note = calibration_note(calibration, job.precision, float(size.reshape(-1)[0]), calibrated)
     hw = quote(
         catalog, Ask(accelerator, gpus, estimate=True), PriceRequest(None, instance_type, cloud, region, pricing)
     )
@@ -276,18 +295,21 @@ def estimate_train(
     layout = TrainLayout.for_job(parallelism, job)
     hardware = TrainHardware(
         peak_flops=col(peak),
-        memory_bandwidth_bytes_per_s=col(accelerator.memory_bandwidth_bytes_per_s),
+        memory_bandwidth_bytes_per_s=col(bandwidth),
         fabric=fabric_for(accelerator, hw.offering, catalog, assumptions, devices_per_node=hw.devices_per_node),
         tdp_w=col(accelerator.tdp_w),
         rental_usd_per_h=col(hw.hourly_usd),
         spot=col(pricing == "spot"),
         g_co2_per_kwh=col(hw.carbon.g_co2_per_kwh),
         pue=col(hw.pue),
-        utilization=None if utilization is None else col(utilization),
+        utilization=share,
+        matmul_fraction=None if calibrated is None else calibrated.matmul_fraction,
     )
     with np.errstate(divide="ignore", invalid="ignore"):  # a link of unknown speed: its time is dropped below
         columns = evaluate_train(model, job.tokens, layout, hardware, assumptions)
-    notes = [hw.explanation, *hw.notes, _compute_note(columns, utilization, job.precision)]
+    notes = [hw.explanation, *hw.notes, calibrated_note or _compute_note(columns, utilization, job.precision)]
+    if calibration is not None and calibrated is None and utilization is None:
+        notes.append(f"calibration of {calibration.device_slug} not used: it has no {job.precision} matmul figure")
     untimed = ""
     if problem is not None:
         untimed = f"{problem[0]}. To fix: {problem[1]}"

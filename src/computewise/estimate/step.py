@@ -176,8 +176,9 @@ def _compute_s(
 ) -> FloatArray:
     """Arithmetic and HBM time of a step's micro-batches on one device (``estimate.efficiency``)."""
     flops = flops_per_token * rows.global_batch * rows.seq_len / rows.gpus
-    if hw.utilization is not None:
-        return flops / (hw.peak_flops * hw.utilization)
+    given = hw.utilization
+    if given is not None and not np.isnan(given).any():
+        return flops / (hw.peak_flops * given)
     traffic = activation_traffic_bytes(
         model,
         rows.global_batch * rows.seq_len / (rows.dp * rows.cp),
@@ -189,9 +190,12 @@ def _compute_s(
         rows.weight_bytes,
         assumptions.activation_traffic_passes * passes_scale,
     ) + weight_traffic_bytes(model.params / (rows.tp * rows.pp), rows.weight_bytes, rows.microbatches)
-    return compute_time_s(
-        flops, traffic, hw.peak_flops, hw.memory_bandwidth_bytes_per_s, assumptions.matmul_peak_fraction
-    )
+    fraction = assumptions.matmul_peak_fraction if hw.matmul_fraction is None else hw.matmul_fraction
+    modelled = compute_time_s(flops, traffic, hw.peak_flops, hw.memory_bandwidth_bytes_per_s, fraction)
+    if given is None:
+        return modelled
+    # Rows with a measured whole-step share (a bench calibration) use it; the others the model.
+    return np.where(np.isnan(given), modelled, flops / (hw.peak_flops * given))
 
 
 def _dp_exposed_s(

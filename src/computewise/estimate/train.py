@@ -141,7 +141,8 @@ class TrainHardware:
     spot: FloatArray  # 0/1: pay for preemptions with restarts and lost work
     g_co2_per_kwh: FloatArray
     pue: FloatArray
-    utilization: FloatArray | None = None  # achieved fraction of peak; None: the calibrated model
+    utilization: FloatArray | None = None  # achieved fraction of peak; None (or NaN in a row): the calibrated model
+    matmul_fraction: FloatArray | None = None  # measured share of peak for matmuls (bench); None: the assumption
 
 
 @dataclass(frozen=True)

@@ -48,6 +48,7 @@ from types import TracebackType
 from typing import Any, Generic, Literal, NamedTuple, ParamSpec, Protocol, TypeVar
 
 from computewise.catalog import load_catalog
+from computewise.catalog.calibration import measured_peak_flops
 from computewise.errors import InputError
 from computewise.ledger import Ledger, NewRun, PriceSnapshot, StepRow
 from computewise.monitor.pricing import DetectedHardware, unpriced
@@ -672,6 +673,9 @@ class Tracker:
         precision = self._options.precision
         achieved = totals.flops / totals.flops_time_s if totals.flops_time_s > 0 else None
         peak_flops = peak.accelerator.peak_flops_for(precision) if peak.accelerator is not None else 0.0
+        benched = measured_peak_flops(peak.accelerator.slug, precision) if peak.accelerator is not None else None
+        if benched is not None:  # ``computewise bench --save`` measured this device: its real peak
+            peak_flops = benched[0]
         mfu = achieved / peak_flops if achieved is not None and peak_flops > 0 else None
         p50_s, p95_s = _percentiles(totals.step_times_s)
         peak_info: dict[str, Any] | None = None
@@ -683,7 +687,7 @@ class Tracker:
                 "precision": precision,
                 "flops_per_s": peak_flops,
                 "how": peak.how,
-                "source": acc.source,
+                "source": acc.source if benched is None else benched[1].source,
             }
         if totals.steps == 0:
             mfu_note = "no steps recorded"
@@ -696,10 +700,13 @@ class Tracker:
         elif peak_info is None:
             mfu_note = f"{peak.accelerator.slug} has no {precision} peak in the catalog; pass precision="
         else:
+            kind = f"measured {precision} matmul" if benched is not None else f"dense {precision}"
             mfu_note = (
-                f"MFU against the dense {precision} peak of {peak.accelerator.slug} ({peak.accelerator.name}, "
+                f"MFU against the {kind} peak of {peak.accelerator.slug} ({peak.accelerator.name}, "
                 f"{peak_flops / 1e12:.4g} TFLOP/s, {peak.how}); pass precision= if the steps run in another one"
             )
+            if benched is not None:
+                mfu_note += f"; {benched[1].note}"
         return {
             "steps": totals.steps,
             "wall_s": wall_s,

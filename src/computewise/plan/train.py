@@ -22,17 +22,19 @@ behind a longer backward may still rank it first, so pruning it would be a heuri
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import numpy.typing as npt
 
+from computewise.catalog.calibration import Calibration, find_calibration
 from computewise.errors import InfeasiblePlanError, InputError
 from computewise.estimate.arrays import FloatArray, col
 from computewise.estimate.assumptions import Assumptions
 from computewise.estimate.bottleneck import bottleneck
+from computewise.estimate.calibrated import calibrated_compute, matmul_sizes
 from computewise.estimate.collectives import Fabric, fabric_for, stack_fabrics
 from computewise.estimate.cost import energy_kwh
 from computewise.estimate.layout import VIRTUAL_STAGES, stage_slots
@@ -261,6 +263,7 @@ class _Hardware:
     node_network_bytes_per_s: float  # all NICs of one node
     prices: tuple[Quote, ...]  # one instance (or owned server) of each offering, at each pricing
     fabric: Fabric  # one row: the links and NICs with their efficiencies and latencies
+    calibration: Calibration | None = None  # what ``computewise bench --save`` measured on this accelerator
 
 
 def _matching(catalog: Catalog, c: TrainConstraints) -> list[Offering]:
@@ -276,7 +279,12 @@ def _matching(catalog: Catalog, c: TrainConstraints) -> list[Offering]:
     ]
 
 
-def _hardware(catalog: Catalog, c: TrainConstraints, assumptions: Assumptions) -> list[_Hardware]:
+def _hardware(
+    catalog: Catalog,
+    c: TrainConstraints,
+    assumptions: Assumptions,
+    calibrations: Mapping[str, Calibration] | None = None,
+) -> list[_Hardware]:
     """Machine shapes with their prices: one whole instance or owned server each, quoted by ``estimate.quote``."""
     wanted = set(c.accelerators)
     shapes: dict[tuple[str, int, float, str], list[Quote]] = {}
@@ -301,10 +309,18 @@ def _hardware(catalog: Catalog, c: TrainConstraints, assumptions: Assumptions) -
                 alone = fabric_for(accel, None, catalog, assumptions, devices_per_node=server.accelerator_count)
                 fabrics[key] = replace(alone, node_network_bytes_per_s=col(network))
             shapes.setdefault(key, []).append(owned)
+    measured = {slug: _calibration(slug, calibrations) for slug in {key[0] for key in shapes}}
     return [
-        _Hardware(catalog.accelerator(key[0]), key[1], key[2], tuple(prices), fabrics[key])
+        _Hardware(catalog.accelerator(key[0]), key[1], key[2], tuple(prices), fabrics[key], measured[key[0]])
         for key, prices in sorted(shapes.items())
     ]
+
+
+def _calibration(slug: str, given: Mapping[str, Calibration] | None) -> Calibration | None:
+    """The calibration given for ``slug``, else the one ``bench --save`` left in the user catalog, else None."""
+    if given is not None and slug in given:
+        return given[slug]
+    return find_calibration(slug)
 
 
 def _units(hardware: Sequence[_Hardware], c: TrainConstraints) -> tuple[list[tuple[int, int]], list[Rejection]]:
@@ -422,6 +438,43 @@ def _train_hardware(hardware: Sequence[_Hardware], shape: IntArray, precision: I
     )
 
 
+def _calibrated(
+    plain: TrainHardware,
+    calibrated: Sequence[tuple[int, Calibration]],
+    shape: IntArray,
+    precision: IntArray,
+    model: ModelSpec,
+    rows: TrainLayout,
+    matmul_peak_fraction: float,
+) -> TrainHardware:
+    """``plain`` with the measured peak, bandwidth and share on the rows of calibrated accelerators
+    (``estimate.calibrated``, the same as ``estimate train``); other rows keep the assumed model (NaN)."""
+    peak = plain.peak_flops.reshape(-1).copy()
+    bandwidth = plain.memory_bandwidth_bytes_per_s.reshape(-1).copy()
+    utilization = np.full(len(shape), np.nan)
+    fraction = np.full(len(shape), matmul_peak_fraction)
+    sizes = matmul_sizes(model, rows.micro_batch, rows.seq_len, rows.cp, rows.tp).reshape(-1)
+    for h_index, calibration in calibrated:
+        for p_index, name in enumerate(PRECISIONS):
+            mask = (shape == h_index) & (precision == p_index)
+            measured = calibrated_compute(calibration, name, sizes[mask]) if mask.any() else None
+            if measured is None:
+                continue
+            peak[mask] = measured.peak_flops
+            bandwidth[mask] = measured.memory_bandwidth_bytes_per_s or bandwidth[mask]
+            if measured.whole_step:
+                utilization[mask] = measured.share
+            else:
+                fraction[mask] = measured.share
+    return replace(
+        plain,
+        peak_flops=peak.reshape(plain.peak_flops.shape),
+        memory_bandwidth_bytes_per_s=bandwidth.reshape(plain.memory_bandwidth_bytes_per_s.shape),
+        utilization=utilization,
+        matmul_fraction=fraction,
+    )
+
+
 def _evaluate(
     model: ModelSpec,
     c: TrainConstraints,
@@ -433,11 +486,19 @@ def _evaluate(
     shape: IntArray,
 ) -> TrainColumns:
     """``evaluate_train`` on (layout, shape) rows."""
+    rows = layouts.rows.take(layout_index)
+    precision = layouts.precision[layout_index]
+    train_hardware = _train_hardware(hardware, shape, precision)
+    calibrated = [(index, h.calibration) for index, h in enumerate(hardware) if h.calibration is not None]
+    if calibrated:
+        train_hardware = _calibrated(
+            train_hardware, calibrated, shape, precision, model, rows, assumptions.matmul_peak_fraction
+        )
     return evaluate_train(
         model,
         c.tokens,
-        layouts.rows.take(layout_index),
-        _train_hardware(hardware, shape, layouts.precision[layout_index]),
+        rows,
+        train_hardware,
         assumptions,
         memory=_take_memory(memory, layout_index),
     )
@@ -480,9 +541,20 @@ def _fastest(time_s: FloatArray, sizes: IntArray) -> IntArray:
     return best
 
 
-def plan_train(model: ModelSpec, catalog: Catalog, assumptions: Assumptions, constraints: TrainConstraints) -> Plan:
+def plan_train(
+    model: ModelSpec,
+    catalog: Catalog,
+    assumptions: Assumptions,
+    constraints: TrainConstraints,
+    calibrations: Mapping[str, Calibration] | None = None,
+) -> Plan:
+    """The recommended configuration, its Pareto frontier and every rejection.
+
+    An accelerator with a calibration (``calibrations`` by slug, else one ``bench --save`` left in
+    the user catalog) is timed with its measured peak and efficiency, as ``estimate train`` does.
+    """
     c = constraints
-    hardware = _hardware(catalog, c, assumptions)
+    hardware = _hardware(catalog, c, assumptions, calibrations)
     if not hardware:
         matching = _matching(catalog, c)
         for pricing in c.pricings:

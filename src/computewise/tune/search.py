@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from computewise.catalog import Catalog, load_catalog
+from computewise.catalog.calibration import find_calibration, measured_peak_flops
 from computewise.errors import InputError, TuneError
 from computewise.estimate.assumptions import Assumptions
 from computewise.estimate.quote import PriceRequest
@@ -652,7 +653,9 @@ def _measured(record: TrialRecord, profile: ModelProfile, peak: tuple[Accelerato
     utilization = None
     if peak is not None and result.samples_per_s is not None and flops is not None:
         precision = record.config.precision if record.config.precision != "auto" else "fp32"
-        utilization = mfu(flops, result.samples_per_s, peak[0].peak_flops_for(precision))
+        benched = measured_peak_flops(peak[0].slug, precision)  # ``bench --save``: the peak this device reaches
+        peak_flops = peak[0].peak_flops_for(precision) if benched is None else benched[0]
+        utilization = mfu(flops, result.samples_per_s, peak_flops)
     return Measured(
         trial=record.number,
         config=record.config,
@@ -704,13 +707,21 @@ def _peak(
     """The catalog device whose peak MFU is measured against, and how it was found (or why there is none)."""
     if name is not None:
         accelerator = catalog.accelerator(name)
-        return (accelerator, "given by --accelerator"), f"MFU against the dense peak of {accelerator.name}"
+        return (accelerator, "given by --accelerator"), _peak_note(accelerator)
     if device == "cuda" and hardware.cuda_device:
         found = catalog.match_device(hardware.cuda_device)
         if found is not None:
-            return (found, f"detected from {hardware.cuda_device!r}"), f"MFU against the dense peak of {found.name}"
+            return (found, f"detected from {hardware.cuda_device!r}"), _peak_note(found)
         return None, f"{hardware.cuda_device!r} is not in the catalog: name the closest with --accelerator"
     return None, "a CPU's peak is not detected: name it with --accelerator (e.g. xeon-8480plus) to get MFU"
+
+
+def _peak_note(accelerator: Accelerator) -> str:
+    """Which peak MFU divides by: the one ``bench --save`` measured on this device, else the data sheet's."""
+    calibration = find_calibration(accelerator.slug)
+    if calibration is None:
+        return f"MFU against the dense peak of {accelerator.name}"
+    return f"MFU against the matmul peak of {accelerator.name} that bench measured ({calibration.note})"
 
 
 def _recorded(stack: contextlib.ExitStack, options: TuneOptions, row: NewRun) -> RecordedRun | None:

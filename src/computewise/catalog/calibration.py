@@ -1,0 +1,366 @@
+"""A calibration: what ``computewise bench --save`` measured on this machine, read back by the estimators.
+
+The catalog's data sheets give peaks; a step reaches only a share of them, which the estimators
+otherwise assume (``matmul_peak_fraction``, fitted to published GPU runs). A calibration replaces
+the assumption with measurements of the machine at hand:
+
+- ``peak_flops``: the best matmul FLOP/s per dtype (the sweep's peak, not the data sheet's);
+- ``matmul_curves``: per dtype, the share of that peak a square matmul of each size reaches;
+- ``step_curve``: the share of the fp32 peak a whole reference training step of the small GPT
+  reaches (``bench.reference``), by equivalent matmul size: norms, attention, optimizer and
+  framework overhead included, which is what makes a small model on a CPU predictable;
+- ``memory_bandwidth_bytes_per_s``: the STREAM-triad bandwidth.
+
+A device with no catalog row (the CPU of a cloud VM, a GPU the catalog lacks) gets one from the
+calibration itself: ``device_row`` holds an accelerators.csv row named ``cpu-<host>`` with the
+alias ``this-cpu`` (``gpu-<host>`` / ``this-gpu``), written beside the JSON as
+``accelerators-bench-<slug>.csv`` so the ordinary catalog loader finds it and ``--gpu this-cpu``
+works. The files live in ``user_catalog_dir()`` and are found by device slug
+(``find_calibration``), or passed with ``--calibration FILE``.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import os
+import re
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from computewise.catalog.loader import user_catalog_dir
+from computewise.errors import InputError
+from computewise.specs.document import (
+    SCHEMA_VERSION,
+    check_schema_version,
+    read_float,
+    read_list,
+    read_mapping,
+    read_optional_float,
+    read_str,
+    require_object,
+)
+
+__all__ = [
+    "Calibration",
+    "calibration_catalog_paths",
+    "calibration_for",
+    "companion_catalog_file",
+    "equivalent_matmul_size",
+    "find_calibration",
+    "load_calibration",
+    "measured_peak_flops",
+    "save",
+]
+
+_DOCUMENT = "calibration"
+_ACCELERATOR_COLUMNS = (
+    "slug", "name", "vendor", "kind", "aliases", "memory_bytes", "memory_bandwidth_bytes_per_s",
+    "fp32_flops", "tf32_flops", "bf16_flops", "fp16_flops", "fp8_flops", "int8_flops",
+    "tdp_w", "interconnect_bytes_per_s", "form_factor", "trains", "source", "retrieved",
+)  # fmt: skip
+_ROW_DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8")
+Curve = tuple[tuple[float, float], ...]
+_MAX_SHARE = 20.0  # of the sweep's peak: beyond it the file was edited or the timing broken
+
+
+def equivalent_matmul_size(tokens_per_microbatch: float, hidden: float) -> float:
+    """Side of the square matmul with the FLOPs of a (tokens x hidden) @ (hidden x hidden) product.
+
+    One number per step shape, so a training step and a square matmul sweep share one axis: the
+    reference steps are keyed by it when measured and a job is looked up by it when estimated.
+    """
+    return float(math.cbrt(max(tokens_per_microbatch, 1.0) * max(hidden, 1.0) ** 2))
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Measured peaks and efficiency of one device on one host, with where they came from."""
+
+    device_slug: str
+    device_name: str
+    host: str
+    date: str  # ISO date of the bench run (YYYY-MM-DD)
+    peak_flops: Mapping[str, float]  # per dtype, FLOP/s, the sweep's best median
+    matmul_curves: Mapping[str, Curve]  # per dtype: (matmul size, fraction of peak_flops[dtype])
+    step_curve: Curve  # (equivalent matmul size, fraction of peak_flops["fp32"]) of whole training steps
+    memory_bandwidth_bytes_per_s: float | None
+    device_row: Mapping[str, str] | None = None  # an accelerators.csv row when the catalog has none
+    schema_version: int = field(default=SCHEMA_VERSION)
+
+    @property
+    def source(self) -> str:
+        return f"computewise bench on {self.host}, {self.date}"
+
+    @property
+    def note(self) -> str:
+        """What the estimators print when they use it."""
+        return f"utilization measured by bench on {self.date} ({self.host}, {self.device_name})"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema_version": self.schema_version,
+            "device_slug": self.device_slug,
+            "device_name": self.device_name,
+            "host": self.host,
+            "date": self.date,
+            "source": self.source,
+            "peak_flops": dict(self.peak_flops),
+            "matmul_curves": {
+                dtype: [{"size": s, "fraction": f} for s, f in curve] for dtype, curve in self.matmul_curves.items()
+            },
+            "step_curve": [{"size": s, "fraction": f} for s, f in self.step_curve],
+            "memory_bandwidth_bytes_per_s": self.memory_bandwidth_bytes_per_s,
+            "device_row": None if self.device_row is None else dict(self.device_row),
+        }
+
+    @classmethod
+    def from_dict(cls, data: object, source: str = _DOCUMENT) -> Calibration:
+        d = require_object(data, "calibration", source)
+        check_schema_version(d, "calibration", source)
+        row = d.get("device_row")
+        if row is not None and not isinstance(row, Mapping):
+            raise InputError(f"{source}: device_row must be an object or null", "pass the file bench --save wrote")
+        return cls(
+            device_slug=read_str(d, "device_slug", source),
+            device_name=read_str(d, "device_name", source),
+            host=read_str(d, "host", source),
+            date=read_str(d, "date", source),
+            peak_flops={str(k): float(v) for k, v in read_mapping(d, "peak_flops", source).items()},
+            matmul_curves={
+                str(dtype): _curve(points, source) for dtype, points in read_mapping(d, "matmul_curves", source).items()
+            },
+            step_curve=_curve(read_list(d, "step_curve", source), source),
+            memory_bandwidth_bytes_per_s=read_optional_float(d, "memory_bandwidth_bytes_per_s", source),
+            device_row=None if row is None else {str(k): str(v) for k, v in row.items()},
+            schema_version=int(d["schema_version"]),
+        )
+
+    @classmethod
+    def from_bench_dict(cls, result: Mapping[str, Any], memory_bytes: float | None = None) -> Calibration:
+        """The calibration of the main device of a ``BenchResult.to_dict()`` (the first GPU, else the CPU).
+
+        ``memory_bytes`` sizes the device row of a device the catalog lacks (default: this host's RAM).
+        """
+        source = "bench result"
+        devices = [require_object(item, "device", source) for item in read_list(result, "devices", source)]
+        gpus = [d for d in devices if read_str(d, "device", source) != "cpu"]
+        main = (gpus or devices)[0] if devices else {"device": "cpu", "name": read_str(result, "cpu", source)}
+        device = str(main["device"])
+        host = read_str(result, "host", source)
+        day = read_str(result, "date", source)[:10]
+        slug = main.get("catalog_slug")
+        peaks: dict[str, float] = {}
+        curves: dict[str, Curve] = {}
+        for item in read_list(result, "matmul", source):
+            figure = require_object(item, "matmul figure", source)
+            if read_str(figure, "device", source) != device:
+                continue
+            dtype = read_str(figure, "dtype", source)
+            peaks[dtype] = read_float(figure, "peak_tflops", source) * 1e12
+            curves[dtype] = _curve(read_list(figure, "efficiency", source), source)
+        if not peaks:
+            raise InputError(
+                f"the bench result has no matmul figure for {device}, so there is nothing to calibrate with",
+                "run computewise bench without skipping the matmul sweep",
+            )
+        bandwidth = None
+        for item in read_list(result, "bandwidth", source):
+            figure = require_object(item, "bandwidth figure", source)
+            if read_str(figure, "device", source) == device and read_str(figure, "kind", source) == "triad":
+                bandwidth = read_float(read_mapping(figure, "gb_per_s", source), "median", source) * 1e9
+        fp32_peak = peaks.get("fp32", 0.0)
+        step_curve: list[tuple[float, float]] = []
+        for item in read_list(result, "reference", source):
+            step = require_object(item, "reference step", source)
+            if step.get("kind") != "train" or step.get("device") != device or fp32_peak <= 0:
+                continue
+            seconds = read_float(read_mapping(step, "step_s", source), "median", source)
+            step_curve.append(
+                (read_float(step, "matmul_size", source), read_float(step, "flops", source) / seconds / fp32_peak)
+            )
+        name = str(main.get("name") or device)
+        row = None
+        if not slug:
+            kind = "cpu" if device == "cpu" else "gpu"
+            slug = f"{kind}-{_slugify(host)}"
+            row = _device_row(slug, kind, name, peaks, bandwidth, memory_bytes, host, day)
+        return cls(
+            device_slug=str(slug),
+            device_name=name,
+            host=host,
+            date=day,
+            peak_flops=peaks,
+            matmul_curves=curves,
+            step_curve=tuple(sorted(step_curve)),
+            memory_bandwidth_bytes_per_s=bandwidth,
+            device_row=row,
+        )
+
+
+def _curve(points: Sequence[Any], source: str) -> Curve:
+    curve = []
+    for item in points:
+        point = require_object(item, "efficiency point", source)
+        size, fraction = read_float(point, "size", source), read_float(point, "fraction", source)
+        # A share above 1 is real when a step beats the sweep's dtype (TF32 inside an fp32 step on a GPU).
+        if size <= 0 or not 0 < fraction <= _MAX_SHARE:
+            raise InputError(
+                f"{source}: an efficiency point needs size > 0 and 0 < fraction <= {_MAX_SHARE:g}, "
+                f"got {size}, {fraction}",
+                "pass the file computewise bench --save wrote, unedited",
+            )
+        curve.append((size, fraction))
+    return tuple(sorted(curve))
+
+
+def _slugify(text: str) -> str:
+    slug = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+    return slug or "host"
+
+
+def _host_memory_bytes() -> float:
+    try:
+        return float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):
+        return 1.0  # unknown: the row still loads; memory checks then fail loudly rather than pass
+
+
+def _device_row(
+    slug: str,
+    kind: str,
+    name: str,
+    peaks: Mapping[str, float],
+    bandwidth: float | None,
+    memory_bytes: float | None,
+    host: str,
+    day: str,
+) -> dict[str, str]:
+    """An accelerators.csv row for a device the catalog lacks, every figure measured here."""
+    row = {
+        "slug": slug,
+        "name": f"{name} on {host} (measured)",
+        "vendor": name.split()[0] if name.split() else "unknown",
+        "kind": kind,
+        "aliases": f"this-{kind}",
+        "memory_bytes": f"{memory_bytes or _host_memory_bytes():.0f}",
+        "memory_bandwidth_bytes_per_s": f"{bandwidth or 1.0:.6g}",
+        "tdp_w": "0",
+        "interconnect_bytes_per_s": "0",
+        "form_factor": "this machine",
+        "trains": "yes",
+        "source": f"computewise bench on {host}, {day}: measured matmul peaks and triad bandwidth; no TDP",
+        "retrieved": day,
+    }
+    for dtype in _ROW_DTYPES:
+        row[f"{dtype}_flops"] = f"{peaks.get(dtype, 0.0):.6g}"
+    return row
+
+
+def _file_name(slug: str) -> str:
+    return f"calibration-{slug}.json"
+
+
+def companion_catalog_file(calibration_path: Path, calibration: Calibration) -> Path | None:
+    """The accelerators CSV that carries the calibration's own device row, when it has one and it exists."""
+    if calibration.device_row is None:
+        return None
+    path = calibration_path.parent / f"accelerators-bench-{calibration.device_slug}.csv"
+    return path if path.is_file() else None
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    """A temporary file in the same directory, then ``os.replace``: readers see the old file or the new one."""
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            stream.write(text)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+def save(calibration: Calibration, directory: Path | None = None) -> Path:
+    """Write ``calibration-<slug>.json`` (and the device's catalog row, if it carries one); the JSON's path."""
+    target = Path(directory) if directory is not None else user_catalog_dir()
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+        if calibration.device_row is not None:
+            buffer = io.StringIO()
+            writer = csv.DictWriter(buffer, fieldnames=_ACCELERATOR_COLUMNS, lineterminator="\n")
+            writer.writeheader()
+            writer.writerow(dict(calibration.device_row))
+            _write_atomic(target / f"accelerators-bench-{calibration.device_slug}.csv", buffer.getvalue())
+        path = target / _file_name(calibration.device_slug)
+        _write_atomic(path, json.dumps(calibration.to_dict(), indent=2) + "\n")
+    except OSError as error:
+        raise InputError(
+            f"cannot write the calibration into {target}: {error.strerror or error}",
+            "check the directory's permissions, or set $COMPUTEWISE_CATALOG_DIR to a writable one",
+        ) from error
+    return path
+
+
+def load_calibration(path: Path) -> Calibration:
+    """Read a calibration file; a missing or malformed one is an ``InputError`` naming the file."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as error:
+        raise InputError(
+            f"cannot read calibration file {path}: {error.strerror or error}",
+            "pass the file computewise bench --save wrote (calibration-<device>.json in the user catalog directory)",
+        ) from error
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise InputError(f"calibration file {path} is not JSON: {error}", "pass the file bench --save wrote") from error
+    return Calibration.from_dict(data, str(path))
+
+
+def find_calibration(slug: str, directory: Path | None = None) -> Calibration | None:
+    """The saved calibration of accelerator ``slug`` in the user catalog directory, or None."""
+    path = (directory if directory is not None else user_catalog_dir()) / _file_name(slug)
+    return load_calibration(path) if path.is_file() else None
+
+
+def calibration_catalog_paths(path: Path | None) -> tuple[Path, ...]:
+    """Catalog files a ``--calibration FILE`` brings along: its device's own row, when it carries one."""
+    if path is None:
+        return ()
+    companion = companion_catalog_file(Path(path), load_calibration(path))
+    return () if companion is None else (companion,)
+
+
+def calibration_for(slug: str, path: Path | None = None, aliases: Sequence[str] = ()) -> Calibration | None:
+    """The calibration an estimate of accelerator ``slug`` uses: ``path`` if given (it must be for that
+    device), else the one ``bench --save`` left in the user catalog directory, else None."""
+    if path is None:
+        return find_calibration(slug)
+    calibration = load_calibration(path)
+    names = {slug, *aliases}
+    row_aliases = set((calibration.device_row or {}).get("aliases", "").split("|")) - {""}
+    if calibration.device_slug not in names and not names & row_aliases:
+        raise InputError(
+            f"calibration file {path} is for {calibration.device_slug}, not {slug}",
+            f"pass --gpu {calibration.device_slug}, or a calibration that bench saved on a {slug}",
+        )
+    return calibration
+
+
+def measured_peak_flops(slug: str, precision: str) -> tuple[float, Calibration] | None:
+    """The matmul peak ``bench --save`` measured for accelerator ``slug`` at ``precision``, and its calibration.
+
+    What ``tune`` and ``run`` divide by for MFU when the device was benched: the peak it reaches,
+    not the data sheet's (None: no calibration, or none at that precision).
+    """
+    calibration = find_calibration(slug)
+    if calibration is None:
+        return None
+    peak = calibration.peak_flops.get(precision, 0.0)
+    return (peak, calibration) if peak > 0 else None

@@ -1,0 +1,62 @@
+"""``computewise bench``: measure this machine, compare it with the data sheet, optionally calibrate with it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from computewise.cli.common import CatalogOption, HtmlOption, JsonOption, emit, progress_bar
+
+
+def bench(
+    quick: Annotated[
+        bool, typer.Option("--quick", help="Fewer sizes and repeats: under a minute on a 2-core CPU.")
+    ] = False,
+    as_json: JsonOption = False,
+    html: HtmlOption = None,
+    save: Annotated[
+        bool,
+        typer.Option(
+            "--save",
+            help="Write the figures as a calibration into the user catalog; estimate, plan, tune and run then use it.",
+        ),
+    ] = False,
+    storage: Annotated[
+        Path | None,
+        typer.Option("--storage", help="Also measure sequential and random reads of a file in this directory."),
+    ] = None,
+    device: Annotated[
+        str, typer.Option("--device", help="all (the CPU and every visible GPU), cpu, or cuda:N.")
+    ] = "all",
+    catalog_paths: CatalogOption = None,
+) -> None:
+    """Measure matmul TFLOP/s, memory and copy bandwidth, collectives, storage and a reference training step."""
+    from computewise.bench import BenchOptions, run_bench
+    from computewise.bench.suite import resolve_devices
+    from computewise.errors import InputError
+    from computewise.report.bench import bench_html, print_bench
+
+    if storage is not None and not storage.is_dir():
+        raise InputError(f"--storage {storage}: not a directory", "pass a directory on the disk to measure")
+    resolve_devices(device)  # a device that is not here fails before a minute of measuring
+    options = BenchOptions(quick=quick, device=device, storage=storage, catalog_paths=tuple(catalog_paths or ()))
+    stderr = Console(stderr=True)
+    with progress_bar("bench", stderr) as bar:
+        task_id = bar.add_task("starting", total=None)
+
+        def progress(description: str, done: int, total: int) -> None:
+            bar.update(task_id, description=description, completed=done, total=total)
+
+        result = run_bench(options, progress)
+    data = result.to_dict()
+    emit(data, as_json, html, print_bench, bench_html)
+    if save:
+        from computewise.catalog import user_catalog_dir
+        from computewise.catalog.calibration import Calibration
+        from computewise.catalog.calibration import save as save_calibration
+
+        path = save_calibration(Calibration.from_bench_dict(data), user_catalog_dir())
+        stderr.print(f"wrote the calibration {path}", highlight=False, markup=False, emoji=False, soft_wrap=True)

@@ -1,0 +1,213 @@
+"""bench's own figures checked against measurements made here, independently of its code.
+
+The machine these tests run on is a shared 2-core VM: other processes take a core at times and
+slow whichever side of a comparison happens to be running. So no test asserts a speed; the
+comparisons take the best of a few tries on each side, interleaved (library, independent,
+library, ...) so a burst of load hits both, and stop once the two agree: a best-of-tries is the
+figure closest to the machine's real capacity on both sides.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+
+from computewise.bench import BenchResult, Device, MatmulFigure, MatmulPoint, Measured, Skipped, time_repeats
+from computewise.bench.compare import compare_bandwidth, compare_matmul, match_cpu
+from computewise.bench.matmul import matmul_dtypes, measure_matmul
+from computewise.bench.memory import STREAM_BYTES_PER_ELEMENT, measure_triad
+from computewise.bench.result import BandwidthFigure
+from computewise.catalog import load_catalog
+from computewise.errors import InputError
+
+torch = pytest.importorskip("torch")
+
+_MAX_TRIES = 8
+
+
+def _independent_mm_tflops(size: int, device: str = "cpu") -> float:
+    """A plain ``a @ b`` loop timed with perf_counter: no out=, no bench code, same torch threads."""
+    a = torch.randn(size, size, device=device)
+    b = torch.randn(size, size, device=device)
+    sync = torch.cuda.synchronize if device != "cpu" else (lambda: None)
+    for _ in range(3):
+        a @ b
+    sync()
+    loops, best_s = 10, float("inf")
+    for _ in range(5):  # the best of five windows: the quietest moment, as bench's median of quiet calls
+        start = time.perf_counter()
+        for _ in range(loops):
+            a @ b
+        sync()
+        best_s = min(best_s, time.perf_counter() - start)
+    return loops * 2 * size**3 / best_s / 1e12
+
+
+def _within_10_percent(ours: float, theirs: float) -> bool:
+    return abs(ours - theirs) <= 0.10 * theirs
+
+
+def _within_factor_2_5(ours: float, theirs: float) -> bool:
+    return theirs / 2.5 < ours < theirs * 2.5
+
+
+def _agreeing_bests(
+    ours: Callable[[], float], theirs: Callable[[], float], agree: Callable[[float, float], bool]
+) -> tuple[float, float]:
+    """The best of each side over interleaved tries, stopping once they agree (at most ``_MAX_TRIES``).
+
+    Another process taking a core for a while slows one side of a try; the best values converge on the
+    machine's real figure as quiet moments come, so a disagreement left after every try is a real one.
+    """
+    best_ours = best_theirs = 0.0
+    for _ in range(_MAX_TRIES):
+        best_ours, best_theirs = max(best_ours, ours()), max(best_theirs, theirs())
+        if agree(best_ours, best_theirs):
+            break
+    return best_ours, best_theirs
+
+
+def test_fp32_matmul_agrees_within_10_percent_with_a_plain_torch_mm_loop() -> None:
+    size = 512
+    ours, theirs = _agreeing_bests(
+        lambda: measure_matmul("cpu", "fp32", [size], quick=True).peak_tflops,
+        lambda: _independent_mm_tflops(size),
+        _within_10_percent,
+    )
+    assert _within_10_percent(ours, theirs), (ours, theirs)
+
+
+def _numpy_add_gb_per_s(elements: int) -> float:
+    """STREAM's 'add' (a = b + c) in NumPy: the triad's traffic (3 arrays x 4 bytes) without the scalar.
+
+    NumPy runs it on one thread and torch on all usable CPUs, so the two agree only within a generous
+    factor; on a 2-core VM one core already draws most of the memory bandwidth the VM is given.
+    """
+    b = np.random.rand(elements).astype(np.float32)
+    c = np.random.rand(elements).astype(np.float32)
+    a = np.empty_like(b)
+    np.add(b, c, out=a)
+    best_s = min(_timed(lambda: np.add(b, c, out=a)) for _ in range(5))
+    return STREAM_BYTES_PER_ELEMENT * elements / best_s / 1e9
+
+
+def _timed(fn: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def test_triad_is_plausible_and_agrees_with_a_numpy_stream_add() -> None:
+    elements = 16 * 1024 * 1024  # 64 MiB per array: twice this VM's 32 MiB L3, so memory and not cache
+    ours, theirs = _agreeing_bests(
+        lambda: measure_triad("cpu", quick=True, elements=elements).gb_per_s.median,
+        lambda: _numpy_add_gb_per_s(elements),
+        _within_factor_2_5,
+    )
+    assert 0.5 < ours < 200, ours
+    assert _within_factor_2_5(ours, theirs), (ours, theirs)
+
+
+def test_cpu_dtypes_follow_the_instruction_sets() -> None:
+    from computewise.system.cpu import cpu_flags
+
+    dtypes, skipped = matmul_dtypes("cpu")
+    assert dtypes[0] == "fp32"
+    assert ("bf16" in dtypes) == bool(cpu_flags() & {"avx512_bf16", "amx_bf16"})
+    named = {s.figure for s in skipped}
+    assert all(f"{d} matmul" not in named for d in dtypes)
+    assert all(s.reason for s in skipped)
+
+
+def test_measured_spread_is_min_max_below_ten_repeats_and_p10_p90_from_ten() -> None:
+    few = Measured.of([3.0, 1.0, 2.0])
+    assert (few.median, few.low, few.high, few.repeats) == (2.0, 1.0, 3.0, 3)
+    many = Measured.of([float(v) for v in range(1, 102)])  # 1..101: p10 = 11, p90 = 91 by linear interpolation
+    assert (many.median, many.low, many.high) == (51.0, 11.0, 91.0)
+    assert Measured.from_dict(json.loads(json.dumps(many.to_dict()))) == many
+    with pytest.raises(InputError, match="low <= median <= high"):
+        Measured.from_dict({"median": 1.0, "low": 2.0, "high": 3.0, "repeats": 3})
+
+
+def test_time_repeats_synchronises_before_the_clock_stops() -> None:
+    events: list[str] = []
+
+    def work() -> None:
+        events.append("work")
+
+    def sync() -> None:
+        time.sleep(0.01)  # queued work finishing: must be inside the timed span
+        events.append("sync")
+
+    times_s = time_repeats(work, warmup=2, repeats=3, sync=sync)
+    assert events == ["work", "work", "sync"] + ["work", "sync"] * 3
+    assert len(times_s) == 3 and min(times_s) >= 0.01
+
+
+def test_a_cpu_is_matched_by_its_whole_model_name_never_by_its_family() -> None:
+    catalog = load_catalog()
+    assert match_cpu(catalog, "AMD EPYC") is None
+    assert match_cpu(catalog, "AMD EPYC 7B13") is None
+    found = match_cpu(catalog, "AMD EPYC 9654 96-Core Processor")
+    assert found is not None and found.slug == "epyc-9654"
+    intel = match_cpu(catalog, "Intel(R) Xeon(R) Platinum 8480+")
+    assert intel is not None and intel.slug == "xeon-8480plus"
+
+
+def _figure(device: str, peak: float, sheet: float | None) -> MatmulFigure:
+    point = MatmulPoint(4096, "bf16", Measured(peak, peak, peak, 1))
+    return MatmulFigure(device, "bf16", (point,), peak, sheet)
+
+
+def test_the_data_sheet_comparison_reads_as_a_share_and_flags_a_slow_gpu() -> None:
+    healthy = compare_matmul(_figure("cuda:0", 702.0, 989.0))
+    assert healthy is not None and not healthy.low
+    assert healthy.text == "bf16 matmul reaches 71 % of the data sheet's 989 TFLOP/s"
+    slow = compare_matmul(_figure("cuda:0", 400.0, 989.0))
+    assert slow is not None and slow.low and "throttling" in slow.text
+    # A VM's vCPUs are a slice of the socket the sheet describes: compared, never flagged.
+    cpu = compare_matmul(_figure("cpu", 0.15, 14.7))
+    assert cpu is not None and not cpu.low
+    assert compare_matmul(_figure("cuda:0", 500.0, None)) is None
+    narrow = compare_bandwidth(BandwidthFigure("cuda:0", "h2d-pinned", Measured(3.0, 2.9, 3.1, 5), None))
+    assert narrow is not None and narrow.low and "link width" in narrow.text
+
+
+def test_a_result_round_trips_through_json() -> None:
+    figure = _figure("cpu", 0.15, None)
+    result = BenchResult(
+        host="h",
+        date="2026-11-24T10:00:00+00:00",
+        cpu="AMD EPYC",
+        threads=2,
+        quick=True,
+        devices=(Device("cpu", "AMD EPYC", None),),
+        matmul=(figure,),
+        bandwidth=(BandwidthFigure("cpu", "triad", Measured(20.0, 19.0, 21.0, 5), None),),
+        collectives=(),
+        storage=(),
+        reference=(),
+        comparisons=(),
+        skipped=(Skipped("cpu", "int8 matmul", "no VNNI"),),
+        notes=("a note",),
+    )
+    data = json.loads(json.dumps(result.to_dict()))
+    assert data["matmul"][0]["efficiency"] == [{"size": 4096, "fraction": 1.0}]
+    assert BenchResult.from_dict(data) == result
+    with pytest.raises(InputError, match="schema_version 2"):
+        BenchResult.from_dict({**data, "schema_version": 2})
+
+
+@pytest.mark.gpu
+def test_gpu_fp32_matmul_agrees_with_a_synchronised_plain_loop() -> None:
+    size = 4096
+    ours, theirs = _agreeing_bests(
+        lambda: measure_matmul("cuda:0", "fp32", [size], quick=True).peak_tflops,
+        lambda: _independent_mm_tflops(size, "cuda:0"),
+        _within_10_percent,
+    )
+    assert _within_10_percent(ours, theirs), (ours, theirs)
