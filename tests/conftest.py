@@ -38,6 +38,22 @@ from computewise.estimate import Assumptions
 from computewise.ledger import Ledger, NewRun, PriceSnapshot, SampleRow
 from computewise.system.user import current_user
 
+# -- The user's own catalog stays out ---------------------------------------------------------
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Point the user catalog at an empty directory for the whole run, child processes included.
+
+    A developer's ``bench --save`` calibration or price override in ``~/.config/computewise/catalog``
+    would otherwise move every estimate a test checks; tests that need a user catalog set their own.
+    """
+    os.environ["COMPUTEWISE_CATALOG_DIR"] = tempfile.mkdtemp(prefix="computewise-no-user-catalog-")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    shutil.rmtree(os.environ.pop("COMPUTEWISE_CATALOG_DIR", ""), ignore_errors=True)
+
+
 # -- GPU tests ----------------------------------------------------------------------------------
 
 
