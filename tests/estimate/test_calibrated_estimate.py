@@ -254,3 +254,20 @@ def test_run_mfu_divides_by_the_peak_bench_measured(tmp_path: Path, monkeypatch:
     assert summary["peak"]["source"] == "computewise bench on box-1, 2026-11-24"
     assert summary["mfu"] == pytest.approx(4 * 1e9 / summary["step_time_s"] / PEAK_FLOPS)
     assert "utilization measured by bench on 2026-11-24" in summary["mfu_note"]
+
+
+def test_tune_takes_a_calibration_file_for_its_mfu_peak_and_refuses_another_devices(tmp_path: Path) -> None:
+    """``tune --calibration FILE``: the file's own CPU row names the device, its note says MFU is against
+    the measured peak; a file saved on another device is refused before any trial runs."""
+    from computewise.catalog.calibration import calibration_catalog_paths
+    from computewise.errors import InputError
+    from computewise.system.hardware import detect_hardware
+    from computewise.tune.search import _peak  # the step of run_tune that reads the flag
+
+    path = save(calibration(), tmp_path)
+    catalog = load_catalog(calibration_catalog_paths(path))
+    peak, note = _peak(catalog, "this-cpu", detect_hardware(), "cpu", path)
+    assert peak is not None and peak[0].slug == "cpu-box-1"
+    assert "matmul peak of AMD EPYC on box-1 (measured) that bench measured" in note
+    with pytest.raises(InputError, match="is for cpu-box-1, not h100-sxm"):
+        _peak(catalog, "h100", detect_hardware(), "cpu", path)

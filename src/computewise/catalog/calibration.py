@@ -353,13 +353,14 @@ def calibration_for(slug: str, path: Path | None = None, aliases: Sequence[str] 
     return calibration
 
 
-def measured_peak_flops(slug: str, precision: str) -> tuple[float, Calibration] | None:
+def measured_peak_flops(slug: str, precision: str, path: Path | None = None) -> tuple[float, Calibration] | None:
     """The matmul peak ``bench --save`` measured for accelerator ``slug`` at ``precision``, and its calibration.
 
     What ``tune`` and ``run`` divide by for MFU when the device was benched: the peak it reaches,
-    not the data sheet's (None: no calibration, or none at that precision).
+    not the data sheet's (None: no calibration, or none at that precision). ``path`` is a
+    ``--calibration FILE``, which must be for that device; without it, the one saved for it.
     """
-    calibration = find_calibration(slug)
+    calibration = calibration_for(slug, path)
     if calibration is None:
         return None
     peak = calibration.peak_flops.get(precision, 0.0)

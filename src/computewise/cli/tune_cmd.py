@@ -46,6 +46,14 @@ def tune(
     accelerator: Annotated[
         str | None, typer.Option(help="Catalog device for MFU (needed on a CPU), e.g. xeon-8480plus.")
     ] = None,
+    calibration: Annotated[
+        Path | None,
+        typer.Option(
+            "--calibration",
+            help="A calibration file from `computewise bench --save`: MFU against the peak it measured "
+            "(default: the one saved for the device, if any).",
+        ),
+    ] = None,
     run_hours: Annotated[
         float | None,
         typer.Option(
@@ -105,6 +113,7 @@ def tune(
         eta=eta,
         memory_bytes=parse_bytes(memory, "--memory") if memory is not None else None,
         accelerator=accelerator,
+        calibration=calibration,
         hourly_usd=parse_usd(hourly_usd, "--hourly-usd") if hourly_usd is not None else None,
         run_hours=run_hours,
         tokens=parse_count(tokens, "--tokens") if tokens is not None else None,

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from computewise.catalog import Catalog, load_catalog
-from computewise.catalog.calibration import find_calibration, measured_peak_flops
+from computewise.catalog.calibration import calibration_catalog_paths, calibration_for, measured_peak_flops
 from computewise.errors import InputError, TuneError
 from computewise.estimate.assumptions import Assumptions
 from computewise.estimate.quote import PriceRequest
@@ -94,6 +94,7 @@ class TuneOptions:
     compile_finalists: int = 2
     memory_bytes: float | None = None
     accelerator: str | None = None
+    calibration: Path | None = None  # a `bench --save` file for the MFU peak; default: the one saved for the device
     hourly_usd: float | None = None
     run_hours: float | None = None
     tokens: float | None = None
@@ -378,11 +379,11 @@ def run_tune(
     capability = torch.cuda.get_device_capability(0) if device == "cuda" else None
     space = parse_space(options.space, default_space(device, hardware, cuda_capability=capability))
     space = space.for_model(profile.facts)
-    catalog = load_catalog()
+    catalog = load_catalog(calibration_catalog_paths(options.calibration))  # the file's own device row, if any
     assumptions = Assumptions.from_catalog(catalog)
     capacity = device_capacity(device, options.memory_bytes)
     pruning = prune(space.configs(setup.global_batch_size), profile, capacity, device, assumptions)
-    peak, peak_note = _peak(catalog, options.accelerator, hardware, device)
+    peak, peak_note = _peak(catalog, options.accelerator, hardware, device, options.calibration)
     detected = _detected(hardware, device)
     price = hardware_price(catalog, PriceRequest(hourly_usd=options.hourly_usd), detected)
     threads = options.threads or torch.get_num_threads()
@@ -633,10 +634,10 @@ def _worth(
     tokens_per_step = profile.global_batch_size * profile.tokens_per_sample if profile.tokens_per_sample else None
 
     def measured(record: TrialRecord | None) -> Measured | None:
-        return None if record is None else _measured(record, profile, peak)
+        return None if record is None else _measured(record, profile, peak, options.calibration)
 
     return tune_worth(
-        _measured(search.best, profile, peak),
+        _measured(search.best, profile, peak, options.calibration),
         measured(search.baseline),
         measured(search.largest_batch),
         hourly_usd,
@@ -647,13 +648,17 @@ def _worth(
     )
 
 
-def _measured(record: TrialRecord, profile: ModelProfile, peak: tuple[Accelerator, str] | None) -> Measured:
+def _measured(
+    record: TrialRecord, profile: ModelProfile, peak: tuple[Accelerator, str] | None, calibration: Path | None
+) -> Measured:
     """A trial's figures, with its MFU against the peak at the trial's precision (fp32 for ``auto``)."""
     result, flops = record.result, profile.forward_flops_per_sample
     utilization = None
     if peak is not None and result.samples_per_s is not None and flops is not None:
         precision = record.config.precision if record.config.precision != "auto" else "fp32"
-        benched = measured_peak_flops(peak[0].slug, precision)  # ``bench --save``: the peak this device reaches
+        benched = measured_peak_flops(
+            peak[0].slug, precision, calibration
+        )  # ``bench --save``: the peak this device reaches
         peak_flops = peak[0].peak_flops_for(precision) if benched is None else benched[0]
         utilization = mfu(flops, result.samples_per_s, peak_flops)
     return Measured(
@@ -702,23 +707,24 @@ def _detected(hardware: Hardware, device: DeviceKind) -> DetectedHardware:
 
 
 def _peak(
-    catalog: Catalog, name: str | None, hardware: Hardware, device: DeviceKind
+    catalog: Catalog, name: str | None, hardware: Hardware, device: DeviceKind, calibration: Path | None
 ) -> tuple[tuple[Accelerator, str] | None, str]:
     """The catalog device whose peak MFU is measured against, and how it was found (or why there is none)."""
     if name is not None:
         accelerator = catalog.accelerator(name)
-        return (accelerator, "given by --accelerator"), _peak_note(accelerator)
+        return (accelerator, "given by --accelerator"), _peak_note(accelerator, calibration)
     if device == "cuda" and hardware.cuda_device:
         found = catalog.match_device(hardware.cuda_device)
         if found is not None:
-            return (found, f"detected from {hardware.cuda_device!r}"), _peak_note(found)
+            return (found, f"detected from {hardware.cuda_device!r}"), _peak_note(found, calibration)
         return None, f"{hardware.cuda_device!r} is not in the catalog: name the closest with --accelerator"
     return None, "a CPU's peak is not detected: name it with --accelerator (e.g. xeon-8480plus) to get MFU"
 
 
-def _peak_note(accelerator: Accelerator) -> str:
-    """Which peak MFU divides by: the one ``bench --save`` measured on this device, else the data sheet's."""
-    calibration = find_calibration(accelerator.slug)
+def _peak_note(accelerator: Accelerator, path: Path | None) -> str:
+    """Which peak MFU divides by: the one ``bench`` measured on this device (``--calibration FILE``, else the
+    one saved for it), else the data sheet's. A file for another device is refused here, before any trial."""
+    calibration = calibration_for(accelerator.slug, path, accelerator.aliases)
     if calibration is None:
         return f"MFU against the dense peak of {accelerator.name}"
     return f"MFU against the matmul peak of {accelerator.name} that bench measured ({calibration.note})"
