@@ -64,10 +64,14 @@ _WRITE_MEMORY = "write it like 16GB, 24GiB or 512MB"
         ("lots", "cannot read an amount of memory 'lots'", _WRITE_MEMORY),
         ("16 parsecs", "cannot read an amount of memory '16 parsecs'", _WRITE_MEMORY),
         ("", "cannot read an amount of memory ''", _WRITE_MEMORY),
-        ("-1GB", "cannot read an amount of memory '-1GB'", _WRITE_MEMORY),
         (
             "0GB",
             "an amount of memory must be positive, got '0GB'",
+            "give a number greater than zero for an amount of memory",
+        ),
+        (
+            "-1GB",
+            "an amount of memory must be positive, got '-1GB'",
             "give a number greater than zero for an amount of memory",
         ),
     ],
@@ -182,6 +186,9 @@ def test_a_deadline_outside_its_range_names_the_range_and_why(text: str) -> None
         (90, "1.5 min"),
         (1, "1.0 s"),
         (0.25, "250.0 ms"),
+        (59.99, "1.0 min"),  # the unit follows the rounded value: never "60.0 s"
+        (0.9999, "1.0 s"),
+        (172_799, "2.0 d"),
     ],
 )
 def test_durations_are_shown_in_the_largest_sensible_unit(seconds: float, text: str) -> None:
@@ -217,6 +224,7 @@ def test_counts_read_with_suffixes_separators_and_exponents(text: str, value: fl
         ("-5", "a count must be positive, got '-5'"),
         (float("nan"), "a count must be positive, got 'nan'"),
         (float("inf"), "a count must be positive, got 'inf'"),
+        (True, "a count must be a number, got True"),
     ],
 )
 def test_bad_counts_are_refused(given: str | float, message: str) -> None:

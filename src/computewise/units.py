@@ -142,6 +142,8 @@ def parse_count(text: str | float | int, what: str = "a count") -> float:
 
 
 def _count(text: str | float | int, what: str, example: str) -> float:
+    if isinstance(text, bool):  # an int to Python, never a count to a user
+        raise InputError(f"{what} must be a number, got {text!r}", f"write it like {example}")
     if isinstance(text, int | float):
         _check(float(text), str(text), what)
         return float(text)
@@ -218,7 +220,8 @@ _BYTE_UNITS = {
 
 def parse_bytes(text: str, what: str = "an amount of memory") -> float:
     """'16GB' (decimal), '16GiB' (binary), '512MB', '2e9' -> bytes."""
-    match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*", text)
+    # A sign is read, so that "-1GB" is refused as out of range rather than as unreadable.
+    match = re.fullmatch(r"\s*([-+]?[0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*", text)
     unit = match.group(2).lower() if match else ""
     if match is None or unit not in _BYTE_UNITS:
         if limit_for(what) is not None:
@@ -249,14 +252,11 @@ def format_flops(flops: float) -> str:
 
 
 def format_duration(seconds: float) -> str:
-    if seconds >= 86400 * 2:
-        return f"{seconds / 86400:.1f} d"
-    if seconds >= 3600:
-        return f"{seconds / 3600:.1f} h"
-    if seconds >= 60:
-        return f"{seconds / 60:.1f} min"
-    if seconds >= 1:
-        return f"{seconds:.1f} s"
+    """One decimal in the largest unit the value reaches (days from 2 d). The unit is chosen on the
+    rounded value, so 59.99 s reads "1.0 min", never "60.0 s"."""
+    for unit, size_s, from_units in (("d", 86400.0, 2.0), ("h", 3600.0, 1.0), ("min", 60.0, 1.0), ("s", 1.0, 1.0)):
+        if round(seconds / size_s, 1) >= from_units:
+            return f"{seconds / size_s:.1f} {unit}"
     return f"{seconds * 1000:.1f} ms"
 
 
