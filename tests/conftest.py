@@ -37,6 +37,7 @@ from computewise.catalog import Catalog, load_catalog
 from computewise.estimate import Assumptions
 from computewise.ledger import Ledger, NewRun, PriceSnapshot, SampleRow
 from computewise.system.user import current_user
+from s3_server import S3Server, running_s3_server
 
 # -- The user's own catalog stays out ---------------------------------------------------------
 
@@ -328,6 +329,17 @@ def make_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Cal
     yield make
     for name in [name for name, module in sys.modules.items() if str(tmp_path) in str(getattr(module, "__file__", ""))]:
         del sys.modules[name]
+
+
+# -- S3 ----------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[S3Server]:
+    """A real S3-compatible server (moto) on 127.0.0.1 for the session: ``.endpoint_url``, ``.env`` and
+    ``.make_bucket(name)``; pass ``.env`` to child processes (or monkeypatch it in) to reach it."""
+    with running_s3_server() as server:
+        yield server
 
 
 # -- JSON documents -------------------------------------------------------------------------------

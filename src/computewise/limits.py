@@ -93,6 +93,9 @@ ACHIEVED_FRACTION = Limit(0.001, 1, "a share of the peak FLOP/s; no job achieves
 ANOMALY_WINDOW_DAYS = Limit(
     3, 90, "fewer than 3 days has no baseline; after 90 the baseline is stale", "14", integer=True
 )
+LINK_BITS_PER_S = Limit(
+    1e3, 1e12, "below 1 kbit/s no model moves; no client link reaches 1 Tbit/s (20Mbps reads too)", "20e6", unit="bit/s"
+)
 ANOMALY_Z = Limit(1, 100, "below 1 every ordinary day is flagged; above 100 nothing ever is", "3.5")
 
 FLAG_LIMITS: Final[dict[str, Limit]] = {
@@ -135,10 +138,26 @@ FLAG_LIMITS: Final[dict[str, Limit]] = {
     "--mean-rps": RATE_RPS,
     "--peak-rps": RATE_RPS,
     "--capacity-rps": RATE_RPS,
+    "--max-usd-per-hour": HOURLY_USD,
+    "--alert-lead": Limit(
+        60, 31 * 86400, "under a minute nobody can act; over a month is more than the budget's period", "1d", "duration"
+    ),
+    "--clients": Limit(1, 1e10, "more clients than people on Earth is a typo", "1000", integer=True),
+    "--rounds": Limit(1, 1e6, "federated training runs use hundreds to a few thousand rounds", "100", integer=True),
+    "--local-steps": Limit(1, 1e6, "more steps than a whole training run between two averages", "5", integer=True),
+    "--local-batch": MICRO_BATCH,
+    "--participation": Limit(1e-9, 1, "a share of the clients in each round, above 0 and at most all", "0.1"),
+    "--server-vcpus": Limit(1, 1e4, "no server has more than 1e4 vCPUs", "8", integer=True),
+    "--topk-ratio": Limit(1e-6, 1, "a share of the values sent, above 0 and at most all of them", "0.01"),
+    "--uplink": LINK_BITS_PER_S,
+    "--downlink": LINK_BITS_PER_S,
     "--utilization": UTILIZATION,
     "--target-utilization": UTILIZATION,
     "--min-replicas": REPLICAS,
     "--memory": MEMORY_BYTES,
+    "--dataset-size": Limit(
+        1e6, 1e17, "a dataset above 100 PB is larger than any training corpus on record", "2TB", kind="bytes"
+    ),
     "--bytes": MESSAGE_BYTES,
     "--max-body-bytes": BODY_BYTES,
     "--port": PORT,
@@ -147,6 +166,11 @@ FLAG_LIMITS: Final[dict[str, Limit]] = {
     "--replica-cpus": CPUS,
     "--nproc": PROCESSES,
     "--threads": THREADS,
+    "--epochs": Limit(1, 10_000, "more than 10,000 passes over the same inputs only overfits them", "10", integer=True),
+    "--learning-rate": Limit(1e-8, 1.0, "AdamW diverges above 1 and learns nothing below 1e-8", "1e-4"),
+    "--held-out": Limit(
+        0.01, 0.9, "a share of the inputs: at least 1 % to grade on, at most 90 % so some train", "0.2"
+    ),
     "--max-restarts": RESTARTS,
     "--max-preemptions": RESTARTS,
     "--steps": STEPS,
@@ -166,6 +190,26 @@ FLAG_LIMITS: Final[dict[str, Limit]] = {
     "--mfu": ACHIEVED_FRACTION,
     "--window": ANOMALY_WINDOW_DAYS,
     "--threshold": ANOMALY_Z,
+    "--cache-size": Limit(
+        1e4, 1e13, "under 10 kB holds a few outputs; above 10 TB exceeds every machine's memory", "256MB", kind="bytes"
+    ),
+    "--cache-ttl": Limit(
+        0.001, 30 * 86400, "an output older than 30 days outlives any model version", "10m", kind="duration"
+    ),
+    "--repeat-ratio": Limit(0, 1, "a share of the requests: none (0) to all but the first (1)", "0.5"),
+    "--cache-hit-ratio": Limit(
+        0, 0.999, "a share of the requests; a cache answering all of them would need no model at all", "0.5"
+    ),
+    "--max-workers": Limit(
+        1, 1024, "no data loader runs more than 1024 worker processes on one host", "4", integer=True
+    ),
+    "--time-per-config": Limit(
+        0.1, 3600, "an hour per loader configuration is an epoch, not a benchmark", "10", unit="s"
+    ),
+    "--batch-size": Limit(
+        1, 1e7, "a batch of more than 1e7 samples does not fit any loader's memory", "256", integer=True
+    ),
+    "--demand": Limit(0.001, 1e9, "no training job consumes more than 1e9 samples/s", "3400", unit="samples/s"),
 }
 """Every flag that takes a quantity, on every verb. A flag's meaning is the same wherever it appears."""
 

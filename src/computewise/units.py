@@ -25,6 +25,7 @@ __all__ = [
     "format_duration",
     "format_flops",
     "format_usd",
+    "parse_bits_per_s",
     "parse_bytes",
     "parse_count",
     "parse_duration_s",
@@ -228,6 +229,24 @@ def parse_bytes(text: str, what: str = "an amount of memory") -> float:
             raise _unreadable(text, what, "16GB, 24GiB or 512MB")
         raise InputError(f"cannot read {what} {text!r} as an amount of memory", "write it like 16GB, 24GiB or 512MB")
     value = float(match.group(1)) * _BYTE_UNITS[unit]
+    _check(value, text, what)
+    return value
+
+
+_BIT_RATE_UNITS = {"": 1.0, "bps": 1.0, "kbps": 1e3, "mbps": 1e6, "gbps": 1e9, "tbps": 1e12}
+
+
+def parse_bits_per_s(text: str, what: str = "a link speed") -> float:
+    """'20Mbps', '1.5 Gbps', '500kbps', '2e7' (bits per second) -> bits per second, decimal as links are sold.
+
+    Network links are quoted in bits (20 Mbps is 2.5 MB/s); bytes per second are not accepted, so a
+    factor of 8 cannot slip in unnoticed.
+    """
+    match = re.fullmatch(r"\s*([-+]?[0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z/]*)\s*", text)
+    unit = match.group(2).lower().replace("/s", "ps").replace("bitps", "bps") if match else ""
+    if match is None or unit not in _BIT_RATE_UNITS or "B" in match.group(2):  # MB/s is bytes, not bits
+        raise _unreadable(text, what, "20Mbps, 1Gbps or 500kbps (bits per second)")
+    value = float(match.group(1)) * _BIT_RATE_UNITS[unit]
     _check(value, text, what)
     return value
 

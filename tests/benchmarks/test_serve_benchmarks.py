@@ -40,6 +40,21 @@ def test_batching_quick_run_finds_a_rate_per_policy(tmp_path: Path) -> None:
     assert all(r["max_rate_rps"] > 0 for r in figures["results"].values())
 
 
+def test_cache_quick_run_measures_an_uncached_and_a_cached_server(tmp_path: Path) -> None:
+    out = tmp_path / "cache.json"
+    result = run("serve_cache.py", "--json", str(out))
+    assert result.returncode == 0, result.stderr
+    assert "cached / uncached" in result.stdout and "logical cores" in result.stdout
+    figures = json.loads(out.read_text())
+    assert [r["cached"] for r in figures["runs"]] == [False, True]
+    assert all((r["max_rate_rps"] or 0) > 0 for r in figures["runs"]), result.stdout
+    uncached, cached = figures["runs"]
+    assert uncached["hit_ratio"] is None
+    # Half the requests repeat an earlier one; a repeat sent while its original is in flight is a miss.
+    assert 0.3 <= cached["hit_ratio"] <= 0.65
+    assert figures["cached_over_uncached"] == pytest.approx(figures["cached_rps"] / figures["uncached_rps"])
+
+
 def test_ray_side_by_side_quick_run_measures_both_stacks(tmp_path: Path) -> None:
     pytest.importorskip("ray.serve", reason="the ray extra is not installed: pip install 'computewise[ray]'")
     out = tmp_path / "vs_ray.json"

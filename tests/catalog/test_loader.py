@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 
 import pytest
 
 from computewise.catalog import load_catalog, table_for_filename
-from computewise.catalog.loader import discover_files, load_files
 from computewise.errors import CatalogError, InputError
 
 ACCELERATOR_HEADER = (
@@ -208,15 +206,15 @@ def test_file_names_choose_the_table(tmp_path: Path) -> None:
         load_catalog([write(tmp_path / "carbon.csv", "# nothing here")])
 
 
-def test_loading_is_fast_and_cached() -> None:
-    files = discover_files()
-    start = time.perf_counter()
-    load_files(files)
-    cold_s = time.perf_counter() - start
-    load_catalog()
-    start = time.perf_counter()
-    load_catalog()
-    cached_s = time.perf_counter() - start
-    # Budget from the design: planners and the CLI call this often; parsing must stay under 30 ms.
-    assert cold_s < 0.030, f"parsing the bundled catalog took {cold_s * 1000:.1f} ms"
-    assert cached_s < 0.005, f"a cached load took {cached_s * 1000:.1f} ms"
+def test_loading_is_cached_until_a_file_changes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Planners and the CLI call ``load_catalog`` often: a second call is the same object, not a re-parse,
+    and a user file that changes is read again. (Its speed, 30 ms cold, is benchmarks/speed.py's figure.)"""
+    monkeypatch.setenv("COMPUTEWISE_CATALOG_DIR", str(tmp_path))
+    first = load_catalog()
+    assert load_catalog() is first
+    (tmp_path / "assumptions.csv").write_text(
+        "key,value,unit,source,retrieved\nonprem_pue,1.3,ratio,test,2025-01-01\n", encoding="utf-8"
+    )
+    changed = load_catalog()
+    assert changed is not first and changed.assumption("onprem_pue") == 1.3
+    assert load_catalog() is changed

@@ -48,9 +48,12 @@ def test_estimate_and_plan_documents_match_their_schemas(
     assert data["schema_version"] == 1
 
 
-def test_a_training_plan_matches_its_schema_and_reads_back_whole(json_schema: Check) -> None:
+@pytest.mark.parametrize("data_flags", [(), ("--data-region", "aws:us-east-1", "--dataset-size", "2TB")])
+def test_a_training_plan_matches_its_schema_and_reads_back_whole(
+    json_schema: Check, data_flags: tuple[str, ...]
+) -> None:
     args = ("plan", "train", "-m", "gpt2-medium", "--tokens", "2B", "-g", "a10g", "-g", "l4", "--max-gpus", "8")
-    data = cli_json(*args, "--top", "0")
+    data = cli_json(*args, *data_flags, "--top", "0")
     json_schema(data, "plan-train")
     plan = Plan.from_dict(data, "plan.json")
     assert plan.to_dict() == {key: value for key, value in data.items() if key != "notes"}  # the CLI adds notes

@@ -29,6 +29,10 @@ _ESTIMATE_COMM = ("estimate", "comm", "--gpu", "h100")
 _PLAN_TRAIN = ("plan", "train", "--model", "gpt2")
 _PLAN_INFER = ("plan", "infer", "--model", "gpt2", "--rps", "1")
 _PLAN_SERVE = ("plan", "serve", "--capacity-rps", "10", "--peak-rps", "5", "--hourly-usd", "1")
+_PLAN_FEDERATED = (
+    *("plan", "federated", "-m", "gpt2", "--clients", "10", "--client-device", "apple-m2", "--uplink", "20Mbps"),
+    *("--rounds", "1", "--local-steps", "1"),
+)
 _SERVE = ("serve", "echo")
 _DEPLOY = ("deploy", "echo", "--address", "127.0.0.1:9")
 _LOADTEST = ("loadtest", "http://127.0.0.1:9/x")
@@ -36,6 +40,7 @@ _TUNE = ("tune", "examples.tiny_gpt:setup")
 _SCALETEST = ("scaletest", "examples.tiny_gpt:setup")
 _OPTIMIZE = ("optimize", "examples.digits:classifier")
 _SUBMIT = ("submit", "--dry-run", "--name", "job")
+_DISTILL = ("distill", "examples.digits:classifier", "--student", "width=0.5")
 
 # (verb, flag, what follows the flag's value): every flag of every verb that takes a quantity.
 QUANTITY_FLAGS: list[tuple[tuple[str, ...], str, tuple[str, ...]]] = [
@@ -97,9 +102,29 @@ QUANTITY_FLAGS: list[tuple[tuple[str, ...], str, tuple[str, ...]]] = [
         for flag in ("--nproc", "--steps", "--warmup-steps", "--threads", "--timeout", "--link-gb-per-s")
     ),
     *((_OPTIMIZE, flag, ()) for flag in ("--batch-sizes", "--time-budget", "--threads", "--max-length")),
+    *((_DISTILL, flag, ()) for flag in ("--epochs", "--batch-size", "--learning-rate", "--held-out", "--threads")),
+    (_PLAN_TRAIN, "--dataset-size", ("--data-region", "aws:us-east-1")),
     (("runs",), "--limit", ()),
     *((("cost", "anomalies"), flag, ()) for flag in ("--window", "--threshold")),
     (("budget", "set", "--scope", "all"), "--monthly-usd", ()),
+    *(
+        (("data", "bench", "train.parquet"), flag, ())
+        for flag in ("--max-workers", "--time-per-config", "--batch-size", "--seq-len", "--global-batch", "--gpus")
+    ),
+    (("data", "bench", "train.parquet"), "--demand", ()),
+    (("data", "convert", "in.csv", "out.parquet"), "--batch-size", ()),
+    *((_PLAN_SERVE, flag, ()) for flag in ("--max-usd-per-hour", "--monthly-usd")),
+    *((_SERVE, flag, ()) for flag in ("--cache-size", "--cache-ttl")),
+    (_LOADTEST, "--repeat-ratio", ()),
+    (_PLAN_SERVE, "--cache-hit-ratio", ()),
+    (_PLAN_SERVE, "--alert-lead", ("--max-usd-per-hour", "2", "--monthly-usd", "100")),
+    *(
+        (_PLAN_FEDERATED, flag, ())
+        for flag in (
+            *("--clients", "--rounds", "--local-steps", "--participation", "--topk-ratio", "--local-batch"),
+            *("--uplink", "--downlink", "--server-vcpus", "--mfu", "--hourly-usd"),
+        )
+    ),
 ]
 
 

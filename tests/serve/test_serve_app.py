@@ -14,6 +14,7 @@ import asyncio
 import json
 import sys
 import textwrap
+import time
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ import numpy as np
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
+from prometheus_client.parser import text_string_to_metric_families
 from schemathesis import GenerationMode
 from schemathesis.core.result import Ok
 from starlette.applications import Starlette
@@ -272,6 +274,31 @@ def test_request_over_the_timeout_is_504(models_module: str) -> None:
         response = client.post(f"/v1/models/{runner.name}/infer", json={"input": 1})
     assert response.status_code == 504 and "0.1 s" in response.json()["error"]
     assert metrics.totals()["errors"] == 1
+
+
+def test_request_duration_is_recorded_by_status_and_brackets_the_model_call(models_module: str) -> None:
+    """A 0.3 s model call lands in the 200 series between 0.3 s and the client's own clock; a 404 apart."""
+    runner = load_runner(f"{models_module}:slow")
+    app, _metrics = make_app(runner, BatchPolicy(mode="none"))
+    with TestClient(app) as client:
+        started_s = time.perf_counter()
+        assert client.post(f"/v1/models/{runner.name}/infer", json={"input": 1}).status_code == 200
+        client_s = time.perf_counter() - started_s
+        assert client.post("/v1/models/nobody/infer", json={"input": 1}).status_code == 404
+        text = client.get("/metrics").text
+    values = {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name.startswith("computewise_serve_request_duration_seconds")
+    }
+    name = "computewise_serve_request_duration_seconds"
+    assert values[f"{name}_count", (("code", "200"),)] == 1
+    assert values[f"{name}_count", (("code", "404"),)] == 1
+    assert 0.3 <= values[f"{name}_sum", (("code", "200"),)] <= client_s
+    assert values[f"{name}_bucket", (("code", "200"), ("le", "0.2"))] == 0  # cumulative buckets: not under 0.2 s
+    if client_s <= 0.5:  # the server's clock is inside the client's, so then it is under 0.5 s too
+        assert values[f"{name}_bucket", (("code", "200"), ("le", "0.5"))] == 1
 
 
 # -- probes, metrics, auth, document ----------------------------------------------------------

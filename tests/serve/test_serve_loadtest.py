@@ -30,14 +30,16 @@ from starlette.routing import Route
 
 from computewise.errors import InputError
 from computewise.serve.loadtest import (
+    LOWEST_RETRIES,
     MAX_REQUESTS,
     LoadProgress,
     find_max_rate,
     load_payloads,
     poisson_arrivals,
+    request_order,
     run_load,
 )
-from computewise.specs.loadtest import LoadResult
+from computewise.specs.loadtest import LoadResult, MaxRateSearch, Probe
 
 
 @dataclass
@@ -47,6 +49,8 @@ class FakeService:
     delay_s: float = 0.0
     slots: int | None = None
     reject_at_in_flight: int | None = None
+    slow_once_at: int | None = None  # the request (1-based, counted over the service's life) that takes slow_once_s
+    slow_once_s: float = 0.0
     received: int = 0
     in_flight: int = 0
     peak_in_flight: int = 0
@@ -71,7 +75,7 @@ class FakeService:
             self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
             try:
                 if semaphore is None:
-                    await asyncio.sleep(self.delay_s)
+                    await asyncio.sleep(self.slow_once_s if self.received == self.slow_once_at else self.delay_s)
                 else:
                     async with semaphore:
                         if await request.is_disconnected():  # the client gave up while queued
@@ -317,7 +321,55 @@ def test_find_max_reports_none_when_even_the_lowest_rate_misses() -> None:
     service = FakeService(delay_s=0.1)
     with serving(service) as url:
         best, probes = find_max_rate(url, [], slo_p99_ms=20, duration_s=0.5, low_rps=10, high_rps=100, settle_s=0)
-    assert best is None and len(probes) == 1 and probes[0].ok > 0
+    assert best is None and len(probes) == 1 + LOWEST_RETRIES and all(p.ok > 0 for p in probes)
+    spread = MaxRateSearch(url, 20, best, tuple(Probe(p, False) for p in probes)).spread
+    assert (spread.low_rps, spread.high_rps, spread.lowest_probes, spread.lowest_passed) == (None, 10, 3, 0)
+
+
+def test_one_slow_answer_at_the_lowest_probe_no_longer_reports_no_rate() -> None:
+    """Issue 20 section 6, reproduced: one answer over the SLO in the lowest probe (10 requests at 5/s)
+    is that probe's p99, and without a retry the search reported "no rate" for a server that answers
+    in 5 ms. With the retry the search goes on, and the spread shows the lowest rate's 1 of 2."""
+
+    def search(lowest_retries: int) -> tuple[float | None, list[LoadResult]]:
+        service = FakeService(delay_s=0.005, slow_once_at=4, slow_once_s=0.3)  # the 4th request of the life
+        with serving(service) as url:
+            return find_max_rate(
+                url, [{"x": 1}], slo_p99_ms=100, duration_s=2, low_rps=5, high_rps=20, settle_s=0,
+                lowest_retries=lowest_retries,
+            )  # fmt: skip
+
+    best, probes = search(lowest_retries=0)  # the behaviour before the fix
+    assert best is None and len(probes) == 1
+    assert probes[0].sent == 10 and probes[0].p99_ms is not None and probes[0].p99_ms > 100
+    assert probes[0].p50_ms is not None and probes[0].p50_ms < 100  # every other answer was fast
+
+    best, probes = search(lowest_retries=LOWEST_RETRIES)
+    assert best == 20, [(p.rate_rps, p.p99_ms) for p in probes]
+    assert [p.rate_rps for p in probes] == [5, 5, 10, 20]
+    spread = MaxRateSearch("u", 100, best, tuple(Probe(p, p.meets(100)) for p in probes)).spread
+    assert (spread.low_rps, spread.high_rps, spread.lowest_probes, spread.lowest_passed) == (20, None, 2, 1)
+
+
+def test_request_order_repeats_earlier_bodies_at_the_ratio_and_is_seeded() -> None:
+    count, distinct = 4000, 10_000
+    order = request_order(count, distinct, 0.5, seed=7)
+    assert order == request_order(count, distinct, 0.5, seed=7) != request_order(count, distinct, 0.5, seed=8)
+    seen: set[int] = set()
+    fresh = repeats = 0
+    for index in order:  # an independent reading: a body is a repeat iff it was sent before
+        if index in seen:
+            repeats += 1
+        else:
+            assert index == fresh  # fresh bodies go through the payloads in order
+            fresh += 1
+            seen.add(index)
+    # Binomial(3999, 0.5): 4 standard deviations is +-126.
+    assert abs(repeats - 0.5 * (count - 1)) < 130
+    assert request_order(5, 3, 0.0) == [0, 1, 2, 0, 1]  # no repeats: round robin, as before
+    assert len(set(request_order(50, 100, 1.0))) == 1  # all but the first repeat it
+    with pytest.raises(InputError):
+        request_order(5, 3, 1.5)
 
 
 def test_payload_files(tmp_path: Path) -> None:

@@ -43,12 +43,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 from computewise.account.periods import DAY_S, day_start_s, iso_day, iso_utc
-from computewise.account.spend import priced_runs
+from computewise.account.spend import PricedRun, overlapping, priced_runs
 from computewise.account.tags import NO_TAG, parse_group_keys
 from computewise.errors import InputError
 from computewise.ledger import Ledger
 
-__all__ = ["Anomaly", "AnomalyReport", "SpendAnomaly", "detect", "spend_anomalies"]
+__all__ = ["Anomaly", "AnomalyReport", "SpendAnomaly", "detect", "history_start_s", "spend_anomalies"]
 
 _MAD_TO_Z = 0.6745  # the MAD of a normal distribution is 0.6745 standard deviations
 _SHORT_HISTORY_DAYS = 3.0  # the floor widens by (1 + 3 / n) while the history holds n days
@@ -193,14 +193,23 @@ def spend_anomalies(
     *,
     window: int = 14,
     threshold: float = 3.5,
+    already_priced: Sequence[PricedRun] | None = None,
 ) -> AnomalyReport:
-    """Anomalous days since ``since_s`` (default: the last 30 days) in each ``by`` group's daily spend."""
+    """Anomalous days since ``since_s`` (default: the last 30 days) in each ``by`` group's daily spend.
+
+    ``already_priced``: runs priced (``priced_runs``) over a window that starts at or before
+    ``history_start_s(since_s, now_s, window)``, from a page that prices once for several views.
+    """
     keys = parse_group_keys(by)
     since = now_s - 30 * DAY_S if since_s is None else min(since_s, now_s)
-    first_day_s = day_start_s(since) - _PROFILE_WINDOWS * window * DAY_S
+    first_day_s = history_start_s(since_s, now_s, window)
     days = math.floor((now_s - first_day_s) / DAY_S) + 1
     spend: dict[tuple[tuple[str, str], ...], list[float]] = {}
-    for priced in priced_runs(ledger, first_day_s, now_s, now_s):
+    if already_priced is None:
+        runs = priced_runs(ledger, first_day_s, now_s, now_s)
+    else:
+        runs = overlapping(already_priced, first_day_s, now_s)
+    for priced in runs:
         group = tuple((key, priced.run.tags.get(key, NO_TAG)) for key in keys)
         daily = spend.setdefault(group, [0.0] * days)
         first = max(0, math.floor((priced.run.started_at_s - first_day_s) / DAY_S))
@@ -228,6 +237,12 @@ def spend_anomalies(
         series=tuple(sorted((group, tuple(daily)) for group, daily in spend.items())),
         anomalies=tuple(found),
     )
+
+
+def history_start_s(since_s: float | None, now_s: float, window: int = 14) -> float:
+    """The first day ``spend_anomalies`` reads: two windows before the first day it scores (weekend offsets)."""
+    since = now_s - 30 * DAY_S if since_s is None else min(since_s, now_s)
+    return day_start_s(since) - _PROFILE_WINDOWS * window * DAY_S
 
 
 def _weekday(t_s: float) -> int:

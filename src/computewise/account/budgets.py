@@ -27,7 +27,7 @@ from typing import Any
 
 from computewise.account.alerts import Alert, Notifier, parse_webhook_url
 from computewise.account.periods import DAY_S, iso_utc, month_period, month_start_s, next_month_start_s
-from computewise.account.spend import PricedRun, priced_runs
+from computewise.account.spend import PricedRun, overlapping, priced_runs
 from computewise.account.tags import Scope, parse_scope
 from computewise.errors import InputError
 from computewise.ledger import BudgetRow, Ledger
@@ -37,7 +37,10 @@ __all__ = [
     "BURN_WINDOW_MAX_S",
     "BURN_WINDOW_MIN_S",
     "BudgetStatus",
+    "CapAlert",
     "budget_status",
+    "budget_window_start_s",
+    "cap_alert",
     "check_budgets",
     "parse_alert_at",
     "set_budget",
@@ -115,6 +118,56 @@ class BudgetStatus:
         }
 
 
+_LONGEST_MONTH_S = 31 * DAY_S
+
+
+@dataclass(frozen=True)
+class CapAlert:
+    """A budget threshold that warns ``lead_s`` ahead of a spend-capped deployment using up its budget.
+
+    Under a cap of X $/h spend cannot grow faster than X, so once a month's spend reaches
+    ``P = 100 x (1 - X x lead / monthly)`` percent, what is left lasts at least ``lead`` even if the
+    deployment runs at the cap from then on: the cap turns the alert's lead time into a guarantee,
+    where the burn-rate forecast only extrapolates the past week.
+    """
+
+    monthly_usd: float
+    max_usd_per_hour: float
+    lead_s: float
+    threshold_pct: float | None  # None: the budget lasts less than lead_s at the cap, so no threshold warns in time
+    hours_at_cap: float  # how long the whole budget lasts at the cap
+    never_runs_out: bool  # the cap held for the longest month (31 days) stays within the budget
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "monthly_usd": self.monthly_usd,
+            "max_usd_per_hour": self.max_usd_per_hour,
+            "lead_s": self.lead_s,
+            "threshold_pct": self.threshold_pct,
+            "hours_at_cap": self.hours_at_cap,
+            "never_runs_out": self.never_runs_out,
+        }
+
+
+def cap_alert(monthly_usd: float, max_usd_per_hour: float, lead_s: float) -> CapAlert:
+    """The threshold of :class:`CapAlert`, rounded down to 0.1 % so the lead is never shorter than asked."""
+    if not (monthly_usd > 0 and max_usd_per_hour > 0 and lead_s > 0):
+        raise InputError(
+            "a budget alert for a spend cap needs a positive budget, cap and lead time",
+            "e.g. --monthly-usd 2000 --max-usd-per-hour 6 --alert-lead 1d",
+        )
+    hours_at_cap = monthly_usd / max_usd_per_hour
+    pct = math.floor(1000.0 * (1.0 - max_usd_per_hour * lead_s / 3600.0 / monthly_usd)) / 10.0
+    return CapAlert(
+        monthly_usd=monthly_usd,
+        max_usd_per_hour=max_usd_per_hour,
+        lead_s=lead_s,
+        threshold_pct=pct if pct > 0 else None,
+        hours_at_cap=hours_at_cap,
+        never_runs_out=max_usd_per_hour * _LONGEST_MONTH_S / 3600.0 <= monthly_usd,
+    )
+
+
 def parse_alert_at(text: str | Sequence[float]) -> tuple[float, ...]:
     """``"50,80,100"`` (a ``%`` after each is allowed) -> ``(50.0, 80.0, 100.0)``: each in (0, 1000], no repeats,
     returned sorted."""
@@ -165,19 +218,34 @@ def set_budget(
     return ledger.set_budget(parsed_scope.text, usd, thresholds, url, command, now_s)
 
 
-def budget_status(ledger: Ledger, now_s: float) -> list[BudgetStatus]:
-    """Every budget's month-to-date spend and forecast, in scope order."""
+def budget_status(
+    ledger: Ledger, now_s: float, already_priced: Sequence[PricedRun] | None = None
+) -> list[BudgetStatus]:
+    """Every budget's month-to-date spend and forecast, in scope order.
+
+    ``already_priced``: runs priced (``priced_runs``) over a window that starts at or before
+    ``budget_window_start_s(now_s)``, from a page that prices once for several views.
+    """
     budgets = ledger.budgets()
     if not budgets:
         return []
     month_from_s = month_start_s(now_s)
-    runs = priced_runs(ledger, min(month_from_s, now_s - BURN_WINDOW_MAX_S), now_s, now_s)
+    from_s = budget_window_start_s(now_s)
+    if already_priced is None:
+        runs = priced_runs(ledger, from_s, now_s, now_s)
+    else:
+        runs = overlapping(already_priced, from_s, now_s)
     period = month_period(now_s)
     fired: dict[int, list[float]] = {}
     for alert in ledger.alerts(since_s=month_from_s):
         if alert.kind == "budget" and alert.period == period and alert.budget_id is not None:
             fired.setdefault(alert.budget_id, []).append(float(alert.threshold_pct or 0.0))
     return [_status(budget, runs, now_s, tuple(sorted(fired.get(budget.id, [])))) for budget in budgets]
+
+
+def budget_window_start_s(now_s: float) -> float:
+    """The earliest spend ``budget_status`` reads: the month's start, or the longest burn-rate window before now."""
+    return min(month_start_s(now_s), now_s - BURN_WINDOW_MAX_S)
 
 
 def check_budgets(ledger: Ledger, now_s: float, notifier: Notifier) -> list[Alert]:

@@ -18,7 +18,7 @@ printing belongs to the CLI.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,9 +26,12 @@ from computewise.account.periods import iso_utc
 from computewise.account.spend import PricedRun, priced_runs
 from computewise.account.tags import NO_TAG, parse_group_keys
 from computewise.errors import InputError
-from computewise.ledger import Ledger
+from computewise.ledger import Ledger, RunRow
 
-__all__ = ["CSV_COLUMNS", "CostReport", "CostRow", "cost_report"]
+__all__ = ["CSV_COLUMNS", "CostReport", "CostRow", "GroupOf", "cost_report", "group_report"]
+
+GroupOf = Callable[[RunRow], tuple[tuple[str, str], ...]]
+"""The group a run belongs to: ``(key, value)`` pairs, one per grouping key."""
 
 _TRAINING_KINDS = frozenset({"command", "track"})
 _TOTAL_LABEL = "(total)"
@@ -136,17 +139,36 @@ def cost_report(
             f"the report window starts at {iso_utc(since_s)}, not before its end {iso_utc(end_s)}",
             "give a --since earlier than --until (and not in the future)",
         )
+    runs = priced_runs(ledger, since_s, end_s, now_s)
+    return group_report(
+        runs, keys, lambda run: tuple((key, run.tags.get(key, NO_TAG)) for key in keys), since_s, end_s, now_s
+    )
+
+
+def group_report(
+    runs: Sequence[PricedRun],
+    by: tuple[str, ...],
+    group_of: GroupOf,
+    since_s: float | None,
+    until_s: float,
+    now_s: float,
+) -> CostReport:
+    """The report over runs already priced (``account.spend.priced_runs``), grouped by ``group_of``.
+
+    ``cost_report`` groups by tag values; the dashboard also groups by a run's kind, user or GPU, and
+    reuses one pricing pass for the table and its chart, so both add up to the same dollars.
+    """
     start_s = -math.inf if since_s is None else since_s
     groups: dict[tuple[tuple[str, str], ...], list[tuple[PricedRun, float]]] = {}
     everything: list[tuple[PricedRun, float]] = []
-    for priced in priced_runs(ledger, since_s, end_s, now_s):
-        share = priced.share(start_s, end_s)
-        group = tuple((key, priced.run.tags.get(key, NO_TAG)) for key in keys)
+    for priced in runs:
+        share = priced.share(start_s, until_s)
+        group = group_of(priced.run)
         groups.setdefault(group, []).append((priced, share))
         everything.append((priced, share))
     rows = sorted((_row(group, members) for group, members in groups.items()), key=_order)
     return CostReport(
-        by=keys, since_s=since_s, until_s=end_s, now_s=now_s, rows=tuple(rows), total=_row((), everything)
+        by=by, since_s=since_s, until_s=until_s, now_s=now_s, rows=tuple(rows), total=_row((), everything)
     )
 
 

@@ -19,12 +19,13 @@ Runs are priced once through ``Ledger.run_totals`` and ``totals.price_run``, the
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from computewise.account.totals import RunCost, price_run, run_end_s
 from computewise.ledger import Ledger, RunRow, RunTotals
 
-__all__ = ["PricedRun", "priced_runs"]
+__all__ = ["PricedRun", "overlapping", "priced_runs"]
 
 
 @dataclass(frozen=True)
@@ -48,16 +49,30 @@ class PricedRun:
 def priced_runs(ledger: Ledger, from_s: float | None, to_s: float, now_s: float) -> list[PricedRun]:
     """Runs whose wall time overlaps ``[from_s, to_s)`` (``from_s`` None: since the beginning), priced
     with one aggregate of their samples (``Ledger.run_totals``)."""
-    start_bound = -math.inf if from_s is None else from_s
     selected: list[tuple[RunRow, float]] = []
     for run in ledger.runs(limit=None):
         end_s = max(run.started_at_s, run_end_s(run, now_s))
-        if run.started_at_s >= to_s:
-            continue
-        if end_s > start_bound or (end_s == run.started_at_s and run.started_at_s >= start_bound):
+        if _overlaps(run.started_at_s, end_s, from_s, to_s):
             selected.append((run, end_s))
     totals = ledger.run_totals(run.id for run, _ in selected)
     return [
         PricedRun(run=run, cost=price_run(run, totals[run.id], now_s), totals=totals[run.id], end_s=end_s)
         for run, end_s in selected
     ]
+
+
+def overlapping(runs: Iterable[PricedRun], from_s: float | None, to_s: float) -> list[PricedRun]:
+    """The runs ``priced_runs`` selects for ``[from_s, to_s)``, taken from runs priced over a window covering it.
+
+    A page showing several windows (month to date, the anomaly history, the burn-rate week) prices the
+    widest once and narrows it here, instead of aggregating the same samples once per window.
+    """
+    return [priced for priced in runs if _overlaps(priced.run.started_at_s, priced.end_s, from_s, to_s)]
+
+
+def _overlaps(start_s: float, end_s: float, from_s: float | None, to_s: float) -> bool:
+    """Whether a run's wall time ``[start_s, end_s]`` lies partly in ``[from_s, to_s)`` (zero-length: starts in it)."""
+    start_bound = -math.inf if from_s is None else from_s
+    if start_s >= to_s:
+        return False
+    return end_s > start_bound or (end_s == start_s and start_s >= start_bound)

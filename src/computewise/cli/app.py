@@ -11,16 +11,22 @@ from computewise.cli import (
     budget_cmd,
     catalog_cmd,
     cost_cmd,
+    dashboard_cmd,
+    data_cmd,
     deploy_cmd,
+    distill_cmd,
     estimate_cmd,
+    grafana_cmd,
     loadtest_cmd,
     optimize_cmd,
     plan_cmd,
+    plan_federated_cmd,
     plan_serve_cmd,
     run_cmd,
     runs_cmd,
     scaletest_cmd,
     serve_cmd,
+    storage_cmd,
     submit_cmd,
     tune_cmd,
 )
@@ -36,6 +42,7 @@ app = typer.Typer(
 )
 app.add_typer(estimate_cmd.app, name="estimate")
 plan_cmd.app.command("serve")(plan_serve_cmd.plan_serve)
+plan_cmd.app.command("federated")(plan_federated_cmd.plan_federated)
 app.add_typer(plan_cmd.app, name="plan")
 app.add_typer(catalog_cmd.app, name="catalog")
 app.command(
@@ -45,13 +52,18 @@ app.command(
 app.add_typer(runs_cmd.app, name="runs")
 app.add_typer(cost_cmd.app, name="cost")
 app.add_typer(budget_cmd.app, name="budget")
+app.add_typer(storage_cmd.app, name="storage")
 app.command("optimize", no_args_is_help=True)(optimize_cmd.optimize)
+app.command("distill", no_args_is_help=True)(distill_cmd.distill)
 app.command("serve", no_args_is_help=True)(serve_cmd.serve)
 app.command("deploy", no_args_is_help=True)(deploy_cmd.deploy)
 app.command("loadtest", no_args_is_help=True)(loadtest_cmd.loadtest)
 app.command("scaletest", no_args_is_help=True)(scaletest_cmd.scaletest)
 app.command("tune", no_args_is_help=True)(tune_cmd.tune)
 app.command("bench")(bench_cmd.bench)
+app.command("dashboard")(dashboard_cmd.dashboard)
+app.add_typer(data_cmd.app, name="data")
+app.command("grafana-dashboard")(grafana_cmd.grafana_dashboard)
 app.command(
     "submit",
     context_settings={"allow_interspersed_args": False, "ignore_unknown_options": True},

@@ -33,13 +33,18 @@ def report(
     from computewise.account.periods import parse_time_s
     from computewise.account.report import cost_report
     from computewise.report.accounts import cost_grid, csv_text, print_grid
+    from computewise.report.storage import savings_line
+    from computewise.storage.savings import storage_savings
 
     now_s = time.time()
     since_s = None if since.strip().lower() == "all" else parse_time_s(since, now_s)
     until_s = None if until is None else parse_time_s(until, now_s, "--until")
-    result = cost_report(open_ledger(db), by or [], since_s, until_s, now_s)
+    ledger = open_ledger(db)
+    result = cost_report(ledger, by or [], since_s, until_s, now_s)
+    # Storage applies beside compute: bytes freed or archived in the window and the $/month no longer billed.
+    storage = storage_savings(ledger, since_s, now_s if until_s is None else until_s).to_dict()
     if as_json:
-        sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n")
+        sys.stdout.write(json.dumps({**result.to_dict(), "storage": storage}, indent=2) + "\n")
     elif as_csv:
         sys.stdout.write(csv_text(result.csv_rows(include_total=True)))
     else:
@@ -49,6 +54,8 @@ def report(
         print_grid(cost_grid(data), console, f"spend {window} until {data['until']}", more="--json or --csv")
         if data["rows"] and not data["total"]["energy_all_measured"]:
             console.print("* energy estimated for some runs (no GPU energy counter)", style="dim")
+        if (line := savings_line(storage)) is not None:
+            console.print(line, highlight=False, soft_wrap=True)
 
 
 @app.command("anomalies")

@@ -71,6 +71,15 @@ def loadtest(
         float,
         typer.Option(parser=bounded_float("--max-rate"), help="Highest rate --find-max tries, requests per second."),
     ] = 10000.0,
+    repeat_ratio: Annotated[
+        float,
+        typer.Option(
+            "--repeat-ratio",
+            parser=bounded_float("--repeat-ratio"),
+            help="Share of requests that repeat a body sent earlier (drawn with --seed): load for a prediction "
+            "cache. The rest go through --payload in order.",
+        ),
+    ] = 0.0,
     as_json: JsonOption = False,
 ) -> None:
     """Offer Poisson-arrival load that does not slow down with the server; report latency as users see it."""
@@ -106,6 +115,7 @@ def loadtest(
                 token=token,
                 on_progress=view.update,
                 on_probe=lambda result, passed: stderr.print(probe_line(result, passed), highlight=False),
+                repeat_ratio=repeat_ratio,
             )
         _report_max(url, slo_p99_ms, best, probes, as_json, stderr)
         if best is None:
@@ -113,7 +123,17 @@ def loadtest(
         return
     with LoadProgressView(stderr) as view:
         result = run_fast(
-            run_load(url, payloads, rate, duration_s, timeout_s, seed=seed, token=token, on_progress=view.update)
+            run_load(
+                url,
+                payloads,
+                rate,
+                duration_s,
+                timeout_s,
+                seed=seed,
+                token=token,
+                on_progress=view.update,
+                repeat_ratio=repeat_ratio,
+            )
         )
     data = LoadtestRun(url, result).to_dict()
     if as_json:
@@ -132,7 +152,8 @@ def loadtest(
 def _report_max(
     url: str, slo_p99_ms: float, best: float | None, probes: list[LoadResult], as_json: bool, stderr: Console
 ) -> None:
-    from computewise.report.serve import print_load_result
+    from computewise.report.serve import print_load_result, rate_spread_pairs
+    from computewise.report.terminal import print_pairs
     from computewise.specs.loadtest import MaxRateSearch, Probe
 
     search = MaxRateSearch(url, slo_p99_ms, best, tuple(Probe(p, p.meets(slo_p99_ms)) for p in probes))
@@ -142,6 +163,7 @@ def _report_max(
     elif best_probe is not None:
         console = Console()
         console.print(f"highest rate within p99 <= {slo_p99_ms:g} ms: [bold]{best:.1f} requests/s[/]")
+        print_pairs(rate_spread_pairs(search.spread.to_dict()), console)
         print_load_result({"url": url, **best_probe.to_dict()}, console)
     if best is None:
         first = probes[0].rate_rps if probes else 0.0

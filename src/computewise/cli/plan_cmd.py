@@ -25,7 +25,7 @@ from computewise.cli.common import (
     training_tokens,
 )
 from computewise.errors import InputError
-from computewise.units import parse_duration_s, parse_positive_int, parse_usd
+from computewise.units import parse_bytes, parse_duration_s, parse_positive_int, parse_usd
 
 app = typer.Typer(help="Search accelerators, layouts and prices for the best way to run a job.", no_args_is_help=True)
 
@@ -80,11 +80,22 @@ def train(
             "(default: those saved in the user catalog).",
         ),
     ] = None,
+    data_region: Annotated[
+        str | None,
+        typer.Option(
+            "--data-region",
+            help="Where the dataset lives, cloud:region (aws:us-east-1): GPUs elsewhere add egress and copy time.",
+        ),
+    ] = None,
+    dataset_size: Annotated[
+        str | None, typer.Option("--dataset-size", help="Bytes to move with --data-region: 2TB, 500GiB.")
+    ] = None,
     as_json: JsonOption = False,
     html: HtmlOption = None,
 ) -> None:
     """Recommended configuration, cost-vs-time Pareto frontier, and every rejected option with its reason."""
     from computewise.catalog.calibration import calibration_catalog_paths, find_calibration, load_calibration
+    from computewise.estimate.data_movement import data_site
     from computewise.estimate.train import default_global_batch, default_global_batch_note
     from computewise.plan import CLOUD_PRICINGS, TRAIN_PRECISIONS, TrainConstraints, plan_train
     from computewise.report import plan_html, print_plan
@@ -100,6 +111,15 @@ def train(
         pricings = tuple(p for p in pricings if p != "spot")
     if not pricings:
         raise InputError("--no-spot removed the only --pricing given", "add --pricing on-demand")
+    if (data_region is None) != (dataset_size is None):
+        raise InputError(
+            "--data-region and --dataset-size go together", "e.g. --data-region aws:us-east-1 --dataset-size 2TB"
+        )
+    site = (
+        None
+        if data_region is None or dataset_size is None
+        else data_site(catalog, data_region, parse_bytes(dataset_size, "--dataset-size"))
+    )
     seq = sequence_length(seq_len, spec)
     batch = (
         parse_positive_int(global_batch, "--global-batch")
@@ -120,6 +140,7 @@ def train(
         pricings=pricings,
         precisions=tuple(choice(p, PRECISIONS, "--precision") for p in precision or TRAIN_PRECISIONS),
         objective=choice(optimize, ("cost", "time"), "--optimize"),
+        data=site,
     )
     result = plan_train(
         spec, catalog, assumptions, constraints, None if measured is None else {measured.device_slug: measured}

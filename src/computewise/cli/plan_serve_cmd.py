@@ -113,6 +113,26 @@ def plan_serve(
             help="Seconds a new replica takes to serve (scale-to-zero; default: the catalog's serving_cold_start_s).",
         ),
     ] = None,
+    max_usd_per_hour: Annotated[
+        float | None,
+        typer.Option(
+            "--max-usd-per-hour",
+            parser=bounded_float("--max-usd-per-hour"),
+            help="Spend cap: never more replicas than this buys; shows the 429s and latency it costs in a surge.",
+        ),
+    ] = None,
+    monthly_usd: Annotated[
+        float | None,
+        typer.Option(
+            "--monthly-usd",
+            parser=bounded_float("--monthly-usd"),
+            help="With --max-usd-per-hour: the deployment's monthly budget; prints the `budget set` that warns "
+            "--alert-lead before it runs out at the cap.",
+        ),
+    ] = None,
+    alert_lead: Annotated[
+        str, typer.Option("--alert-lead", help="How long before the budget runs out at the cap to alert: 1d, 12h.")
+    ] = "1d",
     name: Annotated[str, typer.Option(help="Deployment name in the HPA manifest and the Ray config.")] = "model",
     hpa: Annotated[
         Path | None, typer.Option("--hpa", help="Write a Kubernetes autoscaling/v2 HorizontalPodAutoscaler (YAML).")
@@ -124,12 +144,47 @@ def plan_serve(
     ray_config: Annotated[
         Path | None, typer.Option("--ray-config", help="Write a Ray Serve deployment autoscaling_config (JSON).")
     ] = None,
+    pipeline: Annotated[
+        Path | None,
+        typer.Option(
+            "--pipeline",
+            help="Plan a multi-stage pipeline from a YAML file (stages: model or measured latency, accelerator, "
+            "batch, fan_out) at --peak-rps pipeline requests/s.",
+        ),
+    ] = None,
     catalog_paths: CatalogOption = None,
+    cache_hit_ratio: Annotated[
+        float | None,
+        typer.Option(
+            "--cache-hit-ratio",
+            parser=bounded_float("--cache-hit-ratio"),
+            help="Share of requests a prediction cache answers (serve --cache-size): shows the replicas and "
+            "$ it saves.",
+        ),
+    ] = None,
     as_json: JsonOption = False,
     html: HtmlOption = None,
 ) -> None:
     """Replicas at peak and mean, $/1000 requests and monthly cost of always-on, autoscaled and scale-to-zero."""
     from computewise.plan.serve import plan_serving
+
+    if pipeline is not None:
+        from computewise.cli.plan_pipeline_cmd import run_pipeline_plan
+
+        single = {
+            "--capacity-rps": capacity_rps, "--loadtest": loadtest, "--latency-ms": latency_ms, "--mean-rps": mean_rps,
+            "--traffic": traffic, "--hourly-usd": hourly_usd, "--accelerator": accelerator, "--instance": instance,
+            "--max-usd-per-hour": max_usd_per_hour, "--hpa": hpa, "--ray-config": ray_config, "--html": html,
+            "--cache-hit-ratio": cache_hit_ratio,
+        }  # fmt: skip
+        clashing = [flag for flag, value in single.items() if value is not None]
+        if clashing:
+            raise InputError(
+                f"--pipeline plans each stage from its file; {', '.join(clashing)} cannot be added",
+                "put capacities, latencies and accelerators in the pipeline's stages, or drop --pipeline",
+            )
+        run_pipeline_plan(pipeline, peak_rps, target_utilization, pricing, cloud, region, catalog_paths, as_json)
+        return
 
     measured = _capacity(capacity_rps, loadtest)
     latency_s = latency_ms / 1000.0 if latency_ms is not None else measured.latency_s
@@ -144,6 +199,7 @@ def plan_serve(
         min_replicas=min_replicas,
         scale_to_zero_cold_start_s=assumptions.serving_cold_start_s if cold_start_s is None else cold_start_s,
         latency_s=latency_s,
+        max_usd_per_hour=max_usd_per_hour,
     )
     # Render both files before writing either, so a bad --name leaves nothing half written.
     outputs: list[tuple[Path, str]] = []
@@ -162,6 +218,30 @@ def plan_serve(
         + (f" ({price.source}, retrieved {price.retrieved})" if price.offering is not None else "")
     )
     data["notes"] = [*measured.notes, *traffic_notes, *data["notes"]]
+    if cache_hit_ratio is not None:
+        from computewise.plan.serve_cache import cache_saving, miss_traffic
+
+        cached = plan_serving(
+            measured.capacity_rps,
+            miss_traffic(profile, cache_hit_ratio),
+            price.hourly_usd,
+            target_utilization=plan.target_utilization,
+            min_replicas=min_replicas,
+            scale_to_zero_cold_start_s=plan.cold_start_s,
+            latency_s=latency_s,
+            max_usd_per_hour=max_usd_per_hour,
+        )
+        data["cache"] = cache_saving(plan, cached, cache_hit_ratio).to_dict()
+        data["notes"].append(
+            f"cache: replicas sized for the {1 - cache_hit_ratio:.0%} of requests that miss; a hit still costs the "
+            "HTTP layer (the configs written above are for all requests)"
+        )
+    if monthly_usd is not None:
+        if data["spend_cap"] is None:
+            raise InputError("--monthly-usd needs --max-usd-per-hour", "add --max-usd-per-hour, or drop --monthly-usd")
+        # The capped replicas' price, not the cap itself: spend can never grow faster than what they cost.
+        most_usd_per_hour = data["spend_cap"]["max_spend_usd_per_hour"]
+        data["spend_cap"]["budget"] = _cap_budget(monthly_usd, most_usd_per_hour, alert_lead, name)
     data["written"] = {"hpa": str(hpa) if hpa else None, "ray_config": str(ray_config) if ray_config else None}
     if html is not None:
         from computewise.report.serve import serve_plan_html
@@ -231,6 +311,21 @@ def _traffic(
             "e.g. --peak-rps 200 --mean-rps 60",
         )
     return TrafficProfile(peak_rps, mean_rps), ()
+
+
+def _cap_budget(monthly_usd: float, max_usd_per_hour: float, alert_lead: str, name: str) -> dict[str, object]:
+    """The budget alert that a spend cap makes reliable (``account.budgets.cap_alert``) and the command to set it."""
+    from computewise.account.budgets import cap_alert
+    from computewise.units import parse_duration_s
+
+    alert = cap_alert(monthly_usd, max_usd_per_hour, parse_duration_s(alert_lead, "--alert-lead"))
+    data: dict[str, object] = alert.to_dict()
+    scope = f"deployment={name}"
+    thresholds = "100" if alert.threshold_pct is None else f"{alert.threshold_pct:g},100"
+    data["scope"] = scope
+    data["command"] = f"computewise budget set --scope {scope} --monthly-usd {monthly_usd:g} --alert-at {thresholds}"
+    data["serve_tag"] = f"--tag {scope}"
+    return data
 
 
 def _read(path: Path, flag: str) -> str:

@@ -92,6 +92,20 @@ def serve(
     ready_file: Annotated[
         Path | None, typer.Option(help="Write {url, model, pid} as JSON to FILE once ready; removed at exit.")
     ] = None,
+    cache_size: Annotated[
+        str | None,
+        typer.Option(
+            "--cache-size",
+            help="Answer repeated inputs from a prediction cache of this many bytes (256MB; LRU). Off by default; "
+            "only batch-invariant artifacts may be cached.",
+        ),
+    ] = None,
+    cache_ttl: Annotated[
+        str | None,
+        typer.Option(
+            "--cache-ttl", help="Forget cached outputs this long after they were stored (10m). Default: never."
+        ),
+    ] = None,
 ) -> None:
     """Serve a model here over HTTP with dynamic batching, back-pressure (429), metrics and a graceful SIGTERM drain.
 
@@ -101,7 +115,7 @@ def serve(
     """
     from computewise.account.tags import parse_tags
     from computewise.errors import InputError, MissingExtraError
-    from computewise.units import parse_usd
+    from computewise.units import parse_bytes, parse_duration_s, parse_usd
 
     try:
         from computewise.serve.batcher import POLICIES, BatchPolicy
@@ -128,6 +142,8 @@ def serve(
         ready_file=ready_file,
         max_body_bytes=max_body_bytes,
         hourly_usd=parse_usd(hourly_usd, "--hourly-usd") if hourly_usd is not None else None,
+        cache_bytes=int(parse_bytes(cache_size, "--cache-size")) if cache_size is not None else None,
+        cache_ttl_s=parse_duration_s(cache_ttl, "--cache-ttl") if cache_ttl is not None else None,
     )
     if code != 0:
         raise typer.Exit(code)

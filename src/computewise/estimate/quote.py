@@ -20,8 +20,9 @@ instance the user pays for, and no price is an error.
 
 Grid intensity is the offering's region, else ``--cloud``/``--region``, else the world row of
 carbon.csv; PUE is the cloud's for a rented machine or one located in a cloud, the site's for an
-owned server, and ``unlocated_pue`` for a machine priced without a place. Every one of these numbers is
-read here, from the catalog's assumptions.csv, and nowhere else.
+owned server, and ``unlocated_pue`` for a machine priced without a place. What a dataset pays to leave
+its region (``egress_usd_per_gb``, for ``plan train --data-region``) is a price too. Every one of these
+numbers is read here, from the catalog's assumptions.csv, and nowhere else.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from computewise.errors import InputError
+from computewise.estimate.data_movement import EgressScope
 from computewise.estimate.pricing import Rental, cheapest_rental, instance_rental, onprem_network_per_device, rent
 from computewise.specs import PRICINGS, Accelerator, CarbonIntensity, Offering, OnPremCost, Pricing
 from computewise.units import format_usd, plural
@@ -38,7 +40,16 @@ from computewise.units import format_usd, plural
 if TYPE_CHECKING:
     from computewise.catalog import Catalog
 
-__all__ = ["Ask", "PriceRequest", "Quote", "offering_quote", "owned_usd_per_h", "quote", "server_quote"]
+__all__ = [
+    "Ask",
+    "PriceRequest",
+    "Quote",
+    "egress_usd_per_gb",
+    "offering_quote",
+    "owned_usd_per_h",
+    "quote",
+    "server_quote",
+]
 
 
 @dataclass(frozen=True)
@@ -161,6 +172,20 @@ def _from_rental(catalog: Catalog, rental: Rental, explanation: str = "", notes:
         notes=notes,
         shared=rental.shared,
     )
+
+
+def egress_usd_per_gb(catalog: Catalog, cloud: str, scope: EgressScope) -> float:
+    """What ``cloud`` charges per GB leaving a region over ``scope`` (its first list-price tier);
+    nothing stays in the region. A cloud without a row is an error naming the row to add."""
+    if scope == "same-region":
+        return 0.0
+    key = f"egress_{cloud}_{scope.replace('-', '_')}_usd_per_gb"
+    if not any(row.key == key for row in catalog.assumptions):
+        raise InputError(
+            f"the catalog has no {scope} egress price for cloud {cloud!r}",
+            f"add a row with key {key!r} (usd/GB, with its source) to the user catalog's assumptions.csv",
+        )
+    return catalog.assumption(key)
 
 
 def owned_usd_per_h(catalog: Catalog, server: OnPremCost, utilization: float | None = None) -> float:

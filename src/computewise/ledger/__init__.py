@@ -18,6 +18,10 @@ from computewise.ledger.records import (
     RunStatus,
     SampleRow,
     StepRow,
+    StorageAction,
+    StorageActionRow,
+    StorageApplyRow,
+    StorageOutcome,
 )
 from computewise.ledger.store import Ledger
 
@@ -40,4 +44,8 @@ __all__ = [
     "RunTotals",
     "SampleRow",
     "StepRow",
+    "StorageAction",
+    "StorageActionRow",
+    "StorageApplyRow",
+    "StorageOutcome",
 ]

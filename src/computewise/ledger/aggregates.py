@@ -4,6 +4,14 @@ A run's cost is priced from these figures (``account.totals.price_run``), so the
 a frozen record rather than positions in a result row: a column added to the SELECT cannot shift the
 meaning of another. The statements are SQLAlchemy Core and run unchanged on SQLite and PostgreSQL;
 ``Ledger.run_totals`` executes them, so the ledger stays the one module that speaks SQL.
+
+A run's samples stop changing when it ends, so its sample aggregate is computed then, once, and kept
+in ``run_sample_totals`` (``keep_sample_totals``); a sample that lands later drops it again
+(``forget_sample_totals``). ``Ledger.run_totals`` reads kept rows and aggregates only the other runs:
+pricing a thousand finished runs reads a thousand rows, not their million samples. A run's own
+monitor writes its last samples before it ends the run, so the two never race; on PostgreSQL a batch
+committed in the same instant as ``mark_crashed`` ends a run that another host still samples could be
+left out of the kept row until that host's next batch drops it or its own ``finish_run`` replaces it.
 """
 
 from __future__ import annotations
@@ -16,7 +24,14 @@ import sqlalchemy as sa
 
 from computewise.ledger import schema
 
-__all__ = ["RunTotals", "attempt_totals_query", "sample_totals_query"]
+__all__ = [
+    "RunTotals",
+    "attempt_totals_query",
+    "forget_sample_totals",
+    "keep_sample_totals",
+    "kept_sample_totals_query",
+    "sample_totals_query",
+]
 
 
 @dataclass(frozen=True)
@@ -100,6 +115,31 @@ def sample_totals_query(run_ids: Sequence[int]) -> sa.Select[Any]:
         .where(s.c.run_id.in_(list(run_ids)))
         .group_by(s.c.run_id)
     )
+
+
+def keep_sample_totals(run_ids: Sequence[int]) -> sa.Insert:
+    """Store ``sample_totals_query``'s rows for ``run_ids`` (runs that have just ended) in ``run_sample_totals``.
+
+    One ``INSERT ... SELECT``, so the figures kept are exactly those the live aggregate returns; a run
+    without samples gets no row (its live aggregate reads nothing). Run ``forget_sample_totals`` first.
+    """
+    live = sample_totals_query(run_ids).subquery()
+    names = [column.name for column in schema.run_sample_totals.c]
+    # The aggregate's MIN over 0/1 becomes the column's boolean (PostgreSQL will not cast int to boolean here).
+    values = [live.c[name] == 1 if name == "energy_measured" else live.c[name] for name in names]
+    return schema.run_sample_totals.insert().from_select(names, sa.select(*values))
+
+
+def forget_sample_totals(run_ids: Sequence[int]) -> sa.Delete:
+    """Drop the kept totals of ``run_ids``: they ended again, or a sample landed after they ended."""
+    table = schema.run_sample_totals
+    return table.delete().where(table.c.run_id.in_(list(run_ids)))
+
+
+def kept_sample_totals_query(run_ids: Sequence[int]) -> sa.Select[Any]:
+    """The kept totals of those of ``run_ids`` that have them, with the columns of ``sample_totals_query``."""
+    table = schema.run_sample_totals
+    return sa.select(table).where(table.c.run_id.in_(list(run_ids)))
 
 
 def attempt_totals_query(run_ids: Sequence[int]) -> sa.Select[Any]:

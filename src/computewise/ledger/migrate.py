@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 
 __all__ = ["HEAD_REVISION", "MIGRATIONS_DIR", "VERSION_TABLE", "SchemaChange", "alembic_config", "ensure_schema"]
 
-HEAD_REVISION = "0003"
+HEAD_REVISION = "0005"
 MIGRATIONS_DIR = Path(__file__).with_name("migrations")
 VERSION_TABLE = "alembic_version"
 _PG_LOCK_KEY = 0x636F6D7075746577  # "computew": one advisory lock for every migrating process

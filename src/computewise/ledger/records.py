@@ -15,6 +15,7 @@ __all__ = [
     "PREEMPTED_EXIT_CODE",
     "RUN_KINDS",
     "RUN_STATUSES",
+    "STORAGE_OUTCOMES",
     "AlertRow",
     "AttemptOutcome",
     "AttemptRow",
@@ -27,6 +28,10 @@ __all__ = [
     "RunStatus",
     "SampleRow",
     "StepRow",
+    "StorageAction",
+    "StorageActionRow",
+    "StorageApplyRow",
+    "StorageOutcome",
 ]
 
 # The exit code of training stopped by preemption after saving (computewise.train): the run is
@@ -45,6 +50,10 @@ RUN_KINDS: tuple[RunKind, ...] = ("command", "track", "serve", "tune")
 # (the job is resubmitted and resumes), "stopped" a cancel.
 AttemptOutcome = Literal["running", "succeeded", "preempted", "failed", "stopped"]
 ATTEMPT_OUTCOMES: tuple[AttemptOutcome, ...] = ("running", "succeeded", "preempted", "failed", "stopped")
+# What became of one file a storage apply planned to act on: "vanished" is a file gone before it was
+# reached (someone else removed it), "skipped" one changed since planned and left alone: neither freed anything.
+StorageOutcome = Literal["planned", "done", "vanished", "skipped", "failed"]
+STORAGE_OUTCOMES: tuple[StorageOutcome, ...] = ("planned", "done", "vanished", "skipped", "failed")
 
 
 @dataclass(frozen=True)
@@ -244,3 +253,49 @@ class AttemptRow:
     ended_at_s: float | None
     exit_code: int | None
     outcome: AttemptOutcome
+
+
+@dataclass(frozen=True)
+class StorageAction:
+    """One file a storage apply will delete (``to_class`` None) or archive to a colder class."""
+
+    path: str
+    action: str
+    kind: str
+    size_bytes: int
+    from_class: str
+    to_class: str | None
+    usd_per_month_saved: float
+
+
+@dataclass(frozen=True)
+class StorageActionRow:
+    """A ``StorageAction`` as recorded, numbered within its apply, with what became of it."""
+
+    apply_id: int
+    number: int
+    path: str
+    action: str
+    kind: str
+    size_bytes: int
+    from_class: str
+    to_class: str | None
+    usd_per_month_saved: float
+    outcome: StorageOutcome
+    done_at_s: float | None
+    error: str | None
+
+
+@dataclass(frozen=True)
+class StorageApplyRow:
+    """One ``storage apply --apply``: where, under which policy, by whom, and whether it finished."""
+
+    id: int
+    location: str
+    policy_sha256: str
+    host: str
+    pid: int
+    user: str
+    started_at_s: float
+    finished_at_s: float | None
+    status: str

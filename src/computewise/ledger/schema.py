@@ -9,7 +9,20 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-__all__ = ["alerts", "attempts", "budgets", "gpu_samples", "metadata", "run_tags", "runs", "samples", "steps"]
+__all__ = [
+    "alerts",
+    "attempts",
+    "budgets",
+    "gpu_samples",
+    "metadata",
+    "run_sample_totals",
+    "run_tags",
+    "runs",
+    "samples",
+    "steps",
+    "storage_actions",
+    "storage_applies",
+]
 
 metadata = sa.MetaData()
 
@@ -78,6 +91,26 @@ samples = sa.Table(
     sa.Column("energy_measured", sa.Boolean, nullable=False),
     sa.Column("idle", sa.Boolean, nullable=False),
     sa.Index("ix_samples_run_id_t_s", "run_id", "t_s"),
+)
+
+# A finished run's sample aggregate (revision 0005; the columns of ``aggregates.sample_totals_query``),
+# kept when the run ends (``finish_run``, ``mark_crashed``) and deleted by any sample that lands after,
+# so pricing a thousand finished runs reads a thousand rows instead of every one of their samples. A run
+# without a row (still running, ended without samples, or sampled after it ended) is aggregated live.
+run_sample_totals = sa.Table(
+    "run_sample_totals",
+    metadata,
+    sa.Column("run_id", sa.Integer, sa.ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True),
+    sa.Column("sample_count", sa.Integer, nullable=False),
+    sa.Column("sampled_s", sa.Float, nullable=False),
+    sa.Column("idle_s", sa.Float, nullable=False),
+    sa.Column("cpu_percent_mean", sa.Float),
+    sa.Column("gpu_util_pct_mean", sa.Float),
+    sa.Column("energy_j", sa.Float, nullable=False),
+    sa.Column("energy_measured", sa.Boolean, nullable=False),
+    sa.Column("peak_rss_bytes", sa.BigInteger),
+    sa.Column("peak_gpu_memory_bytes", sa.BigInteger),
+    sa.Column("last_sample_t_s", sa.Float),
 )
 
 gpu_samples = sa.Table(
@@ -156,4 +189,39 @@ alerts = sa.Table(
     # Budget alerts fire once per threshold per month: the database, not a race between writers, decides.
     sa.UniqueConstraint("kind", "budget_id", "period", "threshold_pct", name="uq_alerts_once"),
     sa.Index("ix_alerts_fired_at_s", "fired_at_s"),  # revision 0002
+)
+
+# What `computewise storage apply --apply` did (revision 0004): one row per apply, one per file it planned
+# to delete or archive. The actions are written as "planned" before the first file is touched and each
+# becomes done / vanished / failed after, so an apply cut short shows exactly what it reached.
+storage_applies = sa.Table(
+    "storage_applies",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("location", sa.Text, nullable=False),
+    sa.Column("policy_sha256", sa.String(64), nullable=False),
+    sa.Column("host", sa.String(255), nullable=False),
+    sa.Column("pid", sa.Integer, nullable=False),
+    sa.Column("user", sa.String(255), nullable=False),
+    sa.Column("started_at_s", sa.Float, nullable=False),
+    sa.Column("finished_at_s", sa.Float),
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Index("ix_storage_applies_started_at_s", "started_at_s"),
+)
+
+storage_actions = sa.Table(
+    "storage_actions",
+    metadata,
+    sa.Column("apply_id", sa.Integer, sa.ForeignKey("storage_applies.id", ondelete="CASCADE"), primary_key=True),
+    sa.Column("number", sa.Integer, primary_key=True),
+    sa.Column("path", sa.Text, nullable=False),
+    sa.Column("action", sa.String(16), nullable=False),
+    sa.Column("kind", sa.String(32), nullable=False),
+    sa.Column("size_bytes", sa.BigInteger, nullable=False),
+    sa.Column("from_class", sa.String(64), nullable=False),
+    sa.Column("to_class", sa.String(64)),
+    sa.Column("usd_per_month_saved", sa.Float, nullable=False),
+    sa.Column("outcome", sa.String(16), nullable=False),
+    sa.Column("done_at_s", sa.Float),
+    sa.Column("error", sa.Text),
 )

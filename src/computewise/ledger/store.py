@@ -23,9 +23,26 @@ import sqlalchemy as sa
 
 from computewise.errors import InputError
 from computewise.ledger import schema
-from computewise.ledger.aggregates import RunTotals, attempt_totals_query, sample_totals_query
+from computewise.ledger.aggregates import (
+    RunTotals,
+    attempt_totals_query,
+    forget_sample_totals,
+    keep_sample_totals,
+    kept_sample_totals_query,
+    sample_totals_query,
+)
 from computewise.ledger.connect import display_url, ledger_error, open_engine, write
 from computewise.ledger.migrate import SchemaChange, ensure_schema
+from computewise.ledger.queries import (
+    GpuBucket,
+    RunFilter,
+    RunSort,
+    SampleBucket,
+    gpu_buckets_query,
+    runs_count_query,
+    runs_page_query,
+    sample_buckets_query,
+)
 from computewise.ledger.records import (
     AlertRow,
     AttemptOutcome,
@@ -38,6 +55,10 @@ from computewise.ledger.records import (
     RunStatus,
     SampleRow,
     StepRow,
+    StorageAction,
+    StorageActionRow,
+    StorageApplyRow,
+    StorageOutcome,
 )
 
 __all__ = ["STALE_HEARTBEATS", "STALE_MIN_S", "Ledger"]
@@ -145,7 +166,8 @@ class Ledger:
         summary: Mapping[str, Any] | None = None,
         error: str | None = None,
     ) -> None:
-        self._execute(
+        """Record the run's end and keep its sample totals (``aggregates``), in one transaction."""
+        ending = (
             schema.runs.update()
             .where(schema.runs.c.id == run_id)
             .values(
@@ -157,6 +179,12 @@ class Ledger:
                 error=error,
             )
         )
+
+        def work(conn: sa.Connection) -> None:
+            conn.execute(ending)
+            _keep_sample_totals(conn, [run_id])
+
+        self._write(work)
 
     def set_run_hardware(
         self, run_id: int, price: PriceSnapshot, gpu_count: int, gpu_name: str | None, accelerator: str | None
@@ -206,6 +234,58 @@ class Ledger:
             query = query.limit(limit)
         with self._reading() as conn:
             return [_run_row(row) for row in conn.execute(query).mappings()]
+
+    def runs_page(
+        self, where: RunFilter, sort: RunSort, descending: bool, now_s: float, offset: int = 0, limit: int | None = 50
+    ) -> list[RunRow]:
+        """One page of the runs matching ``where``, sorted in the database (``ledger.queries``)."""
+        with self._reading() as conn:
+            query = runs_page_query(where, sort, descending, now_s, offset, limit)
+            return [_run_row(row) for row in conn.execute(query).mappings()]
+
+    def count_runs(self, where: RunFilter) -> int:
+        with self._reading() as conn:
+            return int(conn.execute(runs_count_query(where)).scalar_one())
+
+    def finished_run_ids(self, run_ids: Iterable[int]) -> set[int]:
+        """Those of ``run_ids`` no longer running: their samples, and so their totals, can no longer change."""
+        wanted = list(dict.fromkeys(run_ids))
+        finished: set[int] = set()
+        with self._reading() as conn:
+            for start in range(0, len(wanted), _IDS_PER_QUERY):
+                chunk = wanted[start : start + _IDS_PER_QUERY]
+                runs = schema.runs
+                query = sa.select(runs.c.id).where(runs.c.id.in_(chunk), runs.c.status != "running")
+                finished.update(int(run_id) for run_id in conn.execute(query).scalars())
+        return finished
+
+    def tag_key_counts(self) -> list[tuple[str, int]]:
+        """Every tag key with the number of runs carrying it, most common first (then by name)."""
+        tags = schema.run_tags
+        count = sa.func.count().label("runs")
+        query = sa.select(tags.c.key, count).group_by(tags.c.key).order_by(count.desc(), tags.c.key)
+        with self._reading() as conn:
+            return [(str(key), int(n)) for key, n in conn.execute(query)]
+
+    def sample_span(self, run_id: int) -> tuple[int, float | None, float | None]:
+        """How many samples the run has, and the times of its first and last one (None without samples)."""
+        s = schema.samples
+        query = sa.select(sa.func.count(), sa.func.min(s.c.t_s), sa.func.max(s.c.t_s)).where(s.c.run_id == run_id)
+        with self._reading() as conn:
+            count, first_s, last_s = conn.execute(query).one()
+        return int(count), first_s, last_s
+
+    def sample_buckets(self, run_id: int, start_s: float, width_s: float) -> list[SampleBucket]:
+        """The run's samples from ``start_s`` averaged into ``width_s`` buckets in the database, in time order."""
+        query = sample_buckets_query(run_id, start_s, width_s, self.engine.dialect.name)
+        with self._reading() as conn:
+            return [SampleBucket.from_row(row) for row in conn.execute(query).mappings()]
+
+    def gpu_buckets(self, run_id: int, start_s: float, width_s: float) -> list[GpuBucket]:
+        """Each GPU's samples from ``start_s`` averaged into ``width_s`` buckets in the database."""
+        query = gpu_buckets_query(run_id, start_s, width_s, self.engine.dialect.name)
+        with self._reading() as conn:
+            return [GpuBucket.from_row(row) for row in conn.execute(query).mappings()]
 
     def recent_successful_run(
         self, command: str, tags: Mapping[str, str], input_hash: str | None, since_s: float
@@ -265,6 +345,7 @@ class Ledger:
                 )
                 if result.rowcount == 1:
                     marked.append(run_id)
+            _keep_sample_totals(conn, marked)
             return marked
 
         return self._write(work)
@@ -312,7 +393,8 @@ class Ledger:
     def run_totals(self, run_ids: Iterable[int]) -> dict[int, RunTotals]:
         """Each run's sample and attempt aggregates, computed in the database; zeros for a run with none.
 
-        One GROUP BY per table and per ``_IDS_PER_QUERY`` runs, so a million samples stay fast and an
+        A finished run's sample aggregate is the row kept when it ended (``aggregates``); the other runs
+        get one GROUP BY over their samples. One query per table and per ``_IDS_PER_QUERY`` runs, so an
         IN list stays far below SQLite's and PostgreSQL's bound-parameter limits.
         """
         wanted = list(dict.fromkeys(run_ids))
@@ -321,7 +403,12 @@ class Ledger:
         with self._reading() as conn:
             for start in range(0, len(wanted), _IDS_PER_QUERY):
                 chunk = wanted[start : start + _IDS_PER_QUERY]
-                samples.update((row["run_id"], row) for row in conn.execute(sample_totals_query(chunk)).mappings())
+                kept = conn.execute(kept_sample_totals_query(chunk)).mappings()
+                samples.update((row["run_id"], row) for row in kept)
+                live = [run_id for run_id in chunk if run_id not in samples]  # running, or sampled after its end
+                if live:
+                    rows = conn.execute(sample_totals_query(live)).mappings()
+                    samples.update((row["run_id"], row) for row in rows)
                 attempts.update((row["run_id"], row) for row in conn.execute(attempt_totals_query(chunk)).mappings())
         return {run_id: RunTotals.from_rows(run_id, samples.get(run_id), attempts.get(run_id)) for run_id in wanted}
 
@@ -333,6 +420,9 @@ class Ledger:
         def work(conn: sa.Connection) -> None:
             if rows:
                 _insert_many(conn, schema.samples, _SAMPLE_FIELDS, rows)
+                # A sample after a run's end (a late flush, a run marked crashed that was alive) voids
+                # the totals kept at that end: the run is aggregated live again from then on.
+                conn.execute(forget_sample_totals(sorted({row.run_id for row in rows})))
             if gpu_rows:
                 _insert_many(conn, schema.gpu_samples, _GPU_FIELDS, gpu_rows)
 
@@ -440,6 +530,106 @@ class Ledger:
         with self._reading() as conn:
             return [AlertRow(**row) for row in conn.execute(query).mappings()]
 
+    # -- storage applies --------------------------------------------------------------------
+
+    def start_storage_apply(
+        self,
+        location: str,
+        policy_sha256: str,
+        started_at_s: float,
+        host: str,
+        pid: int,
+        user: str,
+        actions: Sequence[StorageAction],
+    ) -> int:
+        """Record an apply and every action it plans, as ``planned``, in one transaction; returns its id.
+
+        Written before the first file is touched, so an apply killed halfway leaves its unreached
+        actions visibly planned rather than no trace at all.
+        """
+
+        def work(conn: sa.Connection) -> int:
+            apply_id = _inserted_id(
+                conn.execute(
+                    schema.storage_applies.insert().values(
+                        location=location, policy_sha256=policy_sha256, host=host, pid=pid, user=user,
+                        started_at_s=started_at_s, status="running",
+                    )
+                )
+            )  # fmt: skip
+            if actions:
+                conn.execute(
+                    schema.storage_actions.insert(),
+                    [
+                        {**asdict(action), "apply_id": apply_id, "number": number, "outcome": "planned"}
+                        for number, action in enumerate(actions)
+                    ],
+                )
+            return apply_id
+
+        return self._write(work)
+
+    def finish_storage_actions(
+        self, apply_id: int, results: Sequence[tuple[int, StorageOutcome, float, str | None]]
+    ) -> None:
+        """Set ``(number, outcome, done_at_s, error)`` of some of an apply's actions, in one transaction."""
+        if not results:
+            return
+        table = schema.storage_actions
+        statement = (
+            table.update()
+            .where(table.c.apply_id == apply_id, table.c.number == sa.bindparam("b_number"))
+            .values(outcome=sa.bindparam("b_outcome"), done_at_s=sa.bindparam("b_done"), error=sa.bindparam("b_error"))
+        )
+        rows = [
+            {"b_number": number, "b_outcome": outcome, "b_done": done_at_s, "b_error": error}
+            for number, outcome, done_at_s, error in results
+        ]
+        self._write(lambda conn: conn.execute(statement, rows))
+
+    def finish_storage_apply(self, apply_id: int, status: str, finished_at_s: float) -> None:
+        """Close an apply: ``finished``, or ``interrupted`` when it stopped before its last action."""
+        self._execute(
+            schema.storage_applies.update()
+            .where(schema.storage_applies.c.id == apply_id)
+            .values(status=status, finished_at_s=finished_at_s)
+        )
+
+    def storage_applies(self, since_s: float | None = None, until_s: float | None = None) -> list[StorageApplyRow]:
+        """Applies started in ``[since_s, until_s)``, oldest first."""
+        table = schema.storage_applies
+        query = sa.select(table).order_by(table.c.started_at_s, table.c.id)
+        if since_s is not None:
+            query = query.where(table.c.started_at_s >= since_s)
+        if until_s is not None:
+            query = query.where(table.c.started_at_s < until_s)
+        with self._reading() as conn:
+            return [StorageApplyRow(**row) for row in conn.execute(query).mappings()]
+
+    def storage_actions(self, apply_id: int) -> list[StorageActionRow]:
+        table = schema.storage_actions
+        query = sa.select(table).where(table.c.apply_id == apply_id).order_by(table.c.number)
+        with self._reading() as conn:
+            return [StorageActionRow(**row) for row in conn.execute(query).mappings()]
+
+    def storage_done_totals(self, since_s: float | None, until_s: float) -> dict[str, tuple[int, int, float]]:
+        """Per action (delete, archive): files, bytes and $/month saved by actions done in the window, in SQL."""
+        table = schema.storage_actions
+        query = (
+            sa.select(
+                table.c.action,
+                sa.func.count(),
+                sa.func.coalesce(sa.func.sum(table.c.size_bytes), 0),
+                sa.func.coalesce(sa.func.sum(table.c.usd_per_month_saved), 0.0),
+            )
+            .where(table.c.outcome == "done", table.c.done_at_s < until_s)
+            .group_by(table.c.action)
+        )
+        if since_s is not None:
+            query = query.where(table.c.done_at_s >= since_s)
+        with self._reading() as conn:
+            return {str(action): (int(n), int(size), float(usd)) for action, n, size, usd in conn.execute(query)}
+
     # -- transactions -----------------------------------------------------------------------
 
     def _write(self, work: Callable[[sa.Connection], T]) -> T:
@@ -459,6 +649,14 @@ class Ledger:
                 yield conn
         except sa.exc.OperationalError as exc:
             raise ledger_error("cannot read the ledger", self.engine.url, exc) from exc
+
+
+def _keep_sample_totals(conn: sa.Connection, run_ids: Sequence[int]) -> None:
+    """Replace the kept sample totals of runs that have just ended (``aggregates.keep_sample_totals``)."""
+    for start in range(0, len(run_ids), _IDS_PER_QUERY):
+        chunk = run_ids[start : start + _IDS_PER_QUERY]
+        conn.execute(forget_sample_totals(chunk))
+        conn.execute(keep_sample_totals(chunk))
 
 
 def _inserted_id(result: sa.CursorResult[Any]) -> int:

@@ -29,7 +29,16 @@ from typing import Any
 from computewise.ledger import SampleRow
 from computewise.units import format_duration, format_usd, plural
 
-__all__ = ["Finding", "IdlePeriod", "Thresholds", "UsageStats", "describe_idle", "diagnose", "idle_periods"]
+__all__ = [
+    "Finding",
+    "IdlePeriod",
+    "Thresholds",
+    "UsageStats",
+    "data_bench_command",
+    "describe_idle",
+    "diagnose",
+    "idle_periods",
+]
 
 
 @dataclass(frozen=True)
@@ -60,6 +69,7 @@ class UsageStats:
     busy_s: float = 0.0  # time covered by samples that were not idle
     run_s: float = 0.0  # time covered by all samples (0: unknown, every mean is over the whole run)
     cpu_percent_run_mean: float | None = None  # over the whole run: the summary's CPU figure
+    accelerator: str | None = None  # catalog slug of the run's GPUs, for the data bench command
 
 
 @dataclass(frozen=True)
@@ -86,6 +96,27 @@ class IdlePeriod:
 
     def to_dict(self) -> dict[str, Any]:
         return {"start_s": self.start_s, "end_s": self.end_s, "duration_s": self.duration_s, "cost_usd": self.cost_usd}
+
+
+def data_bench_command(
+    gpus: int = 0, accelerator: str | None = None, samples_per_s: float | None = None, source: str | None = None
+) -> str:
+    """The ``computewise data bench`` line that measures this job's loader against what its GPUs consume.
+
+    What the run knows goes in: its consumption rate when steps were timed (``--demand``), else its
+    accelerators (``--gpu``/``--gpus``, the model left for the user); SOURCE is the dataset path or
+    the ``package.module:function`` building the loader, which a monitor of a process cannot see."""
+    words = ["computewise data bench", source or "SOURCE"]
+    if samples_per_s is not None and samples_per_s > 0:
+        words += ["--demand", f"{samples_per_s:.4g}"]
+    elif gpus:
+        words += ["--model", "MODEL", "--gpu", accelerator or "GPU", "--gpus", str(gpus)]
+    return " ".join(words)
+
+
+def _bench_advice(stats: UsageStats) -> str:
+    command = data_bench_command(stats.gpu_count, stats.accelerator)
+    return f"; measure the loader: `{command}` (SOURCE: the dataset path or package.module:make_loader)"
 
 
 def _cpu_high(stats: UsageStats, t: Thresholds) -> bool:
@@ -131,7 +162,7 @@ def diagnose(stats: UsageStats, thresholds: Thresholds | None = None) -> list[Fi
                 f"{stats.data_wait_share:.0%} of step time was spent waiting for the next batch "
                 f"(>= {t.data_wait_share:.0%})",
                 "raise DataLoader num_workers, set pin_memory=True and persistent_workers=True, prefetch, "
-                "or pre-process the data once and cache it",
+                "or pre-process the data once and cache it" + _bench_advice(stats),
             )
         )
     return findings
@@ -156,7 +187,7 @@ def _gpu_findings(stats: UsageStats, t: Thresholds) -> list[Finding]:
                 "input-bound",
                 f"{gpu_text} while {_cpu_text(stats)}",
                 "the CPU side (data loading, augmentation, tokenization, Python overhead) starves the GPU: add "
-                "DataLoader workers, move augmentation to the GPU, or cache pre-processed data",
+                "DataLoader workers, move augmentation to the GPU, or cache pre-processed data" + _bench_advice(stats),
             )
         )
     else:

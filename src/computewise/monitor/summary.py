@@ -171,6 +171,7 @@ def _usage(
         busy_s=sum(s.interval_s for s in busy),
         run_s=span_s,
         cpu_percent_run_mean=_time_mean(samples, lambda s: s.cpu_percent),
+        accelerator=run.accelerator,
     )
 
 

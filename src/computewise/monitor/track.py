@@ -51,6 +51,7 @@ from computewise.catalog import load_catalog
 from computewise.catalog.calibration import measured_peak_flops
 from computewise.errors import InputError
 from computewise.ledger import Ledger, NewRun, PriceSnapshot, StepRow
+from computewise.monitor.diagnosis import data_bench_command
 from computewise.monitor.pricing import DetectedHardware, unpriced
 from computewise.monitor.recorded import RecordedRun, new_run
 from computewise.specs.hardware import DTYPES, Accelerator, Dtype
@@ -707,6 +708,7 @@ class Tracker:
             )
             if benched is not None:
                 mfu_note += f"; {benched[1].note}"
+        samples_per_s = totals.samples / totals.samples_time_s if totals.samples_time_s > 0 else None
         return {
             "steps": totals.steps,
             "wall_s": wall_s,
@@ -718,7 +720,7 @@ class Tracker:
             "step_time_p50_s": p50_s,
             "step_time_p95_s": p95_s,
             "samples": totals.samples if totals.samples_time_s > 0 else None,
-            "samples_per_s": totals.samples / totals.samples_time_s if totals.samples_time_s > 0 else None,
+            "samples_per_s": samples_per_s,
             "tokens": totals.tokens if totals.tokens_time_s > 0 else None,
             "tokens_per_s": totals.tokens / totals.tokens_time_s if totals.tokens_time_s > 0 else None,
             "flops": totals.flops if totals.flops_time_s > 0 else None,
@@ -728,7 +730,7 @@ class Tracker:
             "mfu_note": mfu_note,
             "peak": peak_info,
             "clock": self._clock.name if self._clock is not None else None,
-            "diagnosis": _diagnose(totals.steps, wait_fraction),
+            "diagnosis": _diagnose(totals.steps, wait_fraction, samples_per_s),
             "unrecorded_steps": self._unrecorded_steps,
         }
 
@@ -909,14 +911,19 @@ def _percentiles(values: array[float]) -> tuple[float | None, float | None]:
     return float(p50), float(p95)
 
 
-def _diagnose(steps: int, wait_fraction: float | None) -> str:
+def _diagnose(steps: int, wait_fraction: float | None, samples_per_s: float | None = None) -> str:
+    """The verdict on data wait; an input-bound one names the ``data bench`` command with the rate the
+    steps would consume without waiting (samples/s over the time not spent waiting)."""
     if steps == 0 or wait_fraction is None:
         return "no steps recorded: iterate over t.loader(your_loader) or time each step with t.step()"
     share = f"{wait_fraction:.0%}" if wait_fraction >= 0.01 else f"{wait_fraction:.1%}"
     if wait_fraction > INPUT_BOUND_FRACTION:
+        consumed = samples_per_s / (1.0 - wait_fraction) if samples_per_s and wait_fraction < 1.0 else None
         return (
             f"input-bound: {share} of step time is spent waiting for data while the accelerator idles; "
-            "use more DataLoader workers (num_workers), pin_memory=True and prefetching, or preprocess ahead"
+            "use more DataLoader workers (num_workers), pin_memory=True and prefetching, or preprocess ahead; "
+            f"measure the loader: `{data_bench_command(samples_per_s=consumed)}` "
+            "(SOURCE: the dataset path or package.module:make_loader)"
         )
     if wait_fraction > _NOTICEABLE_WAIT_FRACTION:
         return f"mostly compute-bound, but waiting for data costs {share} of step time: more loader workers would help"

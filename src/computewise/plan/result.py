@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from computewise.errors import InputError
+from computewise.estimate.data_movement import DataMovement
 from computewise.specs import PRICINGS, Pricing
 from computewise.specs.document import (
     SCHEMA_VERSION,
@@ -55,6 +56,7 @@ class Option:
     step_s: float = 0.0  # one optimizer step
     step_breakdown_s: dict[str, float] = field(default_factory=dict)  # by cause (estimate.step)
     bottleneck: str = ""  # the part of the step to attack first, in words
+    data: DataMovement | None = None  # moving the dataset here (plan train --data-region); in time_s and cost_usd
 
     @property
     def label(self) -> str:
@@ -98,7 +100,7 @@ class Option:
             "cost": {"usd": self.cost_usd, "pricing": self.pricing, "usd_per_hour": self.usd_per_h},
             "energy": {"kwh": self.energy_kwh},
             "co2": {"kg": self.co2_kg},
-        }
+        } | ({} if self.data is None else {"data": self.data.to_dict()})
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], source: str = "the plan") -> Option:
@@ -138,6 +140,7 @@ class Option:
             step_s=read_float(time, "step_seconds", source),
             step_breakdown_s=_floats(read_mapping(time, "breakdown_seconds_per_step", source), source),
             bottleneck=read_str(read_mapping(time, "bottleneck", source), "advice", source),
+            data=DataMovement.from_dict(read_mapping(data, "data", source), source) if "data" in data else None,
         )
 
 

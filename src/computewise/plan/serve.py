@@ -31,6 +31,7 @@ import numpy as np
 
 from computewise.errors import InputError
 from computewise.plan.infer import HOURS_PER_MONTH
+from computewise.plan.spendcap import Demand, SpendCap, cap_spend
 from computewise.specs.document import SCHEMA_VERSION
 from computewise.specs.loadtest import LoadtestRun, MaxRateSearch
 from computewise.units import plural
@@ -162,6 +163,14 @@ class ServePlan:
     scale_to_zero: ModeCost
     schedule: tuple[HourPlan, ...] | None
     notes: tuple[str, ...]
+    spend_cap: SpendCap | None = None  # --max-usd-per-hour: replicas held under it, and what it costs
+
+    @property
+    def max_replicas(self) -> int:
+        """The most replicas the autoscalers may start: the peak's, or fewer under a spend cap."""
+        if self.spend_cap is None:
+            return self.replicas_at_peak
+        return min(self.replicas_at_peak, self.spend_cap.max_replicas)
 
     @property
     def rps_per_replica_at_target(self) -> float:
@@ -215,6 +224,7 @@ class ServePlan:
             "cold_start_s": self.cold_start_s,
             "modes": {m.mode: m.to_dict() for m in self.modes},
             "schedule": None if self.schedule is None else [h.to_dict() for h in self.schedule],
+            "spend_cap": None if self.spend_cap is None else self.spend_cap.to_dict(),
             "notes": list(self.notes),
         }
 
@@ -237,6 +247,12 @@ class ServePlan:
             f"{_num(self.capacity_rps_per_replica)} requests/s per replica x {_num(self.target_utilization)} "
             "target utilization.",
         ]
+        if self.spend_cap is not None and self.spend_cap.binding:
+            ceiling_rps = self.max_replicas * self.capacity_rps_per_replica
+            lines.append(
+                f"# maxReplicas capped at {self.max_replicas} by --max-usd-per-hour "
+                f"{_num(self.spend_cap.max_usd_per_hour)} $/h: above {_num(ceiling_rps)} requests/s, 429s."
+            )
         if metric == "rps":
             lines += [
                 f"# The Pods metric {metric_name} must be served by a custom-metrics adapter, e.g. a Prometheus",
@@ -254,7 +270,7 @@ class ServePlan:
             "    kind: Deployment",
             f"    name: {name}",
             f"  minReplicas: {max(1, self.min_replicas)}",
-            f"  maxReplicas: {self.replicas_at_peak}",
+            f"  maxReplicas: {self.max_replicas}",
             "  metrics:",
         ]
         if metric == "rps":
@@ -301,7 +317,7 @@ class ServePlan:
             "max_ongoing_requests": max(1, math.ceil(target * 1.5)),
             "autoscaling_config": {
                 "min_replicas": self.min_replicas,
-                "max_replicas": self.replicas_at_peak,
+                "max_replicas": self.max_replicas,
                 "target_ongoing_requests": target,
                 "upscale_delay_s": RAY_DEFAULT_UPSCALE_DELAY_S,
                 "downscale_delay_s": RAY_DEFAULT_DOWNSCALE_DELAY_S,
@@ -349,6 +365,7 @@ def plan_serving(
     min_replicas: int = 1,
     scale_to_zero_cold_start_s: float,
     latency_s: float | None = None,
+    max_usd_per_hour: float | None = None,
 ) -> ServePlan:
     """Replicas at peak and mean, and the monthly cost (730 h) and $ per 1000 requests of each serving mode.
 
@@ -357,6 +374,9 @@ def plan_serving(
 
     $ per 1000 requests divides each mode's monthly bill by the requests actually served in a month
     (mean rps x 3600 x 730), so idle capacity shows up in the price of every request.
+
+    ``max_usd_per_hour`` caps the replicas of every mode at what it buys (``plan.spendcap``); the hours
+    that want more are answered in part, the rest refused with 429, and the plan says how much.
     """
     _validate(capacity_rps_per_replica, traffic, hourly_usd_per_replica, target_utilization, min_replicas)
     if scale_to_zero_cold_start_s < 0 or not math.isfinite(scale_to_zero_cold_start_s):
@@ -367,24 +387,52 @@ def plan_serving(
     at_peak = replicas_needed(traffic.peak_rps, per_replica, min_replicas)
     at_mean = replicas_needed(traffic.mean_rps, per_replica, min_replicas)
     requests_per_month = traffic.mean_rps * 3600.0 * HOURS_PER_MONTH
+    spend_cap = None
+    if max_usd_per_hour is not None:
+        hours = traffic.hourly_rps if traffic.hourly_rps is not None else (traffic.peak_rps,)
+        spend_cap = cap_spend(
+            max_usd_per_hour,
+            hourly_usd_per_replica,
+            capacity_rps=capacity_rps_per_replica,
+            target_utilization=target_utilization,
+            demand=[
+                Demand(
+                    None if traffic.hourly_rps is None else traffic.first_hour + i,
+                    rps,
+                    replicas_needed(rps, per_replica, min_replicas),
+                )
+                for i, rps in enumerate(hours)
+            ],
+            hours_per_month=HOURS_PER_MONTH,
+            hourly_profile=traffic.hourly_rps is not None,
+            latency_s=latency_s,
+            min_replicas=min_replicas,
+        )
+    cap = None if spend_cap is None else spend_cap.max_replicas
 
     price = _Price(hourly_usd_per_replica, requests_per_month)
     notes: list[str] = []
-    always_on = price.mode("always-on", float(at_peak), f"{plural(at_peak, 'replica')} (the peak's) all month")
+    on = at_peak if cap is None else min(at_peak, cap)
+    always_on = price.mode(
+        "always-on",
+        float(on),
+        f"{plural(on, 'replica')} ({'the peak' if on == at_peak else 'the spend cap'}'s) all month",
+    )
     schedule: tuple[HourPlan, ...] | None = None
     if traffic.hourly_rps is None:
+        mean_on = at_mean if cap is None else min(at_mean, cap)
         autoscaled = price.mode(
             "autoscaled",
-            float(at_mean),
-            f"{plural(at_mean, 'replica')} (the mean's) all month: without an hourly profile the swings are unknown",
+            float(mean_on),
+            f"{plural(mean_on, 'replica')} (the mean's) all month: without an hourly profile the swings are unknown",
         )
-        scale_to_zero = _on_off(traffic, per_replica, autoscaled, price)
+        scale_to_zero = _on_off(traffic, per_replica, autoscaled, price, cap)
         notes.append(
             "no hourly profile: give --traffic FILE.csv (hour,rps) for an hourly schedule and cold-start count"
         )
     else:
         schedule, autoscaled, scale_to_zero = _hourly(
-            traffic, per_replica, capacity_rps_per_replica, min_replicas, scale_to_zero_cold_start_s, price
+            traffic, per_replica, capacity_rps_per_replica, min_replicas, scale_to_zero_cold_start_s, price, cap
         )
     if traffic.hourly_rps is None:
         idle = traffic.mean_rps < traffic.peak_rps  # the on/off reading of a mean below the peak
@@ -404,6 +452,11 @@ def plan_serving(
         )
     if hourly_usd_per_replica == 0:
         notes.append("price is $0/h: every cost shows as 0")
+    if spend_cap is not None and not spend_cap.binding:
+        notes.append(
+            f"the spend cap buys {plural(spend_cap.max_replicas, 'replica')}, no fewer than the peak needs: "
+            "it never binds for this traffic"
+        )
     return ServePlan(
         capacity_rps_per_replica=capacity_rps_per_replica,
         target_utilization=target_utilization,
@@ -419,10 +472,13 @@ def plan_serving(
         scale_to_zero=scale_to_zero,
         schedule=schedule,
         notes=tuple(notes),
+        spend_cap=spend_cap,
     )
 
 
-def _on_off(traffic: TrafficProfile, per_replica: float, autoscaled: ModeCost, price: _Price) -> ModeCost:
+def _on_off(
+    traffic: TrafficProfile, per_replica: float, autoscaled: ModeCost, price: _Price, cap: int | None = None
+) -> ModeCost:
     """Scale-to-zero without an hourly profile: never more than autoscaled, and zero only in idle gaps.
 
     A replica can only go to zero while no request arrives, so fractional "pay per use" replicas
@@ -432,6 +488,8 @@ def _on_off(traffic: TrafficProfile, per_replica: float, autoscaled: ModeCost, p
     that is below the autoscaled average.
     """
     busy = replicas_needed(traffic.peak_rps, per_replica)
+    if cap is not None:
+        busy = min(busy, cap)
     duty = traffic.mean_rps / traffic.peak_rps
     if duty >= 1.0 or busy * duty >= autoscaled.average_replicas:
         return price.mode(
@@ -454,6 +512,7 @@ def _hourly(
     min_replicas: int,
     cold_start_s: float,
     price: _Price,
+    cap: int | None = None,
 ) -> tuple[tuple[HourPlan, ...], ModeCost, ModeCost]:
     """Whole replicas hour by hour; the profile repeats to fill the 730-hour month.
 
@@ -463,6 +522,8 @@ def _hourly(
     hourly = np.asarray(traffic.hourly_rps, dtype=np.float64)
     hours = len(hourly)
     need = np.maximum(np.ceil(np.round(hourly / per_replica, 9)), 1.0)  # whole replicas for the hour's load
+    if cap is not None:  # a spend cap: never more replicas than it buys (plan.spendcap)
+        need = np.minimum(need, cap)
     autoscaled = np.where(hourly > 0, np.maximum(need, min_replicas), min_replicas).astype(np.int64)
     to_zero = np.where(hourly > 0, autoscaled, 0).astype(np.int64)
     starts = (hourly > 0) & (np.roll(hourly, 1) == 0)

@@ -37,10 +37,11 @@ from computewise.estimate.bottleneck import bottleneck
 from computewise.estimate.calibrated import calibrated_compute, matmul_sizes
 from computewise.estimate.collectives import Fabric, fabric_for, stack_fabrics
 from computewise.estimate.cost import energy_kwh
+from computewise.estimate.data_movement import DataSite, data_movement, egress_scope
 from computewise.estimate.layout import VIRTUAL_STAGES, stage_slots
 from computewise.estimate.memory import MemoryBreakdown, bytes_per_value, optimizer_bytes_per_param
 from computewise.estimate.pricing import cheapest_rental
-from computewise.estimate.quote import Quote, offering_quote, server_quote
+from computewise.estimate.quote import Quote, egress_usd_per_gb, offering_quote, server_quote
 from computewise.estimate.single import memory_dict
 from computewise.estimate.train import TrainColumns, TrainHardware, TrainLayout, evaluate_train, train_memory
 from computewise.plan.result import Option, Plan, Rejection, merge_rejections, pareto_front, scaling_curve
@@ -115,6 +116,7 @@ class TrainConstraints:
     pricings: tuple[Pricing, ...] = CLOUD_PRICINGS
     precisions: tuple[Precision, ...] = TRAIN_PRECISIONS
     objective: Objective = "cost"
+    data: DataSite | None = None  # where the dataset lives (--data-region, --dataset-size)
 
 
 def instance_counts(devices_per_node: int, max_gpus: int) -> list[int]:
@@ -625,7 +627,26 @@ def plan_train(
         for price in h.prices:
             row = int(fastest[price.pricing == "spot"][u])
             options.append(_option(h, n, price, position[row], int(layout_index[row]), layouts, columns, assumptions))
+    if c.data is not None:
+        options = [_with_data(option, c.data, catalog, model, c.tokens) for option in options]
     return _select(options, rejections, c, considered)
+
+
+def _with_data(option: Option, site: DataSite, catalog: Catalog, model: ModelSpec, tokens: float) -> Option:
+    """``option`` with the dataset copied to its region first: egress in the cost, the copy in the wall time."""
+    scope = egress_scope(site, option.cloud, option.region)
+    moved = data_movement(
+        site,
+        scope,
+        usd_per_gb=egress_usd_per_gb(catalog, site.cloud, scope),
+        copy_bytes_per_s=catalog.assumption("cross_region_copy_bytes_per_s"),
+        tokens=tokens,
+        training_s=option.time_s,
+        vocab_size=model.vocab_size,
+    )
+    return replace(
+        option, time_s=option.time_s + moved.transfer_s, cost_usd=option.cost_usd + moved.egress_usd, data=moved
+    )
 
 
 def _option(

@@ -40,7 +40,16 @@ from computewise.report.rows import (
 from computewise.report.svg import MUTED, PALETTE, Axis, Segment, Series, stacked_bar, use_log, xy_chart
 from computewise.units import format_bytes, format_usd
 
-__all__ = ["break_even_html", "estimate_html", "plan_html", "write_html"]
+__all__ = [
+    "break_even_html",
+    "estimate_html",
+    "frontier_svg",
+    "grid_table",
+    "pairs_table",
+    "plan_html",
+    "scaling_svgs",
+    "write_html",
+]
 
 _CSS = """
 :root { color-scheme: light dark; --fg: #1f2328; --bg: #ffffff; --muted: #656d76; --line: #d0d7de;
@@ -100,13 +109,16 @@ def page(title: str, body: Sequence[str]) -> str:
     )
 
 
-def grid_table(grid: Grid) -> str:
+def grid_table(grid: Grid, table_id: str | None = None) -> str:
+    """The grid as an HTML table; ``table_id`` names it for pages that scripts and tests look into."""
+
     def cell(tag: str, i: int, text: str) -> str:
         return f"<{tag}{NUM_CLASS if i in grid.numeric else ''}>{escape(text)}</{tag}>"
 
     head = "".join(cell("th", i, h) for i, h in enumerate(grid.headers))
     body = "\n".join("<tr>" + "".join(cell("td", i, c) for i, c in enumerate(row)) + "</tr>" for row in grid.rows)
-    return f'<div class="wide"><table>\n<thead><tr>{head}</tr></thead>\n<tbody>\n{body}\n</tbody>\n</table></div>'
+    table = f'<table id="{escape(table_id)}">' if table_id else "<table>"
+    return f'<div class="wide">{table}\n<thead><tr>{head}</tr></thead>\n<tbody>\n{body}\n</tbody>\n</table></div>'
 
 
 def pairs_table(rows: Sequence[tuple[str, ...]], numeric: frozenset[int] = frozenset({1})) -> str:
@@ -198,7 +210,16 @@ def _tip(option: dict[str, Any]) -> str:
 
 
 def _frontier(d: dict[str, Any]) -> list[str]:
-    """Candidates in grey, the frontier joined in colour, the recommendation drawn large: the trade-off at a glance."""
+    recommended = d["recommended"]
+    title = "cost vs latency" if is_inference(recommended) else "cost vs time"
+    return [f"<h2>{escape(title.capitalize())}</h2>", frontier_svg(d)]
+
+
+def frontier_svg(d: dict[str, Any]) -> str:
+    """Candidates in grey, the frontier joined in colour, the recommendation drawn large: the trade-off at a glance.
+
+    ``d`` is a plan document (``Plan.to_dict``); the dashboard's plan pages draw the same chart.
+    """
     candidates, pareto = d.get("candidates", []), sorted(d.get("pareto", []), key=option_point)
     recommended = d["recommended"]
     points = [option_point(o) for o in [*candidates, *pareto, recommended]]
@@ -211,16 +232,20 @@ def _frontier(d: dict[str, Any]) -> list[str]:
             Series("frontier", tuple(map(option_point, pareto)), PALETTE[0], line=True, tips=tuple(map(_tip, pareto)))
         )
     series.append(Series("recommended", (option_point(recommended),), PALETTE[1], radius=7, tips=(_tip(recommended),)))
-    chart = xy_chart(
+    return xy_chart(
         title,
         series,
         _duration_axis(x_label, [p[0] for p in points]),
         Axis(y_label, format_usd, log=use_log([p[1] for p in points])),
     )
-    return [f"<h2>{escape(title.capitalize())}</h2>", chart]
 
 
 def _scaling(scaling: Sequence[dict[str, Any]]) -> list[str]:
+    time_chart, efficiency_chart = scaling_svgs(scaling)
+    return [f'<div class="charts">\n{time_chart}\n{efficiency_chart}\n</div>', grid_table(scaling_grid(scaling))]
+
+
+def scaling_svgs(scaling: Sequence[dict[str, Any]]) -> tuple[str, str]:
     """Time and efficiency against GPU count: where efficiency falls, communication is eating the extra GPUs."""
     gpus = tuple(float(p["gpus"]) for p in scaling)
     times = [float(p["time_s"]) for p in scaling]
@@ -243,7 +268,7 @@ def _scaling(scaling: Sequence[dict[str, Any]]) -> list[str]:
         width=540,
         height=300,
     )
-    return [f'<div class="charts">\n{time_chart}\n{efficiency_chart}\n</div>', grid_table(scaling_grid(scaling))]
+    return time_chart, efficiency_chart
 
 
 def _rejections(rejected: Sequence[dict[str, Any]]) -> list[str]:

@@ -8,7 +8,7 @@ kind a dict is lives in :func:`is_inference`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -300,6 +300,19 @@ def _hardware(option: dict[str, Any]) -> str:
     return f"{instances} × {text}" if instances > 1 else text
 
 
+def data_movement_text(data: dict[str, Any]) -> str:
+    """The dataset's trip to the GPUs (egress, copy time, both already in the time and cost) and the read rate."""
+    size = f"{format_count(float(data['dataset_bytes']))}B"  # decimal, as the user gave it and clouds bill it
+    read = f"storage beside the GPUs must read {format_count(float(data['read_bytes_per_s']))}B/s"
+    if data["scope"] == "same-region":
+        return f"{size} already in {data['origin']}: no egress; {read}"
+    return (
+        f"{size} copied from {data['origin']} ({data['scope']}, {format_usd(float(data['usd_per_gb']))}/GB): "
+        f"{format_usd(float(data['egress_usd']))} egress and {format_duration(float(data['transfer_seconds']))} "
+        f"before training, in the time and cost above; {read}"
+    )
+
+
 def recommendation(option: dict[str, Any]) -> list[tuple[str, str]]:
     """(label, value) lines that say what to rent, how to lay it out, and what it costs."""
     job = _job(option.get("job", {}))
@@ -333,6 +346,8 @@ def recommendation(option: dict[str, Any]) -> list[tuple[str, str]]:
         )
         if "mfu" in option.get("compute", {}):
             lines.append(("MFU", f"{float(option['compute']['mfu']):.0%}"))
+        if "data" in option:
+            lines.append(("data", data_movement_text(option["data"])))
         parts = step_rows(option)
         if parts:
             shares = ", ".join(f"{part} {share}" for part, _, share in parts)
@@ -345,6 +360,8 @@ def recommendation(option: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 _TRAIN_HEADERS = ("GPUs", "hardware", "pricing", "layout", "time", "cost", "$/h", "MFU", "memory")
+# With --data-region: what moving the dataset added to the cost (its copy time is in "time").
+_TRAIN_DATA_HEADERS = (*_TRAIN_HEADERS[:6], "egress", *_TRAIN_HEADERS[6:])
 _INFER_HEADERS = (
     "replicas",
     "GPUs",
@@ -357,12 +374,13 @@ _INFER_HEADERS = (
     "memory",
 )
 _NUMERIC_HEADERS = frozenset(
-    {"#", "replicas", "time", "cost", "$/h", "MFU", "memory", "latency", "$/1000 req", "$/mo always on", "$/mo to zero"}
+    {"#", "replicas", "time", "cost", "egress", "$/h", "MFU", "memory", "latency", "$/1000 req"}
+    | {"$/mo always on", "$/mo to zero"}
 )
 # "16384 × h100-sxm" and "on-demand" read wrong when folded; the hardware and the layout may fold.
 _WHOLE_HEADERS = frozenset({"GPUs", "pricing"})
 # What a narrow terminal hides first; the recommendation panel above the table still has all of it.
-_DROP_HEADERS = ("$/h", "MFU", "memory", "layout", "pricing", "job", "$/mo to zero", "latency")
+_DROP_HEADERS = ("$/h", "MFU", "memory", "egress", "layout", "pricing", "job", "$/mo to zero", "latency")
 
 
 def _train_row(o: dict[str, Any]) -> tuple[str, ...]:
@@ -379,6 +397,12 @@ def _train_row(o: dict[str, Any]) -> tuple[str, ...]:
         f"{float(mfu):.0%}" if mfu is not None else "",
         format_bytes(_total(o["memory"])),
     )
+
+
+def _train_data_row(o: dict[str, Any]) -> tuple[str, ...]:
+    row = _train_row(o)
+    egress_usd = float(o["data"]["egress_usd"])
+    return (*row[:6], format_usd(egress_usd) if egress_usd else "$0", *row[6:])
 
 
 def _infer_row(o: dict[str, Any]) -> tuple[str, ...]:
@@ -399,7 +423,14 @@ def _infer_row(o: dict[str, Any]) -> tuple[str, ...]:
 def option_grid(options: Sequence[dict[str, Any]], ranked: bool = False) -> Grid:
     """Candidates or the Pareto frontier as one table; columns follow the kind of the first option."""
     inference = bool(options) and is_inference(options[0])
-    columns, row = (_INFER_HEADERS, _infer_row) if inference else (_TRAIN_HEADERS, _train_row)
+    columns: tuple[str, ...]
+    row: Callable[[dict[str, Any]], tuple[str, ...]]
+    if inference:
+        columns, row = _INFER_HEADERS, _infer_row
+    elif options and "data" in options[0]:
+        columns, row = _TRAIN_DATA_HEADERS, _train_data_row
+    else:
+        columns, row = _TRAIN_HEADERS, _train_row
     rows = tuple((str(rank), *row(o)) if ranked else row(o) for rank, o in enumerate(options, start=1))
     headers = ("#", *columns) if ranked else columns
     return Grid(

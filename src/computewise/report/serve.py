@@ -24,6 +24,8 @@ __all__ = [
     "print_load_result",
     "print_serve_plan",
     "probe_line",
+    "rate_spread_pairs",
+    "serve_cache_pairs",
     "serve_modes_grid",
     "serve_plan_html",
     "serve_plan_pairs",
@@ -79,6 +81,21 @@ def probe_line(result: LoadResult, passed: bool) -> str:
     )
 
 
+def rate_spread_pairs(spread: dict[str, Any]) -> list[tuple[str, str]]:
+    """``MaxRateSearch.spread``: between which rates the capacity lies, and how the lowest rate fared."""
+    low, high = spread["low_rps"], spread["high_rps"]
+    if low is None:
+        bracket = "below the lowest rate probed"
+    elif high is None:
+        bracket = f"at least {low:.1f} requests/s (no higher rate probed missed the SLO)"
+    else:
+        bracket = f"between {low:.1f} and {high:.1f} requests/s (+{spread['relative']:.0%})"
+    lowest = f"{spread['lowest_passed']} of {spread['lowest_probes']} probes met the SLO"
+    if spread["lowest_probes"] > 1:
+        lowest += " (retried after a miss)"
+    return [("capacity", bracket), ("lowest rate", lowest)]
+
+
 def print_load_result(data: dict[str, Any], console: Console) -> None:
     from rich.text import Text
 
@@ -91,6 +108,8 @@ def print_load_result(data: dict[str, Any], console: Console) -> None:
         ("rejected (429)", f"{data['rejected']} ({data['rejection_rate']:.1%})"),
         ("errors", f"{data['errors']} ({data['error_rate']:.1%})"),
     ]
+    if data.get("repeat_ratio"):
+        rows.insert(1, ("repeated", f"{data['repeat_ratio']:.0%} of requests repeat an earlier body"))
     if data["error_kinds"]:
         rows.append(("  of which", ", ".join(f"{kind} {count}" for kind, count in data["error_kinds"].items())))
     rows.append(("throughput", f"{data['throughput_rps']:.1f} ok/s"))
@@ -115,8 +134,40 @@ def print_serve_plan(d: dict[str, Any], console: Console) -> None:
         console.print()
         console.print(Text("hourly schedule", style="bold"))
         print_table(serve_schedule_grid(d), console)
+    if d.get("spend_cap"):
+        console.print()
+        console.print(Text("spend cap", style="bold"))
+        print_pairs(serve_cap_pairs(d["spend_cap"]), console)
+        if d["spend_cap"]["capped_hours"]:
+            print_table(serve_capped_grid(d["spend_cap"]), console)
+    if d.get("cache"):
+        console.print()
+        console.print(Text("prediction cache", style="bold"))
+        print_pairs(serve_cache_pairs(d["cache"]), console)
     for note in d["notes"]:
         console.print(f"* {note}", style="dim", highlight=False, markup=False, emoji=False)
+
+
+def serve_cache_pairs(cache: dict[str, Any]) -> list[tuple[str, str]]:
+    """``plan serve --cache-hit-ratio``: replicas and monthly $ without and with the cache, per mode."""
+    from computewise.units import format_usd
+
+    rows = [
+        ("hit ratio", f"{cache['hit_ratio']:.0%} of requests never reach the model"),
+        ("replicas at peak", f"{cache['replicas_at_peak']} -> {cache['cached_replicas_at_peak']}"),
+        ("replicas at mean", f"{cache['replicas_at_mean']} -> {cache['cached_replicas_at_mean']}"),
+    ]
+    for mode, saved in cache["saved_monthly_usd"].items():
+        before, after = cache["monthly_usd"][mode], cache["cached_monthly_usd"][mode]
+        per_1000 = cache["cached_usd_per_1000_requests"][mode]
+        rows.append(
+            (
+                f"{mode} / month",
+                f"{format_usd(before)} -> {format_usd(after)} (saves {format_usd(saved)}; "
+                f"{format_usd(per_1000)} per 1000 requests)",
+            )
+        )
+    return rows
 
 
 def serve_plan_pairs(d: dict[str, Any]) -> list[tuple[str, str]]:
@@ -134,6 +185,72 @@ def serve_plan_pairs(d: dict[str, Any]) -> list[tuple[str, str]]:
         ("price", f"{format_usd(price['usd_per_hour_per_replica'])}/h per replica ({price['source']})"),
         ("replicas", f"{replicas['at_peak']} at peak, {replicas['at_mean']} at mean (min {replicas['min']})"),
     ]
+
+
+def serve_cap_pairs(cap: dict[str, Any]) -> list[tuple[str, str]]:
+    """What ``--max-usd-per-hour`` buys, what it refuses in a surge, and the budget alert it makes reliable."""
+    from computewise.units import format_duration, format_usd
+
+    rows = [
+        (
+            "cap",
+            f"{format_usd(cap['max_usd_per_hour'])}/h buys {cap['max_replicas']} replicas at "
+            f"{format_usd(cap['usd_per_hour_per_replica'])}/h ({format_usd(cap['max_spend_usd_per_hour'])}/h at most)",
+        ),
+    ]
+    if not cap["binding"]:
+        rows.append(("surge", "the cap never binds: the peak needs no more replicas than it buys"))
+    elif cap["refused_share_of_month"] is not None:
+        rows.append(
+            (
+                "refused (429)",
+                f"{cap['refused_requests_per_month']:,.0f} requests/month ({cap['refused_share_of_month']:.2%} of all)",
+            )
+        )
+    planned = cap["planned_latency"]
+    if planned is not None:
+        rows.append(
+            (
+                "latency as planned",
+                f"p50 {planned['p50_s'] * 1000:.1f} ms, p99 {planned['p99_s'] * 1000:.1f} ms at "
+                f"{planned['utilization']:.0%} of capacity (M/M/1)",
+            )
+        )
+    budget = cap.get("budget")
+    if budget is not None:
+        if budget["never_runs_out"]:
+            text = f"the cap held all month stays within {format_usd(budget['monthly_usd'])}: it cannot run out"
+        elif budget["threshold_pct"] is None:
+            text = (
+                f"{format_usd(budget['monthly_usd'])} lasts only {budget['hours_at_cap']:.1f} h at the cap, "
+                f"less than the {format_duration(budget['lead_s'])} lead asked"
+            )
+        else:
+            text = (
+                f"an alert at {budget['threshold_pct']:g} % leaves at least {format_duration(budget['lead_s'])} "
+                "before the budget runs out, even at the cap"
+            )
+        rows += [("budget", text), ("set it", budget["command"]), ("serve with", budget["serve_tag"])]
+    return rows
+
+
+def serve_capped_grid(cap: dict[str, Any]) -> Grid:
+    """Each hour the cap binds: demand, replicas wanted and run, served rate, 429 share, latency of those served."""
+    rows = tuple(
+        (
+            "peak" if h["hour"] is None else str(h["hour"]),
+            f"{h['demand_rps']:g}",
+            f"{h['replicas']}/{h['wanted_replicas']}",
+            f"{h['served_rps']:.4g}",
+            f"{h['refused_share']:.1%}",
+            f"{h['utilization']:.0%}",
+            "-" if h["latency"] is None else f"{h['latency']['p50_s'] * 1000:.1f}",
+            "-" if h["latency"] is None else f"{h['latency']['p99_s'] * 1000:.1f}",
+        )
+        for h in cap["capped_hours"]
+    )
+    headers = ("hour", "requests/s", "replicas/wanted", "served/s", "429", "utilization", "p50 ms", "p99 ms")
+    return Grid(headers, rows, frozenset(range(1, 8)), whole=frozenset({0}))
 
 
 def serve_modes_grid(d: dict[str, Any]) -> Grid:

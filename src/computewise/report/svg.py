@@ -13,7 +13,19 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from html import escape
 
-__all__ = ["ALERT", "MUTED", "PALETTE", "Axis", "Segment", "Series", "stacked_bar", "use_log", "xy_chart"]
+__all__ = [
+    "ALERT",
+    "MUTED",
+    "PALETTE",
+    "Axis",
+    "Column",
+    "Segment",
+    "Series",
+    "stacked_bar",
+    "stacked_columns",
+    "use_log",
+    "xy_chart",
+]
 
 PALETTE = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#9c755f")
 MUTED = "#9aa0a6"
@@ -45,6 +57,15 @@ class Series:
     line: bool = False
     radius: float = 3.5
     tips: tuple[str, ...] = ()  # one tooltip per point; the series name where missing
+
+
+@dataclass(frozen=True)
+class Column:
+    """One stacked series of :func:`stacked_columns`: a value per category (``None`` or 0 draws nothing)."""
+
+    name: str
+    values: tuple[float, ...]
+    color: str
 
 
 @dataclass(frozen=True)
@@ -279,5 +300,65 @@ def stacked_bar(
         share = f" ({s.value / total:.1%})" if total else ""
         out.append(f'<rect x="{_n(lx)}" y="{_n(ly - 9)}" width="10" height="10" fill="{s.color}"/>')
         out.append(_text(lx + 15, ly, f"{s.label} {format(s.value)}{share}"))
+    out.append("</svg>")
+    return "\n".join(out)
+
+
+def stacked_columns(
+    title: str, categories: Sequence[str], columns: Sequence[Column], y: Axis, width: int = 640, height: int = 360
+) -> str:
+    """Vertical bars, one per category (a day, a week), each split into the ``columns`` stacked bottom-up.
+
+    Spend per day stacked by team reads at a glance as "how much, and whose". Every rectangle carries
+    a tooltip with its series, category and value. The value axis is linear from zero (``y.log`` is
+    ignored: a stack has no meaning on a log scale). Returns "" when there is nothing to draw.
+    """
+    if not categories or not columns:
+        return ""
+    totals = [sum(max(0.0, c.values[i]) for c in columns if i < len(c.values)) for i in range(len(categories))]
+    named = [c for c in columns if c.name]
+    left, right, top, bottom = 78.0, 16.0, 44.0 if named else 30.0, 46.0
+    sy = _scale([0.0, max(totals) or 1.0], Axis(y.label, y.format, domain=y.domain, unit=y.unit), height - bottom, top)
+    slot = (width - right - left) / len(categories)
+    bar_w = max(1.0, slot * 0.8)
+    out = [
+        f'<svg class="chart" viewBox="0 0 {width} {height}" width="{width}" height="{height}" '
+        f'role="img" aria-label="{escape(title)}" {_FONT}>',
+        _text(left, 16, title, extra=' font-weight="bold" font-size="13"'),
+    ]
+    legend_x = left
+    for c in named:
+        out.append(f'<rect x="{_n(legend_x)}" y="25" width="10" height="10" fill="{c.color}"/>')
+        out.append(_text(legend_x + 13, 34, c.name))
+        legend_x += 24 + 6.5 * len(c.name)
+    base_y = height - bottom
+    for tick in sy.ticks(y):
+        py = sy(tick)
+        out.append(
+            f'<line x1="{_n(left)}" y1="{_n(py)}" x2="{_n(width - right)}" y2="{_n(py)}" '
+            'stroke="currentColor" stroke-opacity="0.15"/>'
+        )
+        out.append(_text(left - 6, py + 4, y.format(tick), "end"))
+    stride = math.ceil(len(categories) / _MAX_TICKS)
+    for i, category in enumerate(categories):
+        x0 = left + i * slot + (slot - bar_w) / 2
+        if i % stride == 0:
+            out.append(_text(x0 + bar_w / 2, base_y + 17, category, "middle"))
+        stacked = 0.0
+        for c in columns:
+            value = c.values[i] if i < len(c.values) else 0.0
+            if value <= 0:
+                continue
+            y0, y1 = sy(stacked), sy(stacked + value)
+            stacked += value
+            tip = f"{c.name + ', ' if c.name else ''}{category}: {y.format(value)}"
+            out.append(
+                f'<rect x="{_n(x0)}" y="{_n(y1)}" width="{_n(bar_w)}" height="{_n(max(y0 - y1, 0.5))}" '
+                f'fill="{c.color}"><title>{escape(tip)}</title></rect>'
+            )
+    axes = f"M{_n(left)},{_n(top)} V{_n(base_y)} H{_n(width - right)}"
+    out.append(f'<path d="{axes}" fill="none" stroke="currentColor"/>')
+    mid_y = (top + base_y) / 2
+    out.append(_text(14, mid_y, y.label, "middle", f' transform="rotate(-90 14 {_n(mid_y)})"'))
     out.append("</svg>")
     return "\n".join(out)

@@ -26,6 +26,7 @@ import json
 import logging
 import math
 import secrets
+import time
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -38,8 +39,9 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from computewise.errors import InvalidInput, ItemFailed, QueueFull, RequestTimeout
+from computewise.serve.cache import PredictionCache, cache_key
 from computewise.serve.metrics import CONTENT_TYPE, ServeMetrics
-from computewise.serve.runners import ModelRunner
+from computewise.serve.runners import ModelRunner, cache_identity
 
 __all__ = ["DEFAULT_MAX_BODY_BYTES", "Dispatcher", "ServeState", "create_app", "openapi_document"]
 
@@ -189,8 +191,43 @@ def _retry_after_s(error: QueueFull) -> str:
     return str(max(1, math.ceil(error.retry_after_s)))
 
 
-def _json(data: dict[str, Any]) -> bytes:
+def _json(data: Any) -> bytes:
     return json.dumps(data, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
+
+
+class _Cached:
+    """The prediction cache in front of the batcher: hits are answered here, only misses reach the model.
+
+    Outputs are kept as the JSON bytes of the first answer, and a body is assembled from them exactly
+    as ``_json({"outputs": [...], "model": name})`` writes it, so a hit is byte-identical to a miss.
+    """
+
+    def __init__(self, cache: PredictionCache, identity: str, model: str) -> None:
+        self.cache = cache
+        self._identity = identity
+        self._model_json = _json(model)
+
+    async def answer(self, items: list[Any], batcher: Dispatcher) -> tuple[bytes, int]:
+        """The response body for ``items`` and the number of outputs; raises what ``batcher.submit`` raises,
+        or ``_RequestError`` (500) for an output that is not JSON (it is not cached)."""
+        keys = [cache_key(self._identity, item) for item in items]
+        parts: list[bytes | None] = [self.cache.get(key) for key in keys]
+        missing = [index for index, part in enumerate(parts) if part is None]
+        if missing:
+            try:
+                outputs = await batcher.submit([items[index] for index in missing])
+            except ItemFailed as error:  # its index is among the misses: name the request's own input
+                index = missing[error.index]
+                message = error.message.replace(f"input {error.index}:", f"input {index}:", 1)
+                raise ItemFailed(message, index) from None
+            for index, output in zip(missing, outputs, strict=True):
+                try:
+                    parts[index] = encoded = _json(output)
+                except (TypeError, ValueError) as error:
+                    raise _RequestError(500, f"the model's output cannot be sent as JSON: {error}") from None
+                self.cache.put(keys[index], encoded)
+        body = b'{"outputs":[' + b",".join(part for part in parts if part is not None) + b'],"model":'
+        return body + self._model_json + b"}", len(parts)
 
 
 def create_app(
@@ -200,18 +237,29 @@ def create_app(
     token: str | None = None,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     state: ServeState | None = None,
+    cache: PredictionCache | None = None,
 ) -> Starlette:
     """The app; its lifespan starts the batcher and, at shutdown, drains it.
 
     ``state`` is shared with whoever decides readiness: ``computewise serve`` passes one that turns
-    ready after warm-up. Without it the app is ready as soon as the batcher has started.
+    ready after warm-up. Without it the app is ready as soon as the batcher has started. With
+    ``cache``, repeated inputs are answered from it (``InputError`` for a runner that may not be cached).
     """
     serve_state = state if state is not None else ServeState()
     ready_on_start = state is None
     metrics.watch_queue(lambda: batcher.queue_depth)
+    cached = _Cached(cache, cache_identity(runner), runner.name) if cache is not None else None
+    if cache is not None:
+        metrics.watch_cache(cache)
     document = openapi_document(runner, token is not None, max_body_bytes)
 
     async def infer(request: Request) -> Response:
+        started_s = time.perf_counter()
+        response = await answer(request)
+        metrics.record_duration(response.status_code, time.perf_counter() - started_s)
+        return response
+
+    async def answer(request: Request) -> Response:
         name = request.path_params["name"]
         if name != runner.name:
             metrics.record_response(404)
@@ -225,6 +273,10 @@ def create_app(
         except ClientDisconnect:  # gone before its body arrived: nobody to answer, nothing to count
             return Response(status_code=400)
         try:
+            if cached is not None:
+                body, answered = await cached.answer(items, batcher)
+                metrics.record_response(200, answered)
+                return Response(body, media_type="application/json")
             outputs = await batcher.submit(items)
         except QueueFull as error:
             metrics.record_response(429)
@@ -235,6 +287,9 @@ def create_app(
         except ItemFailed as error:
             metrics.record_response(500)
             return _error(500, error.message, _field(base, error.index, ""))
+        except _RequestError as error:  # an output the cache could not encode
+            metrics.record_response(error.status)
+            return _error(error.status, error.message)
         except Exception as error:  # a bug, not the request's fault: logged with its traceback, counted, JSON
             _LOG.exception("inference failed")
             metrics.record_response(500)

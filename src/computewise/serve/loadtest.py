@@ -16,8 +16,14 @@ cancelled and counted as an error). Percentiles are over successful (2xx) answer
 per second over the whole run, until the last answer came back (as vegeta reports it).
 
 ``find_max_rate`` ramps the rate up by doubling until a short probe misses the SLO, then bisects
-between the last rate that met it and the first that did not. What a run measured is a
+between the last rate that met it and the first that did not. A failed *lowest* probe is run again
+(``LOWEST_RETRIES`` times) before the search gives up: see ``find_max_rate``. What a run measured is a
 ``specs.loadtest.LoadResult``, the value ``plan serve`` reads back from ``--json``.
+
+``repeat_ratio`` makes that share of the requests repeat a body sent earlier in the run (drawn
+uniformly from those already sent, by a generator seeded like the arrivals), the rest going through
+the payloads in order: the traffic a prediction cache (``serve --cache-size``) is for. Give at least
+as many distinct payloads as fresh requests, or the fresh ones repeat too once the list wraps around.
 """
 
 from __future__ import annotations
@@ -43,12 +49,19 @@ from computewise.serve.eventloop import run_fast
 from computewise.specs.loadtest import LoadResult
 
 __all__ = [
+    "LOWEST_RETRIES",
     "LoadProgress",
     "find_max_rate",
     "load_payloads",
     "poisson_arrivals",
+    "request_order",
     "run_load",
 ]
+
+LOWEST_RETRIES = 2
+"""Extra probes at the lowest rate after it failed. At 5 requests/s a 10 s probe has about 50 answers, so
+one slow answer (a GC pause, a noisy neighbour on a shared VM) is its p99; a server that truly cannot
+sustain the lowest rate fails all three, so retrying costs two probes only when the answer would be 0."""
 
 COUNT_CAP_FACTOR = 1.5
 """No run sends more than this times ``rate * duration`` requests (a Poisson count rarely exceeds 1.2x)."""
@@ -138,6 +151,25 @@ def poisson_arrivals(rate_rps: float, duration_s: float, seed: int = 0) -> list[
         arrivals.append(t)
         t += rng.expovariate(rate_rps)
     return arrivals
+
+
+def request_order(count: int, distinct: int, repeat_ratio: float, seed: int = 0) -> list[int]:
+    """Which payload each of ``count`` requests sends: with probability ``repeat_ratio`` one already sent
+    (uniformly among earlier requests), else the next payload in order (wrapping after ``distinct``)."""
+    if not (0 <= repeat_ratio <= 1):
+        raise InputError(f"the repeat ratio must be in [0, 1], got {repeat_ratio}", "e.g. --repeat-ratio 0.5")
+    if repeat_ratio == 0:
+        return [index % distinct for index in range(count)]
+    rng = random.Random(f"repeat-{seed}")  # its own stream: the same arrivals with or without repeats
+    order: list[int] = []
+    fresh = 0
+    for _ in range(count):
+        if order and rng.random() < repeat_ratio:
+            order.append(order[rng.randrange(len(order))])
+        else:
+            order.append(fresh % distinct)
+            fresh += 1
+    return order
 
 
 def _connection_limit(max_in_flight: int) -> int:
@@ -403,8 +435,10 @@ async def run_load(
     seed: int = 0,
     token: str | None = None,
     on_progress: ProgressCallback | None = None,
+    repeat_ratio: float = 0.0,
 ) -> LoadResult:
-    """Offer ``rate_rps`` Poisson arrivals for ``duration_s``, POSTing ``payloads`` round-robin (GET when empty).
+    """Offer ``rate_rps`` Poisson arrivals for ``duration_s``, POSTing ``payloads`` in order (GET when empty),
+    with ``repeat_ratio`` of them repeating an earlier body (see the module docstring).
 
     Never waits for an answer before sending the next request; ``max_in_flight`` bounds open
     connections (requests past it wait for one, and that wait counts in their latency).
@@ -415,6 +449,7 @@ async def run_load(
     if max_in_flight < 1:
         raise InputError(f"max_in_flight must be at least 1, got {max_in_flight}")
     arrivals = poisson_arrivals(rate_rps, duration_s, seed)
+    order = request_order(len(arrivals), len(target.requests), repeat_ratio, seed)
     pool = _Pool(target, _connection_limit(max_in_flight))
     tally = _Tally()
     loop = asyncio.get_running_loop()
@@ -427,7 +462,7 @@ async def run_load(
             delay = start + offset - loop.time()
             if delay > 0:
                 await asyncio.sleep(delay)
-            data = target.requests[index % len(target.requests)]
+            data = target.requests[order[index]]
             task = asyncio.create_task(_request(pool, data, start + offset, timeout_s, tally))
             tasks.add(task)
             task.add_done_callback(tasks.discard)
@@ -450,10 +485,13 @@ async def run_load(
     end = loop.time()
     if on_progress is not None:
         on_progress(_snapshot(tally, start, end, rate_rps, duration_s))
-    return _result(tally, rate_rps, duration_s, max(duration_s, tally.last_done - start), end - start)
+    window_s = max(duration_s, tally.last_done - start)
+    return _result(tally, rate_rps, duration_s, window_s, end - start, repeat_ratio)
 
 
-def _result(tally: _Tally, rate_rps: float, duration_s: float, window_s: float, wall_s: float) -> LoadResult:
+def _result(
+    tally: _Tally, rate_rps: float, duration_s: float, window_s: float, wall_s: float, repeat_ratio: float
+) -> LoadResult:
     latencies_ms = np.asarray(tally.latencies_s) * 1e3
     p50, p95, p99 = (float(v) for v in np.percentile(latencies_ms, [50, 95, 99])) if tally.ok else (None,) * 3
     return LoadResult(
@@ -472,6 +510,7 @@ def _result(tally: _Tally, rate_rps: float, duration_s: float, window_s: float, 
         rejection_rate=tally.rejected / tally.sent if tally.sent else 0.0,
         wall_s=wall_s,
         error_kinds=dict(tally.error_kinds),
+        repeat_ratio=repeat_ratio,
     )
 
 
@@ -494,6 +533,8 @@ def find_max_rate(
     max_in_flight: int = 10000,
     on_progress: ProgressCallback | None = None,
     on_probe: Callable[[LoadResult, bool], None] | None = None,
+    repeat_ratio: float = 0.0,
+    lowest_retries: int = LOWEST_RETRIES,
 ) -> tuple[float | None, list[LoadResult]]:
     """The highest rate in [low, high] that meets the SLO, and every probe run to find it (None: not even low).
 
@@ -502,6 +543,13 @@ def find_max_rate(
     to ``max(1 s, 4 x SLO)``: a slower answer fails the probe either way, and an overloaded probe
     then ends soon after its duration. After a failed probe we pause ``settle_s`` so the server
     drains the backlog before the next one. Call from synchronous code (each probe runs its own event loop).
+    Each probe goes on through ``payloads`` where the previous one stopped: while they last, no probe
+    sends what an earlier one sent, so a server's prediction cache is never warmed by an earlier probe.
+
+    A failed probe at ``low_rps`` is run again up to ``lowest_retries`` times (``LOWEST_RETRIES``), and the
+    search goes on from the first retry that passes: there a single slow answer would otherwise report
+    "no rate" for a server that sustains many times the rate. Higher probes are not retried: a spurious
+    failure there only ends the ramp early, and the spread (``MaxRateSearch.spread``) shows the bracket.
     """
     if not (math.isfinite(slo_p99_ms) and slo_p99_ms > 0):
         raise InputError(f"the p99 SLO must be positive, got {slo_p99_ms} ms", "e.g. --slo-p99-ms 100")
@@ -511,13 +559,18 @@ def find_max_rate(
         )
     if max_probes < 1:
         raise InputError(f"max_probes must be at least 1, got {max_probes}")
+    if lowest_retries < 0:
+        raise InputError(f"lowest_retries must be >= 0, got {lowest_retries}")
     probe_timeout_s = min(timeout_s, max(1.0, 4 * slo_p99_ms / 1e3))
     results: list[LoadResult] = []
 
     def meets(rate: float) -> bool:
+        # Each probe starts where the previous ones stopped in the payloads, so no probe warms a cache for the next.
+        offset = sum(result.sent for result in results) % len(payloads) if payloads else 0
         coroutine = run_load(
-            url, payloads, rate, duration_s, probe_timeout_s, max_in_flight, seed + len(results), token, on_progress
-        )
+            url, payloads[offset:] + payloads[:offset], rate, duration_s, probe_timeout_s, max_in_flight,
+            seed + len(results), token, on_progress, repeat_ratio,
+        )  # fmt: skip
         result = run_fast(coroutine)
         results.append(result)
         passed = result.meets(slo_p99_ms, max_error_rate, max_rejection_rate)
@@ -531,7 +584,12 @@ def find_max_rate(
     failed: float | None = None
     rate = low_rps
     while len(results) < max_probes:
-        if not meets(rate):
+        passed = meets(rate)
+        if not passed and best is None:  # the lowest probe: retried before "no rate" is believed
+            for _retry in range(lowest_retries):
+                if len(results) >= max_probes or (passed := meets(rate)):
+                    break
+        if not passed:
             failed = rate
             break
         best = rate

@@ -13,6 +13,14 @@ process (tests, benchmarks) never share or double-register series. Series, all p
     queue_wait_seconds          arrival to the start of its batch, per input (histogram)
     compute_seconds             one model call (histogram)
     tokens_total{kind}          real and padded tokens computed: real/padded is the padding efficiency
+    request_duration_seconds{code}  arrival of an inference request to its answer (histogram): the
+                                latency a client sees, less the network; by status, since a 429 is
+                                answered at once and would flatter the percentiles of served requests
+
+With ``--cache-size``, the prediction cache's series (``computewise_cache_``, read from the cache
+when scraped): ``hits_total``, ``misses_total`` (one per input looked up), ``evictions_total{reason}``
+(``size``: least recently used, to fit; ``ttl``: expired), ``bytes`` (held now, as counted against
+the bound) and ``entries``.
 
 ``totals()`` returns plain numbers for the ledger run (requests, inferences, compute seconds, ...):
 reading them back out of prometheus_client's counters would depend on its internals.
@@ -21,12 +29,15 @@ reading them back out of prometheus_client's counters would depend on its intern
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 from computewise.serve.batcher import BatchRecord
+from computewise.serve.cache import PredictionCache
 
 __all__ = ["CONTENT_TYPE", "ServeMetrics"]
 
@@ -36,6 +47,32 @@ _PREFIX = "computewise_serve"
 _BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 # Half a millisecond (an echo model's whole round trip) to ten seconds (a request about to time out).
 _LATENCY_BUCKETS_S = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0)
+
+
+class _CacheCollector(Collector):
+    """The cache's counts at scrape time, from one consistent ``stats()`` snapshot (no double bookkeeping)."""
+
+    def __init__(self, cache: PredictionCache) -> None:
+        self._cache = cache
+
+    def collect(self) -> Iterator[Metric]:
+        stats = self._cache.stats()
+        yield CounterMetricFamily("computewise_cache_hits", "Inputs answered from the prediction cache.", stats.hits)
+        yield CounterMetricFamily(
+            "computewise_cache_misses", "Inputs looked up in the prediction cache and not found.", stats.misses
+        )
+        evictions = CounterMetricFamily(
+            "computewise_cache_evictions",
+            "Entries dropped from the prediction cache: size (least recently used, to fit) or ttl (expired).",
+            labels=["reason"],
+        )
+        evictions.add_metric(["size"], stats.evictions)
+        evictions.add_metric(["ttl"], stats.expirations)
+        yield evictions
+        yield GaugeMetricFamily(
+            "computewise_cache_bytes", "Bytes the prediction cache holds, as counted against its bound.", stats.bytes
+        )
+        yield GaugeMetricFamily("computewise_cache_entries", "Entries in the prediction cache.", stats.entries)
 
 
 class ServeMetrics:
@@ -73,10 +110,19 @@ class ServeMetrics:
             f"{_PREFIX}_tokens", "Tokens computed, real or padded (real/padded = padding efficiency).", ["kind"],
             registry=self.registry,
         )  # fmt: skip
+        self.request_s = Histogram(
+            f"{_PREFIX}_request_duration_seconds",
+            "Time from an inference request's arrival to its answer, by HTTP status code.",
+            ["code"],
+            buckets=_LATENCY_BUCKETS_S,
+            registry=self.registry,
+        )
         self._by_code: dict[int, Counter] = {}
+        self._duration_by_code: dict[int, Histogram] = {}
         self._real_tokens = self.tokens.labels(kind="real")
         self._padded_tokens = self.tokens.labels(kind="padded")
         self._lock = threading.Lock()
+        self._cache: PredictionCache | None = None
         self._totals: dict[str, float] = {
             "requests": 0,
             "inferences": 0,
@@ -93,6 +139,11 @@ class ServeMetrics:
     def watch_queue(self, depth: Callable[[], int]) -> None:
         """Read the queue depth from ``depth()`` at every scrape, so the gauge is never stale."""
         self.queue_depth.set_function(lambda: float(depth()))
+
+    def watch_cache(self, cache: PredictionCache) -> None:
+        """Expose ``cache``'s counts (the ``computewise_cache_`` series) and add them to ``totals()``."""
+        self._cache = cache
+        self.registry.register(_CacheCollector(cache))
 
     def record_batch(self, record: BatchRecord) -> None:
         """One model call of the batcher (its ``on_batch`` hook)."""
@@ -129,11 +180,22 @@ class ServeMetrics:
             self._totals["rejections"] += code == 429
             self._totals["errors"] += code >= 500
 
+    def record_duration(self, code: int, duration_s: float) -> None:
+        """One inference request answered with ``code`` ``duration_s`` seconds after it arrived."""
+        histogram = self._duration_by_code.get(code)
+        if histogram is None:
+            histogram = self._duration_by_code[code] = self.request_s.labels(code=str(code))
+        histogram.observe(duration_s)
+
     def totals(self) -> dict[str, Any]:
         """Plain numbers so far (counts as ints): what the ledger's serving run summarises."""
         with self._lock:
             values = dict(self._totals)
-        return {key: value if key == "compute_s" else int(value) for key, value in values.items()}
+        totals: dict[str, Any] = {key: value if key == "compute_s" else int(value) for key, value in values.items()}
+        if self._cache is not None:
+            stats = self._cache.stats()
+            totals |= {"cache_hits": stats.hits, "cache_misses": stats.misses, "cache_evictions": stats.evictions}
+        return totals
 
     def render(self) -> bytes:
         """The text exposition format 0.0.4 of every series (serve with ``CONTENT_TYPE``)."""

@@ -22,6 +22,7 @@ Runners:
 from __future__ import annotations
 
 import copy
+import hashlib
 import math
 from collections.abc import Callable
 from pathlib import Path
@@ -36,6 +37,7 @@ __all__ = [
     "EchoRunner",
     "EntryPointRunner",
     "ModelRunner",
+    "cache_identity",
     "load_runner",
     "model_name",
 ]
@@ -248,6 +250,55 @@ class EchoRunner:
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "kind": self.kind}
+
+
+def cache_identity(runner: ModelRunner) -> str:
+    """What names this model's outputs in the prediction cache (``serve.cache``), or ``InputError`` saying why
+    its outputs may not be cached.
+
+    The rule is batch invariance: a cached output is the one the input got in whatever batch it
+    first ran in, so it may be reused only where an input's output does not depend on its batch
+    neighbours. ``computewise optimize`` measures that per variant (each input alone against the
+    same input inside a padded batch: cosine >= 0.9999, ``optimize.quality.INVARIANCE_COSINE``) and
+    records it in the manifest as ``batch_invariant``. An artifact measured invariant is cached;
+    its cached answers then differ from a fresh one by float rounding only (on the MiniLM ort
+    artifact: under 1e-5 absolute per embedding value, ``tests/serve/test_serve_cache.py``). One
+    measured variant-dependent (dynamic INT8 quantizes activations with a scale taken from the
+    whole batch) or not measured is refused. An echo is invariant by construction; an entry point
+    is refused, since nothing tells what its function does with a batch.
+
+    The identity of an artifact is the SHA-256 of its model file (checked at load) and of its
+    tokenizer files, so another export never shares entries.
+    """
+    if isinstance(runner, EchoRunner):
+        return "echo"
+    if isinstance(runner, ArtifactRunner):
+        manifest = runner.artifact.manifest
+        invariant = manifest.get("batch_invariant")
+        variant = manifest.get("variant", "this")
+        if invariant is not True:
+            reason = (
+                "its output for an input depends on the other inputs of its batch"
+                if invariant is False
+                else "its batch invariance was not measured"
+            )
+            raise InputError(
+                f"cannot cache the {variant} variant: {reason} (manifest batch_invariant: {invariant}), "
+                "so a cached answer could differ from the one the model gives now",
+                "serve a batch-invariant variant (computewise optimize --batch-invariant), or drop --cache-size",
+            )
+        digest = hashlib.sha256(str(manifest.get("sha256")).encode())
+        tokenizer = runner.artifact.directory / str(manifest.get("tokenizer") or "")
+        if manifest.get("tokenizer") and tokenizer.is_dir():
+            for path in sorted(tokenizer.iterdir()):
+                digest.update(path.name.encode() + b"\0" + path.read_bytes())
+        return digest.hexdigest()
+    spec = runner.spec if isinstance(runner, EntryPointRunner) else runner.name
+    raise InputError(
+        f"cannot cache {spec}: nothing tells whether its outputs depend on the other inputs of a batch",
+        "export the model with computewise optimize (which measures batch invariance) and serve the artifact, "
+        "or drop --cache-size",
+    )
 
 
 def _load_entry_point(spec: str, name: str) -> EntryPointRunner:

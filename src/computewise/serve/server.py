@@ -56,10 +56,12 @@ from computewise.monitor.recorded import (
 from computewise.monitor.sampler import MAX_FLUSH_S, LedgerWriter, Sampler
 from computewise.serve.app import DEFAULT_MAX_BODY_BYTES, ServeState, create_app
 from computewise.serve.batcher import Batcher, BatchPolicy, BatchRecord
+from computewise.serve.cache import PredictionCache
 from computewise.serve.eventloop import fastest_loop
 from computewise.serve.exposure import check_exposure
 from computewise.serve.metrics import ServeMetrics
 from computewise.serve.runners import ModelRunner, load_runner
+from computewise.units import format_bytes, format_duration
 
 __all__ = ["HEARTBEAT_S", "serve"]
 
@@ -126,6 +128,13 @@ async def _warm_up(runner: ModelRunner, batcher: Batcher, max_batch_size: int, s
                     await batcher.submit([items[n % len(items)] for n in range(size)])
     except Exception as error:  # made-up inputs may not suit the model; real ones still might: say so, go on
         _say(stream, f"warm-up failed, serving without it: {type(error).__name__}: {error}")
+
+
+def _cache_text(cache: PredictionCache | None) -> str:
+    if cache is None:
+        return ""
+    ttl = f", TTL {format_duration(cache.ttl_s)}" if cache.ttl_s is not None else ""
+    return f", cache {format_bytes(cache.max_bytes)}{ttl}"
 
 
 def _write_ready_file(path: Path, url: str, model: str) -> None:
@@ -242,6 +251,8 @@ def serve(
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     hourly_usd: float | None = None,
     stream: TextIO | None = None,
+    cache_bytes: int | None = None,
+    cache_ttl_s: float | None = None,
 ) -> int:
     """Serve ``target`` (artifact directory, ``package.module:function`` or ``echo``) until SIGTERM; the exit code.
 
@@ -250,19 +261,24 @@ def serve(
     that cannot record the run. Returns the exit code of its ending, recorded with the run by the rule
     of every run (``monitor.recorded``): 0 after a drain on SIGTERM, 130 after Ctrl-C, 1 when the
     server failed (or the code of a ``SystemExit`` it raised). Messages go to ``stream`` (stderr).
+    ``cache_bytes`` turns on the prediction cache (``serve.cache``) of that size, ``cache_ttl_s`` its TTL;
+    a model that may not be cached (``runners.cache_identity``) is an ``InputError`` before serving.
     """
     policy = policy or BatchPolicy()
     stream = stream or sys.stderr
     check_exposure(host, token, insecure)
     if max_body_bytes < 1:
         raise InputError(f"--max-body-bytes {max_body_bytes} must be positive", "e.g. --max-body-bytes 1048576")
+    if cache_ttl_s is not None and cache_bytes is None:
+        raise InputError("--cache-ttl needs --cache-size", "e.g. --cache-size 256MB --cache-ttl 10m")
+    cache = PredictionCache(cache_bytes, cache_ttl_s) if cache_bytes is not None else None
     sock = _bind(host, port)
     try:
         if ready_file is not None:
             ready_file.unlink(missing_ok=True)  # a stale one from an earlier server would say "ready" too soon
         return _serve_bound(
             sock, target, policy, token, queue_limit, timeout_s, db, tags or {}, ready_file, max_body_bytes,
-            hourly_usd, stream,
+            hourly_usd, stream, cache,
         )  # fmt: skip
     finally:
         sock.close()
@@ -283,6 +299,7 @@ def _serve_bound(
     max_body_bytes: int,
     hourly_usd: float | None,
     stream: TextIO,
+    cache: PredictionCache | None,
 ) -> int:
     from computewise.catalog import load_catalog
 
@@ -300,7 +317,7 @@ def _serve_bound(
                 metrics.record_batch(record)
 
         batcher = Batcher(runner, policy, queue_limit=queue_limit, timeout_s=timeout_s, on_batch=on_batch)
-        app = create_app(runner, batcher, metrics, token=token, max_body_bytes=max_body_bytes, state=state)
+        app = create_app(runner, batcher, metrics, token=token, max_body_bytes=max_body_bytes, state=state, cache=cache)
         catalog = load_catalog()
         gpu = open_gpu_source()
         hardware = hardware_of(gpu.status())
@@ -346,7 +363,8 @@ def _serve_bound(
                                     _write_ready_file(ready_file, url, runner.name)
                                 _say(
                                     stream,
-                                    f"serving {runner.name!r} at {url} (batching {policy.mode}, run {run.run_id})",
+                                    f"serving {runner.name!r} at {url} (batching {policy.mode}{_cache_text(cache)}, "
+                                    f"run {run.run_id})",
                                 )
                         except Exception:  # never ready (no ready file for whoever waits on it): stop, with the error
                             server.should_exit = True
@@ -364,6 +382,8 @@ def _serve_bound(
 
             summary: dict[str, Any] = {"model": runner.name, "target": target, "kind": runner.kind}
             summary["batching"] = asdict(policy)
+            if cache is not None:
+                summary["cache"] = {"max_bytes": cache.max_bytes, "ttl_s": cache.ttl_s}
             try:
                 with asyncio.Runner(loop_factory=fastest_loop()) as event_loop:
                     event_loop.run(main())

@@ -26,7 +26,7 @@ from computewise.specs.document import (
     require_object,
 )
 
-__all__ = ["LoadResult", "LoadtestRun", "MaxRateSearch", "Probe", "read_loadtest"]
+__all__ = ["LoadResult", "LoadtestRun", "MaxRateSearch", "Probe", "RateSpread", "read_loadtest"]
 
 _DOCUMENT = "`computewise loadtest --json`"
 
@@ -50,6 +50,7 @@ class LoadResult:
     rejection_rate: float
     wall_s: float = 0.0
     error_kinds: dict[str, int] = field(default_factory=dict)
+    repeat_ratio: float = 0.0  # share of the requests that repeated an earlier body (``loadtest --repeat-ratio``)
 
     def meets(self, slo_p99_ms: float, max_error_rate: float = 0.01, max_rejection_rate: float = 0.01) -> bool:
         """The server sustained this rate: p99 within the SLO, errors and rejections under their ceilings."""
@@ -85,6 +86,7 @@ class LoadResult:
             rejection_rate=read_float(data, "rejection_rate", source),
             wall_s=read_optional_float(data, "wall_s", source) or 0.0,
             error_kinds={str(kind): count for kind, count in kinds.items()},
+            repeat_ratio=read_optional_float(data, "repeat_ratio", source) or 0.0,
         )
 
 
@@ -120,6 +122,32 @@ class Probe:
 
 
 @dataclass(frozen=True)
+class RateSpread:
+    """How far to trust a ``--find-max`` answer: the bracket the true capacity lies in, and the lowest rate's probes.
+
+    ``low_rps`` met the SLO (the answer), ``high_rps`` is the lowest rate above it that missed (None:
+    none did, the capacity may be higher still); the capacity lies between. ``lowest_probes`` is how
+    many probes ran at the first rate (more than one: it failed and was retried) and ``lowest_passed``
+    how many of them met the SLO.
+    """
+
+    low_rps: float | None
+    high_rps: float | None
+    lowest_probes: int
+    lowest_passed: int
+
+    @property
+    def relative(self) -> float | None:
+        """(high - low) / low: the width of the bracket as a share of the answer."""
+        if self.low_rps is None or self.high_rps is None:
+            return None
+        return (self.high_rps - self.low_rps) / self.low_rps
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self) | {"relative": self.relative}
+
+
+@dataclass(frozen=True)
 class MaxRateSearch:
     """``loadtest --find-max --json``: the highest rate within the p99 SLO (None: not even the first), every probe."""
 
@@ -127,6 +155,21 @@ class MaxRateSearch:
     slo_p99_ms: float
     max_rate_rps: float | None
     probes: tuple[Probe, ...]
+
+    @property
+    def spread(self) -> RateSpread:
+        """The bracket and the lowest rate's probes, read off the probes themselves."""
+        first = self.probes[0].result.rate_rps if self.probes else None
+        lowest = [p for p in self.probes if p.result.rate_rps == first]
+        above = [p.result.rate_rps for p in self.probes if not p.meets_slo]
+        if self.max_rate_rps is not None:
+            above = [rate for rate in above if rate > self.max_rate_rps]
+        return RateSpread(
+            low_rps=self.max_rate_rps,
+            high_rps=min(above, default=None),
+            lowest_probes=len(lowest),
+            lowest_passed=sum(p.meets_slo for p in lowest),
+        )
 
     @property
     def best(self) -> LoadResult | None:
@@ -143,6 +186,7 @@ class MaxRateSearch:
             "slo_p99_ms": self.slo_p99_ms,
             "max_rate_rps": self.max_rate_rps,
             "best": best.to_dict() if best is not None else None,
+            "spread": self.spread.to_dict(),
             "probes": [p.to_dict() for p in self.probes],
         }
 

@@ -1,0 +1,96 @@
+"""``computewise distill TEACHER --student SPEC``: a smaller model trained to answer like the teacher, exported."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from computewise.cli.common import JsonOption, bounded_float, bounded_int, progress_bar
+
+
+def distill(
+    teacher: Annotated[str, typer.Argument(help="A Hugging Face encoder directory or package.module:function.")],
+    student: Annotated[
+        str,
+        typer.Option(
+            "--student",
+            help="layers=K: K of the encoder's layers, evenly spaced; width=F: the share F of each hidden "
+            "layer's units of an nn.Sequential MLP.",
+        ),
+    ],
+    inputs: Annotated[
+        Path | None,
+        typer.Option(
+            help="Unlabelled inputs: sentences (.txt, one per line, or .jsonl with 'text') or arrays (.npz). "
+            "Default: the example inputs of an entry point."
+        ),
+    ] = None,
+    out: Annotated[
+        Path | None, typer.Option(help="Export the student (ONNX Runtime, FP32) and its manifest to this directory.")
+    ] = None,
+    eval_spec: Annotated[
+        str,
+        typer.Option(
+            "--eval",
+            help="package.module:function called as fn(predict) -> float (higher is better), or 'agreement' "
+            "with the teacher (cosine for embeddings, top-1 for classifiers).",
+        ),
+    ] = "agreement",
+    max_drop: Annotated[
+        str, typer.Option(help="Quality the student may lose against the teacher: 5% (relative) or 0.05 (absolute).")
+    ] = "5%",
+    epochs: Annotated[int, typer.Option(parser=bounded_int("--epochs"), help="Passes over the inputs.")] = 10,
+    batch_size: Annotated[
+        int, typer.Option(parser=bounded_int("--batch-size"), help="Examples per training step and per timed batch.")
+    ] = 32,
+    learning_rate: Annotated[
+        float | None,
+        typer.Option(parser=bounded_float("--learning-rate"), help="AdamW's rate (default 1e-4 encoders, 1e-3 MLPs)."),
+    ] = None,
+    held_out: Annotated[
+        float,
+        typer.Option(parser=bounded_float("--held-out"), help="Share of the inputs held aside to grade the student."),
+    ] = 0.2,
+    time_budget: Annotated[str, typer.Option(help="Stop training after this long: 30m, 900s.")] = "30m",
+    threads: Annotated[
+        int | None, typer.Option(parser=bounded_int("--threads"), help="CPU threads (default: all usable).")
+    ] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Train a smaller student on the teacher's answers, grade it as `optimize` does, time both, export it."""
+    from computewise.distill.run import DistillOptions
+    from computewise.distill.run import distill as run_distill
+    from computewise.distill.student import parse_student
+    from computewise.optimize.quality import parse_drop
+    from computewise.report.distill import print_distill
+    from computewise.units import parse_duration_s
+
+    spec = parse_student(student)
+    budget = parse_drop(max_drop)
+    options = DistillOptions(
+        epochs=epochs,
+        batch_size=batch_size,
+        learning_rate=learning_rate,
+        held_out_fraction=held_out,
+        time_budget_s=parse_duration_s(time_budget, "--time-budget"),
+        threads=threads,
+    )
+    stderr = Console(stderr=True)
+    with progress_bar("distill", stderr) as bar:
+        task_id = bar.add_task("loading the teacher", total=None)
+
+        def progress(what: str, done: int, total: int) -> None:
+            bar.update(task_id, description=what, completed=done, total=total)
+
+        result = run_distill(
+            teacher, spec, inputs, out, options, metric_spec=eval_spec, max_drop=budget, progress=progress
+        )
+    if as_json:
+        sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n")
+    else:
+        print_distill(result.to_dict(), Console())

@@ -1,0 +1,186 @@
+"""``computewise storage audit|apply``: what stored bytes cost, and a retention policy that frees the stale ones."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.console import Console
+
+from computewise.cli.common import DbOption, JsonOption, open_ledger
+
+if TYPE_CHECKING:
+    from computewise.ledger import Ledger
+    from computewise.storage.location import Location
+    from computewise.storage.pricing import Pricer
+
+app = typer.Typer(
+    help="Audit checkpoints, models, datasets, logs and caches by kind, age and $/month; apply a retention policy.",
+    no_args_is_help=True,
+)
+
+PathArgument = Annotated[str, typer.Argument(help="A folder, or an object prefix such as s3://bucket/prefix.")]
+ClassOption = Annotated[
+    str | None,
+    typer.Option(
+        "--storage-class",
+        help="The class files without one of their own are priced at, as cloud:class "
+        "(default aws:ebs-gp3 for a folder, aws:s3-standard for a bucket).",
+    ),
+]
+RegionOption = Annotated[str, typer.Option("--region", help="The region whose prices apply.")]
+AsOfOption = Annotated[
+    str | None,
+    typer.Option(
+        "--as-of", help="Compute ages at this date instead of now (2027-01-31): what the policy will do then."
+    ),
+]
+
+
+def _pricer(location: Location, storage_class: str | None, region: str) -> Pricer:
+    from computewise.catalog.storage_prices import load_storage_prices
+    from computewise.storage.pricing import DEFAULT_CLASS_BLOCK, DEFAULT_CLASS_OBJECT, Pricer
+
+    prices = load_storage_prices()
+    default = storage_class or (DEFAULT_CLASS_BLOCK if location.is_local else DEFAULT_CLASS_OBJECT)
+    return Pricer(prices, prices.price(default, region), location.cloud)
+
+
+def _as_of_s(text: str | None) -> float:
+    from computewise.account.periods import parse_time_s
+
+    now_s = time.time()
+    return now_s if text is None else parse_time_s(text, now_s, "--as-of")
+
+
+@app.command("audit")
+def audit(
+    path: PathArgument,
+    storage_class: ClassOption = None,
+    region: RegionOption = "us-east-1",
+    as_of: AsOfOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Files by kind (checkpoint, exported model, dataset, log, cache), age, last access, duplicates and $/month."""
+    from computewise.report.storage import print_audit
+    from computewise.storage.audit import audit_location
+    from computewise.storage.location import open_location
+
+    location = open_location(path)
+    pricer = _pricer(location, storage_class, region)
+    as_of_s = _as_of_s(as_of)
+    with _Progress() as progress:
+        result = audit_location(location, pricer, as_of_s, progress.walked, progress.hashed)
+    data = result.to_dict()
+    if as_json:
+        sys.stdout.write(json.dumps(data, indent=2) + "\n")
+    else:
+        print_audit(data, Console())
+
+
+@app.command("apply")
+def apply(
+    path: PathArgument,
+    policy: Annotated[
+        Path,
+        typer.Option(
+            "--policy",
+            help="Retention policy (YAML): keep_last N; archive: {after_days, to: cloud:class, folder, kinds}; "
+            "delete: {after_days, kinds}. Tag a file with NAME.keep beside it, a folder with .keep inside.",
+        ),
+    ],
+    act: Annotated[
+        bool, typer.Option("--apply", help="Act on the plan; without it nothing is changed (dry run).")
+    ] = False,
+    storage_class: ClassOption = None,
+    region: RegionOption = "us-east-1",
+    as_of: AsOfOption = None,
+    db: DbOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Plan (dry run) or carry out a retention policy; newest and best checkpoints, running runs, keep tags stay."""
+    from computewise.report.storage import print_apply
+    from computewise.storage.apply import apply_plan
+    from computewise.storage.inuse import InUse, paths_in_use
+    from computewise.storage.inventory import take_inventory
+    from computewise.storage.location import open_location
+    from computewise.storage.policy import read_policy
+    from computewise.storage.retention import plan_retention
+
+    rules = read_policy(policy)
+    location = open_location(path)
+    pricer = _pricer(location, storage_class, region)
+    as_of_s = _as_of_s(as_of)
+    archive_dir = None
+    if rules.archive is not None:
+        pricer.prices.price(rules.archive.to, region)  # an unknown class fails before the ledger is opened
+    if location.path is not None and rules.archive is not None:
+        archive_dir = (location.path / Path(rules.archive.folder).expanduser()).resolve()
+    ledger = _ledger(db, act)
+    with _Progress() as progress:
+        inventory = take_inventory(location, archive_dir, progress.walked)
+    in_use = paths_in_use(ledger) if ledger is not None else InUse((), ())
+    plan = plan_retention(inventory, location, rules, pricer, in_use, as_of_s)
+    if act and ledger is not None:
+        total = len(plan.actions)
+        with _Progress() as progress:
+            result = apply_plan(plan, location, ledger, archive_dir, lambda i, _: progress.acted(i, total))
+        data = result.to_dict()
+    else:
+        data = {**plan.to_dict(), "dry_run": True}
+    if as_json:
+        sys.stdout.write(json.dumps(data, indent=2) + "\n")
+    else:
+        print_apply(data, Console())
+
+
+def _ledger(db: str | None, act: bool) -> Ledger | None:
+    """The ledger (made if missing) for an apply; for a dry run, None when there is none yet to read.
+
+    Without a ledger no run is recorded as running, so nothing is in use: the dry run says so.
+    """
+    from computewise.errors import LedgerError
+
+    if act:
+        return open_ledger(db, create=True)
+    try:
+        return open_ledger(db)
+    except LedgerError as error:
+        Console(stderr=True).print(
+            f"computewise: no ledger to read running runs from ({error.message}); the plan assumes none is running",
+            highlight=False,
+            markup=False,
+            soft_wrap=True,
+        )
+        return None
+
+
+class _Progress:
+    """One status line on stderr while the walk, the hashing or the apply runs; gone when done."""
+
+    def __init__(self) -> None:
+        from rich.status import Status
+
+        self._status = Status("storage: starting", console=Console(stderr=True))
+
+    def __enter__(self) -> _Progress:
+        self._status.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._status.stop()
+
+    def walked(self, files: int, size_bytes: int) -> None:
+        from computewise.units import format_bytes
+
+        self._status.update(f"storage: listed {files:,} files, {format_bytes(size_bytes)}")
+
+    def hashed(self, done: int, total: int) -> None:
+        self._status.update(f"storage: hashing files whose sizes collide {done:,}/{total:,}")
+
+    def acted(self, done: int, total: int) -> None:
+        self._status.update(f"storage: acting {done + 1:,}/{total:,}")

@@ -1,0 +1,425 @@
+"""What the overview, runs and run pages show, as typed read-only results (the ``/api`` JSON is their ``to_dict``).
+
+No figure is computed here that ``account`` or ``monitor`` already computes: dollars come from
+``account.totals.price_run`` (through ``priced_runs``, ``group_report`` (what ``cost_report`` sums),
+``budget_status``, ``spend_anomalies`` and ``price_runs``; the overview prices its runs once and hands
+the same priced runs to each), the diagnosis, steps and attempts from ``monitor.summary.summarize``
+(what ``computewise runs show`` prints), so the dashboard and the CLI never disagree. What is new here is
+only how much is fetched: filters, sorting and pages in SQL, and time series averaged into at most
+``MAX_POINTS`` buckets in SQL (``ledger.queries``), so a page costs the same over a thousand runs and a
+million samples as over ten.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from computewise.account.anomalies import history_start_s, spend_anomalies
+from computewise.account.budgets import BudgetStatus, budget_status, budget_window_start_s
+from computewise.account.periods import DAY_S, day_start_s, iso_day, iso_utc, month_period, month_start_s
+from computewise.account.report import group_report
+from computewise.account.spend import PricedRun, overlapping, priced_runs
+from computewise.account.tags import NO_TAG
+from computewise.account.totals import RunCost, price_runs, run_end_s
+from computewise.catalog import Catalog
+from computewise.ledger import Ledger, RunRow
+from computewise.ledger.queries import RunFilter, RunSort
+from computewise.ledger.store import STALE_HEARTBEATS, STALE_MIN_S
+from computewise.specs.document import SCHEMA_VERSION
+
+__all__ = [
+    "MAX_POINTS",
+    "OVERVIEW_DAYS",
+    "OverviewView",
+    "RunItem",
+    "RunProgress",
+    "RunView",
+    "RunsQuery",
+    "RunsView",
+    "overview_view",
+    "run_progress",
+    "run_view",
+    "runs_view",
+]
+
+MAX_POINTS = 500  # per series: more than a chart 640 px wide can show, few enough to draw at once
+OVERVIEW_DAYS = 30
+TOP_ANOMALIES = 5
+RUNNING_SHOWN = 20
+
+
+@dataclass(frozen=True)
+class RunItem:
+    """One row of a run list: who, what, when, and what it cost so far."""
+
+    id: int
+    kind: str
+    command: str
+    tags: dict[str, str]
+    status: str
+    user: str
+    host: str
+    started_at_s: float
+    ended_at_s: float | None
+    gpu_count: int
+    duration_s: float
+    cost_usd: float
+    gpu_hours: float
+    idle_cost_usd: float
+    gpu_util_pct_mean: float | None
+    cpu_percent_mean: float | None
+
+    @classmethod
+    def of(cls, run: RunRow, cost: RunCost) -> RunItem:
+        return cls(
+            id=run.id,
+            kind=run.kind,
+            command=run.command,
+            tags=dict(run.tags),
+            status=run.status,
+            user=run.user,
+            host=run.host,
+            started_at_s=run.started_at_s,
+            ended_at_s=run.ended_at_s,
+            gpu_count=run.gpu_count,
+            duration_s=cost.duration_s,
+            cost_usd=cost.cost_usd,
+            gpu_hours=cost.gpu_hours,
+            idle_cost_usd=cost.idle_cost_usd,
+            gpu_util_pct_mean=cost.gpu_util_pct_mean,
+            cpu_percent_mean=cost.cpu_percent_mean,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "kind": self.kind,
+            "command": self.command,
+            "tags": dict(self.tags),
+            "status": self.status,
+            "user": self.user,
+            "host": self.host,
+            "started_at": iso_utc(self.started_at_s),
+            "started_at_s": self.started_at_s,
+            "ended_at_s": self.ended_at_s,
+            "gpu_count": self.gpu_count,
+            "duration_s": self.duration_s,
+            "cost_usd": self.cost_usd,
+            "gpu_hours": self.gpu_hours,
+            "idle_cost_usd": self.idle_cost_usd,
+            "gpu_util_pct_mean": self.gpu_util_pct_mean,
+            "cpu_percent_mean": self.cpu_percent_mean,
+        }
+
+
+def _items(ledger: Ledger, runs: list[RunRow], now_s: float) -> list[RunItem]:
+    return [RunItem.of(run, cost) for run, cost in zip(runs, price_runs(ledger, runs, now_s), strict=True)]
+
+
+# -- overview ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class OverviewView:
+    """This month's spend against the budgets, the last ``OVERVIEW_DAYS`` days of spend stacked by a tag,
+    the biggest anomalies, and the runs running now. ``total_runs`` 0 is the empty ledger."""
+
+    now_s: float
+    period: str
+    month_start_s: float
+    total_runs: int
+    spend_month_usd: float
+    gpu_hours_month: float
+    idle_cost_month_usd: float
+    runs_month: int
+    budgets: tuple[BudgetStatus, ...]
+    stack: str | None
+    stack_keys: tuple[str, ...]
+    days: tuple[str, ...]
+    spend_by_day: tuple[tuple[str, tuple[float, ...]], ...]  # (group label, daily USD), biggest first
+    anomalies: tuple[dict[str, Any], ...]
+    running: tuple[RunItem, ...]
+    running_total: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "now_s": self.now_s,
+            "period": self.period,
+            "month_start": iso_utc(self.month_start_s),
+            "total_runs": self.total_runs,
+            "spend_month_usd": self.spend_month_usd,
+            "gpu_hours_month": self.gpu_hours_month,
+            "idle_cost_month_usd": self.idle_cost_month_usd,
+            "runs_month": self.runs_month,
+            "budgets": [status.to_dict() for status in self.budgets],
+            "stack": self.stack,
+            "stack_keys": list(self.stack_keys),
+            "days": list(self.days),
+            "spend_by_day": [{"group": group, "daily_usd": list(daily)} for group, daily in self.spend_by_day],
+            "anomalies": [dict(a) for a in self.anomalies],
+            "running": [item.to_dict() for item in self.running],
+            "running_total": self.running_total,
+        }
+
+
+def overview_view(ledger: Ledger, now_s: float, stack: str | None) -> OverviewView:
+    """The overview; ``stack`` is a tag key (default: the one most runs carry; none: one series of all runs)."""
+    total_runs = ledger.count_runs(RunFilter())
+    keys = tuple(key for key, _ in ledger.tag_key_counts())
+    stack_key = stack if stack else (keys[0] if keys else None)
+    by = (stack_key,) if stack_key else ()
+    month_from_s = month_start_s(now_s)
+    since_s = day_start_s(now_s) - (OVERVIEW_DAYS - 1) * DAY_S
+    # One pricing pass over the widest window any figure reads; each figure narrows it (``overlapping``).
+    widest_from_s = min(month_from_s, history_start_s(since_s, now_s), budget_window_start_s(now_s))
+    priced = priced_runs(ledger, widest_from_s, now_s, now_s)
+    month_runs = overlapping(priced, month_from_s, now_s)
+    month = group_report(month_runs, (), lambda _run: (), month_from_s, now_s, now_s).total
+    anomalies = spend_anomalies(ledger, by, since_s, now_s, already_priced=priced)
+    skip = round((since_s - anomalies.first_day_s) / DAY_S)
+    series = sorted(
+        ((_group_label(dict(group), stack_key), daily[skip:]) for group, daily in anomalies.series),
+        key=lambda pair: (-sum(pair[1]), pair[0]),
+    )
+    top = sorted(anomalies.anomalies, key=lambda a: -a.score)[:TOP_ANOMALIES]
+    running_where = RunFilter(status="running")
+    running = ledger.runs_page(running_where, "started", True, now_s, 0, RUNNING_SHOWN)
+    return OverviewView(
+        now_s=now_s,
+        period=month_period(now_s),
+        month_start_s=month_from_s,
+        total_runs=total_runs,
+        spend_month_usd=month.cost_usd,
+        gpu_hours_month=month.gpu_hours,
+        idle_cost_month_usd=month.idle_cost_usd,
+        runs_month=month.runs,
+        budgets=tuple(budget_status(ledger, now_s, already_priced=priced)),
+        stack=stack_key,
+        stack_keys=keys,
+        days=tuple(iso_day(since_s + k * DAY_S) for k in range(OVERVIEW_DAYS)),
+        spend_by_day=tuple((label, tuple(daily)) for label, daily in series if any(v > 0 for v in daily)),
+        anomalies=tuple(a.to_dict() for a in top),
+        running=tuple(_priced_items(ledger, running, priced, now_s)),
+        running_total=ledger.count_runs(running_where),
+    )
+
+
+def _priced_items(ledger: Ledger, runs: list[RunRow], priced: list[PricedRun], now_s: float) -> list[RunItem]:
+    """Rows for ``runs``, priced by the page's one pass where it covers them (a running run always overlaps now)."""
+    costs = {p.run.id: p.cost for p in priced}
+    if all(run.id in costs for run in runs):
+        return [RunItem.of(run, costs[run.id]) for run in runs]
+    return _items(ledger, runs, now_s)
+
+
+def _group_label(group: dict[str, str], key: str | None) -> str:
+    return "all runs" if key is None else group.get(key, NO_TAG)
+
+
+# -- runs --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RunsQuery:
+    """A run list as the query string asks for it (already parsed and checked)."""
+
+    where: RunFilter = field(default_factory=RunFilter)
+    sort: RunSort = "started"
+    descending: bool = True
+    page: int = 1
+    per_page: int = 50
+
+    def to_dict(self) -> dict[str, Any]:
+        where = self.where
+        return {
+            "q": where.text,
+            "tags": dict(where.tags),
+            "status": where.status,
+            "kind": where.kind,
+            "since_s": where.since_s,
+            "until_s": where.until_s,
+            "sort": self.sort,
+            "order": "desc" if self.descending else "asc",
+            "page": self.page,
+            "per_page": self.per_page,
+        }
+
+
+@dataclass(frozen=True)
+class RunsView:
+    """One page of the matching runs, how many match, and what all of them cost together."""
+
+    query: RunsQuery
+    now_s: float
+    matched: int
+    pages: int
+    total_cost_usd: float
+    total_gpu_hours: float
+    runs: tuple[RunItem, ...]
+    ledger_empty: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "query": self.query.to_dict(),
+            "now_s": self.now_s,
+            "matched": self.matched,
+            "pages": self.pages,
+            "total_cost_usd": self.total_cost_usd,
+            "total_gpu_hours": self.total_gpu_hours,
+            "ledger_empty": self.ledger_empty,
+            "runs": [item.to_dict() for item in self.runs],
+        }
+
+
+def runs_view(ledger: Ledger, query: RunsQuery, now_s: float) -> RunsView:
+    """The page asked for; the totals cover every matching run, priced like ``cost report`` prices them."""
+    matching = ledger.runs_page(query.where, query.sort, query.descending, now_s, 0, None)
+    costs = price_runs(ledger, matching, now_s)
+    start = (query.page - 1) * query.per_page
+    shown = matching[start : start + query.per_page]
+    page_costs = costs[start : start + query.per_page]
+    return RunsView(
+        query=query,
+        now_s=now_s,
+        matched=len(matching),
+        pages=max(1, math.ceil(len(matching) / query.per_page)),
+        total_cost_usd=sum(cost.cost_usd for cost in costs),
+        total_gpu_hours=sum(cost.gpu_hours for cost in costs),
+        runs=tuple(RunItem.of(run, cost) for run, cost in zip(shown, page_costs, strict=True)),
+        ledger_empty=not matching and ledger.count_runs(RunFilter()) == 0,
+    )
+
+
+# -- one run -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RunView:
+    """A run's page: ``runs show``'s summary, and its series averaged into at most ``MAX_POINTS`` buckets.
+
+    ``series`` maps a chart name (``cpu``, ``memory``, ``power``, ``cost``, ``gpuN-util``,
+    ``gpuN-memory``) to ``(seconds since start, value)`` points.
+    """
+
+    summary: dict[str, Any]
+    sample_count: int
+    bucket_s: float
+    series: dict[str, tuple[tuple[float, float], ...]]
+    live: bool
+    track: dict[str, Any] | None  # what track() reported at the end (steps, throughput, MFU), if it ran
+
+    @property
+    def run(self) -> dict[str, Any]:
+        run: dict[str, Any] = self.summary["run"]
+        return run
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema_version": SCHEMA_VERSION,
+            **{key: value for key, value in self.summary.items() if key != "series"},
+            "sample_count": self.sample_count,
+            "bucket_s": self.bucket_s,
+            "live": self.live,
+            "track": self.track,
+            "series": {name: [list(point) for point in points] for name, points in self.series.items()},
+        }
+
+
+def run_view(ledger: Ledger, catalog: Catalog, run_id: int, now_s: float) -> RunView:
+    """Raises ``InputError`` for an unknown run id (the CLI's message)."""
+    from computewise.monitor.summary import summarize  # numpy: a third of the server's start, paid on first use
+
+    summary = summarize(ledger, run_id, now_s, catalog)
+    run = summary.run
+    count, first_s, last_s = ledger.sample_span(run_id)
+    series: dict[str, tuple[tuple[float, float], ...]] = {}
+    bucket_s = 0.0
+    if count and first_s is not None and last_s is not None:
+        # A hair wider than span / MAX_POINTS, so the last sample still falls in bucket MAX_POINTS - 1.
+        bucket_s = max(run.interval_s, (last_s - first_s) / MAX_POINTS) * (1 + 1e-9) + 1e-9
+        series = _series(ledger, run, first_s, bucket_s, summary.cost, now_s)
+    return RunView(
+        summary=summary.to_dict(),
+        sample_count=count,
+        bucket_s=bucket_s,
+        series=series,
+        live=run.status == "running",
+        track=dict(run.summary) if run.summary else None,
+    )
+
+
+def _series(
+    ledger: Ledger, run: RunRow, first_s: float, bucket_s: float, cost: RunCost, now_s: float
+) -> dict[str, tuple[tuple[float, float], ...]]:
+    buckets = ledger.sample_buckets(run.id, first_s, bucket_s)
+    start_s = run.started_at_s
+    # Cost accrues evenly over the run's wall time (account.spend): the same rule every report uses.
+    priced = PricedRun(
+        run=run,
+        cost=cost,
+        totals=ledger.run_totals([run.id])[run.id],
+        end_s=max(run.started_at_s, run_end_s(run, now_s)),
+    )
+    series: dict[str, tuple[tuple[float, float], ...]] = {
+        "cpu": tuple((b.t_s - start_s, b.cpu_percent) for b in buckets),
+        "memory": tuple((b.t_s - start_s, b.rss_bytes) for b in buckets),
+        # Mean power of the job (measured, or estimated per sample) = energy / time sampled.
+        "power": tuple((b.t_s - start_s, b.energy_j / b.sampled_s) for b in buckets if b.sampled_s > 0),
+        "cost": tuple((b.t_s - start_s, cost.cost_usd * priced.share(start_s, b.t_s)) for b in buckets),
+    }
+    per_gpu: dict[str, list[tuple[float, float]]] = {}
+    for g in ledger.gpu_buckets(run.id, first_s, bucket_s):
+        if g.utilization_pct is not None:
+            per_gpu.setdefault(f"gpu{g.gpu_index}-util", []).append((g.t_s - start_s, g.utilization_pct))
+        if g.memory_used_bytes is not None:
+            per_gpu.setdefault(f"gpu{g.gpu_index}-memory", []).append((g.t_s - start_s, g.memory_used_bytes))
+    return series | {name: tuple(points) for name, points in per_gpu.items()}
+
+
+# -- live updates ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RunProgress:
+    """What a live page watches: a change of any field means new samples or a new status.
+
+    ``over`` holds once the run has ended, or when its monitor fell silent for as long as the
+    ledger's crash rule allows (``STALE_HEARTBEATS`` intervals, at least ``STALE_MIN_S``): a stream
+    must not wait forever on a run whose process was killed without a word.
+    """
+
+    run_id: int
+    status: str
+    sample_count: int
+    last_sample_s: float | None
+    heartbeat_at_s: float
+    over: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "status": self.status,
+            "sample_count": self.sample_count,
+            "last_sample_s": self.last_sample_s,
+            "heartbeat_at_s": self.heartbeat_at_s,
+            "over": self.over,
+        }
+
+
+def run_progress(ledger: Ledger, run_id: int, now_s: float) -> RunProgress:
+    run = ledger.run(run_id)
+    count, _, last_s = ledger.sample_span(run_id)
+    seen_s = max(run.heartbeat_at_s, last_s if last_s is not None else run.heartbeat_at_s)
+    silent = now_s - seen_s > max(STALE_HEARTBEATS * run.interval_s, STALE_MIN_S)
+    return RunProgress(
+        run_id=run_id,
+        status=run.status,
+        sample_count=count,
+        last_sample_s=last_s,
+        heartbeat_at_s=run.heartbeat_at_s,
+        over=run.status != "running" or silent,
+    )

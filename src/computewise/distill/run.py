@@ -1,0 +1,306 @@
+"""``computewise distill``: train a smaller student to answer like the teacher, grade it, time it, export it.
+
+The order of work, and why:
+
+1. The user's inputs are split once (a fixed shuffle) into training inputs and held-aside inputs;
+   the student never sees the held-aside ones, which are what it is graded on.
+2. The teacher answers the training inputs once; the student is trained on those answers with
+   ``computewise.train``'s step engine (``objective`` says which loss for which task).
+3. Grading is ``optimize``'s: the same metric (agreement with the teacher, or the user's
+   ``fn(predict)``) and the same drop budget, on the held-aside inputs.
+4. Speed and export are ``optimize``'s too. Teacher and student each go through one search
+   restricted to the same exported variant (ONNX Runtime, FP32, every graph optimisation), so the
+   speed-up compares like with like (precision, batching, threads, machine), and the student's
+   variant is written with ``optimize.artifact``: ``serve`` runs it, ``optimize`` can quantize it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from computewise.distill.objective import distillation_loss
+from computewise.distill.student import Student, StudentSpec, build_student
+from computewise.errors import InputError
+from computewise.estimate.quote import Ask, PriceRequest, Quote, quote
+from computewise.optimize.feeds import Feed, split_indices
+from computewise.optimize.predictors import TorchPredictor, predict_all
+from computewise.optimize.quality import DropBudget, Metric, load_metric
+from computewise.optimize.search import SearchOptions, SearchResult, run_search
+from computewise.optimize.source import ModelSource, load_source
+from computewise.specs.document import SCHEMA_VERSION
+
+__all__ = ["EXPORTED_VARIANT", "DistillOptions", "DistillResult", "SpeedFigure", "distill"]
+
+EXPORTED_VARIANT = "ort-all"  # FP32 ONNX Runtime with every graph optimisation: the teacher's precision
+Progress = Callable[[str, int, int], None]
+
+
+@dataclass(frozen=True)
+class DistillOptions:
+    """How long and how hard to train; ``learning_rate`` None picks 1e-4 for encoders, 1e-3 otherwise."""
+
+    epochs: int = 10
+    batch_size: int = 32
+    learning_rate: float | None = None
+    held_out_fraction: float = 0.2
+    time_budget_s: float = 1800.0  # training stops after the step that crosses it
+    threads: int | None = None
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class SpeedFigure:
+    """Teacher and student at one batch size, both as the exported variant on this machine."""
+
+    batch_size: int
+    teacher_items_per_s: float
+    student_items_per_s: float
+    teacher_p50_ms: float
+    student_p50_ms: float
+
+    @property
+    def throughput_speedup(self) -> float:
+        return self.student_items_per_s / self.teacher_items_per_s
+
+    @property
+    def latency_speedup(self) -> float:
+        return self.teacher_p50_ms / self.student_p50_ms
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self) | {"throughput_speedup": self.throughput_speedup, "latency_speedup": self.latency_speedup}
+
+
+@dataclass(frozen=True)
+class DistillResult:
+    """What ``distill`` did and what came of it: the ``distill --json`` document."""
+
+    teacher: str
+    student: str
+    student_description: str
+    task: str
+    teacher_parameters: int
+    student_parameters: int
+    train_examples: int
+    held_out_examples: int
+    epochs: int
+    steps: int
+    train_time_s: float
+    first_loss: float
+    last_loss: float
+    metric: str
+    max_drop: str
+    teacher_quality: float
+    student_quality: float
+    student_worst: float | None
+    meets_budget: bool
+    variant: str
+    speeds: tuple[SpeedFigure, ...]
+    wall_time_s: float
+    usd_per_hour: float  # the machine that distilled, as ``estimate.quote`` prices its vCPUs
+    cost_usd: float  # wall_time_s at usd_per_hour
+    price_explanation: str
+    exported_to: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["speeds"] = [speed.to_dict() for speed in self.speeds]
+        return {"schema_version": SCHEMA_VERSION} | data
+
+
+def distill(
+    teacher_model: str,
+    spec: StudentSpec,
+    inputs: Path | None,
+    out: Path | None,
+    options: DistillOptions,
+    *,
+    metric_spec: str | None = None,
+    max_drop: DropBudget,
+    progress: Progress | None = None,
+) -> DistillResult:
+    """Distil ``teacher_model`` (a Hugging Face encoder directory or an entry point) into ``spec``'s student."""
+    started = time.perf_counter()
+    report = progress or (lambda _what, _done, _total: None)
+    teacher = load_source(teacher_model, inputs, None)
+    metric = load_metric(metric_spec, teacher.task, max_drop)
+    student = build_student(teacher, spec)
+    count = len(teacher.feed)
+    if count < 10:
+        raise InputError(
+            f"{count} inputs are too few to distil from: a student needs many more than it has held aside",
+            "give --inputs with hundreds or thousands of unlabelled examples",
+        )
+    train_indices, held_indices = split_indices(count, 1 - options.held_out_fraction, options.seed)
+    train_feed, held_feed = teacher.feed.subset(train_indices), teacher.feed.subset(held_indices)
+    with _threads(options.threads):
+        teacher_predict = TorchPredictor(teacher.module, teacher.positional)
+        report("teacher answers", 0, 1)
+        targets = predict_all(teacher_predict, train_feed, options.batch_size).astype(np.float32)
+        train_started = time.perf_counter()
+        steps, epochs, losses = _train(teacher, student, train_feed, targets, options, report)
+        train_time_s = time.perf_counter() - train_started
+        student.module.eval()
+        reference = predict_all(teacher_predict, held_feed, options.batch_size)
+        teacher_score, _ = metric.score(teacher_predict, held_feed, reference, options.batch_size)
+        student_predict = TorchPredictor(student.module, teacher.positional)
+        student_score, _ = metric.score(student_predict, held_feed, reference, options.batch_size)
+    meets = metric.meets(student_score, teacher_score.value)
+    student_source = replace(
+        teacher,
+        module=student.module,
+        export_module=student.export_module,
+        description=f"{teacher.description} distilled to {spec}",
+    )
+    report("timing teacher and student", 0, 2)
+    teacher_search = _exported_variant_search(teacher, metric, options)
+    report("timing teacher and student", 1, 2)
+    student_search = _exported_variant_search(student_source, metric, options)
+    wall_time_s = time.perf_counter() - started
+    price = _price(options.threads)
+    exported = None
+    if out is not None:
+        from computewise.optimize.artifact import write_artifact
+
+        variant = student_search.variant(EXPORTED_VARIANT)
+        exported = str(write_artifact(student_search, variant, out, forced=not meets))
+    return DistillResult(
+        teacher=teacher.description,
+        student=str(spec),
+        student_description=student.description,
+        task=teacher.task,
+        teacher_parameters=student.teacher_parameters,
+        student_parameters=student.student_parameters,
+        train_examples=len(train_feed),
+        held_out_examples=len(held_feed),
+        epochs=epochs,
+        steps=steps,
+        train_time_s=train_time_s,
+        first_loss=losses[0],
+        last_loss=losses[-1],
+        metric=metric.name,
+        max_drop=str(max_drop),
+        teacher_quality=teacher_score.value,
+        student_quality=student_score.value,
+        student_worst=student_score.worst,
+        meets_budget=meets,
+        variant=EXPORTED_VARIANT,
+        speeds=_speeds(teacher_search, student_search),
+        wall_time_s=wall_time_s,
+        usd_per_hour=price.hourly_usd,
+        cost_usd=price.hourly_usd * wall_time_s / 3600,
+        price_explanation=price.explanation,
+        exported_to=exported,
+    )
+
+
+def _train(
+    teacher: ModelSource,
+    student: Student,
+    feed: Feed,
+    targets: np.ndarray,
+    options: DistillOptions,
+    report: Progress,
+) -> tuple[int, int, list[float]]:
+    """Epochs of optimizer steps until ``options.epochs`` or the time budget; (steps, epochs, epoch mean losses)."""
+    import torch
+
+    from computewise.train.config import TrainConfig
+    from computewise.train.engine import StepEngine
+    from computewise.train.setup import TrainingSetup
+
+    positional, task = teacher.positional, teacher.task
+    rate = options.learning_rate or (1e-4 if teacher.kind == "hf" else 1e-3)
+
+    def loss(model: Any, batch: tuple[dict[str, Any], Any]) -> Any:
+        named, target = batch
+        output = model(*named.values()) if positional else model(**named)
+        return distillation_loss(task, output, target)
+
+    batch_size = min(options.batch_size, len(feed))
+    setup = TrainingSetup(
+        model=student.module,
+        loss=loss,
+        dataset=list(range(len(feed))),
+        global_batch_size=batch_size,
+        make_optimizer=lambda parameters, fused: torch.optim.AdamW(parameters, lr=rate, fused=fused or None),
+        seed=options.seed,
+    )
+    torch.manual_seed(options.seed)
+    engine = StepEngine.prepare(setup, TrainConfig(precision="fp32"), device="cpu")
+    deadline = time.perf_counter() + options.time_budget_s
+    rng = np.random.default_rng(options.seed)
+    total = options.epochs * (len(feed) // batch_size)
+    steps, losses = 0, []
+    for epoch in range(options.epochs):
+        order = rng.permutation(len(feed))
+        epoch_losses = []
+        for start in range(0, len(order) - batch_size + 1, batch_size):
+            indices = order[start : start + batch_size].tolist()
+            named = {name: torch.from_numpy(np.ascontiguousarray(a)) for name, a in feed.batch(indices).items()}
+            epoch_losses.append(engine.step([(named, torch.from_numpy(targets[indices]))]))
+            steps += 1
+            report(f"epoch {epoch + 1}/{options.epochs}, loss {epoch_losses[-1]:.4f}", steps, total)
+            if time.perf_counter() > deadline:
+                losses.append(float(np.mean(epoch_losses)))
+                return steps, epoch + 1, losses
+        losses.append(float(np.mean(epoch_losses)))
+    return steps, options.epochs, losses
+
+
+def _price(threads: int | None) -> Quote:
+    """What the vCPUs that ran the distillation cost per hour: the catalog's CPU price, as ``run`` bills."""
+    import os
+
+    from computewise.catalog import load_catalog
+
+    vcpus = threads or len(os.sched_getaffinity(0))
+    return quote(load_catalog(), Ask(vcpus=vcpus, why=f"{vcpus} vCPUs distilled"), PriceRequest())
+
+
+def _exported_variant_search(source: ModelSource, metric: Metric, options: DistillOptions) -> SearchResult:
+    """``optimize``'s search of ``source`` restricted to the exported variant: its build, grade and speed."""
+    search_options = SearchOptions(
+        batch_sizes=(1, options.batch_size), only=(EXPORTED_VARIANT,), threads=options.threads
+    )
+    result = run_search(source, load_metric(None, metric.task, metric.budget), search_options)
+    variant = result.variant(EXPORTED_VARIANT) if any(v.name == EXPORTED_VARIANT for v in result.variants) else None
+    if variant is None or variant.status != "ok":
+        reason = variant.reason if variant is not None else "not built"
+        raise InputError(f"the {EXPORTED_VARIANT} variant of {source.description} failed: {reason}")
+    return result
+
+
+def _speeds(teacher: SearchResult, student: SearchResult) -> tuple[SpeedFigure, ...]:
+    figures = []
+    for speed in teacher.variant(EXPORTED_VARIANT).speeds:
+        mine = student.variant(EXPORTED_VARIANT).speed_at(speed.batch_size)
+        if mine is not None:
+            figures.append(
+                SpeedFigure(speed.batch_size, speed.items_per_s, mine.items_per_s, speed.p50_ms, mine.p50_ms)
+            )
+    return tuple(figures)
+
+
+class _threads:
+    """torch's intra-op threads set for the block, as ``optimize`` sets them for its sessions."""
+
+    def __init__(self, threads: int | None) -> None:
+        self.threads, self.before = threads, 0
+
+    def __enter__(self) -> None:
+        import torch
+
+        self.before = torch.get_num_threads()
+        if self.threads is not None:
+            torch.set_num_threads(self.threads)
+
+    def __exit__(self, *_: object) -> None:
+        import torch
+
+        torch.set_num_threads(self.before)

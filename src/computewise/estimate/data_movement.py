@@ -1,0 +1,146 @@
+"""Moving a training dataset to the GPUs: egress, copy time, and the read rate the job needs.
+
+A plan that rents GPUs in another region (or another cloud) than the one holding the data pays for
+the bytes to leave, and waits for them to arrive. The dataset is copied once, before training, to
+storage beside the GPUs: reading it across regions every epoch would pay egress on every pass. So the
+copy adds its egress to the cost and its duration to the wall time, but no GPU-hours (the GPUs are
+rented when the copy is done).
+
+The read rate is what storage beside the GPUs must sustain: training tokens per second times the
+bytes one token takes in a tokenized shard. Megatron-LM's indexed dataset and nanoGPT store token ids
+in the smallest unsigned integer that holds the vocabulary: 2 bytes up to 65,536 entries, else 4.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from computewise.errors import InputError
+from computewise.specs.document import read_float, read_str
+
+if TYPE_CHECKING:
+    from computewise.catalog import Catalog
+
+__all__ = [
+    "DataMovement",
+    "DataSite",
+    "EgressScope",
+    "data_movement",
+    "data_site",
+    "egress_scope",
+    "token_bytes",
+]
+
+EgressScope = Literal["same-region", "inter-region", "internet"]
+_SCOPES: tuple[EgressScope, ...] = ("same-region", "inter-region", "internet")
+
+_UINT16_VOCAB = 65_536
+_BYTES_PER_GB = 1e9  # cloud egress is billed per decimal GB
+
+
+@dataclass(frozen=True)
+class DataSite:
+    """Where the dataset lives (``--data-region``) and how big it is (``--dataset-size``)."""
+
+    cloud: str
+    region: str
+    dataset_bytes: float
+
+
+@dataclass(frozen=True)
+class DataMovement:
+    """What moving the dataset to one option's GPUs costs and takes, and the read rate training needs there."""
+
+    origin: str  # cloud:region of the dataset
+    dataset_bytes: float
+    scope: EgressScope
+    usd_per_gb: float
+    egress_usd: float
+    transfer_s: float
+    read_bytes_per_s: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "origin": self.origin,
+            "dataset_bytes": self.dataset_bytes,
+            "scope": self.scope,
+            "usd_per_gb": self.usd_per_gb,
+            "egress_usd": self.egress_usd,
+            "transfer_seconds": self.transfer_s,
+            "read_bytes_per_s": self.read_bytes_per_s,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], source: str) -> DataMovement:
+        scope = read_str(data, "scope", source)
+        known = next((s for s in _SCOPES if s == scope), None)
+        if known is None:
+            raise InputError(f"{source}: data.scope {scope!r} is not one of {', '.join(_SCOPES)}", "re-run plan")
+        return cls(
+            origin=read_str(data, "origin", source),
+            dataset_bytes=read_float(data, "dataset_bytes", source),
+            scope=known,
+            usd_per_gb=read_float(data, "usd_per_gb", source),
+            egress_usd=read_float(data, "egress_usd", source),
+            transfer_s=read_float(data, "transfer_seconds", source),
+            read_bytes_per_s=read_float(data, "read_bytes_per_s", source),
+        )
+
+
+def data_site(catalog: Catalog, place: str, dataset_bytes: float) -> DataSite:
+    """``--data-region``: ``cloud:region`` (any region of a catalog cloud, GPUs or not), or a region name
+    that only one cloud's offerings use."""
+    cloud_text, _, region_text = place.rpartition(":")
+    region = region_text.strip().lower()
+    if not region:
+        raise InputError(f"--data-region {place!r} names no region", "e.g. --data-region aws:us-east-1")
+    if cloud_text:
+        return DataSite(catalog.cloud(cloud_text), region, dataset_bytes)
+    clouds = sorted({row.cloud for row in catalog.offerings if row.region == catalog.region(region)})
+    if len(clouds) > 1:
+        raise InputError(
+            f"region {region!r} is sold by {' and '.join(clouds)}: which one holds the data?",
+            f"name the cloud: --data-region {clouds[0]}:{region}",
+        )
+    return DataSite(clouds[0], region, dataset_bytes)
+
+
+def egress_scope(site: DataSite, cloud: str, region: str) -> EgressScope:
+    """How the bytes travel to GPUs in ``cloud``/``region``: not at all, between regions of one cloud,
+    or out to the internet (another cloud, or an owned server with no cloud)."""
+    if cloud != site.cloud:
+        return "internet"
+    return "same-region" if region == site.region else "inter-region"
+
+
+def token_bytes(vocab_size: int) -> int:
+    """Bytes of one token id in a tokenized shard: uint16 when the vocabulary fits, else 4 bytes."""
+    return 2 if 0 < vocab_size <= _UINT16_VOCAB else 4
+
+
+def data_movement(
+    site: DataSite,
+    scope: EgressScope,
+    *,
+    usd_per_gb: float,
+    copy_bytes_per_s: float,
+    tokens: float,
+    training_s: float,
+    vocab_size: int,
+) -> DataMovement:
+    """Egress and copy time of ``site``'s dataset over ``scope``, and the read rate of ``tokens`` in ``training_s``.
+
+    ``copy_bytes_per_s`` is the slower of the managed copy's rate and the destination's network.
+    """
+    moved = scope != "same-region"
+    return DataMovement(
+        origin=f"{site.cloud}:{site.region}",
+        dataset_bytes=site.dataset_bytes,
+        scope=scope,
+        usd_per_gb=usd_per_gb if moved else 0.0,
+        egress_usd=site.dataset_bytes / _BYTES_PER_GB * usd_per_gb if moved else 0.0,
+        transfer_s=site.dataset_bytes / copy_bytes_per_s if moved else 0.0,
+        read_bytes_per_s=tokens * token_bytes(vocab_size) / training_s if training_s > 0 else 0.0,
+    )

@@ -1,0 +1,384 @@
+"""``plan federated``: time, bytes, server cost and client energy of federated averaging rounds.
+
+One round of FedAvg (McMahan et al. 2017, "Communication-Efficient Learning of Deep Networks from
+Decentralized Data", Algorithm 1): the server picks ``m = max(1, round(C x N))`` of its ``N`` clients
+(participation ``C``), each downloads the model, runs ``K`` local steps of batch ``B``, uploads its
+update, and the server averages the ``m`` updates. Per participating client::
+
+    download_s    = model_bytes x 8 / downlink_bits_per_s            (the fp32 model, uncompressed)
+    compute_s     = K x B x training FLOPs per sample / (peak x mfu)   (estimate.flops: 6N plus attention)
+    upload_s      = update_bytes x 8 / uplink_bits_per_s              (compressed, below)
+    aggregation_s = (m + 1) x model_bytes / server memory bandwidth   (read m fp32 updates, write one model)
+    round_s       = download_s + compute_s + upload_s + aggregation_s
+
+**A round waits for its slowest participant.** The clients here are identical (one device, one
+link), so the slowest is any of them and a round takes one client's time; a real fleet has
+stragglers, so this is a lower bound, and fewer participants change the bytes and energy, not the
+time. Server links are assumed not to be the bottleneck (a server fans out to ``m`` clients at once).
+
+Compression applies to the upload (the update; Konečný et al. 2016, "Federated Learning: Strategies
+for Improving Communication Efficiency"): ``int8`` sends 1 byte per parameter, 1/4 of fp32 (per-tensor
+scales are a few bytes per layer and left out); ``topk`` sends the ``ratio x P`` largest values as fp32
+with an int32 index each, 8 bytes per kept value. Client energy is the device's power (the catalog
+row's ``tdp_w``) over the compute time plus the radio: per-byte energy up and down and the radio's
+active power over the transfer time (an LTE power model, catalog assumptions with their source).
+The server is billed, at the one price quote (``estimate.quote``), for the whole wall time.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from computewise.errors import InputError
+from computewise.specs.document import SCHEMA_VERSION, check_schema_version
+
+__all__ = [
+    "COMPRESSIONS",
+    "Compression",
+    "FederatedJob",
+    "FederatedPlan",
+    "FederatedRound",
+    "ParticipationEffect",
+    "RadioModel",
+    "plan_federated",
+    "update_bytes",
+]
+
+Compression = Literal["none", "int8", "topk"]
+COMPRESSIONS: tuple[Compression, ...] = ("none", "int8", "topk")
+_FP32_BYTES = 4.0
+_INT8_BYTES = 1.0
+_TOPK_BYTES_PER_VALUE = 8.0  # fp32 value + int32 index
+
+
+@dataclass(frozen=True)
+class RadioModel:
+    """Energy of moving bytes over the client's radio (catalog assumptions)."""
+
+    uplink_j_per_byte: float
+    downlink_j_per_byte: float
+    active_w: float
+
+
+@dataclass(frozen=True)
+class FederatedJob:
+    """Everything a round depends on, as plain numbers (the CLI resolves names and prices)."""
+
+    model_name: str
+    params: float
+    flops_per_sample: float  # training (forward + backward) FLOPs of one sample
+    clients: int
+    participation: float
+    rounds: int
+    local_steps: int
+    local_batch: int
+    client_device: str
+    client_peak_flops: float
+    client_mfu: float
+    client_power_w: float
+    uplink_bits_per_s: float
+    downlink_bits_per_s: float
+    compression: Compression
+    topk_ratio: float
+    server_memory_bytes_per_s: float
+    server_usd_per_h: float
+    radio: RadioModel
+
+
+def update_bytes(params: float, compression: Compression, topk_ratio: float) -> float:
+    """Bytes of one client's upload under ``compression`` (module docstring)."""
+    if compression == "none":
+        return params * _FP32_BYTES
+    if compression == "int8":
+        return params * _INT8_BYTES
+    return math.ceil(params * topk_ratio) * _TOPK_BYTES_PER_VALUE
+
+
+@dataclass(frozen=True)
+class FederatedRound:
+    """One round under one compression: its parts in seconds, its bytes, and one client's energy."""
+
+    compression: Compression
+    participants: int
+    download_bytes_per_client: float
+    upload_bytes_per_client: float
+    download_s: float
+    compute_s: float
+    upload_s: float
+    aggregation_s: float
+    client_compute_j: float
+    client_radio_j: float
+
+    @property
+    def round_s(self) -> float:
+        return self.download_s + self.compute_s + self.upload_s + self.aggregation_s
+
+    @property
+    def bytes_per_round(self) -> float:
+        return self.participants * (self.download_bytes_per_client + self.upload_bytes_per_client)
+
+    @property
+    def client_j(self) -> float:
+        return self.client_compute_j + self.client_radio_j
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "compression": self.compression,
+            "participants": self.participants,
+            "download_bytes_per_client": self.download_bytes_per_client,
+            "upload_bytes_per_client": self.upload_bytes_per_client,
+            "bytes_per_round": self.bytes_per_round,
+            "download_s": self.download_s,
+            "compute_s": self.compute_s,
+            "upload_s": self.upload_s,
+            "aggregation_s": self.aggregation_s,
+            "round_s": self.round_s,
+            "client_compute_j": self.client_compute_j,
+            "client_radio_j": self.client_radio_j,
+            "client_j": self.client_j,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> FederatedRound:
+        compression = str(data["compression"])
+        if compression not in COMPRESSIONS:
+            raise InputError(f"unknown compression {compression!r}", f"use one of {', '.join(COMPRESSIONS)}")
+        return cls(
+            compression=compression,
+            participants=int(data["participants"]),
+            download_bytes_per_client=float(data["download_bytes_per_client"]),
+            upload_bytes_per_client=float(data["upload_bytes_per_client"]),
+            download_s=float(data["download_s"]),
+            compute_s=float(data["compute_s"]),
+            upload_s=float(data["upload_s"]),
+            aggregation_s=float(data["aggregation_s"]),
+            client_compute_j=float(data["client_compute_j"]),
+            client_radio_j=float(data["client_radio_j"]),
+        )
+
+
+@dataclass(frozen=True)
+class ParticipationEffect:
+    """The chosen compression at another participation: bytes and energy scale with the participants."""
+
+    participation: float
+    participants: int
+    bytes_total: float
+    client_energy_j_total: float
+    wall_s: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "participation": self.participation,
+            "participants": self.participants,
+            "bytes_total": self.bytes_total,
+            "client_energy_j_total": self.client_energy_j_total,
+            "wall_s": self.wall_s,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ParticipationEffect:
+        return cls(
+            float(data["participation"]),
+            int(data["participants"]),
+            float(data["bytes_total"]),
+            float(data["client_energy_j_total"]),
+            float(data["wall_s"]),
+        )
+
+
+@dataclass(frozen=True)
+class FederatedPlan:
+    """A federated training plan: the chosen round, its totals, and the other compressions and participations."""
+
+    model_name: str
+    params: float
+    clients: int
+    participation: float
+    rounds: int
+    local_steps: int
+    local_batch: int
+    client_device: str
+    uplink_bits_per_s: float
+    downlink_bits_per_s: float
+    topk_ratio: float
+    server_usd_per_h: float
+    chosen: FederatedRound
+    compressions: tuple[FederatedRound, ...]  # every compression at the chosen participation
+    participation_effect: tuple[ParticipationEffect, ...]
+    notes: tuple[str, ...]
+
+    @property
+    def wall_s(self) -> float:
+        return self.rounds * self.chosen.round_s
+
+    @property
+    def bytes_total(self) -> float:
+        return self.rounds * self.chosen.bytes_per_round
+
+    @property
+    def server_usd(self) -> float:
+        return self.server_usd_per_h * self.wall_s / 3600.0
+
+    @property
+    def client_energy_j_total(self) -> float:
+        return self.rounds * self.chosen.participants * self.chosen.client_j
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "job": {
+                "model": self.model_name,
+                "params": self.params,
+                "clients": self.clients,
+                "participation": self.participation,
+                "rounds": self.rounds,
+                "local_steps": self.local_steps,
+                "local_batch": self.local_batch,
+                "client_device": self.client_device,
+                "uplink_bits_per_s": self.uplink_bits_per_s,
+                "downlink_bits_per_s": self.downlink_bits_per_s,
+                "topk_ratio": self.topk_ratio,
+            },
+            "round": self.chosen.to_dict(),
+            "total": {
+                "wall_s": self.wall_s,
+                "bytes": self.bytes_total,
+                "server_usd_per_h": self.server_usd_per_h,
+                "server_usd": self.server_usd,
+                "client_energy_j": self.client_energy_j_total,
+                "client_energy_kwh": self.client_energy_j_total / 3.6e6,
+            },
+            "compressions": [r.to_dict() for r in self.compressions],
+            "participation_effect": [p.to_dict() for p in self.participation_effect],
+            "notes": list(self.notes),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], source: str = "plan federated JSON") -> FederatedPlan:
+        """Read ``to_dict``'s document back (``plan federated --json``); a newer layout is refused by name."""
+        check_schema_version(data, "plan federated --json", source)
+        job, total = data["job"], data["total"]
+        return cls(
+            model_name=str(job["model"]),
+            params=float(job["params"]),
+            clients=int(job["clients"]),
+            participation=float(job["participation"]),
+            rounds=int(job["rounds"]),
+            local_steps=int(job["local_steps"]),
+            local_batch=int(job["local_batch"]),
+            client_device=str(job["client_device"]),
+            uplink_bits_per_s=float(job["uplink_bits_per_s"]),
+            downlink_bits_per_s=float(job["downlink_bits_per_s"]),
+            topk_ratio=float(job["topk_ratio"]),
+            server_usd_per_h=float(total["server_usd_per_h"]),
+            chosen=FederatedRound.from_dict(data["round"]),
+            compressions=tuple(FederatedRound.from_dict(r) for r in data["compressions"]),
+            participation_effect=tuple(ParticipationEffect.from_dict(p) for p in data["participation_effect"]),
+            notes=tuple(str(n) for n in data["notes"]),
+        )
+
+
+def participants(clients: int, participation: float) -> int:
+    """m = max(1, round(C x N)): McMahan et al. 2017, Algorithm 1 (m <- max(C K, 1))."""
+    return max(1, round(participation * clients))
+
+
+def plan_federated(job: FederatedJob) -> FederatedPlan:
+    """Round time, bytes, energy and cost of ``job``, with every compression and a few participations beside it."""
+    _validate(job)
+    chosen = _round(job, job.compression, participants(job.clients, job.participation))
+    m = chosen.participants
+    others = tuple(_round(job, c, m) for c in COMPRESSIONS)
+    effect = []
+    for share in sorted({job.participation, *(p for p in (0.01, 0.1, 1.0) if p * job.clients >= 1)}):
+        r = _round(job, job.compression, participants(job.clients, share))
+        effect.append(
+            ParticipationEffect(
+                share, r.participants, job.rounds * r.bytes_per_round, job.rounds * r.participants * r.client_j,
+                job.rounds * r.round_s,
+            )
+        )  # fmt: skip
+    notes = [
+        "identical clients: a round waits for its slowest participant, here any of them; stragglers in a real "
+        "fleet make rounds longer",
+        "fewer participants save bytes and energy, not time, here; FedAvg may then need more rounds to converge "
+        "(not modelled)",
+    ]
+    if job.compression != "none":
+        notes.append(f"{job.compression} compresses the upload only; the model is downloaded in fp32")
+    if participants(job.clients, job.participation) != job.participation * job.clients:
+        notes.append(f"{job.participation:g} x {job.clients} clients rounds to {m} per round")
+    return FederatedPlan(
+        model_name=job.model_name,
+        params=job.params,
+        clients=job.clients,
+        participation=job.participation,
+        rounds=job.rounds,
+        local_steps=job.local_steps,
+        local_batch=job.local_batch,
+        client_device=job.client_device,
+        uplink_bits_per_s=job.uplink_bits_per_s,
+        downlink_bits_per_s=job.downlink_bits_per_s,
+        topk_ratio=job.topk_ratio,
+        server_usd_per_h=job.server_usd_per_h,
+        chosen=chosen,
+        compressions=others,
+        participation_effect=tuple(effect),
+        notes=tuple(notes),
+    )
+
+
+def _round(job: FederatedJob, compression: Compression, m: int) -> FederatedRound:
+    model_bytes = job.params * _FP32_BYTES
+    up_bytes = update_bytes(job.params, compression, job.topk_ratio)
+    download_s = model_bytes * 8.0 / job.downlink_bits_per_s
+    upload_s = up_bytes * 8.0 / job.uplink_bits_per_s
+    flops = job.local_steps * job.local_batch * job.flops_per_sample
+    compute_s = flops / (job.client_peak_flops * job.client_mfu)
+    aggregation_s = (m + 1) * model_bytes / job.server_memory_bytes_per_s
+    radio = job.radio
+    radio_j = (
+        up_bytes * radio.uplink_j_per_byte
+        + model_bytes * radio.downlink_j_per_byte
+        + radio.active_w * (upload_s + download_s)
+    )
+    return FederatedRound(
+        compression=compression,
+        participants=m,
+        download_bytes_per_client=model_bytes,
+        upload_bytes_per_client=up_bytes,
+        download_s=download_s,
+        compute_s=compute_s,
+        upload_s=upload_s,
+        aggregation_s=aggregation_s,
+        client_compute_j=job.client_power_w * compute_s,
+        client_radio_j=radio_j,
+    )
+
+
+def _validate(job: FederatedJob) -> None:
+    """Library callers are held to the CLI's ranges: each check names the flag that sets the value."""
+    checks: tuple[tuple[bool, str, str], ...] = (
+        (job.clients >= 1, f"--clients must be at least 1, got {job.clients}", "e.g. --clients 1000"),
+        (
+            0 < job.participation <= 1,
+            f"--participation must be in (0, 1], got {job.participation:g}",
+            "a share of the clients per round, e.g. --participation 0.1",
+        ),
+        (job.rounds >= 1, f"--rounds must be at least 1, got {job.rounds}", "e.g. --rounds 100"),
+        (job.local_steps >= 1, f"--local-steps must be at least 1, got {job.local_steps}", "e.g. --local-steps 5"),
+        (job.local_batch >= 1, f"--local-batch must be at least 1, got {job.local_batch}", "e.g. --local-batch 16"),
+        (job.uplink_bits_per_s > 0, "--uplink must be above 0", "e.g. --uplink 20Mbps"),
+        (job.downlink_bits_per_s > 0, "--downlink must be above 0", "e.g. --downlink 100Mbps"),
+        (0 < job.topk_ratio <= 1, f"--topk-ratio must be in (0, 1], got {job.topk_ratio:g}", "e.g. 0.01"),
+        (job.client_peak_flops > 0, f"{job.client_device} has no FLOP/s in the catalog", "pick another device"),
+        (0 < job.client_mfu <= 1, f"--mfu must be in (0, 1], got {job.client_mfu:g}", "e.g. --mfu 0.1"),
+        (job.params > 0 and job.flops_per_sample > 0, "the model has no parameters", "check --model"),
+        (job.server_memory_bytes_per_s > 0, "the server device has no memory bandwidth", "pick another"),
+    )
+    for ok, message, hint in checks:
+        if not ok:
+            raise InputError(message, hint)

@@ -1,0 +1,104 @@
+"""The ``plan federated`` tables: one round by part, the totals, and what compression and participation change."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from computewise.report.rows import Grid
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+__all__ = ["federated_compression_grid", "federated_participation_grid", "print_federated"]
+
+
+def print_federated(d: dict[str, Any], console: Console) -> None:
+    """The round and totals first, then the alternatives, then what was assumed."""
+    from rich.text import Text
+
+    from computewise.report.table import print_table
+    from computewise.report.terminal import print_pairs
+    from computewise.units import format_bytes, format_duration, format_usd
+
+    job, r, total = d["job"], d["round"], d["total"]
+    console.print(Text(f"plan federated {job['model']}", style="bold"))
+    print_pairs(
+        [
+            (
+                "federation",
+                f"{job['clients']:,} clients x {job['participation']:g} = {r['participants']:,} per round, "
+                f"{job['rounds']:,} rounds of {job['local_steps']} local steps x {job['local_batch']} samples",
+            ),
+            (
+                "client",
+                f"{job['client_device']}, up {job['uplink_bits_per_s'] / 1e6:g} Mbit/s, "
+                f"down {job['downlink_bits_per_s'] / 1e6:g} Mbit/s",
+            ),
+            (
+                "one round",
+                f"{format_duration(r['round_s'])}: download {format_duration(r['download_s'])}, compute "
+                f"{format_duration(r['compute_s'])}, upload {format_duration(r['upload_s'])} ({r['compression']}), "
+                f"aggregation {format_duration(r['aggregation_s'])}",
+            ),
+            (
+                "bytes per round",
+                f"{format_bytes(r['bytes_per_round'])} ({format_bytes(r['download_bytes_per_client'])} down, "
+                f"{format_bytes(r['upload_bytes_per_client'])} up per client)",
+            ),
+            ("wall time", f"{format_duration(total['wall_s'])} for {job['rounds']:,} rounds"),
+            ("traffic", format_bytes(total["bytes"])),
+            ("server", f"{format_usd(total['server_usd'])} at {format_usd(total['server_usd_per_h'])}/h"),
+            (
+                "client energy",
+                f"{total['client_energy_kwh']:.3g} kWh in all; {r['client_j']:.3g} J per client per round "
+                f"({r['client_compute_j']:.3g} compute, {r['client_radio_j']:.3g} radio)",
+            ),
+        ],
+        console,
+    )
+    console.print()
+    console.print(Text("compression (upload)", style="bold"))
+    print_table(federated_compression_grid(d), console)
+    console.print()
+    console.print(Text("participation", style="bold"))
+    print_table(federated_participation_grid(d), console)
+    assumed = d.get("assumed", {})
+    for note in [*d["notes"], *(f"{key}: {value}" for key, value in assumed.items())]:
+        console.print(f"* {note}", style="dim", highlight=False, markup=False, emoji=False)
+
+
+def federated_compression_grid(d: dict[str, Any]) -> Grid:
+    """Each compression at the chosen participation: upload per client, round time, total time and energy."""
+    from computewise.units import format_bytes, format_duration
+
+    rounds = d["job"]["rounds"]
+    rows = tuple(
+        (
+            r["compression"],
+            format_bytes(r["upload_bytes_per_client"]),
+            format_duration(r["upload_s"]),
+            format_duration(r["round_s"]),
+            format_duration(rounds * r["round_s"]),
+            f"{rounds * r['participants'] * r['client_j'] / 3.6e6:.3g}",
+        )
+        for r in d["compressions"]
+    )
+    headers = ("compression", "upload/client", "upload", "round", "wall time", "client kWh")
+    return Grid(headers, rows, frozenset(range(1, 6)), whole=frozenset({0}))
+
+
+def federated_participation_grid(d: dict[str, Any]) -> Grid:
+    """The chosen compression at other participations: bytes and energy scale, time does not (identical clients)."""
+    from computewise.units import format_bytes, format_duration
+
+    rows = tuple(
+        (
+            f"{p['participation']:g}",
+            f"{p['participants']:,}",
+            format_bytes(p["bytes_total"]),
+            f"{p['client_energy_j_total'] / 3.6e6:.3g}",
+            format_duration(p["wall_s"]),
+        )
+        for p in d["participation_effect"]
+    )
+    return Grid(("participation", "clients/round", "traffic", "client kWh", "wall time"), rows, frozenset(range(5)))

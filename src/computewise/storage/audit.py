@@ -1,0 +1,249 @@
+"""``storage audit``: an inventory summed by kind, storage class and run, duplicates, and $/month.
+
+The document is computed once from the inventory, the duplicate search and the price table, and
+printed as tables or ``--json`` (``docs/schemas/storage-audit.schema.json``). Ages are days since the
+last modification at ``as_of_s``; "last access" is the most recent access time where the file system
+keeps one (``Inventory.access`` says how far to trust it).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from computewise.specs.document import SCHEMA_VERSION
+from computewise.storage.duplicates import Duplicates, find_duplicates
+from computewise.storage.inventory import Checkpoint, Entry, Inventory, take_inventory
+from computewise.storage.kinds import KINDS
+from computewise.storage.location import Location
+from computewise.storage.pricing import Pricer
+from computewise.storage.retention import best_checkpoint, newest_checkpoint
+
+__all__ = ["ClassRow", "KindRow", "RunSummary", "StorageAudit", "audit_location", "build_audit"]
+
+_DAY_S = 86_400.0
+_TOP_DUPLICATES = 10
+
+
+@dataclass(frozen=True)
+class KindRow:
+    kind: str
+    files: int
+    size_bytes: int
+    usd_per_month: float
+    oldest_days: float
+    median_age_days: float
+    last_access_days: float | None  # since the most recent access of any file of the kind
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
+class ClassRow:
+    storage_class: str
+    files: int
+    size_bytes: int
+    usd_per_gib_month: float | None
+    usd_per_month: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """The checkpoints of one run (one folder): how many, the newest and the best by the manifest's metric."""
+
+    run: str
+    checkpoints: int
+    recognised: bool
+    newest: str
+    newest_step: int | None
+    best: str | None
+    best_metric: float | None
+    size_bytes: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
+class StorageAudit:
+    location: str
+    as_of_s: float
+    files: int
+    size_bytes: int
+    usd_per_month: float
+    unpriced_files: int
+    default_class: str
+    region: str
+    walk_s: float
+    hash_s: float
+    access_times_kept: bool
+    access_note: str
+    kinds: tuple[KindRow, ...]
+    classes: tuple[ClassRow, ...]
+    runs: tuple[RunSummary, ...]
+    duplicates: Duplicates
+    duplicate_usd_per_month: float
+    keep_markers: int
+    skipped: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "location": self.location,
+            "as_of_s": self.as_of_s,
+            "files": self.files,
+            "size_bytes": self.size_bytes,
+            "usd_per_month": self.usd_per_month,
+            "unpriced_files": self.unpriced_files,
+            "default_class": self.default_class,
+            "region": self.region,
+            "walk_s": self.walk_s,
+            "hash_s": self.hash_s,
+            "access_times": {"kept": self.access_times_kept, "note": self.access_note},
+            "kinds": [row.to_dict() for row in self.kinds],
+            "classes": [row.to_dict() for row in self.classes],
+            "runs": [row.to_dict() for row in self.runs],
+            "duplicates": {
+                "groups": len(self.duplicates.groups),
+                "wasted_bytes": self.duplicates.wasted_bytes,
+                "usd_per_month": self.duplicate_usd_per_month,
+                "hashed_files": self.duplicates.hashed_files,
+                "hashed_bytes": self.duplicates.hashed_bytes,
+                "unreadable_files": self.duplicates.unreadable,
+                "top": [
+                    {"sha256": g.sha256, "size_bytes": g.size_bytes, "paths": list(g.paths)}
+                    for g in self.duplicates.groups[:_TOP_DUPLICATES]
+                ],
+            },
+            "keep_markers": self.keep_markers,
+            "skipped": list(self.skipped),
+        }
+
+
+def build_audit(
+    inventory: Inventory, duplicates: Duplicates, pricer: Pricer, as_of_s: float, hash_s: float
+) -> StorageAudit:
+    entries = inventory.entries
+    total_usd = 0.0
+    unpriced = 0
+    for entry in entries:
+        usd = pricer.usd_per_month(entry)
+        if usd is None:
+            unpriced += 1
+        else:
+            total_usd += usd
+    wasted_usd = 0.0
+    by_path = {entry.path: entry for entry in entries} if duplicates.groups else {}
+    for group in duplicates.groups:
+        for path in group.paths[1:]:
+            wasted_usd += pricer.usd_per_month(by_path[path]) or 0.0
+    return StorageAudit(
+        location=inventory.location,
+        as_of_s=as_of_s,
+        files=len(entries),
+        size_bytes=sum(entry.size_bytes for entry in entries),
+        usd_per_month=total_usd,
+        unpriced_files=unpriced,
+        default_class=pricer.default.name,
+        region=pricer.region,
+        walk_s=inventory.walk_s,
+        hash_s=hash_s,
+        access_times_kept=inventory.access.kept,
+        access_note=inventory.access.note,
+        kinds=_kinds(entries, pricer, as_of_s),
+        classes=_classes(entries, pricer),
+        runs=tuple(_run(run, members) for run, members in _by_run(inventory.checkpoints).items()),
+        duplicates=duplicates,
+        duplicate_usd_per_month=wasted_usd,
+        keep_markers=len(inventory.keep_markers),
+        skipped=inventory.skipped,
+    )
+
+
+def _kinds(entries: Sequence[Entry], pricer: Pricer, as_of_s: float) -> tuple[KindRow, ...]:
+    groups: dict[str, list[Entry]] = defaultdict(list)
+    for entry in entries:
+        groups[entry.kind].append(entry)
+    rows = []
+    for kind in KINDS:
+        members = groups.get(kind)
+        if not members:
+            continue
+        ages = [(as_of_s - entry.mtime_s) / _DAY_S for entry in members]
+        accessed = [entry.atime_s for entry in members if entry.atime_s is not None]
+        rows.append(
+            KindRow(
+                kind=kind,
+                files=len(members),
+                size_bytes=sum(entry.size_bytes for entry in members),
+                usd_per_month=sum(pricer.usd_per_month(entry) or 0.0 for entry in members),
+                oldest_days=max(ages),
+                median_age_days=statistics.median(ages),
+                last_access_days=(as_of_s - max(accessed)) / _DAY_S if accessed else None,
+            )
+        )
+    return tuple(rows)
+
+
+def _classes(entries: Sequence[Entry], pricer: Pricer) -> tuple[ClassRow, ...]:
+    groups: dict[str, list[Entry]] = defaultdict(list)
+    for entry in entries:
+        groups[pricer.class_name(entry)].append(entry)
+    rows = []
+    for name, members in groups.items():
+        price = pricer.price_of(members[0])
+        size = sum(entry.size_bytes for entry in members)
+        rows.append(
+            ClassRow(
+                storage_class=name,
+                files=len(members),
+                size_bytes=size,
+                usd_per_gib_month=None if price is None else price.usd_per_gib_month,
+                usd_per_month=None if price is None else price.usd_per_month(size),
+            )
+        )
+    return tuple(sorted(rows, key=lambda row: -row.size_bytes))
+
+
+def _by_run(checkpoints: Sequence[Checkpoint]) -> dict[str, list[Checkpoint]]:
+    runs: dict[str, list[Checkpoint]] = defaultdict(list)
+    for checkpoint in checkpoints:
+        runs[checkpoint.run].append(checkpoint)
+    return dict(sorted(runs.items()))
+
+
+def _run(run: str, members: list[Checkpoint]) -> RunSummary:
+    newest = newest_checkpoint(members)
+    best = best_checkpoint(members)
+    return RunSummary(
+        run=run,
+        checkpoints=len(members),
+        recognised=all(member.recognised for member in members),
+        newest=newest.name,
+        newest_step=newest.step,
+        best=None if best is None else best.name,
+        best_metric=None if best is None else best.metric,
+        size_bytes=sum(member.size_bytes for member in members),
+    )
+
+
+def audit_location(
+    location: Location,
+    pricer: Pricer,
+    as_of_s: float,
+    on_walk: Callable[[int, int], None] | None = None,
+    on_hash: Callable[[int, int], None] | None = None,
+) -> StorageAudit:
+    """Walk, find duplicates, price: the whole audit of one folder or prefix (its archive folder included)."""
+    inventory = take_inventory(location, None, on_walk)
+    started_s = time.perf_counter()
+    duplicates = find_duplicates(location, inventory.entries, on_hash)
+    return build_audit(inventory, duplicates, pricer, as_of_s, time.perf_counter() - started_s)

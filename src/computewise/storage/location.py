@@ -1,0 +1,73 @@
+"""Where an audit looks: a local folder or an object-store prefix (``s3://bucket/prefix``) through fsspec.
+
+A local path is walked with ``os.scandir`` (a ``stat`` per file, nothing more); a URL goes through
+fsspec, imported only here and only for a URL, so ``computewise --help`` never pays for it.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from computewise.errors import InputError, MissingExtraError
+
+__all__ = ["Location", "open_location"]
+
+# Object stores whose listing carries a storage class the price table knows; gs:// and az:// are listed
+# too, and priced at the class given on the command line.
+_CLOUD_BY_PROTOCOL = {"s3": "aws", "gs": "gcp", "gcs": "gcp", "az": "azure", "abfs": "azure"}
+
+
+@dataclass(frozen=True)
+class Location:
+    """The audited root: ``text`` as the user typed it, a resolved local ``path`` or an fsspec ``fs``."""
+
+    text: str
+    path: Path | None
+    protocol: str | None
+    bucket_path: str
+    fs: Any
+
+    @property
+    def is_local(self) -> bool:
+        return self.path is not None
+
+    @property
+    def cloud(self) -> str | None:
+        return None if self.protocol is None else _CLOUD_BY_PROTOCOL.get(self.protocol)
+
+    def url(self, bucket_path: str) -> str:
+        """The full URL of an object listed as ``bucket/key``."""
+        return f"{self.protocol}://{bucket_path}"
+
+
+def open_location(text: str) -> Location:
+    """The local folder or object prefix ``text`` names; an ``InputError`` when there is none."""
+    if "://" in text and not text.startswith("file://"):
+        protocol = text.split("://", 1)[0].lower()
+        try:
+            import fsspec
+        except ImportError as error:
+            raise MissingExtraError("fsspec", "data", f"auditing {protocol}:// URLs") from error
+        try:
+            fs, bucket_path = fsspec.core.url_to_fs(text)
+            found = fs.exists(bucket_path)
+        except ImportError as error:
+            raise MissingExtraError(f"the fsspec driver for {protocol}://", "data", f"auditing {text}") from error
+        except (OSError, ValueError) as error:  # botocore errors reach us as OSError subclasses through s3fs
+            raise InputError(
+                f"cannot list {text}: {error}", "check the URL, the endpoint and the credentials"
+            ) from error
+        if not found:
+            raise InputError(f"{text}: no such bucket or prefix", "check the bucket name and the prefix")
+        return Location(text, None, protocol, str(bucket_path).rstrip("/"), fs)
+    path = Path(text.removeprefix("file://")).expanduser()
+    if not path.exists():
+        raise InputError(f"{text}: no such file or folder", "pass an existing folder (or an s3://bucket/prefix URL)")
+    if not path.is_dir():
+        raise InputError(f"{text} is a file, not a folder", f"pass the folder that holds it: {path.parent}")
+    if not os.access(path, os.R_OK | os.X_OK):
+        raise InputError(f"{text}: permission denied", "run as a user who can read the folder, or fix its permissions")
+    return Location(text, path.resolve(), None, str(path.resolve()), None)

@@ -1,0 +1,283 @@
+"""What a retention policy would do to an inventory: the plan, with a reason for every file it keeps.
+
+The safety rules come first and no policy setting reaches past them:
+
+1. a path a running run of the ledger uses is never touched (``inuse``);
+2. a file tagged ``keep`` stays: ``NAME.keep`` beside it keeps ``NAME`` and ``NAME.*`` (``step-00000200.keep``
+   keeps that checkpoint's state file and manifest), ``.keep`` in a folder keeps all below it;
+3. the newest checkpoint of every run stays, and the best one (by the metric its manifest records,
+   lower is better unless the manifest says otherwise), and the last ``keep_last``; a checkpoint is
+   one unit (state file and manifest), so it is kept or removed whole;
+
+then the ages: older than ``delete.after_days`` (and of a kind the delete rule names) is deleted;
+older than ``archive.after_days`` (of a kind the archive rule names, not already in the target
+class, and only where the target is cheaper) is archived. Newest and best are decided per run among
+recognised checkpoints by step and metric, and among other checkpoints of a folder by modification
+time, so a folder with one ancient checkpoint keeps it.
+
+Deleting a checkpoint removes its manifest before its state file, the order ``CheckpointStore``
+prunes in: an interrupted delete leaves a state file without a manifest, which training already
+reads as an unfinished save, never a manifest that points at nothing.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from computewise.catalog.storage_prices import StoragePrice
+from computewise.errors import InputError
+from computewise.specs.document import SCHEMA_VERSION
+from computewise.storage.inuse import InUse
+from computewise.storage.inventory import KEEP_SUFFIX, Checkpoint, Entry, Inventory
+from computewise.storage.location import Location
+from computewise.storage.policy import Policy
+from computewise.storage.pricing import Pricer
+
+__all__ = ["Action", "PlannedAction", "RetentionPlan", "best_checkpoint", "newest_checkpoint", "plan_retention"]
+
+Action = Literal["delete", "archive"]
+_DAY_S = 86_400.0
+
+
+@dataclass(frozen=True)
+class PlannedAction:
+    """One file to delete or archive, why, and what it saves a month."""
+
+    entry: Entry
+    action: Action
+    from_class: str
+    to_class: str | None
+    to_api_name: str | None
+    usd_per_month_saved: float
+    age_days: float
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "path": self.entry.path,
+            "relative": self.entry.relative,
+            "kind": self.entry.kind,
+            "action": self.action,
+            "size_bytes": self.entry.size_bytes,
+            "age_days": self.age_days,
+            "from_class": self.from_class,
+            "to_class": self.to_class,
+            "usd_per_month_saved": self.usd_per_month_saved,
+            "reason": self.reason,
+        }
+
+
+@dataclass(frozen=True)
+class RetentionPlan:
+    location: str
+    as_of_s: float
+    policy: Policy
+    actions: tuple[PlannedAction, ...]
+    kept: tuple[tuple[str, str], ...]  # (path, reason) of every file a safety rule kept
+    kept_counts: tuple[tuple[str, int], ...]  # reason -> files, safety rules and "younger than the policy's ages"
+
+    @property
+    def usd_per_month_saved(self) -> float:
+        return sum(action.usd_per_month_saved for action in self.actions)
+
+    def totals(self) -> dict[str, dict[str, float]]:
+        out: dict[str, dict[str, float]] = {}
+        for action in self.actions:
+            row = out.setdefault(action.action, {"files": 0, "size_bytes": 0, "usd_per_month_saved": 0.0})
+            row["files"] += 1
+            row["size_bytes"] += action.entry.size_bytes
+            row["usd_per_month_saved"] += action.usd_per_month_saved
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "location": self.location,
+            "as_of_s": self.as_of_s,
+            "policy": self.policy.to_dict(),
+            "actions": [action.to_dict() for action in self.actions],
+            "totals": self.totals(),
+            "usd_per_month_saved": self.usd_per_month_saved,
+            "kept": [{"path": path, "reason": reason} for path, reason in self.kept],
+            "kept_counts": dict(self.kept_counts),
+        }
+
+
+def newest_checkpoint(checkpoints: Sequence[Checkpoint]) -> Checkpoint:
+    """The newest: highest step among recognised ones, else the latest modified."""
+    recognised = [c for c in checkpoints if c.step is not None]
+    if recognised:
+        return max(recognised, key=lambda c: (c.step or 0, c.mtime_s))
+    return max(checkpoints, key=lambda c: (c.mtime_s, c.name))
+
+
+def best_checkpoint(checkpoints: Sequence[Checkpoint]) -> Checkpoint | None:
+    """The best by the manifest's metric (NaN never wins), in the direction the newest manifest says."""
+    scored = [c for c in checkpoints if c.metric is not None and c.metric == c.metric]
+    if not scored:
+        return None
+    higher = newest_checkpoint(scored).higher_is_better
+    return (max if higher else min)(scored, key=lambda c: (c.metric or 0.0, c.step or 0))
+
+
+def plan_retention(
+    inventory: Inventory, location: Location, policy: Policy, pricer: Pricer, in_use: InUse, as_of_s: float
+) -> RetentionPlan:
+    """Every file either gets an action or a reason to stay; the safety rules are checked first."""
+    target = _target(policy, pricer, location)
+    tagged = _tagged(inventory)
+    protected: dict[str, str] = {}
+    for checkpoint_group in _checkpoint_groups(inventory.checkpoints):
+        ordered = sorted(checkpoint_group, key=lambda c: (c.step if c.step is not None else -1, c.mtime_s, c.name))
+        newest, best = newest_checkpoint(ordered), best_checkpoint(ordered)
+        last = ordered[-policy.keep_last :]
+        for checkpoint in ordered:
+            reason = None
+            if checkpoint is newest:
+                reason = "newest checkpoint of its run"
+            elif checkpoint is best:
+                reason = f"best checkpoint of its run (metric {checkpoint.metric:g})"
+            elif checkpoint in last:
+                reason = f"among the last {policy.keep_last} checkpoints of its run"
+            if reason is not None:
+                protected.update((entry.path, reason) for entry in checkpoint.files)
+
+    units = _units(inventory)
+    actions: list[PlannedAction] = []
+    kept: list[tuple[str, str]] = []
+    counts: Counter[str] = Counter()
+    for unit in units:
+        reason = _safety_reason(unit, in_use, tagged, protected)
+        if reason is not None:
+            kept.extend((entry.path, reason) for entry in unit)
+            counts[reason.split(" (")[0]] += len(unit)
+            continue
+        age_days = (as_of_s - max(entry.mtime_s for entry in unit)) / _DAY_S
+        planned = _by_age(unit, age_days, policy, pricer, target)
+        if planned:
+            actions.extend(planned)
+        else:
+            counts["younger than the policy's ages, already archived, or of a kind it leaves"] += len(unit)
+    return RetentionPlan(
+        location=inventory.location,
+        as_of_s=as_of_s,
+        policy=policy,
+        actions=tuple(actions),
+        kept=tuple(kept),
+        kept_counts=tuple(sorted(counts.items())),
+    )
+
+
+def _target(policy: Policy, pricer: Pricer, location: Location) -> StoragePrice | None:
+    """The archive class's row; on an object store it must be a class of that store the API can set."""
+    if policy.archive is None:
+        return None
+    target = pricer.prices.price(policy.archive.to, pricer.region)
+    if not location.is_local and (target.cloud != location.cloud or target.kind != "object"):
+        classes = [p.name for p in pricer.prices.rows if p.cloud == location.cloud and p.kind == "object"]
+        raise InputError(
+            f"{policy.source}: archive.to {target.name} is not a storage class of {location.text}",
+            f"archive objects to a class of the same store: {', '.join(sorted(set(classes))) or 'none known'}",
+        )
+    return target
+
+
+def _tagged(inventory: Inventory) -> tuple[frozenset[str], tuple[str, ...]]:
+    """(files named by a NAME.keep marker, folders holding a .keep marker)."""
+    files, folders = set(), []
+    for marker in inventory.keep_markers:
+        folder, _, name = marker.rpartition("/")
+        if name == KEEP_SUFFIX:
+            folders.append(folder)
+        else:
+            files.add(marker.removesuffix(KEEP_SUFFIX))
+    return frozenset(files), tuple(folders)
+
+
+def _is_tagged(entry: Entry, tagged: tuple[frozenset[str], tuple[str, ...]]) -> bool:
+    files, folders = tagged
+    if entry.relative in files or entry.relative.rpartition(".")[0] in files:
+        return True
+    return any(folder == "" or entry.relative.startswith(folder + "/") for folder in folders)
+
+
+def _checkpoint_groups(checkpoints: Sequence[Checkpoint]) -> list[list[Checkpoint]]:
+    """One group per run and per kind of record: recognised checkpoints apart from other files of a folder."""
+    groups: dict[tuple[str, bool], list[Checkpoint]] = defaultdict(list)
+    for checkpoint in checkpoints:
+        groups[(checkpoint.run, checkpoint.recognised)].append(checkpoint)
+    return list(groups.values())
+
+
+def _units(inventory: Inventory) -> list[tuple[Entry, ...]]:
+    """A checkpoint's files as one unit (manifest first), every other file alone."""
+    in_checkpoint: set[str] = set()
+    units: list[tuple[Entry, ...]] = []
+    for checkpoint in inventory.checkpoints:
+        files = sorted(checkpoint.files, key=lambda e: not e.relative.endswith(".json"))
+        units.append(tuple(files))
+        in_checkpoint.update(entry.path for entry in files)
+    units.extend((entry,) for entry in inventory.entries if entry.path not in in_checkpoint)
+    return units
+
+
+def _safety_reason(
+    unit: tuple[Entry, ...], in_use: InUse, tagged: tuple[frozenset[str], tuple[str, ...]], protected: dict[str, str]
+) -> str | None:
+    for entry in unit:
+        run_id = in_use.holder(entry.path)
+        if run_id is not None:
+            return f"in use by running run {run_id}"
+    if any(_is_tagged(entry, tagged) for entry in unit):
+        return "tagged keep"
+    for entry in unit:
+        if entry.path in protected:
+            return protected[entry.path]
+    return None
+
+
+def _by_age(
+    unit: tuple[Entry, ...], age_days: float, policy: Policy, pricer: Pricer, target: StoragePrice | None
+) -> list[PlannedAction]:
+    kind = unit[0].kind
+    delete, archive = policy.delete, policy.archive
+    if delete is not None and kind in delete.kinds and age_days >= delete.after_days:
+        return [
+            PlannedAction(
+                entry=entry,
+                action="delete",
+                from_class=pricer.class_name(entry),
+                to_class=None,
+                to_api_name=None,
+                usd_per_month_saved=pricer.usd_per_month(entry) or 0.0,
+                age_days=age_days,
+                reason=f"unchanged for {age_days:.0f} days >= delete.after_days {delete.after_days:g}",
+            )
+            for entry in unit
+        ]
+    if archive is None or target is None or kind not in archive.kinds or age_days < archive.after_days:
+        return []
+    planned = []
+    for entry in unit:
+        current = pricer.price_of(entry)
+        if current is not None and (
+            current.name == target.name or current.usd_per_gib_month <= target.usd_per_gib_month
+        ):
+            continue  # already there, or already as cold: moving it would save nothing
+        from_usd = 0.0 if current is None else current.usd_per_month(entry.size_bytes)
+        planned.append(
+            PlannedAction(
+                entry=entry,
+                action="archive",
+                from_class=pricer.class_name(entry),
+                to_class=target.name,
+                to_api_name=target.api_name,
+                usd_per_month_saved=max(0.0, from_usd - target.usd_per_month(entry.size_bytes)),
+                age_days=age_days,
+                reason=f"unchanged for {age_days:.0f} days >= archive.after_days {archive.after_days:g}",
+            )
+        )
+    return planned
