@@ -77,10 +77,15 @@ def test_specs_parse_and_refuse() -> None:
             parse_student(bad)
 
 
-def test_kept_layers_are_evenly_spaced_from_the_first() -> None:
-    assert kept_layers(6, 3) == [0, 2, 4]  # DistilBERT's every other layer
-    assert kept_layers(12, 4) == [0, 3, 6, 9]
-    assert kept_layers(6, 1) == [0]
+def test_kept_layers_are_evenly_spaced_from_the_first_to_the_last() -> None:
+    assert kept_layers(6, 3) == [0, 3, 5]
+    assert kept_layers(12, 4) == [0, 4, 7, 11]
+    assert kept_layers(4, 2) == [0, 3]
+    assert kept_layers(6, 1) == [5]  # the layer that writes the output
+    for total in range(2, 25):
+        for keep in range(1, total):
+            chosen = kept_layers(total, keep)
+            assert len(set(chosen)) == keep and chosen == sorted(chosen) and chosen[-1] == total - 1
 
 
 def test_a_narrower_mlp_starts_as_the_teachers_truncation() -> None:
@@ -102,7 +107,7 @@ def test_fewer_layers_copy_the_chosen_teacher_layers(tiny_bert: Path, sentences:
     student = build_student(teacher, StudentSpec(layers=2))
     kept = student.module.backbone.encoder.layer
     assert len(kept) == 2 and student.module.backbone.config.num_hidden_layers == 2
-    for mine, theirs in zip(kept, [teacher.module.backbone.encoder.layer[i] for i in (0, 2)], strict=True):
+    for mine, theirs in zip(kept, [teacher.module.backbone.encoder.layer[i] for i in (0, 3)], strict=True):
         for (name, value), (_, original) in zip(mine.state_dict().items(), theirs.state_dict().items(), strict=True):
             assert torch.equal(value, original), name
     assert len(teacher.module.backbone.encoder.layer) == 4  # the teacher is untouched

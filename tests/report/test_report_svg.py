@@ -112,3 +112,12 @@ def test_stacked_bar_segments_are_proportional() -> None:
 
 def test_stacked_bar_of_nothing_does_not_divide_by_zero() -> None:
     assert "<svg" in stacked_bar("m", [], _plain)
+
+
+def test_a_coarse_format_never_writes_one_label_at_two_heights() -> None:
+    """Ticks 0, 0.0002, ... 0.001 formatted to three decimals read 0.000, 0.000, 0.001...: each label once."""
+    series = [Series("", ((0.0, 0.0), (1.0, 0.001)), "#000")]
+    labels = _labels(xy_chart("t", series, Axis("x", _plain), Axis("y", lambda v: f"${v:.3f}")))
+    dollars = [label for label in labels if label.startswith("$")]
+    assert dollars and len(dollars) == len(set(dollars))
+    assert "$0.000" in dollars and "$0.001" in dollars

@@ -30,31 +30,11 @@ from computewise.dashboard.app import create_app, create_broken_app
 from computewise.dashboard.context import DashboardContext
 from computewise.errors import InputError, LedgerError
 from computewise.ledger import Ledger
-from computewise.serve.exposure import check_exposure, is_loopback
+from computewise.serve.exposure import bind_listener, check_exposure, is_loopback
 
-__all__ = ["GRACE_S", "bind", "serve_dashboard", "url_of"]
+__all__ = ["GRACE_S", "serve_dashboard", "url_of"]
 
 GRACE_S = 1
-
-
-def bind(host: str, port: int) -> socket.socket:
-    """The listening socket, bound now so a taken port or an unknown host is an error before anything starts."""
-    try:
-        family, kind, proto, _name, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
-    except socket.gaierror as error:
-        raise InputError(
-            f"cannot resolve --host {host}: {error.strerror}", "give an address such as 127.0.0.1"
-        ) from None
-    sock = socket.socket(family, kind, proto)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind(address)
-    except OSError as error:
-        sock.close()
-        raise InputError(
-            f"cannot listen on {host}:{port}: {error.strerror}", "pick another --port, or stop what is using it"
-        ) from None
-    return sock
 
 
 def url_of(sock: socket.socket) -> str:
@@ -105,7 +85,7 @@ def serve_dashboard(
     _check_exposure(host, token)
     if plans_dir is not None and not plans_dir.is_dir():
         raise InputError(f"--plans-dir {plans_dir} is not a directory", "give the folder holding `plan --json` files")
-    sock = bind(host, port)
+    sock = bind_listener(host, port)
     try:
         app, ledger = _app(db, token, plans_dir, stream)
         url = url_of(sock)

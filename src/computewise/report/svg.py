@@ -124,6 +124,16 @@ def _thin(ticks: Sequence[float]) -> list[float]:
     return list(ticks[::stride])
 
 
+def _distinct(ticks: Sequence[float], label: Callable[[float], str]) -> list[float]:
+    """Ticks whose labels differ from the one before: a format rounding 0.0001 and 0.0002 both to "$0.0002"
+    would otherwise write one value at two heights."""
+    kept: list[float] = []
+    for tick in ticks:
+        if not kept or label(tick) != label(kept[-1]):
+            kept.append(tick)
+    return kept
+
+
 @dataclass(frozen=True)
 class _Scale:
     lo: float
@@ -146,7 +156,7 @@ class _Scale:
                 chosen = _log_ticks(self.lo, self.hi)
             else:
                 chosen = [t * axis.unit for t in _linear_ticks(self.lo / axis.unit, self.hi / axis.unit)]
-        return _thin(chosen)
+        return _distinct(_thin(chosen), axis.format)
 
 
 def _scale(values: Sequence[float], axis: Axis, start: float, end: float) -> _Scale:

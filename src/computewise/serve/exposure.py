@@ -1,17 +1,41 @@
 """Who can reach a server: loopback is private to this machine, anything else needs a token or an explicit opt-out.
 
-One rule for the local server, its Ray Serve deployment and the checks that ask whether an address
-is this machine's only; light (the standard library only) so the CLI and ``scale`` can use it
-without loading uvicorn.
+One rule for the local server, its Ray Serve deployment, the dashboard and the checks that ask
+whether an address is this machine's only; light (the standard library only) so the CLI and
+``scale`` can use it without loading uvicorn. ``bind_listener`` opens the socket both servers hand
+to uvicorn, so a taken port is an error before anything slow starts.
 """
 
 from __future__ import annotations
 
 import ipaddress
+import socket
 
 from computewise.errors import InputError
 
-__all__ = ["check_exposure", "is_loopback"]
+__all__ = ["bind_listener", "check_exposure", "is_loopback"]
+
+
+def bind_listener(host: str, port: int) -> socket.socket:
+    """The listening socket, bound now: an unknown host or a taken port is an ``InputError`` with a fix."""
+    if not 0 <= port <= 65535:
+        raise InputError(f"--port {port} is not a TCP port", "pick a port between 1024 and 65535")
+    try:
+        family, kind, proto, _name, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    except socket.gaierror as error:
+        raise InputError(
+            f"cannot resolve --host {host}: {error.strerror}", "give an IP address such as 127.0.0.1"
+        ) from None
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(address)
+    except OSError as error:
+        sock.close()
+        raise InputError(
+            f"cannot listen on {host}:{port}: {error.strerror}", "pick another --port, or stop what is using it"
+        ) from None
+    return sock
 
 
 def is_loopback(host: str) -> bool:

@@ -58,7 +58,7 @@ from computewise.serve.app import DEFAULT_MAX_BODY_BYTES, ServeState, create_app
 from computewise.serve.batcher import Batcher, BatchPolicy, BatchRecord
 from computewise.serve.cache import PredictionCache
 from computewise.serve.eventloop import fastest_loop
-from computewise.serve.exposure import check_exposure
+from computewise.serve.exposure import bind_listener, check_exposure
 from computewise.serve.metrics import ServeMetrics
 from computewise.serve.runners import ModelRunner, load_runner
 from computewise.units import format_bytes, format_duration
@@ -70,28 +70,6 @@ _WARMUP_ROUNDS = 2
 _WARMUP_SIZES = (1, 2, 4, 8)
 _WARMUP_WORDS = (3, 12, 40)  # short, typical and long sentences: the padding the cost model must learn
 _DRAIN_EXTRA_S = 5.0  # uvicorn's graceful-shutdown bound: the request timeout plus this
-
-
-def _bind(host: str, port: int) -> socket.socket:
-    """The listening socket, bound now so a taken port is an error before the model loads."""
-    if not 0 <= port <= 65535:
-        raise InputError(f"--port {port} is not a TCP port", "pick a port between 1024 and 65535")
-    try:
-        family, kind, proto, _name, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
-    except socket.gaierror as error:
-        raise InputError(
-            f"cannot resolve --host {host}: {error.strerror}", "give an IP address such as 127.0.0.1"
-        ) from None
-    sock = socket.socket(family, kind, proto)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind(address)
-    except OSError as error:
-        sock.close()
-        raise InputError(
-            f"cannot listen on {host}:{port}: {error.strerror}", "pick another --port, or stop what is using it"
-        ) from None
-    return sock
 
 
 def _warmup_example(runner: ModelRunner, words: int) -> Any | None:
@@ -272,7 +250,7 @@ def serve(
     if cache_ttl_s is not None and cache_bytes is None:
         raise InputError("--cache-ttl needs --cache-size", "e.g. --cache-size 256MB --cache-ttl 10m")
     cache = PredictionCache(cache_bytes, cache_ttl_s) if cache_bytes is not None else None
-    sock = _bind(host, port)
+    sock = bind_listener(host, port)
     try:
         if ready_file is not None:
             ready_file.unlink(missing_ok=True)  # a stale one from an earlier server would say "ready" too soon
