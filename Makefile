@@ -12,7 +12,7 @@ install: $(BIN)/python
 	$(BIN)/pip install -q -e .
 
 install-dev: $(BIN)/python
-	$(BIN)/pip install -q -c constraints-cpu.txt -e '.[dev,torch]'
+	$(BIN)/pip install -q -c constraints-cpu.txt -c constraints-dev.txt -e '.[dev,torch]'
 
 lint: install-dev
 	$(BIN)/ruff check src tests benchmarks
