@@ -97,7 +97,8 @@ def _main_raising(expression: str) -> subprocess.CompletedProcess[str]:
     script = (
         "import sys\n"
         "from computewise import errors\n"
-        "from computewise.cli.app import app, main\n"
+        "from computewise.cli.app import main, whole_app\n"
+        "app = whole_app()\n"
         "@app.command('boom')\n"
         "def boom() -> None:\n"
         f"    raise {expression}\n"

@@ -47,9 +47,6 @@ FIELDS = {
 _MAIN = """
 import sys
 from computewise.cli import app as cli
-from computewise.cli.loadtest_cmd import loadtest
-if not any(command.name == "loadtest" for command in cli.app.registered_commands):
-    cli.app.command("loadtest", no_args_is_help=True)(loadtest)
 sys.argv = ["computewise", "loadtest", *sys.argv[1:]]
 cli.main()
 """

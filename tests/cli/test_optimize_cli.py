@@ -137,8 +137,10 @@ def test_minilm_artifact_loads_and_embeds_like_the_report_says(tmp_path: Path) -
     out, html = tmp_path / "minilm", tmp_path / "report.html"
     result = optimize(
         str(MODEL_DIR), "--inputs", str(inputs), "--variants", "ort-int8-s8-channel,ort-fused",
-        "--batch-sizes", "1,8", "--out", str(out), "--html", str(html), timeout=900,
+        "--batch-sizes", "1,8", "--out", str(out), "--html", str(html), "--force", timeout=900,
     )  # fmt: skip
+    # --force: whether a variant beats the FP32 baseline here depends on what else loads this shared
+    # machine (once, none did); what this test checks is the artifact that is exported either way.
     assert result.returncode == 0, result.stderr
     assert "ort-int8-s8-channel" in result.stdout and "Attention" in result.stdout
     assert "<svg" in html.read_text()

@@ -56,7 +56,8 @@ DAY_S = 86400.0
 # One child runs every command in turn, each with its own stdout, as `computewise ...` on a pipe would.
 _DRIVER = """
 import contextlib, io, json, os, sys
-from computewise.cli.app import app
+from computewise.cli.app import whole_app
+app = whole_app()
 results = []
 for width, argv in json.load(sys.stdin):
     if width is None:

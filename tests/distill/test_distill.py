@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from computewise.distill.run import DistillOptions, distill
+from computewise.distill.run import DistillOptions, distill, warmup_then_decay
 from computewise.distill.student import StudentSpec, build_student, kept_layers, parse_student
 from computewise.errors import InputError, ModelConfigError
 from computewise.optimize.feeds import split_indices
@@ -86,6 +86,16 @@ def test_kept_layers_are_evenly_spaced_from_the_first_to_the_last() -> None:
         for keep in range(1, total):
             chosen = kept_layers(total, keep)
             assert len(set(chosen)) == keep and chosen == sorted(chosen) and chosen[-1] == total - 1
+
+
+def test_the_rate_rises_over_the_warmup_then_falls_to_zero_at_the_last_step() -> None:
+    # 100 planned steps, 10 of warmup: 0.1, 0.2 ... 1.0 over steps 0-9, then (100 - step) / 90.
+    multiplier = warmup_then_decay(100, warmup_fraction=0.1)
+    assert [multiplier(step) for step in (0, 4, 9)] == pytest.approx([0.1, 0.5, 1.0])
+    assert [multiplier(step) for step in (10, 55, 99, 100, 150)] == pytest.approx([1.0, 0.5, 1 / 90, 0.0, 0.0])
+    # A run shorter than the warmup still reaches full rate at its first step, and never divides by zero.
+    one = warmup_then_decay(1)
+    assert one(0) == 1.0 and one(1) == 0.0
 
 
 def test_a_narrower_mlp_starts_as_the_teachers_truncation() -> None:

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from computewise.errors import InputError
-from computewise.report import estimate_html, plan_html, write_html
+from computewise.report.html import estimate_html, plan_html, write_html
 from computewise.report.svg import ALERT
 from computewise.units import format_duration, format_flops, format_usd
 

@@ -6,7 +6,7 @@ from typing import Any
 
 from rich.console import Console
 
-from computewise.report import print_break_even, print_estimate, print_plan
+from computewise.report.terminal import print_break_even, print_estimate, print_plan
 from computewise.units import format_bytes, format_duration, format_flops, format_usd
 
 

@@ -138,7 +138,7 @@ def emit(
 ) -> None:
     """JSON to stdout for scripts, or Rich tables for people; the HTML report is written either way."""
     if html_path is not None:
-        from computewise.report import write_html
+        from computewise.report.html import write_html
 
         write_html(html_path, to_html(data))
     if as_json:

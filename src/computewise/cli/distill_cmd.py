@@ -50,7 +50,10 @@ def distill(
     ] = 32,
     learning_rate: Annotated[
         float | None,
-        typer.Option(parser=bounded_float("--learning-rate"), help="AdamW's rate (default 1e-4 encoders, 1e-3 MLPs)."),
+        typer.Option(
+            parser=bounded_float("--learning-rate"),
+            help="AdamW's peak rate, after a 6 % warmup and before a linear decay (default 5e-4 encoders, 1e-3 MLPs).",
+        ),
     ] = None,
     held_out: Annotated[
         float,

@@ -108,7 +108,8 @@ def train(
     from computewise.estimate import estimate_train
     from computewise.estimate.layout import default_framework
     from computewise.estimate.train import default_global_batch, default_global_batch_note
-    from computewise.report import estimate_html, print_estimate
+    from computewise.report.html import estimate_html
+    from computewise.report.terminal import print_estimate
     from computewise.specs import FRAMEWORKS, OPTIMIZERS, PRICINGS, RECOMPUTES
 
     catalog, assumptions = load([*(catalog_paths or ()), *calibration_catalog_paths(calibration)])
@@ -193,7 +194,8 @@ def infer(
 ) -> None:
     """Memory (weights, KV cache), latency, throughput and $ per 1000 requests of one serving replica."""
     from computewise.estimate import estimate_infer
-    from computewise.report import estimate_html, print_estimate
+    from computewise.report.html import estimate_html
+    from computewise.report.terminal import print_estimate
     from computewise.specs import PRICINGS
 
     catalog, assumptions = load(catalog_paths)

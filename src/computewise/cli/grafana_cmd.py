@@ -35,7 +35,7 @@ def grafana_dashboard(
     if out is None:
         sys.stdout.write(text)
         return
-    from computewise.report import write_html
+    from computewise.report.html import write_html
 
     write_html(out, text)  # any text: a temporary file in the same directory, then os.replace
     Console(stderr=True).print(

@@ -24,6 +24,8 @@ from computewise.cli.common import (
     sequence_length,
     training_tokens,
 )
+from computewise.cli.plan_federated_cmd import plan_federated
+from computewise.cli.plan_serve_cmd import plan_serve
 from computewise.errors import InputError
 from computewise.units import parse_bytes, parse_duration_s, parse_positive_int, parse_usd
 
@@ -98,7 +100,8 @@ def train(
     from computewise.estimate.data_movement import data_site
     from computewise.estimate.train import default_global_batch, default_global_batch_note
     from computewise.plan import CLOUD_PRICINGS, TRAIN_PRECISIONS, TrainConstraints, plan_train
-    from computewise.report import plan_html, print_plan
+    from computewise.report.html import plan_html
+    from computewise.report.terminal import print_plan
     from computewise.specs import OPTIMIZERS, PRECISIONS, PRICINGS
 
     catalog, assumptions = load([*(catalog_paths or ()), *calibration_catalog_paths(calibration)])
@@ -187,7 +190,8 @@ def infer(
 ) -> None:
     """Accelerator and replica count for a traffic level, $ per 1000 requests, always-on vs scale-to-zero."""
     from computewise.plan import CLOUD_PRICINGS, INFER_PRECISIONS, InferConstraints, plan_infer
-    from computewise.report import plan_html, print_plan
+    from computewise.report.html import plan_html
+    from computewise.report.terminal import print_plan
     from computewise.specs import PRECISIONS
 
     catalog, assumptions = load(catalog_paths)
@@ -223,7 +227,8 @@ def compare_onprem_cmd(
     import sys
 
     from computewise.plan import compare_onprem
-    from computewise.report import break_even_html, print_break_even, write_html
+    from computewise.report.html import break_even_html, write_html
+    from computewise.report.terminal import print_break_even
 
     catalog, _ = load(catalog_paths)
     rows = compare_onprem(catalog, tuple(catalog.accelerator(name).slug for name in gpu or ()))
@@ -240,3 +245,8 @@ def compare_onprem_cmd(
         print_break_even(data, Console())
         if html is not None:
             Console(stderr=True).print(f"wrote {html}", highlight=False, markup=False)
+
+
+# `plan serve` and `plan federated` live in their own modules; the plan group is where users find them.
+app.command("serve")(plan_serve)
+app.command("federated")(plan_federated)

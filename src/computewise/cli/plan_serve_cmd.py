@@ -249,7 +249,7 @@ def plan_serve(
         data["written"]["html"] = str(html)
         outputs.append((html, serve_plan_html(data)))
     if outputs:
-        from computewise.report import write_html  # atomic text write: temporary file, then rename
+        from computewise.report.html import write_html  # atomic text write: temporary file, then rename
 
         for path, text in outputs:
             write_html(path, text)

@@ -39,11 +39,17 @@ __all__ = ["EXPORTED_VARIANT", "DistillOptions", "DistillResult", "SpeedFigure",
 
 EXPORTED_VARIANT = "ort-all"  # FP32 ONNX Runtime with every graph optimisation: the teacher's precision
 Progress = Callable[[str, int, int], None]
+WARMUP_FRACTION = 0.06  # of the planned steps, as in BERT's fine-tuning recipes
 
 
 @dataclass(frozen=True)
 class DistillOptions:
-    """How long and how hard to train; ``learning_rate`` None picks 1e-4 for encoders, 1e-3 otherwise."""
+    """How long and how hard to train.
+
+    ``learning_rate`` is the peak of a warmup-then-decay schedule; None picks 5e-4 for encoders, 1e-3
+    otherwise. MiniLM to 3 layers, 1,600 sentences, 2 epochs: peaks of 1e-4, 3e-4 and 6e-4 reached
+    a mean cosine of 0.853, 0.880 and 0.888 on held-aside text.
+    """
 
     epochs: int = 10
     batch_size: int = 32
@@ -215,7 +221,7 @@ def _train(
     from computewise.train.setup import TrainingSetup
 
     positional, task = teacher.positional, teacher.task
-    rate = options.learning_rate or (1e-4 if teacher.kind == "hf" else 1e-3)
+    rate = options.learning_rate or (5e-4 if teacher.kind == "hf" else 1e-3)
 
     def loss(model: Any, batch: tuple[dict[str, Any], Any]) -> Any:
         named, target = batch
@@ -223,19 +229,20 @@ def _train(
         return distillation_loss(task, output, target)
 
     batch_size = min(options.batch_size, len(feed))
+    total = options.epochs * (len(feed) // batch_size)
     setup = TrainingSetup(
         model=student.module,
         loss=loss,
         dataset=list(range(len(feed))),
         global_batch_size=batch_size,
         make_optimizer=lambda parameters, fused: torch.optim.AdamW(parameters, lr=rate, fused=fused or None),
+        make_scheduler=lambda optimizer: torch.optim.lr_scheduler.LambdaLR(optimizer, warmup_then_decay(total)),
         seed=options.seed,
     )
     torch.manual_seed(options.seed)
     engine = StepEngine.prepare(setup, TrainConfig(precision="fp32"), device="cpu")
     deadline = time.perf_counter() + options.time_budget_s
     rng = np.random.default_rng(options.seed)
-    total = options.epochs * (len(feed) // batch_size)
     steps, losses = 0, []
     for epoch in range(options.epochs):
         order = rng.permutation(len(feed))
@@ -251,6 +258,23 @@ def _train(
                 return steps, epoch + 1, losses
         losses.append(float(np.mean(epoch_losses)))
     return steps, options.epochs, losses
+
+
+def warmup_then_decay(total_steps: int, warmup_fraction: float = WARMUP_FRACTION) -> Callable[[int], float]:
+    """The rate's multiplier at each step: a linear rise over the first steps, then a linear fall towards 0.
+
+    The student starts from a copy of teacher layers that no longer fit together; full-rate steps at
+    the start undo that copy faster than they repair it, and a rate still high at the end leaves the
+    student bouncing around the teacher instead of settling on it (BERT's fine-tuning schedule).
+    """
+    warmup = max(1, round(total_steps * warmup_fraction))
+
+    def multiplier(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / warmup
+        return max(0.0, (total_steps - step) / max(1, total_steps - warmup))
+
+    return multiplier
 
 
 def _price(threads: int | None) -> Quote:
