@@ -26,16 +26,19 @@ def write_file(path: Path, size_bytes: int, age_days: float, fill: bytes | None 
 
 
 def write_checkpoint(
-    folder: Path, step: int, metric: float | None, age_days: float, size_bytes: int = 4096
+    folder: Path, step: int, metric: float | None, age_days: float, size_bytes: int = 4096, run_id: int | None = None
 ) -> tuple[Path, Path]:
     """A checkpoint as ``computewise.train.CheckpointStore`` lays it out: state file and manifest (the format it
-    reads), both ``age_days`` old."""
+    reads), both ``age_days`` old. With ``run_id`` the manifest names the ledger run that wrote it; without,
+    it has no ``run_id`` key at all, as manifests written before the key existed."""
     name = f"step-{step:08d}"
     state = write_file(folder / f"{name}.pt", size_bytes, age_days)
     record = {
         "format": CHECKPOINT_FORMAT, "step": step, "file": state.name, "sha256": "0" * 64, "size_bytes": size_bytes,
         "metric": metric, "higher_is_better": False, "saved_at_s": time.time() - age_days * DAY_S,
     }  # fmt: skip
+    if run_id is not None:
+        record["run_id"] = run_id
     manifest = write_file(folder / f"{name}.json", 0, age_days, json.dumps(record).encode())
     return state, manifest
 

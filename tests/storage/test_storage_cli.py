@@ -93,8 +93,8 @@ def test_an_s3_prefix_is_audited_archived_and_pruned(s3_server: S3Server, tmp_pa
     assert {row["kind"]: row["files"] for row in audit["kinds"]} == {"checkpoint": 6, "dataset": 2, "log": 1}
     assert [row["storage_class"] for row in audit["classes"]] == ["aws:s3-standard"]
     assert audit["runs"] == [
-        {"run": "ckpt", "checkpoints": 3, "recognised": True, "newest": "step-00000003", "newest_step": 3,
-         "best": "step-00000002", "best_metric": 0.4, "size_bytes": audit["runs"][0]["size_bytes"]}
+        {"run": "ckpt", "run_id": None, "checkpoints": 3, "recognised": True, "newest": "step-00000003",
+         "newest_step": 3, "best": "step-00000002", "best_metric": 0.4, "size_bytes": audit["runs"][0]["size_bytes"]}
     ]  # fmt: skip
     assert audit["duplicates"]["groups"] == 1 and audit["duplicates"]["wasted_bytes"] == len(blob)
 

@@ -6,10 +6,11 @@ import hashlib
 import os
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from storage_files import DAY_S, write_file
+from storage_files import DAY_S, write_checkpoint, write_file
 
 from computewise.catalog.storage_prices import load_storage_prices
 from computewise.errors import CatalogError, InputError, UnknownNameError
@@ -38,6 +39,36 @@ def test_checkpoints_saved_by_train_are_recognised_with_run_step_and_metric(tmp_
     assert sum(c.size_bytes for c in inventory.checkpoints) == sum(
         p.stat().st_size for p in (tmp_path / "exp" / "ckpt").iterdir()
     )
+
+
+def test_the_audit_describes_each_ledger_run_of_a_shared_folder_as_its_own_run(
+    tmp_path: Path, json_schema: Callable[[object, str], None]
+) -> None:
+    """One folder, checkpoints of ledger runs 7 and 9 and two from before manifests named a run: three runs."""
+    folder = tmp_path / "exp" / "ckpt"
+    for step, loss in ((10, 2.0), (20, 1.5)):
+        write_checkpoint(folder, step, loss, 5, run_id=7)
+    for step, loss in ((30, 1.75), (40, 1.25), (50, 1.5)):
+        write_checkpoint(folder, step, loss, 3, run_id=9)
+    for step, loss in ((1, 3.0), (2, 2.5)):
+        write_checkpoint(folder, step, loss, 9)  # no run_id key at all
+    write_file(tmp_path / "other" / "checkpoints" / "last.ckpt", 64, 1)  # no manifest: no run id either
+    prices = load_storage_prices()
+    pricer = Pricer(prices, prices.price("aws:ebs-gp3", "us-east-1"), None)
+    location = open_location(str(tmp_path))
+    inventory = take_inventory(location)
+    audit = build_audit(inventory, find_duplicates(location, inventory.entries), pricer, time.time(), 0.0)
+
+    rows = [(r.run, r.run_id, r.checkpoints, r.newest_step, r.best, r.best_metric) for r in audit.runs]
+    assert rows == [
+        ("exp/ckpt", None, 2, 2, "step-00000002", 2.5),
+        ("exp/ckpt", 7, 2, 20, "step-00000020", 1.5),
+        ("exp/ckpt", 9, 3, 50, "step-00000040", 1.25),
+        ("other/checkpoints", None, 1, None, None, None),
+    ]
+    document = audit.to_dict()
+    json_schema(document, "storage-audit")
+    assert [row["run_id"] for row in document["runs"]] == [None, 7, 9, None]
 
 
 def test_kinds_sizes_and_ages_match_the_files_written(tmp_path: Path) -> None:

@@ -11,13 +11,14 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from storage_files import cli, snapshot, write_checkpoint, write_file
 
 from computewise.catalog.storage_prices import load_storage_prices
-from computewise.ledger import Ledger
+from computewise.ledger import Ledger, NewRun
 from computewise.storage import apply_plan, open_location, paths_in_use, plan_retention, read_policy, take_inventory
 from computewise.storage.pricing import Pricer
 from computewise.storage.retention import PlannedAction, RetentionPlan
@@ -82,6 +83,52 @@ def test_the_best_checkpoint_survives_past_the_delete_age(tmp_path: Path, policy
 
     assert all(path.exists() for path in (*best, *newest))
     assert not any(path.exists() for path in (*worse, *nan))
+
+
+def test_two_runs_in_one_folder_each_keep_their_newest_and_best(tmp_path: Path, policy: Path, ledger: Ledger) -> None:
+    """Run 2 resumed into run 1's folder and went further: taken as one run, run 1 would lose both its newest and
+    its best (run 2's step 400 is newer, its 0.7 better). Per (folder, run id) each keeps its own."""
+    root, folder = tmp_path / "project", tmp_path / "project" / "ckpt"
+    run_1 = {
+        step: write_checkpoint(folder, step, loss, 300, run_id=1) for step, loss in ((100, 0.8), (200, 1.2), (300, 1.0))
+    }
+    run_2 = {
+        step: write_checkpoint(folder, step + 1, loss, 300, run_id=2)  # step+1: distinct file names in one folder
+        for step, loss in ((100, 1.5), (200, 0.7), (300, 0.9), (400, 1.1))
+    }
+    # Worked out by hand: run 1's newest is step 300, its best 0.8 at step 100; run 2's newest 401, best 0.7 at 201.
+    survivors = {*run_1[100], *run_1[300], *run_2[200], *run_2[400]}
+    everything = {path for pair in (*run_1.values(), *run_2.values()) for path in pair}
+
+    _apply(root, policy, ledger)
+
+    assert {path for path in everything if path.exists()} == survivors
+
+
+def test_a_checkpoint_whose_manifest_names_a_running_run_is_never_touched(
+    tmp_path: Path, policy: Path, ledger: Ledger, new_run: Callable[..., NewRun]
+) -> None:
+    """The running run's working directory and arguments name no path of the audited folder: only the run id
+    in its manifests ties the checkpoints to it. A finished run's identical checkpoints beside them show the
+    attacker is real."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    running = ledger.start_run(new_run(cwd=str(elsewhere), command="python train.py", argv=("python", "train.py")))
+    finished = ledger.start_run(new_run(cwd=str(elsewhere), command="python train.py", argv=("python", "train.py")))
+    ledger.finish_run(finished, "succeeded", time.time(), exit_code=0)
+    root = tmp_path / "project"
+    mine = [write_checkpoint(root / "ckpt", step, None, 300, run_id=running) for step in (100, 200, 300)]
+    done = [write_checkpoint(root / "ckpt", step + 1, None, 300, run_id=finished) for step in (100, 200, 300)]
+    untracked = [write_checkpoint(root / "ckpt", step + 2, None, 300) for step in (100, 200)]  # no run id: no claim
+    plan = _plan(root, policy, ledger)
+    claimed = {Path(kept).name for kept, reason in plan.kept if reason.startswith(f"written by running run {running}")}
+    assert claimed == {path.name for pair in mine for path in pair}
+
+    _apply(root, policy, ledger)
+
+    assert all(path.exists() for pair in mine for path in pair)
+    assert [all(path.exists() for path in pair) for pair in done] == [False, False, True]  # only its newest stays
+    assert [all(path.exists() for path in pair) for pair in untracked] == [False, True]
 
 
 def test_a_running_runs_folder_of_stale_files_is_never_touched(tmp_path: Path, policy: Path) -> None:

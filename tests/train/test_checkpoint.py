@@ -247,3 +247,53 @@ def test_a_copied_directory_still_verifies(tmp_path: Path) -> None:
     shutil.copytree(tmp_path / "a", tmp_path / "b")
     loaded = CheckpointStore(tmp_path / "b").load_latest()
     assert loaded is not None and loaded.path == tmp_path / "b" / "step-00000007.pt"
+
+
+def test_the_manifest_names_the_run_that_wrote_it_and_older_manifests_still_load(tmp_path: Path) -> None:
+    store = CheckpointStore(tmp_path, keep_last=5)
+    store.save(_state(1.0), step=1, run_id=42)
+    store.save(_state(2.0), step=2)
+    assert json.loads((tmp_path / "step-00000001.json").read_text())["run_id"] == 42
+    assert json.loads((tmp_path / "step-00000002.json").read_text())["run_id"] is None
+    # A manifest from before run ids: the key is absent, and the checkpoint still lists and loads.
+    old = tmp_path / "step-00000002.json"
+    record = json.loads(old.read_text())
+    del record["run_id"]
+    old.write_text(json.dumps(record))
+    assert [(info.step, info.run_id) for info in store.checkpoints()] == [(1, 42), (2, None)]
+    loaded = store.load_latest()
+    assert loaded is not None and loaded.step == 2 and loaded.info.run_id is None
+
+
+def test_fit_records_its_ledger_run_in_every_manifest_and_null_untracked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Real fits of tiny_gpt: a tracked one against a real SQLite ledger, an untracked one beside it."""
+    from computewise.ledger import Ledger
+    from computewise.train.config import TrainConfig
+    from computewise.train.fit import fit
+
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2]))  # examples.tiny_gpt
+    from examples.tiny_gpt import setup
+
+    gpt = {"samples": 32, "global_batch": 4, "n_embd": 32, "block_size": 16}
+    config = TrainConfig(micro_batch_size=4)
+    db = f"sqlite:///{tmp_path / 'ledger.sqlite'}"
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        tracked = fit(setup(dict(gpt)), config, max_steps=4, checkpoint_dir=tmp_path / "tracked",
+                      checkpoint_every_steps=2, keep_last=5, db=db)  # fmt: skip
+        untracked = fit(setup(dict(gpt)), config, max_steps=4, checkpoint_dir=tmp_path / "untracked",
+                        checkpoint_every_steps=2, keep_last=5, track=False)  # fmt: skip
+    finally:
+        torch.set_num_threads(threads)
+
+    assert tracked.run_id is not None and untracked.run_id is None
+    with Ledger.open(db) as ledger:
+        assert ledger.run(tracked.run_id).status == "succeeded"  # the id names a real run of that ledger
+    for directory, expected in ((tmp_path / "tracked", tracked.run_id), (tmp_path / "untracked", None)):
+        manifests = sorted(directory.glob("step-*.json"))
+        assert [path.name for path in manifests] == ["step-00000002.json", "step-00000004.json"]
+        assert [json.loads(path.read_text())["run_id"] for path in manifests] == [expected, expected]
+        assert [info.run_id for info in CheckpointStore(directory).checkpoints()] == [expected, expected]

@@ -68,7 +68,7 @@ def print_audit(d: dict[str, Any], console: Console) -> None:
             ("run (folder)", "checkpoints", "size", "newest", "best", "metric"),
             tuple(
                 (
-                    row["run"],
+                    row["run"] if row["run_id"] is None else f"{row['run']} (ledger run {row['run_id']})",
                     str(row["checkpoints"]),
                     format_bytes(row["size_bytes"]),
                     row["newest"],

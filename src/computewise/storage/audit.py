@@ -57,9 +57,14 @@ class ClassRow:
 
 @dataclass(frozen=True)
 class RunSummary:
-    """The checkpoints of one run (one folder): how many, the newest and the best by the manifest's metric."""
+    """The checkpoints of one run: how many, the newest and the best by the manifest's metric.
+
+    A run is a folder (``run``) and the ledger run its manifests name (``run_id``; None where they name
+    none, or the checkpoints have no manifest), so a folder two runs wrote into is two rows.
+    """
 
     run: str
+    run_id: int | None
     checkpoints: int
     recognised: bool
     newest: str
@@ -160,7 +165,7 @@ def build_audit(
         access_note=inventory.access.note,
         kinds=_kinds(entries, pricer, as_of_s),
         classes=_classes(entries, pricer),
-        runs=tuple(_run(run, members) for run, members in _by_run(inventory.checkpoints).items()),
+        runs=tuple(_run(key, members) for key, members in _by_run(inventory.checkpoints).items()),
         duplicates=duplicates,
         duplicate_usd_per_month=wasted_usd,
         keep_markers=len(inventory.keep_markers),
@@ -213,18 +218,20 @@ def _classes(entries: Sequence[Entry], pricer: Pricer) -> tuple[ClassRow, ...]:
     return tuple(sorted(rows, key=lambda row: -row.size_bytes))
 
 
-def _by_run(checkpoints: Sequence[Checkpoint]) -> dict[str, list[Checkpoint]]:
-    runs: dict[str, list[Checkpoint]] = defaultdict(list)
+def _by_run(checkpoints: Sequence[Checkpoint]) -> dict[tuple[str, int | None], list[Checkpoint]]:
+    """Checkpoints by (folder, ledger run id), in folder order and, within a folder, unrecorded first."""
+    runs: dict[tuple[str, int | None], list[Checkpoint]] = defaultdict(list)
     for checkpoint in checkpoints:
-        runs[checkpoint.run].append(checkpoint)
-    return dict(sorted(runs.items()))
+        runs[checkpoint.run_key].append(checkpoint)
+    return dict(sorted(runs.items(), key=lambda item: (item[0][0], -1 if item[0][1] is None else item[0][1])))
 
 
-def _run(run: str, members: list[Checkpoint]) -> RunSummary:
+def _run(key: tuple[str, int | None], members: list[Checkpoint]) -> RunSummary:
     newest = newest_checkpoint(members)
     best = best_checkpoint(members)
     return RunSummary(
-        run=run,
+        run=key[0],
+        run_id=key[1],
         checkpoints=len(members),
         recognised=all(member.recognised for member in members),
         newest=newest.name,

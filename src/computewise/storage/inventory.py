@@ -4,9 +4,12 @@ A local folder is walked with ``os.scandir`` and one ``lstat`` per file (symboli
 followed nor listed: acting on a link's target would reach outside the audited root); an object
 prefix is one fsspec ``find`` listing. Checkpoints written by ``computewise.train`` are recognised by
 their manifest (``step-NNNNNNNN.json``, format ``computewise.train.checkpoint.CHECKPOINT_FORMAT``):
-it names the state file, the step and the validation metric, and the folder they share is the run
-(``CheckpointStore`` keeps one run per folder). Other checkpoints (``*.ckpt``, a ``checkpoints/``
-folder) are grouped by folder, without a step or metric.
+it names the state file, the step, the validation metric and the ledger run that wrote it. A run
+is the folder and that run id together: a folder that two ledger runs wrote into (a training resumed
+as a new run, two experiments sharing a directory) holds two runs; a manifest without a run id
+(untracked training, or written before manifests had one) belongs to its folder's run, as one run
+per folder is what ``CheckpointStore`` keeps. Other checkpoints (``*.ckpt``, a ``checkpoints/``
+folder) are grouped by folder, without a step, metric or run id.
 
 Files archived by ``storage apply`` on a local disk live under the archive folder as
 ``<archive>/<cloud:class>/<relative path>``, so their class and original place are read back from
@@ -78,7 +81,11 @@ class Entry(NamedTuple):
 
 @dataclass(frozen=True)
 class Checkpoint:
-    """One checkpoint: its files (a state file and its manifest, or one file) and what the manifest says."""
+    """One checkpoint: its files (a state file and its manifest, or one file) and what the manifest says.
+
+    ``run`` is its folder and ``run_id`` the ledger run its manifest names (None: not recorded); the
+    pair is the run its newest and best are chosen in (``run_key``).
+    """
 
     run: str
     name: str
@@ -86,6 +93,12 @@ class Checkpoint:
     step: int | None = None
     metric: float | None = None
     higher_is_better: bool = False
+    run_id: int | None = None
+
+    @property
+    def run_key(self) -> tuple[str, int | None]:
+        """(folder, ledger run id): checkpoints with the same key are one run's."""
+        return (self.run, self.run_id)
 
     @property
     def recognised(self) -> bool:
@@ -332,7 +345,7 @@ def _group_checkpoints(
         parsed = _manifest_fields(record)
         if parsed is None:
             continue
-        step, state_name, metric, higher_is_better = parsed
+        step, state_name, metric, higher_is_better, run_id = parsed
         manifest = by_path[path]
         state_path = f"{path.rpartition('/')[0]}/{state_name}"
         files = [manifest]
@@ -348,6 +361,7 @@ def _group_checkpoints(
                 step=step,
                 metric=metric,
                 higher_is_better=higher_is_better,
+                run_id=run_id,
             )
         )
     typed = [retyped.get(entry.path, entry) for entry in entries]
@@ -355,17 +369,28 @@ def _group_checkpoints(
         if entry.kind == "checkpoint" and entry.path not in retyped:
             name = entry.relative.rpartition("/")[2]
             checkpoints.append(Checkpoint(run=entry.folder, name=name, files=(entry,)))
-    checkpoints.sort(key=lambda c: (c.run, c.step if c.step is not None else -1, c.mtime_s, c.name))
+    checkpoints.sort(
+        key=lambda c: (c.run, _id_order(c.run_id), c.step if c.step is not None else -1, c.mtime_s, c.name)
+    )
     return typed, checkpoints
 
 
-def _manifest_fields(record: object) -> tuple[int, str, float | None, bool] | None:
-    """(step, state file name, metric, higher is better) from a train manifest, or None when it is not one."""
+def _id_order(run_id: int | None) -> int:
+    """Sort position of a ledger run id: unrecorded (None) first, then by id."""
+    return -1 if run_id is None else run_id
+
+
+def _manifest_fields(record: object) -> tuple[int, str, float | None, bool, int | None] | None:
+    """(step, state file name, metric, higher is better, ledger run id) from a train manifest, or None when
+    it is not one. ``run_id`` is optional: manifests written before it existed have none."""
     if not isinstance(record, dict) or record.get("format") != CHECKPOINT_FORMAT:
         return None
     try:
-        metric = record.get("metric")
+        metric, run_id = record.get("metric"), record.get("run_id")
         value = None if metric is None else float(metric)
-        return int(record["step"]), str(record["file"]), value, bool(record.get("higher_is_better", False))
+        if run_id is not None and (isinstance(run_id, bool) or not isinstance(run_id, int)):
+            return None  # a run id that is not a whole number: not a manifest we wrote
+        higher_is_better = bool(record.get("higher_is_better", False))
+        return int(record["step"]), str(record["file"]), value, higher_is_better, run_id
     except (KeyError, TypeError, ValueError):
         return None

@@ -2,7 +2,8 @@
 
 The safety rules come first and no policy setting reaches past them:
 
-1. a path a running run of the ledger uses is never touched (``inuse``);
+1. a path a running run of the ledger uses is never touched (``inuse``), nor a checkpoint whose
+   manifest says a running run wrote it, wherever it lies;
 2. a file tagged ``keep`` stays: ``NAME.keep`` beside it keeps ``NAME`` and ``NAME.*`` (``step-00000200.keep``
    keeps that checkpoint's state file and manifest), ``.keep`` in a folder keeps all below it;
 3. the newest checkpoint of every run stays, and the best one (by the metric its manifest records,
@@ -13,7 +14,9 @@ then the ages: older than ``delete.after_days`` (and of a kind the delete rule n
 older than ``archive.after_days`` (of a kind the archive rule names, not already in the target
 class, and only where the target is cheaper) is archived. Newest and best are decided per run among
 recognised checkpoints by step and metric, and among other checkpoints of a folder by modification
-time, so a folder with one ancient checkpoint keeps it.
+time, so a folder with one ancient checkpoint keeps it. A run is a folder and the ledger run id its
+manifests record (``Checkpoint.run_key``): checkpoints that two runs wrote into one folder keep a
+newest and a best each.
 
 Deleting a checkpoint removes its manifest before its state file, the order ``CheckpointStore``
 prunes in: an interrupted delete leaves a state file without a manifest, which training already
@@ -145,12 +148,18 @@ def plan_retention(
             if reason is not None:
                 protected.update((entry.path, reason) for entry in checkpoint.files)
 
+    written_by = {
+        entry.path: checkpoint.run_id
+        for checkpoint in inventory.checkpoints
+        if checkpoint.run_id is not None
+        for entry in checkpoint.files
+    }
     units = _units(inventory)
     actions: list[PlannedAction] = []
     kept: list[tuple[str, str]] = []
     counts: Counter[str] = Counter()
     for unit in units:
-        reason = _safety_reason(unit, in_use, tagged, protected)
+        reason = _safety_reason(unit, in_use, written_by, tagged, protected)
         if reason is not None:
             kept.extend((entry.path, reason) for entry in unit)
             counts[reason.split(" (")[0]] += len(unit)
@@ -205,10 +214,11 @@ def _is_tagged(entry: Entry, tagged: tuple[frozenset[str], tuple[str, ...]]) -> 
 
 
 def _checkpoint_groups(checkpoints: Sequence[Checkpoint]) -> list[list[Checkpoint]]:
-    """One group per run and per kind of record: recognised checkpoints apart from other files of a folder."""
-    groups: dict[tuple[str, bool], list[Checkpoint]] = defaultdict(list)
+    """One group per run (folder and ledger run id) and per kind of record: recognised checkpoints apart
+    from other files of a folder."""
+    groups: dict[tuple[str, int | None, bool], list[Checkpoint]] = defaultdict(list)
     for checkpoint in checkpoints:
-        groups[(checkpoint.run, checkpoint.recognised)].append(checkpoint)
+        groups[(*checkpoint.run_key, checkpoint.recognised)].append(checkpoint)
     return list(groups.values())
 
 
@@ -225,12 +235,19 @@ def _units(inventory: Inventory) -> list[tuple[Entry, ...]]:
 
 
 def _safety_reason(
-    unit: tuple[Entry, ...], in_use: InUse, tagged: tuple[frozenset[str], tuple[str, ...]], protected: dict[str, str]
+    unit: tuple[Entry, ...],
+    in_use: InUse,
+    written_by: dict[str, int],
+    tagged: tuple[frozenset[str], tuple[str, ...]],
+    protected: dict[str, str],
 ) -> str | None:
     for entry in unit:
         run_id = in_use.holder(entry.path)
         if run_id is not None:
             return f"in use by running run {run_id}"
+        writer = written_by.get(entry.path)
+        if in_use.is_running(writer):
+            return f"written by running run {writer} (its checkpoint manifest says so)"
     if any(_is_tagged(entry, tagged) for entry in unit):
         return "tagged keep"
     for entry in unit:

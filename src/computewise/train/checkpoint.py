@@ -1,7 +1,11 @@
 """Checkpoints that are either whole or ignored: atomic writes, checksums, keep last N and the best.
 
 A checkpoint is two files in one directory: ``step-00000200.pt`` (``torch.save`` of the full
-training state) and its manifest ``step-00000200.json`` (step, SHA-256, size, metric, time).
+training state) and its manifest ``step-00000200.json`` (step, SHA-256, size, metric, time, and
+``run_id``: the ledger run that wrote it, null when training was not tracked). The run id lets
+``computewise storage`` tell apart the runs that shared a directory (a resumed training is a new
+ledger run per attempt) and leave a still-running run's checkpoints alone; manifests written before
+it existed have no ``run_id`` and read as null.
 
 Writing, in an order chosen so that a kill at any instant leaves the previous checkpoints valid
 and the new one either complete or recognisably incomplete:
@@ -72,6 +76,7 @@ class CheckpointInfo:
     metric: float | None
     higher_is_better: bool
     saved_at_s: float
+    run_id: int | None = None  # the ledger run that wrote it; None untracked or from an older manifest
 
 
 @dataclass(frozen=True)
@@ -148,12 +153,18 @@ class CheckpointStore:
             ) from failure
 
     def save(
-        self, state: dict[str, Any], step: int, metric: float | None = None, higher_is_better: bool = False
+        self,
+        state: dict[str, Any],
+        step: int,
+        metric: float | None = None,
+        higher_is_better: bool = False,
+        run_id: int | None = None,
     ) -> Path:
         """Write ``state`` as the checkpoint of ``step`` atomically and durably; returns its path.
 
         When this returns, the checkpoint is on disk under its final name and survives a crash;
-        if the process dies before, the previous checkpoints are untouched.
+        if the process dies before, the previous checkpoints are untouched. ``run_id`` is the ledger
+        run doing the training, recorded in the manifest (None when it is not tracked).
         """
         import torch
 
@@ -179,6 +190,7 @@ class CheckpointStore:
                 "metric": metric,
                 "higher_is_better": higher_is_better,
                 "saved_at_s": time.time(),
+                "run_id": run_id,
             }
             manifest_temporary = self._temporary(name, ".json", temporaries)
             with open(manifest_temporary, "w", encoding="utf-8") as text:
@@ -280,7 +292,7 @@ class CheckpointStore:
         try:
             if record["format"] != CHECKPOINT_FORMAT:
                 return f"unknown format {record['format']!r} (expected {CHECKPOINT_FORMAT!r})"
-            metric = record["metric"]
+            metric, run_id = record["metric"], record.get("run_id")
             return CheckpointInfo(
                 name=manifest.stem,
                 step=int(record["step"]),
@@ -290,6 +302,7 @@ class CheckpointStore:
                 metric=None if metric is None else float(metric),
                 higher_is_better=bool(record["higher_is_better"]),
                 saved_at_s=float(record["saved_at_s"]),
+                run_id=None if run_id is None else int(run_id),
             )
         except (KeyError, TypeError, ValueError) as failure:
             return f"its manifest is malformed ({type(failure).__name__}: {failure})"

@@ -218,6 +218,7 @@ class _Run:
         self.config = config
         self.progress = _Progress()
         self.checkpoint: Path | None = None
+        self.run_id: int | None = None  # the ledger run, once tracking starts; recorded in each manifest
 
     # -- the loop -------------------------------------------------------------------------------
 
@@ -248,6 +249,7 @@ class _Run:
         rank_samples = setup.global_batch_size // self.place.world_size
         tokens = rank_samples * setup.tokens_per_sample if setup.tokens_per_sample is not None else None
         tracker = self._start_tracking(tags, db, start_step) if track else None
+        self.run_id = tracker.run_id if tracker is not None else None
         losses: list[float] = []
         stopped: Stopped = "max_steps"
         try:
@@ -387,6 +389,7 @@ class _Run:
                     self.progress.step,
                     metric=self.progress.metric,
                     higher_is_better=self.setup.higher_is_better,
+                    run_id=self.run_id,
                 )
             except Exception as error:
                 failure = error
