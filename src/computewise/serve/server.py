@@ -57,7 +57,7 @@ from computewise.monitor.sampler import MAX_FLUSH_S, LedgerWriter, Sampler
 from computewise.serve.app import DEFAULT_MAX_BODY_BYTES, ServeState, create_app
 from computewise.serve.batcher import Batcher, BatchPolicy, BatchRecord
 from computewise.serve.cache import PredictionCache
-from computewise.serve.eventloop import fastest_loop
+from computewise.serve.eventloop import fastest_loop, freeze_startup_heap
 from computewise.serve.exposure import bind_listener, check_exposure
 from computewise.serve.metrics import ServeMetrics
 from computewise.serve.runners import ModelRunner, load_runner
@@ -335,6 +335,7 @@ def _serve_bound(
                     async def become_ready() -> None:
                         try:
                             await _warm_up(runner, batcher, policy.max_batch_size, stream)
+                            freeze_startup_heap()  # no full collection over the model stalls a request later
                             if not state.draining:
                                 state.ready = True
                                 if ready_file is not None:
