@@ -16,7 +16,7 @@ pytest.importorskip("uvicorn")
 pytestmark = pytest.mark.torch
 
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
-# One xdist worker runs every test that serves the exported MiniLM, so the module fixture exports it once.
+# One xdist worker runs every test that serves the exported MiniLM, so the session fixture exports it once.
 SHARES_ARTIFACT = pytest.mark.xdist_group("minilm-artifact")
 
 
@@ -25,7 +25,7 @@ def run(script: str, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # not "module": xdist runs other modules between these tests
 def minilm_artifact(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """MiniLM exported once, by the benchmarks' own ``export_artifact``, for every quick run that serves it.
 
