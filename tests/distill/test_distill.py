@@ -17,7 +17,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from computewise.distill.run import DistillOptions, distill, warmup_then_decay
+from computewise.distill.layers import LayerTaps, hidden_state_loss
+from computewise.distill.run import DistillOptions, distill, epoch_batches, warmup_then_decay
 from computewise.distill.student import StudentSpec, build_student, kept_layers, parse_student
 from computewise.errors import InputError, ModelConfigError
 from computewise.optimize.feeds import split_indices
@@ -96,6 +97,70 @@ def test_the_rate_rises_over_the_warmup_then_falls_to_zero_at_the_last_step() ->
     # A run shorter than the warmup still reaches full rate at its first step, and never divides by zero.
     one = warmup_then_decay(1)
     assert one(0) == 1.0 and one(1) == 0.0
+
+
+def test_epoch_batches_are_full_random_and_of_similar_length() -> None:
+    rng = np.random.default_rng(0)
+    lengths = rng.integers(8, 60, size=1000)
+    for given in (None, lengths):
+        batches = epoch_batches(1000, 32, given, np.random.default_rng(1))
+        seen = [i for batch in batches for i in batch]
+        assert len(batches) == 1000 // 32 and all(len(batch) == 32 for batch in batches)
+        assert len(set(seen)) == len(seen) and set(seen) <= set(range(1000))
+        again = epoch_batches(1000, 32, given, np.random.default_rng(1))
+        assert again == batches and epoch_batches(1000, 32, given, np.random.default_rng(2)) != batches
+
+    def padded_tokens(batches: list[list[int]]) -> int:  # each batch is padded to its longest example
+        return sum(int(lengths[batch].max()) * len(batch) for batch in batches)
+
+    grouped = epoch_batches(1000, 32, lengths, np.random.default_rng(1))
+    shuffled = epoch_batches(1000, 32, None, np.random.default_rng(1))
+    real = sum(int(lengths[batch].sum()) for batch in grouped)
+    assert padded_tokens(grouped) < 1.1 * real < 0.7 * padded_tokens(shuffled)
+    # windows of 50 batches are sorted, not the epoch: the batch order still mixes short and long ones
+    longest = [int(lengths[batch].max()) for batch in grouped]
+    assert longest != sorted(longest) and longest != sorted(longest, reverse=True)
+
+
+def test_the_hidden_state_loss_is_the_relative_error_on_real_tokens() -> None:
+    rng = np.random.default_rng(0)
+    teacher = [rng.normal(size=(2, 5, 4)) for _ in range(2)]
+    student = [t + rng.normal(scale=0.3, size=t.shape) for t in teacher]
+    mask = np.array([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]])
+
+    real = list(zip(*np.nonzero(mask), strict=True))
+
+    def by_hand(layer: int) -> float:  # a second implementation: loop over real tokens
+        error = sum(np.sum((student[layer][b, k] - teacher[layer][b, k]) ** 2) for b, k in real)
+        return float(error / sum(np.sum(teacher[layer][b, k] ** 2) for b, k in real))
+
+    def loss(mine: list[np.ndarray]) -> float:
+        tensors = [torch.from_numpy(a) for a in mine]
+        return float(hidden_state_loss(tensors, [torch.from_numpy(a) for a in teacher], torch.from_numpy(mask)))
+
+    assert loss(student) == pytest.approx((by_hand(0) + by_hand(1)) / 2)
+    assert loss(teacher) == 0.0 and loss([np.zeros_like(t) for t in teacher]) == pytest.approx(1.0)
+    padded = [s.copy() for s in student]
+    padded[0][0, 4] += 100.0  # a padding position: not a token, not an error
+    assert loss(padded) == pytest.approx(loss(student))
+
+
+def test_layer_taps_keep_each_layers_states_and_leave_no_hook_behind(tiny_bert: Path, sentences: Path) -> None:
+    teacher = load_source(str(tiny_bert), sentences, None)
+    student = build_student(teacher, StudentSpec(layers=2))
+    assert student.teacher_layers == (0, 3)
+    batch = {k: torch.from_numpy(v) for k, v in teacher.feed.batch([0, 1, 2]).items()}
+    layers = teacher.module.backbone.encoder.layer
+    with LayerTaps([layers[i] for i in student.teacher_layers]) as taps, torch.inference_mode():
+        teacher.module(**batch)
+        states = list(taps.states)
+    with torch.inference_mode():
+        hidden = teacher.module.backbone(**batch, output_hidden_states=True).hidden_states  # embeddings first
+    for state, index in zip(states, student.teacher_layers, strict=True):
+        assert torch.equal(state, hidden[index + 1])
+    with torch.inference_mode():
+        teacher.module(**batch)
+    assert taps.states == [None, None]  # closed taps keep nothing: their hooks are gone
 
 
 def test_a_narrower_mlp_starts_as_the_teachers_truncation() -> None:

@@ -16,6 +16,7 @@ The order of work, and why:
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
@@ -24,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from computewise.distill.layers import LayerTaps, hidden_state_loss
 from computewise.distill.objective import distillation_loss
 from computewise.distill.student import Student, StudentSpec, build_student
 from computewise.errors import InputError
@@ -40,6 +42,7 @@ __all__ = ["EXPORTED_VARIANT", "DistillOptions", "DistillResult", "SpeedFigure",
 EXPORTED_VARIANT = "ort-all"  # FP32 ONNX Runtime with every graph optimisation: the teacher's precision
 Progress = Callable[[str, int, int], None]
 WARMUP_FRACTION = 0.06  # of the planned steps, as in BERT's fine-tuning recipes
+LENGTH_WINDOW_BATCHES = 50  # batches sorted by length together; the shuffle happens across windows
 
 
 @dataclass(frozen=True)
@@ -222,11 +225,20 @@ def _train(
 
     positional, task = teacher.positional, teacher.task
     rate = options.learning_rate or (5e-4 if teacher.kind == "hf" else 1e-3)
+    taps = _layer_taps(teacher, student)
+
+    def forward(model: Any, named: dict[str, Any]) -> Any:
+        return model(*named.values()) if positional else model(**named)
 
     def loss(model: Any, batch: tuple[dict[str, Any], Any]) -> Any:
         named, target = batch
-        output = model(*named.values()) if positional else model(**named)
-        return distillation_loss(task, output, target)
+        value = distillation_loss(task, forward(model, named), target)
+        if taps is None:
+            return value
+        with torch.no_grad():
+            forward(teacher.module, named)  # its taps keep the hidden states of the layers the student copied
+        mine, theirs = taps
+        return value + hidden_state_loss(mine.states, theirs.states, named["attention_mask"])
 
     batch_size = min(options.batch_size, len(feed))
     total = options.epochs * (len(feed) // batch_size)
@@ -243,21 +255,49 @@ def _train(
     engine = StepEngine.prepare(setup, TrainConfig(precision="fp32"), device="cpu")
     deadline = time.perf_counter() + options.time_budget_s
     rng = np.random.default_rng(options.seed)
+    lengths = feed.lengths()
     steps, losses = 0, []
-    for epoch in range(options.epochs):
-        order = rng.permutation(len(feed))
-        epoch_losses = []
-        for start in range(0, len(order) - batch_size + 1, batch_size):
-            indices = order[start : start + batch_size].tolist()
-            named = {name: torch.from_numpy(np.ascontiguousarray(a)) for name, a in feed.batch(indices).items()}
-            epoch_losses.append(engine.step([(named, torch.from_numpy(targets[indices]))]))
-            steps += 1
-            report(f"epoch {epoch + 1}/{options.epochs}, loss {epoch_losses[-1]:.4f}", steps, total)
-            if time.perf_counter() > deadline:
-                losses.append(float(np.mean(epoch_losses)))
-                return steps, epoch + 1, losses
-        losses.append(float(np.mean(epoch_losses)))
+    with contextlib.ExitStack() as stack:
+        for tap in taps or ():
+            stack.enter_context(tap)
+        for epoch in range(options.epochs):
+            epoch_losses = []
+            for indices in epoch_batches(len(feed), batch_size, lengths, rng):
+                named = {name: torch.from_numpy(np.ascontiguousarray(a)) for name, a in feed.batch(indices).items()}
+                epoch_losses.append(engine.step([(named, torch.from_numpy(targets[indices]))]))
+                steps += 1
+                report(f"epoch {epoch + 1}/{options.epochs}, loss {epoch_losses[-1]:.4f}", steps, total)
+                if time.perf_counter() > deadline:
+                    losses.append(float(np.mean(epoch_losses)))
+                    return steps, epoch + 1, losses
+            losses.append(float(np.mean(epoch_losses)))
     return steps, options.epochs, losses
+
+
+def _layer_taps(teacher: ModelSource, student: Student) -> tuple[LayerTaps, LayerTaps] | None:
+    """Taps on each student encoder layer and on the teacher layer it was copied from; None for other students."""
+    if not student.teacher_layers:
+        return None
+    teacher_layers = teacher.module.backbone.encoder.layer
+    mine = LayerTaps(student.module.backbone.encoder.layer)
+    return mine, LayerTaps([teacher_layers[i] for i in student.teacher_layers])
+
+
+def epoch_batches(count: int, batch_size: int, lengths: np.ndarray | None, rng: np.random.Generator) -> list[list[int]]:
+    """One epoch's full batches in a random order; with lengths, each batch holds sentences of similar length.
+
+    A batch is padded to its longest sentence, so a random mix of 6- and 40-word sentences spends much
+    of every step on padding. Sorting windows of 50 batches by length, then shuffling the batches,
+    keeps each epoch random while most tokens are real (Hugging Face's ``LengthGroupedSampler`` does
+    the same).
+    """
+    order = rng.permutation(count)
+    if lengths is not None:
+        window = batch_size * LENGTH_WINDOW_BATCHES
+        windows = np.split(order, range(window, count, window))
+        order = np.concatenate([chunk[np.argsort(lengths[chunk], kind="stable")] for chunk in windows])
+    batches = [order[start : start + batch_size].tolist() for start in range(0, count - batch_size + 1, batch_size)]
+    return [batches[i] for i in rng.permutation(len(batches))]
 
 
 def warmup_then_decay(total_steps: int, warmup_fraction: float = WARMUP_FRACTION) -> Callable[[int], float]:

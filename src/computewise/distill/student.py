@@ -49,6 +49,7 @@ class Student:
     description: str
     teacher_parameters: int
     student_parameters: int
+    teacher_layers: tuple[int, ...] = ()  # the teacher layer each student encoder layer was copied from
 
 
 def parse_student(text: str) -> StudentSpec:
@@ -141,6 +142,7 @@ def _fewer_layers(teacher: ModelSource, layers: int) -> Student:
         description=f"{layers} of {total} layers (teacher layers {', '.join(map(str, keep))})",
         teacher_parameters=_parameters(teacher.module),
         student_parameters=_parameters(student),
+        teacher_layers=tuple(keep),
     )
 
 
