@@ -114,7 +114,7 @@ def filled(
 
 
 def _client(ledger: Ledger, catalog: Catalog, token: str | None = None) -> TestClient:
-    context = DashboardContext(ledger=ledger, catalog=catalog, token=token, plans_dir=None, clock=lambda: NOW_S)
+    context = DashboardContext(ledger=ledger, catalog=lambda: catalog, token=token, plans_dir=None, clock=lambda: NOW_S)
     return TestClient(create_app(context))
 
 
@@ -532,7 +532,7 @@ def test_a_stream_stops_polling_when_its_client_leaves(
     opened = Ledger.open(f"sqlite:///{tmp_path / 'ledger.sqlite'}")
     ledger = _CountingLedger(opened.engine, opened.url)
     run_id = ledger.start_run(new_run(started_at_s=time.time()))  # running, this very process: never stale here
-    context = DashboardContext(ledger=ledger, catalog=catalog, token=None, plans_dir=None, clock=time.time)
+    context = DashboardContext(ledger=ledger, catalog=lambda: catalog, token=None, plans_dir=None, clock=time.time)
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     server = uvicorn.Server(uvicorn.Config(create_app(context), log_level="warning", lifespan="off"))

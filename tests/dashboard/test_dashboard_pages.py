@@ -154,7 +154,9 @@ def served(tmp_path_factory: pytest.TempPathFactory, catalog: Catalog) -> Iterat
     (plans_dir / "outside.json").symlink_to(secret)
 
     ledger = Ledger.open(url, create=False)
-    context = DashboardContext(ledger=ledger, catalog=catalog, token=None, plans_dir=plans_dir, clock=lambda: NOW_S)
+    context = DashboardContext(
+        ledger=ledger, catalog=lambda: catalog, token=None, plans_dir=plans_dir, clock=lambda: NOW_S
+    )
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         server = uvicorn.Server(uvicorn.Config(create_app(context), log_level="warning", lifespan="off"))

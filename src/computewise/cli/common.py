@@ -10,12 +10,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 
 from computewise.errors import ComputewiseError, InputError
 
 if TYPE_CHECKING:
+    from rich.console import Console
     from rich.progress import Progress
 
     from computewise.catalog import Catalog
@@ -90,7 +89,11 @@ def print_error(error: ComputewiseError) -> None:
     """``error: ...`` and ``To fix: ...`` on stderr: how every user error reads.
 
     Lines are never broken by the printer (``soft_wrap``): a path or a command in a message must stay
-    whole to be copied, and a terminal folds long lines by itself."""
+    whole to be copied, and a terminal folds long lines by itself. Rich is imported here, not at the
+    top: the verbs that print nothing else (``dashboard``) start a twentieth of a second sooner."""
+    from rich.console import Console
+    from rich.markup import escape
+
     stderr = Console(stderr=True, emoji=False)  # a message echoes what the user typed: `x:factory` stays text
     stderr.print(f"[bold red]error:[/] {escape(error.message)}", highlight=False, soft_wrap=True)
     if error.hint:
@@ -105,6 +108,8 @@ def open_ledger(url: str | None, *, create: bool = False) -> Ledger:
     """
     import socket
     import time
+
+    from rich.console import Console
 
     from computewise.ledger import Ledger
 
@@ -137,6 +142,8 @@ def emit(
     to_html: Callable[[dict[str, Any]], str],
 ) -> None:
     """JSON to stdout for scripts, or Rich tables for people; the HTML report is written either way."""
+    from rich.console import Console
+
     if html_path is not None:
         from computewise.report.html import write_html
 

@@ -57,7 +57,7 @@ async def _load(request: Request) -> RunView | Response:
     context: DashboardContext = request.app.state.context
     run_id: int = request.path_params["run_id"]
     try:
-        return await run_in_threadpool(run_view, context.ledger, context.catalog, run_id, context.clock())
+        return await run_in_threadpool(run_view, context.ledger, context.catalog(), run_id, context.clock())
     except InputError as exc:  # the one InputError here: no such run
         return error_response(request, 404, exc.message, exc.hint, "not-found")
 

@@ -14,23 +14,26 @@ event stream open; ``GRACE_S`` bounds that wait, then the process exits 0.
 from __future__ import annotations
 
 import contextlib
+import functools
 import signal
 import socket
 import sys
 import time
 from collections.abc import Generator
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 import uvicorn
 from starlette.applications import Starlette
 
-from computewise.catalog import load_catalog
 from computewise.dashboard.app import create_app, create_broken_app
 from computewise.dashboard.context import DashboardContext
 from computewise.errors import InputError, LedgerError
 from computewise.ledger import Ledger
 from computewise.serve.exposure import bind_listener, check_exposure, is_loopback
+
+if TYPE_CHECKING:
+    from computewise.catalog import Catalog
 
 __all__ = ["GRACE_S", "serve_dashboard", "url_of"]
 
@@ -113,5 +116,15 @@ def _app(db: str | None, token: str | None, plans_dir: Path | None, stream: Text
         if error.hint:
             print(f"To fix: {error.hint}", file=stream)
         return create_broken_app(error, token), None
-    context = DashboardContext(ledger=ledger, catalog=load_catalog(), token=token, plans_dir=plans_dir, clock=time.time)
+    context = DashboardContext(
+        ledger=ledger, catalog=_bundled_catalog, token=token, plans_dir=plans_dir, clock=time.time
+    )
     return create_app(context), ledger
+
+
+@functools.cache
+def _bundled_catalog() -> Catalog:
+    """The catalog, imported and read on the first run page that prices something, then kept."""
+    from computewise.catalog import load_catalog
+
+    return load_catalog()

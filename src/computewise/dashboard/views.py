@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from computewise.account.anomalies import history_start_s, spend_anomalies
 from computewise.account.budgets import BudgetStatus, budget_status, budget_window_start_s
@@ -23,11 +23,13 @@ from computewise.account.report import group_report
 from computewise.account.spend import PricedRun, overlapping, priced_runs
 from computewise.account.tags import NO_TAG
 from computewise.account.totals import RunCost, price_runs, run_end_s
-from computewise.catalog import Catalog
 from computewise.ledger import Ledger, RunRow
 from computewise.ledger.queries import RunFilter, RunSort
 from computewise.ledger.store import STALE_HEARTBEATS, STALE_MIN_S
 from computewise.specs.document import SCHEMA_VERSION
+
+if TYPE_CHECKING:
+    from computewise.catalog import Catalog
 
 __all__ = [
     "MAX_POINTS",

@@ -5,16 +5,15 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import Sequence
-from typing import Any
-
-from rich.console import Console
-from rich.text import Text
+from typing import TYPE_CHECKING, Any
 
 from computewise.report.rows import Grid, format_amount, format_kg, format_kwh
-from computewise.report.table import at_natural_width, print_table
 from computewise.units import format_usd
 
-__all__ = ["anomalies_grid", "at_natural_width", "budget_grid", "cost_grid", "csv_text", "print_grid"]
+if TYPE_CHECKING:
+    from rich.console import Console
+
+__all__ = ["anomalies_grid", "budget_grid", "cost_grid", "csv_text", "print_grid"]
 
 
 def _opt(value: float | None, fmt: str = "{:.0f} %") -> str:
@@ -101,7 +100,13 @@ def anomalies_grid(d: dict[str, Any]) -> Grid:
 
 
 def print_grid(grid: Grid, console: Console, title: str | None = None, more: str = "--json") -> None:
-    """A bold title, then the table as every report prints one (:func:`computewise.report.table.print_table`)."""
+    """A bold title, then the table as every report prints one (:func:`computewise.report.table.print_table`).
+
+    Rich is imported here: the dashboard builds these grids as HTML and never loads the terminal printer."""
+    from rich.text import Text
+
+    from computewise.report.table import print_table
+
     if title:
         console.print(Text(title, style="bold"))
     print_table(grid, console, more=more)

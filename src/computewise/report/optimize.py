@@ -25,11 +25,10 @@ from rich.console import Console, JustifyMethod
 from rich.table import Table
 from rich.text import Text
 
-from computewise.report.accounts import at_natural_width
 from computewise.report.html import grid_table, page, pairs_table
 from computewise.report.rows import Grid
 from computewise.report.svg import ALERT, MUTED, PALETTE, Axis, Series, use_log, xy_chart
-from computewise.report.table import available_width
+from computewise.report.table import at_natural_width, available_width
 from computewise.report.terminal import print_pairs
 from computewise.units import format_bytes, format_count, plural
 
