@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from computewise.distill.layers import LayerTaps, hidden_state_loss
-from computewise.distill.run import DistillOptions, distill, epoch_batches, warmup_then_decay
+from computewise.distill.run import DistillOptions, distill, epoch_batches, warmup_then_decay, without_dropout
 from computewise.distill.student import StudentSpec, build_student, kept_layers, parse_student
 from computewise.errors import InputError, ModelConfigError
 from computewise.optimize.feeds import split_indices
@@ -161,6 +161,17 @@ def test_layer_taps_keep_each_layers_states_and_leave_no_hook_behind(tiny_bert: 
     with torch.inference_mode():
         teacher.module(**batch)
     assert taps.states == [None, None]  # closed taps keep nothing: their hooks are gone
+
+
+def test_a_student_trains_without_dropout(tiny_bert: Path, sentences: Path) -> None:
+    """In training mode, two passes over the same batch differ while dropout is on, and agree once it is off."""
+    student = build_student(load_source(str(tiny_bert), sentences, None), StudentSpec(layers=2)).module.train()
+    batch = {k: torch.from_numpy(v) for k, v in load_source(str(tiny_bert), sentences, None).feed.batch([0, 1]).items()}
+    torch.manual_seed(0)
+    with torch.no_grad():
+        assert not torch.equal(student(**batch), student(**batch))
+        without_dropout(student)
+        assert torch.equal(student(**batch), student(**batch))
 
 
 def test_a_narrower_mlp_starts_as_the_teachers_truncation() -> None:
