@@ -65,8 +65,13 @@ def setup(config):
 '''
 
 JOB = "import sys; from recorded_work import work; work(*sys.argv[1:])"
+# Ctrl-C as a terminal's foreground job gets it: a shell script that starts this suite with `&` leaves
+# SIGINT ignored, children inherit that, and Python then never raises KeyboardInterrupt.
+CTRL_C_AS_IN_A_TERMINAL = "import signal; signal.signal(signal.SIGINT, signal.default_int_handler)\n"
 
-TRACK = """
+TRACK = (
+    CTRL_C_AS_IN_A_TERMINAL
+    + """
 import os, sys
 from computewise.monitor.track import track
 from recorded_work import work
@@ -74,8 +79,11 @@ ending, ready = sys.argv[1:]
 with track(db=os.environ["COMPUTEWISE_DB"], flush_every_s=0.2):
     work(ending, ready)
 """
+)
 
-TUNE = """
+TUNE = (
+    CTRL_C_AS_IN_A_TERMINAL
+    + """
 import sys
 from computewise.tune.search import LocalTrials, TuneOptions, run_tune
 from recorded_work import work
@@ -93,8 +101,11 @@ for ending in endings:  # one interpreter for every ending: torch is imported on
     except BaseException as error:
         print(f"{ending}: {error!r}", flush=True)
 """
+)
 
-SERVE = """
+SERVE = (
+    CTRL_C_AS_IN_A_TERMINAL
+    + """
 import os, signal, sys
 from pathlib import Path
 from computewise.serve.server import serve
@@ -104,8 +115,11 @@ signal.signal(signal.SIGUSR1, lambda signum, frame: work(ending, os.devnull))
 ready_file = Path(ready).parent / "no-such-directory" / "ready" if ending == "exception" else Path(ready)
 sys.exit(serve("echo", port=0, ready_file=ready_file))
 """
+)
 
-SUPERVISE = """
+SUPERVISE = (
+    CTRL_C_AS_IN_A_TERMINAL
+    + """
 import os, sys
 from pathlib import Path
 from computewise.ledger import Ledger, PriceSnapshot
@@ -119,6 +133,7 @@ price = PriceSnapshot(3.0, "test", "$3.00/h as given", False, carbon_g_per_kwh=4
 with Ledger.open(db) as ledger:
     supervise(LocalEngine(Path(ready).parent / "jobs"), spec, ledger, db, price, max_preemptions=0, poll_s=0.05)
 """.replace("JOB", repr(JOB))
+)
 
 ENDINGS = ("success", "exception", "ctrl-c", "exit-75", "sigkill")
 # One rule for every kind (computewise.monitor.recorded): status and exit code as a shell would see them.
