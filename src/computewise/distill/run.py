@@ -27,7 +27,7 @@ import numpy as np
 
 from computewise.distill.layers import LayerTaps, hidden_state_loss
 from computewise.distill.objective import distillation_loss
-from computewise.distill.student import Student, StudentSpec, build_student
+from computewise.distill.student import Student, StudentSpec, build_student, encoder_layers
 from computewise.errors import InputError
 from computewise.estimate.quote import Ask, PriceRequest, Quote, quote
 from computewise.optimize.feeds import Feed, split_indices
@@ -302,8 +302,8 @@ def _layer_taps(teacher: ModelSource, student: Student) -> tuple[LayerTaps, Laye
     """Taps on each student encoder layer and on the teacher layer it was copied from; None for other students."""
     if not student.teacher_layers:
         return None
-    teacher_layers = teacher.module.backbone.encoder.layer
-    mine = LayerTaps(student.module.backbone.encoder.layer)
+    teacher_layers = encoder_layers(teacher.module, teacher.description)
+    mine = LayerTaps(encoder_layers(student.module, student.description))
     return mine, LayerTaps([teacher_layers[i] for i in student.teacher_layers])
 
 

@@ -26,7 +26,7 @@ from typing import Any
 from computewise.errors import InputError, ModelConfigError
 from computewise.optimize.source import ModelSource
 
-__all__ = ["Student", "StudentSpec", "build_student", "kept_layers", "parse_student"]
+__all__ = ["Student", "StudentSpec", "build_student", "encoder_layers", "kept_layers", "parse_student"]
 
 
 @dataclass(frozen=True)
@@ -99,7 +99,8 @@ def build_student(teacher: ModelSource, spec: StudentSpec) -> Student:
     return _narrower(teacher, spec.width)
 
 
-def _encoder_layers(text_model: Any, where: str) -> Any:
+def encoder_layers(text_model: Any, where: str) -> Any:
+    """The ``encoder.layer`` list of a Hugging Face text model; a ``ModelConfigError`` where it has none."""
     backbone = getattr(text_model, "backbone", None)
     layers = getattr(getattr(backbone, "encoder", None), "layer", None)
     if layers is None:
@@ -121,7 +122,7 @@ def _drop_layers(text_model: Any, keep: list[int]) -> Any:
 
 
 def _fewer_layers(teacher: ModelSource, layers: int) -> Student:
-    total = len(_encoder_layers(teacher.module, teacher.description))
+    total = len(encoder_layers(teacher.module, teacher.description))
     if layers >= total:
         raise InputError(
             f"--student layers={layers} keeps every layer of a {total}-layer teacher: nothing to distil",

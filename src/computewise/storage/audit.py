@@ -17,7 +17,7 @@ from typing import Any
 
 from computewise.specs.document import SCHEMA_VERSION
 from computewise.storage.duplicates import Duplicates, find_duplicates
-from computewise.storage.inventory import Checkpoint, Entry, Inventory, take_inventory
+from computewise.storage.inventory import Checkpoint, Entry, Inventory, run_order, take_inventory
 from computewise.storage.kinds import KINDS
 from computewise.storage.location import Location
 from computewise.storage.pricing import Pricer
@@ -223,7 +223,7 @@ def _by_run(checkpoints: Sequence[Checkpoint]) -> dict[tuple[str, int | None], l
     runs: dict[tuple[str, int | None], list[Checkpoint]] = defaultdict(list)
     for checkpoint in checkpoints:
         runs[checkpoint.run_key].append(checkpoint)
-    return dict(sorted(runs.items(), key=lambda item: (item[0][0], -1 if item[0][1] is None else item[0][1])))
+    return dict(sorted(runs.items(), key=lambda item: run_order(item[0])))
 
 
 def _run(key: tuple[str, int | None], members: list[Checkpoint]) -> RunSummary:

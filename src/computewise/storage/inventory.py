@@ -44,6 +44,7 @@ __all__ = [
     "Entry",
     "Inventory",
     "access_times",
+    "run_order",
     "take_inventory",
 ]
 
@@ -112,6 +113,12 @@ class Checkpoint:
     @property
     def mtime_s(self) -> float:
         return max(entry.mtime_s for entry in self.files)
+
+
+def run_order(run_key: tuple[str, int | None]) -> tuple[str, int]:
+    """Sort position of a run: by folder, then unrecorded (no ledger run id) first, then by id."""
+    folder, run_id = run_key
+    return (folder, -1 if run_id is None else run_id)
 
 
 @dataclass(frozen=True)
@@ -369,15 +376,8 @@ def _group_checkpoints(
         if entry.kind == "checkpoint" and entry.path not in retyped:
             name = entry.relative.rpartition("/")[2]
             checkpoints.append(Checkpoint(run=entry.folder, name=name, files=(entry,)))
-    checkpoints.sort(
-        key=lambda c: (c.run, _id_order(c.run_id), c.step if c.step is not None else -1, c.mtime_s, c.name)
-    )
+    checkpoints.sort(key=lambda c: (*run_order(c.run_key), c.step if c.step is not None else -1, c.mtime_s, c.name))
     return typed, checkpoints
-
-
-def _id_order(run_id: int | None) -> int:
-    """Sort position of a ledger run id: unrecorded (None) first, then by id."""
-    return -1 if run_id is None else run_id
 
 
 def _manifest_fields(record: object) -> tuple[int, str, float | None, bool, int | None] | None:
