@@ -71,10 +71,21 @@ def _agreeing_bests(
     return best_ours, best_theirs
 
 
+def _fastest_bench_call_tflops(device: str, size: int) -> float:
+    """bench's fastest timed call (``high`` is the max below ten repeats): the statistic of the plain loop.
+
+    bench reports a median, which a neighbour holding a core for the whole measurement drags down while
+    a best-of-windows catches the gaps; comparing a median with a best failed by 20 % under a parallel
+    test suite. Fastest against fastest checks what this test is for: bench's FLOP count and clock.
+    """
+    (point,) = measure_matmul(device, "fp32", [size], quick=True).points
+    return point.tflops.high
+
+
 def test_fp32_matmul_agrees_within_10_percent_with_a_plain_torch_mm_loop() -> None:
     size = 512
     ours, theirs = _agreeing_bests(
-        lambda: measure_matmul("cpu", "fp32", [size], quick=True).peak_tflops,
+        lambda: _fastest_bench_call_tflops("cpu", size),
         lambda: _independent_mm_tflops(size),
         _within_10_percent,
     )
@@ -206,7 +217,7 @@ def test_a_result_round_trips_through_json() -> None:
 def test_gpu_fp32_matmul_agrees_with_a_synchronised_plain_loop() -> None:
     size = 4096
     ours, theirs = _agreeing_bests(
-        lambda: measure_matmul("cuda:0", "fp32", [size], quick=True).peak_tflops,
+        lambda: _fastest_bench_call_tflops("cuda:0", size),
         lambda: _independent_mm_tflops(size, "cuda:0"),
         _within_10_percent,
     )

@@ -85,11 +85,25 @@ def _status(driver: Any) -> int:
 
 def _click_and_wait(driver: Any, css: str, page: str) -> None:
     """Click a link and wait until the next document (not the old one) shows ``main#page-PAGE``."""
-    from selenium.webdriver.support import expected_conditions
-
     old = _find(driver, "main")
     _find(driver, css).click()
-    _wait(driver).until(expected_conditions.staleness_of(old))
+    _wait_for_next_document(driver, old, page)
+
+
+def _wait_for_next_document(driver: Any, old_main: Any, page: str) -> None:
+    """Wait until ``old_main`` belongs to a document that is gone and the new one shows ``main#page-PAGE``.
+
+    While the browser swaps documents, chromedriver can answer a question about the old element with
+    "unhandled inspector error: Cannot find context with specified id" (a plain WebDriverException, not
+    a stale reference): the old page's JavaScript context is gone and the new one is not ready. That
+    answer means "not yet", so this wait asks again instead of failing.
+    """
+    from selenium.common.exceptions import WebDriverException
+    from selenium.webdriver.support import expected_conditions
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    navigating = WebDriverWait(driver, WAIT_S, poll_frequency=0.1, ignored_exceptions=(WebDriverException,))
+    navigating.until(expected_conditions.staleness_of(old_main))
     _wait(driver).until(lambda d: _find_all(d, f"main#page-{page}"))
 
 
@@ -183,12 +197,9 @@ def _fill(driver: Any, name: str, value: str) -> None:
 
 
 def _submit_filters(driver: Any) -> None:
-    from selenium.webdriver.support import expected_conditions
-
     old = _find(driver, "main")
     _find(driver, "#run-filters button[type=submit], #run-filters input[type=submit], #run-filters button").click()
-    _wait(driver).until(expected_conditions.staleness_of(old))
-    _wait(driver).until(lambda d: _find_all(d, "main#page-runs"))
+    _wait_for_next_document(driver, old, "runs")
 
 
 def _text_match(run: RunRow, text: str) -> bool:
