@@ -37,6 +37,7 @@ from computewise.catalog import Catalog, load_catalog
 from computewise.estimate import Assumptions
 from computewise.ledger import Ledger, NewRun, PriceSnapshot, SampleRow
 from computewise.system.user import current_user
+from gcs_server import GcsServer, running_gcs_server
 from s3_server import S3Server, running_s3_server
 
 # -- The user's own catalog stays out ---------------------------------------------------------
@@ -339,6 +340,14 @@ def s3_server() -> Iterator[S3Server]:
     """A real S3-compatible server (moto) on 127.0.0.1 for the session: ``.endpoint_url``, ``.env`` and
     ``.make_bucket(name)``; pass ``.env`` to child processes (or monkeypatch it in) to reach it."""
     with running_s3_server() as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def gcs_server() -> Iterator[GcsServer]:
+    """A real Google Cloud Storage emulator on 127.0.0.1 for the session: ``.endpoint_url``, ``.env``,
+    ``.fs()`` and ``.make_bucket(name)``; pass ``.env`` to child processes to reach it."""
+    with running_gcs_server() as server:
         yield server
 
 

@@ -19,6 +19,7 @@ from computewise.data.bench import BenchOptions, run_data_bench
 from computewise.data.demand import demand_from_rate
 from computewise.data.result import DataBenchResult
 from computewise.monitor.diagnosis import UsageStats, diagnose
+from gcs_server import GcsServer
 from s3_server import S3Server
 
 CLI = [sys.executable, "-m", "computewise.cli.app"]
@@ -94,6 +95,17 @@ def cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None) 
     return subprocess.run(
         [*CLI, *args], capture_output=True, text=True, timeout=180, cwd=cwd, env={**os.environ, **(env or {})}
     )
+
+
+def test_gcs_parquet_through_a_real_gcs_emulator(parquet_file: Written, gcs_server: GcsServer) -> None:
+    """``gs://`` through gcsfs, in a child process (gcsfs picks its file system class when first imported)."""
+    gcs_server.make_bucket("datasets")
+    gcs_server.fs().put_file(str(parquet_file.path), "datasets/train/part-0.parquet")
+    done = cli("data", "bench", "gs://datasets/train/", "--max-workers", "1", "--json", env=gcs_server.env)
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert data["format"] == "parquet" and data["rows_known"] == parquet_file.rows
+    assert data["measurements"] and {m["samples"] for m in data["measurements"]} == {parquet_file.rows}
 
 
 def test_the_command_an_input_bound_diagnosis_suggests_runs(parquet_file: Written) -> None:

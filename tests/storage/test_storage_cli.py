@@ -17,6 +17,7 @@ from typing import Any
 from storage_files import cli, write_checkpoint, write_file
 
 from computewise.ledger import Ledger
+from gcs_server import GcsServer
 from s3_server import S3Server
 
 Check = Callable[[object, str], None]
@@ -165,3 +166,56 @@ def test_an_object_deleted_by_someone_else_mid_apply_is_recorded_as_vanished(
         (False, "done"), (False, "done"), (True, "vanished"), (False, "done")
     ]  # fmt: skip
     assert client.list_objects_v2(Bucket="storage-vanish", Prefix=prefix).get("Contents", []) == []
+
+
+def test_a_gcs_prefix_is_audited_priced_by_its_classes_archived_and_pruned(
+    gcs_server: GcsServer, tmp_path: Path, json_schema: Check
+) -> None:
+    """``gs://`` on a real GCS emulator: GCS names an object's class and time unlike S3 (``storageClass``,
+    ``updated``), prices are Google's (us-central1 by default), and an archive is a rewrite onto itself."""
+    gcs_server.make_bucket("storage-gcs")
+    fs = gcs_server.fs()
+    prefix = f"storage-gcs/exp-{time.time_ns()}"
+    first_written_s = time.time()
+    for step, loss in ((1, 0.9), (2, 0.4), (3, 0.8)):
+        manifest = {
+            "format": "computewise.checkpoint/1", "step": step, "file": f"step-{step:08d}.pt", "sha256": "0" * 64,
+            "size_bytes": 4096, "metric": loss, "higher_is_better": False, "saved_at_s": 0.0,
+        }  # fmt: skip
+        fs.pipe(f"{prefix}/ckpt/step-{step:08d}.pt", bytes([step]) * 4096)
+        fs.pipe(f"{prefix}/ckpt/step-{step:08d}.json", json.dumps(manifest).encode())
+    fs.pipe(f"{prefix}/data/a.parquet", bytes(range(256)) * 64)
+    fs.pipe(f"{prefix}/logs/train.log", b"loss 0.4\n")
+    url, env = f"gs://{prefix}", gcs_server.env
+
+    audit = _json(cli("storage", "audit", url, "--json", env=env))
+    json_schema(audit, "storage-audit")
+    assert audit["files"] == 8
+    assert {row["kind"]: row["files"] for row in audit["kinds"]} == {"checkpoint": 6, "dataset": 1, "log": 1}
+    (standard,) = audit["classes"]
+    assert standard["storage_class"] == "gcp:gcs-standard" and standard["usd_per_gib_month"] == 0.02
+    assert audit["runs"][0]["best"] == "step-00000002" and audit["runs"][0]["newest"] == "step-00000003"
+    ages_s = [row["oldest_days"] * 86400 for row in audit["kinds"]]
+    assert all(0 < age_s < time.time() - first_written_s for age_s in ages_s), ages_s  # the objects' own times
+
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(
+        "keep_last: 1\narchive: {after_days: 30, to: gcp:gcs-coldline}\ndelete: {after_days: 180, kinds: [log]}\n"
+    )
+    later = (datetime.now(UTC) + timedelta(days=400)).strftime("%Y-%m-%d")  # the emulator sets every object's time
+    args = ("storage", "apply", url, "--policy", str(policy), "--as-of", later, "--db", str(tmp_path / "l.sqlite"))
+    done = _json(cli(*args, "--apply", "--json", env=env))
+    json_schema(done, "storage-apply")
+    assert {a["outcome"] for a in done["actions"]} == {"done"}
+    assert done["usd_per_month_saved"] > 0
+
+    fs.invalidate_cache()
+    assert fs.info(f"{prefix}/ckpt/step-00000001.pt")["storageClass"] == "COLDLINE"
+    assert fs.info(f"{prefix}/data/a.parquet")["storageClass"] == "COLDLINE"
+    assert fs.cat(f"{prefix}/data/a.parquet") == bytes(range(256)) * 64  # the same bytes, in a colder class
+    assert fs.info(f"{prefix}/ckpt/step-00000002.pt")["storageClass"] == "STANDARD"
+    assert not fs.exists(f"{prefix}/logs/train.log")
+
+    again = _json(cli("storage", "audit", url, "--json", env=env))
+    assert {row["storage_class"] for row in again["classes"]} == {"gcp:gcs-standard", "gcp:gcs-coldline"}
+    assert "nothing to do" in cli(*args, "--apply", env=env).stdout

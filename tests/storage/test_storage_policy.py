@@ -90,3 +90,23 @@ def test_bad_input_exits_2_with_a_fix(tmp_path: Path, case: str, message: str, f
     assert message in done.stderr and f"To fix: {fix}" in " ".join(done.stderr.split())
     assert "Traceback" not in done.stderr
     assert (root / "a.log").exists()  # nothing half-done
+
+
+def test_an_archive_on_a_store_whose_class_cannot_be_set_is_refused_before_anything_is_done(tmp_path: Path) -> None:
+    """Azure blobs are listed and priced, but computewise sets classes only on S3 and GCS: say so, do nothing."""
+    from computewise.catalog.storage_prices import load_storage_prices
+    from computewise.storage import plan_retention
+    from computewise.storage.inuse import InUse
+    from computewise.storage.inventory import AccessTimes, Inventory
+    from computewise.storage.location import Location
+    from computewise.storage.pricing import Pricer
+
+    prices = load_storage_prices()
+    azure = Location("az://box/runs", None, "az", "box/runs", fs=None)
+    inventory = Inventory(azure.text, (), (), frozenset(), AccessTimes(False, "object storage"), 0.0)
+    policy = read_policy(_policy(tmp_path, "archive: {after_days: 30, to: azure:blob-cool}\n"))
+    pricer = Pricer(prices, prices.price("azure:blob-hot", "eastus"), "azure")
+    with pytest.raises(InputError) as caught:
+        plan_retention(inventory, azure, policy, pricer, InUse((), ()), 0.0)
+    assert "archives objects on s3:// and gs:// only" in caught.value.message
+    assert caught.value.hint is not None and "lifecycle" in caught.value.hint

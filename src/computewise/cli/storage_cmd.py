@@ -28,11 +28,18 @@ ClassOption = Annotated[
     str | None,
     typer.Option(
         "--storage-class",
-        help="The class files without one of their own are priced at, as cloud:class "
-        "(default aws:ebs-gp3 for a folder, aws:s3-standard for a bucket).",
+        help="The class files without one of their own are priced at, as cloud:class (default aws:ebs-gp3 "
+        "for a folder; for a bucket its store's standard class: aws:s3-standard, gcp:gcs-standard, azure:blob-hot).",
     ),
 ]
-RegionOption = Annotated[str, typer.Option("--region", help="The region whose prices apply.")]
+RegionOption = Annotated[
+    str | None,
+    typer.Option(
+        "--region",
+        help="The region whose prices apply (default: us-east-1 for AWS, us-central1 for GCP, eastus for Azure, "
+        "after the class's cloud).",
+    ),
+]
 AsOfOption = Annotated[
     str | None,
     typer.Option(
@@ -41,13 +48,13 @@ AsOfOption = Annotated[
 ]
 
 
-def _pricer(location: Location, storage_class: str | None, region: str) -> Pricer:
+def _pricer(location: Location, storage_class: str | None, region: str | None) -> Pricer:
     from computewise.catalog.storage_prices import load_storage_prices
-    from computewise.storage.pricing import DEFAULT_CLASS_BLOCK, DEFAULT_CLASS_OBJECT, Pricer
+    from computewise.storage.pricing import Pricer, default_class, default_region
 
     prices = load_storage_prices()
-    default = storage_class or (DEFAULT_CLASS_BLOCK if location.is_local else DEFAULT_CLASS_OBJECT)
-    return Pricer(prices, prices.price(default, region), location.cloud)
+    default = storage_class or default_class(location)
+    return Pricer(prices, prices.price(default, region or default_region(default)), location.cloud)
 
 
 def _as_of_s(text: str | None) -> float:
@@ -61,7 +68,7 @@ def _as_of_s(text: str | None) -> float:
 def audit(
     path: PathArgument,
     storage_class: ClassOption = None,
-    region: RegionOption = "us-east-1",
+    region: RegionOption = None,
     as_of: AsOfOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -97,7 +104,7 @@ def apply(
         bool, typer.Option("--apply", help="Act on the plan; without it nothing is changed (dry run).")
     ] = False,
     storage_class: ClassOption = None,
-    region: RegionOption = "us-east-1",
+    region: RegionOption = None,
     as_of: AsOfOption = None,
     db: DbOption = None,
     as_json: JsonOption = False,
@@ -117,7 +124,7 @@ def apply(
     as_of_s = _as_of_s(as_of)
     archive_dir = None
     if rules.archive is not None:
-        pricer.prices.price(rules.archive.to, region)  # an unknown class fails before the ledger is opened
+        pricer.prices.price(rules.archive.to, pricer.region)  # an unknown class fails before the ledger is opened
     if location.path is not None and rules.archive is not None:
         archive_dir = (location.path / Path(rules.archive.folder).expanduser()).resolve()
     ledger = _ledger(db, act)

@@ -288,10 +288,10 @@ def _list_objects(location: Location, markers: set[str], on_progress: Progress |
                 path=location.url(key),
                 relative=relative,
                 size_bytes=size,
-                mtime_s=_epoch_s(info.get("LastModified")),
+                mtime_s=_epoch_s(_first(info, _MODIFIED_KEYS)),
                 atime_s=None,
                 kind=classify(name, context_of(folder) or FolderContext(False, False, False)),
-                storage_class=str(info.get("StorageClass") or "STANDARD"),
+                storage_class=str(_first(info, _CLASS_KEYS) or "STANDARD"),
             )
         )
         total_bytes += size
@@ -300,6 +300,17 @@ def _list_objects(location: Location, markers: set[str], on_progress: Progress |
     if on_progress is not None:
         on_progress(len(found), total_bytes)
     return found
+
+
+# What fsspec's drivers call an object's modification time and storage class in a listing: s3fs
+# passes S3's own names, gcsfs adds ``mtime`` (a datetime) beside GCS's ``updated`` string and keeps
+# ``storageClass``, adlfs says ``last_modified``.
+_MODIFIED_KEYS = ("LastModified", "mtime", "last_modified")
+_CLASS_KEYS = ("StorageClass", "storageClass")
+
+
+def _first(info: dict[str, Any], keys: tuple[str, ...]) -> object:
+    return next((info[key] for key in keys if info.get(key) is not None), None)
 
 
 def _epoch_s(value: object) -> float:

@@ -13,11 +13,13 @@ from typing import Any
 
 from computewise.errors import InputError, MissingExtraError
 
-__all__ = ["Location", "open_location"]
+__all__ = ["GCS_PROTOCOLS", "Location", "open_location"]
 
-# Object stores whose listing carries a storage class the price table knows; gs:// and az:// are listed
-# too, and priced at the class given on the command line.
+# Object stores whose classes the price table knows. S3 and GCS listings say each object's class, and
+# an apply can change it (archive); Azure's are listed and priced at the command line's class only.
 _CLOUD_BY_PROTOCOL = {"s3": "aws", "gs": "gcp", "gcs": "gcp", "az": "azure", "abfs": "azure"}
+GCS_PROTOCOLS = frozenset({"gs", "gcs"})
+_ARCHIVABLE_PROTOCOLS = GCS_PROTOCOLS | {"s3"}
 
 
 @dataclass(frozen=True)
@@ -33,6 +35,11 @@ class Location:
     @property
     def is_local(self) -> bool:
         return self.path is not None
+
+    @property
+    def can_archive(self) -> bool:
+        """Whether an apply can move this location's files to a colder class (any local folder can)."""
+        return self.is_local or self.protocol in _ARCHIVABLE_PROTOCOLS
 
     @property
     def cloud(self) -> str | None:

@@ -184,6 +184,11 @@ def _target(policy: Policy, pricer: Pricer, location: Location) -> StoragePrice 
     """The archive class's row; on an object store it must be a class of that store the API can set."""
     if policy.archive is None:
         return None
+    if not location.can_archive:
+        raise InputError(
+            f"{policy.source}: computewise archives objects on s3:// and gs:// only, not on {location.text}",
+            "drop archive: from the policy, or let the store's own lifecycle rules move objects to a colder tier",
+        )
     target = pricer.prices.price(policy.archive.to, pricer.region)
     if not location.is_local and (target.cloud != location.cloud or target.kind != "object"):
         classes = [p.name for p in pricer.prices.rows if p.cloud == location.cloud and p.kind == "object"]
