@@ -16,20 +16,14 @@ the client is mocked. The server is ``gcp-storage-emulator`` (pure Python, from 
 from __future__ import annotations
 
 import contextlib
-import os
-import signal
-import socket
-import subprocess
 import sys
-import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-_START_TIMEOUT_S = 30.0
+from child_server import start_on_free_port, stop
+
 _MAIN = Path(__file__).with_name("gcs_emulator_main.py")
 
 
@@ -53,50 +47,14 @@ class GcsServer:
             fs.mkdir(name)
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _wait_until_up(url: str, process: subprocess.Popen[bytes]) -> bool:
-    deadline = time.monotonic() + _START_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            return False
-        try:
-            with urllib.request.urlopen(url + "/storage/v1/b", timeout=2):
-                return True
-        except (urllib.error.URLError, OSError):
-            time.sleep(0.1)
-    return False
-
-
-def _stop(process: subprocess.Popen[bytes]) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(process.pid, signal.SIGTERM)
-    try:
-        process.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(process.pid, signal.SIGKILL)
-        process.wait(timeout=10)
-
-
 @contextlib.contextmanager
 def running_gcs_server() -> Iterator[GcsServer]:
     """Start the emulator on a free loopback port, yield it, end it by PID (retrying when the port was taken)."""
-    for _attempt in range(3):  # another process may take the free port between probe and bind
-        port = _free_port()
-        process = subprocess.Popen(
-            [sys.executable, str(_MAIN), str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-        )
-        url = f"http://127.0.0.1:{port}"
-        if _wait_until_up(url, process):
-            break
-        _stop(process)
-    else:
-        raise RuntimeError("the GCS emulator did not start on 127.0.0.1 (is gcp-storage-emulator installed?)")
+    process, url = start_on_free_port(
+        lambda port: [sys.executable, str(_MAIN), str(port)],
+        "/storage/v1/b",
+        "the GCS emulator (is gcp-storage-emulator installed?)",
+    )
     env = {
         "STORAGE_EMULATOR_HOST": url,
         "FSSPEC_GCS_TOKEN": "anon",
@@ -105,4 +63,4 @@ def running_gcs_server() -> Iterator[GcsServer]:
     try:
         yield GcsServer(endpoint_url=url, env=env)
     finally:
-        _stop(process)
+        stop(process)

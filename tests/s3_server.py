@@ -12,18 +12,11 @@ config (``FSSPEC_S3_ENDPOINT_URL``, which s3fs receives as ``endpoint_url``) rea
 from __future__ import annotations
 
 import contextlib
-import os
-import signal
-import socket
-import subprocess
 import sys
-import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-_START_TIMEOUT_S = 30.0
+from child_server import start_on_free_port, stop
 
 
 @dataclass(frozen=True)
@@ -52,52 +45,14 @@ class S3Server:
             client.create_bucket(Bucket=name)  # type: ignore[attr-defined]
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _wait_until_up(url: str, process: subprocess.Popen[bytes]) -> bool:
-    deadline = time.monotonic() + _START_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            return False
-        try:
-            with urllib.request.urlopen(url + "/moto-api/", timeout=2):
-                return True
-        except (urllib.error.URLError, OSError):
-            time.sleep(0.1)
-    return False
-
-
-def _stop(process: subprocess.Popen[bytes]) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(process.pid, signal.SIGTERM)
-    try:
-        process.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(process.pid, signal.SIGKILL)
-        process.wait(timeout=10)
-
-
 @contextlib.contextmanager
 def running_s3_server() -> Iterator[S3Server]:
     """Start moto on a free loopback port, yield it, end it by PID (retrying when the port was taken)."""
-    for _attempt in range(3):  # another process may take the free port between probe and bind
-        port = _free_port()
-        process = subprocess.Popen(
-            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        url = f"http://127.0.0.1:{port}"
-        if _wait_until_up(url, process):
-            break
-        _stop(process)
-    else:
-        raise RuntimeError("moto server did not start on 127.0.0.1 (is moto[server] installed?)")
+    process, url = start_on_free_port(
+        lambda port: [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        "/moto-api/",
+        "moto server (is moto[server] installed?)",
+    )
     env = {
         "AWS_ACCESS_KEY_ID": "testing",
         "AWS_SECRET_ACCESS_KEY": "testing",
@@ -110,4 +65,4 @@ def running_s3_server() -> Iterator[S3Server]:
     try:
         yield S3Server(endpoint_url=url, env=env)
     finally:
-        _stop(process)
+        stop(process)

@@ -19,7 +19,6 @@ import contextlib
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -31,6 +30,8 @@ from typing import Any
 
 import pytest
 from dashboard_browser import CLI, Dashboard, FilledLedger
+
+from child_server import stop
 
 REQUIRE_BROWSER = os.environ.get("COMPUTEWISE_REQUIRE_BROWSER") == "1"
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "dashboard"
@@ -231,19 +232,6 @@ def _answers(url: str) -> bool:
         return False
 
 
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is not None:
-        return
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=15)
-
-
 @pytest.fixture(scope="module")
 def start_dashboard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., Dashboard]]:
     """``start_dashboard(db_url, *flags)``: a real server on a free loopback port, up and answering."""
@@ -264,12 +252,12 @@ def start_dashboard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callab
             if printed and _answers(printed.group(1) + "/"):
                 return Dashboard(base=printed.group(1), proc=proc)
             time.sleep(0.1)  # polling for readiness, not a wait for correctness
-        _stop(proc)
+        stop(proc, timeout_s=15)
         pytest.fail(f"computewise dashboard did not start:\n{log.read_text(errors='replace')[-3000:]}", pytrace=False)
 
     yield start
     for proc in started:
-        _stop(proc)
+        stop(proc, timeout_s=15)
 
 
 @pytest.fixture(scope="module")
