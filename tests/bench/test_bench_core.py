@@ -115,7 +115,7 @@ def _timed(fn: Callable[[], object]) -> float:
 def test_triad_is_plausible_and_agrees_with_a_numpy_stream_add() -> None:
     elements = 16 * 1024 * 1024  # 64 MiB per array: twice this VM's 32 MiB L3, so memory and not cache
     ours, theirs = _agreeing_bests(
-        lambda: measure_triad("cpu", quick=True, elements=elements).gb_per_s.median,
+        lambda: measure_triad("cpu", quick=True, elements=elements).gb_per_s.high,  # fastest against fastest
         lambda: _numpy_add_gb_per_s(elements),
         _within_factor_2_5,
     )
