@@ -41,12 +41,16 @@ LIVE_SLEEP_S = 8
 # -- helpers ------------------------------------------------------------------------------------
 
 
-def _wait(driver: Any, timeout_s: float = WAIT_S) -> Any:
-    """A wait that retries while a live page swaps the element it looks at for a new one."""
-    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
+def _wait(driver: Any, timeout_s: float = WAIT_S, *, navigating: bool = False) -> Any:
+    """A wait that retries while a live page swaps the element it looks at for a new one.
+
+    ``navigating``: the whole document is being replaced, so any driver error means "not yet" (see
+    :func:`_wait_for_next_document`).
+    """
+    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException, WebDriverException
     from selenium.webdriver.support.ui import WebDriverWait
 
-    ignored = (NoSuchElementException, StaleElementReferenceException)
+    ignored = (WebDriverException,) if navigating else (NoSuchElementException, StaleElementReferenceException)
     return WebDriverWait(driver, timeout_s, poll_frequency=0.1, ignored_exceptions=ignored)
 
 
@@ -98,12 +102,9 @@ def _wait_for_next_document(driver: Any, old_main: Any, page: str) -> None:
     a stale reference): the old page's JavaScript context is gone and the new one is not ready. That
     answer means "not yet", so this wait asks again instead of failing.
     """
-    from selenium.common.exceptions import WebDriverException
     from selenium.webdriver.support import expected_conditions
-    from selenium.webdriver.support.ui import WebDriverWait
 
-    navigating = WebDriverWait(driver, WAIT_S, poll_frequency=0.1, ignored_exceptions=(WebDriverException,))
-    navigating.until(expected_conditions.staleness_of(old_main))
+    _wait(driver, navigating=True).until(expected_conditions.staleness_of(old_main))
     _wait(driver).until(lambda d: _find_all(d, f"main#page-{page}"))
 
 

@@ -29,7 +29,7 @@ from typing import Any
 
 from computewise.ledger import Ledger, StorageAction, StorageOutcome
 from computewise.specs.document import SCHEMA_VERSION
-from computewise.storage.location import GCS_PROTOCOLS, Location
+from computewise.storage.location import Location
 from computewise.storage.retention import PlannedAction, RetentionPlan
 from computewise.system.user import current_user
 
@@ -152,41 +152,12 @@ def _act(action: PlannedAction, location: Location, archive_dir: Path | None) ->
         elif action.action == "delete":
             location.fs.rm_file(entry.path)
         else:
-            _archive_object(location, entry.path, str(action.to_api_name))
+            location.set_storage_class(entry.path, str(action.to_api_name))
     except FileNotFoundError:
         return "vanished", "gone while being acted on; nothing freed"
     except OSError as error:
         return "failed", str(error.strerror or error)
     return "done", None
-
-
-def _archive_object(location: Location, url: str, api_name: str) -> None:
-    """Change one object's class in place, the way its store documents.
-
-    S3: a copy onto itself with the new ``StorageClass``. GCS: ``objects.rewrite`` onto itself with
-    ``storageClass`` in the destination resource (a metadata patch cannot change the class); a large
-    object is rewritten over several calls, each continuing from the last one's ``rewriteToken``.
-    """
-    if location.protocol not in GCS_PROTOCOLS:
-        location.fs.copy(url, url, StorageClass=api_name)
-        return
-    from gcsfs.retry import HttpError
-
-    bucket, key, _generation = location.fs.split_path(url)
-    token: dict[str, str] = {}
-    try:
-        while True:
-            response = location.fs.call(
-                "POST", "b/{}/o/{}/rewriteTo/b/{}/o/{}", bucket, key, bucket, key,
-                json={"storageClass": api_name}, json_out=True, **token,
-            )  # fmt: skip
-            if response.get("done") is True:
-                break
-            token = {"rewriteToken": response["rewriteToken"]}
-    except (HttpError, ValueError, RuntimeError) as error:  # gcsfs's errors other than OSError
-        raise OSError(str(error)) from error
-    finally:
-        location.fs.invalidate_cache(f"{bucket}/{key}")
 
 
 def _archive_path(archive_dir: Path | None, action: PlannedAction) -> Path:

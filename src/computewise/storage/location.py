@@ -13,13 +13,13 @@ from typing import Any
 
 from computewise.errors import InputError, MissingExtraError
 
-__all__ = ["GCS_PROTOCOLS", "Location", "open_location"]
+__all__ = ["Location", "open_location"]
 
 # Object stores whose classes the price table knows. S3 and GCS listings say each object's class, and
 # an apply can change it (archive); Azure's are listed and priced at the command line's class only.
 _CLOUD_BY_PROTOCOL = {"s3": "aws", "gs": "gcp", "gcs": "gcp", "az": "azure", "abfs": "azure"}
-GCS_PROTOCOLS = frozenset({"gs", "gcs"})
-_ARCHIVABLE_PROTOCOLS = GCS_PROTOCOLS | {"s3"}
+_GCS_PROTOCOLS = frozenset({"gs", "gcs"})
+_ARCHIVABLE_PROTOCOLS = _GCS_PROTOCOLS | {"s3"}
 
 
 @dataclass(frozen=True)
@@ -48,6 +48,35 @@ class Location:
     def url(self, bucket_path: str) -> str:
         """The full URL of an object listed as ``bucket/key``."""
         return f"{self.protocol}://{bucket_path}"
+
+    def set_storage_class(self, url: str, api_name: str) -> None:
+        """Change one object's class in place, the way its store documents (see ``can_archive``).
+
+        S3: a copy onto itself with the new ``StorageClass``. GCS: ``objects.rewrite`` onto itself with
+        ``storageClass`` in the destination resource (a metadata patch cannot change the class); a large
+        object is rewritten over several calls, each continuing from the last one's ``rewriteToken``.
+        gcsfs's errors other than ``OSError`` are raised as ``OSError``, as every other store's are.
+        """
+        if self.protocol not in _GCS_PROTOCOLS:
+            self.fs.copy(url, url, StorageClass=api_name)
+            return
+        from gcsfs.retry import HttpError
+
+        bucket, key, _generation = self.fs.split_path(url)
+        token: dict[str, str] = {}
+        try:
+            while True:
+                response = self.fs.call(
+                    "POST", "b/{}/o/{}/rewriteTo/b/{}/o/{}", bucket, key, bucket, key,
+                    json={"storageClass": api_name}, json_out=True, **token,
+                )  # fmt: skip
+                if response.get("done") is True:
+                    break
+                token = {"rewriteToken": response["rewriteToken"]}
+        except (HttpError, ValueError, RuntimeError) as error:
+            raise OSError(str(error)) from error
+        finally:
+            self.fs.invalidate_cache(f"{bucket}/{key}")
 
 
 def open_location(text: str) -> Location:
