@@ -272,18 +272,15 @@ def summary(results: list[Result]) -> dict[str, float]:
     }
 
 
-def fit(runs: list[Run], assumptions: Assumptions) -> tuple[float, float, float]:
-    """Grid search of (matmul_peak_fraction, activation_traffic_passes) on the fit rows."""
+def fit(runs: list[Run], assumptions: Assumptions) -> tuple[float, float]:
+    """Grid search of ``matmul_peak_fraction`` (a large GEMM's share of peak) on the fit rows."""
     fit_rows = [r for r in runs if r.role == "fit"]
-    best = (float("inf"), 0.0, 0.0)
-    for fraction in np.arange(0.50, 0.91, 0.02):
-        for passes in np.arange(0.0, 30.1, 1.0):
-            trial = dataclasses.replace(
-                assumptions, matmul_peak_fraction=float(fraction), activation_traffic_passes=float(passes)
-            )
-            loss = sum(np.log(1.0 + evaluate(run, trial).error) ** 2 for run in fit_rows)
-            if loss < best[0]:
-                best = (float(loss), float(fraction), float(passes))
+    best = (float("inf"), 0.0)
+    for fraction in np.arange(0.50, 0.951, 0.01):
+        trial = dataclasses.replace(assumptions, matmul_peak_fraction=float(fraction))
+        loss = sum(np.log(1.0 + evaluate(run, trial).error) ** 2 for run in fit_rows)
+        if loss < best[0]:
+            best = (float(loss), float(fraction))
     return best
 
 
@@ -319,16 +316,11 @@ def main() -> int:
     if args.quick:
         runs = [r for r in runs if r.name in QUICK_ROWS]
     if args.fit:
-        loss, fraction, passes = fit(runs, assumptions)
-        print(
-            f"best fit: matmul_peak_fraction {fraction:.2f}, activation_traffic_passes {passes:.1f} (loss {loss:.4f})"
-        )
-        assumptions = dataclasses.replace(assumptions, matmul_peak_fraction=fraction, activation_traffic_passes=passes)
+        loss, fraction = fit(runs, assumptions)
+        print(f"best fit: matmul_peak_fraction {fraction:.2f} (loss {loss:.4f})")
+        assumptions = dataclasses.replace(assumptions, matmul_peak_fraction=fraction)
     results = table(runs, assumptions)
-    print(
-        f"assumptions: matmul_peak_fraction {assumptions.matmul_peak_fraction:.2f}, "
-        f"activation_traffic_passes {assumptions.activation_traffic_passes:.1f}"
-    )
+    print(f"assumptions: matmul_peak_fraction {assumptions.matmul_peak_fraction:.2f}")
     print(markdown(results))
     stats = summary(results)
     print(

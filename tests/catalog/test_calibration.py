@@ -184,10 +184,12 @@ def test_interpolation_is_linear_in_log_size_and_flat_beyond_the_ends() -> None:
     calibration = replace(
         Calibration.from_bench_dict(bench_dict(), memory_bytes=8e9), step_curve=((128.0, 0.2), (512.0, 0.6))
     )
-    measured = calibrated_compute(calibration, "fp32", np.array([64.0, 256.0, 4096.0]))
+    measured = calibrated_compute(calibration, "fp32", np.array([64.0, 256.0, 4096.0]), whole_steps=True)
     assert measured is not None and measured.whole_step
     assert list(measured.share) == pytest.approx([0.2, 0.4, 0.6])  # 256 is halfway in log2
-    assert calibrated_compute(calibration, "bf16", np.array([256.0])) is None  # not measured: no calibration
+    assert (
+        calibrated_compute(calibration, "bf16", np.array([256.0]), whole_steps=True) is None
+    )  # not measured: no calibration
 
 
 def test_equivalent_matmul_size_keeps_the_flops() -> None:

@@ -39,10 +39,10 @@ def results(assumptions: Assumptions) -> dict[str, object]:
 
 
 def test_megatron_tables_within_the_targets(results: dict[str, object]) -> None:
-    """Narayanan et al. 2021 Table 1 and Korthikanti et al. 2022 Table 5: median <= 15 %, worst <= 25 %."""
+    """Narayanan et al. 2021 Table 1 and Korthikanti et al. 2022 Table 5: median <= 5 %, worst <= 25 %."""
     errors = [abs(r.error) for name, r in results.items() if name.startswith("gpt-")]  # type: ignore[attr-defined]
     assert len(errors) == 18
-    assert statistics.median(errors) <= 0.15
+    assert statistics.median(errors) <= 0.05
     assert max(errors) <= 0.25
 
 
@@ -59,12 +59,12 @@ def test_held_out_runs_within_25_percent(results: dict[str, object]) -> None:
 
 
 def test_llama3_table4(results: dict[str, object]) -> None:
-    """Dubey et al. 2024 Table 4: 43 % and 41 % BF16 MFU at 8K tokens on 8k and 16k H100s within 25 %.
-    At 131K tokens (38 %) the model is optimistic by about 27 %, a documented miss: attention is most
-    of the work there, and FlashAttention-2 reaches a lower share of H100 peak than matmuls do."""
-    for name in ("llama3-405b-8k", "llama3-405b-16k"):
+    """Dubey et al. 2024 Table 4: 43 %, 41 % and 38 % BF16 MFU within 25 %. At 131K tokens attention is
+    most of the work; it is timed at FlashAttention's own rate (``attention_share_of_matmul``), lower
+    than a GEMM's, so the long-context row no longer comes out faster than the 8K rows."""
+    for name in ("llama3-405b-8k", "llama3-405b-16k", "llama3-405b-128k"):
         assert abs(results[name].error) <= 0.25, name  # type: ignore[attr-defined]
-    assert 0.0 < results["llama3-405b-128k"].error <= 0.30  # type: ignore[attr-defined]
+    assert results["llama3-405b-128k"].computed < results["llama3-405b-8k"].computed  # type: ignore[attr-defined]
 
 
 def test_recompute_and_scale_move_the_right_way(results: dict[str, object]) -> None:

@@ -94,17 +94,20 @@ def test_the_step_runs_at_the_measured_share_of_the_measured_peak(tmp_path: Path
     assert any(n.startswith("utilization measured by bench on 2026-11-24") for n in result.notes)
 
 
-def test_without_reference_steps_the_matmul_curve_replaces_the_assumed_fraction(tmp_path: Path) -> None:
+def test_without_reference_steps_the_measured_peak_and_triad_replace_the_assumed_fractions(tmp_path: Path) -> None:
+    """A large GEMM runs at the measured peak and a streaming kernel at the measured triad: the same
+    kernel model as the data sheet's with the assumed fractions replaced by 1 of the measured figures."""
     matmul_only = estimate(tmp_path, calibration(step_curve=()))
-    assert any("fp32 matmul sweep" in n for n in matmul_only.notes)
-    # The same two-term model (matmuls plus HBM traffic), at the sweep's share for this size.
-    size = equivalent_matmul_size(32 * 64, 96)
-    fraction = 0.5 + 0.5 * np.log2(size / 128) / np.log2(1024 / 128)
+    assert any("fp32 matmul peak and triad" in n for n in matmul_only.notes)
     catalog = load_catalog([tmp_path])
-    assumed = replace(Assumptions.from_catalog(catalog), matmul_peak_fraction=fraction)
-    by_hand = estimate_train(
-        tiny_gpt_spec(CONFIG), catalog.accelerator("this-cpu"), 1, job(), Parallelism(), catalog, assumed
+    calibrated = calibration(step_curve=())
+    sheet = catalog.accelerator("this-cpu")
+    assumed = replace(
+        Assumptions.from_catalog(catalog),
+        matmul_peak_fraction=PEAK_FLOPS / sheet.peak_flops["fp32"],
+        stream_bandwidth_fraction=(calibrated.memory_bandwidth_bytes_per_s or 0.0) / sheet.memory_bandwidth_bytes_per_s,
     )
+    by_hand = estimate_train(tiny_gpt_spec(CONFIG), sheet, 1, job(), Parallelism(), catalog, assumed)
     assert float(matmul_only.columns.step_s.reshape(-1)[0]) == pytest.approx(
         float(by_hand.columns.step_s.reshape(-1)[0])
     )

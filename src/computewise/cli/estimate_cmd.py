@@ -32,6 +32,14 @@ app = typer.Typer(help="Estimate memory, FLOPs, time, cost, energy and CO2 of on
 
 
 GpuOption = Annotated[str, typer.Option("--gpu", "-g", help="Accelerator slug or alias: t4, a100, h100-sxm, mi300x...")]
+ExecutionOption = Annotated[
+    str,
+    typer.Option(
+        help="How the kernels are issued: eager (one by one from Python), compile (torch.compile: fused "
+        "elementwise kernels, cheaper launches) or cuda-graphs (replayed with no host work per kernel, as "
+        "vLLM and TensorRT-LLM decode). Small models and decoding are often bound by the host's launches.",
+    ),
+]
 CalibrationOption = Annotated[
     Path | None,
     typer.Option(
@@ -81,11 +89,14 @@ def train(
     framework: Annotated[
         str,
         typer.Option(
-            help="Memory layout: pytorch (autocast over fp32 weights: HF Trainer, FSDP, plain AMP), "
-            "megatron (16-bit weights and activations, fp32 master copy in the optimizer), or auto: "
-            "megatron when tp, pp, cp or ep > 1, else pytorch."
+            help="The code that runs the step, which decides its memory and its kernels: pytorch (autocast over "
+            "fp32 weights: plain AMP loops, FSDP, Lightning), transformers (the same layout in Hugging Face "
+            "modules: HF Trainer, PEFT; unfused norms and rotary, many more kernel launches), megatron (16-bit "
+            "weights and activations, fp32 master copy in the optimizer, fused kernels), or auto: megatron when "
+            "tp, pp, cp or ep > 1, else pytorch."
         ),
     ] = "auto",
+    execution: ExecutionOption = "eager",
     pricing: Annotated[str, typer.Option(help="on-demand, spot, reserved-1y, reserved-3y or on-prem.")] = "on-demand",
     cloud: Annotated[
         str | None, typer.Option(help="Price on this cloud only (aws, gcp, azure, lambda, coreweave).")
@@ -110,7 +121,7 @@ def train(
     from computewise.estimate.train import default_global_batch, default_global_batch_note
     from computewise.report.html import estimate_html
     from computewise.report.terminal import print_estimate
-    from computewise.specs import FRAMEWORKS, OPTIMIZERS, PRICINGS, RECOMPUTES
+    from computewise.specs import EXECUTIONS, FRAMEWORKS, OPTIMIZERS, PRICINGS, RECOMPUTES
 
     catalog, assumptions = load([*(catalog_paths or ()), *calibration_catalog_paths(calibration)])
     spec = model(model_name)
@@ -147,6 +158,7 @@ def train(
         recompute=choice(recompute, RECOMPUTES, "--recompute"),
         flash_attention=flash_attention,
         framework=default_framework(layout) if framework == "auto" else choice(framework, FRAMEWORKS, "--framework"),
+        execution=choice(execution, EXECUTIONS, "--execution"),
     )
     result = estimate_train(
         spec,
@@ -184,6 +196,14 @@ def infer(
     output_len: Annotated[str, typer.Option(help="Generated tokens per sequence.")] = "256",
     precision: Annotated[str, typer.Option(help="Weights: auto (bf16, else fp16), bf16, fp16, fp32, fp8.")] = "auto",
     kv_precision: Annotated[str, typer.Option(help="KV cache: bf16, fp16 or fp8.")] = "bf16",
+    framework: Annotated[
+        str,
+        typer.Option(
+            help="pytorch (a generate() loop: only the last position's logits are kept) or transformers "
+            "(a plain Hugging Face forward: every position's logits, more kernel launches).",
+        ),
+    ] = "pytorch",
+    execution: ExecutionOption = "eager",
     pricing: Annotated[str, typer.Option(help="on-demand, spot, reserved-1y, reserved-3y or on-prem.")] = "on-demand",
     cloud: Annotated[str | None, typer.Option(help="Price on this cloud only.")] = None,
     region: Annotated[str | None, typer.Option(help="Price in this region only.")] = None,
@@ -196,7 +216,7 @@ def infer(
     from computewise.estimate import estimate_infer
     from computewise.report.html import estimate_html
     from computewise.report.terminal import print_estimate
-    from computewise.specs import PRICINGS
+    from computewise.specs import EXECUTIONS, PRICINGS
 
     catalog, assumptions = load(catalog_paths)
     spec = model(model_name)
@@ -211,6 +231,8 @@ def infer(
         kv_cache_bytes_per_value=1.0
         if choice(kv_precision, ("bf16", "fp16", "fp8"), "--kv-precision") == "fp8"
         else 2.0,
+        framework=choice(framework, ("pytorch", "transformers"), "--framework"),
+        execution=choice(execution, EXECUTIONS, "--execution"),
     )
     result = estimate_infer(
         spec,

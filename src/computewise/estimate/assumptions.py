@@ -20,8 +20,16 @@ class Assumptions:
     ``estimate.quote`` alone, so every verb prices by the same numbers.
     """
 
-    matmul_peak_fraction: float
-    activation_traffic_passes: float
+    matmul_peak_fraction: float  # a large GEMM's share of the data sheet's peak (no calibration)
+    attention_share_of_matmul: float  # fused attention's rate over a large GEMM's
+    stream_bandwidth_fraction: float  # an elementwise kernel's share of the data sheet's bandwidth
+    kernel_floor_s: float
+    host_s_per_kernel_eager: float
+    host_s_per_kernel_transformers: float
+    host_s_per_kernel_recording: float
+    host_s_per_kernel_autograd: float
+    host_s_per_kernel_compiled: float
+    host_s_per_kernel_graphs: float
     achievable_mfu_infer_prefill: float
     achievable_bandwidth_fraction_decode: float
     intra_node_link_efficiency: float

@@ -1,17 +1,18 @@
 """The achievable-compute model with measured figures: what a calibration changes in a training estimate.
 
-Uncalibrated, a step's compute is matmul FLOPs at ``matmul_peak_fraction`` of the data sheet's peak
-plus HBM traffic at the data sheet's bandwidth (``estimate.efficiency``). With a calibration of the
-same device (``catalog.calibration``, written by ``computewise bench --save``) and a measured peak
-at the job's precision:
+Uncalibrated, a step's kernels run at the data sheet's peak and bandwidth times the catalog's
+assumed fractions (``estimate.kernels``). With a calibration of the same device
+(``catalog.calibration``, written by ``computewise bench --save``; one measured H100 ships with the
+catalog) and a measured peak at the job's precision:
 
-- the peak is the measured matmul peak and the bandwidth the measured triad;
-- at fp32, when bench timed reference training steps, the whole step runs at the share of the
-  measured peak those steps reached, interpolated at the job's equivalent matmul size: it already
-  holds the traffic, the small kernels and the framework's overhead, so no traffic term is added
-  (``TrainHardware.utilization``);
-- otherwise the matmul share is the measured sweep's at that size and the traffic term stays
-  (``TrainHardware.matmul_fraction``).
+- on a GPU, a large GEMM runs at the measured matmul peak (the sweep's largest sizes, where launch
+  latency no longer counts) and an elementwise kernel at the measured triad bandwidth; the size
+  dependence of smaller GEMMs and the launch costs stay the kernel model's, because bench times
+  small products one synchronised call at a time, which measures the launch, not the kernel;
+- on a CPU, at fp32, when bench timed reference training steps, the whole step runs at the share
+  of the measured peak those steps reached, interpolated at the job's equivalent matmul size
+  (``TrainHardware.utilization``): there the host is the device, and the reference steps hold the
+  framework's overhead that no kernel model of a GPU describes.
 
 The equivalent size is that of one device's micro-batch: ``micro_batch * seq_len / cp`` tokens
 through a ``hidden / tp`` wide layer (``catalog.calibration.equivalent_matmul_size``). ``estimate
@@ -43,8 +44,8 @@ class CalibratedCompute:
     peak_flops: float
     memory_bandwidth_bytes_per_s: float | None  # None: the catalog's
     share: FloatArray  # of ``peak_flops``, per row
-    whole_step: bool  # True: ``share`` is the whole step's (reference steps); False: the matmuls' (sweep)
-    basis: str  # "reference training steps" or "<dtype> matmul sweep"
+    whole_step: bool  # True: ``share`` is the whole step's (reference steps); False: a large GEMM's (1.0)
+    basis: str  # "reference training steps" or "<dtype> matmul peak and triad"
 
     @property
     def utilization(self) -> FloatArray | None:
@@ -53,7 +54,7 @@ class CalibratedCompute:
 
     @property
     def matmul_fraction(self) -> FloatArray | None:
-        """``TrainHardware.matmul_fraction``: the sweep's share, with HBM traffic still modelled."""
+        """``TrainHardware.matmul_fraction``: a large GEMM's share of the measured peak, the kernel model around it."""
         return None if self.whole_step else self.share
 
 
@@ -73,26 +74,29 @@ def _interpolate(curve: Curve, sizes: FloatArray) -> FloatArray:
     return np.interp(np.log(sizes), np.log([s for s, _ in points]), [f for _, f in points])
 
 
-def calibrated_compute(calibration: Calibration, precision: str, sizes: FloatArray) -> CalibratedCompute | None:
-    """The measured peak, bandwidth and share for rows of ``sizes``; None when ``precision`` was not measured."""
+def calibrated_compute(
+    calibration: Calibration, precision: str, sizes: FloatArray, *, whole_steps: bool
+) -> CalibratedCompute | None:
+    """The measured peak, bandwidth and share for rows of ``sizes``; None when ``precision`` was not measured.
+
+    ``whole_steps``: the device is a CPU, whose reference steps stand for the whole step (module docstring).
+    """
     peak = calibration.peak_flops.get(precision, 0.0)
     if peak <= 0:
         return None
-    if precision == "fp32" and calibration.step_curve:
+    if whole_steps and precision == "fp32" and calibration.step_curve:
         share = _interpolate(calibration.step_curve, sizes)
         return CalibratedCompute(peak, calibration.memory_bandwidth_bytes_per_s, share, True, STEP_BASIS)
-    curve = calibration.matmul_curves.get(precision)
-    if not curve:
-        return None
-    share = _interpolate(curve, sizes)
-    return CalibratedCompute(peak, calibration.memory_bandwidth_bytes_per_s, share, False, f"{precision} matmul sweep")
+    share = np.ones_like(col(sizes))
+    return CalibratedCompute(
+        peak, calibration.memory_bandwidth_bytes_per_s, share, False, f"{precision} matmul peak and triad"
+    )
 
 
 def calibration_note(calibration: Calibration, precision: str, size: float, measured: CalibratedCompute) -> str:
     """What an estimate prints when a calibration set its compute time."""
+    peak = f"{calibration.note}: {precision} matmul peak {measured.peak_flops / 1e12:.3g} TFLOP/s measured"
+    if not measured.whole_step:
+        return f"{peak}, each kernel timed against it and the measured bandwidth ({measured.basis})"
     share = float(measured.share.reshape(-1)[0])
-    return (
-        f"{calibration.note}: {precision} matmul peak {measured.peak_flops / 1e12:.3g} TFLOP/s measured, "
-        f"a step of this size (equivalent {size:.0f}^3 matmul) reaches {share:.0%} of it "
-        f"({measured.basis})"
-    )
+    return f"{peak}, a step of this size (equivalent {size:.0f}^3 matmul) reaches {share:.0%} of it ({measured.basis})"

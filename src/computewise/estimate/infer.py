@@ -3,7 +3,9 @@
 Prefill is compute-bound (the prompt's tokens go through the weights together); each decode
 step must stream every weight and the whole KV cache from memory for a handful of FLOPs, so it
 is bandwidth-bound until the batch is large (the "roofline" view of Pope et al. 2022,
-"Efficiently Scaling Transformer Inference", arXiv:2211.05102, section 2).
+"Efficiently Scaling Transformer Inference", arXiv:2211.05102, section 2) and, for a small
+model in eager PyTorch, bound by the host launching its kernels one by one: both come from the
+kernel model (``estimate.kernels``), as a training step's do.
 """
 
 from __future__ import annotations
@@ -16,15 +18,30 @@ from computewise.estimate.arrays import FloatArray, col, transfer_s
 from computewise.estimate.assumptions import Assumptions
 from computewise.estimate.cost import co2_kg, energy_kwh
 from computewise.estimate.flops import attention_flops_per_token, matmul_params
+from computewise.estimate.kernels import KernelRates, decode_kernels, prefill_kernels
 from computewise.estimate.memory import (
     MemoryBreakdown,
     inference_workspace_bytes,
     kv_cache_bytes,
     with_overhead,
 )
-from computewise.specs import ModelSpec
+from computewise.estimate.step import host_costs
+from computewise.specs import EXECUTIONS, FRAMEWORKS, ModelSpec
 
-__all__ = ["InferColumns", "InferRows", "evaluate_infer", "inference_weight_bytes"]
+__all__ = [
+    "SERVING_EXECUTION",
+    "SERVING_FRAMEWORK",
+    "InferColumns",
+    "InferRows",
+    "evaluate_infer",
+    "inference_weight_bytes",
+]
+
+# What a serving plan assumes runs the replica: a serving engine (vLLM, TensorRT-LLM, SGLang) keeps
+# the last position's logits and replays its decode step from captured CUDA graphs, so the host
+# never bounds a decode step the way it does in eager PyTorch.
+SERVING_FRAMEWORK = float(FRAMEWORKS.index("pytorch"))
+SERVING_EXECUTION = float(EXECUTIONS.index("cuda-graphs"))
 
 
 def inference_weight_bytes(precision: str) -> float:
@@ -48,6 +65,9 @@ class InferRows:
     rental_usd_per_h: FloatArray  # one replica
     g_co2_per_kwh: FloatArray
     pue: FloatArray
+    framework: FloatArray  # index in FRAMEWORKS (the code that issues the kernels)
+    execution: FloatArray  # index in EXECUTIONS
+    all_logits: FloatArray  # 0/1: the prefill keeps every position's logits (a plain forward), not the last
 
 
 @dataclass(frozen=True)
@@ -65,12 +85,24 @@ class InferColumns:
     co2_kg: FloatArray
 
 
+def _rates(rows: InferRows, assumptions: Assumptions) -> KernelRates:
+    """The kernel rates of a replica's devices from the data sheet and the catalog's assumed fractions."""
+    gemm_flops = rows.peak_flops * assumptions.matmul_peak_fraction
+    bandwidth = rows.memory_bandwidth_bytes_per_s
+    return KernelRates(
+        gemm_flops=gemm_flops,
+        attention_flops=gemm_flops * assumptions.attention_share_of_matmul,
+        stream_bytes_per_s=np.where(bandwidth > 0, bandwidth * assumptions.stream_bandwidth_fraction, np.inf),
+        kernel_floor_s=col(assumptions.kernel_floor_s),
+    )
+
+
 def evaluate_infer(model: ModelSpec, rows: InferRows, assumptions: Assumptions) -> InferColumns:
     tp, batch = rows.tp, rows.batch
     weights = model.params * rows.weight_bytes / tp
     final_tokens = rows.context_len + rows.output_len
     kv_cache = kv_cache_bytes(model, batch, final_tokens, rows.kv_bytes, tp)
-    workspace = inference_workspace_bytes(model, batch, rows.context_len, rows.act_bytes, tp)
+    workspace = inference_workspace_bytes(model, batch, rows.context_len, rows.act_bytes, tp, rows.all_logits)
     zero = col(0.0) * tp
     memory = with_overhead(
         weights,
@@ -87,19 +119,26 @@ def evaluate_infer(model: ModelSpec, rows: InferRows, assumptions: Assumptions) 
     prefill_flops = batch * rows.context_len * (per_token + attention_flops_per_token(model, rows.context_len, causal))
     mean_context = rows.context_len + rows.output_len / 2.0
     decode_flops_per_step = batch * (per_token + attention_flops_per_token(model, mean_context, False))
-    sustained_flops = rows.peak_flops * tp * assumptions.achievable_mfu_infer_prefill
-    prefill_s = prefill_flops / sustained_flops
-
-    # Each decode step streams the weights and the cache at the mean context once.
-    mean_kv = kv_cache_bytes(model, batch, mean_context, rows.kv_bytes, tp)
-    bandwidth = rows.memory_bandwidth_bytes_per_s * assumptions.achievable_bandwidth_fraction_decode
-    memory_s = (weights + mean_kv) / bandwidth
-    compute_s = decode_flops_per_step / sustained_flops
+    rates = _rates(rows, assumptions)
+    host = host_costs(assumptions).per_kernel_s(rows.framework, rows.execution, training=False)
+    if model.is_transformer:
+        prefill = prefill_kernels(
+            model, batch, rows.context_len, rows.act_bytes, tp, rows.all_logits, rows.framework, rows.execution, rates
+        )
+        decode = decode_kernels(
+            model, batch, mean_context, rows.act_bytes, rows.kv_bytes, tp, rows.framework, rows.execution, rates
+        )
+        prefill_s, decode_compute_s = prefill.wall_s(host), decode.wall_s(host)
+    else:  # a traced network: its FLOPs at the large-GEMM rate, its weights read once a step
+        prefill_s = prefill_flops / (rates.gemm_flops * tp)
+        decode_compute_s = np.maximum(
+            decode_flops_per_step / (rates.gemm_flops * tp), weights / rates.stream_bytes_per_s
+        )
     layers = max(model.total_layers, 1)
     link = rows.intra_node_bytes_per_s * assumptions.intra_node_link_efficiency
     tp_bytes = np.where(tp > 1, 2.0 * layers * 2.0 * (tp - 1) / tp * batch * model.hidden_size * rows.act_bytes, 0.0)
     tp_comm_s = transfer_s(tp_bytes, link)
-    decode_step_s = np.maximum(memory_s, compute_s) + tp_comm_s
+    decode_step_s = decode_compute_s + tp_comm_s
 
     latency_s = prefill_s + rows.output_len * decode_step_s
     flops = prefill_flops + rows.output_len * decode_flops_per_step

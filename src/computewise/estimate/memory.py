@@ -58,6 +58,7 @@ __all__ = [
 RECOMPUTE_CODES: dict[Recompute, int] = {"none": 0, "selective": 1, "full": 2}
 FRAMEWORK_CODES: dict[Framework, int] = {name: i for i, name in enumerate(FRAMEWORKS)}
 _PYTORCH = float(FRAMEWORK_CODES["pytorch"])
+_TRANSFORMERS = float(FRAMEWORK_CODES["transformers"])  # the autocast layout too: codes >= _PYTORCH
 
 _MASK_BYTES = 1.0  # dropout masks are stored as uint8/bool
 _SOFTMAX_STATS_BYTES = 4.0  # flash attention keeps one fp32 log-sum-exp per row and head
@@ -201,7 +202,7 @@ def framework_state_bytes(framework: FloatArray, weight_bytes: FloatArray, optim
     (4 B), the optimizer keeps only its states (K - 4), and autocast caches a 16-bit copy of each
     matmul weight (2 B). Same 16 bytes of state for Adam, split differently, plus the copies.
     """
-    amp = (col(framework) == _PYTORCH) & (col(weight_bytes) < _FP32_BYTES)
+    amp = (col(framework) >= _PYTORCH) & (col(weight_bytes) < _FP32_BYTES)
     return StateBytes(
         weights=np.where(amp, _FP32_BYTES, weight_bytes),
         gradients=np.where(amp, _FP32_BYTES, weight_bytes),
@@ -220,6 +221,7 @@ def layer_terms(
     act_bytes: FloatArray,
     norm_bytes: FloatArray | None = None,
     expand_kv: FloatArray | float = 0.0,
+    hf_modules: FloatArray | float = 0.0,
 ) -> tuple[FloatArray, FloatArray, FloatArray]:
     """Per-token bytes of one transformer layer: (kept whole under TP, split by TP, attention scores / s).
 
@@ -227,6 +229,18 @@ def layer_terms(
     ``norm_bytes`` is the residual stream's width (the norms' saved inputs): the activation
     precision in Megatron, fp32 under PyTorch autocast. ``expand_kv`` (0/1): K and V repeated to
     every query head, as PyTorch does for grouped-query attention when no flash kernel takes it.
+
+    ``hf_modules`` (0/1): Hugging Face transformers' Llama-family modules (``LlamaRMSNorm``,
+    ``LlamaAttention``, ``LlamaMLP`` in transformers 5). Their eager RMSNorm keeps three tensors
+    where a fused kernel keeps the input and one fp32 rstd per row: ``pow`` and the ``* rsqrt``
+    save its fp32 input, ``rsqrt`` its output (4 bytes a row), ``weight *`` the fp32 normalised
+    input. And q, k, v (and gate, up) are separate ``nn.Linear`` calls: autocast casts the norm's
+    fp32 output to 16 bits for each of them, and caches only weights (leaves), so each keeps its
+    own copy. Without autocast (fp32) the norm's output is one tensor they all keep. Rotary
+    keeps nothing per layer: ``q * cos`` saves only ``cos`` (autograd saves an operand only for
+    another operand's gradient, and cos/sin need none); the fp32 rotated q and k are cast to 16
+    bits by autocast for ``scaled_dot_product_attention``, which keeps those copies in place of the
+    views of a fused QKV output, so attention keeps the same bytes as the fused layout.
     """
     norm_bytes = act_bytes if norm_bytes is None else norm_bytes
     h = float(model.hidden_size)
@@ -235,7 +249,10 @@ def layer_terms(
     ffn = float(model.ffn_size * model.active_experts)  # each token is routed to active_experts MLPs
     drop = 1.0 if _uses_dropout(model) else 0.0
     # Layer-norm inputs (2), QKV input, MLP input, and two dropout masks stay whole under plain TP.
-    replicated = 2 * norm_bytes * h + 2 * act_bytes * h + 2 * drop * _MASK_BYTES * h
+    own_casts = hf_modules * (col(act_bytes) < col(norm_bytes))  # one 16-bit input copy per projection
+    projection_inputs = 2.0 + own_casts * (2.0 + (1.0 if model.gated_ffn else 0.0))  # q, k, v; gate, up
+    norms = 2.0 * ((1.0 + hf_modules) * norm_bytes * h + hf_modules * _FP32_BYTES)
+    replicated = norms + projection_inputs * act_bytes * h + 2 * drop * _MASK_BYTES * h
     mlp = (4.0 if model.gated_ffn else 2.0) * act_bytes * ffn  # activation inputs and down-projection input
     split = act_bytes * (2 * d_attn + 2 * d_kv) + mlp  # q, attention output, k, v
     split = split + expand_kv * act_bytes * 2 * d_attn * (d_kv < d_attn)
@@ -252,6 +269,9 @@ class ActivationParts:
     where the head is). ``transient``: one layer rebuilt during backward (full recompute) and ring
     attention's K/V buffers. ``logits_*``: logits of one micro-batch the stage computes (0 or all).
     ``logit_forward_bytes``: bytes per logit at the loss's forward (head output, fp32 copy, log-softmax).
+    ``model_output``: what the stage with the LM head also holds at the loss's forward and frees when
+    the forward returns (HF: the final norm's fp32 output, held as the model output's
+    ``last_hidden_state``; PyTorch frees it once the head has cast it), 0 on other stages.
     """
 
     kept_first: FloatArray
@@ -260,6 +280,7 @@ class ActivationParts:
     logits_first: FloatArray
     logits_last: FloatArray
     logit_forward_bytes: FloatArray
+    model_output: FloatArray
 
 
 def _in_flight_layers(
@@ -309,12 +330,15 @@ def activation_parts(
     zero = 0.0 * (s + b + tp + pp + framework + cp)
     if model.traced is not None and not model.is_transformer:
         kept = model.traced.activation_bytes_per_sample * b * act / model.traced.traced_dtype_bytes + zero
-        return ActivationParts(kept, kept, zero, zero, zero, zero)
-    pytorch = framework == _PYTORCH
+        return ActivationParts(kept, kept, zero, zero, zero, zero, zero)
+    pytorch = framework >= _PYTORCH
+    hf = ((framework == _TRANSFORMERS) & model.gated_ffn).astype(float)  # HF's Llama-family modules
     norm_bytes = np.where(pytorch, np.maximum(act, _FP32_BYTES), act)
     flash = col(flash_attention) > 0
     native_gqa = flash & (act < _FP32_BYTES)  # FlashAttention takes fewer KV heads; fp32 runs other kernels
-    replicated, split, scores_per_s = layer_terms(model, act, norm_bytes, (pytorch & ~native_gqa).astype(float))
+    replicated, split, scores_per_s = layer_terms(
+        model, act, norm_bytes, (pytorch & ~native_gqa).astype(float), hf_modules=hf
+    )
     sp_divisor = np.where(col(sequence_parallel) > 0, tp, 1.0)
     recompute = col(recompute)
     stats = _SOFTMAX_STATS_BYTES * model.heads
@@ -333,15 +357,21 @@ def activation_parts(
     layers = float(model.total_layers)
     drop = 1.0 if _uses_dropout(model) else 0.0
     embedding = tokens * drop * _MASK_BYTES * model.hidden_size / sp_divisor
+    # HF computes rotary's cos and sin once per forward, at the residual stream's dtype, and every
+    # layer's rotary multiplication keeps them until its backward.
+    rotary = hf * tokens * 2.0 * norm_bytes * model.attention_head_dim
     has_head = 1.0 if model.vocab_size > 0 else 0.0
-    head_inputs = has_head * tokens * model.hidden_size * (norm_bytes + act) / sp_divisor  # final norm, LM head
+    final_norm = (1.0 + hf) * norm_bytes * model.hidden_size + hf * _FP32_BYTES  # as a layer's norm keeps
+    head_inputs = has_head * tokens * (final_norm + act * model.hidden_size) / sp_divisor  # final norm, LM head
     logits = tokens * model.vocab_size / tp
     single = pp <= 1
     in_flight = _in_flight_layers(layers, pp, virtual_stages, col(microbatches_per_step))
-    kept_first = in_flight * per_layer + embedding + np.where(single, head_inputs, 0.0)
-    kept_last = np.where(single, kept_first, layers / pp * per_layer + head_inputs)
+    kept_first = in_flight * per_layer + embedding + rotary + np.where(single, head_inputs, 0.0)
+    kept_last = np.where(single, kept_first, layers / pp * per_layer + rotary + head_inputs)
     # Forward: the head's output, its fp32 copy (none when it already is fp32) and the log-softmax.
     logit_forward = act + np.where(act < _FP32_BYTES, _FP32_BYTES, 0.0) + _LOSS_BYTES
+    # Under autocast the final norm's fp32 output is a tensor of its own beside the head's 16-bit input.
+    model_output = has_head * hf * (act < norm_bytes) * tokens * norm_bytes * model.hidden_size / sp_divisor
     return ActivationParts(
         kept_first=kept_first,
         kept_last=kept_last,
@@ -349,6 +379,7 @@ def activation_parts(
         logits_first=np.where(single, logits, 0.0),
         logits_last=logits + zero,
         logit_forward_bytes=logit_forward + zero,
+        model_output=model_output + zero,
     )
 
 
@@ -393,11 +424,19 @@ def activation_bytes(
     return peak_activations(parts)
 
 
+def _loss_forward(parts: ActivationParts, logits: FloatArray) -> FloatArray:
+    """Bytes a stage computing ``logits`` holds at its loss's forward beyond the saved activations."""
+    return parts.logit_forward_bytes * logits + np.where(logits > 0, parts.model_output, 0.0)
+
+
 def peak_activations(parts: ActivationParts) -> FloatArray:
     """The larger stage's saved activations plus its larger transient, from already computed parts."""
-    loss = np.maximum(parts.logit_forward_bytes, _LOGITS_PEAK_BYTES)  # the loss ends before any rebuild
-    first = parts.kept_first + np.maximum(parts.transient, loss * parts.logits_first)
-    last = parts.kept_last + np.maximum(parts.transient, loss * parts.logits_last)
+
+    def loss(logits: FloatArray) -> FloatArray:  # the loss ends before any rebuild
+        return np.maximum(_loss_forward(parts, logits), _LOGITS_PEAK_BYTES * logits)
+
+    first = parts.kept_first + np.maximum(parts.transient, loss(parts.logits_first))
+    last = parts.kept_last + np.maximum(parts.transient, loss(parts.logits_last))
     return np.maximum(first, last)
 
 
@@ -410,22 +449,25 @@ def _stage_peak(
     kept: FloatArray,
     transient: FloatArray,
     logits: FloatArray,
-    logit_forward_bytes: FloatArray,
+    loss_forward: FloatArray,
+    rebuilt_gradients: FloatArray,
     embedding_grad: FloatArray,
 ) -> FloatArray:
     """The largest live bytes of one pipeline stage over the phases of a step.
 
     ``state`` (weights and optimizer states) is always live; gradients of earlier micro-batches are
     live through later ones (``accumulating``), and all of them from the end of the backward to the
-    optimizer step. Forward ends at the loss (the logits in fp32); the loss's backward holds 12
-    bytes per logit while every activation is still saved; a rebuilt layer (full recompute) lives
-    while the backward walks the layers, between its first layer (all inputs kept, few gradients)
-    and its last (all gradients). A tied embedding's gradient is added to the head's at the end.
+    optimizer step. Forward ends at the loss (``loss_forward``: the logits in fp32 and what the
+    model's output holds); the loss's backward holds 12 bytes per logit while every activation is
+    still saved; a rebuilt layer (full recompute) lives while the backward walks the layers, between
+    its first layer (all inputs kept, few gradients) and its last (``rebuilt_gradients``: all but
+    those of the layers still ahead, the untied input embedding). A tied embedding's gradient is
+    added to the head's at the end.
     """
     carried = gradients * accumulating
-    forward = state + carried + cast + kept + logit_forward_bytes * logits
+    forward = state + carried + cast + kept + loss_forward
     loss_backward = state + carried + cast_in_backward + kept + _LOGITS_PEAK_BYTES * logits
-    rebuild = state + np.maximum(carried + kept, gradients) + transient
+    rebuild = state + np.maximum(carried + kept, rebuilt_gradients) + transient
     end = state + gradients + embedding_grad
     return np.maximum(np.maximum(forward, loss_backward), np.maximum(rebuild, end))
 
@@ -441,19 +483,24 @@ def training_peak_bytes(
     microbatches: FloatArray,
     grad_bytes_per_param: FloatArray,
     tp: FloatArray,
+    pp: FloatArray,
 ) -> FloatArray:
     """Peak live bytes per device of one step, the larger of the first and last pipeline stages.
 
     ``weights`` excludes ``cast`` (autocast's copies). Under full recompute the copies of the
     checkpointed layers die when autocast exits (each is re-cast in its layer's backward); only the
-    LM head's stays, saved by its matmul.
+    LM head's stays, saved by its matmul. An untied input embedding is the last thing the backward
+    reaches: its gradient does not exist yet while the first layer is rebuilt.
     """
     state = weights + optimizer
     accumulating = (col(microbatches) > 1).astype(float)
-    head_cast = np.where(cast > 0, _CAST_BYTES * model.vocab_size * model.hidden_size / col(tp), 0.0)
+    embedding_params = float(model.vocab_size * model.hidden_size)
+    head_cast = np.where(cast > 0, _CAST_BYTES * embedding_params / col(tp), 0.0)
     cast_in_backward = np.where(col(recompute) >= 2, np.minimum(head_cast, cast), cast)
     tied = 1.0 if model.tied_embeddings else 0.0
-    embedding_grad = tied * grad_bytes_per_param * model.vocab_size * model.hidden_size / col(tp)
+    embedding_grad = tied * grad_bytes_per_param * embedding_params / col(tp)
+    # The first stage's share of gradients that belongs to an untied input embedding (stages split evenly).
+    input_embedding_share = np.minimum((1.0 - tied) * embedding_params * col(pp) / max(model.params, 1), 1.0)
     first = _stage_peak(
         state,
         gradients,
@@ -463,7 +510,8 @@ def training_peak_bytes(
         parts.kept_first,
         parts.transient,
         parts.logits_first,
-        parts.logit_forward_bytes,
+        _loss_forward(parts, parts.logits_first),
+        gradients * (1.0 - input_embedding_share),
         embedding_grad,
     )
     last = _stage_peak(
@@ -475,7 +523,8 @@ def training_peak_bytes(
         parts.kept_last,
         parts.transient,
         parts.logits_last,
-        parts.logit_forward_bytes,
+        _loss_forward(parts, parts.logits_last),
+        np.where(col(pp) > 1, gradients, gradients * (1.0 - input_embedding_share)),
         np.zeros_like(embedding_grad),
     )
     return np.maximum(first, last)
@@ -500,17 +549,32 @@ def kv_cache_bytes(
 
 
 def inference_workspace_bytes(
-    model: ModelSpec, batch: FloatArray, prompt_len: FloatArray, act_bytes: FloatArray, tp: FloatArray
+    model: ModelSpec,
+    batch: FloatArray,
+    prompt_len: FloatArray,
+    act_bytes: FloatArray,
+    tp: FloatArray,
+    all_logits: FloatArray | None = None,
 ) -> FloatArray:
-    """Transient activations of inference: one layer's intermediates during prefill, plus last-token logits.
+    """Transient activations of a prefill: its widest layer's intermediates, and the logits it keeps.
 
-    Without autograd nothing is kept between layers, so the peak is the widest single layer.
+    Without autograd nothing is kept between layers, so a layer's peak is the widest single layer.
+    ``all_logits`` (0/1, default 0) says which logits the forward returns. 0: the last position's
+    only, upcast to fp32 (what ``generate()`` and serving engines keep, a few MB), counted on top of
+    the widest layer. 1: every position's, at the model's dtype (a plain Hugging Face forward:
+    ``logits_to_keep=0`` and, without labels, no fp32 upcast in transformers 5); the forward then
+    peaks at the LM head, whose input (the final norm's output) and output are live while the layers'
+    transients are already freed.
     """
     if model.traced is not None and not model.is_transformer:
         return model.traced.activation_bytes_per_sample * col(batch) * col(act_bytes) / model.traced.traced_dtype_bytes
     tokens = col(batch) * col(prompt_len)
     width = 4 * model.hidden_size + (3 if model.gated_ffn else 2) * model.ffn_size * model.active_experts / col(tp)
-    return tokens * col(act_bytes) * width + col(batch) * model.vocab_size * _LOSS_BYTES / col(tp)
+    layer = tokens * col(act_bytes) * width
+    last_logits = col(batch) * model.vocab_size * _LOSS_BYTES / col(tp)
+    head = tokens * col(act_bytes) * (model.hidden_size + model.vocab_size / col(tp))
+    every = col(0.0) if all_logits is None else col(all_logits)
+    return np.where(every > 0, np.maximum(layer, head), layer + last_logits)
 
 
 def with_overhead(

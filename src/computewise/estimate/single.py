@@ -20,7 +20,17 @@ from computewise.estimate.memory import (
 )
 from computewise.estimate.quote import Ask, PriceRequest, Quote, quote
 from computewise.estimate.train import TrainColumns, TrainHardware, TrainLayout, evaluate_train
-from computewise.specs import Accelerator, InferJob, ModelSpec, Parallelism, Precision, Pricing, TrainJob
+from computewise.specs import (
+    EXECUTIONS,
+    FRAMEWORKS,
+    Accelerator,
+    InferJob,
+    ModelSpec,
+    Parallelism,
+    Precision,
+    Pricing,
+    TrainJob,
+)
 from computewise.specs.document import SCHEMA_VERSION
 
 if TYPE_CHECKING:
@@ -282,7 +292,7 @@ def estimate_train(
     share = None if utilization is None else col(utilization)
     if calibration is not None and utilization is None:
         size = matmul_sizes(model, col(job.micro_batch), col(job.seq_len), col(parallelism.cp), col(parallelism.tp))
-        calibrated = calibrated_compute(calibration, job.precision, size)
+        calibrated = calibrated_compute(calibration, job.precision, size, whole_steps=accelerator.kind == "cpu")
         if calibrated is not None:
             peak = calibrated.peak_flops
             bandwidth = calibrated.memory_bandwidth_bytes_per_s or bandwidth
@@ -304,6 +314,7 @@ def estimate_train(
         pue=col(hw.pue),
         utilization=share,
         matmul_fraction=None if calibrated is None else calibrated.matmul_fraction,
+        stream_fraction=None if calibrated is None or calibrated.memory_bandwidth_bytes_per_s is None else col(1.0),
     )
     with np.errstate(divide="ignore", invalid="ignore"):  # a link of unknown speed: its time is dropped below
         columns = evaluate_train(model, job.tokens, layout, hardware, assumptions)
@@ -420,6 +431,9 @@ def estimate_infer(
         rental_usd_per_h=col(hw.hourly_usd),
         g_co2_per_kwh=col(hw.carbon.g_co2_per_kwh),
         pue=col(hw.pue),
+        framework=col(FRAMEWORKS.index(job.framework)),
+        execution=col(EXECUTIONS.index(job.execution)),
+        all_logits=col(job.framework == "transformers"),
     )
     notes = (hw.explanation, *hw.notes, *_power_notes(accelerator), *model.notes)
     return InferEstimate(

@@ -34,15 +34,15 @@ import numpy as np
 
 from computewise.estimate.arrays import FloatArray, col
 from computewise.estimate.collectives import Collective, Fabric, collective_s
-from computewise.estimate.efficiency import activation_traffic_bytes, compute_time_s, weight_traffic_bytes
 from computewise.estimate.flops import attention_flops_per_token, training_flops_per_token
+from computewise.estimate.kernels import HostCosts, KernelRates, StepKernels, optimizer_kernels, training_kernels
 
 if TYPE_CHECKING:
     from computewise.estimate.assumptions import Assumptions
     from computewise.estimate.train import TrainHardware, TrainLayout
     from computewise.specs import ModelSpec
 
-__all__ = ["StepTime", "step_time"]
+__all__ = ["StepTime", "host_costs", "kernel_rates", "step_time"]
 
 
 @dataclass(frozen=True)
@@ -123,9 +123,9 @@ def step_time(model: ModelSpec, rows: TrainLayout, hw: TrainHardware, assumption
     tokens_per_step = rows.global_batch * rows.seq_len
     tokens_mb = rows.micro_batch * rows.seq_len / rows.cp  # per device and micro-batch
     model_per_token, hardware_per_token = training_flops_per_token(model, rows.seq_len, rows.recompute)
-    compute_s = _compute_s(model, rows, hw, assumptions, hardware_per_token / model_per_token, hardware_per_token)
+    compute_s = _compute_s(model, rows, hw, assumptions, rows.recompute, hardware_per_token)
     # The forward without recomputation: the part of a micro-batch that no gradient sync can hide.
-    plain_s = _compute_s(model, rows, hw, assumptions, col(1.0), model_per_token)
+    plain_s = _compute_s(model, rows, hw, assumptions, col(0.0) * rows.recompute, model_per_token)
     forward_s = plain_s / (3.0 * m)
     per_microbatch_s = compute_s / m
     groups = _groups(rows, fabric.devices_per_node)
@@ -166,35 +166,80 @@ def step_time(model: ModelSpec, rows: TrainLayout, hw: TrainHardware, assumption
     )
 
 
+def kernel_rates(hw: TrainHardware, assumptions: Assumptions) -> KernelRates:
+    """Each kernel kind's rate on these rows' devices: measured (a bench calibration) or assumed fractions."""
+    matmul = assumptions.matmul_peak_fraction if hw.matmul_fraction is None else hw.matmul_fraction
+    stream = assumptions.stream_bandwidth_fraction if hw.stream_fraction is None else hw.stream_fraction
+    gemm_flops = col(hw.peak_flops) * col(matmul)
+    bandwidth = col(hw.memory_bandwidth_bytes_per_s)
+    # An accelerator of unknown bandwidth (0) is timed by its FLOPs alone, as before any traffic term.
+    stream_bytes_per_s = np.where(bandwidth > 0, bandwidth * col(stream), np.inf)
+    return KernelRates(
+        gemm_flops=gemm_flops,
+        attention_flops=gemm_flops * assumptions.attention_share_of_matmul,
+        stream_bytes_per_s=stream_bytes_per_s,
+        kernel_floor_s=col(assumptions.kernel_floor_s),
+    )
+
+
+def host_costs(assumptions: Assumptions) -> HostCosts:
+    return HostCosts(
+        eager_s=assumptions.host_s_per_kernel_eager,
+        transformers_s=assumptions.host_s_per_kernel_transformers,
+        recording_s=assumptions.host_s_per_kernel_recording,
+        autograd_s=assumptions.host_s_per_kernel_autograd,
+        compiled_s=assumptions.host_s_per_kernel_compiled,
+        graphs_s=assumptions.host_s_per_kernel_graphs,
+    )
+
+
 def _compute_s(
     model: ModelSpec,
     rows: TrainLayout,
     hw: TrainHardware,
     assumptions: Assumptions,
-    passes_scale: FloatArray,
+    recompute: FloatArray,
     flops_per_token: FloatArray,
 ) -> FloatArray:
-    """Arithmetic and HBM time of a step's micro-batches on one device (``estimate.efficiency``)."""
+    """Seconds of one device's kernels for a whole step (``estimate.kernels``), or FLOPs at a given share.
+
+    Every micro-batch's host and device overlap, and so do the optimizer step's; the pipeline
+    stage's share of the LM head is spread over the stages, as its layers are.
+    """
     flops = flops_per_token * rows.global_batch * rows.seq_len / rows.gpus
     given = hw.utilization
     if given is not None and not np.isnan(given).any():
         return flops / (hw.peak_flops * given)
-    traffic = activation_traffic_bytes(
-        model,
-        rows.global_batch * rows.seq_len / (rows.dp * rows.cp),
-        rows.seq_len,
-        max(model.total_layers, 1) / rows.pp,
-        rows.tp,
-        rows.sequence_parallel,
-        rows.flash_attention,
-        rows.weight_bytes,
-        assumptions.activation_traffic_passes * passes_scale,
-    ) + weight_traffic_bytes(model.params / (rows.tp * rows.pp), rows.weight_bytes, rows.microbatches)
-    fraction = assumptions.matmul_peak_fraction if hw.matmul_fraction is None else hw.matmul_fraction
-    modelled = compute_time_s(flops, traffic, hw.peak_flops, hw.memory_bandwidth_bytes_per_s, fraction)
+    rates = kernel_rates(hw, assumptions)
+    host = host_costs(assumptions).per_kernel_s(rows.framework, rows.execution, training=True)
+    layers = max(model.total_layers, 1) / rows.pp
+    if not model.is_transformer:
+        # A traced network without layers the kernel model knows: its FLOPs at the large-GEMM rate.
+        micro = StepKernels(flops / rows.microbatches / rates.gemm_flops, col(0.0) * flops)
+    else:
+        micro = training_kernels(
+            model,
+            rows.micro_batch * rows.seq_len / rows.cp,
+            rows.seq_len,
+            layers,
+            rows.weight_bytes,
+            rows.tp,
+            rows.sequence_parallel,
+            rows.flash_attention,
+            recompute,
+            rows.framework,
+            rows.execution,
+            1.0 / rows.pp,
+            rates,
+        )
+    per_device = model.params / (rows.tp * rows.pp)
+    sharded = per_device / np.where(rows.zero >= 1, rows.dp, 1.0)
+    tensors = 7.0 * max(model.total_layers, 1) / rows.pp + 2.0  # weight matrices per device
+    update = optimizer_kernels(per_device, sharded, rows.microbatches, rows.framework, tensors, rates)
+    modelled = rows.microbatches * micro.wall_s(host) + update.wall_s(host)
     if given is None:
         return modelled
-    # Rows with a measured whole-step share (a bench calibration) use it; the others the model.
+    # Rows with a measured whole-step share use it; the others the model.
     return np.where(np.isnan(given), modelled, flops / (hw.peak_flops * given))
 
 

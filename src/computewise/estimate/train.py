@@ -31,7 +31,7 @@ from computewise.estimate.memory import (
     with_overhead,
 )
 from computewise.estimate.step import StepTime, step_time
-from computewise.specs import FRAMEWORKS, ModelSpec, Parallelism, TrainJob
+from computewise.specs import EXECUTIONS, FRAMEWORKS, ModelSpec, Parallelism, TrainJob
 
 __all__ = [
     "TrainColumns",
@@ -91,7 +91,8 @@ class TrainLayout:
     cp: FloatArray  # context parallelism: each sequence split over cp ranks
     ep: FloatArray  # expert parallelism inside the dp*cp ranks (MoE); adds no GPUs
     virtual_stages: FloatArray  # model chunks per pipeline rank; > 1 is the interleaved schedule
-    framework: FloatArray  # index in FRAMEWORKS: 0 Megatron layout, 1 PyTorch autocast layout
+    framework: FloatArray  # index in FRAMEWORKS: 0 Megatron, 1 PyTorch autocast, 2 Hugging Face transformers
+    execution: FloatArray  # index in EXECUTIONS: 0 eager, 1 torch.compile, 2 CUDA graphs
 
     @property
     def gpus(self) -> FloatArray:
@@ -126,6 +127,7 @@ class TrainLayout:
             ep=col(p.ep),
             virtual_stages=col(p.virtual_stages),
             framework=col(FRAMEWORKS.index(job.framework)),
+            execution=col(EXECUTIONS.index(job.execution)),
         )
 
 
@@ -142,7 +144,8 @@ class TrainHardware:
     g_co2_per_kwh: FloatArray
     pue: FloatArray
     utilization: FloatArray | None = None  # achieved fraction of peak; None (or NaN in a row): the calibrated model
-    matmul_fraction: FloatArray | None = None  # measured share of peak for matmuls (bench); None: the assumption
+    matmul_fraction: FloatArray | None = None  # a large GEMM's share of ``peak_flops``; None: the assumption
+    stream_fraction: FloatArray | None = None  # an elementwise kernel's share of the bandwidth; None: the assumption
 
 
 @dataclass(frozen=True)
@@ -244,6 +247,7 @@ def train_memory(model: ModelSpec, layout: TrainLayout, assumptions: Assumptions
         layout.microbatches,
         per_param.gradients,
         layout.tp,
+        layout.pp,
     )
     return with_overhead(
         weights + cast,

@@ -21,7 +21,13 @@ import numpy as np
 from computewise.errors import InfeasiblePlanError, InputError
 from computewise.estimate.arrays import col
 from computewise.estimate.assumptions import Assumptions
-from computewise.estimate.infer import InferRows, evaluate_infer, inference_weight_bytes
+from computewise.estimate.infer import (
+    SERVING_EXECUTION,
+    SERVING_FRAMEWORK,
+    InferRows,
+    evaluate_infer,
+    inference_weight_bytes,
+)
 from computewise.estimate.pricing import cheapest_rental
 from computewise.estimate.quote import offering_quote
 from computewise.estimate.single import memory_dict
@@ -188,6 +194,9 @@ def plan_infer(model: ModelSpec, catalog: Catalog, assumptions: Assumptions, c: 
                 rental_usd_per_h=tp * one_gpu.hourly_usd,
                 g_co2_per_kwh=col(one_gpu.carbon.g_co2_per_kwh) + 0 * tp,
                 pue=col(one_gpu.pue) + 0 * tp,
+                framework=col(SERVING_FRAMEWORK) + 0 * tp,
+                execution=col(SERVING_EXECUTION) + 0 * tp,
+                all_logits=col(0.0) + 0 * tp,
             ),
             assumptions,
         )

@@ -40,7 +40,13 @@ import numpy as np
 from computewise.errors import ComputewiseError, InputError
 from computewise.estimate.arrays import col
 from computewise.estimate.assumptions import Assumptions
-from computewise.estimate.infer import InferRows, evaluate_infer, inference_weight_bytes
+from computewise.estimate.infer import (
+    SERVING_EXECUTION,
+    SERVING_FRAMEWORK,
+    InferRows,
+    evaluate_infer,
+    inference_weight_bytes,
+)
 from computewise.estimate.quote import Ask, PriceRequest, quote
 from computewise.estimate.single import default_precision
 from computewise.limits import BATCH, LATENCY_MS, SEQUENCE_TOKENS, Limit
@@ -578,6 +584,9 @@ def _model_service(
             rental_usd_per_h=col(0.0),
             g_co2_per_kwh=col(0.0),
             pue=col(1.0),
+            framework=col(SERVING_FRAMEWORK),
+            execution=col(SERVING_EXECUTION),
+            all_logits=col(0.0),
         ),
         assumptions,
     )

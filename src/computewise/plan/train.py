@@ -252,6 +252,7 @@ def _layouts(model: ModelSpec, gpu_counts: Sequence[int], max_tp: int, c: TrainC
         ep=col(t["ep"]),
         virtual_stages=col(t["v"]),
         framework=col(np.where(model_parallel, _MEGATRON, _PYTORCH)),
+        execution=np.zeros(rows),
     )
     return _Layouts(rows=layout, gpus=t["gpus"], tp=t["tp"], precision=precision, levels=levels)
 
@@ -447,23 +448,28 @@ def _calibrated(
     precision: IntArray,
     model: ModelSpec,
     rows: TrainLayout,
-    matmul_peak_fraction: float,
+    assumptions: Assumptions,
+    kinds: Sequence[str],
 ) -> TrainHardware:
     """``plain`` with the measured peak, bandwidth and share on the rows of calibrated accelerators
     (``estimate.calibrated``, the same as ``estimate train``); other rows keep the assumed model (NaN)."""
     peak = plain.peak_flops.reshape(-1).copy()
     bandwidth = plain.memory_bandwidth_bytes_per_s.reshape(-1).copy()
     utilization = np.full(len(shape), np.nan)
-    fraction = np.full(len(shape), matmul_peak_fraction)
+    fraction = np.full(len(shape), assumptions.matmul_peak_fraction)
+    stream = np.full(len(shape), assumptions.stream_bandwidth_fraction)
     sizes = matmul_sizes(model, rows.micro_batch, rows.seq_len, rows.cp, rows.tp).reshape(-1)
     for h_index, calibration in calibrated:
         for p_index, name in enumerate(PRECISIONS):
             mask = (shape == h_index) & (precision == p_index)
-            measured = calibrated_compute(calibration, name, sizes[mask]) if mask.any() else None
+            cpu = kinds[h_index] == "cpu"
+            measured = calibrated_compute(calibration, name, sizes[mask], whole_steps=cpu) if mask.any() else None
             if measured is None:
                 continue
             peak[mask] = measured.peak_flops
-            bandwidth[mask] = measured.memory_bandwidth_bytes_per_s or bandwidth[mask]
+            if measured.memory_bandwidth_bytes_per_s:
+                bandwidth[mask] = measured.memory_bandwidth_bytes_per_s
+                stream[mask] = 1.0
             if measured.whole_step:
                 utilization[mask] = measured.share
             else:
@@ -474,6 +480,7 @@ def _calibrated(
         memory_bandwidth_bytes_per_s=bandwidth.reshape(plain.memory_bandwidth_bytes_per_s.shape),
         utilization=utilization,
         matmul_fraction=fraction,
+        stream_fraction=stream,
     )
 
 
@@ -493,9 +500,8 @@ def _evaluate(
     train_hardware = _train_hardware(hardware, shape, precision)
     calibrated = [(index, h.calibration) for index, h in enumerate(hardware) if h.calibration is not None]
     if calibrated:
-        train_hardware = _calibrated(
-            train_hardware, calibrated, shape, precision, model, rows, assumptions.matmul_peak_fraction
-        )
+        kinds = [h.accelerator.kind for h in hardware]
+        train_hardware = _calibrated(train_hardware, calibrated, shape, precision, model, rows, assumptions, kinds)
     return evaluate_train(
         model,
         c.tokens,

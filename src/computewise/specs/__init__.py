@@ -13,10 +13,12 @@ from computewise.specs.hardware import (
 )
 from computewise.specs.model import Architecture, ModelSpec, TracedStats
 from computewise.specs.workload import (
+    EXECUTIONS,
     FRAMEWORKS,
     OPTIMIZERS,
     PRECISIONS,
     RECOMPUTES,
+    Execution,
     Framework,
     InferJob,
     Optimizer,
@@ -28,6 +30,7 @@ from computewise.specs.workload import (
 
 __all__ = [
     "DTYPES",
+    "EXECUTIONS",
     "FRAMEWORKS",
     "OPTIMIZERS",
     "PRECISIONS",
@@ -37,6 +40,7 @@ __all__ = [
     "Architecture",
     "CarbonIntensity",
     "Dtype",
+    "Execution",
     "Framework",
     "InferJob",
     "ModelSpec",

@@ -9,10 +9,12 @@ from computewise import limits
 from computewise.units import check_range
 
 __all__ = [
+    "EXECUTIONS",
     "FRAMEWORKS",
     "OPTIMIZERS",
     "PRECISIONS",
     "RECOMPUTES",
+    "Execution",
     "Framework",
     "InferJob",
     "Optimizer",
@@ -28,10 +30,17 @@ Optimizer = Literal["adamw", "adam", "sgd", "adam8bit"]
 OPTIMIZERS: tuple[Optimizer, ...] = ("adamw", "adam", "sgd", "adam8bit")
 Recompute = Literal["none", "selective", "full"]
 RECOMPUTES: tuple[Recompute, ...] = ("none", "selective", "full")
-# How the training framework lays out activations: Megatron-LM keeps them at the training precision,
-# PyTorch autocast (AMP) keeps the residual stream in fp32 and caches 16-bit weight copies.
-Framework = Literal["megatron", "pytorch"]
-FRAMEWORKS: tuple[Framework, ...] = ("megatron", "pytorch")
+# The code that runs the step, which decides what it holds and how many kernels it launches:
+# Megatron-LM keeps activations at the training precision and fuses its elementwise kernels;
+# PyTorch autocast (AMP) keeps the residual stream in fp32 and caches 16-bit weight copies;
+# Hugging Face transformers is that autocast layout with its own modules (unfused norms and
+# rotary, separate q/k/v and gate/up projections, fp32 logits for the loss and in a prefill).
+Framework = Literal["megatron", "pytorch", "transformers"]
+FRAMEWORKS: tuple[Framework, ...] = ("megatron", "pytorch", "transformers")
+# How the kernels are issued: one by one from Python (eager), by torch.compile's generated code
+# (fused elementwise kernels, a cheaper launch), or replayed from a captured CUDA graph.
+Execution = Literal["eager", "compile", "cuda-graphs"]
+EXECUTIONS: tuple[Execution, ...] = ("eager", "compile", "cuda-graphs")
 
 
 @dataclass(frozen=True)
@@ -70,6 +79,7 @@ class TrainJob:
     recompute: Recompute = "none"
     flash_attention: bool = True
     framework: Framework = "pytorch"
+    execution: Execution = "eager"
 
     def __post_init__(self) -> None:
         """A job the library is handed directly is held to the CLI's ranges: no 30-digit cost from ``tokens=1e30``."""
@@ -86,6 +96,9 @@ class InferJob:
     output_len: int  # generated tokens
     precision: Precision = "bf16"
     kv_cache_bytes_per_value: float = 2.0  # fp16/bf16 cache; 1.0 for an fp8/int8 cache
+    # pytorch: generate() keeps the last position's logits; transformers: a plain forward keeps all.
+    framework: Framework = "pytorch"
+    execution: Execution = "eager"
 
     def __post_init__(self) -> None:
         check_range(self.batch, "batch", limits.BATCH)

@@ -1,0 +1,397 @@
+"""A step as the kernels a framework launches: each timed on the device, each issued by the host.
+
+A flat share of peak cannot be right for both a 1T-parameter Megatron run and a 160M-parameter
+Hugging Face fine-tune: on one H100 the latter spends most of its step in kernels that move bytes
+(unfused RMSNorm in fp32, rotary, casts, the loss over 32K logits, the optimizer update) and in
+the host's time to launch about a hundred kernels per layer. So a step is described per layer as
+the kernels the chosen code runs (``framework``: Megatron's fused kernels, plain PyTorch under
+autocast, Hugging Face ``transformers``' modules; ``execution``: eager, ``torch.compile``'s fused
+kernels, or CUDA graphs), and each kind is timed by its own roofline:
+
+- a GEMM of shape (m, n, k): ``2mnk`` FLOPs at the large-GEMM rate, scaled down for small output
+  tiles (fewer tiles than the chip has SMs) and short inner dimensions (prologue and epilogue
+  dominate), or its operands over the streaming bandwidth, whichever is longer;
+- fused attention: its FLOPs at the attention rate (FlashAttention reaches a lower share of peak
+  than a GEMM, and its backward repeats the QK^T product: 2.5x the forward's work, Dao 2023);
+- every other kernel: the bytes it reads and writes over the streaming bandwidth;
+- every kernel: a floor of device time (launch to finish on an idle device), and on the host a
+  cost per launch that depends on the code issuing it.
+
+Host and device run concurrently, so a step takes the longer of the two: a small model whose host
+cannot keep up is launch-bound, whatever its FLOPs (the measured H100 rows in
+``benchmarks/data/measured``). The rates are the accelerator's: a bench calibration's measured
+matmul peak and triad bandwidth where one exists (``computewise bench --save``, and the bundled
+H100 one), else the data sheet times the catalog's assumed fractions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from computewise.estimate.arrays import FloatArray, col
+from computewise.specs import EXECUTIONS, FRAMEWORKS, ModelSpec
+
+__all__ = [
+    "HostCosts",
+    "KernelRates",
+    "StepKernels",
+    "decode_kernels",
+    "gemm_s",
+    "optimizer_kernels",
+    "prefill_kernels",
+    "training_kernels",
+]
+
+_MEGATRON = float(FRAMEWORKS.index("megatron"))
+_TRANSFORMERS = float(FRAMEWORKS.index("transformers"))
+_COMPILE = float(EXECUTIONS.index("compile"))
+_GRAPHS = float(EXECUTIONS.index("cuda-graphs"))
+
+# A GEMM whose output has fewer than this many elements leaves SMs idle (132 SMs x 128 x 128 tiles
+# is one full wave on an H100; a quarter of it still keeps most SMs busy with smaller tiles), and
+# one whose inner dimension is short spends a fixed part of every tile loading and storing.
+_GEMM_OUTPUT_HALF = 2.0**18
+_GEMM_INNER_HALF = 64.0
+_FP32 = 4.0
+# Tensor cores take 16-bit operands whose dimensions are multiples of 8 (16 bytes); a GEMM with an odd
+# dimension (GPT-2's 50,257-token vocabulary) runs padded or on slower kernels: NVIDIA's Deep Learning
+# Performance Guide ("Matrix Multiplication Background", Tensor Core requirements) shows 2-4x, and
+# padding that vocabulary to 50,304 made nanoGPT's whole step about 25 % faster (Karpathy, nanoGPT), which
+# at GPT-2 124M's share of head FLOPs means the unpadded head ran at about a quarter of the aligned rate.
+# fp32 products run without tensor cores and need no alignment.
+_ALIGNMENT = 8.0
+_MISALIGNED_SHARE = 0.25
+_ATTENTION_BACKWARD_WORK = 2.5  # FlashAttention-2's backward: 5 matmuls to the forward's 2 (Dao 2023)
+_ADAM_BYTES_PER_PARAM = 28.0  # fused AdamW reads weight, gradient, two moments (fp32) and writes three
+_CAST_BYTES_PER_PARAM = 6.0  # autocast reads each fp32 weight and writes its 16-bit copy, every forward
+_GRAD_ACCUMULATE_BYTES_PER_PARAM = 10.0  # a 16-bit weight gradient read, added into the fp32 .grad
+
+
+@dataclass(frozen=True)
+class KernelRates:
+    """What one device sustains per kernel kind, per row."""
+
+    gemm_flops: FloatArray  # a large GEMM at the job's precision
+    attention_flops: FloatArray  # fused attention (FlashAttention), forward
+    stream_bytes_per_s: FloatArray  # an elementwise kernel's HBM bandwidth
+    kernel_floor_s: FloatArray  # device time of the smallest kernel
+
+
+@dataclass(frozen=True)
+class HostCosts:
+    """Host seconds to issue one kernel, by the code that issues it (catalog assumptions)."""
+
+    eager_s: float  # plain PyTorch or Megatron, eager, without autograd (inference)
+    transformers_s: float  # Hugging Face modules, eager: a Python module call around most kernels
+    recording_s: float  # what a training forward adds per eager kernel: autocast's dispatch, autograd's graph
+    autograd_s: float  # a backward kernel, issued by the C++ autograd engine with no Python around it
+    compiled_s: float  # torch.compile's generated wrapper, forward and backward
+    graphs_s: float  # a CUDA graph replays its kernels with no host work per kernel
+
+    def per_kernel_s(
+        self, framework: FloatArray, execution: FloatArray, *, training: bool
+    ) -> tuple[FloatArray, FloatArray]:
+        """(forward, backward) host seconds per kernel for each row's code."""
+        eager = np.where(col(framework) == _TRANSFORMERS, self.transformers_s, self.eager_s)
+        eager = eager + (self.recording_s if training else 0.0)
+        choices = [col(execution) == _GRAPHS, col(execution) == _COMPILE]
+        forward = np.select(choices, [self.graphs_s, self.compiled_s], eager)
+        backward = np.select(choices, [self.graphs_s, self.compiled_s], self.autograd_s)
+        return forward, backward
+
+
+@dataclass(frozen=True)
+class StepKernels:
+    """Device seconds and kernel launches of some work, per row: launched by the forward's code or by autograd."""
+
+    device_s: FloatArray
+    kernels: FloatArray
+    backward_kernels: FloatArray | float = 0.0
+
+    def __add__(self, other: StepKernels) -> StepKernels:
+        return StepKernels(
+            self.device_s + other.device_s,
+            self.kernels + other.kernels,
+            self.backward_kernels + other.backward_kernels,
+        )
+
+    def times(self, factor: FloatArray | float) -> StepKernels:
+        return StepKernels(self.device_s * factor, self.kernels * factor, self.backward_kernels * factor)
+
+    def backward(self, device_factor: float, kernel_factor: float) -> StepKernels:
+        """This forward work's backward: ``device_factor`` times its device time, its kernels issued by autograd."""
+        return StepKernels(self.device_s * device_factor, 0.0 * self.kernels, self.kernels * kernel_factor)
+
+    def wall_s(self, host_s_per_kernel: tuple[FloatArray, FloatArray]) -> FloatArray:
+        """Host and device overlap: the longer of the two bounds the wall time."""
+        forward_s, backward_s = host_s_per_kernel
+        return np.maximum(self.device_s, self.kernels * forward_s + self.backward_kernels * backward_s)
+
+
+def gemm_s(
+    m: FloatArray, n: FloatArray | float, k: FloatArray | float, value_bytes: FloatArray, rates: KernelRates
+) -> FloatArray:
+    """Device seconds of one (m x k) @ (k x n) GEMM: compute at a size-dependent share, or its operands' traffic."""
+    m, n, k = col(m), col(n), col(k)
+    output = m * n
+    share = output / (output + _GEMM_OUTPUT_HALF) * k / (k + _GEMM_INNER_HALF)
+    aligned = (np.mod(n, _ALIGNMENT) == 0) & (np.mod(k, _ALIGNMENT) == 0)
+    share = share * np.where(aligned | (col(value_bytes) >= _FP32), 1.0, _MISALIGNED_SHARE)
+    compute_s = 2.0 * m * n * k / (rates.gemm_flops * share)
+    memory_s = (m * k + k * n + output) * col(value_bytes) / rates.stream_bytes_per_s
+    return np.maximum(compute_s, memory_s) + rates.kernel_floor_s
+
+
+def _stream(n_bytes: FloatArray, kernels: FloatArray | float, rates: KernelRates) -> StepKernels:
+    device = col(n_bytes) / rates.stream_bytes_per_s + col(kernels) * rates.kernel_floor_s
+    return StepKernels(device, col(kernels) + 0.0 * device)
+
+
+@dataclass(frozen=True)
+class _Elementwise:
+    """Per-layer elementwise work of one forward: bytes per token and kernel count."""
+
+    bytes_per_token: FloatArray
+    kernels: FloatArray
+
+
+def _elementwise(
+    model: ModelSpec, act: FloatArray, framework: FloatArray, execution: FloatArray, tp: FloatArray, sp: FloatArray
+) -> _Elementwise:
+    """The forward's elementwise kernels of one layer, as the chosen code runs them.
+
+    Residual-stream widths are divided by tp only under sequence parallelism; MLP and attention
+    widths always are. ``act`` is the activation width (2 for 16-bit autocast, 4 for fp32).
+    """
+    h = float(model.hidden_size)
+    f = float(model.ffn_size * model.active_experts)
+    d_attn = float(model.heads * model.attention_head_dim)
+    d_kv = float(model.kv_heads * model.attention_head_dim)
+    gated = 1.0 if model.gated_ffn else 0.0
+    drop = 0.0 if model.gated_ffn else 1.0  # Llama-style models train without dropout
+    rotary = gated  # Llama-style models rotate q and k; GPT-style learn positions
+    h_tok = h / np.where(col(sp) > 0, col(tp), 1.0)
+    f_tok, qk = f / col(tp), (d_attn + d_kv) / col(tp)
+    residual = np.where(col(framework) == _MEGATRON, act, np.maximum(act, _FP32))  # autocast keeps it fp32
+    # Fused (Megatron, torch.compile): norm, bias-dropout-add twice, the MLP activation, rotary.
+    act_bytes = np.where(gated > 0, 3.0, 2.0) * act * f_tok
+    fused_bytes = 2 * 2 * residual * h_tok + 2 * (3 * residual + drop) * h_tok + act_bytes + rotary * 2 * act * qk
+    fused_kernels = 4.0 + 1.0 + rotary
+    # Plain PyTorch eager (autocast): norm (fp32) and its cast before each matmul, dropout and the
+    # residual add each their own kernel, SiLU and the product of SwiGLU apart.
+    norm_cast = 2 * residual * h_tok + (residual + act) * h_tok
+    add = (2 * residual + act) * h_tok
+    dropout = drop * (2 * act + 1) * h_tok
+    mlp_act = np.where(gated > 0, 5.0, 2.0) * act * f_tok
+    eager_bytes = 2 * norm_cast + 2 * add + 2 * dropout + mlp_act
+    eager_kernels = 8.0 + 2 * drop + gated
+    # Hugging Face Llama eager: LlamaRMSNorm as six fp32 kernels (pow, mean, add, rsqrt, two muls),
+    # autocast casting the fp32 norm output once per projection (q, k, v; gate, up), rotary as five
+    # kernels each on q and k, and the attention output made contiguous before o_proj.
+    hf_norm = (2 + 1 + 2 + 2) * _FP32 * h_tok + 6 * 4.0
+    hf_casts = (3 + 2) * (residual + act) * h_tok
+    hf_rotary = rotary * 10.0 * act * qk
+    hf_bytes = 2 * hf_norm + hf_casts + hf_rotary + 2 * act * d_attn / col(tp) + 2 * add + 2 * dropout + mlp_act
+    hf_kernels = 12.0 + 5.0 + 10.0 * rotary + 1.0 + 2.0 + 2 * drop + 1.0 + gated
+    fused = (col(framework) == _MEGATRON) | (col(execution) >= _COMPILE)
+    hf = col(framework) == _TRANSFORMERS
+    return _Elementwise(
+        bytes_per_token=np.where(fused, fused_bytes, np.where(hf, hf_bytes, eager_bytes)),
+        kernels=np.where(fused, fused_kernels, np.where(hf, hf_kernels, eager_kernels)),
+    )
+
+
+def _matmuls(
+    model: ModelSpec, framework: FloatArray, execution: FloatArray
+) -> tuple[list[tuple[float, float]], FloatArray]:
+    """(n, k) of a layer's linear layers, and their kernel count: separate q/k/v and gate/up in HF modules."""
+    h = float(model.hidden_size)
+    f = float(model.ffn_size)
+    d_attn = float(model.heads * model.attention_head_dim)
+    d_kv = float(model.kv_heads * model.attention_head_dim)
+    up = (2.0 if model.gated_ffn else 1.0) * f
+    shapes = [(d_attn + 2 * d_kv, h), (h, d_attn), (up, h), (h, f)]
+    separate = (col(framework) == _TRANSFORMERS) & (col(execution) < _GRAPHS)
+    return shapes, np.where(separate, 4.0 + 2.0 + (1.0 if model.gated_ffn else 0.0), 4.0)
+
+
+def _layer_forward(
+    model: ModelSpec,
+    tokens: FloatArray,
+    attended: FloatArray,
+    act: FloatArray,
+    tp: FloatArray,
+    sp: FloatArray,
+    flash: FloatArray,
+    framework: FloatArray,
+    execution: FloatArray,
+    rates: KernelRates,
+) -> tuple[StepKernels, StepKernels, StepKernels]:
+    """(matmuls, attention core, everything else) of one layer's forward, and the backward of each.
+
+    Returned as forward pieces; the caller scales them for the backward. ``attended`` is the mean
+    number of keys a query sees (half the sequence for causal attention).
+    """
+    shapes, gemm_kernels = _matmuls(model, framework, execution)
+    experts = float(max(model.active_experts, 1))
+    gemm = col(0.0)
+    for i, (n, k) in enumerate(shapes):
+        # Column-parallel (qkv, up) split n over tp, row-parallel (proj, down) split k.
+        n_tp, k_tp = (n / tp, k) if i in (0, 2) else (n, k / tp)
+        gemm = gemm + gemm_s(tokens * (experts if i >= 2 else 1.0), n_tp, k_tp, act, rates)
+    matmuls = StepKernels(gemm, gemm_kernels + 0.0 * gemm)
+    heads = model.heads / col(tp)
+    d = float(model.attention_head_dim)
+    core_flops = 4.0 * tokens * attended * heads * d
+    fused_core = StepKernels(core_flops / rates.attention_flops + rates.kernel_floor_s, col(1.0) + 0.0 * tokens)
+    # Unfused attention: QK^T and PV as batched GEMMs, softmax (and dropout) over the a*s^2 scores.
+    drop = 0.0 if model.gated_ffn else 1.0
+    scores_bytes = tokens * heads * 2.0 * attended * (2 * act + drop * (2 * act + 1))
+    bmm = gemm_s(tokens, 2.0 * attended, d, act, rates) * heads
+    unfused_core = StepKernels(bmm, col(2.0)) + _stream(scores_bytes, 1.0 + drop, rates)
+    core = StepKernels(
+        np.where(col(flash) > 0, fused_core.device_s, unfused_core.device_s),
+        np.where(col(flash) > 0, fused_core.kernels, unfused_core.kernels),
+    )
+    elementwise = _elementwise(model, act, framework, execution, tp, sp)
+    rest = _stream(tokens * elementwise.bytes_per_token, elementwise.kernels, rates)
+    return matmuls, core, rest
+
+
+def _head_and_loss(
+    model: ModelSpec, tokens: FloatArray, act: FloatArray, tp: FloatArray, logits_bytes: FloatArray, rates: KernelRates
+) -> tuple[StepKernels, StepKernels]:
+    """(forward, backward) of the LM head and the cross-entropy over its logits.
+
+    ``logits_bytes``: bytes moved per logit by the loss over forward and backward (the upcast to
+    fp32, log-softmax, its gradient, the cast back; about 36 unfused, fewer when fused).
+    """
+    if model.vocab_size <= 0:
+        zero = StepKernels(col(0.0) * tokens, col(0.0) * tokens)
+        return zero, zero
+    vocab, h = model.vocab_size / col(tp), float(model.hidden_size)
+    forward = gemm_s(tokens, vocab, h, act, rates)
+    backward = gemm_s(tokens, h, vocab, act, rates) + gemm_s(vocab, h, tokens, act, rates)
+    loss = _stream(tokens * vocab * logits_bytes, 6.0, rates)
+    half = loss.times(0.5)
+    head_backward = StepKernels(backward, 0.0 * tokens, col(2.0) + 0.0 * tokens) + half.backward(1.0, 1.0)
+    return StepKernels(forward, col(1.0) + 0.0 * tokens) + half, head_backward
+
+
+def training_kernels(
+    model: ModelSpec,
+    tokens: FloatArray,
+    seq_len: FloatArray,
+    layers: FloatArray,
+    act: FloatArray,
+    tp: FloatArray,
+    sp: FloatArray,
+    flash: FloatArray,
+    recompute: FloatArray,
+    framework: FloatArray,
+    execution: FloatArray,
+    has_head: FloatArray,
+    rates: KernelRates,
+) -> StepKernels:
+    """One micro-batch's forward and backward on one device: ``tokens`` through ``layers`` layers.
+
+    ``recompute`` 2 (full) repeats every layer's forward in the backward, 1 (selective) the
+    attention core. ``has_head`` (0/1): this device runs the LM head and the loss.
+    """
+    causal = 0.5 if model.architecture == "decoder" else 1.0
+    attended = col(seq_len) * causal
+    if model.sliding_window:
+        attended = np.minimum(attended, float(model.sliding_window))
+    matmuls, core, rest = _layer_forward(model, tokens, attended, act, tp, sp, flash, framework, execution, rates)
+    forward = matmuls + core + rest
+    backward = matmuls.backward(2.0, 2.0) + core.backward(_ATTENTION_BACKWARD_WORK, 1.0) + rest.backward(2.0, 2.0)
+    repeated = np.select([col(recompute) >= 2, col(recompute) >= 1], [1.0, 0.0], 0.0)
+    layer = forward + backward + forward.times(repeated) + core.times(np.where(col(recompute) == 1, 1.0, 0.0))
+    fused_loss = (col(framework) == _MEGATRON) | (col(execution) >= _COMPILE)
+    head_forward, head_backward = _head_and_loss(model, tokens, act, tp, np.where(fused_loss, 24.0, 36.0), rates)
+    head = (head_forward + head_backward).times(col(has_head))
+    return layer.times(col(layers)) + head
+
+
+def optimizer_kernels(
+    params_per_device: FloatArray,
+    optimizer_params_per_device: FloatArray,
+    microbatches: FloatArray,
+    framework: FloatArray,
+    weight_tensors: FloatArray,
+    rates: KernelRates,
+) -> StepKernels:
+    """What a step adds once per micro-batch or once per step outside the layers' kernels.
+
+    Autocast's 16-bit weight copies (each forward) and the fp32 gradient accumulation (each
+    backward) in the PyTorch layouts; Megatron keeps 16-bit weights and fuses the accumulation
+    into the weight-gradient GEMM. The fused AdamW update reads and writes its shard once per step.
+    """
+    autocast = col(framework) != _MEGATRON
+    per_microbatch = np.where(autocast, _CAST_BYTES_PER_PARAM + _GRAD_ACCUMULATE_BYTES_PER_PARAM, 0.0)
+    cast = _stream(
+        col(params_per_device) * per_microbatch * col(microbatches),
+        np.where(autocast, 2.0 * col(weight_tensors), 0.0) * col(microbatches),
+        rates,
+    )
+    update = _stream(col(optimizer_params_per_device) * _ADAM_BYTES_PER_PARAM, 4.0 + col(weight_tensors) / 64.0, rates)
+    return cast + update
+
+
+def prefill_kernels(
+    model: ModelSpec,
+    batch: FloatArray,
+    prompt_len: FloatArray,
+    act: FloatArray,
+    tp: FloatArray,
+    all_logits: FloatArray,
+    framework: FloatArray,
+    execution: FloatArray,
+    rates: KernelRates,
+) -> StepKernels:
+    """The prompt's forward with the KV cache written, and the head over the last (or every) position."""
+    tokens = col(batch) * col(prompt_len)
+    causal = 0.5 if model.architecture == "decoder" else 1.0
+    matmuls, core, rest = _layer_forward(
+        model, tokens, col(prompt_len) * causal, act, tp, col(0.0), col(1.0), framework, execution, rates
+    )
+    kv = _stream(tokens * 2.0 * model.kv_heads * model.attention_head_dim * act / tp, 2.0, rates)
+    layers = float(max(model.total_layers, 1))
+    head_tokens = np.where(col(all_logits) > 0, tokens, col(batch))
+    head = _head_only(model, head_tokens, act, tp, rates)
+    return (matmuls + core + rest + kv).times(layers) + head
+
+
+def decode_kernels(
+    model: ModelSpec,
+    batch: FloatArray,
+    context_len: FloatArray,
+    act: FloatArray,
+    kv_bytes: FloatArray,
+    tp: FloatArray,
+    framework: FloatArray,
+    execution: FloatArray,
+    rates: KernelRates,
+) -> StepKernels:
+    """One generated token for ``batch`` sequences: every weight read once, the cache read per layer."""
+    tokens = col(batch)
+    matmuls, _, rest = _layer_forward(model, tokens, col(1.0), act, tp, col(0.0), col(1.0), framework, execution, rates)
+    cache = (
+        tokens * col(context_len) * 2.0 * np.ceil(model.kv_heads / col(tp)) * model.attention_head_dim * col(kv_bytes)
+    )
+    attention = _stream(cache + tokens * 2.0 * model.kv_heads * model.attention_head_dim * act / tp, 3.0, rates)
+    layers = float(max(model.total_layers, 1))
+    return (matmuls + rest + attention).times(layers) + _head_only(model, tokens, act, tp, rates)
+
+
+def _head_only(
+    model: ModelSpec, tokens: FloatArray, act: FloatArray, tp: FloatArray, rates: KernelRates
+) -> StepKernels:
+    """The final norm, the LM head and a pick of the next token (or the logits themselves)."""
+    if model.vocab_size <= 0:
+        return StepKernels(col(0.0) * tokens, col(0.0) * tokens)
+    vocab = model.vocab_size / col(tp)
+    head = gemm_s(tokens, vocab, float(model.hidden_size), act, rates)
+    return StepKernels(head, col(1.0) + 0.0 * tokens) + _stream(tokens * vocab * (act + _FP32), 3.0, rates)

@@ -1,0 +1,56 @@
+"""estimate.kernels: each kernel kind against a figure computed independently of the module."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from computewise.estimate.arrays import col
+from computewise.estimate.kernels import HostCosts, KernelRates, StepKernels, gemm_s
+
+H100 = KernelRates(
+    gemm_flops=col(731e12),  # bench.json: bf16 at 4096-8192
+    attention_flops=col(365e12),
+    stream_bytes_per_s=col(2965e9),  # bench.json: triad
+    kernel_floor_s=col(2.5e-6),
+)
+
+
+def test_a_large_gemm_runs_near_the_measured_peak() -> None:
+    """8192^3 bf16: 1.1 TFLOP; bench measured 728 TFLOP/s, so about 1.51 ms."""
+    seconds = float(gemm_s(col(8192.0), 8192.0, 8192.0, col(2.0), H100))
+    assert 2 * 8192**3 / seconds == pytest.approx(728e12, rel=0.05)
+
+
+def test_a_skinny_gemm_is_bound_by_reading_its_weight() -> None:
+    """A decode step's (1 x 4096) @ (4096 x 4096) bf16 product reads 32 MiB: 11.3 us at 2965 GB/s."""
+    seconds = float(gemm_s(col(1.0), 4096.0, 4096.0, col(2.0), H100))
+    assert seconds == pytest.approx(4096 * 4096 * 2 / 2965e9 + 2.5e-6, rel=0.02)
+
+
+def test_an_odd_vocabulary_is_slower_in_16_bit_only() -> None:
+    aligned = gemm_s(col(8192.0), 50304.0, 768.0, col(2.0), H100)
+    odd = gemm_s(col(8192.0), 50257.0, 768.0, col(2.0), H100)
+    assert float(odd) > 2.0 * float(aligned)
+    fp32 = H100
+    assert float(gemm_s(col(8192.0), 50257.0, 768.0, col(4.0), fp32)) < 1.1 * float(
+        gemm_s(col(8192.0), 50304.0, 768.0, col(4.0), fp32)
+    )
+
+
+def test_the_longer_of_host_and_device_bounds_the_wall_time() -> None:
+    work = StepKernels(device_s=col([1e-3, 1e-3]), kernels=col([10.0, 1000.0]))
+    host = (col(10e-6), col(0.0))
+    assert np.allclose(work.wall_s(host), [1e-3, 10e-3])
+
+
+def test_host_costs_follow_the_code_that_issues_the_kernels() -> None:
+    costs = HostCosts(
+        eager_s=15e-6, transformers_s=20e-6, recording_s=50e-6, autograd_s=0.0, compiled_s=5e-6, graphs_s=0.5e-6
+    )
+    framework = col([1.0, 2.0, 1.0, 1.0])  # pytorch, transformers, pytorch, pytorch
+    execution = col([0.0, 0.0, 1.0, 2.0])  # eager, eager, compile, cuda-graphs
+    forward, _ = costs.per_kernel_s(framework, execution, training=False)
+    assert np.allclose(forward, [15e-6, 20e-6, 5e-6, 0.5e-6])
+    training, _ = costs.per_kernel_s(framework, execution, training=True)
+    assert np.allclose(training, [65e-6, 70e-6, 5e-6, 0.5e-6])
