@@ -21,6 +21,7 @@ from computewise.estimate.flops import attention_flops_per_token, matmul_params
 from computewise.estimate.kernels import KernelRates, decode_kernels, prefill_kernels
 from computewise.estimate.memory import (
     MemoryBreakdown,
+    inference_fragmentation_bytes,
     inference_workspace_bytes,
     kv_cache_bytes,
     with_overhead,
@@ -110,7 +111,7 @@ def evaluate_infer(model: ModelSpec, rows: InferRows, assumptions: Assumptions) 
         zero,
         workspace,
         kv_cache,
-        assumptions.runtime_overhead_fraction,
+        inference_fragmentation_bytes(model, batch, rows.context_len, rows.act_bytes, tp, rows.all_logits),
         assumptions.runtime_overhead_bytes,
     )
 

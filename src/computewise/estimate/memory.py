@@ -11,17 +11,28 @@ gated MLPs (SwiGLU), dropout-free models and flash attention change exactly the 
 with dropout, MHA, a 4h GeLU MLP and 16-bit activations the per-layer total reduces to the
 paper's sbh(34 + 5as/h), and with tensor + sequence parallelism to sbh/t (34 + 5as/h).
 
-Two layouts (``framework``: 0 Megatron, 1 PyTorch). Megatron keeps 16-bit weights, gradients and
-activations (the papers' accounting). PyTorch AMP (autocast over fp32 weights, what HF Trainer,
-Lightning and plain loops run) keeps fp32 weights and gradients, 8 bytes of Adam state, an fp32
-residual stream (so norm inputs are saved at 4 bytes) and autocast's 16-bit copy of every matmul
-weight from its first use in the forward to its layer's backward.
+Three layouts (``framework``: 0 Megatron, 1 PyTorch, 2 Hugging Face transformers). Megatron keeps
+16-bit weights, gradients and activations (the papers' accounting). PyTorch AMP (autocast over fp32
+weights, what Lightning and plain loops run) keeps fp32 weights and gradients, 8 bytes of Adam
+state, an fp32 residual stream (so norm inputs are saved at 4 bytes) and autocast's 16-bit copy of
+every matmul weight from its first use in the forward to its layer's backward. Hugging Face
+transformers (HF Trainer, PEFT) is that layout run through its own Llama-family modules, which keep
+more per layer: eager RMSNorms and one autocast copy of the norm's output per projection
+(``layer_terms``), and a model output that holds the final norm's fp32 output through the loss.
 
 The peak is timed, not summed (``training_peak_bytes``): a step is a forward, a loss, a backward
 that frees activations as gradients appear, and an optimizer step; without gradient accumulation the
 gradients and the activations never coexist. Replayed against PyTorch's allocator accounting over
 the 22-configuration ladder of ``benchmarks/validate_gpu.py`` (``benchmarks/replay_memory.py``,
-docs/ACCURACY.md).
+docs/ACCURACY.md) and checked against real H100 runs of Hugging Face's ``LlamaForCausalLM``
+(``benchmarks/data/measured/h100-2026-11-26/hf-llama``, ``tests/estimate/test_hf_memory.py``).
+
+The reserved peak (``max_memory_reserved``, what an out-of-memory error is decided by) adds what the
+caching allocator holds beyond the live blocks (``training_fragmentation_bytes``,
+``inference_fragmentation_bytes``), from how PyTorch's ``CUDACachingAllocator`` places blocks: it
+never returns a segment, carves each request from the smallest cached free block that fits (best
+fit), and otherwise takes a fresh segment of the request's size (rounded to 2 MiB; requests of 1-10
+MiB share 20 MiB segments, smaller ones 2 MiB segments).
 """
 
 from __future__ import annotations
@@ -37,20 +48,24 @@ from computewise.specs import FRAMEWORKS, Framework, ModelSpec, Optimizer, Preci
 __all__ = [
     "FRAMEWORK_CODES",
     "RECOMPUTE_CODES",
+    "TRAINING_WORKSPACE_BYTES",
     "ActivationParts",
     "MemoryBreakdown",
     "StateBytes",
+    "TrainingPeak",
     "activation_bytes",
     "activation_parts",
     "bytes_per_value",
     "expert_params",
     "framework_state_bytes",
+    "inference_fragmentation_bytes",
     "inference_workspace_bytes",
     "kv_cache_bytes",
     "layer_terms",
     "model_state_bytes",
     "optimizer_bytes_per_param",
     "peak_activations",
+    "training_fragmentation_bytes",
     "training_peak_bytes",
     "with_overhead",
 ]
@@ -68,6 +83,13 @@ _LOSS_BYTES = 4.0  # cross entropy upcasts logits to fp32 and keeps its log-soft
 _LOGITS_PEAK_BYTES = 12.0
 _FP32_BYTES = 4.0
 _CAST_BYTES = 2.0  # autocast's 16-bit copy of an fp32 weight
+# PyTorch hands each (cuBLAS handle, stream) a workspace from the caching allocator, counted as allocated
+# and never freed: 32 MiB for cuBLAS on Hopper (8.125 MiB on older GPUs) plus 1 MiB for cuBLASLt
+# (aten/src/ATen/cuda/CublasHandlePool.cpp, parseChosenWorkspaceSize and getCUDABlasLtWorkspaceSize).
+# Handles are per thread: a training step's forward runs in the caller's thread, its backward in
+# autograd's device thread, so training holds two; a forward alone holds one.
+_BLAS_WORKSPACE_BYTES = (32.0 + 1.0) * 2**20
+TRAINING_WORKSPACE_BYTES = 2.0 * _BLAS_WORKSPACE_BYTES
 
 
 def bytes_per_value(precision: Precision) -> float:
@@ -96,8 +118,8 @@ class MemoryBreakdown:
 
     The five tensor parts are each at their own largest; they need not be live at once (gradients
     and activations are not, without accumulation), so ``allocated_peak`` may be less than their sum.
-    ``overhead`` is the allocator's fragmentation plus the fixed ``context`` (CUDA context and
-    library workspaces, which the caching allocator never sees).
+    ``overhead`` is the allocator's fragmentation (cached segments beyond the live blocks) plus the
+    fixed ``context`` (the CUDA context and what else the caching allocator never sees).
     """
 
     weights: FloatArray
@@ -121,7 +143,7 @@ class MemoryBreakdown:
 
     @property
     def reserved_peak(self) -> FloatArray:
-        """What ``torch.cuda.max_memory_reserved`` reads: the allocated peak plus fragmentation."""
+        """What ``torch.cuda.max_memory_reserved`` reads: the allocated peak plus the allocator's fragmentation."""
         context = self.context if self.context is not None else 0.0
         return self.allocated_peak + self.overhead - context
 
@@ -240,7 +262,9 @@ def layer_terms(
     keeps nothing per layer: ``q * cos`` saves only ``cos`` (autograd saves an operand only for
     another operand's gradient, and cos/sin need none); the fp32 rotated q and k are cast to 16
     bits by autocast for ``scaled_dot_product_attention``, which keeps those copies in place of the
-    views of a fused QKV output, so attention keeps the same bytes as the fused layout.
+    views of a fused QKV output, so attention keeps the same bytes as the fused layout. Grouped KV
+    heads are not repeated: without a mask (nothing padded) transformers 5 passes ``enable_gqa`` to
+    SDPA instead of calling ``repeat_kv`` (integrations/sdpa_attention.py, ``use_gqa_in_sdpa``).
     """
     norm_bytes = act_bytes if norm_bytes is None else norm_bytes
     h = float(model.hidden_size)
@@ -248,7 +272,7 @@ def layer_terms(
     d_kv = float(model.kv_heads * model.attention_head_dim)
     ffn = float(model.ffn_size * model.active_experts)  # each token is routed to active_experts MLPs
     drop = 1.0 if _uses_dropout(model) else 0.0
-    # Layer-norm inputs (2), QKV input, MLP input, and two dropout masks stay whole under plain TP.
+    # What the two norms keep, the projections' inputs and two dropout masks stay whole under plain TP.
     own_casts = hf_modules * (col(act_bytes) < col(norm_bytes))  # one 16-bit input copy per projection
     projection_inputs = 2.0 + own_casts * (2.0 + (1.0 if model.gated_ffn else 0.0))  # q, k, v; gate, up
     norms = 2.0 * ((1.0 + hf_modules) * norm_bytes * h + hf_modules * _FP32_BYTES)
@@ -319,7 +343,9 @@ def activation_parts(
     """Activations of one training step per device, by stage and by when they are live.
 
     ``recompute`` is 0 none, 1 selective (attention core recomputed), 2 full. ``framework`` 0 is
-    Megatron's layout (the default: the papers'), 1 PyTorch autocast's. ``cp`` ranks split each
+    Megatron's layout (the default: the papers'), 1 PyTorch autocast's, 2 Hugging Face transformers':
+    autocast's layout with the Llama-family modules (``layer_terms``) where the model has their
+    gated MLP (Llama, Mistral, Qwen, Gemma), PyTorch's otherwise. ``cp`` ranks split each
     sequence (ring attention): every per-token term divides by cp, the a*s^2 scores keep all keys.
     """
     s, b, tp, pp = col(seq_len), col(micro_batch), col(tp), col(pp)
@@ -357,9 +383,9 @@ def activation_parts(
     layers = float(model.total_layers)
     drop = 1.0 if _uses_dropout(model) else 0.0
     embedding = tokens * drop * _MASK_BYTES * model.hidden_size / sp_divisor
-    # HF computes rotary's cos and sin once per forward, at the residual stream's dtype, and every
-    # layer's rotary multiplication keeps them until its backward.
-    rotary = hf * tokens * 2.0 * norm_bytes * model.attention_head_dim
+    # HF computes rotary's cos and sin once per forward, at the residual stream's dtype, for positions
+    # (1, s) shared by the batch, and every layer's rotary multiplication keeps them until its backward.
+    rotary = hf * s / cp * 2.0 * norm_bytes * model.attention_head_dim
     has_head = 1.0 if model.vocab_size > 0 else 0.0
     final_norm = (1.0 + hf) * norm_bytes * model.hidden_size + hf * _FP32_BYTES  # as a layer's norm keeps
     head_inputs = has_head * tokens * (final_norm + act * model.hidden_size) / sp_divisor  # final norm, LM head
@@ -472,6 +498,36 @@ def _stage_peak(
     return np.maximum(np.maximum(forward, loss_backward), np.maximum(rebuild, end))
 
 
+@dataclass(frozen=True)
+class TrainingPeak:
+    """A step's peak per device: live bytes, and what the caching allocator holds beyond them then."""
+
+    allocated: FloatArray  # torch.cuda.max_memory_allocated
+    fragmentation: FloatArray  # max_memory_reserved less max_memory_allocated
+
+
+def training_fragmentation_bytes(logits: FloatArray, optimizer: FloatArray) -> FloatArray:
+    """Cached bytes a training step's allocator holds beyond its allocated peak: min(L, S).
+
+    ``logits``: the stage's logits per micro-batch (0 without the LM head); L = 4 bytes each, the
+    fp32 buffer the loss allocates three of, the step's largest requests. ``optimizer``: S, the
+    optimizer's state bytes on the device. Why: ``torch.optim`` creates its states at the end of the
+    first step, when the activations and the loss's buffers lie freed in the cache; best fit carves
+    the states out of those blocks, so the next step's loss no longer finds a free block as large as
+    its buffers and takes fresh segments for them (the allocator never splits a request over blocks).
+    The blocks the states broke up keep serving smaller activations, so what stays cached beyond the
+    peak is about one buffer, and no more than the states that displaced it.
+
+    No fitted constant. Replaying every allocation of the measured steps through a model of the
+    caching allocator (``benchmarks/replay_allocator.py``) reproduces ``max_memory_reserved`` of all
+    32 training rows of ``benchmarks/data/measured/h100-2026-11-26`` (validate.json,
+    hf-llama/truth.jsonl) to within 4.1 % and shows the segments the later steps add to be these
+    buffers. Measured, the excess is 0.2-2.1 L (median 0.9 L); min(L, S) puts the reserved peak
+    within 7.0 % of every one of those rows (median 2.3 %).
+    """
+    return np.minimum(_LOSS_BYTES * col(logits), col(optimizer))
+
+
 def training_peak_bytes(
     model: ModelSpec,
     weights: FloatArray,
@@ -484,13 +540,15 @@ def training_peak_bytes(
     grad_bytes_per_param: FloatArray,
     tp: FloatArray,
     pp: FloatArray,
-) -> FloatArray:
-    """Peak live bytes per device of one step, the larger of the first and last pipeline stages.
+) -> TrainingPeak:
+    """Peak bytes per device of one step, the larger of the first and last pipeline stages.
 
     ``weights`` excludes ``cast`` (autocast's copies). Under full recompute the copies of the
     checkpointed layers die when autocast exits (each is re-cast in its layer's backward); only the
     LM head's stays, saved by its matmul. An untied input embedding is the last thing the backward
-    reaches: its gradient does not exist yet while the first layer is rebuilt.
+    reaches: its gradient does not exist yet while the first layer is rebuilt. Both threads' cuBLAS
+    workspaces are live throughout. The reserved peak is each stage's peak plus its fragmentation
+    (``training_fragmentation_bytes``), the larger of the two stages.
     """
     state = weights + optimizer
     accumulating = (col(microbatches) > 1).astype(float)
@@ -527,7 +585,13 @@ def training_peak_bytes(
         np.where(col(pp) > 1, gradients, gradients * (1.0 - input_embedding_share)),
         np.zeros_like(embedding_grad),
     )
-    return np.maximum(first, last)
+    first, last = first + TRAINING_WORKSPACE_BYTES, last + TRAINING_WORKSPACE_BYTES
+    allocated = np.maximum(first, last)
+    reserved = np.maximum(
+        first + training_fragmentation_bytes(parts.logits_first, optimizer),
+        last + training_fragmentation_bytes(parts.logits_last, optimizer),
+    )
+    return TrainingPeak(allocated=allocated, fragmentation=reserved - allocated)
 
 
 def kv_cache_bytes(
@@ -548,6 +612,18 @@ def kv_cache_bytes(
     return 2.0 * decoder_layers * kv_heads_per_device * model.attention_head_dim * col(kv_bytes) * kept * col(batch)
 
 
+def _prefill_terms(
+    model: ModelSpec, batch: FloatArray, prompt_len: FloatArray, act_bytes: FloatArray, tp: FloatArray
+) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """A prefill's (widest layer's intermediates, head with every position's logits, last position's logits)."""
+    tokens = col(batch) * col(prompt_len)
+    width = 4 * model.hidden_size + (3 if model.gated_ffn else 2) * model.ffn_size * model.active_experts / col(tp)
+    layer = tokens * col(act_bytes) * width
+    head = tokens * col(act_bytes) * (model.hidden_size + model.vocab_size / col(tp))
+    last_logits = col(batch) * model.vocab_size * _LOSS_BYTES / col(tp)
+    return layer, head, last_logits
+
+
 def inference_workspace_bytes(
     model: ModelSpec,
     batch: FloatArray,
@@ -556,7 +632,7 @@ def inference_workspace_bytes(
     tp: FloatArray,
     all_logits: FloatArray | None = None,
 ) -> FloatArray:
-    """Transient activations of a prefill: its widest layer's intermediates, and the logits it keeps.
+    """Transient bytes of a prefill: its widest layer's intermediates, the logits it keeps, cuBLAS's workspace.
 
     Without autograd nothing is kept between layers, so a layer's peak is the widest single layer.
     ``all_logits`` (0/1, default 0) says which logits the forward returns. 0: the last position's
@@ -568,13 +644,36 @@ def inference_workspace_bytes(
     """
     if model.traced is not None and not model.is_transformer:
         return model.traced.activation_bytes_per_sample * col(batch) * col(act_bytes) / model.traced.traced_dtype_bytes
-    tokens = col(batch) * col(prompt_len)
-    width = 4 * model.hidden_size + (3 if model.gated_ffn else 2) * model.ffn_size * model.active_experts / col(tp)
-    layer = tokens * col(act_bytes) * width
-    last_logits = col(batch) * model.vocab_size * _LOSS_BYTES / col(tp)
-    head = tokens * col(act_bytes) * (model.hidden_size + model.vocab_size / col(tp))
+    layer, head, last_logits = _prefill_terms(model, batch, prompt_len, act_bytes, tp)
     every = col(0.0) if all_logits is None else col(all_logits)
-    return np.where(every > 0, np.maximum(layer, head), layer + last_logits)
+    return np.where(every > 0, np.maximum(layer, head), layer + last_logits) + _BLAS_WORKSPACE_BYTES
+
+
+def inference_fragmentation_bytes(
+    model: ModelSpec,
+    batch: FloatArray,
+    prompt_len: FloatArray,
+    act_bytes: FloatArray,
+    tp: FloatArray,
+    all_logits: FloatArray | None = None,
+) -> FloatArray:
+    """Cached bytes a prefill's allocator holds beyond its allocated peak.
+
+    Every position's logits (``all_logits``) are one request larger than any block the layers freed,
+    so the head takes a fresh segment while the layers' segments stay cached: the allocator holds
+    the widest layer and the head together, where the live peak is the larger of the two. With the
+    last position's logits only, the allocated figure already counts both. No fitted constant.
+    Against the measured HF prefills (hf-llama/truth.jsonl) this reads 9-35 % low, because
+    ``measure.py`` built each model in fp32 on the GPU before casting it to bf16 and the fp32
+    segments stayed cached (``benchmarks/replay_allocator.py`` reproduces those rows to within 4.1 %
+    that way); replayed with the weights created in bf16, as a 16-bit checkpoint loads, the same
+    prefills reserve 3-12 % more than this (``replay_allocator.py --bf16-weights``).
+    """
+    if model.traced is not None and not model.is_transformer:
+        return col(0.0) * col(batch)
+    layer, head, _ = _prefill_terms(model, batch, prompt_len, act_bytes, tp)
+    every = col(0.0) if all_logits is None else col(all_logits)
+    return np.where(every > 0, np.minimum(layer, head), 0.0)
 
 
 def with_overhead(
@@ -583,12 +682,13 @@ def with_overhead(
     optimizer_states: FloatArray,
     activations: FloatArray,
     kv_cache: FloatArray,
-    overhead_fraction: float,
+    fragmentation: FloatArray,
     overhead_bytes: float,
     peak: FloatArray | None = None,
 ) -> MemoryBreakdown:
-    """Add runtime overhead: allocator fragmentation as a fraction of the allocated peak (what the
-    caching allocator reserves beyond it), plus a fixed CUDA context and workspaces.
+    """Add runtime overhead: the caching allocator's ``fragmentation`` (cached segments beyond the
+    live blocks at the peak: ``training_fragmentation_bytes``, ``inference_fragmentation_bytes``),
+    plus a fixed CUDA context that the allocator never sees.
 
     ``peak``: live tensor bytes at the step's peak when the parts do not all peak together.
     """
@@ -600,7 +700,7 @@ def with_overhead(
         optimizer_states=optimizer_states,
         activations=activations,
         kv_cache=kv_cache,
-        overhead=allocated * overhead_fraction + context,
+        overhead=fragmentation + context,
         peak=peak,
         context=context,
     )

@@ -19,6 +19,7 @@ from computewise.estimate.cost import co2_kg, energy_kwh, spot_slowdown
 from computewise.estimate.flops import training_flops_per_token
 from computewise.estimate.memory import (
     RECOMPUTE_CODES,
+    TRAINING_WORKSPACE_BYTES,
     MemoryBreakdown,
     activation_parts,
     bytes_per_value,
@@ -235,7 +236,7 @@ def train_memory(model: ModelSpec, layout: TrainLayout, assumptions: Assumptions
         cp=layout.cp,
         virtual_stages=layout.virtual_stages,
     )
-    activations = peak_activations(parts)
+    activations = peak_activations(parts) + TRAINING_WORKSPACE_BYTES  # cuBLAS's workspaces, live beside them
     peak = training_peak_bytes(
         model,
         weights,
@@ -255,9 +256,9 @@ def train_memory(model: ModelSpec, layout: TrainLayout, assumptions: Assumptions
         optimizer,
         activations,
         np.zeros_like(activations),
-        assumptions.runtime_overhead_fraction,
+        peak.fragmentation,
         assumptions.runtime_overhead_bytes,
-        peak=peak,
+        peak=peak.allocated,
     )
 
 
