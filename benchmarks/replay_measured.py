@@ -12,10 +12,14 @@ Fitted constants are fitted on the rows marked ``fit`` only (``FIT_ROWS``: one p
 kernel model assumes); the summary reports the other rows apart. ``--fit`` re-fits those two host
 costs by bisection on their rows and prints them; the catalog keeps what it printed.
 
+``--track-record`` writes the error bands every estimate prints (``catalog/track_record.py``): these
+rows for one GPU, the held-out published runs of ``benchmarks/accuracy.py`` for many nodes.
+
 Usage:
     python benchmarks/replay_measured.py            # the table and the targets
     python benchmarks/replay_measured.py --json OUT  # rows as JSON
     python benchmarks/replay_measured.py --fit      # re-fit the host costs on FIT_ROWS
+    python benchmarks/replay_measured.py --track-record src/computewise/catalog/data/track_record.csv
 """
 
 from __future__ import annotations
@@ -234,6 +238,33 @@ def summarize(rows: list[Replayed]) -> tuple[list[str], bool]:
     return lines, ok
 
 
+def _band(errors: list[float]) -> tuple[int, float, float]:
+    return len(errors), round(statistics.median(errors), 3), round(max(errors), 3)
+
+
+def track_record_csv(rows: list[Replayed]) -> str:
+    """The bands of ``catalog/data/track_record.csv``: one GPU from these rows (held out), many nodes
+    from the published runs held out of ``benchmarks/accuracy.py``'s fit."""
+    import accuracy
+    from computewise.catalog.track_record import COLUMNS
+
+    held = [r for r in rows if r.case.name not in FIT_ROWS]
+    h100 = f"benchmarks/replay_measured.py: one H100 SXM, {DATA.name}, rows not used for fitting"
+    lines = [",".join(COLUMNS)]
+    for kind in ("train", "infer"):
+        picked = [r for r in held if (r.case.kind == "train") == (kind == "train")]
+        for figure, metric in (("time", "time"), ("memory", "allocated")):
+            errors = [abs(e) for r in picked if (e := r.error(metric)) is not None]
+            n, median, worst = _band(errors)
+            lines.append(f'single-gpu,{kind},{figure},{n},{median},{worst},"{h100}"')
+    assumptions = Assumptions.from_catalog(load_catalog())
+    published = [r for r in accuracy.table(accuracy.load_runs(), assumptions) if r.role == "check"]
+    n, median, worst = _band([abs(r.error) for r in published])
+    source = "benchmarks/accuracy.py: published runs on 1,024-16,384 GPUs held out of the fit"
+    lines.append(f'many-nodes,train,time,{n},{median},{worst},"{source}"')
+    return "\n".join(lines) + "\n"
+
+
 def _fit(all_cases: list[Case], assumptions: Assumptions) -> Assumptions:
     """Bisect each host cost until its fit row's time matches (the time grows with the cost), in turns
     until the costs settle: the two HF rows share both of their costs."""
@@ -260,6 +291,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--json", type=Path, help="write the rows here")
     parser.add_argument("--fit", action="store_true", help="re-fit the host costs on FIT_ROWS first")
+    parser.add_argument("--track-record", type=Path, help="write the error bands estimates print here")
     args = parser.parse_args(argv)
     assumptions = Assumptions.from_catalog(load_catalog())
     all_cases = cases()
@@ -276,6 +308,8 @@ def main(argv: list[str] | None = None) -> int:
         )
     lines, ok = summarize(rows)
     print("\n".join(lines))
+    if args.track_record:
+        args.track_record.write_text(track_record_csv(rows))
     if args.json:
         payload = [
             {

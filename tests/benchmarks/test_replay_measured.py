@@ -82,3 +82,9 @@ def test_the_script_prints_the_table() -> None:
     done = subprocess.run([sys.executable, str(SCRIPT)], capture_output=True, text=True, timeout=120, check=False)
     assert "train_s: median" in done.stdout, done.stdout + done.stderr
     assert "hf llama-1b-gqa s2048 b8 none" in done.stdout
+
+
+def test_the_bundled_track_record_is_what_the_estimators_score_today(rows: list[object], replay: ModuleType) -> None:
+    """Every estimate prints these bands: a change of the estimators that moves them must regenerate the file."""
+    bundled = Path(replay.__file__).resolve().parents[1] / "src" / "computewise" / "catalog" / "data"
+    assert (bundled / "track_record.csv").read_text() == replay.track_record_csv(rows)

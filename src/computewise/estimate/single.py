@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from computewise.catalog.track_record import load_track_record, scope_for
 from computewise.errors import InputError
 from computewise.estimate.arrays import col
 from computewise.estimate.assumptions import Assumptions
@@ -36,6 +37,7 @@ from computewise.specs.document import SCHEMA_VERSION
 if TYPE_CHECKING:
     from computewise.catalog import Catalog
     from computewise.catalog.calibration import Calibration
+    from computewise.catalog.track_record import Kind, Scope
 
 __all__ = [
     "InferEstimate",
@@ -45,6 +47,7 @@ __all__ = [
     "estimate_train",
     "memory_dict",
     "peak_for",
+    "track_record_note",
 ]
 
 
@@ -136,9 +139,49 @@ def _compute_note(columns: TrainColumns, utilization: float | None, precision: P
     if utilization is not None:
         return f"utilization {utilization:.0%} of peak {precision} FLOP/s, as given by --mfu"
     return (
-        f"compute reaches {_scalar(columns.compute_fraction):.0%} of peak {precision} FLOP/s: matmuls plus "
-        "HBM traffic, calibrated on published runs (docs/ACCURACY.md)"
+        f"compute reaches {_scalar(columns.compute_fraction):.0%} of peak {precision} FLOP/s: each kernel the "
+        "code launches, timed by shape, bytes and host launches (docs/ACCURACY.md)"
     )
+
+
+def _track_record(scope: Scope, kind: Kind) -> dict[str, Any]:
+    """How far estimates of this kind of run have been from measured ones (``catalog.track_record``)."""
+    records = load_track_record()
+    section: dict[str, Any] = {"scope": scope}
+    for figure in ("time", "memory"):
+        record = records.get((scope, kind, figure))
+        section[figure] = (
+            None
+            if record is None
+            else {
+                "median_abs_error": record.median_abs_error,
+                "worst_abs_error": record.worst_abs_error,
+                "measured_runs": record.rows,
+                "source": record.source,
+            }
+        )
+    return section
+
+
+def _percent(fraction: float) -> str:
+    return f"{fraction:.0%}" if fraction >= 0.01 else "<1%"
+
+
+def track_record_note(scope: Scope, kind: Kind) -> str:
+    """One line for the terminal: the error band of time and memory on measured runs of this kind."""
+    section = _track_record(scope, kind)
+    what = {"train": "training", "infer": "inference"}[kind]
+    parts = []
+    for figure in ("time", "memory"):
+        band = section[figure]
+        if band is None:
+            parts.append(f"{figure} not yet checked against a measured run of this kind")
+        else:
+            parts.append(
+                f"{figure} ±{_percent(band['median_abs_error'])} (median |error| over {band['measured_runs']} "
+                f"measured runs, worst {_percent(band['worst_abs_error'])})"
+            )
+    return f"accuracy on {scope} {what} so far: " + "; ".join(parts) + " (docs/ACCURACY.md)"
 
 
 def _fits(memory: MemoryBreakdown, accelerator: Accelerator) -> bool:
@@ -181,6 +224,7 @@ class TrainEstimate:
     columns: TrainColumns
     notes: tuple[str, ...] = field(default_factory=tuple)
     untimed: str = ""  # why time, cost and energy are unknown (a link of unknown speed); "" when known
+    scope: Scope = "single-gpu"  # the kind of run, for the error band it prints
 
     @property
     def memory_per_device(self) -> dict[str, float]:
@@ -219,8 +263,10 @@ class TrainEstimate:
                 "recompute": self.job.recompute,
                 "flash_attention": self.job.flash_attention,
                 "framework": self.job.framework,
+                "execution": self.job.execution,
             },
             "memory": _memory_section(self.columns.memory, self.accelerator),
+            "accuracy": _track_record(self.scope, "train"),
             "compute": {
                 "flops": _scalar(c.model_flops),
                 "hardware_flops": _scalar(c.hardware_flops),
@@ -325,6 +371,8 @@ def estimate_train(
     if problem is not None:
         untimed = f"{problem[0]}. To fix: {problem[1]}"
         notes.append(f"memory and FLOPs only, no time, cost or energy: {untimed}")
+    scope = scope_for(gpus, hw.devices_per_node)
+    notes.append(track_record_note(scope, "train"))
     notes.extend(_power_notes(accelerator))
     notes.extend(model.notes)
     return TrainEstimate(
@@ -338,6 +386,7 @@ def estimate_train(
         columns=columns,
         notes=tuple(notes),
         untimed=untimed,
+        scope=scope,
     )
 
 
@@ -350,6 +399,7 @@ class InferEstimate:
     quote: Quote
     columns: InferColumns
     notes: tuple[str, ...] = field(default_factory=tuple)
+    scope: Scope = "single-gpu"  # the kind of run, for the error band it prints
 
     @property
     def memory_per_device(self) -> dict[str, float]:
@@ -372,8 +422,11 @@ class InferEstimate:
                 "context_len": self.job.context_len,
                 "output_len": self.job.output_len,
                 "precision": self.job.precision,
+                "framework": self.job.framework,
+                "execution": self.job.execution,
             },
             "memory": _memory_section(self.columns.memory, self.accelerator),
+            "accuracy": _track_record(self.scope, "infer"),
             "compute": {"flops": _scalar(c.flops)},
             "time": {
                 "seconds": _scalar(c.latency_s),
@@ -435,7 +488,8 @@ def estimate_infer(
         execution=col(EXECUTIONS.index(job.execution)),
         all_logits=col(job.framework == "transformers"),
     )
-    notes = (hw.explanation, *hw.notes, *_power_notes(accelerator), *model.notes)
+    scope = scope_for(tp, hw.devices_per_node)
+    notes = (hw.explanation, *hw.notes, track_record_note(scope, "infer"), *_power_notes(accelerator), *model.notes)
     return InferEstimate(
         model=model,
         accelerator=accelerator,
@@ -444,4 +498,5 @@ def estimate_infer(
         quote=hw,
         columns=evaluate_infer(model, rows, assumptions),
         notes=notes,
+        scope=scope,
     )
