@@ -26,6 +26,30 @@ def test_zero_paper_model_state_memory_per_device(stage: int, expected_gb: float
     assert total_gb == pytest.approx(expected_gb, rel=0.01)
 
 
+def test_zero_paper_figure_1_under_fsdp_in_the_pytorch_layout() -> None:
+    """Rajbhandari et al. 2020, Figure 1, P_os+g+p: 1.88 GB of model states per device at Psi = 7.5B,
+    N_d = 64, in the layout FSDP users run (fp32 weights and gradients, 8 bytes of Adam state, autocast).
+    FSDP gathers and casts one layer at a time and prefetches the next: two layers' bf16 copies are
+    live beside the states, never the whole model's (18 bytes per parameter overall)."""
+    from computewise.catalog import load_catalog
+    from computewise.estimate import Assumptions
+    from computewise.estimate.train import TrainLayout, train_memory
+    from computewise.specs import Parallelism, TrainJob
+
+    # Narayanan et al. 2021 Table 1's 7.5B shape: 36 layers of d_model 4096 (12 d^2 each), untied vocab 0.
+    model = ModelSpec(
+        name="gpt-7.5b", params=7_500_000_000, architecture="decoder", layers=36, hidden_size=4096, heads=32,
+        kv_heads=32, ffn_size=4 * 4096, vocab_size=0, tied_embeddings=False, gated_ffn=False, max_seq_len=2048,
+        source="Narayanan et al. 2021 Table 1",
+    )  # fmt: skip
+    job = TrainJob(tokens=1e9, seq_len=2048, micro_batch=1, global_batch=64, framework="pytorch")
+    layout = TrainLayout.for_job(Parallelism(dp=64, zero=3), job)
+    memory = train_memory(model, layout, Assumptions.from_catalog(load_catalog()))
+    two_layers_bf16 = 2 * 7.5e9 / 36 * 2  # a layer's share of Psi (no embeddings in this spec), in bf16
+    states = float(memory.weights + memory.gradients + memory.optimizer_states) - two_layers_bf16
+    assert states / GB == pytest.approx(1.88, rel=0.01)
+
+
 def _gpt3_175b(vocab_size: int = 0) -> ModelSpec:
     # Brown et al. 2020, Table 2.1: 96 layers, d_model 12288, 96 heads, context 2048.
     return ModelSpec(

@@ -183,6 +183,9 @@ class TrainColumns:
         return self.step.bubble_fraction
 
 
+_GATHERED_LAYERS = 2.0  # FSDP's current unit and the one prefetched (forward_prefetch / backward prefetch)
+
+
 def token_bytes(model: ModelSpec) -> float:
     """Bytes a tokenised sample stores per token: uint16 ids while the vocabulary fits, else int32."""
     return 2.0 if 0 < model.vocab_size <= 65536 else 4.0
@@ -217,10 +220,14 @@ def train_memory(model: ModelSpec, layout: TrainLayout, assumptions: Assumptions
         layout.tp,
         layout.pp,
         layout.dp,
-        layout.zero,
+        np.zeros_like(layout.zero),
         experts=experts,
         ep=layout.ep,
     )
+    # FSDP / ZeRO-3 gathers one unit (a layer) at a time and casts it; the next is prefetched, so two
+    # layers' 16-bit copies are live, never the whole model (the ZeRO paper's 16 bytes per parameter).
+    layer_cast = _GATHERED_LAYERS * cast / max(model.total_layers, 1) * layout.pp
+    cast = np.where(layout.zero >= 3, np.minimum(layer_cast, cast), cast)
     parts = activation_parts(
         model,
         layout.seq_len,
