@@ -95,7 +95,7 @@ def _brute_force_times(
     """
     from computewise.estimate.memory import bytes_per_value, optimizer_bytes_per_param
     from computewise.estimate.train import TrainLayout, evaluate_train
-    from computewise.plan.train import _hardware, _train_hardware, instance_counts
+    from computewise.plan.train import PLANNED_RECOMPUTES, _hardware, _train_hardware, instance_counts
     from computewise.specs import FRAMEWORKS, PRECISIONS, RECOMPUTES
 
     cps = [1, *[cp for cp in (2, 4, 8, 16) if c.seq_len >= 8192 and c.seq_len // cp >= 1024]]
@@ -116,7 +116,7 @@ def _brute_force_times(
                 (0, 1, 2, 3),
                 c.precisions,
                 (1, 2, 4, 8, 16, 32),
-                RECOMPUTES,
+                PLANNED_RECOMPUTES,
             ):
                 if gpus % cp or h.devices_per_node % tp or model.heads % tp:
                     continue

@@ -84,7 +84,14 @@ def train(
         ),
     ] = 1,
     sequence_parallel: Annotated[bool, typer.Option(help="Shard activations over tp too.")] = False,
-    recompute: Annotated[str, typer.Option(help="Activation recomputation: none, selective or full.")] = "none",
+    recompute: Annotated[
+        str,
+        typer.Option(
+            help="Activation recomputation: none, selective (Megatron's: the attention core), full, or "
+            "op-selective (PyTorch's op-level selective checkpointing as torchtitan runs it: every other "
+            "matmul's output and attention's output kept, the rest recomputed).",
+        ),
+    ] = "none",
     flash_attention: Annotated[bool, typer.Option(help="Fused attention that never stores the score matrix.")] = True,
     framework: Annotated[
         str,

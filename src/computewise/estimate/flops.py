@@ -18,11 +18,33 @@ from computewise.estimate.arrays import FloatArray, col
 from computewise.specs import ModelSpec
 
 __all__ = [
+    "OP_SELECTIVE",
     "attention_flops_per_token",
     "forward_flops_per_token",
+    "layer_matmuls",
     "matmul_params",
     "training_flops_per_token",
 ]
+
+
+OP_SELECTIVE = 3.0  # the code of "op-selective" in ``specs.RECOMPUTES``
+
+
+def layer_matmuls(model: ModelSpec) -> tuple[tuple[float, float], ...]:
+    """(output width, input width) of a layer's projections in the order a forward runs them, as
+    torchtitan's (and Hugging Face's) modules do: q, k, v, o, then gate and up (or up) and down."""
+    h = float(model.hidden_size)
+    d_attn = float(model.heads * model.attention_head_dim)
+    d_kv = float(model.kv_heads * model.attention_head_dim)
+    f = float(model.ffn_size * model.active_experts)
+    mlp = ((f, h), (f, h), (h, f)) if model.gated_ffn else ((f, h), (h, f))
+    return ((d_attn, h), (d_kv, h), (d_kv, h), (h, d_attn), *mlp)
+
+
+def op_selective_saved_widths(model: ModelSpec) -> float:
+    """Output widths op-level selective checkpointing keeps per token: every other matmul's, from the first
+    (torchtitan's policy saves alternate ``aten.mm`` outputs so half of them need no recompute)."""
+    return sum(out for out, _ in layer_matmuls(model)[::2])
 
 
 def matmul_params(model: ModelSpec) -> float:
@@ -56,11 +78,15 @@ def forward_flops_per_token(model: ModelSpec, seq_len: FloatArray) -> FloatArray
 def training_flops_per_token(
     model: ModelSpec, seq_len: FloatArray, recompute: FloatArray
 ) -> tuple[FloatArray, FloatArray]:
-    """(model FLOPs, hardware FLOPs) per trained token; ``recompute`` is 0 none, 1 selective, 2 full."""
+    """(model FLOPs, hardware FLOPs) per trained token; ``recompute`` is 0 none, 1 selective, 2 full,
+    3 op-selective (the matmuls whose outputs were not kept run again; attention's output was)."""
     forward = forward_flops_per_token(model, seq_len)
     model_flops = 3.0 * forward
+    code = col(recompute)
     if model.traced is not None and not model.is_transformer:
-        return model_flops, model_flops + np.where(col(recompute) >= 2, forward, 0.0)
+        return model_flops, model_flops + np.where(code == 2, forward, 0.0)
     attention = attention_flops_per_token(model, seq_len, model.architecture == "decoder")
-    extra = np.select([col(recompute) >= 2, col(recompute) >= 1], [forward, attention], 0.0)
+    matmuls = layer_matmuls(model)
+    unsaved = sum(2.0 * out * inp for out, inp in matmuls[1::2]) * model.total_layers
+    extra = np.select([code == OP_SELECTIVE, code == 2, code == 1], [unsaved + 0.0 * forward, forward, attention], 0.0)
     return model_flops, model_flops + extra

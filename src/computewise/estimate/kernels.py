@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from computewise.estimate.arrays import FloatArray, col
+from computewise.estimate.flops import OP_SELECTIVE, layer_matmuls
 from computewise.specs import EXECUTIONS, FRAMEWORKS, ModelSpec
 
 __all__ = [
@@ -280,6 +281,12 @@ def _head_and_loss(
     return StepKernels(forward, col(1.0) + 0.0 * tokens) + half, head_backward
 
 
+def _unkept_matmul_share(model: ModelSpec) -> float:
+    """The share of a layer's matmul FLOPs op-level selective checkpointing runs again (``flops.layer_matmuls``)."""
+    matmuls = layer_matmuls(model)
+    return sum(o * i for o, i in matmuls[1::2]) / sum(o * i for o, i in matmuls)
+
+
 def training_kernels(
     model: ModelSpec,
     tokens: FloatArray,
@@ -298,7 +305,8 @@ def training_kernels(
     """One micro-batch's forward and backward on one device: ``tokens`` through ``layers`` layers.
 
     ``recompute`` 2 (full) repeats every layer's forward in the backward, 1 (selective) the
-    attention core. ``has_head`` (0/1): this device runs the LM head and the loss.
+    attention core, 3 (op-selective) the elementwise kernels and the matmuls whose outputs were not
+    kept. ``has_head`` (0/1): this device runs the LM head and the loss.
     """
     causal = 0.5 if model.architecture == "decoder" else 1.0
     attended = col(seq_len) * causal
@@ -307,8 +315,16 @@ def training_kernels(
     matmuls, core, rest = _layer_forward(model, tokens, attended, act, tp, sp, flash, framework, execution, rates)
     forward = matmuls + core + rest
     backward = matmuls.backward(2.0, 2.0) + core.backward(_ATTENTION_BACKWARD_WORK, 1.0) + rest.backward(2.0, 2.0)
-    repeated = np.select([col(recompute) >= 2, col(recompute) >= 1], [1.0, 0.0], 0.0)
-    layer = forward + backward + forward.times(repeated) + core.times(np.where(col(recompute) == 1, 1.0, 0.0))
+    code = col(recompute)
+    # Full: the whole forward again. Megatron's selective: the attention core. Op-level selective: the
+    # elementwise kernels and the matmuls whose outputs were not kept (their share of the matmul FLOPs).
+    unkept = _unkept_matmul_share(model)
+    again = (
+        forward.times(np.where(code == 2, 1.0, 0.0))
+        + core.times(np.where(code == 1, 1.0, 0.0))
+        + (rest + matmuls.times(unkept)).times(np.where(code == OP_SELECTIVE, 1.0, 0.0))
+    )
+    layer = forward + backward + again
     fused_loss = (col(framework) == _MEGATRON) | (col(execution) >= _COMPILE)
     head_forward, head_backward = _head_and_loss(model, tokens, act, tp, np.where(fused_loss, 24.0, 36.0), rates)
     head = (head_forward + head_backward).times(col(has_head))

@@ -43,7 +43,8 @@ import numpy as np
 import numpy.typing as npt
 
 from computewise.estimate.arrays import FloatArray, col
-from computewise.specs import FRAMEWORKS, Framework, ModelSpec, Optimizer, Precision, Recompute
+from computewise.estimate.flops import op_selective_saved_widths
+from computewise.specs import FRAMEWORKS, RECOMPUTES, Framework, ModelSpec, Optimizer, Precision, Recompute
 
 __all__ = [
     "FRAMEWORK_CODES",
@@ -70,7 +71,9 @@ __all__ = [
     "with_overhead",
 ]
 
-RECOMPUTE_CODES: dict[Recompute, int] = {"none": 0, "selective": 1, "full": 2}
+RECOMPUTE_CODES: dict[Recompute, int] = {name: i for i, name in enumerate(RECOMPUTES)}
+_FULL = float(RECOMPUTE_CODES["full"])
+_OP_SELECTIVE = float(RECOMPUTE_CODES["op-selective"])
 FRAMEWORK_CODES: dict[Framework, int] = {name: i for i, name in enumerate(FRAMEWORKS)}
 _PYTORCH = float(FRAMEWORK_CODES["pytorch"])
 _TRANSFORMERS = float(FRAMEWORK_CODES["transformers"])  # the autocast layout too: codes >= _PYTORCH
@@ -374,11 +377,16 @@ def activation_parts(
     per_layer_kept = tokens * (replicated / sp_divisor + (split + kept_core) / tp)
     layer_input = tokens * norm_bytes * model.hidden_size / sp_divisor
     # Full recompute keeps each layer's input, plus one layer rebuilt at a time during backward.
-    per_layer = np.where(recompute >= 2, layer_input, per_layer_kept)
+    # Op-level selective keeps the input too, every other matmul's output and attention's output and
+    # statistics; the backward rebuilds the rest of one layer at a time, as full recompute does.
+    d_attn = model.heads * model.attention_head_dim
+    op_kept = layer_input + tokens * (act * (op_selective_saved_widths(model) + d_attn) + stats) / tp
+    rebuilds = (recompute == _FULL) | (recompute == _OP_SELECTIVE)
+    per_layer = np.select([recompute == _FULL, recompute == _OP_SELECTIVE], [layer_input, op_kept], per_layer_kept)
     rebuilt = tokens * (replicated / sp_divisor + (split + rebuilt_core) / tp)
     d_kv = model.kv_heads * model.attention_head_dim
     ring = np.where(cp > 1, 2.0 * tokens * act * 2 * d_kv / tp, 0.0)  # K, V chunk received and sent
-    transient = np.where(recompute >= 2, rebuilt, 0.0) + ring
+    transient = np.where(rebuilds, rebuilt, 0.0) + ring
 
     layers = float(model.total_layers)
     drop = 1.0 if _uses_dropout(model) else 0.0
@@ -554,7 +562,8 @@ def training_peak_bytes(
     accumulating = (col(microbatches) > 1).astype(float)
     embedding_params = float(model.vocab_size * model.hidden_size)
     head_cast = np.where(cast > 0, _CAST_BYTES * embedding_params / col(tp), 0.0)
-    cast_in_backward = np.where(col(recompute) >= 2, np.minimum(head_cast, cast), cast)
+    rebuilds = (col(recompute) == _FULL) | (col(recompute) == _OP_SELECTIVE)  # autocast's copies are re-cast too
+    cast_in_backward = np.where(rebuilds, np.minimum(head_cast, cast), cast)
     tied = 1.0 if model.tied_embeddings else 0.0
     embedding_grad = tied * grad_bytes_per_param * embedding_params / col(tp)
     # The first stage's share of gradients that belongs to an untied input embedding (stages split evenly).

@@ -131,7 +131,7 @@ def step_time(model: ModelSpec, rows: TrainLayout, hw: TrainHardware, assumption
     groups = _groups(rows, fabric.devices_per_node)
     hidden = float(model.hidden_size)
 
-    tp_count = (4.0 + np.where(rows.recompute >= 2, 2.0, 0.0)) * layers * m
+    tp_count = (4.0 + np.where(rows.recompute == 2, 2.0, 0.0)) * layers * m
     tp_s = _times("all-reduce", tp_count, tokens_mb * hidden * act, rows.tp, groups.tp, fabric)
 
     # Each TP rank holds its own KV heads (a head is never split, so fewer heads than ranks repeat).

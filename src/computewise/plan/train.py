@@ -64,6 +64,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CLOUD_PRICINGS",
     "DEFAULT_MAX_GPUS",
+    "PLANNED_RECOMPUTES",
     "TRAIN_PRECISIONS",
     "TrainConstraints",
     "instance_counts",
@@ -94,6 +95,10 @@ _EVAL_CHUNK_ROWS = 1 << 15  # rows per evaluate_train call: its temporaries stay
 # 131,072 works); limits.FLAG_LIMITS bounds --max-gpus.
 DEFAULT_MAX_GPUS = 512
 
+# Recompute levels the search tries, codes 0..2 of RECOMPUTES: none, Megatron's selective, full. PyTorch's
+# op-level selective checkpointing is left to `estimate train --recompute op-selective`: the planner lays
+# out split models the Megatron way, where Megatron's own policy is the one that exists.
+PLANNED_RECOMPUTES = RECOMPUTES[:3]
 _MEGATRON = FRAMEWORKS.index("megatron")
 _PYTORCH = FRAMEWORKS.index("pytorch")
 
@@ -227,7 +232,7 @@ def _layouts(model: ModelSpec, gpu_counts: Sequence[int], max_tp: int, c: TrainC
     t = _cross(t, "zero", _ZERO)
     t = _where(t, (t["dp"] > 1) | (t["zero"] == 0))  # ZeRO shards over dp; with dp = 1 every stage is stage 0
     t = _cross(t, "precision", (PRECISIONS.index(p) for p in c.precisions))
-    levels = len(RECOMPUTES) if splittable else 1
+    levels = len(PLANNED_RECOMPUTES) if splittable else 1
     t = _cross(t, "recompute", range(levels))
 
     rows = len(t["gpus"])

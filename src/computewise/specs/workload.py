@@ -28,8 +28,11 @@ Precision = Literal["fp32", "bf16", "fp16", "fp8"]
 PRECISIONS: tuple[Precision, ...] = ("fp32", "bf16", "fp16", "fp8")
 Optimizer = Literal["adamw", "adam", "sgd", "adam8bit"]
 OPTIMIZERS: tuple[Optimizer, ...] = ("adamw", "adam", "sgd", "adam8bit")
-Recompute = Literal["none", "selective", "full"]
-RECOMPUTES: tuple[Recompute, ...] = ("none", "selective", "full")
+# selective is Megatron's (the attention core recomputed, Korthikanti et al. 2022); op-selective is
+# PyTorch's op-level selective activation checkpointing as torchtitan runs it under FSDP (every other
+# matmul's output and attention's output kept, everything else recomputed in the backward).
+Recompute = Literal["none", "selective", "full", "op-selective"]
+RECOMPUTES: tuple[Recompute, ...] = ("none", "selective", "full", "op-selective")
 # The code that runs the step, which decides what it holds and how many kernels it launches:
 # Megatron-LM keeps activations at the training precision and fuses its elementwise kernels;
 # PyTorch autocast (AMP) keeps the residual stream in fp32 and caches 16-bit weight copies;
