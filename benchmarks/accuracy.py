@@ -186,7 +186,7 @@ def _layout(run: Run, virtual_stages: int) -> TrainLayout:
         global_batch=run.global_batch,
         recompute=run.recompute,
         flash_attention=run.flash_attention,
-        framework="pytorch" if run.recompute == "op-selective" else "megatron",  # torchtitan's FSDP2 rows
+        framework="pytorch" if run.zero >= 3 else "megatron",  # FSDP (torchtitan, MosaicML) runs autocast
     )
     return TrainLayout.for_job(parallelism, job)
 

@@ -15,8 +15,8 @@ from computewise.errors import CatalogError
 CLI = [sys.executable, "-m", "computewise.cli.app"]
 
 
-def _estimate(*args: str) -> subprocess.CompletedProcess[str]:
-    command = [*CLI, "estimate", "train", "--model", "llama-3-8b", "--gpu", "h100", *args]
+def _estimate(*args: str, verb: str = "train") -> subprocess.CompletedProcess[str]:
+    command = [*CLI, "estimate", verb, "--model", "llama-3-8b", "--gpu", "h100", *args]
     return subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
 
 
@@ -29,7 +29,7 @@ def test_the_scope_is_one_device_one_node_or_many() -> None:
 def test_the_bundled_file_holds_measured_bands_only() -> None:
     records = load_track_record()
     assert ("single-gpu", "train", "time") in records
-    assert ("one-node", "train", "time") not in records  # nothing measured there: no guess
+    assert ("one-node", "infer", "time") not in records  # nothing measured there: no guess
     for record in records.values():
         assert record.rows > 0 and 0 <= record.median_abs_error <= record.worst_abs_error < 1
 
@@ -50,4 +50,7 @@ def test_estimate_prints_its_band_and_says_when_none_was_measured() -> None:
     assert accuracy["time"]["median_abs_error"] == record.median_abs_error
     eight = _estimate("--gpus", "8")
     assert eight.returncode == 0, eight.stderr
-    assert "time not yet checked against a measured run of this kind" in " ".join(eight.stdout.split())
+    assert "accuracy on one-node training so far: time ±" in " ".join(eight.stdout.split())
+    served = _estimate("--gpus", "2", verb="infer")
+    assert served.returncode == 0, served.stderr
+    assert "time not yet checked against a measured run of this kind" in " ".join(served.stdout.split())
