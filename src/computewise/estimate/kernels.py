@@ -37,6 +37,7 @@ from computewise.specs import EXECUTIONS, FRAMEWORKS, ModelSpec
 __all__ = [
     "HostCosts",
     "KernelRates",
+    "MicrobatchKernels",
     "StepKernels",
     "decode_kernels",
     "gemm_s",
@@ -134,15 +135,28 @@ class StepKernels:
 def gemm_s(
     m: FloatArray, n: FloatArray | float, k: FloatArray | float, value_bytes: FloatArray, rates: KernelRates
 ) -> FloatArray:
-    """Device seconds of one (m x k) @ (k x n) GEMM: compute at a size-dependent share, or its operands' traffic."""
+    """Device seconds of one (m x k) @ (k x n) GEMM: compute at a size-dependent share, or its operands' traffic.
+
+    The share is mn / (mn + output half) * k / (k + inner half) of the large-GEMM rate, so the
+    compute time 2mnk / (rate * share) is 2 (mn + output half) (k + inner half) / rate: written that
+    way it costs the planner's columns a third of the arithmetic.
+    """
     m, n, k = col(m), col(n), col(k)
     output = m * n
-    share = output / (output + _GEMM_OUTPUT_HALF) * k / (k + _GEMM_INNER_HALF)
+    compute_s = 2.0 * (output + _GEMM_OUTPUT_HALF) * (k + _GEMM_INNER_HALF) / rates.gemm_flops
     aligned = (np.mod(n, _ALIGNMENT) == 0) & (np.mod(k, _ALIGNMENT) == 0)
-    share = share * np.where(aligned | (col(value_bytes) >= _FP32), 1.0, _MISALIGNED_SHARE)
-    compute_s = 2.0 * m * n * k / (rates.gemm_flops * share)
+    if not np.all(aligned):
+        compute_s = compute_s / np.where(aligned | (col(value_bytes) >= _FP32), 1.0, _MISALIGNED_SHARE)
     memory_s = (m * k + k * n + output) * col(value_bytes) / rates.stream_bytes_per_s
     return np.maximum(compute_s, memory_s) + rates.kernel_floor_s
+
+
+@dataclass(frozen=True)
+class MicrobatchKernels:
+    """One micro-batch's work without recomputation (what no gradient sync can hide behind) and with it."""
+
+    plain: StepKernels
+    recomputed: StepKernels
 
 
 def _stream(n_bytes: FloatArray, kernels: FloatArray | float, rates: KernelRates) -> StepKernels:
@@ -301,7 +315,7 @@ def training_kernels(
     execution: FloatArray,
     has_head: FloatArray,
     rates: KernelRates,
-) -> StepKernels:
+) -> MicrobatchKernels:
     """One micro-batch's forward and backward on one device: ``tokens`` through ``layers`` layers.
 
     ``recompute`` 2 (full) repeats every layer's forward in the backward, 1 (selective) the
@@ -324,11 +338,10 @@ def training_kernels(
         + core.times(np.where(code == 1, 1.0, 0.0))
         + (rest + matmuls.times(unkept)).times(np.where(code == OP_SELECTIVE, 1.0, 0.0))
     )
-    layer = forward + backward + again
     fused_loss = (col(framework) == _MEGATRON) | (col(execution) >= _COMPILE)
     head_forward, head_backward = _head_and_loss(model, tokens, act, tp, np.where(fused_loss, 24.0, 36.0), rates)
-    head = (head_forward + head_backward).times(col(has_head))
-    return layer.times(col(layers)) + head
+    plain = (forward + backward).times(col(layers)) + (head_forward + head_backward).times(col(has_head))
+    return MicrobatchKernels(plain=plain, recomputed=plain + again.times(col(layers)))
 
 
 def optimizer_kernels(

@@ -179,7 +179,7 @@ def track_record_note(scope: Scope, kind: Kind) -> str:
         else:
             parts.append(
                 f"{figure} ±{_percent(band['median_abs_error'])} (median |error| over {band['measured_runs']} "
-                f"measured runs, worst {_percent(band['worst_abs_error'])})"
+                f"measured run{'' if band['measured_runs'] == 1 else 's'}, worst {_percent(band['worst_abs_error'])})"
             )
     return f"accuracy on {scope} {what} so far: " + "; ".join(parts) + " (docs/ACCURACY.md)"
 

@@ -35,7 +35,14 @@ import numpy as np
 from computewise.estimate.arrays import FloatArray, col
 from computewise.estimate.collectives import Collective, Fabric, collective_s
 from computewise.estimate.flops import attention_flops_per_token, training_flops_per_token
-from computewise.estimate.kernels import HostCosts, KernelRates, StepKernels, optimizer_kernels, training_kernels
+from computewise.estimate.kernels import (
+    HostCosts,
+    KernelRates,
+    MicrobatchKernels,
+    StepKernels,
+    optimizer_kernels,
+    training_kernels,
+)
 
 if TYPE_CHECKING:
     from computewise.estimate.assumptions import Assumptions
@@ -123,9 +130,8 @@ def step_time(model: ModelSpec, rows: TrainLayout, hw: TrainHardware, assumption
     tokens_per_step = rows.global_batch * rows.seq_len
     tokens_mb = rows.micro_batch * rows.seq_len / rows.cp  # per device and micro-batch
     model_per_token, hardware_per_token = training_flops_per_token(model, rows.seq_len, rows.recompute)
-    compute_s = _compute_s(model, rows, hw, assumptions, rows.recompute, hardware_per_token)
-    # The forward without recomputation: the part of a micro-batch that no gradient sync can hide.
-    plain_s = _compute_s(model, rows, hw, assumptions, col(0.0) * rows.recompute, model_per_token)
+    # Without recomputation a third of a micro-batch is its forward, which no gradient sync can hide.
+    compute_s, plain_s = _compute_s(model, rows, hw, assumptions, hardware_per_token, model_per_token)
     forward_s = plain_s / (3.0 * m)
     per_microbatch_s = compute_s / m
     groups = _groups(rows, fabric.devices_per_node)
@@ -198,35 +204,39 @@ def _compute_s(
     rows: TrainLayout,
     hw: TrainHardware,
     assumptions: Assumptions,
-    recompute: FloatArray,
-    flops_per_token: FloatArray,
-) -> FloatArray:
-    """Seconds of one device's kernels for a whole step (``estimate.kernels``), or FLOPs at a given share.
+    hardware_per_token: FloatArray,
+    model_per_token: FloatArray,
+) -> tuple[FloatArray, FloatArray]:
+    """Seconds of one device's kernels for a whole step (``estimate.kernels``), with the recomputation
+    and without it; or the FLOPs of each at a given share of peak.
 
     Every micro-batch's host and device overlap, and so do the optimizer step's; the pipeline
     stage's share of the LM head is spread over the stages, as its layers are.
     """
-    flops = flops_per_token * rows.global_batch * rows.seq_len / rows.gpus
+    per_device_tokens = rows.global_batch * rows.seq_len / rows.gpus
     given = hw.utilization
     if given is not None and not np.isnan(given).any():
-        return flops / (hw.peak_flops * given)
+        at_share = hw.peak_flops * given
+        return hardware_per_token * per_device_tokens / at_share, model_per_token * per_device_tokens / at_share
     rates = kernel_rates(hw, assumptions)
     host = host_costs(assumptions).per_kernel_s(rows.framework, rows.execution, training=True)
-    layers = max(model.total_layers, 1) / rows.pp
     if not model.is_transformer:
         # A traced network without layers the kernel model knows: its FLOPs at the large-GEMM rate.
-        micro = StepKernels(flops / rows.microbatches / rates.gemm_flops, col(0.0) * flops)
+        def traced(per_token: FloatArray) -> StepKernels:
+            return StepKernels(per_token * per_device_tokens / rows.microbatches / rates.gemm_flops, 0.0 * rows.tp)
+
+        micro = MicrobatchKernels(plain=traced(model_per_token), recomputed=traced(hardware_per_token))
     else:
         micro = training_kernels(
             model,
             rows.micro_batch * rows.seq_len / rows.cp,
             rows.seq_len,
-            layers,
+            max(model.total_layers, 1) / rows.pp,
             rows.weight_bytes,
             rows.tp,
             rows.sequence_parallel,
             rows.flash_attention,
-            recompute,
+            rows.recompute,
             rows.framework,
             rows.execution,
             1.0 / rows.pp,
@@ -235,12 +245,17 @@ def _compute_s(
     per_device = model.params / (rows.tp * rows.pp)
     sharded = per_device / np.where(rows.zero >= 1, rows.dp, 1.0)
     tensors = 7.0 * max(model.total_layers, 1) / rows.pp + 2.0  # weight matrices per device
-    update = optimizer_kernels(per_device, sharded, rows.microbatches, rows.framework, tensors, rates)
-    modelled = rows.microbatches * micro.wall_s(host) + update.wall_s(host)
+    update = optimizer_kernels(per_device, sharded, rows.microbatches, rows.framework, tensors, rates).wall_s(host)
+    modelled = rows.microbatches * micro.recomputed.wall_s(host) + update
+    plain = rows.microbatches * micro.plain.wall_s(host) + update
     if given is None:
-        return modelled
+        return modelled, plain
     # Rows with a measured whole-step share use it; the others the model.
-    return np.where(np.isnan(given), modelled, flops / (hw.peak_flops * given))
+    at_share = hw.peak_flops * given
+    return (
+        np.where(np.isnan(given), modelled, hardware_per_token * per_device_tokens / at_share),
+        np.where(np.isnan(given), plain, model_per_token * per_device_tokens / at_share),
+    )
 
 
 def _dp_exposed_s(
