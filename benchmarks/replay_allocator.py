@@ -249,12 +249,9 @@ def cuda_autocast_sdpa(
     enable_gqa: bool = False,
 ) -> Tensor:
     """FlashAttention's memory (``replay_memory.FusedAttention``) after CUDA autocast's cast to bf16."""
-    if attn_mask is not None:
-        raise ValueError("the replay's attention takes no explicit mask (the measured runs pad nothing)")
     if torch.is_autocast_enabled("cpu"):  # the replay's autocast stands for CUDA's
         query, key, value = (t.to(torch.bfloat16) for t in (query, key, value))
-    out: Tensor = rp.FusedAttention.apply(query, key, value)
-    return out
+    return rp.fused_attention(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa)
 
 
 @contextmanager

@@ -7,12 +7,12 @@ of the code under test.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+
+from benchmark_script import load_benchmark
 
 pytest.importorskip("torch")
 
@@ -24,13 +24,7 @@ MIB = 2**20
 
 @pytest.fixture(scope="module")
 def replay() -> ModuleType:
-    sys.path.insert(0, str(SCRIPT.parent))
-    spec = importlib.util.spec_from_file_location("replay_allocator", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("replay_allocator")
 
 
 def test_segments_by_request_size(replay: ModuleType) -> None:

@@ -7,7 +7,6 @@ wall clocks and allocator peaks of real runs. The fitted host costs were fitted 
 
 from __future__ import annotations
 
-import importlib.util
 import statistics
 import subprocess
 import sys
@@ -15,6 +14,8 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+
+from benchmark_script import load_benchmark
 
 pytest.importorskip("torch")  # the ladder's shapes come from benchmarks/validate_gpu.py, which imports torch
 
@@ -25,13 +26,7 @@ SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "replay_measured.p
 
 @pytest.fixture(scope="module")
 def replay() -> ModuleType:
-    sys.path.insert(0, str(SCRIPT.parent))
-    spec = importlib.util.spec_from_file_location("replay_measured", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("replay_measured")
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,7 @@ from computewise.estimate.arrays import FloatArray, col, transfer_s
 from computewise.estimate.assumptions import Assumptions
 from computewise.estimate.cost import co2_kg, energy_kwh
 from computewise.estimate.flops import attention_flops_per_token, matmul_params
-from computewise.estimate.kernels import KernelRates, decode_kernels, prefill_kernels
+from computewise.estimate.kernels import HostCosts, KernelRates, decode_kernels, prefill_kernels
 from computewise.estimate.memory import (
     MemoryBreakdown,
     inference_fragmentation_bytes,
@@ -26,7 +26,6 @@ from computewise.estimate.memory import (
     kv_cache_bytes,
     with_overhead,
 )
-from computewise.estimate.step import host_costs
 from computewise.specs import EXECUTIONS, FRAMEWORKS, ModelSpec
 
 __all__ = [
@@ -86,18 +85,6 @@ class InferColumns:
     co2_kg: FloatArray
 
 
-def _rates(rows: InferRows, assumptions: Assumptions) -> KernelRates:
-    """The kernel rates of a replica's devices from the data sheet and the catalog's assumed fractions."""
-    gemm_flops = rows.peak_flops * assumptions.matmul_peak_fraction
-    bandwidth = rows.memory_bandwidth_bytes_per_s
-    return KernelRates(
-        gemm_flops=gemm_flops,
-        attention_flops=gemm_flops * assumptions.attention_share_of_matmul,
-        stream_bytes_per_s=np.where(bandwidth > 0, bandwidth * assumptions.stream_bandwidth_fraction, np.inf),
-        kernel_floor_s=col(assumptions.kernel_floor_s),
-    )
-
-
 def evaluate_infer(model: ModelSpec, rows: InferRows, assumptions: Assumptions) -> InferColumns:
     tp, batch = rows.tp, rows.batch
     weights = model.params * rows.weight_bytes / tp
@@ -120,8 +107,8 @@ def evaluate_infer(model: ModelSpec, rows: InferRows, assumptions: Assumptions) 
     prefill_flops = batch * rows.context_len * (per_token + attention_flops_per_token(model, rows.context_len, causal))
     mean_context = rows.context_len + rows.output_len / 2.0
     decode_flops_per_step = batch * (per_token + attention_flops_per_token(model, mean_context, False))
-    rates = _rates(rows, assumptions)
-    host = host_costs(assumptions).per_kernel_s(rows.framework, rows.execution, training=False)
+    rates = KernelRates.of(rows.peak_flops, rows.memory_bandwidth_bytes_per_s, assumptions)
+    host = HostCosts.of(assumptions).per_kernel_s(rows.framework, rows.execution, training=False)
     if model.is_transformer:
         prefill = prefill_kernels(
             model, batch, rows.context_len, rows.act_bytes, tp, rows.all_logits, rows.framework, rows.execution, rates

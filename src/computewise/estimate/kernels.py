@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from computewise.estimate.arrays import FloatArray, col
+from computewise.estimate.assumptions import Assumptions
 from computewise.estimate.flops import OP_SELECTIVE, layer_matmuls
 from computewise.specs import EXECUTIONS, FRAMEWORKS, ModelSpec
 
@@ -80,6 +81,29 @@ class KernelRates:
     stream_bytes_per_s: FloatArray  # an elementwise kernel's HBM bandwidth
     kernel_floor_s: FloatArray  # device time of the smallest kernel
 
+    @classmethod
+    def of(
+        cls,
+        peak_flops: FloatArray,
+        memory_bandwidth_bytes_per_s: FloatArray,
+        assumptions: Assumptions,
+        matmul_fraction: FloatArray | None = None,
+        stream_fraction: FloatArray | None = None,
+    ) -> KernelRates:
+        """Rates from the data sheet (or a calibration's measured peak and triad) and the shares a kernel
+        reaches of them: measured where given, else the catalog's assumptions. A device of unknown
+        bandwidth (0) is timed by its FLOPs alone."""
+        matmul = assumptions.matmul_peak_fraction if matmul_fraction is None else matmul_fraction
+        stream = assumptions.stream_bandwidth_fraction if stream_fraction is None else stream_fraction
+        gemm_flops = col(peak_flops) * col(matmul)
+        bandwidth = col(memory_bandwidth_bytes_per_s)
+        return cls(
+            gemm_flops=gemm_flops,
+            attention_flops=gemm_flops * assumptions.attention_share_of_matmul,
+            stream_bytes_per_s=np.where(bandwidth > 0, bandwidth * col(stream), np.inf),
+            kernel_floor_s=col(assumptions.kernel_floor_s),
+        )
+
 
 @dataclass(frozen=True)
 class HostCosts:
@@ -91,6 +115,17 @@ class HostCosts:
     autograd_s: float  # a backward kernel, issued by the C++ autograd engine with no Python around it
     compiled_s: float  # torch.compile's generated wrapper, forward and backward
     graphs_s: float  # a CUDA graph replays its kernels with no host work per kernel
+
+    @classmethod
+    def of(cls, assumptions: Assumptions) -> HostCosts:
+        return cls(
+            eager_s=assumptions.host_s_per_kernel_eager,
+            transformers_s=assumptions.host_s_per_kernel_transformers,
+            recording_s=assumptions.host_s_per_kernel_recording,
+            autograd_s=assumptions.host_s_per_kernel_autograd,
+            compiled_s=assumptions.host_s_per_kernel_compiled,
+            graphs_s=assumptions.host_s_per_kernel_graphs,
+        )
 
     def per_kernel_s(
         self, framework: FloatArray, execution: FloatArray, *, training: bool

@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from computewise.estimate.train import TrainHardware, TrainLayout
     from computewise.specs import ModelSpec
 
-__all__ = ["StepTime", "host_costs", "kernel_rates", "step_time"]
+__all__ = ["StepTime", "step_time"]
 
 
 @dataclass(frozen=True)
@@ -172,33 +172,6 @@ def step_time(model: ModelSpec, rows: TrainLayout, hw: TrainHardware, assumption
     )
 
 
-def kernel_rates(hw: TrainHardware, assumptions: Assumptions) -> KernelRates:
-    """Each kernel kind's rate on these rows' devices: measured (a bench calibration) or assumed fractions."""
-    matmul = assumptions.matmul_peak_fraction if hw.matmul_fraction is None else hw.matmul_fraction
-    stream = assumptions.stream_bandwidth_fraction if hw.stream_fraction is None else hw.stream_fraction
-    gemm_flops = col(hw.peak_flops) * col(matmul)
-    bandwidth = col(hw.memory_bandwidth_bytes_per_s)
-    # An accelerator of unknown bandwidth (0) is timed by its FLOPs alone, as before any traffic term.
-    stream_bytes_per_s = np.where(bandwidth > 0, bandwidth * col(stream), np.inf)
-    return KernelRates(
-        gemm_flops=gemm_flops,
-        attention_flops=gemm_flops * assumptions.attention_share_of_matmul,
-        stream_bytes_per_s=stream_bytes_per_s,
-        kernel_floor_s=col(assumptions.kernel_floor_s),
-    )
-
-
-def host_costs(assumptions: Assumptions) -> HostCosts:
-    return HostCosts(
-        eager_s=assumptions.host_s_per_kernel_eager,
-        transformers_s=assumptions.host_s_per_kernel_transformers,
-        recording_s=assumptions.host_s_per_kernel_recording,
-        autograd_s=assumptions.host_s_per_kernel_autograd,
-        compiled_s=assumptions.host_s_per_kernel_compiled,
-        graphs_s=assumptions.host_s_per_kernel_graphs,
-    )
-
-
 def _compute_s(
     model: ModelSpec,
     rows: TrainLayout,
@@ -218,8 +191,10 @@ def _compute_s(
     if given is not None and not np.isnan(given).any():
         at_share = hw.peak_flops * given
         return hardware_per_token * per_device_tokens / at_share, model_per_token * per_device_tokens / at_share
-    rates = kernel_rates(hw, assumptions)
-    host = host_costs(assumptions).per_kernel_s(rows.framework, rows.execution, training=True)
+    rates = KernelRates.of(
+        hw.peak_flops, hw.memory_bandwidth_bytes_per_s, assumptions, hw.matmul_fraction, hw.stream_fraction
+    )
+    host = HostCosts.of(assumptions).per_kernel_s(rows.framework, rows.execution, training=True)
     if not model.is_transformer:
         # A traced network without layers the kernel model knows: its FLOPs at the large-GEMM rate.
         def traced(per_token: FloatArray) -> StepKernels:
