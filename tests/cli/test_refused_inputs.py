@@ -232,6 +232,33 @@ def test_a_mistyped_region_gets_the_same_did_you_mean_everywhere(
     assert not (sandbox / "ledger.sqlite").exists()
 
 
+@pytest.mark.parametrize(
+    ("place", "message", "hint"),
+    [
+        (
+            "aws:us-east1",
+            "unknown data region 'aws:us-east1'; did you mean 'aws:us-east-1'",
+            "pick one of: aws:eu-west-1,",
+        ),
+        ("aws:mars", "unknown data region 'aws:mars'", "pick one of: aws:eu-west-1,"),
+        ("aws", "--data-region 'aws' names a cloud, not a region", "one of aws:eu-west-1, aws:us-east-1"),
+    ],
+)
+def test_a_data_region_the_catalog_does_not_know_is_refused_in_cloud_region_form(
+    place: str,
+    message: str,
+    hint: str,
+    sandbox: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A typo must not be planned as a faraway region: it would add egress and change the recommendation."""
+    code, stderr = _main([*_PLAN_TRAIN, "--data-region", place, "--dataset-size", "2TB"], capsys, monkeypatch)
+    assert code == 2
+    assert stderr.startswith(f"error: {message}"), stderr
+    assert hint in stderr.split("To fix: ", 1)[1], stderr
+
+
 def test_an_unreachable_latency_is_blamed_on_the_latency(
     sandbox: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

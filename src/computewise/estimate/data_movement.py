@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from computewise.errors import InputError
+from computewise.errors import InputError, UnknownNameError
 from computewise.specs.document import read_float, read_str
 
 if TYPE_CHECKING:
@@ -90,21 +90,53 @@ class DataMovement:
 
 
 def data_site(catalog: Catalog, place: str, dataset_bytes: float) -> DataSite:
-    """``--data-region``: ``cloud:region`` (any region of a catalog cloud, GPUs or not), or a region name
-    that only one cloud's offerings use."""
+    """``--data-region``: ``cloud:region``, or a region name that only one cloud uses.
+
+    The region must be one the catalog knows for that cloud (where it rents GPUs or where its grid is
+    listed): a typo such as ``aws:us-east1`` would otherwise be read as a faraway region and silently
+    change the recommendation to GPUs that pay no egress."""
+    example = "e.g. --data-region aws:us-east-1"
     cloud_text, _, region_text = place.rpartition(":")
     region = region_text.strip().lower()
     if not region:
-        raise InputError(f"--data-region {place!r} names no region", "e.g. --data-region aws:us-east-1")
+        raise InputError(f"--data-region {place!r} names no region", example)
+    known = _known_sites(catalog)
+    if not cloud_text and region in catalog.clouds():
+        regions = ", ".join(f"{cloud}:{r}" for cloud, r in sorted(known) if cloud == region)
+        raise InputError(f"--data-region {place!r} names a cloud, not a region", f"name its region: one of {regions}")
     if cloud_text:
-        return DataSite(catalog.cloud(cloud_text), region, dataset_bytes)
-    clouds = sorted({row.cloud for row in catalog.offerings if row.region == catalog.region(region)})
+        cloud = catalog.cloud(cloud_text)
+        if (cloud, region) not in known:
+            raise _unknown_site(place, known)
+        return DataSite(cloud, region, dataset_bytes)
+    clouds = sorted({cloud for cloud, r in known if r == region})
+    if not clouds:
+        raise _unknown_site(place, known)
     if len(clouds) > 1:
         raise InputError(
             f"region {region!r} is sold by {' and '.join(clouds)}: which one holds the data?",
             f"name the cloud: --data-region {clouds[0]}:{region}",
         )
     return DataSite(clouds[0], region, dataset_bytes)
+
+
+def _known_sites(catalog: Catalog) -> set[tuple[str, str]]:
+    """(cloud, region) of every offering and every grid-intensity row that names a region."""
+    sites = {(row.cloud, row.region) for row in catalog.offerings}
+    return sites | {
+        (row.cloud.lower(), row.region.lower()) for row in catalog.carbon if "*" not in (row.cloud, row.region)
+    }
+
+
+def _unknown_site(place: str, known: set[tuple[str, str]]) -> UnknownNameError:
+    names = sorted(f"{cloud}:{region}" for cloud, region in known)
+    return UnknownNameError(
+        "data region",
+        place.strip(),
+        names,
+        f"pick one of: {', '.join(names)}; or add the region's grid intensity to carbon.csv in a catalog file "
+        "(--catalog PATH)",
+    )
 
 
 def egress_scope(site: DataSite, cloud: str, region: str) -> EgressScope:
