@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import re
 from datetime import date
 from pathlib import Path
 
@@ -105,8 +106,35 @@ def test_vendor_figures_reproduce() -> None:
     assert a100.peak_flops["bf16"] == pytest.approx(312e12)
     assert a100.peak_flops["fp32"] == pytest.approx(19.5e12)
     assert a100.memory_bandwidth_bytes_per_s == pytest.approx(2039e9)
+    assert a100.memory_bytes == 81920 * 1024**2  # nvidia-smi on a real A100-SXM4-80GB, not 80e9
     # Cloud TPU v5e docs: 197 TFLOPs bf16 and 16 GB HBM per chip.
     assert catalog.accelerator("tpu-v5e").peak_flops["bf16"] == pytest.approx(197e12)
+
+
+_MEMORY_FIGURE = re.compile(
+    r"memory_bytes: (?:(?P<count>\d+) x )?(?P<value>\d+) (?P<unit>MiB|GiB|B)"
+    r"(?: as (?P<tool>nvidia-smi|rocm-smi|hl-smi) reports it|, the vendor's figure)"
+)
+_UNIT_BYTES = {"B": 1, "MiB": 2**20, "GiB": 2**30}
+
+
+def test_memory_is_what_the_driver_reports_on_every_row(catalog: Catalog) -> None:
+    """One rule for every row: the memory the driver hands to CUDA (or ROCm, or SynapseAI), as its tool
+    prints it, or the vendor's figure where no driver total is published, the source naming which.
+
+    A mix (80e9 bytes beside nvidia-smi's 81559 MiB) made plans reject layouts that fit on one part
+    and not on its sibling, and ``catalog list`` print 85.52 GB beside 80 GB.
+    """
+    for acc in catalog.accelerators:
+        figures = _MEMORY_FIGURE.findall(acc.source)
+        assert len(figures) == 1, f"{acc.slug}: the source must state its memory figure once, got {figures}"
+        match = _MEMORY_FIGURE.search(acc.source)
+        assert match is not None
+        stated = int(match["count"] or 1) * int(match["value"]) * _UNIT_BYTES[match["unit"]]
+        assert acc.memory_bytes == stated, acc.slug
+        assert acc.memory_bytes % 2**20 == 0, f"{acc.slug}: drivers report whole MiB"
+        if acc.vendor == "NVIDIA" and acc.kind == "gpu":
+            assert match["tool"] == "nvidia-smi", f"{acc.slug}: an NVIDIA data-center GPU has an nvidia-smi total"
 
 
 def test_prices_are_ordered_where_several_exist(catalog: Catalog) -> None:

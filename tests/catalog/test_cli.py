@@ -33,6 +33,17 @@ def test_list_accelerators_table_shows_data_age() -> None:
     assert "days ago" in result.stdout
 
 
+def test_list_and_show_print_memory_in_one_unit() -> None:
+    """Memory reads in GiB, as nvidia-smi and every plan print it: never "85.52 GB" beside "80 GB"."""
+    listed = run("list").stdout
+    rows = {line.split()[0]: line for line in listed.splitlines() if line.split()[:1] in (["h100-sxm"], ["a100-80gb"])}
+    assert "79.6 GiB" in rows["h100-sxm"] and "80.0 GiB" in rows["a100-80gb"], listed
+    assert " GB " not in rows["h100-sxm"] + rows["a100-80gb"]
+    shown = run("show", "a100-80gb")
+    assert shown.returncode == 0, shown.stderr
+    assert "80.0 GiB at 2.039 TB/s" in shown.stdout
+
+
 def test_list_json_parses_and_filters_by_cloud() -> None:
     result = run("list", "offerings", "--cloud", "gcp", "--json")
     assert result.returncode == 0, result.stderr

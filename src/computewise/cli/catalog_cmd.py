@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.console import Console
 
-from computewise.units import plural
+from computewise.units import format_bytes, plural
 
 if TYPE_CHECKING:
     from computewise.catalog import Catalog, Row, TableName
@@ -206,7 +206,7 @@ def _show_accelerator(catalog: Catalog, acc: Accelerator, as_json: bool) -> None
     specs = [
         ("vendor / kind", f"{acc.vendor} / {acc.kind} ({acc.form_factor or 'n/a'})"),
         ("aliases", ", ".join(acc.aliases) or "-"),
-        ("memory", f"{si(acc.memory_bytes, 'B')} at {si(acc.memory_bandwidth_bytes_per_s, 'B/s')}"),
+        ("memory", f"{format_bytes(acc.memory_bytes)} at {si(acc.memory_bandwidth_bytes_per_s, 'B/s')}"),
         *(
             (f"{dtype} peak (dense)", si(flops, "OP/s" if dtype == "int8" else "FLOP/s"))
             for dtype, flops in acc.peak_flops.items()

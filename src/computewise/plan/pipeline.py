@@ -53,7 +53,7 @@ from computewise.limits import BATCH, LATENCY_MS, SEQUENCE_TOKENS, Limit
 from computewise.plan.serve import replicas_needed
 from computewise.specs import ModelSpec, Pricing
 from computewise.specs.document import SCHEMA_VERSION, check_schema_version
-from computewise.units import check_range
+from computewise.units import check_range, format_bytes
 
 if TYPE_CHECKING:
     from computewise.catalog import Catalog
@@ -592,7 +592,7 @@ def _model_service(
     )
     total = float(columns.memory.total.reshape(-1)[0])
     if total > acc.memory_bytes:
-        return f"does not fit: {total / 1e9:.1f} GB > {acc.memory_bytes / 1e9:.0f} GB on {acc.slug}"
+        return f"does not fit: {format_bytes(total)} > {format_bytes(acc.memory_bytes)} on {acc.slug}"
     latency_s = float(columns.latency_s.reshape(-1)[0])
     return latency_s, stage.batch / latency_s
 

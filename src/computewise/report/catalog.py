@@ -1,7 +1,8 @@
 """The catalog's tables as grids (``catalog list``, ``show`` and ``validate``), printed like every other table.
 
-Each takes the catalog's own rows; prices come out of :func:`computewise.units.format_usd` and
-peaks and bandwidths in decimal prefixes, as vendors quote them.
+Each takes the catalog's own rows; prices come out of :func:`computewise.units.format_usd`,
+peaks and bandwidths in decimal prefixes, as vendors quote them, and memory in GiB
+(:func:`computewise.units.format_bytes`), as the driver reports it and every plan prints it.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from typing import TYPE_CHECKING
 from computewise.catalog import usd_per_accelerator_h
 from computewise.estimate.quote import owned_usd_per_h
 from computewise.report.rows import Grid
-from computewise.units import format_usd
+from computewise.units import format_bytes, format_usd
 
 if TYPE_CHECKING:
     from computewise.catalog import Catalog
@@ -46,7 +47,7 @@ def accelerator_grid(rows: tuple[Accelerator, ...]) -> Grid:
         (
             acc.slug,
             acc.kind,
-            si(acc.memory_bytes, "B"),
+            format_bytes(acc.memory_bytes),
             si(acc.memory_bandwidth_bytes_per_s, "B/s"),
             si(acc.peak_flops_for("bf16"), "FLOP/s"),
             si(acc.peak_flops["fp8"], "FLOP/s") if "fp8" in acc.peak_flops else "-",
