@@ -48,6 +48,7 @@ from computewise.report.rows import (
 )
 from computewise.report.runs import runs_grid, summary_rows
 from computewise.report.serve import serve_modes_grid, serve_schedule_grid
+from computewise.report.table import print_table
 from computewise.system.user import current_user
 
 WIDTHS = (80, 100)
@@ -317,3 +318,14 @@ def test_attempts_of_a_resubmitted_run_keep_their_job_ids(width: int, monkeypatc
     print_attempts(attempts, console)
     console.file.close()
     _check(console.export_text(), width, [attempts_grid(attempts)], [], f"attempts at {width}")
+
+
+@pytest.mark.parametrize("columns", [*(str(width) for width in WIDTHS), "20", ""])
+def test_a_table_without_rows_prints_its_headers(columns: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A report can have nothing to list; its width is then the headers' (it was a TypeError)."""
+    monkeypatch.setenv("COLUMNS", columns)
+    grid = Grid(("kind", "files", "last access"), (), frozenset({1}), drop_order=(2,))
+    console = Console(record=True, color_system=None, file=open(os.devnull, "w"))  # noqa: SIM115
+    print_table(grid, console)
+    console.file.close()
+    assert "kind" in console.export_text()

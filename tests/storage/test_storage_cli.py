@@ -219,3 +219,14 @@ def test_a_gcs_prefix_is_audited_priced_by_its_classes_archived_and_pruned(
     again = _json(cli("storage", "audit", url, "--json", env=env))
     assert {row["storage_class"] for row in again["classes"]} == {"gcp:gcs-standard", "gcp:gcs-coldline"}
     assert "nothing to do" in cli(*args, "--apply", env=env).stdout
+
+
+def test_a_folder_without_files_is_audited_as_empty(tmp_path: Path) -> None:
+    """An empty folder, and one holding only empty folders: the tables had no rows to size and crashed."""
+    (tmp_path / "nested" / "deeper").mkdir(parents=True)
+    for root in (tmp_path / "nested" / "deeper", tmp_path):
+        for columns in ("80", ""):  # a terminal's width, and a bare pipe's natural widths
+            done = cli("storage", "audit", str(root), env={"COLUMNS": columns})
+            assert done.returncode == 0, done.stderr
+            words = " ".join(done.stdout.split())  # the title folds at 80 columns
+            assert "0 files, 0 B" in words and "no files" in words, done.stdout

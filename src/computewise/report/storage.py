@@ -24,12 +24,8 @@ def _usd(value: float | None) -> str:
     return "" if value is None else format_usd(value)
 
 
-def print_audit(d: dict[str, Any], console: Console) -> None:
-    title = (
-        f"{d['location']}: {d['files']:,} files, {format_bytes(d['size_bytes'])}, "
-        f"{format_usd(d['usd_per_month'])}/month"
-    )
-    console.print(Text(title, style="bold"))
+def _print_stored(d: dict[str, Any], console: Console) -> None:
+    """The bytes by kind and by storage class."""
     kinds = Grid(
         ("kind", "files", "size", "$/month", "oldest", "median age", "last access"),
         tuple(
@@ -63,6 +59,18 @@ def print_audit(d: dict[str, Any], console: Console) -> None:
         frozenset({1, 2, 3, 4}),
     )
     print_table(classes, console)
+
+
+def print_audit(d: dict[str, Any], console: Console) -> None:
+    title = (
+        f"{d['location']}: {d['files']:,} files, {format_bytes(d['size_bytes'])}, "
+        f"{format_usd(d['usd_per_month'])}/month"
+    )
+    console.print(Text(title, style="bold"))
+    if d["files"]:
+        _print_stored(d, console)
+    else:
+        console.print("no files: only empty folders, or none at all", highlight=False)
     if d["runs"]:
         runs = Grid(
             ("run (folder)", "checkpoints", "size", "newest", "best", "metric"),

@@ -62,7 +62,7 @@ def _whole(grid: Grid, i: int) -> bool:
 
 
 def _natural(grid: Grid, i: int) -> int:
-    return max(_width(grid.headers[i]), *(_width(row[i]) for row in grid.rows))
+    return max([_width(grid.headers[i]), *(_width(row[i]) for row in grid.rows)])  # a list: a grid may have no rows
 
 
 def _longest_word(text: str) -> int:
@@ -76,7 +76,7 @@ def _minimum(grid: Grid, i: int, words_whole: bool = True) -> int:
         return natural
     longest = _longest_word(grid.headers[i])
     if words_whole:
-        longest = max(longest, *(min(_longest_word(row[i]), WORD_MAX) for row in grid.rows))
+        longest = max([longest, *(min(_longest_word(row[i]), WORD_MAX) for row in grid.rows)])
     return min(natural, max(TEXT_MIN, longest))
 
 
