@@ -134,8 +134,7 @@ def test_shown_bytes_read_back_to_within_their_rounding(n_bytes: float) -> None:
         ("90m", 5400),  # m is minutes, never months
         ("45s", 45),
         ("500ms", 0.5),
-        ("1.5e4", 15_000),  # a bare number is seconds
-        ("3600", 3600),
+        ("1.5e4s", 15_000),
     ],
 )
 def test_durations_read_in_seconds(text: str, seconds: float) -> None:
@@ -157,7 +156,9 @@ def test_a_number_is_already_seconds() -> None:
         ),
         ("-3h", "a duration must be positive, got '-3h'", "give a number greater than zero for a duration"),
         ("0s", "a duration must be positive, got '0s'", "give a number greater than zero for a duration"),
-        ("soon", "cannot read 'soon' as a duration", "write it like 72h, 3d, 90min or 3600"),
+        ("soon", "cannot read 'soon' as a duration", "write it like 72h, 3d or 90min"),
+        ("7", "a duration '7' has no unit", "write 7d, 7h, 7min or 7s"),  # a week or 7 seconds?
+        (" 3600 ", "a duration '3600' has no unit", "write 3600d, 3600h, 3600min or 3600s"),
     ],
 )
 def test_bad_durations_say_what_to_write(text: str, message: str, hint: str) -> None:
@@ -359,13 +360,14 @@ def test_every_flag_accepts_its_bounds_and_its_example_and_refuses_past_them(fla
     """The range check is inclusive at both ends, and each flag's own example lies inside its range."""
     limit = limits.FLAG_LIMITS[flag]
     parse = {"duration": parse_duration_s, "bytes": parse_bytes}.get(limit.kind)
+    unit = "s" if limit.kind == "duration" else ""  # a typed duration needs its unit
 
     def read(text: str) -> float:
         return parse(text, flag) if parse is not None else parse_flag_number(text, flag)
 
     assert limit.low <= read(limit.example) <= limit.high
-    assert read(repr(limit.high)) == limit.high
+    assert read(repr(limit.high) + unit) == limit.high
     if limit.low > 0:
-        assert read(repr(limit.low)) == limit.low
+        assert read(repr(limit.low) + unit) == limit.low
     with pytest.raises(InputError, match=f"^{flag} must be between"):
-        read(repr(limit.high * 1.001))
+        read(repr(limit.high * 1.001) + unit)

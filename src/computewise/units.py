@@ -45,7 +45,6 @@ _NUMBER = r"([+-]?[0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)"
 
 _COUNT_SUFFIX = {"": 1.0, "k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12, "p": 1e15}
 _DURATION_SUFFIX = {
-    "": 1.0,
     "ms": 1e-3,
     "s": 1.0,
     "sec": 1.0,
@@ -181,11 +180,17 @@ def parse_positive_int(text: str | int, what: str) -> int:
 
 
 def parse_duration_s(text: str | int | float, what: str = "a duration") -> float:
-    """'72h', '3d', '90m', '500ms', '1.5e4' (seconds) -> seconds."""
+    """'72h', '3d', '90m', '500ms' -> seconds; a number from code is already seconds.
+
+    Typed text needs its unit: ``--deadline 7`` means a week to one user and 7 seconds to another, and
+    either reading silently gives the other a wrong answer."""
     if isinstance(text, int | float):
         _check(float(text), str(text), what)
         return float(text)
-    number, suffix = _split(text, what, "72h, 3d, 90min or 3600")
+    number, suffix = _split(text, what, "72h, 3d or 90min")
+    if not suffix:
+        shown = text.strip()
+        raise InputError(f"{what} {shown!r} has no unit", f"write {shown}d, {shown}h, {shown}min or {shown}s")
     if suffix not in _DURATION_SUFFIX:
         raise InputError(f"unknown time unit {suffix!r} in {text!r} for {what}", "use ms, s, min, h, d or w")
     value = number * _DURATION_SUFFIX[suffix]

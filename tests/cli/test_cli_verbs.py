@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -85,6 +86,24 @@ def test_plan_train_json_contract(tmp_path: Path) -> None:
     assert data["recommended"]["time"]["seconds"] <= 3 * 86400
     assert "per_device_bytes" in data["recommended"]["memory"]
     assert html.read_text().count("<svg") >= 2
+
+
+def test_a_plan_that_takes_years_says_so_first() -> None:
+    """Without --deadline the cheapest run wins however slow: one of 20 years must not pass without a word."""
+    args = ("plan", "train", "--model", "llama-3-70b", "--tokens", "15T", "--max-gpus", "8")
+    document = run(*args, "--json")
+    assert document.returncode == 0, document.stderr
+    warnings = json.loads(document.stdout)["warnings"]
+    assert len(warnings) == 1 and re.match(r"the recommended run takes [1-9]\d\.\d years", warnings[0]), warnings
+    table = run(*args)
+    assert table.returncode == 0, table.stderr
+    lines = table.stdout.splitlines()
+    after_panel = " ".join(
+        " ".join(lines[next(i for i, line in enumerate(lines) if line.startswith("╰")) + 1 :]).split()
+    )
+    assert after_panel.startswith(f"warning: {warnings[0]}"), table.stdout
+    short = run("plan", "train", "--model", "gpt2", "--tokens", "1B", "--json")
+    assert "warnings" not in json.loads(short.stdout)
 
 
 def test_plan_infer_and_compare_onprem() -> None:

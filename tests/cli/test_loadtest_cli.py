@@ -112,7 +112,7 @@ def test_a_dead_port_prints_the_table_then_fails_with_exit_1() -> None:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    done = loadtest(f"http://127.0.0.1:{port}/work", "--rate", "20", "--duration", "1")
+    done = loadtest(f"http://127.0.0.1:{port}/work", "--rate", "20", "--duration", "1s")
     assert done.returncode == 1, done.stderr
     assert "throughput" in done.stdout and "latency p99" in done.stdout and "connect" in done.stdout
     assert "error: no request succeeded" in done.stderr
@@ -124,7 +124,7 @@ def test_find_max_json_reaches_the_ceiling_of_a_fast_server(
     with echo_server(0.005) as (url, _bodies):
         done = loadtest(
             url,
-            *("--find-max", "--slo-p99-ms", "500", "--rate", "10", "--max-rate", "40", "--duration", "1"),
+            *("--find-max", "--slo-p99-ms", "500", "--rate", "10", "--max-rate", "40", "--duration", "1s"),
             *("--payload", str(payload), "--json"),
         )
     assert done.returncode == 0, done.stderr
@@ -151,7 +151,7 @@ def test_bad_payload_file_exits_2_with_a_clear_message(tmp_path: Path, content: 
     path = tmp_path / "payload.json"
     if content is not None:
         path.write_text(content)
-    done = loadtest("http://127.0.0.1:9/work", "--payload", str(path), "--duration", "1")
+    done = loadtest("http://127.0.0.1:9/work", "--payload", str(path), "--duration", "1s")
     assert done.returncode == 2, done.stderr
     stderr = " ".join(done.stderr.split())  # Rich wraps long lines
     assert stderr.startswith("error: --payload") and message in stderr and "To fix:" in stderr

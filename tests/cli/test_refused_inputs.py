@@ -169,7 +169,8 @@ def test_every_quantity_flag_refuses_absurd_and_empty_values(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     limit = _limit(verb, flag)
-    text = f"{limit.high * 1000:g}" if value == "absurd" else ""
+    unit = "s" if limit.kind == "duration" else ""  # a typed duration needs its unit
+    text = f"{limit.high * 1000:g}{unit}" if value == "absurd" else ""
     code, stderr = _main([*verb, flag, text, *after], capsys, monkeypatch)
     assert code == 2, stderr
     assert stderr.startswith(f"error: {flag} "), stderr
@@ -182,6 +183,35 @@ def test_every_quantity_flag_refuses_absurd_and_empty_values(
 def test_every_flag_in_the_table_is_exercised() -> None:
     """A new quantity flag gets a range (FLAG_LIMITS) and a line in QUANTITY_FLAGS, or this fails."""
     assert {flag for _, flag, _ in QUANTITY_FLAGS} | {"--model"} == set(FLAG_LIMITS)
+
+
+DURATION_FLAGS = [
+    (verb, flag, after)
+    for verb, flag, after in QUANTITY_FLAGS
+    if _limit(verb, flag).kind == "duration" and flag != "--idle-minutes"  # its name says minutes
+]
+
+
+@pytest.mark.parametrize(
+    ("verb", "flag", "after"), DURATION_FLAGS, ids=lambda v: " ".join(v) if isinstance(v, tuple) else v
+)
+def test_a_duration_without_its_unit_is_refused(
+    verb: tuple[str, ...],
+    flag: str,
+    after: tuple[str, ...],
+    sandbox: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``--deadline 7`` was read as 7 seconds: a bare number is a week to one user and seconds to another."""
+    code, stderr = _main([*verb, flag, "7", *after], capsys, monkeypatch)
+    assert code == 2, stderr
+    assert stderr.startswith(f"error: {flag} '7' has no unit To fix: write 7d, 7h, 7min or 7s"), stderr
+    assert list(sandbox.iterdir()) == []
+
+
+def test_every_duration_flag_is_checked_for_its_unit() -> None:
+    assert {flag for _, flag, _ in DURATION_FLAGS} >= {"--deadline", "--latency", "--duration", "--alert-lead"}
 
 
 def test_the_issue_example_tokens_1e30(
@@ -319,7 +349,7 @@ def test_loadtest_against_a_closed_port_exits_1() -> None:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]  # closed again when the block ends: nothing listens there
     done = subprocess.run(
-        [*CLI, "loadtest", f"http://127.0.0.1:{port}/x", "--rate", "20", "--duration", "1", "--json"],
+        [*CLI, "loadtest", f"http://127.0.0.1:{port}/x", "--rate", "20", "--duration", "1s", "--json"],
         capture_output=True,
         text=True,
         timeout=120,

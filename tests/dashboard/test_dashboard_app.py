@@ -478,7 +478,7 @@ def test_a_running_run_streams_updates_until_it_ends(tmp_path: Path) -> None:
     Ledger.open(db).close()
     server = _start("--db", db)
     job = subprocess.Popen(
-        [*CLI, "run", "--db", db, "--interval", "0.2", "--tag", "team=live", "--",
+        [*CLI, "run", "--db", db, "--interval", "0.2s", "--tag", "team=live", "--",
          sys.executable, "-c", "import time; time.sleep(4)"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip

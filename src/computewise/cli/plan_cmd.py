@@ -27,7 +27,7 @@ from computewise.cli.common import (
 from computewise.cli.plan_federated_cmd import plan_federated
 from computewise.cli.plan_serve_cmd import plan_serve
 from computewise.errors import InputError
-from computewise.units import parse_bytes, parse_duration_s, parse_positive_int, parse_usd
+from computewise.units import format_duration, parse_bytes, parse_duration_s, parse_positive_int, parse_usd
 
 app = typer.Typer(help="Search accelerators, layouts and prices for the best way to run a job.", no_args_is_help=True)
 
@@ -41,6 +41,7 @@ TopOption = Annotated[
 
 # plan.train.DEFAULT_MAX_GPUS, spelled out so `--help` need not import numpy (a test keeps them equal).
 _DEFAULT_MAX_GPUS = 512
+_YEAR_S = 365.0 * 86400.0
 
 
 @app.command("train")
@@ -149,6 +150,8 @@ def train(
         spec, catalog, assumptions, constraints, None if measured is None else {measured.device_slug: measured}
     )
     data = result.to_dict(top=top or None)
+    if result.recommended.time_s > _YEAR_S:
+        data["warnings"] = [_long_run_warning(result.recommended.time_s)]
     if global_batch is None:
         data["notes"] = [*data.get("notes", []), default_global_batch_note(batch, seq)]
     for slug in sorted({option.accelerator for option in result.candidates}):
@@ -156,6 +159,15 @@ def train(
         if used is not None:
             data["notes"] = [*data.get("notes", []), f"{used.note}: {slug} timed with its measured peak and efficiency"]
     emit(data, as_json, html, print_plan, plan_html)
+
+
+def _long_run_warning(time_s: float) -> str:
+    """Without --deadline the cheapest run wins however slow it is; one that takes years is rarely what
+    the user meant, so it is said before anything else rather than left for them to read off a table."""
+    return (
+        f"the recommended run takes {time_s / _YEAR_S:.1f} years ({format_duration(time_s)}): "
+        "give a --deadline (e.g. --deadline 30d) or raise --max-gpus to plan a shorter one"
+    )
 
 
 @app.command("infer")
@@ -169,7 +181,7 @@ def infer(
     input_len: Annotated[str, typer.Option(help="Prompt tokens per request.")] = "512",
     output_len: Annotated[str, typer.Option(help="Generated tokens per request.")] = "128",
     latency: Annotated[
-        str | None, typer.Option(help="Latency target per request, first token to last: 2s, 0.5 (seconds).")
+        str | None, typer.Option(help="Latency target per request, first token to last: 2s, 500ms.")
     ] = None,
     utilization: Annotated[
         float | None,

@@ -128,6 +128,8 @@ def print_plan(d: dict[str, Any], console: Console, top: int = 10) -> None:
     for label, value in recommendation(d["recommended"]):
         body.add_row(Text(label), Text(value))
     console.print(Panel(body, title="recommended", title_align="left", box=box.ROUNDED, expand=False))
+    for warning in d.get("warnings", []):
+        console.print(Text(f"warning: {warning}", style="yellow bold"))
     pareto = d.get("pareto", [])
     # A one-point frontier is the recommendation again.
     if len(pareto) > 1:
