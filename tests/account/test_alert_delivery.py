@@ -162,6 +162,20 @@ def test_a_hanging_webhook_never_blocks_the_caller(sqlite_ledger: Ledger, hook: 
     assert len(hook.received) == 2
 
 
+def test_a_webhook_gets_its_total_time_and_no_more(sqlite_ledger: Ledger, hook: Hook) -> None:
+    """Retries stop at ``total_timeout_s``, so a caller that waits at exit knows how long it may wait."""
+    hook.replies = ["hang"] * 4
+    notifier = Notifier(
+        sqlite_ledger, stream=io.StringIO(), timeout_s=0.4, total_timeout_s=0.5, attempts=4, backoff_s=0.01
+    )
+    alert = _alert(sqlite_ledger)
+    notifier.notify(alert, webhook_url=hook.url)
+    assert notifier.close(5.0)  # four attempts of 0.4 s would need 1.6 s; the total cuts them at 0.5 s
+    webhook = _delivery(sqlite_ledger, alert)["webhook"]
+    assert webhook["status"] == "failed" and webhook["attempts"] < 4
+    assert webhook["errors"][-1] == "gave up after 0.5 s in all"
+
+
 def test_connection_refused_fails_after_every_attempt(sqlite_ledger: Ledger) -> None:
     with socket.socket() as probe:  # a port nobody listens on once the probe closes
         probe.bind(("127.0.0.1", 0))

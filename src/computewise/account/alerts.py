@@ -7,7 +7,9 @@ alert, so a receiver that is down, slow or hanging costs the caller nothing:
 - webhook: HTTP POST of the alert as JSON (standard library only), ``timeout_s`` per attempt, up to
   ``attempts`` tries on connection errors, timeouts, HTTP 408/425/429 and 5xx, sleeping
   ``min(max_backoff_s, backoff_s x 2^k) x U(0.5, 1)`` between tries (exponential back-off with
-  jitter, so many clients do not retry in lock step). Other 4xx answers are final ("rejected").
+  jitter, so many clients do not retry in lock step), and never longer than ``total_timeout_s`` in
+  all: a process that waits for its deliveries at exit (``run``) then waits a known, short time
+  for a receiver that accepts and never answers. Other 4xx answers are final ("rejected").
   The body carries a top-level ``text`` so chat webhooks (Slack, Mattermost) show the message as is.
 - command: run without a shell (``shlex.split``), the alert JSON on stdin and in ``COMPUTEWISE_ALERT_*``
   environment variables, killed with its process group after ``command_timeout_s``.
@@ -95,6 +97,7 @@ class Notifier:
         *,
         stream: TextIO | None = None,
         timeout_s: float = 5.0,
+        total_timeout_s: float = 30.0,
         attempts: int = 4,
         backoff_s: float = 1.0,
         max_backoff_s: float = 30.0,
@@ -102,11 +105,12 @@ class Notifier:
         run_commands: bool = True,
         seed: int | None = None,
     ) -> None:
-        if attempts < 1 or timeout_s <= 0 or command_timeout_s <= 0:
+        if attempts < 1 or timeout_s <= 0 or total_timeout_s <= 0 or command_timeout_s <= 0:
             raise ValueError("attempts must be >= 1 and timeouts positive")
         self._ledger = ledger
         self._stream = stream
         self._timeout_s = timeout_s
+        self._total_timeout_s = total_timeout_s
         self._attempts = attempts
         self._backoff_s = backoff_s
         self._max_backoff_s = max_backoff_s
@@ -176,10 +180,18 @@ class Notifier:
     def _post(self, url: str, payload: bytes) -> dict[str, Any]:
         errors: list[str] = []
         status: int | None = None
+        give_up_at = time.monotonic() + self._total_timeout_s
+        tried = 0
         for attempt in range(self._attempts):
             if attempt:
-                delay_s = min(self._max_backoff_s, self._backoff_s * 2 ** (attempt - 1))
-                time.sleep(delay_s * self._random.uniform(0.5, 1.0))
+                delay_s = min(self._max_backoff_s, self._backoff_s * 2 ** (attempt - 1)) * self._random.uniform(0.5, 1)
+                if time.monotonic() + delay_s >= give_up_at:
+                    break
+                time.sleep(delay_s)
+            left_s = give_up_at - time.monotonic()
+            if left_s <= 0:
+                break
+            tried = attempt + 1
             request = urllib.request.Request(
                 url,
                 data=payload,
@@ -187,7 +199,7 @@ class Notifier:
                 headers={"Content-Type": "application/json", "User-Agent": "computewise-alerts"},
             )
             try:
-                with urllib.request.urlopen(request, timeout=self._timeout_s) as response:
+                with urllib.request.urlopen(request, timeout=min(self._timeout_s, left_s)) as response:
                     status = int(response.status)
                 return {"status": "delivered", "attempts": attempt + 1, "http_status": status, "errors": errors}
             except urllib.error.HTTPError as exc:
@@ -201,8 +213,10 @@ class Notifier:
                 reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
                 errors.append(f"{type(reason).__name__}: {reason}"[:200])
             _LOG.debug("webhook attempt %d failed: %s", attempt + 1, errors[-1])
-        _LOG.warning("webhook delivery failed after %d attempts: %s", self._attempts, errors[-1])
-        return {"status": "failed", "attempts": self._attempts, "http_status": status, "errors": errors}
+        if tried < self._attempts:
+            errors.append(f"gave up after {self._total_timeout_s:g} s in all")
+        _LOG.warning("webhook delivery failed after %d attempts: %s", tried, errors[-1])
+        return {"status": "failed", "attempts": tried, "http_status": status, "errors": errors}
 
     def _run(self, command: str, alert: Alert, payload: bytes) -> dict[str, Any]:
         try:

@@ -51,6 +51,10 @@ __all__ = [
 DUPLICATE_WINDOW_S = 7 * 86400.0
 ALERT_COMMANDS_ENV = "COMPUTEWISE_ALERT_COMMANDS"
 BUDGET_CHECK_EVERY_S = 60.0
+# A run's webhook alerts get this long in all, retries included, and its exit waits for them no
+# longer (plus a moment to record the outcome): the job's own time comes first, and a receiver that
+# accepts and never answers must not add seconds to every run of a team over its budget.
+ALERT_DELIVERY_S = 1.5
 
 
 @dataclass(frozen=True)
@@ -161,7 +165,13 @@ def monitored_run(
     duplicate = _duplicate_warning(ledger, row, row.started_at_s)
     if duplicate:
         _warn(stream, duplicate)
-    notifier = Notifier(ledger, stream=stream, run_commands=alert_commands_allowed(ledger.url))
+    notifier = Notifier(
+        ledger,
+        stream=stream,
+        timeout_s=ALERT_DELIVERY_S,
+        total_timeout_s=ALERT_DELIVERY_S,
+        run_commands=alert_commands_allowed(ledger.url),
+    )
     launch_error: LaunchError | None = None
     try:
         with RecordedRun(ledger, row) as record, SignalForwarder() as forwarder:
@@ -185,7 +195,7 @@ def monitored_run(
         summary = summarize(ledger, record.run_id, ended_s, catalog)
         return RunOutcome(record.run_id, ending.exit_code or 0, summary, launch_error=launch_error)
     finally:
-        notifier.close(timeout_s=10.0)
+        notifier.close(timeout_s=ALERT_DELIVERY_S + 0.5)
 
 
 def child_env(ledger: Ledger, run_id: int) -> dict[str, str]:
