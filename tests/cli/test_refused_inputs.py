@@ -289,6 +289,39 @@ def test_a_data_region_the_catalog_does_not_know_is_refused_in_cloud_region_form
     assert hint in stderr.split("To fix: ", 1)[1], stderr
 
 
+@pytest.mark.parametrize(
+    ("argv", "message", "hint"),
+    [
+        (
+            (*_ESTIMATE_TRAIN, "--sequence-parallel"),
+            "--sequence-parallel needs tensor parallelism: it shards activations over the tp ranks, and --tp is 1",
+            "use --tp 2 or more, or drop --sequence-parallel",
+        ),
+        (
+            (*_ESTIMATE_TRAIN, "--gpus", "4", "--zero", "3", "--pp", "2"),
+            "--zero 3 with --pp 2: ZeRO-3 gathers every stage's weights again for each micro-batch",
+            "use --zero 2 or less with --pp, or --pp 1 with --zero 3",
+        ),
+        ((*_PLAN_TRAIN, "--spot", "--no-spot"), "--spot and --no-spot contradict each other", "give only one of"),
+        (("cost", "report", "--csv", "--json"), "--json and --csv contradict each other", "give only one of"),
+        (("cost", "anomalies", "--json", "--csv"), "--json and --csv contradict each other", "give only one of"),
+    ],
+)
+def test_contradicting_flags_are_refused(
+    argv: tuple[str, ...],
+    message: str,
+    hint: str,
+    sandbox: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """As ``--virtual-stages`` without ``--pp`` is: the last flag typed must not silently win over the other."""
+    code, stderr = _main(list(argv), capsys, monkeypatch)
+    assert code == 2, stderr
+    assert stderr.startswith(f"error: {message} To fix: {hint}"), stderr
+    assert list(sandbox.iterdir()) == []
+
+
 def test_an_unreachable_latency_is_blamed_on_the_latency(
     sandbox: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

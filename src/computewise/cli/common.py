@@ -193,6 +193,14 @@ def refuse_option_as_command(command: list[str], verb: str) -> None:
         )
 
 
+def exclusive(flags: dict[str, bool]) -> None:
+    """Flags that contradict each other (``--json --csv``, ``--spot --no-spot``) are refused, rather than
+    letting whichever the parser reads last win without a word."""
+    given = [flag for flag, on in flags.items() if on]
+    if len(given) > 1:
+        raise InputError(f"{' and '.join(given)} contradict each other", f"give only one of {', '.join(given)}")
+
+
 def choice(value: str, allowed: tuple[Choice, ...], flag: str) -> Choice:
     """The member of ``allowed`` the user named, typed as the Literal it belongs to."""
     for option in allowed:

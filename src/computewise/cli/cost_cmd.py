@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from computewise.cli.common import DbOption, JsonOption, bounded_float, bounded_int, open_ledger
+from computewise.cli.common import DbOption, JsonOption, bounded_float, bounded_int, exclusive, open_ledger
 
 app = typer.Typer(help="Spend by team, project or any tag; spend anomalies.", no_args_is_help=True)
 
@@ -36,6 +36,7 @@ def report(
     from computewise.report.storage import savings_line
     from computewise.storage.savings import storage_savings
 
+    exclusive({"--json": as_json, "--csv": as_csv})
     now_s = time.time()
     since_s = None if since.strip().lower() == "all" else parse_time_s(since, now_s)
     until_s = None if until is None else parse_time_s(until, now_s, "--until")
@@ -78,6 +79,7 @@ def anomalies(
     from computewise.report.accounts import anomalies_grid, csv_text, print_grid
     from computewise.report.rows import plural
 
+    exclusive({"--json": as_json, "--csv": as_csv})
     now_s = time.time()
     result = spend_anomalies(
         open_ledger(db), by or [], parse_time_s(since, now_s), now_s, window=window, threshold=threshold

@@ -19,6 +19,7 @@ from computewise.cli.common import (
     bounded_int,
     choice,
     emit,
+    exclusive,
     load,
     model,
     sequence_length,
@@ -65,9 +66,8 @@ def train(
     gpu: GpuFilter = None,
     cloud: CloudFilter = None,
     region: RegionFilter = None,
-    spot: Annotated[
-        bool | None, typer.Option("--spot/--no-spot", help="Only spot / never spot (default: both).")
-    ] = None,
+    spot: Annotated[bool, typer.Option("--spot", help="Only spot prices (default: every --pricing).")] = False,
+    no_spot: Annotated[bool, typer.Option("--no-spot", help="Never spot prices.")] = False,
     pricing: Annotated[list[str] | None, typer.Option(help="Pricing models to consider (repeatable).")] = None,
     precision: Annotated[
         list[str] | None, typer.Option(help="Precisions to consider (repeatable; fp8 is opt-in).")
@@ -105,13 +105,14 @@ def train(
     from computewise.report.terminal import print_plan
     from computewise.specs import OPTIMIZERS, PRECISIONS, PRICINGS
 
+    exclusive({"--spot": spot, "--no-spot": no_spot})
     catalog, assumptions = load([*(catalog_paths or ()), *calibration_catalog_paths(calibration)])
     measured = None if calibration is None else load_calibration(calibration)
     spec = model(model_name)
     pricings = tuple(choice(p, PRICINGS, "--pricing") for p in pricing or CLOUD_PRICINGS)
-    if spot is True:
+    if spot:
         pricings = ("spot",)
-    elif spot is False:
+    elif no_spot:
         pricings = tuple(p for p in pricings if p != "spot")
     if not pricings:
         raise InputError("--no-spot removed the only --pricing given", "add --pricing on-demand")

@@ -57,8 +57,22 @@ def layout_problem(model: ModelSpec, gpus: int, tp: int, pp: int, global_batch: 
 def schedule_problem(
     model: ModelSpec, parallelism: Parallelism, seq_len: int, microbatches: int
 ) -> tuple[str, str] | None:
-    """The first reason the context/expert/interleaving degrees cannot run, with its fix, or None."""
+    """The first reason the context/expert/interleaving degrees, sequence parallelism or ZeRO cannot
+    run, with its fix, or None."""
     p = parallelism
+    if p.sequence_parallel and p.tp <= 1:
+        # Megatron-LM's sequence parallelism splits the norms' and dropouts' activations over the tp ranks.
+        return (
+            "--sequence-parallel needs tensor parallelism: it shards activations over the tp ranks, and --tp is 1",
+            "use --tp 2 or more, or drop --sequence-parallel",
+        )
+    if p.zero >= 3 and p.pp > 1:
+        # DeepSpeed's pipeline engine refuses ZeRO-2/3; Llama 3 ran FSDP with pipelining without resharding
+        # its weights after the forward pass (ZeRO-2), since ZeRO-3 would gather them again for each micro-batch.
+        return (
+            f"--zero 3 with --pp {p.pp}: ZeRO-3 gathers every stage's weights again for each micro-batch",
+            "use --zero 2 or less with --pp, or --pp 1 with --zero 3",
+        )
     if p.cp > 1 and seq_len % (2 * p.cp):
         # Ring attention balances causal work by giving each rank two chunks of the sequence.
         return (
