@@ -58,3 +58,17 @@ def test_bad_input_exits_2_with_a_fix(
     stderr = " ".join(capsys.readouterr().err.split())
     assert done.value.code == 2, stderr
     assert fragment in stderr and "To fix:" in stderr
+
+
+def test_a_model_larger_than_the_client_device_is_refused(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Llama 3 70B was planned on an 8 GiB phone: 262.8 GiB downloaded to each client, and trained there."""
+    argv = ["plan", "federated", "-m", "llama-3-70b", "--client-device", "apple-a17-pro", "--uplink", "20Mbps"]
+    monkeypatch.setattr(sys, "argv", ["computewise", *argv, "--clients", "100", "--rounds", "10", "--local-steps", "5"])
+    with pytest.raises(SystemExit) as done:
+        main()
+    stderr = " ".join(capsys.readouterr().err.split())
+    assert done.value.code == 2, stderr
+    assert stderr.startswith("error: llama-3-70b does not fit on apple-a17-pro: local training needs at least"), stderr
+    assert "and the device has 8.0 GiB" in stderr and "To fix: pick a smaller --model" in stderr

@@ -22,6 +22,7 @@ JOB = FederatedJob(
     local_steps=5,
     local_batch=10,
     client_device="toy-phone",
+    client_memory_bytes=8e6,  # room for the fp32 weights and gradients, no more
     client_peak_flops=1e9,
     client_mfu=0.5,
     client_power_w=2.0,
@@ -94,6 +95,7 @@ def test_the_plan_reads_back_from_its_json() -> None:
         ({"participation": 0.0}, "--participation must be in (0, 1]"),
         ({"uplink_bits_per_s": 0.0}, "--uplink must be above 0"),
         ({"rounds": 0}, "--rounds must be at least 1"),
+        ({"client_memory_bytes": 8e6 - 1}, "toy does not fit on toy-phone: local training needs at least 7.6 MiB"),
     ],
 )
 def test_bad_input_is_refused_with_a_fix(change: dict[str, float], fragment: str) -> None:

@@ -117,6 +117,7 @@ def plan_federated(
         local_steps=local_steps,
         local_batch=local_batch,
         client_device=device.slug,
+        client_memory_bytes=device.memory_bytes,
         client_peak_flops=device.peak_flops_for(precision),
         client_mfu=catalog.assumption("client_training_mfu") if mfu is None else mfu,
         client_power_w=device.tdp_w,

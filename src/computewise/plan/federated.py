@@ -23,6 +23,10 @@ with an int32 index each, 8 bytes per kept value. Client energy is the device's 
 row's ``tdp_w``) over the compute time plus the radio: per-byte energy up and down and the radio's
 active power over the transfer time (an LTE power model, catalog assumptions with their source).
 The server is billed, at the one price quote (``estimate.quote``), for the whole wall time.
+
+**The model must fit on the client.** Local training holds at least the fp32 weights and their fp32
+gradients (Algorithm 1's local steps are plain SGD, with no optimizer state): 8 bytes per parameter,
+before activations. A model larger than the device's memory is refused, not planned.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from typing import Any, Literal
 
 from computewise.errors import InputError
 from computewise.specs.document import SCHEMA_VERSION, check_schema_version
+from computewise.units import format_bytes
 
 __all__ = [
     "COMPRESSIONS",
@@ -51,6 +56,7 @@ COMPRESSIONS: tuple[Compression, ...] = ("none", "int8", "topk")
 _FP32_BYTES = 4.0
 _INT8_BYTES = 1.0
 _TOPK_BYTES_PER_VALUE = 8.0  # fp32 value + int32 index
+_LOCAL_TRAINING_BYTES_PER_PARAM = 2 * _FP32_BYTES  # weights and gradients (module docstring)
 
 
 @dataclass(frozen=True)
@@ -75,6 +81,7 @@ class FederatedJob:
     local_steps: int
     local_batch: int
     client_device: str
+    client_memory_bytes: float
     client_peak_flops: float
     client_mfu: float
     client_power_w: float
@@ -382,3 +389,11 @@ def _validate(job: FederatedJob) -> None:
     for ok, message, hint in checks:
         if not ok:
             raise InputError(message, hint)
+    needed = job.params * _LOCAL_TRAINING_BYTES_PER_PARAM
+    if needed > job.client_memory_bytes:
+        raise InputError(
+            f"{job.model_name} does not fit on {job.client_device}: local training needs at least "
+            f"{format_bytes(needed)} (fp32 weights and gradients) and the device has "
+            f"{format_bytes(job.client_memory_bytes)}",
+            "pick a smaller --model or a --client-device with more memory (computewise catalog list accelerators)",
+        )
