@@ -37,6 +37,7 @@ class Assumptions:
     runtime_overhead_bytes: float
     runtime_overhead_fraction: float
     gpu_power_fraction_of_tdp: float
+    server_host_power_fraction_of_tdp: float  # the host server's draw on top of its accelerators' TDP
     spot_preemptions_per_h: float
     restart_overhead_s: float
     checkpoint_write_bytes_per_s: float

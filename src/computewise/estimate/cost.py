@@ -8,11 +8,21 @@ sqrt(2 * write time * mean time between failures).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from computewise.estimate.arrays import FloatArray, col
 
-__all__ = ["co2_kg", "energy_kwh", "spot_slowdown", "young_checkpoint_interval_s"]
+if TYPE_CHECKING:
+    from computewise.specs.hardware import Accelerator
+
+__all__ = ["co2_kg", "energy_kwh", "needs_host", "server_w_per_device", "spot_slowdown", "young_checkpoint_interval_s"]
+
+
+def needs_host(accelerator: Accelerator) -> bool:
+    """GPUs, TPUs and NPUs run inside a host server; a CPU socket or an edge module is the machine itself."""
+    return accelerator.kind in ("gpu", "tpu", "npu")
 
 
 def young_checkpoint_interval_s(checkpoint_write_s: FloatArray, preemptions_per_h: float) -> FloatArray:
@@ -30,11 +40,26 @@ def spot_slowdown(
     return 1.0 + lost_per_s + writing_per_s, interval_s
 
 
+def server_w_per_device(accelerator: Accelerator, host_fraction_of_tdp: float) -> float:
+    """One device's full-load power with its share of the server around it (CPUs, memory, NICs, fans).
+
+    A GPU does not run without its host, and a DGX H100 draws 10.2 kW for 8 x 700 W of GPUs: counting
+    the GPUs alone would put half of an 8-GPU server's energy, and of its CO2, out of sight, and
+    disagree with the on-premises rows, which price the whole server. A CPU socket or an edge module
+    (a phone, a Jetson) is the machine itself and is counted at its package power.
+    """
+    return accelerator.tdp_w * (1.0 + (host_fraction_of_tdp if needs_host(accelerator) else 0.0))
+
+
 def energy_kwh(
-    devices: FloatArray, tdp_w: FloatArray, power_fraction: float, time_s: FloatArray, pue: FloatArray
+    devices: FloatArray, device_w: FloatArray, power_fraction: float, time_s: FloatArray, pue: FloatArray
 ) -> FloatArray:
-    """Accelerator energy at the facility meter: devices * TDP * average draw * hours * PUE."""
-    return col(devices) * col(tdp_w) * power_fraction * col(time_s) / 3600.0 * col(pue) / 1000.0
+    """Energy at the facility meter: devices * full-load power each * average draw * hours * PUE.
+
+    ``device_w`` is what one device's share of the machine draws at full load: its TDP with its share
+    of the host (:func:`server_w_per_device`) for the whole server, or its TDP alone for the chip only.
+    """
+    return col(devices) * col(device_w) * power_fraction * col(time_s) / 3600.0 * col(pue) / 1000.0
 
 
 def co2_kg(kwh: FloatArray, g_co2_per_kwh: FloatArray) -> FloatArray:

@@ -61,7 +61,7 @@ class InferRows:
     peak_flops: FloatArray
     memory_bandwidth_bytes_per_s: FloatArray
     intra_node_bytes_per_s: FloatArray
-    tdp_w: FloatArray
+    tdp_w: FloatArray  # W per device at full load, its share of the host included (cost.server_w_per_device)
     rental_usd_per_h: FloatArray  # one replica
     g_co2_per_kwh: FloatArray
     pue: FloatArray

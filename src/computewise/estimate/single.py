@@ -14,6 +14,7 @@ from computewise.estimate.assumptions import Assumptions
 from computewise.estimate.bottleneck import bottleneck
 from computewise.estimate.calibrated import calibrated_compute, calibration_note, matmul_sizes
 from computewise.estimate.collectives import fabric_for
+from computewise.estimate.cost import needs_host, server_w_per_device
 from computewise.estimate.infer import InferColumns, InferRows, evaluate_infer, inference_weight_bytes
 from computewise.estimate.layout import check_layout
 from computewise.estimate.memory import (
@@ -199,17 +200,27 @@ def _memory_section(memory: MemoryBreakdown, accelerator: Accelerator) -> dict[s
     }
 
 
-def _footprint(hw: Quote, kwh: Any, co2: Any) -> dict[str, Any]:
+def _footprint(hw: Quote, accelerator: Accelerator, kwh: Any, co2: Any) -> dict[str, Any]:
+    counts = "whole server" if needs_host(accelerator) else "device"
     return {
-        "energy": {"kwh": _scalar(kwh), "pue": hw.pue},
+        "energy": {"kwh": _scalar(kwh), "pue": hw.pue, "counts": counts},
         "co2": {"kg": _scalar(co2), "g_per_kwh": hw.carbon.g_co2_per_kwh},
     }
 
 
-def _power_notes(accelerator: Accelerator) -> list[str]:
-    if accelerator.tdp_w > 0:
-        return []
-    return [f"{accelerator.name} has no published TDP in the catalog: energy and CO2 are shown as 0"]
+def _power_notes(accelerator: Accelerator, assumptions: Assumptions) -> list[str]:
+    """What the energy counts, so that it can be set beside a server's power rating or a meter."""
+    if accelerator.tdp_w <= 0:
+        return [f"{accelerator.name} has no published TDP in the catalog: energy and CO2 are shown as 0"]
+    full_load_w = server_w_per_device(accelerator, assumptions.server_host_power_fraction_of_tdp)
+    draw = f"at {assumptions.gpu_power_fraction_of_tdp:.0%} of full load on average, times the PUE"
+    if not needs_host(accelerator):
+        return [f"energy counts {accelerator.name}'s own {accelerator.tdp_w:.0f} W, {draw}"]
+    return [
+        f"energy counts the whole server: each {accelerator.slug}'s {accelerator.tdp_w:.0f} W TDP plus "
+        f"{assumptions.server_host_power_fraction_of_tdp:.0%} for its share of the host (CPUs, memory, network, "
+        f"fans), {full_load_w:.0f} W per device at full load, {draw}"
+    ]
 
 
 @dataclass(frozen=True)
@@ -293,7 +304,7 @@ class TrainEstimate:
                 "hardware": self.quote.explanation,
                 "share_of_instance": self.quote.shared,
             },
-            **_footprint(self.quote, c.energy_kwh, c.co2_kg),
+            **_footprint(self.quote, self.accelerator, c.energy_kwh, c.co2_kg),
             "storage": {
                 "read_bytes_per_second": _scalar(c.read_bytes_per_s),
                 "checkpoint_bytes": _scalar(c.checkpoint_bytes),
@@ -353,7 +364,7 @@ def estimate_train(
         peak_flops=col(peak),
         memory_bandwidth_bytes_per_s=col(bandwidth),
         fabric=fabric_for(accelerator, hw.offering, catalog, assumptions, devices_per_node=hw.devices_per_node),
-        tdp_w=col(accelerator.tdp_w),
+        tdp_w=col(server_w_per_device(accelerator, assumptions.server_host_power_fraction_of_tdp)),
         rental_usd_per_h=col(hw.hourly_usd),
         spot=col(pricing == "spot"),
         g_co2_per_kwh=col(hw.carbon.g_co2_per_kwh),
@@ -373,7 +384,7 @@ def estimate_train(
         notes.append(f"memory and FLOPs only, no time, cost or energy: {untimed}")
     scope = scope_for(gpus, hw.devices_per_node)
     notes.append(track_record_note(scope, "train"))
-    notes.extend(_power_notes(accelerator))
+    notes.extend(_power_notes(accelerator, assumptions))
     notes.extend(model.notes)
     return TrainEstimate(
         model=model,
@@ -443,7 +454,7 @@ class InferEstimate:
                 "hardware": self.quote.explanation,
                 "share_of_instance": self.quote.shared,
             },
-            **_footprint(self.quote, c.energy_kwh, c.co2_kg),
+            **_footprint(self.quote, self.accelerator, c.energy_kwh, c.co2_kg),
             "notes": list(self.notes),
         }
         return _without_price(data, self.quote)
@@ -480,7 +491,7 @@ def estimate_infer(
         peak_flops=col(peak),
         memory_bandwidth_bytes_per_s=col(accelerator.memory_bandwidth_bytes_per_s),
         intra_node_bytes_per_s=col(accelerator.interconnect_bytes_per_s),
-        tdp_w=col(accelerator.tdp_w),
+        tdp_w=col(server_w_per_device(accelerator, assumptions.server_host_power_fraction_of_tdp)),
         rental_usd_per_h=col(hw.hourly_usd),
         g_co2_per_kwh=col(hw.carbon.g_co2_per_kwh),
         pue=col(hw.pue),
@@ -489,7 +500,13 @@ def estimate_infer(
         all_logits=col(job.framework == "transformers"),
     )
     scope = scope_for(tp, hw.devices_per_node)
-    notes = (hw.explanation, *hw.notes, track_record_note(scope, "infer"), *_power_notes(accelerator), *model.notes)
+    notes = (
+        hw.explanation,
+        *hw.notes,
+        track_record_note(scope, "infer"),
+        *_power_notes(accelerator, assumptions),
+        *model.notes,
+    )
     return InferEstimate(
         model=model,
         accelerator=accelerator,

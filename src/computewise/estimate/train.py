@@ -139,7 +139,7 @@ class TrainHardware:
     peak_flops: FloatArray  # of one device at the training precision
     memory_bandwidth_bytes_per_s: FloatArray  # of one device
     fabric: Fabric  # links inside a node, NICs between nodes, with their efficiencies and latencies
-    tdp_w: FloatArray
+    tdp_w: FloatArray  # W per device at full load, its share of the host included (cost.server_w_per_device)
     rental_usd_per_h: FloatArray  # for all instances the job rents together
     spot: FloatArray  # 0/1: pay for preemptions with restarts and lost work
     g_co2_per_kwh: FloatArray

@@ -21,6 +21,7 @@ import numpy as np
 from computewise.errors import InfeasiblePlanError, InputError
 from computewise.estimate.arrays import col
 from computewise.estimate.assumptions import Assumptions
+from computewise.estimate.cost import server_w_per_device
 from computewise.estimate.infer import (
     SERVING_EXECUTION,
     SERVING_FRAMEWORK,
@@ -190,7 +191,7 @@ def plan_infer(model: ModelSpec, catalog: Catalog, assumptions: Assumptions, c: 
                 peak_flops=col([accel.peak_flops[r[1]] for r in rows]),
                 memory_bandwidth_bytes_per_s=col(accel.memory_bandwidth_bytes_per_s) + 0 * tp,
                 intra_node_bytes_per_s=col(accel.interconnect_bytes_per_s) + 0 * tp,
-                tdp_w=col(accel.tdp_w) + 0 * tp,
+                tdp_w=col(server_w_per_device(accel, assumptions.server_host_power_fraction_of_tdp)) + 0 * tp,
                 rental_usd_per_h=tp * one_gpu.hourly_usd,
                 g_co2_per_kwh=col(one_gpu.carbon.g_co2_per_kwh) + 0 * tp,
                 pue=col(one_gpu.pue) + 0 * tp,

@@ -275,9 +275,10 @@ def estimate_summary(d: dict[str, Any]) -> list[tuple[str, str, str]]:
             detail += f", {format_usd(float(cost['usd_per_1000_requests']))} per 1000 requests"
         rows.append(("cost", format_usd(float(cost["usd"])), detail))
     energy, co2 = d["energy"], d["co2"]
-    rows.append(
-        ("energy", format_kwh(float(energy["kwh"])), f"PUE {float(energy['pue']):.2f}" if "pue" in energy else "")
+    counted = ", ".join(
+        part for part in (energy.get("counts"), f"PUE {float(energy['pue']):.2f}" if "pue" in energy else "") if part
     )
+    rows.append(("energy", format_kwh(float(energy["kwh"])), counted))
     detail = f"{float(co2['g_per_kwh']):.0f} g/kWh" if "g_per_kwh" in co2 else ""
     rows.append(("CO2", format_kg(float(co2["kg"])), detail))
     storage = d.get("storage")
