@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from computewise.data.sources import Part, aligned_bytes, open_source, read_part
+from computewise.data.sources import Part, aligned_bytes, open_file, open_source, read_part
 from computewise.errors import InputError, MissingExtraError
 from computewise.specs.document import SCHEMA_VERSION
 
@@ -69,16 +69,6 @@ def _require_pyarrow() -> None:
         raise MissingExtraError("pyarrow", "data", "data convert") from error
 
 
-def _open_input(text: str) -> Any:
-    if "://" in text and not text.startswith("file://"):
-        try:
-            import fsspec
-        except ImportError as error:
-            raise MissingExtraError("fsspec", "data", "reading a URL") from error
-        return fsspec.open(text, "rb").open()
-    return open(text.removeprefix("file://"), "rb")
-
-
 def _batches(fmt: str, handle: Any) -> Any:
     import pyarrow.csv as pcsv
     import pyarrow.json as pjson
@@ -109,7 +99,7 @@ def convert(source: str, target: Path, batch_rows: int = 256) -> ConvertResult:
         writer = None
         try:
             for name in found.files:
-                with _open_input(name) as handle:
+                with open_file(name) as handle:
                     for batch in _batches(found.format, handle):
                         if writer is None:
                             writer = pq.ParquetWriter(temporary, batch.schema)
@@ -168,7 +158,7 @@ def columnar_speedup(parts: Sequence[Part], batch_rows: int) -> tuple[int, float
     span = Part(taken[0].format, taken[0].url, taken[0].start, taken[-1].stop, 0, offset=taken[0].offset)
     with tempfile.TemporaryDirectory(prefix="computewise-columnar-") as folder:
         text_path = Path(folder) / f"sample.{span.format}"
-        with _open_input(span.url) as handle:
+        with open_file(span.url) as handle:
             text_path.write_bytes(aligned_bytes(handle, span))
         text_parts = open_source(str(text_path), span.format).parts  # cut as the loader cuts the original
         batches = [payload for part in text_parts for _rows, _size, payload in read_part(part, batch_rows)]

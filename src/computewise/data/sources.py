@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from computewise.errors import InputError, MissingExtraError
+from computewise.system.objectstore import is_url, locate, open_store, open_url, translated
 
 __all__ = [
     "FORMATS",
@@ -36,6 +37,7 @@ __all__ = [
     "Source",
     "aligned_bytes",
     "is_entry_point",
+    "open_file",
     "open_source",
     "read_part",
 ]
@@ -107,14 +109,6 @@ def is_entry_point(text: str) -> bool:
     )
 
 
-def _fsspec() -> Any:
-    try:
-        import fsspec
-    except ImportError as error:
-        raise MissingExtraError("fsspec", "data", "reading a URL") from error
-    return fsspec
-
-
 def _pyarrow(feature: str) -> Any:
     try:
         import pyarrow
@@ -123,28 +117,22 @@ def _pyarrow(feature: str) -> Any:
     return pyarrow
 
 
-def _open(url: str) -> IO[bytes]:
-    if "://" in url and not url.startswith("file://"):
-        handle: IO[bytes] = _fsspec().open(url, "rb").open()
-        return handle
-    return open(url.removeprefix("file://"), "rb")
+def open_file(url: str) -> IO[bytes]:
+    """A local file or a URL opened for reading; a store's failure is an ``InputError`` (``system.objectstore``)."""
+    return open_url(url) if is_url(url) else open(url.removeprefix("file://"), "rb")
 
 
 def _listing(text: str) -> list[tuple[str, int]]:
     """The files at ``text`` with their sizes: the file itself, or every file under a folder or prefix."""
-    if "://" in text and not text.startswith("file://"):
-        fsspec = _fsspec()
-        try:
-            fs, path = fsspec.core.url_to_fs(text)
-            if fs.isdir(path):
-                found = fs.find(path, detail=True)
-                protocol = text.split("://", 1)[0]
-                return sorted((f"{protocol}://{name}", int(info.get("size") or 0)) for name, info in found.items())
-            if fs.isfile(path):
-                return [(text, int(fs.size(path) or 0))]
-        except (OSError, ValueError) as error:  # botocore raises OSError subclasses through s3fs
-            raise InputError(f"cannot read {text}: {error}", "check the URL and the credentials") from error
-        raise InputError(f"{text}: no such file or prefix", "check the URL (bucket, prefix) and the credentials")
+    if is_url(text):
+        fs, key = open_store(text)
+        info = locate(fs, text, key)
+        if info.get("type") != "directory":
+            return [(text, int(info.get("size") or 0))]
+        with translated(text):
+            found = fs.find(key, detail=True)
+        protocol = text.split("://", 1)[0]
+        return sorted((f"{protocol}://{name}", int(info.get("size") or 0)) for name, info in found.items())
     path = Path(text.removeprefix("file://"))
     if path.is_dir():
         return sorted((str(p), p.stat().st_size) for p in path.rglob("*") if p.is_file() and not p.name.startswith("."))
@@ -228,7 +216,7 @@ def _parquet_parts(listing: list[tuple[str, int]]) -> tuple[list[Part], int]:
     parts: list[Part] = []
     rows = 0
     for name, _size in listing:
-        with _open(name) as handle:
+        with open_file(name) as handle:
             try:
                 meta = pq.ParquetFile(handle).metadata
             except Exception as error:  # pyarrow raises ArrowInvalid (a ValueError) and OSError alike
@@ -248,7 +236,7 @@ def _text_parts(fmt: str, name: str, size: int) -> list[Part]:
     """Byte ranges of one CSV / JSON Lines file; a CSV's header line is read once and given to every part."""
     header = 0
     if fmt == "csv":
-        with _open(name) as handle:
+        with open_file(name) as handle:
             header = len(handle.readline())
     count = max(1, math.ceil((size - header) / _part_bytes(size)))
     step = math.ceil((size - header) / count) if size > header else 0
@@ -264,7 +252,7 @@ def _npy_header(name: str) -> tuple[tuple[int, ...], Any, int]:
     """(shape, dtype, data offset) of a ``.npy`` file, read from its header alone."""
     import numpy as np
 
-    with _open(name) as handle:
+    with open_file(name) as handle:
         try:
             version = np.lib.format.read_magic(handle)
             header = (
@@ -360,7 +348,7 @@ def _columns(batch: Any) -> dict[str, Any]:
 def _read_parquet(part: Part, batch_rows: int) -> Iterator[Item]:
     import pyarrow.parquet as pq
 
-    with _open(part.url) as handle:
+    with open_file(part.url) as handle:
         batches = list(pq.ParquetFile(handle).iter_batches(batch_size=batch_rows, row_groups=[part.start]))
     counts = [b.num_rows for b in batches]
     for batch, share in zip(batches, _shares(part.read_bytes, counts), strict=True):
@@ -399,7 +387,7 @@ def _read_text(part: Part, batch_rows: int) -> Iterator[Item]:
     import pyarrow.csv as pcsv
     import pyarrow.json as pjson
 
-    with _open(part.url) as handle:
+    with open_file(part.url) as handle:
         header = handle.read(part.offset) if part.format == "csv" else b""
         body = _aligned_range(handle, part)
     read_bytes = len(body) + (len(header) if part.start == part.offset else 0)
@@ -422,7 +410,7 @@ def _read_npy(part: Part, batch_rows: int) -> Iterator[Item]:
 
     dtype = np.dtype(part.dtype)
     row_bytes = int(np.prod(part.row_shape)) * dtype.itemsize
-    with _open(part.url) as handle:
+    with open_file(part.url) as handle:
         for start in range(part.start, part.stop, batch_rows):
             stop = min(part.stop, start + batch_rows)
             handle.seek(part.offset + start * row_bytes)
@@ -435,7 +423,7 @@ def _read_tar(part: Part, batch_rows: int) -> Iterator[Item]:
     samples: list[dict[str, bytes]] = []
     sizes: list[int] = []
     key: str | None = None
-    with _open(part.url) as handle, tarfile.open(fileobj=handle, mode="r|*") as archive:
+    with open_file(part.url) as handle, tarfile.open(fileobj=handle, mode="r|*") as archive:
         for member in archive:
             if not member.isfile():
                 continue
@@ -468,7 +456,7 @@ def _read_images(part: Part, batch_rows: int) -> Iterator[Item]:
     batch: list[Any] = []
     read = 0
     for name in part.files:
-        with _open(name) as handle:
+        with open_file(name) as handle:
             raw = handle.read()
         read += len(raw)
         batch.append(np.asarray(Image.open(io.BytesIO(raw)).convert("RGB")) if Image is not None else raw)

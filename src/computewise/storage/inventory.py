@@ -34,6 +34,7 @@ from typing import Any, NamedTuple
 
 from computewise.storage.kinds import FolderContext, Kind, classify, folder_context
 from computewise.storage.location import Location
+from computewise.system.objectstore import translated
 from computewise.train.checkpoint import CHECKPOINT_FORMAT
 
 __all__ = [
@@ -188,8 +189,9 @@ def take_inventory(
                     entries.extend(e._replace(storage_class=class_dir.name, archived=True) for e in archived)
         manifests = _local_manifests(entries)
     else:
-        entries = _list_objects(location, markers, on_progress)
-        manifests = _object_manifests(location, entries)
+        with translated(location.text):
+            entries = _list_objects(location, markers, on_progress)
+            manifests = _object_manifests(location, entries)
     entries, checkpoints = _group_checkpoints(entries, manifests)
     return Inventory(
         location=location.text,

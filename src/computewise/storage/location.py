@@ -1,7 +1,8 @@
 """Where an audit looks: a local folder or an object-store prefix (``s3://bucket/prefix``) through fsspec.
 
 A local path is walked with ``os.scandir`` (a ``stat`` per file, nothing more); a URL goes through
-fsspec, imported only here and only for a URL, so ``computewise --help`` never pays for it.
+fsspec, opened by ``computewise.system.objectstore`` (which says why a store cannot be read) and only
+for a URL, so ``computewise --help`` never pays for it.
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from computewise.errors import InputError, MissingExtraError
+from computewise.errors import InputError
+from computewise.system.objectstore import is_url, locate, open_store
 
 __all__ = ["Location", "open_location"]
 
@@ -81,23 +83,10 @@ class Location:
 
 def open_location(text: str) -> Location:
     """The local folder or object prefix ``text`` names; an ``InputError`` when there is none."""
-    if "://" in text and not text.startswith("file://"):
+    if is_url(text):
+        fs, bucket_path = open_store(text)
+        locate(fs, text, bucket_path)
         protocol = text.split("://", 1)[0].lower()
-        try:
-            import fsspec
-        except ImportError as error:
-            raise MissingExtraError("fsspec", "data", f"auditing {protocol}:// URLs") from error
-        try:
-            fs, bucket_path = fsspec.core.url_to_fs(text)
-            found = fs.exists(bucket_path)
-        except ImportError as error:
-            raise MissingExtraError(f"the fsspec driver for {protocol}://", "data", f"auditing {text}") from error
-        except (OSError, ValueError) as error:  # botocore errors reach us as OSError subclasses through s3fs
-            raise InputError(
-                f"cannot list {text}: {error}", "check the URL, the endpoint and the credentials"
-            ) from error
-        if not found:
-            raise InputError(f"{text}: no such bucket or prefix", "check the bucket name and the prefix")
         return Location(text, None, protocol, str(bucket_path).rstrip("/"), fs)
     path = Path(text.removeprefix("file://")).expanduser()
     if not path.exists():
