@@ -230,3 +230,29 @@ def test_a_folder_without_files_is_audited_as_empty(tmp_path: Path) -> None:
             assert done.returncode == 0, done.stderr
             words = " ".join(done.stdout.split())  # the title folds at 80 columns
             assert "0 files, 0 B" in words and "no files" in words, done.stdout
+
+
+def test_an_archive_folder_inside_the_tree_is_read_as_archived(tmp_path: Path) -> None:
+    """``archive.folder`` inside the audited folder: audit, apply, audit again. The second audit knows no
+    policy, yet prices the moved files at the archive's class, keeps one run, and finds no duplicates."""
+    root = tmp_path / "project"
+    for step, loss, age in ((1, 0.5, 400), (2, 0.3, 300), (3, 0.7, 200)):
+        write_checkpoint(root / "runs" / "a", step, loss, age, size_bytes=2**20)
+    write_file(root / "data" / "train.parquet", 2**20, 60)
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("keep_last: 1\narchive: {after_days: 30, to: aws:s3-glacier-deep, folder: cold}\n")
+
+    before = _json(cli("storage", "audit", str(root), "--json"))
+    apply = ("storage", "apply", str(root), "--policy", str(policy), "--db", str(tmp_path / "l.sqlite"), "--json")
+    done = _json(cli(*apply, "--apply"))
+    moved = {a["path"] for a in done["actions"] if a["outcome"] == "done"}
+    assert len(moved) == 3 and (root / "cold" / "aws:s3-glacier-deep" / "data" / "train.parquet").exists()
+
+    after = _json(cli("storage", "audit", str(root), "--json"))
+    assert (after["files"], after["size_bytes"]) == (before["files"], before["size_bytes"])
+    classes = {row["storage_class"]: row["files"] for row in after["classes"]}
+    assert classes == {"aws:ebs-gp3": 4, "aws:s3-glacier-deep": 3}
+    assert after["usd_per_month"] < before["usd_per_month"]
+    assert [(run["run"], run["checkpoints"]) for run in after["runs"]] == [("runs/a", 3)]
+    assert after["duplicates"]["groups"] == 0
+    assert _json(cli(*apply, "--apply"))["actions"] == []

@@ -7,7 +7,8 @@ Order of work, chosen so the ledger and the disk agree at every instant that mat
 2. each file is checked again just before acting: gone is ``vanished`` (nothing freed, nothing counted
    as saved), changed since planned (size or modification time) is ``skipped``, left alone;
 3. then deleted, or archived: on a local disk moved to ``<archive folder>/<cloud:class>/<relative path>``
-   (a rename on the same file system, else copy with its times, then remove); on S3 copied onto
+   (a rename on the same file system, else copy with its times, then remove; the folder is marked by
+   ``inventory.mark_archive`` so an audit that knows no policy reads it as archived); on S3 copied onto
    itself with the colder ``StorageClass``, on GCS rewritten onto itself with the colder ``storageClass``;
 4. outcomes are written in batches (every ``_FLUSH_EVERY`` files or ``_FLUSH_S`` seconds) and, in a
    ``finally``, at the end, with the apply marked ``finished`` or ``interrupted``.
@@ -17,6 +18,7 @@ A plan with no actions records nothing: a second apply right after the first is 
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import shutil
@@ -29,6 +31,7 @@ from typing import Any
 
 from computewise.ledger import Ledger, StorageAction, StorageOutcome
 from computewise.specs.document import SCHEMA_VERSION
+from computewise.storage.inventory import mark_archive
 from computewise.storage.location import Location
 from computewise.storage.retention import PlannedAction, RetentionPlan
 from computewise.system.user import current_user
@@ -107,6 +110,9 @@ def apply_plan(
     )
     if location.fs is not None:
         location.fs.invalidate_cache()  # the re-check before each object must ask the store, not the listing
+    elif archive_dir is not None and any(a.action == "archive" for a in plan.actions):
+        with contextlib.suppress(OSError):  # a folder we cannot write to fails each move, recorded as such
+            mark_archive(archive_dir)
     outcomes: list[tuple[StorageOutcome, str | None]] = []
     pending: list[tuple[int, StorageOutcome, float, str | None]] = []
     flushed_at_s = time.monotonic()

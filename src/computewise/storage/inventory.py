@@ -13,7 +13,9 @@ folder) are grouped by folder, without a step, metric or run id.
 
 Files archived by ``storage apply`` on a local disk live under the archive folder as
 ``<archive>/<cloud:class>/<relative path>``, so their class and original place are read back from
-the path alone.
+the path alone. The apply leaves ``ARCHIVE_MARKER`` in the archive folder: a policy may put it
+anywhere (``archive.folder``), and an audit, which knows no policy, finds it inside the tree by its
+marker and reads it as archived, never as more hot files, other runs or duplicates.
 
 ``keep`` tags are marker files: ``NAME.keep`` keeps ``NAME`` and ``NAME.*`` (``step-00000200.keep`` a
 checkpoint as a whole), and a file named ``.keep`` keeps everything in its folder and below. Markers
@@ -39,17 +41,20 @@ from computewise.train.checkpoint import CHECKPOINT_FORMAT
 
 __all__ = [
     "ARCHIVE_FOLDER",
+    "ARCHIVE_MARKER",
     "KEEP_SUFFIX",
     "AccessTimes",
     "Checkpoint",
     "Entry",
     "Inventory",
     "access_times",
+    "mark_archive",
     "run_order",
     "take_inventory",
 ]
 
 ARCHIVE_FOLDER = ".computewise-archive"
+ARCHIVE_MARKER = ".computewise-archive-root"
 KEEP_SUFFIX = ".keep"
 _PROGRESS_EVERY = 2000
 _MANIFEST_PREFIX = "step-"
@@ -181,12 +186,14 @@ def take_inventory(
     markers: set[str] = set()
     if location.path is not None:
         archive = (archive_dir if archive_dir is not None else location.path / ARCHIVE_FOLDER).resolve()
-        entries = _walk_local(location.path, "", None, access.kept, archive, markers, skipped, on_progress)
-        if archive.is_dir():
-            for class_dir in sorted(archive.iterdir()):
-                if class_dir.is_dir() and not class_dir.is_symlink():
-                    archived = _walk_local(class_dir, "", None, access.kept, None, markers, skipped, on_progress)
-                    entries.extend(e._replace(storage_class=class_dir.name, archived=True) for e in archived)
+        marked: list[str] = []
+        entries = _walk_local(location.path, "", None, access.kept, archive, markers, skipped, on_progress, marked)
+        for folder in sorted({archive, *map(Path, marked)}):
+            if folder.is_dir():
+                for class_dir in sorted(folder.iterdir()):
+                    if class_dir.is_dir() and not class_dir.is_symlink():
+                        archived = _walk_local(class_dir, "", None, access.kept, None, markers, skipped, on_progress)
+                        entries.extend(e._replace(storage_class=class_dir.name, archived=True) for e in archived)
         manifests = _local_manifests(entries)
     else:
         with translated(location.text):
@@ -204,6 +211,14 @@ def take_inventory(
     )
 
 
+def mark_archive(folder: Path) -> None:
+    """Make ``folder`` an archive folder and say so in it, for audits that do not know the policy."""
+    folder.mkdir(parents=True, exist_ok=True)
+    marker = folder / ARCHIVE_MARKER
+    if not marker.exists():
+        marker.write_text("Files archived by `computewise storage apply`, as <cloud:class>/<path>.\n", encoding="utf-8")
+
+
 def _walk_local(
     root: Path,
     prefix: str,
@@ -213,8 +228,10 @@ def _walk_local(
     markers: set[str],
     skipped: list[str],
     on_progress: Progress | None,
+    archives: list[str] | None = None,
 ) -> list[Entry]:
-    """Depth-first with an explicit stack (no recursion limit), one ``scandir`` per folder."""
+    """Depth-first with an explicit stack (no recursion limit), one ``scandir`` per folder; a folder below
+    ``root`` holding ``ARCHIVE_MARKER`` is not walked but added to ``archives``, when given."""
     found: list[Entry] = []
     total_bytes = 0
     stack: list[tuple[str, str, FolderContext | None]] = [(str(root), prefix, context)]
@@ -227,6 +244,9 @@ def _walk_local(
                 items = list(listing)
         except OSError as error:
             skipped.append(f"{folder}: {error.strerror or error}")
+            continue
+        if archives is not None and relative and any(item.name == ARCHIVE_MARKER for item in items):
+            archives.append(folder)
             continue
         for item in items:
             name = item.name
