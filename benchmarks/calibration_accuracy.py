@@ -164,7 +164,7 @@ def predicted_step_s(
         precision="fp32",
         optimizer="adamw",
         recompute="none",
-        flash_attention=True,
+        attention="flash",
         framework="pytorch",
     )
     estimate = estimate_train(

@@ -361,7 +361,7 @@ def _train_job(batch: int, seq: int, precision: Any, recompute: Any, framework: 
         global_batch=batch,
         precision=precision,
         recompute=recompute,
-        flash_attention=True,
+        attention="flash",
         framework=framework,
     )
 

@@ -396,7 +396,7 @@ def estimate_row(config: vg.Config, replayed: Replayed, framework: Framework) ->
         precision=config.precision,
         optimizer="adamw",
         recompute=config.recompute,
-        flash_attention=True,
+        attention="flash",
         framework=framework,
     )
     spec = vg.model_spec(config.shape)

@@ -581,7 +581,7 @@ def _estimate_row(
             precision=config.precision,
             optimizer="adamw",
             recompute=config.recompute,
-            flash_attention=True,
+            attention="flash",
         )
         train = estimate_train(spec, accelerator, 1, job, Parallelism(), catalog, assumptions, utilization=utilization)
         data = train.to_dict()

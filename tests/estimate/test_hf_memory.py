@@ -50,7 +50,7 @@ def _train_job(batch: int, seq: int, precision: str, recompute: str, framework: 
         precision=precision,  # type: ignore[arg-type]
         optimizer="adamw",
         recompute=recompute,  # type: ignore[arg-type]
-        flash_attention=True,
+        attention="flash",
         framework=framework,  # type: ignore[arg-type]
     )
 

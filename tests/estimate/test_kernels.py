@@ -11,6 +11,7 @@ from computewise.estimate.kernels import HostCosts, KernelRates, StepKernels, ge
 H100 = KernelRates(
     gemm_flops=col(731e12),  # bench.json: bf16 at 4096-8192
     attention_flops=col(365e12),
+    triton_attention_flops=col(200e12),
     stream_bytes_per_s=col(2965e9),  # bench.json: triad
     kernel_floor_s=col(2.5e-6),
 )

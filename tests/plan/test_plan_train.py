@@ -134,7 +134,7 @@ def _brute_force_times(
             ones = np.ones(a.shape[1])
             layouts = TrainLayout(
                 tp=a[0], pp=a[1], dp=a[2], zero=a[3], micro_batch=a[4], global_batch=ones * c.global_batch,
-                seq_len=ones * c.seq_len, recompute=a[5], sequence_parallel=(a[0] > 1) * 1.0, flash_attention=ones,
+                seq_len=ones * c.seq_len, recompute=a[5], sequence_parallel=(a[0] > 1) * 1.0, attention=ones,
                 weight_bytes=a[6], optimizer_bytes=a[7], cp=a[8], ep=ones, virtual_stages=a[9], framework=a[10],
                 execution=ones * 0.0,
             )  # fmt: skip
@@ -349,3 +349,22 @@ def test_cli_plans_the_405b_frontier_run_and_bounds_max_gpus() -> None:
     too_many = _cli("plan", "train", "--model", "gpt2", "--max-gpus", "1000001")
     assert too_many.returncode == 2 and "--max-gpus" in too_many.stderr and "1e6" in too_many.stderr
     assert f"[default: {DEFAULT_MAX_GPUS}]" in " ".join(_cli("plan", "train", "--help").stdout.split())
+
+
+def test_every_planned_layout_is_one_estimate_accepts_and_energy_counts_the_server(
+    catalog: Catalog, assumptions: Assumptions
+) -> None:
+    """The planner enumerates no layout ``estimate train`` refuses (ZeRO-3 under a pipeline), and an
+    option's energy is the whole server's, as ``estimate`` and the on-premises rows count it."""
+    from computewise.estimate.cost import server_w_per_device
+    from computewise.plan.train import _layouts
+
+    model = preset("llama-3-8b")
+    rows = _layouts(model, [64], 8, replace(SMALL, max_gpus=64)).rows
+    assert not np.any((rows.zero >= 3) & (rows.pp > 1))
+    plan = plan_train(model, catalog, assumptions, SMALL)
+    best = plan.recommended
+    server_w = server_w_per_device(catalog.accelerator(best.accelerator), assumptions.server_host_power_fraction_of_tdp)
+    # Watts per device at the meter: the server's full load times the average draw, times a PUE of 1-1.6.
+    watts = best.energy_kwh * 1000 * 3600 / best.time_s / best.gpus / assumptions.gpu_power_fraction_of_tdp
+    assert server_w <= watts <= server_w * 1.6

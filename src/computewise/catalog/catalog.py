@@ -33,6 +33,7 @@ from computewise.specs.hardware import (
     Accelerator,
     Assumption,
     CarbonIntensity,
+    KernelProfile,
     NetworkFabric,
     Offering,
     OnPremCost,
@@ -61,6 +62,7 @@ class Catalog:
     assumptions: tuple[Assumption, ...]
     files: tuple[CatalogFile, ...]
     fabrics: tuple[NetworkFabric, ...]
+    kernel_profiles: tuple[KernelProfile, ...]
     _origins: Mapping[tuple[TableName, tuple[str, ...]], RowOrigin] = field(repr=False, compare=False)
     _names: Mapping[str, Accelerator] = field(repr=False, compare=False)
 
@@ -79,6 +81,7 @@ class Catalog:
             assumptions=tuple(row for row in values("assumptions") if isinstance(row, Assumption)),
             files=loaded.files,
             fabrics=tuple(row for row in values("fabrics") if isinstance(row, NetworkFabric)),
+            kernel_profiles=tuple(row for row in values("kernel_profiles") if isinstance(row, KernelProfile)),
             _origins=MappingProxyType(
                 {(row.table, row.key): row.origin for table in TABLES for row in loaded.rows[table]}
             ),
@@ -263,6 +266,16 @@ class Catalog:
             f"run `computewise catalog list fabrics`, or add a row to {user_catalog_dir() / 'fabrics.csv'}",
         )
 
+    # -------------------------------------------------------------------------- kernel profiles
+
+    def kernel_profile(self, accelerator: str) -> KernelProfile | None:
+        """The measured or published burst shares of an accelerator's kernels (slug), None where the catalog
+        has none and the assumptions apply."""
+        for row in self.kernel_profiles:
+            if row.accelerator == accelerator:
+                return row
+        return None
+
     # -------------------------------------------------------------------------- provenance and age
 
     def rows(self, table: TableName) -> tuple[Row, ...]:
@@ -271,6 +284,7 @@ class Catalog:
             "offerings": self.offerings,
             "carbon": self.carbon,
             "onprem": self.onprem,
+            "kernel_profiles": self.kernel_profiles,
             "assumptions": self.assumptions,
             "fabrics": self.fabrics,
         }

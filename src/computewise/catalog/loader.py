@@ -31,6 +31,7 @@ from computewise.specs.hardware import (
     Assumption,
     CarbonIntensity,
     Dtype,
+    KernelProfile,
     NetworkFabric,
     Offering,
     OnPremCost,
@@ -55,13 +56,15 @@ __all__ = [
     "user_catalog_dir",
 ]
 
-TableName = Literal["accelerators", "offerings", "carbon", "onprem", "assumptions", "fabrics"]
-TABLES: tuple[TableName, ...] = ("accelerators", "offerings", "carbon", "onprem", "assumptions", "fabrics")
+TableName = Literal["accelerators", "offerings", "carbon", "onprem", "assumptions", "fabrics", "kernel_profiles"]
+TABLES: tuple[TableName, ...] = (
+    "accelerators", "offerings", "carbon", "onprem", "assumptions", "fabrics", "kernel_profiles"
+)  # fmt: skip
 
 AcceleratorKind = Literal["gpu", "tpu", "npu", "cpu", "edge"]
 ACCELERATOR_KINDS: tuple[AcceleratorKind, ...] = ("gpu", "tpu", "npu", "cpu", "edge")
 
-Row = Accelerator | Offering | CarbonIntensity | OnPremCost | Assumption | NetworkFabric
+Row = Accelerator | Offering | CarbonIntensity | OnPremCost | Assumption | NetworkFabric | KernelProfile
 
 ENV_CATALOG_DIR = "COMPUTEWISE_CATALOG_DIR"
 
@@ -336,6 +339,30 @@ def _fabric(cells: _Cells) -> NetworkFabric:
     )
 
 
+def _share(cells: _Cells, column: str) -> float:
+    """A fraction of a data-sheet figure, in (0, 1]."""
+    share = cells.number(column, positive=True)
+    if share > 1:
+        raise cells.error(
+            column, f"must be at most 1, got {cells.raw(column)!r}", "a share of the data sheet, e.g. 0.8"
+        )
+    return share
+
+
+def _kernel_profile(cells: _Cells) -> KernelProfile:
+    def optional(column: str) -> float | None:  # an empty cell: the catalog's assumption applies
+        return _share(cells, column) if cells.raw(column) else None
+
+    return KernelProfile(
+        accelerator=cells.text("accelerator").lower(),
+        matmul_share=_share(cells, "matmul_share"),
+        fp32_matmul_share=optional("fp32_matmul_share"),
+        stream_share=optional("stream_share"),
+        source=cells.text("source"),
+        retrieved=cells.iso_date("retrieved"),
+    )
+
+
 @dataclass(frozen=True)
 class _Table:
     columns: tuple[str, ...]
@@ -416,6 +443,11 @@ _TABLE_SPECS: dict[TableName, _Table] = {
         optional=frozenset(),
         parse=_fabric,
     ),
+    "kernel_profiles": _Table(
+        columns=("accelerator", "matmul_share", "fp32_matmul_share", "stream_share", "source", "retrieved"),
+        optional=frozenset({"fp32_matmul_share", "stream_share"}),
+        parse=_kernel_profile,
+    ),
 }
 
 
@@ -431,6 +463,8 @@ def row_key(row: Row) -> tuple[TableName, tuple[str, ...]]:
         return "onprem", (row.accelerator, str(row.accelerator_count))
     if isinstance(row, NetworkFabric):
         return "fabrics", (row.fabric,)
+    if isinstance(row, KernelProfile):
+        return "kernel_profiles", (row.accelerator,)
     return "assumptions", (row.key,)
 
 
@@ -446,7 +480,8 @@ def table_for_filename(path: str | Path) -> TableName:
                 return table
     raise InputError(
         f"cannot tell which catalog table {path} belongs to",
-        "name it accelerators*.csv, offerings*.csv, carbon*.csv, onprem*.csv, assumptions*.csv or fabrics*.csv",
+        "name it accelerators*.csv, offerings*.csv, carbon*.csv, onprem*.csv, assumptions*.csv, fabrics*.csv "
+        "or kernel_profiles*.csv",
     )
 
 
@@ -587,9 +622,9 @@ def _name_index(accelerators: Sequence[LoadedRow]) -> dict[str, str]:
 
 
 def _resolve_reference(loaded: LoadedRow, names: Mapping[str, str]) -> LoadedRow:
-    """Offerings and on-prem rows may name an accelerator by alias; store its slug, or fail on the row."""
+    """Offerings, on-prem and kernel-profile rows may name an accelerator by alias: store its slug, or fail."""
     value = loaded.value
-    if not isinstance(value, Offering | OnPremCost):
+    if not isinstance(value, Offering | OnPremCost | KernelProfile):
         return loaded
     slug = names.get(value.accelerator)
     if slug is None:
@@ -634,7 +669,7 @@ def load_files(files: Sequence[SourceFile]) -> LoadedCatalog:
         read.append(CatalogFile(source.path, source.table, len(rows), source.bundled))
 
     names = _name_index(tuple(merged["accelerators"].values()))
-    for table in ("offerings", "onprem"):
+    for table in ("offerings", "onprem", "kernel_profiles"):
         resolved = (_resolve_reference(loaded, names) for loaded in merged[table].values())
         merged[table] = {loaded.key: loaded for loaded in resolved}
     fabrics = {key[0] for key in merged["fabrics"]}

@@ -25,7 +25,15 @@ from computewise.cli.common import (
     training_tokens,
 )
 from computewise.errors import InputError
-from computewise.specs import Accelerator, InferJob, Parallelism, Precision, TrainJob
+from computewise.specs import (
+    ATTENTION_KERNELS,
+    Accelerator,
+    AttentionKernel,
+    InferJob,
+    Parallelism,
+    Precision,
+    TrainJob,
+)
 from computewise.units import parse_positive_int
 
 app = typer.Typer(help="Estimate memory, FLOPs, time, cost, energy and CO2 of one configuration.", no_args_is_help=True)
@@ -92,7 +100,18 @@ def train(
             "matmul's output and attention's output kept, the rest recomputed).",
         ),
     ] = "none",
-    flash_attention: Annotated[bool, typer.Option(help="Fused attention that never stores the score matrix.")] = True,
+    flash_attention: Annotated[
+        bool, typer.Option(help="Fused attention that never stores the score matrix (--no-flash-attention: unfused).")
+    ] = True,
+    attention: Annotated[
+        str | None,
+        typer.Option(
+            help="The attention kernel: flash (FlashAttention-2's CUDA kernels, as PyTorch SDPA, flash-attn and "
+            "Megatron run it), triton (FlashAttention written in Triton, e.g. llm-foundry's attn_impl triton: the "
+            "same memory, slower) or unfused (the score matrix stored). Default: flash, unfused with "
+            "--no-flash-attention.",
+        ),
+    ] = None,
     framework: Annotated[
         str,
         typer.Option(
@@ -163,7 +182,7 @@ def train(
         precision=_precision(precision, accelerator),
         optimizer=choice(optimizer, OPTIMIZERS, "--optimizer"),
         recompute=choice(recompute, RECOMPUTES, "--recompute"),
-        flash_attention=flash_attention,
+        attention=_attention_kernel(attention, flash_attention),
         framework=default_framework(layout) if framework == "auto" else choice(framework, FRAMEWORKS, "--framework"),
         execution=choice(execution, EXECUTIONS, "--execution"),
     )
@@ -311,3 +330,16 @@ def comm(
         sys.stdout.write(json.dumps(data, indent=2) + "\n")
     else:
         print_comm(data, Console())
+
+
+def _attention_kernel(attention: str | None, flash_attention: bool) -> AttentionKernel:
+    """--attention, or what --[no-]flash-attention says; the two must not contradict each other."""
+    if attention is None:
+        return "flash" if flash_attention else "unfused"
+    kernel = choice(attention, ATTENTION_KERNELS, "--attention")
+    if not flash_attention and kernel != "unfused":
+        raise InputError(
+            f"--no-flash-attention and --attention {kernel} contradict each other",
+            "give only one of them: --attention unfused is --no-flash-attention",
+        )
+    return kernel

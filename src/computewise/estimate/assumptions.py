@@ -20,8 +20,11 @@ class Assumptions:
     ``estimate.quote`` alone, so every verb prices by the same numbers.
     """
 
-    matmul_peak_fraction: float  # a large GEMM's share of the data sheet's peak (no calibration)
+    matmul_peak_fraction: float  # a large GEMM's burst share of the data sheet's peak (no profile, no calibration)
+    sustained_matmul_share: float  # what a long job sustains of a benchmark's burst (clocks at the power limit)
+    slowest_device_share: float  # a synchronous multi-device step waits for its slowest device
     attention_share_of_matmul: float  # fused attention's rate over a large GEMM's
+    triton_attention_share_of_flash: float  # FlashAttention in Triton over FlashAttention-2's CUDA kernels
     stream_bandwidth_fraction: float  # an elementwise kernel's share of the data sheet's bandwidth
     kernel_floor_s: float
     host_s_per_kernel_eager: float
@@ -30,8 +33,6 @@ class Assumptions:
     host_s_per_kernel_autograd: float
     host_s_per_kernel_compiled: float
     host_s_per_kernel_graphs: float
-    achievable_mfu_infer_prefill: float
-    achievable_bandwidth_fraction_decode: float
     intra_node_link_efficiency: float
     inter_node_network_efficiency: float
     runtime_overhead_bytes: float

@@ -68,6 +68,10 @@ class InferRows:
     framework: FloatArray  # index in FRAMEWORKS (the code that issues the kernels)
     execution: FloatArray  # index in EXECUTIONS
     all_logits: FloatArray  # 0/1: the prefill keeps every position's logits (a plain forward), not the last
+    matmul_fraction: FloatArray | None = (
+        None  # burst share of ``peak_flops`` (``kernels.profile_shares``); None: assumed
+    )
+    stream_fraction: FloatArray | None = None  # burst share of the bandwidth; None: assumed
 
 
 @dataclass(frozen=True)
@@ -107,7 +111,9 @@ def evaluate_infer(model: ModelSpec, rows: InferRows, assumptions: Assumptions) 
     prefill_flops = batch * rows.context_len * (per_token + attention_flops_per_token(model, rows.context_len, causal))
     mean_context = rows.context_len + rows.output_len / 2.0
     decode_flops_per_step = batch * (per_token + attention_flops_per_token(model, mean_context, False))
-    rates = KernelRates.of(rows.peak_flops, rows.memory_bandwidth_bytes_per_s, assumptions)
+    rates = KernelRates.of(
+        rows.peak_flops, rows.memory_bandwidth_bytes_per_s, assumptions, rows.matmul_fraction, rows.stream_fraction, tp
+    )
     host = HostCosts.of(assumptions).per_kernel_s(rows.framework, rows.execution, training=False)
     if model.is_transformer:
         prefill = prefill_kernels(

@@ -20,8 +20,12 @@ kernels, or CUDA graphs), and each kind is timed by its own roofline:
 Host and device run concurrently, so a step takes the longer of the two: a small model whose host
 cannot keep up is launch-bound, whatever its FLOPs (the measured H100 rows in
 ``benchmarks/data/measured``). The rates are the accelerator's: a bench calibration's measured
-matmul peak and triad bandwidth where one exists (``computewise bench --save``, and the bundled
-H100 one), else the data sheet times the catalog's assumed fractions.
+matmul peak and triad bandwidth where the user saved one (``computewise bench --save``), else the
+data sheet times the shares its catalog profile gives (kernel_profiles.csv: measured for the H100,
+published kernel benchmarks for others), else the catalog's assumed shares. Both are bursts: a step
+synchronised over several devices runs its GEMMs at the sustained share of them
+(``sustained_matmul_share``, a chip at its power limit) and at the pace of the slowest device
+(``slowest_device_share``).
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ import numpy as np
 from computewise.estimate.arrays import FloatArray, col
 from computewise.estimate.assumptions import Assumptions
 from computewise.estimate.flops import OP_SELECTIVE, layer_matmuls
-from computewise.specs import EXECUTIONS, FRAMEWORKS, ModelSpec
+from computewise.specs import ATTENTION_KERNELS, EXECUTIONS, FRAMEWORKS, KernelProfile, ModelSpec
 
 __all__ = [
     "HostCosts",
@@ -44,12 +48,14 @@ __all__ = [
     "gemm_s",
     "optimizer_kernels",
     "prefill_kernels",
+    "profile_shares",
     "training_kernels",
 ]
 
 _MEGATRON = float(FRAMEWORKS.index("megatron"))
 _TRANSFORMERS = float(FRAMEWORKS.index("transformers"))
 _COMPILE = float(EXECUTIONS.index("compile"))
+_TRITON_ATTENTION = float(ATTENTION_KERNELS.index("triton"))
 _GRAPHS = float(EXECUTIONS.index("cuda-graphs"))
 
 # A GEMM whose output has fewer than this many elements leaves SMs idle (132 SMs x 128 x 128 tiles
@@ -77,7 +83,8 @@ class KernelRates:
     """What one device sustains per kernel kind, per row."""
 
     gemm_flops: FloatArray  # a large GEMM at the job's precision
-    attention_flops: FloatArray  # fused attention (FlashAttention), forward
+    attention_flops: FloatArray  # fused attention (FlashAttention-2), forward
+    triton_attention_flops: FloatArray  # FlashAttention written in Triton, forward
     stream_bytes_per_s: FloatArray  # an elementwise kernel's HBM bandwidth
     kernel_floor_s: FloatArray  # device time of the smallest kernel
 
@@ -89,20 +96,37 @@ class KernelRates:
         assumptions: Assumptions,
         matmul_fraction: FloatArray | None = None,
         stream_fraction: FloatArray | None = None,
+        devices: FloatArray | float = 1.0,
     ) -> KernelRates:
-        """Rates from the data sheet (or a calibration's measured peak and triad) and the shares a kernel
-        reaches of them: measured where given, else the catalog's assumptions. A device of unknown
-        bandwidth (0) is timed by its FLOPs alone."""
+        """Rates from the data sheet (or a calibration's measured peak and triad) and the burst shares a
+        kernel reaches of them: measured or published where given (``profile_shares``), else the catalog's
+        assumptions. One device is timed at its burst rate (the measured H100 rows ran one GPU beside idle
+        ones); a step synchronised over several ``devices`` runs its GEMMs at the sustained rate of a chip
+        at its power limit, and at the pace of the slowest device. A device of unknown bandwidth (0) is
+        timed by its FLOPs alone."""
         matmul = assumptions.matmul_peak_fraction if matmul_fraction is None else matmul_fraction
         stream = assumptions.stream_bandwidth_fraction if stream_fraction is None else stream_fraction
-        gemm_flops = col(peak_flops) * col(matmul)
+        at_scale = assumptions.sustained_matmul_share * assumptions.slowest_device_share
+        gemm_flops = col(peak_flops) * col(matmul) * np.where(col(devices) > 1, at_scale, 1.0)
         bandwidth = col(memory_bandwidth_bytes_per_s)
         return cls(
             gemm_flops=gemm_flops,
             attention_flops=gemm_flops * assumptions.attention_share_of_matmul,
+            triton_attention_flops=gemm_flops
+            * assumptions.attention_share_of_matmul
+            * assumptions.triton_attention_share_of_flash,
             stream_bytes_per_s=np.where(bandwidth > 0, bandwidth * col(stream), np.inf),
             kernel_floor_s=col(assumptions.kernel_floor_s),
         )
+
+
+def profile_shares(profile: KernelProfile | None, dtype: str, assumptions: Assumptions) -> tuple[float, float]:
+    """(matmul, stream) burst shares of the data sheet for ``KernelRates.of``: the accelerator's catalog
+    profile (measured or published, kernel_profiles.csv) where it has one, else the assumptions."""
+    if profile is None:
+        return assumptions.matmul_peak_fraction, assumptions.stream_bandwidth_fraction
+    stream = assumptions.stream_bandwidth_fraction if profile.stream_share is None else profile.stream_share
+    return profile.matmul_share_for(dtype), stream
 
 
 @dataclass(frozen=True)
@@ -274,7 +298,7 @@ def _layer_forward(
     act: FloatArray,
     tp: FloatArray,
     sp: FloatArray,
-    flash: FloatArray,
+    attention: FloatArray,
     framework: FloatArray,
     execution: FloatArray,
     rates: KernelRates,
@@ -295,15 +319,16 @@ def _layer_forward(
     heads = model.heads / col(tp)
     d = float(model.attention_head_dim)
     core_flops = 4.0 * tokens * attended * heads * d
-    fused_core = StepKernels(core_flops / rates.attention_flops + rates.kernel_floor_s, col(1.0) + 0.0 * tokens)
+    fused_rate = np.where(col(attention) == _TRITON_ATTENTION, rates.triton_attention_flops, rates.attention_flops)
+    fused_core = StepKernels(core_flops / fused_rate + rates.kernel_floor_s, col(1.0) + 0.0 * tokens)
     # Unfused attention: QK^T and PV as batched GEMMs, softmax (and dropout) over the a*s^2 scores.
     drop = 0.0 if model.gated_ffn else 1.0
     scores_bytes = tokens * heads * 2.0 * attended * (2 * act + drop * (2 * act + 1))
     bmm = gemm_s(tokens, 2.0 * attended, d, act, rates) * heads
     unfused_core = StepKernels(bmm, col(2.0)) + _stream(scores_bytes, 1.0 + drop, rates)
     core = StepKernels(
-        np.where(col(flash) > 0, fused_core.device_s, unfused_core.device_s),
-        np.where(col(flash) > 0, fused_core.kernels, unfused_core.kernels),
+        np.where(col(attention) > 0, fused_core.device_s, unfused_core.device_s),
+        np.where(col(attention) > 0, fused_core.kernels, unfused_core.kernels),
     )
     elementwise = _elementwise(model, act, framework, execution, tp, sp)
     rest = _stream(tokens * elementwise.bytes_per_token, elementwise.kernels, rates)
@@ -344,7 +369,7 @@ def training_kernels(
     act: FloatArray,
     tp: FloatArray,
     sp: FloatArray,
-    flash: FloatArray,
+    attention: FloatArray,
     recompute: FloatArray,
     framework: FloatArray,
     execution: FloatArray,
@@ -361,7 +386,7 @@ def training_kernels(
     attended = col(seq_len) * causal
     if model.sliding_window:
         attended = np.minimum(attended, float(model.sliding_window))
-    matmuls, core, rest = _layer_forward(model, tokens, attended, act, tp, sp, flash, framework, execution, rates)
+    matmuls, core, rest = _layer_forward(model, tokens, attended, act, tp, sp, attention, framework, execution, rates)
     forward = matmuls + core + rest
     backward = matmuls.backward(2.0, 2.0) + core.backward(_ATTENTION_BACKWARD_WORK, 1.0) + rest.backward(2.0, 2.0)
     code = col(recompute)

@@ -16,6 +16,7 @@ from computewise.estimate.calibrated import calibrated_compute, calibration_note
 from computewise.estimate.collectives import fabric_for
 from computewise.estimate.cost import needs_host, server_w_per_device
 from computewise.estimate.infer import InferColumns, InferRows, evaluate_infer, inference_weight_bytes
+from computewise.estimate.kernels import profile_shares
 from computewise.estimate.layout import check_layout
 from computewise.estimate.memory import (
     MemoryBreakdown,
@@ -273,6 +274,7 @@ class TrainEstimate:
                 "optimizer": self.job.optimizer,
                 "recompute": self.job.recompute,
                 "flash_attention": self.job.flash_attention,
+                "attention": self.job.attention,
                 "framework": self.job.framework,
                 "execution": self.job.execution,
             },
@@ -360,6 +362,7 @@ def estimate_train(
     )
     problem = _link_problem(accelerator, gpus, hw)
     layout = TrainLayout.for_job(parallelism, job)
+    profiled = profile_shares(catalog.kernel_profile(accelerator.slug), job.precision, assumptions)
     hardware = TrainHardware(
         peak_flops=col(peak),
         memory_bandwidth_bytes_per_s=col(bandwidth),
@@ -370,8 +373,8 @@ def estimate_train(
         g_co2_per_kwh=col(hw.carbon.g_co2_per_kwh),
         pue=col(hw.pue),
         utilization=share,
-        matmul_fraction=None if calibrated is None else calibrated.matmul_fraction,
-        stream_fraction=None if calibrated is None or calibrated.memory_bandwidth_bytes_per_s is None else col(1.0),
+        matmul_fraction=col(profiled[0]) if calibrated is None else calibrated.matmul_fraction,
+        stream_fraction=col(1.0 if calibrated is not None and calibrated.memory_bandwidth_bytes_per_s else profiled[1]),
     )
     with np.errstate(divide="ignore", invalid="ignore"):  # a link of unknown speed: its time is dropped below
         columns = evaluate_train(model, job.tokens, layout, hardware, assumptions)
@@ -480,6 +483,7 @@ def estimate_infer(
     peak = peak_for(accelerator, job.precision)
     hw = quote(catalog, Ask(accelerator, tp, estimate=True), PriceRequest(None, instance_type, cloud, region, pricing))
     _require_links(accelerator, tp, hw)
+    profiled = profile_shares(catalog.kernel_profile(accelerator.slug), job.precision, assumptions)
     rows = InferRows(
         tp=col(tp),
         batch=col(job.batch),
@@ -498,6 +502,8 @@ def estimate_infer(
         framework=col(FRAMEWORKS.index(job.framework)),
         execution=col(EXECUTIONS.index(job.execution)),
         all_logits=col(job.framework == "transformers"),
+        matmul_fraction=col(profiled[0]),
+        stream_fraction=col(profiled[1]),
     )
     scope = scope_for(tp, hw.devices_per_node)
     notes = (

@@ -192,7 +192,7 @@ def _compute_s(
         at_share = hw.peak_flops * given
         return hardware_per_token * per_device_tokens / at_share, model_per_token * per_device_tokens / at_share
     rates = KernelRates.of(
-        hw.peak_flops, hw.memory_bandwidth_bytes_per_s, assumptions, hw.matmul_fraction, hw.stream_fraction
+        hw.peak_flops, hw.memory_bandwidth_bytes_per_s, assumptions, hw.matmul_fraction, hw.stream_fraction, rows.gpus
     )
     host = HostCosts.of(assumptions).per_kernel_s(rows.framework, rows.execution, training=True)
     if not model.is_transformer:
@@ -210,7 +210,7 @@ def _compute_s(
             rows.weight_bytes,
             rows.tp,
             rows.sequence_parallel,
-            rows.flash_attention,
+            rows.attention,
             rows.recompute,
             rows.framework,
             rows.execution,

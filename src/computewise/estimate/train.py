@@ -32,7 +32,7 @@ from computewise.estimate.memory import (
     with_overhead,
 )
 from computewise.estimate.step import StepTime, step_time
-from computewise.specs import EXECUTIONS, FRAMEWORKS, ModelSpec, Parallelism, TrainJob
+from computewise.specs import ATTENTION_KERNELS, EXECUTIONS, FRAMEWORKS, ModelSpec, Parallelism, TrainJob
 
 __all__ = [
     "TrainColumns",
@@ -86,7 +86,7 @@ class TrainLayout:
     seq_len: FloatArray
     recompute: FloatArray  # 0 none, 1 selective, 2 full
     sequence_parallel: FloatArray  # 0/1
-    flash_attention: FloatArray  # 0/1
+    attention: FloatArray  # index in ATTENTION_KERNELS: 0 unfused, 1 FlashAttention-2, 2 Triton's
     weight_bytes: FloatArray
     optimizer_bytes: FloatArray
     cp: FloatArray  # context parallelism: each sequence split over cp ranks
@@ -121,7 +121,7 @@ class TrainLayout:
             seq_len=col(job.seq_len),
             recompute=col(RECOMPUTE_CODES[job.recompute]),
             sequence_parallel=col(p.sequence_parallel),
-            flash_attention=col(job.flash_attention),
+            attention=col(ATTENTION_KERNELS.index(job.attention)),
             weight_bytes=col(bytes_per_value(job.precision)),
             optimizer_bytes=col(optimizer_bytes_per_param(job.optimizer, job.precision)),
             cp=col(p.cp),
@@ -236,7 +236,7 @@ def train_memory(model: ModelSpec, layout: TrainLayout, assumptions: Assumptions
         layout.pp,
         layout.sequence_parallel,
         layout.recompute,
-        layout.flash_attention,
+        layout.attention,
         layout.weight_bytes,
         layout.microbatches,
         framework=layout.framework,

@@ -29,6 +29,7 @@ from computewise.estimate.infer import (
     evaluate_infer,
     inference_weight_bytes,
 )
+from computewise.estimate.kernels import profile_shares
 from computewise.estimate.pricing import cheapest_rental
 from computewise.estimate.quote import offering_quote
 from computewise.estimate.single import memory_dict
@@ -164,6 +165,7 @@ def plan_infer(model: ModelSpec, catalog: Catalog, assumptions: Assumptions, c: 
     for offering in offerings:
         accel = catalog.accelerator(offering.accelerator)
         one_gpu = offering_quote(catalog, offering, 1, c.pricing)
+        profile = catalog.kernel_profile(accel.slug)
         rows = [
             (tp, precision, batch)
             for tp in _TP
@@ -178,6 +180,7 @@ def plan_infer(model: ModelSpec, catalog: Catalog, assumptions: Assumptions, c: 
         if not rows:
             continue
         tp = col([r[0] for r in rows])
+        shares = [profile_shares(profile, r[1], assumptions) for r in rows]
         columns = evaluate_infer(
             model,
             InferRows(
@@ -198,6 +201,8 @@ def plan_infer(model: ModelSpec, catalog: Catalog, assumptions: Assumptions, c: 
                 framework=col(SERVING_FRAMEWORK) + 0 * tp,
                 execution=col(SERVING_EXECUTION) + 0 * tp,
                 all_logits=col(0.0) + 0 * tp,
+                matmul_fraction=col([share[0] for share in shares]),
+                stream_fraction=col([share[1] for share in shares]),
             ),
             assumptions,
         )

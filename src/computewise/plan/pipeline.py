@@ -48,6 +48,7 @@ from computewise.estimate.infer import (
     evaluate_infer,
     inference_weight_bytes,
 )
+from computewise.estimate.kernels import profile_shares
 from computewise.estimate.quote import Ask, PriceRequest, quote
 from computewise.estimate.single import default_precision
 from computewise.limits import BATCH, LATENCY_MS, SEQUENCE_TOKENS, Limit
@@ -568,6 +569,7 @@ def _model_service(
         return f"{acc.slug} has no {precision} support"
     if model.heads and model.heads % stage.gpus:
         return f"{model.heads} heads do not split over {stage.gpus} GPUs"
+    shares = profile_shares(catalog.kernel_profile(acc.slug), precision, assumptions)
     columns = evaluate_infer(
         model,
         InferRows(
@@ -588,6 +590,8 @@ def _model_service(
             framework=col(SERVING_FRAMEWORK),
             execution=col(SERVING_EXECUTION),
             all_logits=col(0.0),
+            matmul_fraction=col(shares[0]),
+            stream_fraction=col(shares[1]),
         ),
         assumptions,
     )

@@ -36,8 +36,9 @@ from computewise.estimate.assumptions import Assumptions
 from computewise.estimate.bottleneck import bottleneck
 from computewise.estimate.calibrated import calibrated_compute, matmul_sizes
 from computewise.estimate.collectives import Fabric, fabric_for, stack_fabrics
-from computewise.estimate.cost import energy_kwh
+from computewise.estimate.cost import energy_kwh, server_w_per_device
 from computewise.estimate.data_movement import DataSite, data_movement, egress_scope
+from computewise.estimate.kernels import profile_shares
 from computewise.estimate.layout import VIRTUAL_STAGES, stage_slots
 from computewise.estimate.memory import MemoryBreakdown, bytes_per_value, optimizer_bytes_per_param
 from computewise.estimate.pricing import cheapest_rental
@@ -46,10 +47,12 @@ from computewise.estimate.single import memory_dict
 from computewise.estimate.train import TrainColumns, TrainHardware, TrainLayout, evaluate_train, train_memory
 from computewise.plan.result import Option, Plan, Rejection, merge_rejections, pareto_front, scaling_curve
 from computewise.specs import (
+    ATTENTION_KERNELS,
     FRAMEWORKS,
     PRECISIONS,
     RECOMPUTES,
     Accelerator,
+    KernelProfile,
     ModelSpec,
     Offering,
     Optimizer,
@@ -231,6 +234,7 @@ def _layouts(model: ModelSpec, gpu_counts: Sequence[int], max_tp: int, c: TrainC
     t = _where(t, (t["dp"] * t["cp"]) % t["ep"] == 0)
     t = _cross(t, "zero", _ZERO)
     t = _where(t, (t["dp"] > 1) | (t["zero"] == 0))  # ZeRO shards over dp; with dp = 1 every stage is stage 0
+    t = _where(t, (t["pp"] == 1) | (t["zero"] < 3))  # ZeRO-3 gathers every layer each micro-batch: no pipeline
     t = _cross(t, "precision", (PRECISIONS.index(p) for p in c.precisions))
     levels = len(PLANNED_RECOMPUTES) if splittable else 1
     t = _cross(t, "recompute", range(levels))
@@ -250,7 +254,7 @@ def _layouts(model: ModelSpec, gpu_counts: Sequence[int], max_tp: int, c: TrainC
         seq_len=np.full(rows, float(c.seq_len)),
         recompute=col(t["recompute"]),
         sequence_parallel=col(t["tp"] > 1),
-        flash_attention=np.ones(rows),
+        attention=np.full(rows, float(ATTENTION_KERNELS.index("flash"))),
         weight_bytes=weight[precision],
         optimizer_bytes=optimizer[precision],
         cp=col(t["cp"]),
@@ -271,6 +275,7 @@ class _Hardware:
     node_network_bytes_per_s: float  # all NICs of one node
     prices: tuple[Quote, ...]  # one instance (or owned server) of each offering, at each pricing
     fabric: Fabric  # one row: the links and NICs with their efficiencies and latencies
+    profile: KernelProfile | None  # the catalog's burst shares of its kernels (kernel_profiles.csv)
     calibration: Calibration | None = None  # what ``computewise bench --save`` measured on this accelerator
 
 
@@ -319,7 +324,15 @@ def _hardware(
             shapes.setdefault(key, []).append(owned)
     measured = {slug: _calibration(slug, calibrations) for slug in {key[0] for key in shapes}}
     return [
-        _Hardware(catalog.accelerator(key[0]), key[1], key[2], tuple(prices), fabrics[key], measured[key[0]])
+        _Hardware(
+            catalog.accelerator(key[0]),
+            key[1],
+            key[2],
+            tuple(prices),
+            fabrics[key],
+            catalog.kernel_profile(key[0]),
+            measured[key[0]],
+        )
         for key, prices in sorted(shapes.items())
     ]
 
@@ -426,23 +439,30 @@ def _take_memory(memory: MemoryBreakdown, index: IntArray) -> MemoryBreakdown:
     return replace(memory, **taken)
 
 
-def _train_hardware(hardware: Sequence[_Hardware], shape: IntArray, precision: IntArray) -> TrainHardware:
+def _train_hardware(
+    hardware: Sequence[_Hardware], shape: IntArray, precision: IntArray, assumptions: Assumptions
+) -> TrainHardware:
     """Hardware columns for rows on shapes ``shape`` at PRECISIONS ``precision``; prices come per offering later."""
 
     def per_row(values: list[float]) -> FloatArray:
         return np.array(values, dtype=np.float64)[shape]
 
     peak_table = np.array([[h.accelerator.peak_flops.get(p, 0.0) for p in PRECISIONS] for h in hardware])
+    shares = np.array([[profile_shares(h.profile, p, assumptions) for p in PRECISIONS] for h in hardware])
     zeros = np.zeros(len(shape))
     return TrainHardware(
         peak_flops=peak_table[shape, precision],
         memory_bandwidth_bytes_per_s=per_row([h.accelerator.memory_bandwidth_bytes_per_s for h in hardware]),
         fabric=stack_fabrics([h.fabric for h in hardware]).take(shape),
-        tdp_w=per_row([h.accelerator.tdp_w for h in hardware]),
+        tdp_w=per_row(
+            [server_w_per_device(h.accelerator, assumptions.server_host_power_fraction_of_tdp) for h in hardware]
+        ),
         rental_usd_per_h=zeros,  # priced per offering below
         spot=zeros + 1.0,  # time_s carries the spot slowdown; steps * step_s is the time without it
         g_co2_per_kwh=zeros,
         pue=zeros + 1.0,
+        matmul_fraction=shares[shape, precision, 0],
+        stream_fraction=shares[shape, precision, 1],
     )
 
 
@@ -461,8 +481,8 @@ def _calibrated(
     peak = plain.peak_flops.reshape(-1).copy()
     bandwidth = plain.memory_bandwidth_bytes_per_s.reshape(-1).copy()
     utilization = np.full(len(shape), np.nan)
-    fraction = np.full(len(shape), assumptions.matmul_peak_fraction)
-    stream = np.full(len(shape), assumptions.stream_bandwidth_fraction)
+    fraction = np.array(plain.matmul_fraction, dtype=np.float64).reshape(-1)
+    stream = np.array(plain.stream_fraction, dtype=np.float64).reshape(-1)
     sizes = matmul_sizes(model, rows.micro_batch, rows.seq_len, rows.cp, rows.tp).reshape(-1)
     for h_index, calibration in calibrated:
         for p_index, name in enumerate(PRECISIONS):
@@ -502,7 +522,7 @@ def _evaluate(
     """``evaluate_train`` on (layout, shape) rows."""
     rows = layouts.rows.take(layout_index)
     precision = layouts.precision[layout_index]
-    train_hardware = _train_hardware(hardware, shape, precision)
+    train_hardware = _train_hardware(hardware, shape, precision, assumptions)
     calibrated = [(index, h.calibration) for index, h in enumerate(hardware) if h.calibration is not None]
     if calibrated:
         kinds = [h.accelerator.kind for h in hardware]
@@ -676,7 +696,11 @@ def _option(
     time_s = float(columns.time_s[r] if pricing == "spot" else columns.steps[r] * columns.step_s[r])
     kwh = float(
         energy_kwh(
-            col(gpus), col(h.accelerator.tdp_w), assumptions.gpu_power_fraction_of_tdp, col(time_s), col(price.pue)
+            col(gpus),
+            col(server_w_per_device(h.accelerator, assumptions.server_host_power_fraction_of_tdp)),
+            assumptions.gpu_power_fraction_of_tdp,
+            col(time_s),
+            col(price.pue),
         )
     )
     rows = layouts.rows

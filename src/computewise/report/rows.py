@@ -222,7 +222,9 @@ def _job(job: dict[str, Any]) -> str:
         parts.append(str(job["optimizer"]))
     if "recompute" in job:
         parts.append(f"recompute {job['recompute']}")
-    if job.get("flash_attention"):
+    if job.get("attention") == "triton":
+        parts.append("Triton flash attention")
+    elif job.get("flash_attention"):
         parts.append("flash attention")
     if "framework" in job:
         parts.append(f"{job['framework']} layout")

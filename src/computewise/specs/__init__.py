@@ -6,6 +6,7 @@ from computewise.specs.hardware import (
     Accelerator,
     CarbonIntensity,
     Dtype,
+    KernelProfile,
     NetworkFabric,
     Offering,
     OnPremCost,
@@ -13,11 +14,13 @@ from computewise.specs.hardware import (
 )
 from computewise.specs.model import Architecture, ModelSpec, TracedStats
 from computewise.specs.workload import (
+    ATTENTION_KERNELS,
     EXECUTIONS,
     FRAMEWORKS,
     OPTIMIZERS,
     PRECISIONS,
     RECOMPUTES,
+    AttentionKernel,
     Execution,
     Framework,
     InferJob,
@@ -29,6 +32,7 @@ from computewise.specs.workload import (
 )
 
 __all__ = [
+    "ATTENTION_KERNELS",
     "DTYPES",
     "EXECUTIONS",
     "FRAMEWORKS",
@@ -38,11 +42,13 @@ __all__ = [
     "RECOMPUTES",
     "Accelerator",
     "Architecture",
+    "AttentionKernel",
     "CarbonIntensity",
     "Dtype",
     "Execution",
     "Framework",
     "InferJob",
+    "KernelProfile",
     "ModelSpec",
     "NetworkFabric",
     "Offering",

@@ -12,6 +12,7 @@ __all__ = [
     "Assumption",
     "CarbonIntensity",
     "Dtype",
+    "KernelProfile",
     "NetworkFabric",
     "Offering",
     "OnPremCost",
@@ -82,6 +83,29 @@ class Offering:
             "reserved-1y": self.reserved_1y_usd_per_h,
             "reserved-3y": self.reserved_3y_usd_per_h,
         }.get(pricing)
+
+
+@dataclass(frozen=True)
+class KernelProfile:
+    """What share of its data sheet an accelerator's kernels reach in a short burst (a kernel_profiles.csv row).
+
+    Measured with ``computewise bench`` on the device, or taken from a published kernel benchmark;
+    the source says which. A burst is what a benchmark times: a long job runs at the sustained
+    share of it (``sustained_matmul_share`` in assumptions.csv), which the step model applies.
+    """
+
+    accelerator: str  # slug or alias; the loader stores the slug
+    matmul_share: float  # a large 16-bit GEMM's FLOP/s over the data sheet's dense peak, 0..1
+    fp32_matmul_share: float | None  # the same for fp32/tf32 GEMMs; None: matmul_share
+    stream_share: float | None  # a STREAM triad's bandwidth over the data sheet's; None: the assumption
+    source: str
+    retrieved: str  # ISO date
+
+    def matmul_share_for(self, dtype: str) -> float:
+        """The burst share of a GEMM at ``dtype``: fp32 and tf32 run on their own units."""
+        if dtype in ("fp32", "tf32") and self.fp32_matmul_share is not None:
+            return self.fp32_matmul_share
+        return self.matmul_share
 
 
 @dataclass(frozen=True)

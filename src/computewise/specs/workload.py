@@ -9,11 +9,13 @@ from computewise import limits
 from computewise.units import check_range
 
 __all__ = [
+    "ATTENTION_KERNELS",
     "EXECUTIONS",
     "FRAMEWORKS",
     "OPTIMIZERS",
     "PRECISIONS",
     "RECOMPUTES",
+    "AttentionKernel",
     "Execution",
     "Framework",
     "InferJob",
@@ -44,6 +46,11 @@ FRAMEWORKS: tuple[Framework, ...] = ("megatron", "pytorch", "transformers")
 # (fused elementwise kernels, a cheaper launch), or replayed from a captured CUDA graph.
 Execution = Literal["eager", "compile", "cuda-graphs"]
 EXECUTIONS: tuple[Execution, ...] = ("eager", "compile", "cuda-graphs")
+# The attention kernel: none fused (the score matrix materialised), FlashAttention-2's CUDA kernels
+# (what PyTorch's SDPA, flash-attn and Megatron run), or FlashAttention written in Triton (llm-foundry's
+# attn_impl triton, ALiBi through a bias), which holds the same memory and runs slower.
+AttentionKernel = Literal["unfused", "flash", "triton"]
+ATTENTION_KERNELS: tuple[AttentionKernel, ...] = ("unfused", "flash", "triton")
 
 
 @dataclass(frozen=True)
@@ -80,9 +87,14 @@ class TrainJob:
     precision: Precision = "bf16"
     optimizer: Optimizer = "adamw"
     recompute: Recompute = "none"
-    flash_attention: bool = True
+    attention: AttentionKernel = "flash"
     framework: Framework = "pytorch"
     execution: Execution = "eager"
+
+    @property
+    def flash_attention(self) -> bool:
+        """Fused attention of either kind: the score matrix is never stored."""
+        return self.attention != "unfused"
 
     def __post_init__(self) -> None:
         """A job the library is handed directly is held to the CLI's ranges: no 30-digit cost from ``tokens=1e30``."""
