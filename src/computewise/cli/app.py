@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 import sys
 from functools import cache
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 
@@ -41,8 +41,31 @@ VERBS: dict[str, tuple[str, str, dict[str, Any]]] = {
 }
 
 
+# `-h` as well as `--help`, as most command-line tools take; click hands this to every subcommand's context.
+_CONTEXT: dict[str, Any] = {"help_option_names": ["-h", "--help"]}
+
+
 def _typer(**settings: Any) -> typer.Typer:
-    return typer.Typer(name="computewise", add_completion=False, pretty_exceptions_enable=False, **settings)
+    """The root app: Typer's shell completion (``--install-completion``, ``--show-completion``) stays on."""
+    return typer.Typer(name="computewise", pretty_exceptions_enable=False, context_settings=_CONTEXT, **settings)
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from computewise import __version__
+
+        typer.echo(f"computewise {__version__}")
+        raise typer.Exit()
+
+
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option("--version", help="Print the version and exit.", is_eager=True, callback=_print_version),
+    ] = False,
+) -> None:
+    # The root's options only (--version, completion); a callback also keeps a lone verb a subcommand.
+    del version
 
 
 def _add(target: typer.Typer, verb: str) -> None:
@@ -59,6 +82,7 @@ def _add(target: typer.Typer, verb: str) -> None:
 def whole_app() -> typer.Typer:
     """Every verb: what ``computewise --help`` lists (built once per process)."""
     app = _typer(help="Plan, measure and cut the compute cost of ML training and inference.", no_args_is_help=True)
+    app.callback()(_root)
     for verb in VERBS:
         _add(app, verb)
     return app
@@ -80,7 +104,7 @@ def app_for(argv: list[str]) -> typer.Typer:
     if verb not in VERBS:
         return whole_app()
     single = _typer()
-    single.callback()(lambda: None)  # a callback keeps the verb a subcommand, as in the whole app
+    single.callback()(_root)
     _add(single, verb)
     return single
 
@@ -91,8 +115,9 @@ def main() -> None:
     Only that tree is caught: a ``ControlFlow`` signal (``computewise.errors``) that gets this far is
     a bug in computewise and keeps its traceback.
     """
+    argv = sys.argv[1:]
     try:
-        app_for(sys.argv[1:])(standalone_mode=True)
+        app_for(argv)(argv, prog_name="computewise", standalone_mode=True)
     except ComputewiseError as error:
         print_error(error)
         sys.exit(EXIT_USER_ERROR)
