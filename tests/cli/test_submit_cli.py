@@ -68,7 +68,8 @@ def test_refusals_exit_2_with_a_fix(tmp_path: Path) -> None:
         (("--engine", "kubernetes", "--name", "a", "--gpus", "0.5", "--image", "i", "--dry-run"), "whole devices"),
         (("--engine", "local", "--name", "Bad_Name"), "invalid job name"),
         (("--engine", "slurmm", "--name", "a"), "--engine must be one of"),
-        (("--engine", "local"), "--name is required"),
+        (("--engine", "local"), "Missing option '--name'"),
+        (("--engine", "kubernetes", "--name", "a", "--spot", "--image", "i", "--dry-run"), "--engine skypilot only"),
         (("--engine", "slurm", "--name", "a", "--memory", "lots", "--dry-run"), "cannot read --memory"),
         (("--engine", "slurm", "--name", "a"), "sbatch not found"),
         (("--engine", "ray", "--name", "a"), "needs the cluster's address"),
@@ -79,7 +80,14 @@ def test_refusals_exit_2_with_a_fix(tmp_path: Path) -> None:
         done = submit(*args, "--", "python", "t.py", env={"PATH": str(tmp_path)})
         assert done.returncode == 2, (args, done.stdout, done.stderr)
         assert expected in done.stderr, (args, done.stderr)
-        assert "To fix:" in done.stderr and "Traceback" not in done.stderr
+        assert "Traceback" not in done.stderr
+        assert "To fix:" in done.stderr or "Missing option" in expected
+
+
+def test_help_marks_the_name_required_and_spells_its_rule() -> None:
+    said = " ".join(submit("--help", env={"COLUMNS": "200"}).stdout.split())
+    assert "[required]" in said and "lowercase letters, digits and '-', at most 63 characters" in said
+    assert "--spot --no-spot" in said or "--spot/--no-spot" in said
 
 
 def test_an_option_after_the_last_known_one_is_refused_not_submitted_as_the_command(tmp_path: Path) -> None:
@@ -115,6 +123,13 @@ def test_a_plan_file_sets_the_gpus_the_accelerator_the_processes_and_the_price(t
     assert job["processes"] == best["gpus"]
     assert job["hourly_usd"] == best["cost"]["usd_per_hour"]
     assert f"from {plan_file}: {best['gpus']} x {best['accelerator']}" in done.stderr
+    assert job["resources"]["cpus"] >= best["gpus"] and job["resources"]["spot"] == (best["cost"]["pricing"] == "spot")
+    sky = submit(
+        "--engine", "skypilot", "--name", "ft", "--plan", str(plan_file), "--no-spot", "--cpus", "4", "--dry-run",
+        "--", "python", "t.py",
+    )  # fmt: skip
+    assert sky.returncode == 0, sky.stderr
+    assert "use_spot: false" in sky.stdout and 'cpus: "4+"' in sky.stdout
 
     clash = submit("--name", "ft", "--plan", str(plan_file), "--gpus", "2", "--dry-run", "--", "python", "t.py")
     assert clash.returncode == 2 and "--plan sets --gpus already" in clash.stderr

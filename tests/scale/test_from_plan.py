@@ -12,7 +12,7 @@ from computewise.errors import InputError
 from computewise.estimate import Assumptions
 from computewise.models import preset
 from computewise.plan import Option, Plan, TrainConstraints, plan_train
-from computewise.scale.from_plan import planned_job
+from computewise.scale.from_plan import DEFAULT_CPUS_PER_GPU, planned_job
 
 # One machine of eight H100s at a spot price, as `computewise plan train` recommends it.
 OPTION = Option(
@@ -48,8 +48,19 @@ def plan_of(option: Option) -> Plan:
 
 def test_the_recommended_option_becomes_gpus_processes_and_price() -> None:
     job = planned_job(plan_of(OPTION), "plan.json")
-    assert (job.gpus, job.accelerator, job.processes, job.hourly_usd) == (8, "h100-sxm", 8, 15.80912)
-    assert job.summary == "8 x h100-sxm (gcp a3-highgpu-8g), one process per GPU"
+    assert (job.gpus, job.accelerator, job.processes, job.hourly_usd, job.spot) == (8, "h100-sxm", 8, 15.80912, True)
+    assert job.cpus == 187  # a3-highgpu-8g's 208 vCPUs less a tenth for the node's daemons
+    assert job.summary == (
+        "8 x h100-sxm (gcp a3-highgpu-8g, spot), one process per GPU, "
+        "187 CPUs (208 vCPUs of the instance for these GPUs, less 10% for its daemons)"
+    )
+
+
+def test_an_owned_server_gets_the_default_cpus_per_gpu() -> None:
+    owned = replace(OPTION, cloud="on-prem", instance_type="8x H100 SXM server", pricing="on-prem")
+    job = planned_job(plan_of(owned), "plan.json")
+    assert (job.cpus, job.spot) == (8 * DEFAULT_CPUS_PER_GPU, False)
+    assert "the instance is not in the catalog" in job.summary
 
 
 def test_a_real_plan_file_becomes_its_recommended_job(catalog: Catalog, assumptions: Assumptions) -> None:

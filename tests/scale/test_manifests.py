@@ -30,7 +30,7 @@ GOLDEN = Path(__file__).parent / "golden"
 TRAIN = JobSpec(
     name="llama-ft-7b",
     command=("python", "-m", "train", "--config", "run config.json"),
-    resources=Resources(gpus=2, accelerator="h100", cpus=8, memory_bytes=64 * GIB),
+    resources=Resources(gpus=2, accelerator="h100", cpus=8, memory_bytes=64 * GIB, spot=True),
     tags={"team": "nlp", "cost center": "R&D/42"},
     checkpoint_uri="s3://ckpt-bucket/llama-ft-7b",
     env={"NCCL_DEBUG": "WARN"},
@@ -129,6 +129,12 @@ def test_bad_resources_are_refused() -> None:
         Resources(gpus=1.5)
     with pytest.raises(InputError, match="no command"):
         JobSpec(name="a", command=())
+
+
+def test_skypilot_rents_spot_only_when_the_job_asks() -> None:
+    """A task that asks for nothing is rented on demand: the price the user saw, not a preemptible one."""
+    assert "use_spot: false" in render_task(dataclasses.replace(TRAIN, resources=Resources(gpus=2, accelerator="h100")))
+    assert "use_spot: true" in render_task(TRAIN)
 
 
 def test_skypilot_needs_a_bucket_and_an_accelerator() -> None:

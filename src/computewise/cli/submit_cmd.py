@@ -25,10 +25,14 @@ _ENGINE_HELP = "Job engine: local (a child process), ray, kubernetes, slurm or s
 
 def submit(
     command: Annotated[list[str], typer.Argument(help="The command to run, after --: -- python train.py")],
-    engine: Annotated[str, typer.Option(help=_ENGINE_HELP)] = "local",
     name: Annotated[
-        str, typer.Option(help="Stable run name ([a-z0-9-], <= 63 chars): a resubmitted job keeps it.")
-    ] = "",
+        str,
+        typer.Option(
+            help="Stable run name: lowercase letters, digits and '-', at most 63 characters; "
+            "a resubmitted job keeps it.",
+        ),
+    ],
+    engine: Annotated[str, typer.Option(help=_ENGINE_HELP)] = "local",
     gpus: Annotated[
         float,
         typer.Option(
@@ -37,7 +41,13 @@ def submit(
         ),
     ] = 0,
     accelerator: Annotated[str | None, typer.Option(help="Catalog accelerator, e.g. h100, a100-80gb.")] = None,
-    cpus: Annotated[float, typer.Option(parser=bounded_float("--cpus"), help="CPU cores.")] = 1,
+    cpus: Annotated[
+        float | None,
+        typer.Option(
+            parser=bounded_float("--cpus"),
+            help="CPU cores. Default: with --plan, the plan's share of its instance's vCPUs; else 1.",
+        ),
+    ] = None,
     nproc: Annotated[
         int,
         typer.Option(parser=bounded_int("--nproc"), help="Processes on one node under torchrun (DDP/FSDP); 1: plain."),
@@ -51,6 +61,14 @@ def submit(
         str | None, typer.Option(help="Checkpoint storage that survives the node: a shared path or a bucket URL.")
     ] = None,
     image: Annotated[str | None, typer.Option(help="Container image (kubernetes, skypilot).")] = None,
+    spot: Annotated[
+        bool | None,
+        typer.Option(
+            "--spot/--no-spot",
+            help="Rent spot capacity (skypilot; the job resumes after a preemption). Default: as the plan priced it "
+            "with --plan, else on-demand.",
+        ),
+    ] = None,
     tag: Annotated[list[str] | None, typer.Option("--tag", help="KEY=VALUE label (repeatable).")] = None,
     hourly_usd: Annotated[str | None, typer.Option(help="Price per hour, carried to the ledger.")] = None,
     max_restarts: Annotated[
@@ -73,9 +91,12 @@ def submit(
     refuse_option_as_command(command, "submit")
     if engine not in ENGINE_NAMES:
         raise InputError(f"--engine must be one of {', '.join(ENGINE_NAMES)}, got {engine!r}", "e.g. --engine local")
-    if not name:
-        raise InputError("--name is required", "give a stable run name, e.g. --name llama-ft-7b")
-    resources, planned_usd = with_plan(plan, JobResources(gpus, accelerator, cpus, memory, nproc))
+    if spot is not None and engine != "skypilot":
+        raise InputError(
+            f"--{'' if spot else 'no-'}spot applies to --engine skypilot only",
+            f"drop it: {engine} runs the job on the nodes the cluster has (select spot nodes there)",
+        )
+    resources, planned_usd = with_plan(plan, JobResources(gpus, accelerator, cpus, memory, nproc, spot))
     spec = job_spec(
         name,
         command,
@@ -114,13 +135,17 @@ class JobResources:
 
     gpus: float
     accelerator: str | None
-    cpus: float
+    cpus: float | None  # None: the plan's share of its instance, else 1
     memory: str | None
     processes: int = 1
+    spot: bool | None = None  # None: as the plan priced it, else on-demand
 
 
 def with_plan(plan: Path | None, resources: JobResources) -> tuple[JobResources, float | None]:
-    """The resources the plan file's recommended option asks for, and its hourly price; as given without one."""
+    """The resources the plan file's recommended option asks for, and its hourly price; as given without one.
+
+    CPUs and spot capacity the user gave win over the plan's; GPUs, accelerator and processes must not be given.
+    """
     if plan is None:
         return resources, None
     from computewise.errors import InputError
@@ -146,9 +171,15 @@ def with_plan(plan: Path | None, resources: JobResources) -> tuple[JobResources,
         ) from err
     job = planned_job(Plan.from_dict(data, str(plan)), str(plan))
     sys.stderr.write(f"computewise: from {plan}: {job.summary}\n")
-    return dataclasses.replace(resources, gpus=job.gpus, accelerator=job.accelerator, processes=job.processes), (
-        job.hourly_usd
+    planned = dataclasses.replace(
+        resources,
+        gpus=job.gpus,
+        accelerator=job.accelerator,
+        processes=job.processes,
+        cpus=job.cpus if resources.cpus is None else resources.cpus,
+        spot=job.spot if resources.spot is None else resources.spot,
     )
+    return planned, job.hourly_usd
 
 
 def job_spec(
@@ -173,7 +204,8 @@ def job_spec(
         resources=Resources(
             gpus=resources.gpus,
             accelerator=resources.accelerator,
-            cpus=resources.cpus,
+            cpus=1 if resources.cpus is None else resources.cpus,
+            spot=bool(resources.spot),
             memory_bytes=round(parse_bytes(resources.memory, "--memory")) if resources.memory is not None else None,
         ),
         tags=parse_tags(tags or []),

@@ -40,17 +40,24 @@ _NAMES: dict[str, tuple[str, str, str]] = {
     "h100-pcie": ("NVIDIA-H100-PCIe", "h100", "H100"),
     "h100-nvl": ("NVIDIA-H100-NVL", "h100", "H100"),
     "h200": ("NVIDIA-H200", "h200", "H200"),
+    "gh200": ("NVIDIA-GH200-480GB", "gh200", "GH200"),  # nvidia-smi: "NVIDIA GH200 480GB" (96 GB HBM3 + 480 GB LPDDR5X)
     "b200": ("NVIDIA-B200", "b200", "B200"),
 }
 
 
 def engine_names(accelerator: str) -> EngineNames:
-    """Resolve a catalog slug or alias; an unknown name raises UnknownNameError with suggestions."""
-    slug = load_catalog().accelerator(accelerator).slug
-    names = _NAMES.get(slug)
+    """Resolve a catalog slug or alias; an unknown name raises UnknownNameError with suggestions.
+
+    The accelerator may come from ``--accelerator`` or from a plan's recommendation, so the refusal
+    names both ways out rather than a flag the user may not have given.
+    """
+    device = load_catalog().accelerator(accelerator)
+    names = _NAMES.get(device.slug)
     if names is None:
         raise JobEngineError(
-            f"accelerator {slug!r} has no NVIDIA GPU label that Kubernetes, Slurm or SkyPilot schedules by",
-            f"use one of {', '.join(sorted(_NAMES))}, or leave out --accelerator and select nodes yourself",
+            f"{device.slug} ({device.vendor} {device.kind}) has no GPU label that computewise's Kubernetes, Slurm "
+            "or SkyPilot manifests request; they schedule NVIDIA GPUs and CPUs",
+            f"choose one of {', '.join(sorted(_NAMES))} (--accelerator, or `plan train --gpu`), or render with "
+            "neither --accelerator nor --plan and select the nodes in the manifest yourself",
         )
-    return EngineNames(slug, *names)
+    return EngineNames(device.slug, *names)

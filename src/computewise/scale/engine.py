@@ -44,12 +44,17 @@ JOB_STATUSES: tuple[JobStatus, ...] = ("pending", "running", "succeeded", "faile
 
 @dataclass(frozen=True)
 class Resources:
-    """What one job asks for: ``gpus`` may be a fraction (shared pools on Ray); ``accelerator`` is a catalog slug."""
+    """What one job asks for: ``gpus`` may be a fraction (shared pools on Ray); ``accelerator`` is a catalog slug.
+
+    ``spot``: rent preemptible capacity where the engine rents (SkyPilot); Kubernetes, Slurm and Ray run on
+    the nodes the cluster already has.
+    """
 
     gpus: float = 0
     accelerator: str | None = None
     cpus: float = 1
     memory_bytes: int | None = None
+    spot: bool = False
 
     def __post_init__(self) -> None:
         if self.gpus < 0:

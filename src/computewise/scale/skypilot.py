@@ -1,6 +1,8 @@
-"""A ``JobSpec`` as a SkyPilot task YAML for managed spot jobs that recover from preemption.
+"""A ``JobSpec`` as a SkyPilot task YAML for managed jobs that recover from preemption.
 
-SkyPilot's managed jobs (``sky jobs launch``) relaunch a preempted spot cluster, in another zone
+Spot capacity is asked for only when the job says so (``Resources.spot``: ``submit --spot``, or a
+plan priced at spot), so the task never rents at a price the user did not see. SkyPilot's managed
+jobs (``sky jobs launch``) relaunch a preempted spot cluster, in another zone
 or cloud if needed (``job_recovery``), and rerun ``run:``; the checkpoint bucket is mounted at
 the same path on every attempt, so computewise.train resumes from it. computewise only renders
 the task: launching needs SkyPilot's own cloud credentials and CLI.
@@ -38,7 +40,7 @@ def render_task(spec: JobSpec) -> str:
     resources["cpus"] = f"{math.ceil(spec.resources.cpus)}+"
     if spec.resources.memory_bytes is not None:
         resources["memory"] = f"{math.ceil(spec.resources.memory_bytes / GIB)}+"
-    resources["use_spot"] = True
+    resources["use_spot"] = spec.resources.spot
     if spec.image is not None:
         resources["image_id"] = f"docker:{spec.image}"
     # Retry a failed run (not only a preempted cluster) up to max_restarts times: computewise.train

@@ -1,0 +1,163 @@
+"""Every plan the planner can recommend, rendered for every engine and checked by the engine's own rules.
+
+For each accelerator the catalog trains on and sells (an offering or an owned server), the real
+planner recommends a job for a small model; that recommendation becomes a ``JobSpec`` the way
+``submit --plan`` makes it, and each engine renders it. NVIDIA GPUs and CPUs must render; the
+others (AMD, TPU, Trainium) are refused with a reason and a fix that does not blame a flag.
+
+The checks are the engines' own where they are installed: the ``kubernetes`` client's models (the
+``kubernetes`` extra), ``sbatch --test-only`` (a Slurm login node), SkyPilot's task schema (the
+``skypilot`` package). Without them, ``bash -n`` parses the batch script and a structural check
+reads each manifest back as YAML and holds it to the fields those engines require.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from computewise.catalog import Catalog
+from computewise.errors import JobEngineError
+from computewise.estimate import Assumptions
+from computewise.models import preset
+from computewise.plan import TrainConstraints, plan_train
+from computewise.scale.engine import JobSpec, Resources
+from computewise.scale.from_plan import planned_job
+from computewise.scale.kubernetes import job_manifest, render_job
+from computewise.scale.skypilot import render_task
+from computewise.scale.slurm import render_sbatch
+
+yaml = pytest.importorskip("yaml")
+
+# What the manifests do not request: the engines here schedule NVIDIA GPUs and CPUs.
+NOT_SCHEDULED = {"mi300x", "tpu-v4", "tpu-v5e", "tpu-v5p", "trainium"}
+# sbatch options the rendered script may use (man sbatch); anything else is a typo sbatch would refuse.
+SBATCH_OPTIONS = {"job-name", "gres", "cpus-per-task", "mem", "signal", "requeue", "open-mode", "output", "comment"}
+# SkyPilot task and resources keys (sky/utils/schemas.py) the rendered task may use.
+SKY_TASK_KEYS = {"name", "resources", "file_mounts", "envs", "run"}
+SKY_RESOURCE_KEYS = {"accelerators", "cpus", "memory", "use_spot", "image_id", "job_recovery", "labels"}
+
+
+def planned_accelerators(catalog: Catalog) -> list[str]:
+    """Every accelerator a plan can recommend: sold or owned, and marked as training."""
+    sold = {o.accelerator for o in catalog.offerings} | {s.accelerator for s in catalog.onprem}
+    return sorted(slug for slug in sold if catalog.accelerator(slug).trains)
+
+
+def planned_spec(slug: str, catalog: Catalog, assumptions: Assumptions) -> JobSpec:
+    """The real planner's recommendation on ``slug`` for GPT-2, as ``submit --plan`` turns it into a job."""
+    constraints = TrainConstraints(
+        tokens=1e8,
+        seq_len=1024,
+        global_batch=32,
+        accelerators=(slug,),
+        max_gpus=16,
+        pricings=("on-demand", "spot", "on-prem"),
+    )
+    job = planned_job(plan_train(preset("gpt2"), catalog, assumptions, constraints), slug, catalog)
+    return JobSpec(
+        name=f"plan-{slug}",
+        command=("python", "train.py"),
+        resources=Resources(gpus=job.gpus, accelerator=job.accelerator, cpus=job.cpus, spot=job.spot),
+        checkpoint_uri="s3://ckpt/run",
+        image="ghcr.io/acme/train:1",
+        hourly_usd=job.hourly_usd,
+        processes=job.processes,
+    )
+
+
+def check_kubernetes(spec: JobSpec) -> None:
+    manifest: Any = job_manifest(spec)
+    assert yaml.safe_load(render_job(spec)) == manifest
+    if importlib.util.find_spec("kubernetes") is not None:
+        from kubernetes import client  # type: ignore[import-not-found,unused-ignore]
+
+        # The client's models check required fields and enums as the API server's schema does.
+        job: Any = client.ApiClient()._ApiClient__deserialize(manifest, "V1Job")
+        assert job.spec.template.spec.containers[0].name == "job"
+    template = manifest["spec"]["template"]
+    container = template["spec"]["containers"][0]
+    assert manifest["apiVersion"] == "batch/v1" and manifest["kind"] == "Job"
+    assert template["spec"]["restartPolicy"] == "Never" and container["image"]
+    assert float(container["resources"]["requests"]["cpu"]) >= spec.processes
+    limits = container["resources"].get("limits", {})
+    assert limits.get("nvidia.com/gpu", 0) == spec.resources.gpus
+    if spec.resources.accelerator is not None:
+        assert re.fullmatch(r"(NVIDIA|Tesla)-[A-Za-z0-9-]+", template["spec"]["nodeSelector"]["nvidia.com/gpu.product"])
+
+
+def check_slurm(spec: JobSpec, tmp_path: Path) -> None:
+    script = tmp_path / f"{spec.name}.sh"
+    script.write_text(render_sbatch(spec), encoding="utf-8")
+    assert subprocess.run(["bash", "-n", str(script)], check=False).returncode == 0
+    if shutil.which("sbatch") is not None:
+        done = subprocess.run(["sbatch", "--test-only", str(script)], capture_output=True, text=True, check=False)
+        assert done.returncode == 0, done.stderr
+    lines = [line for line in script.read_text(encoding="utf-8").splitlines() if line.startswith("#SBATCH")]
+    options: dict[str, str] = {}
+    for line in lines:
+        key, _, value = line.removeprefix("#SBATCH --").partition("=")
+        options[key] = value
+    assert set(options) <= SBATCH_OPTIONS
+    assert int(options["cpus-per-task"]) >= spec.processes
+    if spec.resources.gpus:
+        assert re.fullmatch(rf"gpu:[a-z0-9]+:{int(spec.resources.gpus)}", options["gres"])
+    else:
+        assert "gres" not in options
+
+
+def check_skypilot(spec: JobSpec) -> None:
+    task = yaml.safe_load(render_task(spec))
+    if importlib.util.find_spec("sky") is not None:
+        import jsonschema
+        from sky.utils import schemas  # type: ignore[import-not-found,unused-ignore]
+
+        jsonschema.validate(task, schemas.get_task_schema())
+    assert set(task) <= SKY_TASK_KEYS and set(task["resources"]) <= SKY_RESOURCE_KEYS
+    assert task["resources"]["use_spot"] is spec.resources.spot
+    assert re.fullmatch(r"\d+\+", task["resources"]["cpus"])
+    if spec.resources.gpus:
+        assert re.fullmatch(rf"[A-Z][A-Za-z0-9-]*:{int(spec.resources.gpus)}", task["resources"]["accelerators"])
+
+
+def test_every_accelerator_a_plan_recommends_renders_or_is_refused_with_a_reason(
+    catalog: Catalog, assumptions: Assumptions, tmp_path: Path
+) -> None:
+    slugs = planned_accelerators(catalog)
+    assert {"gh200", "h100-sxm", "xeon-8488c"} <= set(slugs) and set(slugs) >= NOT_SCHEDULED
+    for slug in slugs:
+        spec = planned_spec(slug, catalog, assumptions)
+        if slug in NOT_SCHEDULED:
+            for render in (render_job, render_sbatch, render_task):
+                with pytest.raises(JobEngineError, match=slug) as refused:
+                    render(spec)
+                assert refused.value.hint is not None and "leave out --accelerator" not in refused.value.hint
+            continue
+        check_kubernetes(spec)
+        check_slurm(spec, tmp_path)
+        check_skypilot(spec)
+
+
+def test_a_plan_of_eight_gpus_gives_torchrun_its_share_of_the_instances_cpus(
+    catalog: Catalog, assumptions: Assumptions
+) -> None:
+    """p5en.48xlarge: 192 vCPUs for 8 H200s; 8 processes under torchrun, never one CPU between them."""
+    spec = planned_spec("h200", catalog, assumptions)
+    assert (spec.resources.gpus, spec.processes) == (8, 8)
+    script = render_sbatch(spec)
+    assert "--nproc-per-node=8" in script
+    cpus = int(re.search(r"--cpus-per-task=(\d+)", script).group(1))  # type: ignore[union-attr]
+    assert 8 * 8 <= cpus < 192
+
+
+def test_a_cpu_plan_asks_for_cpus_and_no_gpu(catalog: Catalog, assumptions: Assumptions) -> None:
+    spec = planned_spec("xeon-8488c", catalog, assumptions)
+    assert (spec.resources.gpus, spec.resources.accelerator, spec.processes) == (0, None, 1)
+    assert spec.resources.cpus >= 64
+    assert "--gres" not in render_sbatch(spec)
