@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -89,3 +90,13 @@ def test_shell_completion_completes_verbs_and_flags(tmp_path: Path) -> None:
     assert installed.returncode == 0, installed.stderr
     assert "_COMPUTEWISE_COMPLETE" in (tmp_path / ".bash_completions" / "computewise.sh").read_text()
     assert "computewise.sh" in (tmp_path / ".bashrc").read_text()
+
+
+def test_help_reads_like_every_other_cli_at_80_columns() -> None:
+    """``--flag / --no-flag``, ``INTEGER``, ``PATH``, ``TEXT``, ``RUN_ID``: no Python types, no cut flag."""
+    for result in every_help(80)[::2]:
+        where, text = " ".join(result["path"]), result["stdout"]
+        assert not re.findall(r"<[a-z][\w\[\]|, .]*>", text, re.IGNORECASE), where
+        assert not re.findall(r"\{[a-z_]+\}", text), where
+        assert not re.findall(r"--[\w-]*(?:…|\.\.\.)", text), where
+        assert max(len(line) for line in text.splitlines()) <= 80, where

@@ -5,9 +5,11 @@ from __future__ import annotations
 import importlib
 import sys
 from functools import cache
-from typing import Annotated, Any
+from pathlib import Path
+from typing import Annotated, Any, get_args
 
 import typer
+from typer.core import TyperArgument, TyperGroup, TyperOption
 
 from computewise.cli.common import print_error
 from computewise.errors import ComputewiseError
@@ -90,6 +92,49 @@ def whole_app() -> typer.Typer:
 
 EXIT_USER_ERROR = 2
 
+# Click's names for the value a flag takes: what `--help` of nearly every Python CLI shows.
+_METAVARS: dict[object, str] = {int: "INTEGER", float: "FLOAT", str: "TEXT", Path: "PATH", bool: "BOOLEAN"}
+
+
+class _ConventionalArgument(TyperArgument):
+    """An argument shown as click shows one: ``RUN_ID`` when required, ``[RUN_ID]`` when not."""
+
+    def _rich_display_name(self) -> str:
+        return self.display_name_raw + ("..." if self.nargs != 1 else "")
+
+    def _usage_display_name(self) -> str:
+        name = self._rich_display_name()
+        return name if self.required else f"[{name}]"
+
+    def display_type_rich(self, ctx: Any) -> str | None:
+        return None  # the name is the placeholder; a type beside it would repeat it
+
+
+def _metavar(param: TyperOption | TyperArgument) -> str:
+    annotation: object = param.type_descriptor.annotation
+    if param.type_descriptor.is_list:
+        (annotation,) = get_args(annotation)
+    return _METAVARS.get(annotation, "TEXT")
+
+
+def conventional_help(command: Any) -> None:
+    """Make ``command``'s help, and its subcommands', read as click's plain help does.
+
+    Typer's own help shows Python types (``<str>``, ``<list[Path]>``, ``{run_id}``) and, drawn in Rich
+    panels, cuts long flags at 80 columns (``--sequence-para…``). Click's plain layout prints every flag
+    whole (``--sequence-parallel / --no-sequence-parallel``) with ``INTEGER``, ``PATH`` and ``TEXT``.
+    """
+    command.rich_markup_mode = None
+    for param in command.params:
+        if isinstance(param, TyperArgument):
+            param.__class__ = _ConventionalArgument
+            param.metavar = param.metavar or (param.name or "value").upper()
+        elif isinstance(param, TyperOption) and not param.is_flag:
+            param.metavar = param.metavar or _metavar(param)
+    if isinstance(command, TyperGroup):
+        for subcommand in command.commands.values():
+            conventional_help(subcommand)
+
 
 def app_for(argv: list[str]) -> typer.Typer:
     """The app that runs ``argv``: only the verb it starts with, else the whole app.
@@ -116,8 +161,10 @@ def main() -> None:
     a bug in computewise and keeps its traceback.
     """
     argv = sys.argv[1:]
+    command = typer.main.get_command(app_for(argv))
+    conventional_help(command)
     try:
-        app_for(argv)(argv, prog_name="computewise", standalone_mode=True)
+        command.main(argv, prog_name="computewise", standalone_mode=True)
     except ComputewiseError as error:
         print_error(error)
         sys.exit(EXIT_USER_ERROR)
