@@ -21,7 +21,8 @@ def test_an_8_gpu_training_estimate_draws_what_the_owned_server_is_rated_for(
     """8 x H100 at full load is the DGX H100's 10.2 kW (onprem.csv), not 8 x 700 W of GPUs alone."""
     h100 = catalog.accelerator("h100")
     job = TrainJob(tokens=1e9, seq_len=4096, micro_batch=1, global_batch=64)
-    d = estimate_train(preset("llama-3-8b"), h100, 8, job, Parallelism(dp=8), catalog, assumptions).to_dict()
+    layout = Parallelism(dp=8, zero=3)  # sharded, so that it fits and is timed
+    d = estimate_train(preset("llama-3-8b"), h100, 8, job, layout, catalog, assumptions).to_dict()
     energy, hours = d["energy"], d["time"]["seconds"] / 3600
     full_load_w = energy["kwh"] * 1000 / hours / energy["pue"] / assumptions.gpu_power_fraction_of_tdp
     server = next(row for row in catalog.onprem if row.accelerator == h100.slug and row.accelerator_count == 8)
@@ -43,7 +44,20 @@ def test_a_device_that_is_the_machine_counts_its_own_power(catalog: Catalog, ass
 
 def test_cli_says_what_the_energy_counts() -> None:
     env = {**os.environ, "COLUMNS": "120"}
-    args = ("estimate", "train", "--model", "llama-3-8b", "--gpus", "8", "--gpu", "h100", "--tokens", "1B")
+    args = (
+        "estimate",
+        "train",
+        "--model",
+        "llama-3-8b",
+        "--gpus",
+        "8",
+        "--zero",
+        "3",
+        "--gpu",
+        "h100",
+        "--tokens",
+        "1B",
+    )
     text = subprocess.run(
         [sys.executable, "-m", "computewise.cli.app", *args], capture_output=True, text=True, env=env, timeout=120
     )

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -18,6 +19,8 @@ from computewise.models import preset
 from computewise.specs import InferJob, Parallelism, TrainJob
 
 JOB = TrainJob(tokens=1e10, seq_len=4096, micro_batch=1, global_batch=64)
+# Llama 3 8B fits 8 H100s only sharded (47 GiB a device; 165 GiB unsharded): only what fits is timed.
+FITS = Parallelism(dp=8, zero=3)
 
 
 def _train(catalog: Catalog, assumptions: Assumptions, **changes: object) -> dict[str, object]:
@@ -39,7 +42,7 @@ def _train(catalog: Catalog, assumptions: Assumptions, **changes: object) -> dic
 
 
 def test_memory_parts_add_up_and_time_follows_flops(catalog: Catalog, assumptions: Assumptions) -> None:
-    d = _train(catalog, assumptions)
+    d = _train(catalog, assumptions, layout=FITS)
     memory = d["memory"]["per_device_bytes"]  # type: ignore[index]
     # The parts need not coexist (tests/estimate/test_memory.py): the peak is at most their sum.
     assert memory["total"] == pytest.approx(memory["allocated_peak"] + memory["overhead"])
@@ -47,7 +50,7 @@ def test_memory_parts_add_up_and_time_follows_flops(catalog: Catalog, assumption
     assert memory["allocated_peak"] <= sum(memory[k] for k in parts)
     assert memory["kv_cache"] == 0
     peak = catalog.accelerator("h100").peak_flops["bf16"]
-    given = _train(catalog, assumptions, utilization=0.5)
+    given = _train(catalog, assumptions, layout=FITS, utilization=0.5)
     compute = given["time"]["compute_seconds_per_step"] * given["time"]["steps"]  # type: ignore[index]
     assert compute == pytest.approx(given["compute"]["flops"] / (8 * peak * 0.5), rel=1e-6)  # type: ignore[index]
     # The calibrated model: matmuls at their fraction of peak, plus HBM traffic on top.
@@ -84,8 +87,8 @@ def test_full_recompute_costs_an_extra_forward(catalog: Catalog, assumptions: As
 def test_spot_is_cheaper_but_slower(catalog: Catalog, assumptions: Assumptions) -> None:
     model = preset("llama-3-8b")
     h100 = catalog.accelerator("h100")
-    on_demand = estimate_train(model, h100, 8, JOB, Parallelism(dp=8), catalog, assumptions, cloud="aws")
-    spot = estimate_train(model, h100, 8, JOB, Parallelism(dp=8), catalog, assumptions, pricing="spot", cloud="aws")
+    on_demand = estimate_train(model, h100, 8, JOB, FITS, catalog, assumptions, cloud="aws")
+    spot = estimate_train(model, h100, 8, JOB, FITS, catalog, assumptions, pricing="spot", cloud="aws")
     assert spot.to_dict()["time"]["seconds"] > on_demand.to_dict()["time"]["seconds"]
     assert spot.to_dict()["cost"]["usd"] < on_demand.to_dict()["cost"]["usd"]
 
@@ -163,7 +166,7 @@ def test_cheapest_offering_without_network_is_skipped_and_named(catalog: Catalog
     assert lambda_8x.network_bytes_per_s == 0  # the premise: the catalog's cheapest 8x H100 has no network figure
     job = replace(JOB, global_batch=64)
     d = estimate_train(
-        preset("llama-3-8b"), catalog.accelerator("h100"), 16, job, Parallelism(dp=16), catalog, assumptions
+        preset("llama-3-8b"), catalog.accelerator("h100"), 16, job, Parallelism(dp=16, zero=3), catalog, assumptions
     ).to_dict()
     assert d["time"]["seconds"] > 0 and d["cost"]["usd"] > 0
     assert "gpu_8x_h100_sxm5" not in d["cost"]["hardware"]
@@ -175,17 +178,15 @@ def test_cheapest_offering_without_network_is_skipped_and_named(catalog: Catalog
         if o.network_bytes_per_s > 0 and (hourly := o.usd_per_h("on-demand")) is not None
     ]
     assert d["cost"]["usd_per_hour"] == pytest.approx(min(priced))
-    one_node = estimate_train(
-        preset("llama-3-8b"), catalog.accelerator("h100"), 8, job, Parallelism(dp=8), catalog, assumptions
-    )
+    one_node = estimate_train(preset("llama-3-8b"), catalog.accelerator("h100"), 8, job, FITS, catalog, assumptions)
     assert one_node.quote.offering == lambda_8x  # one instance needs no network: the cheapest stays
     assert not any("cannot be timed" in n for n in one_node.notes)
 
 
 def test_the_issue_command_gives_memory_time_and_the_skipped_offering(tmp_path: Path) -> None:
     result = _cli(
-        tmp_path, "estimate", "train", "--model", "llama-3-8b", "--gpu", "h100", "--gpus", "16", "--tokens", "10B",
-        "--json",
+        tmp_path, "estimate", "train", "--model", "llama-3-8b", "--gpu", "h100", "--gpus", "16", "--zero", "3",
+        "--tokens", "10B", "--json",
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     d = json.loads(result.stdout)
@@ -215,3 +216,39 @@ def test_no_network_anywhere_still_gives_memory_and_says_why(tmp_path: Path) -> 
     assert "not available" in text.stdout and "fits" in text.stdout
     one = _cli(tmp_path, *common[:-4], "--gpus", "8", "--tokens", "1B", "--catalog", str(directory), "--json")
     assert one.returncode == 0 and json.loads(one.stdout)["time"]["seconds"] > 0  # one instance: no network needed
+
+
+# -- what does not fit is neither timed nor priced ----------------------------------------------------
+
+
+def test_an_estimate_that_does_not_fit_says_so_first_and_prices_nothing(
+    tmp_path: Path, json_schema: Callable[[object, str], None]
+) -> None:
+    """A 10M-token sequence printed a time and a price under "does not fit": nothing that cannot run is priced."""
+    args = ("estimate", "train", "--model", "gpt2", "--gpu", "h100", "--seq-len", "10000000")
+    document = _cli(tmp_path, *args, "--json")
+    assert document.returncode == 0, document.stderr
+    d = json.loads(document.stdout)
+    json_schema(d, "estimate-train")
+    assert d["memory"]["fits"] is False
+    assert d["time"]["seconds"] is None and d["time"]["unavailable"].startswith("does not fit: 8.7 TiB > ")
+    assert (d["cost"]["usd"], d["energy"]["kwh"], d["co2"]["kg"], d["compute"]["mfu"]) == (None, None, None, None)
+    assert d["notes"][0].startswith("memory and FLOPs only, no time, cost or energy: does not fit")
+    assert "To fix: more devices with --zero 3" in d["notes"][0]
+    table = _cli(tmp_path, *args)
+    assert table.returncode == 0, table.stderr
+    lines = table.stdout.splitlines()
+    header_end = next(i for i, line in enumerate(lines) if line.endswith("pytorch layout"))
+    assert lines[header_end + 1].startswith("does not fit: 8.7 TiB > 79.6 GiB per device"), table.stdout
+    text = " ".join(table.stdout.split())
+    assert "time, cost, energy, CO2 not shown: does not fit" in text
+    assert "kWh" not in text and "$" not in text.split("·", 1)[0]  # nothing priced before the notes
+
+
+def test_an_inference_that_does_not_fit_prices_nothing(catalog: Catalog, assumptions: Assumptions) -> None:
+    job = InferJob(batch=64, context_len=32768, output_len=256, precision="fp16")
+    d = estimate_infer(preset("llama-2-7b"), catalog.accelerator("t4"), job, catalog, assumptions).to_dict()
+    assert d["memory"]["fits"] is False
+    assert d["time"]["seconds"] is None and d["time"]["unavailable"].startswith("does not fit: ")
+    assert (d["cost"]["usd"], d["cost"]["usd_per_1000_requests"], d["energy"]["kwh"]) == (None, None, None)
+    assert d["cost"]["usd_per_hour"] > 0  # the rental price is still a fact; nothing is charged against it

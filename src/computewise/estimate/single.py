@@ -35,6 +35,7 @@ from computewise.specs import (
     TrainJob,
 )
 from computewise.specs.document import SCHEMA_VERSION
+from computewise.units import format_bytes
 
 if TYPE_CHECKING:
     from computewise.catalog import Catalog
@@ -112,15 +113,42 @@ def _require_links(accelerator: Accelerator, gpus: int, hw: Quote) -> None:
 
 
 def _without_time(data: dict[str, Any], reason: str) -> dict[str, Any]:
-    """A training estimate whose links have no known speed: memory and FLOPs stay (they need no
-    network), and every figure that depends on the step time becomes None."""
-    data["compute"] = {**data["compute"], "mfu": None}
+    """An estimate that cannot be timed (links of unknown speed) or cannot run (it does not fit):
+    memory and FLOPs stay, and every figure that depends on the time becomes None, so that nothing is
+    priced as if it could run."""
+    if "mfu" in data["compute"]:
+        data["compute"] = {**data["compute"], "mfu": None}
     data["time"] = {"seconds": None, "unavailable": reason}
-    data["cost"] = {**data["cost"], "usd": None}
+    money = ("usd", "usd_per_1000_requests")
+    data["cost"] = {k: None if k in money else v for k, v in data["cost"].items()}
     data["energy"] = {**data["energy"], "kwh": None}
     data["co2"] = {**data["co2"], "kg": None}
-    data["storage"] = {**data["storage"], "read_bytes_per_second": None, "checkpoint_interval_seconds": None}
+    if "storage" in data:
+        data["storage"] = {**data["storage"], "read_bytes_per_second": None, "checkpoint_interval_seconds": None}
     return data
+
+
+def _unrunnable(data: dict[str, Any], untimed: str, fix: str) -> dict[str, Any]:
+    """Why the estimate has no time, applied: memory that does not fit comes first (it cannot run at
+    all, whatever the links), then a link of unknown speed (``untimed``)."""
+    memory = data["memory"]
+    if not memory["fits"]:
+        untimed = (
+            f"does not fit: {format_bytes(memory['per_device_bytes']['total'])} > "
+            f"{format_bytes(memory['capacity_bytes'])} per device, so it cannot run as set up. To fix: {fix}"
+        )
+        data["notes"] = [f"memory and FLOPs only, no time, cost or energy: {untimed}", *data["notes"]]
+    return _without_time(data, untimed) if untimed else data
+
+
+# What shrinks a job's memory per device, for the note of one that does not fit.
+_TRAIN_FIX = (
+    "more devices with --zero 3 or --tp/--pp, --recompute full, a smaller --micro-batch or --seq-len, "
+    "or an accelerator with more memory"
+)
+_INFER_FIX = (
+    "a smaller --batch, more devices per replica (--gpus), lower --precision, or an accelerator with more memory"
+)
 
 
 def _without_price(data: dict[str, Any], hw: Quote) -> dict[str, Any]:
@@ -314,7 +342,7 @@ class TrainEstimate:
             },
             "notes": list(self.notes),
         }
-        return _without_price(_without_time(data, self.untimed) if self.untimed else data, self.quote)
+        return _without_price(_unrunnable(data, self.untimed, _TRAIN_FIX), self.quote)
 
 
 def estimate_train(
@@ -460,7 +488,7 @@ class InferEstimate:
             **_footprint(self.quote, self.accelerator, c.energy_kwh, c.co2_kg),
             "notes": list(self.notes),
         }
-        return _without_price(data, self.quote)
+        return _without_price(_unrunnable(data, "", _INFER_FIX), self.quote)
 
 
 def estimate_infer(

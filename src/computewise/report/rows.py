@@ -244,9 +244,10 @@ def estimate_summary(d: dict[str, Any]) -> list[tuple[str, str, str]]:
     """(quantity, value, detail) rows: FLOPs, time, throughput, cost, energy, CO2 and, for training, storage."""
     compute, time, cost = d["compute"], d["time"], d["cost"]
     rows: list[tuple[str, str, str]] = []
-    if time.get("seconds") is None:  # a link of unknown speed: memory and FLOPs only, the notes say why
+    if time.get("seconds") is None:  # it does not fit, or a link of unknown speed: memory and FLOPs only
         rows.append(("compute", format_flops(float(compute["flops"])), ""))
-        return [*rows, ("time, cost, energy", "not available", "see the notes")]
+        missing = "not shown: does not fit" if fit(d["memory"]).fits is False else "not available"
+        return [*rows, ("time, cost, energy, CO2", missing, "see the notes")]
     detail = f"MFU {float(compute['mfu']):.0%}" if "mfu" in compute else ""
     rows.append(("compute", format_flops(float(compute["flops"])), detail))
     if "steps" in time:

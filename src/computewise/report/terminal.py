@@ -65,9 +65,14 @@ def _print_memory(memory: dict[str, Any], console: Console) -> None:
     grid = memory_grid(memory)
     _heading("memory per device", console)
     print_table(grid, console, row_styles=["bold" if row[0] == "total" else "" for row in grid.rows])
+
+
+def _print_fit(memory: dict[str, Any], console: Console) -> None:
+    """Whether it fits, the first thing said: a configuration that does not fit is neither timed nor priced."""
     verdict = fit(memory)
     style = "red bold" if verdict.fits is False else "green" if verdict.fits else ""
-    console.print(Text(verdict.text, style=style))
+    text = f"{verdict.text}, so nothing is timed or priced" if verdict.fits is False else verdict.text
+    console.print(Text(text, style=style))
 
 
 def _print_notes(notes: Sequence[str], console: Console) -> None:
@@ -78,8 +83,9 @@ def _print_notes(notes: Sequence[str], console: Console) -> None:
 
 
 def print_estimate(d: dict[str, Any], console: Console) -> None:
-    """Memory first (does it fit?), then what it takes: FLOPs, time, throughput, cost, energy, CO2."""
+    """Whether it fits first, then memory, then what it takes: FLOPs, time, throughput, cost, energy, CO2."""
     console.print(Text(estimate_setup(d), style="bold"))
+    _print_fit(d["memory"], console)
     _print_memory(d["memory"], console)
     console.print()
     print_details(estimate_summary(d), console)
