@@ -252,3 +252,38 @@ def test_an_inference_that_does_not_fit_prices_nothing(catalog: Catalog, assumpt
     assert d["time"]["seconds"] is None and d["time"]["unavailable"].startswith("does not fit: ")
     assert (d["cost"]["usd"], d["cost"]["usd_per_1000_requests"], d["energy"]["kwh"]) == (None, None, None)
     assert d["cost"]["usd_per_hour"] > 0  # the rental price is still a fact; nothing is charged against it
+
+
+# -- unknown is never zero -------------------------------------------------------------------------------
+
+_NO_TDP_CSV = (
+    "slug,name,vendor,kind,aliases,memory_bytes,memory_bandwidth_bytes_per_s,fp32_flops,tf32_flops,bf16_flops,"
+    "fp16_flops,fp8_flops,int8_flops,tdp_w,interconnect_bytes_per_s,form_factor,source,retrieved\n"
+    "box-cpu,Box CPU (measured),Acme,cpu,this-box,8e9,1e10,1e11,0,0,0,0,0,0,0,this machine,test sheet,2025-01-02\n"
+)
+
+
+def test_a_device_without_a_tdp_has_no_energy_rather_than_zero(
+    tmp_path: Path, json_schema: Callable[[object, str], None]
+) -> None:
+    """A CPU measured by bench (``--gpu this-cpu``) has no TDP: its energy read "0 kWh, CO2 0 kg"."""
+    directory = tmp_path / "catalog"
+    directory.mkdir()
+    (directory / "accelerators-box.csv").write_text(_NO_TDP_CSV)
+    args = ("estimate", "train", "--model", "gpt2", "--gpu", "this-box", "--precision", "fp32", "--seq-len", "128")
+    args += ("--tokens", "1M", "--catalog", str(directory))
+    document = _cli(tmp_path, *args, "--json")
+    assert document.returncode == 0, document.stderr
+    d = json.loads(document.stdout)
+    json_schema(d, "estimate-train")
+    assert d["time"]["seconds"] > 0  # it is timed; only what needs the power draw is unknown
+    assert d["energy"]["kwh"] is None and d["co2"]["kg"] is None
+    assert any(
+        n.startswith("energy and CO2 not available: Box CPU (measured) has no published TDP") and "tdp_w" in n
+        for n in d["notes"]
+    )
+    table = _cli(tmp_path, *args)
+    assert table.returncode == 0, table.stderr
+    text = " ".join(table.stdout.split())
+    assert "energy, CO2 not available see the notes" in text
+    assert "kWh" not in text and " kg " not in text

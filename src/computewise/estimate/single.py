@@ -230,17 +230,22 @@ def _memory_section(memory: MemoryBreakdown, accelerator: Accelerator) -> dict[s
 
 
 def _footprint(hw: Quote, accelerator: Accelerator, kwh: Any, co2: Any) -> dict[str, Any]:
+    """Energy and CO2; None, never 0, for a device without a published TDP (the notes say so)."""
     counts = "whole server" if needs_host(accelerator) else "device"
+    known = accelerator.tdp_w > 0
     return {
-        "energy": {"kwh": _scalar(kwh), "pue": hw.pue, "counts": counts},
-        "co2": {"kg": _scalar(co2), "g_per_kwh": hw.carbon.g_co2_per_kwh},
+        "energy": {"kwh": _scalar(kwh) if known else None, "pue": hw.pue, "counts": counts},
+        "co2": {"kg": _scalar(co2) if known else None, "g_per_kwh": hw.carbon.g_co2_per_kwh},
     }
 
 
 def _power_notes(accelerator: Accelerator, assumptions: Assumptions) -> list[str]:
     """What the energy counts, so that it can be set beside a server's power rating or a meter."""
     if accelerator.tdp_w <= 0:
-        return [f"{accelerator.name} has no published TDP in the catalog: energy and CO2 are shown as 0"]
+        return [
+            f"energy and CO2 not available: {accelerator.name} has no published TDP in the catalog. To fix: add "
+            f"tdp_w for {accelerator.slug} in a catalog file (--catalog PATH)"
+        ]
     full_load_w = server_w_per_device(accelerator, assumptions.server_host_power_fraction_of_tdp)
     draw = f"at {assumptions.gpu_power_fraction_of_tdp:.0%} of full load on average, times the PUE"
     if not needs_host(accelerator):

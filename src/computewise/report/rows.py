@@ -278,23 +278,30 @@ def estimate_summary(d: dict[str, Any]) -> list[tuple[str, str, str]]:
             detail += f", {format_usd(float(cost['usd_per_1000_requests']))} per 1000 requests"
         rows.append(("cost", format_usd(float(cost["usd"])), detail))
     energy, co2 = d["energy"], d["co2"]
+    if energy["kwh"] is None:  # no published TDP: not available, never 0
+        return [*rows, ("energy, CO2", "not available", "see the notes"), *_storage_rows(d)]
     counted = ", ".join(
         part for part in (energy.get("counts"), f"PUE {float(energy['pue']):.2f}" if "pue" in energy else "") if part
     )
     rows.append(("energy", format_kwh(float(energy["kwh"])), counted))
     detail = f"{float(co2['g_per_kwh']):.0f} g/kWh" if "g_per_kwh" in co2 else ""
     rows.append(("CO2", format_kg(float(co2["kg"])), detail))
+    return [*rows, *_storage_rows(d)]
+
+
+def _storage_rows(d: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """A training estimate's read rate and checkpoints; none for inference."""
     storage = d.get("storage")
-    if storage:
-        rows.append(
-            (
-                "storage",
-                f"{format_bytes(float(storage['read_bytes_per_second']))}/s read",
-                f"checkpoint {format_bytes(float(storage['checkpoint_bytes']))} "
-                f"every {format_duration(float(storage['checkpoint_interval_seconds']))}",
-            )
+    if not storage:
+        return []
+    return [
+        (
+            "storage",
+            f"{format_bytes(float(storage['read_bytes_per_second']))}/s read",
+            f"checkpoint {format_bytes(float(storage['checkpoint_bytes']))} "
+            f"every {format_duration(float(storage['checkpoint_interval_seconds']))}",
         )
-    return rows
+    ]
 
 
 def _hardware(option: dict[str, Any]) -> str:
