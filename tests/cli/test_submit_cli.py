@@ -87,7 +87,7 @@ def test_refusals_exit_2_with_a_fix(tmp_path: Path) -> None:
 def test_help_marks_the_name_required_and_spells_its_rule() -> None:
     said = " ".join(submit("--help", env={"COLUMNS": "200"}).stdout.split())
     assert "[required]" in said and "lowercase letters, digits and '-', at most 63 characters" in said
-    assert "--spot --no-spot" in said or "--spot/--no-spot" in said
+    assert "--spot / --no-spot" in said
 
 
 def test_an_option_after_the_last_known_one_is_refused_not_submitted_as_the_command(tmp_path: Path) -> None:
