@@ -27,7 +27,7 @@ _ESTIMATE_TRAIN = ("estimate", "train", "--model", "gpt2", "--gpu", "h100")
 _ESTIMATE_INFER = ("estimate", "infer", "--model", "gpt2", "--gpu", "h100")
 _ESTIMATE_COMM = ("estimate", "comm", "--gpu", "h100")
 _PLAN_TRAIN = ("plan", "train", "--model", "gpt2")
-_PLAN_INFER = ("plan", "infer", "--model", "gpt2", "--rps", "1")
+_PLAN_INFER = ("plan", "infer", "--model", "gpt2", "--peak-rps", "1")
 _PLAN_SERVE = ("plan", "serve", "--capacity-rps", "10", "--peak-rps", "5", "--hourly-usd", "1")
 _PLAN_FEDERATED = (
     *("plan", "federated", "-m", "gpt2", "--clients", "10", "--client-device", "apple-m2", "--uplink", "20Mbps"),
@@ -46,7 +46,7 @@ _DISTILL = ("distill", "examples.digits:classifier", "--student", "width=0.5")
 QUANTITY_FLAGS: list[tuple[tuple[str, ...], str, tuple[str, ...]]] = [
     *((_ESTIMATE_TRAIN, flag, ()) for flag in ("--tokens", "--seq-len", "--gpus", "--micro-batch", "--global-batch")),
     *((_ESTIMATE_TRAIN, flag, ()) for flag in ("--tp", "--pp", "--cp", "--ep", "--virtual-stages", "--zero", "--mfu")),
-    *((_ESTIMATE_INFER, flag, ()) for flag in ("--gpus", "--batch", "--context-len", "--output-len")),
+    *((_ESTIMATE_INFER, flag, ()) for flag in ("--gpus", "--batch", "--input-len", "--output-len")),
     *((_ESTIMATE_COMM, flag, ()) for flag in ("--gpus", "--bytes", "--per-node")),
     *(
         (_PLAN_TRAIN, flag, ())
@@ -54,7 +54,10 @@ QUANTITY_FLAGS: list[tuple[tuple[str, ...], str, tuple[str, ...]]] = [
     ),
     *(
         (_PLAN_INFER, flag, ())
-        for flag in ("--rps", "--mean-rps", "--input-len", "--output-len", "--latency", "--utilization", "--top")
+        for flag in (
+            *("--peak-rps", "--mean-rps", "--input-len", "--output-len", "--max-latency", "--target-utilization"),
+            "--top",
+        )
     ),
     *(
         (_PLAN_SERVE, flag, ())
@@ -211,7 +214,7 @@ def test_a_duration_without_its_unit_is_refused(
 
 
 def test_every_duration_flag_is_checked_for_its_unit() -> None:
-    assert {flag for _, flag, _ in DURATION_FLAGS} >= {"--deadline", "--latency", "--duration", "--alert-lead"}
+    assert {flag for _, flag, _ in DURATION_FLAGS} >= {"--deadline", "--max-latency", "--duration", "--alert-lead"}
 
 
 def test_the_issue_example_tokens_1e30(
@@ -241,7 +244,9 @@ def test_a_negative_parameter_count_is_not_a_model_name(
     assert "--model must be between 1 and 1e14 parameters" in stderr and "did you mean" not in stderr
 
 
-@pytest.mark.parametrize("verb", [_ESTIMATE_TRAIN, _PLAN_TRAIN, ("plan", "infer", "--model", "gpt2", "--rps", "1")])
+@pytest.mark.parametrize(
+    "verb", [_ESTIMATE_TRAIN, _PLAN_TRAIN, ("plan", "infer", "--model", "gpt2", "--peak-rps", "1")]
+)
 def test_a_mistyped_cloud_gets_the_same_did_you_mean_everywhere(
     verb: tuple[str, ...], sandbox: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -325,11 +330,11 @@ def test_contradicting_flags_are_refused(
 def test_an_unreachable_latency_is_blamed_on_the_latency(
     sandbox: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    argv = ["plan", "infer", "--model", "llama-3-8b", "--rps", "10", "--latency", "1ms"]
+    argv = ["plan", "infer", "--model", "llama-3-8b", "--peak-rps", "10", "--max-latency", "1ms"]
     code, stderr = _main(argv, capsys, monkeypatch)
     assert code == 2
     assert "no accelerator meets the latency target: fastest request takes" in stderr
-    assert "does not fit" not in stderr and "raise --latency" in stderr
+    assert "does not fit" not in stderr and "raise --max-latency" in stderr
 
 
 def test_echoed_input_is_never_read_as_markup_or_emoji(

@@ -72,7 +72,7 @@ def test_the_references_are_measured_like_the_winner(searched: tuple[TuneResult,
     assert plan["basis"] == "run-hours" and plan["naive_hours"] == 100.0
     assert plan["tuned_hours"] == pytest.approx(100.0 / speedups["vs_baseline"])
     assert data["tuning"]["cost_usd"] == pytest.approx(result.price.hourly_usd * result.wall_s / 3600)
-    assert data["mfu"]["peak"] is None and "--accelerator" in data["mfu"]["note"]
+    assert data["mfu"]["peak"] is None and "--gpu" in data["mfu"]["note"]
     json.dumps(data)  # JSON-ready all the way down
 
 

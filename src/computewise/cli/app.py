@@ -11,7 +11,7 @@ from typing import Annotated, Any, get_args
 import typer
 from typer.core import TyperArgument, TyperGroup, TyperOption
 
-from computewise.cli.common import print_error
+from computewise.cli.common import RENAMED_FLAGS, print_error
 from computewise.errors import ComputewiseError
 
 _PASS_THROUGH: dict[str, Any] = {"context_settings": {"allow_interspersed_args": False, "ignore_unknown_options": True}}
@@ -110,6 +110,18 @@ class _ConventionalArgument(TyperArgument):
         return None  # the name is the placeholder; a type beside it would repeat it
 
 
+class _ConventionalOption(TyperOption):
+    """An option whose help leaves out its old spellings (``common.RENAMED_FLAGS``), which still parse."""
+
+    def get_help_record(self, ctx: Any) -> tuple[str, str] | None:
+        every = self.opts
+        self.opts = [name for name in every if name not in RENAMED_FLAGS]
+        try:
+            return super().get_help_record(ctx)
+        finally:
+            self.opts = every
+
+
 def _metavar(param: TyperOption | TyperArgument) -> str:
     annotation: object = param.type_descriptor.annotation
     if param.type_descriptor.is_list:
@@ -129,8 +141,10 @@ def conventional_help(command: Any) -> None:
         if isinstance(param, TyperArgument):
             param.__class__ = _ConventionalArgument
             param.metavar = param.metavar or (param.name or "value").upper()
-        elif isinstance(param, TyperOption) and not param.is_flag:
-            param.metavar = param.metavar or _metavar(param)
+        elif isinstance(param, TyperOption):
+            param.__class__ = _ConventionalOption
+            if not param.is_flag:
+                param.metavar = param.metavar or _metavar(param)
     if isinstance(command, TyperGroup):
         for subcommand in command.commands.values():
             conventional_help(subcommand)

@@ -52,6 +52,17 @@ ModelOption = Annotated[
 ]
 
 
+# One concept, one flag in every verb (issue 27): each old spelling (key) still parses, for one release,
+# beside its new name (value), but help shows only the new one (`computewise.cli.app.conventional_help`).
+RENAMED_FLAGS: dict[str, str] = {
+    "--accelerator": "--gpu",
+    "--context-len": "--input-len",
+    "--latency": "--max-latency",
+    "--rps": "--peak-rps",
+    "--utilization": "--target-utilization",
+}
+
+
 @dataclass(frozen=True)
 class PriceFlags:
     """The pricing flags of ``computewise run`` as typed, turned into a ``PriceRequest`` (errors name the flag)."""

@@ -218,7 +218,9 @@ def infer(
         typer.Option("--gpus", "-n", parser=bounded_int("--gpus"), help="Accelerators per replica (tensor parallel)."),
     ] = 1,
     batch: Annotated[str, typer.Option(help="Concurrent sequences.")] = "1",
-    context_len: Annotated[str, typer.Option(help="Prompt tokens per sequence.")] = "1024",
+    context_len: Annotated[
+        str, typer.Option("--input-len", "--context-len", help="Prompt tokens per sequence.")
+    ] = "1024",
     output_len: Annotated[str, typer.Option(help="Generated tokens per sequence.")] = "256",
     precision: Annotated[str, typer.Option(help="Weights: auto (bf16, else fp16), bf16, fp16, fp32, fp8.")] = "auto",
     kv_precision: Annotated[str, typer.Option(help="KV cache: bf16, fp16 or fp8.")] = "bf16",
@@ -251,7 +253,7 @@ def infer(
         raise InputError(f"--gpus must be at least 1, got {gpus}", "use --gpus 1 for one device per replica")
     job = InferJob(
         batch=parse_positive_int(batch, "--batch"),
-        context_len=parse_positive_int(context_len, "--context-len"),
+        context_len=parse_positive_int(context_len, "--input-len"),
         output_len=parse_positive_int(output_len, "--output-len"),
         precision=_precision(precision, accelerator),
         kv_cache_bytes_per_value=1.0

@@ -174,7 +174,9 @@ def _long_run_warning(time_s: float) -> str:
 @app.command("infer")
 def infer(
     model_name: ModelOption,
-    rps: Annotated[float, typer.Option("--rps", parser=bounded_float("--rps"), help="Peak requests per second.")],
+    rps: Annotated[
+        float, typer.Option("--peak-rps", "--rps", parser=bounded_float("--peak-rps"), help="Peak requests per second.")
+    ],
     mean_rps: Annotated[
         float | None,
         typer.Option(parser=bounded_float("--mean-rps"), help="Mean requests per second (for scale-to-zero)."),
@@ -182,12 +184,15 @@ def infer(
     input_len: Annotated[str, typer.Option(help="Prompt tokens per request.")] = "512",
     output_len: Annotated[str, typer.Option(help="Generated tokens per request.")] = "128",
     latency: Annotated[
-        str | None, typer.Option(help="Latency target per request, first token to last: 2s, 500ms.")
+        str | None,
+        typer.Option("--max-latency", "--latency", help="Latency target per request, first token to last: 2s, 500ms."),
     ] = None,
     utilization: Annotated[
         float | None,
         typer.Option(
-            parser=bounded_float("--utilization"),
+            "--target-utilization",
+            "--utilization",
+            parser=bounded_float("--target-utilization"),
             help="Target replica utilization at peak (default: the catalog's serving_target_utilization).",
         ),
     ] = None,
@@ -210,12 +215,14 @@ def infer(
     catalog, assumptions = load(catalog_paths)
     spec = model(model_name)
     if rps <= 0 or (mean_rps is not None and not 0 < mean_rps <= rps):
-        raise InputError("--rps must be > 0 and --mean-rps in (0, --rps]", "e.g. --rps 200 --mean-rps 60")
+        raise InputError(
+            "--peak-rps must be > 0 and --mean-rps in (0, --peak-rps]", "e.g. --peak-rps 200 --mean-rps 60"
+        )
     constraints = InferConstraints(
         requests_per_s=rps,
         input_len=parse_positive_int(input_len, "--input-len"),
         output_len=parse_positive_int(output_len, "--output-len"),
-        latency_s=parse_duration_s(latency, "--latency") if latency is not None else None,
+        latency_s=parse_duration_s(latency, "--max-latency") if latency is not None else None,
         mean_requests_per_s=mean_rps,
         target_utilization=utilization,
         precisions=tuple(choice(p, PRECISIONS, "--precision") for p in precision or INFER_PRECISIONS),

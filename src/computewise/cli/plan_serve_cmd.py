@@ -74,14 +74,16 @@ def plan_serve(
     ] = None,
     accelerator: Annotated[
         str | None,
-        typer.Option("--accelerator", "-g", help="Price a replica as this accelerator at its cheapest catalog price."),
+        typer.Option(
+            "--gpu", "-g", "--accelerator", help="Price a replica as this accelerator at its cheapest catalog price."
+        ),
     ] = None,
     gpus_per_replica: Annotated[
         int,
         typer.Option(
             "--gpus-per-replica",
             parser=bounded_int("--gpus-per-replica"),
-            help="Accelerators per replica (with --accelerator).",
+            help="Accelerators per replica (with --gpu).",
         ),
     ] = 1,
     instance: Annotated[
@@ -173,7 +175,7 @@ def plan_serve(
 
         single = {
             "--capacity-rps": capacity_rps, "--loadtest": loadtest, "--latency-ms": latency_ms, "--mean-rps": mean_rps,
-            "--traffic": traffic, "--hourly-usd": hourly_usd, "--accelerator": accelerator, "--instance": instance,
+            "--traffic": traffic, "--hourly-usd": hourly_usd, "--gpu": accelerator, "--instance": instance,
             "--max-usd-per-hour": max_usd_per_hour, "--hpa": hpa, "--ray-config": ray_config, "--html": html,
             "--cache-hit-ratio": cache_hit_ratio,
         }  # fmt: skip
@@ -350,24 +352,24 @@ def _replica_quote(
     pricing: str,
 ) -> Quote:
     """One replica's hourly price, quoted by ``estimate.quote`` as a bill, from exactly one of the three
-    price flags: --hourly-usd, --accelerator (its GPUs at the cheapest offering, a share of an instance
+    price flags: --hourly-usd, --gpu (its GPUs at the cheapest offering, a share of an instance
     where the replica leaves GPUs over) or --instance (one whole instance per replica)."""
     from computewise.estimate.quote import Ask, PriceRequest, quote
     from computewise.plan import CLOUD_PRICINGS
 
     given = [
         flag
-        for flag, value in (("--hourly-usd", hourly_usd), ("--accelerator", accelerator), ("--instance", instance))
+        for flag, value in (("--hourly-usd", hourly_usd), ("--gpu", accelerator), ("--instance", instance))
         if value is not None
     ]
     if len(given) != 1:
         raise InputError(
-            "give the price of one replica with exactly one of --hourly-usd, --accelerator or --instance"
+            "give the price of one replica with exactly one of --hourly-usd, --gpu or --instance"
             + (f" (got {', '.join(given)})" if given else ""),
-            "e.g. --hourly-usd 1.2, --accelerator l4, or --instance g6.xlarge",
+            "e.g. --hourly-usd 1.2, --gpu l4, or --instance g6.xlarge",
         )
     if gpus_per_replica != 1 and accelerator is None:
-        raise InputError("--gpus-per-replica only applies to --accelerator", "drop it, or price with --accelerator")
+        raise InputError("--gpus-per-replica only applies to --gpu", "drop it, or price with --gpu")
     flags = PriceRequest(hourly_usd, instance, cloud, region, choice(pricing, CLOUD_PRICINGS, "--pricing"))
     ask = Ask(catalog.accelerator(accelerator), gpus_per_replica) if accelerator is not None else Ask()
     return quote(catalog, ask, flags)

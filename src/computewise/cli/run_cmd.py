@@ -79,7 +79,9 @@ def run(
             help="GPUs for --engine: a count, or a fraction below 1 (ray).",
         ),
     ] = 0,
-    accelerator: Annotated[str | None, typer.Option(help="Catalog accelerator for --engine, e.g. h100.")] = None,
+    accelerator: Annotated[
+        str | None, typer.Option("--gpu", "-g", "--accelerator", help="Catalog accelerator for --engine, e.g. h100.")
+    ] = None,
     cpus: Annotated[float, typer.Option(parser=bounded_float("--cpus"), help="CPU cores for --engine.")] = 1,
     nproc: Annotated[
         int, typer.Option(parser=bounded_int("--nproc"), help="For --engine: processes on one node under torchrun.")

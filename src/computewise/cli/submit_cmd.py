@@ -40,7 +40,9 @@ def submit(
             help="GPUs: a count, or a fraction below 1 to share one (ray).",
         ),
     ] = 0,
-    accelerator: Annotated[str | None, typer.Option(help="Catalog accelerator, e.g. h100, a100-80gb.")] = None,
+    accelerator: Annotated[
+        str | None, typer.Option("--gpu", "-g", "--accelerator", help="Catalog accelerator, e.g. h100, a100-80gb.")
+    ] = None,
     cpus: Annotated[
         float | None,
         typer.Option(
@@ -156,7 +158,7 @@ def with_plan(plan: Path | None, resources: JobResources) -> tuple[JobResources,
         flag
         for flag, used in (
             ("--gpus", resources.gpus != 0),
-            ("--accelerator", resources.accelerator is not None),
+            ("--gpu", resources.accelerator is not None),
             ("--nproc", resources.processes != 1),
         )
         if used

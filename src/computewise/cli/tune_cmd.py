@@ -44,7 +44,10 @@ def tune(
         str | None, typer.Option(help="Memory a configuration may use: 16GB, 24GiB. Default: the device's.")
     ] = None,
     accelerator: Annotated[
-        str | None, typer.Option(help="Catalog device for MFU (needed on a CPU), e.g. xeon-8480plus.")
+        str | None,
+        typer.Option(
+            "--gpu", "-g", "--accelerator", help="Catalog device for MFU (needed on a CPU), e.g. xeon-8480plus."
+        ),
     ] = None,
     calibration: Annotated[
         Path | None,

@@ -268,7 +268,7 @@ def plan_infer(model: ModelSpec, catalog: Catalog, assumptions: Assumptions, c: 
         # The binding constraint speaks first: accelerators too small to hold the model say nothing about latency.
         binding = [r for r in rejected if r.stage == "latency"] or rejected
         hint = (
-            "raise --latency or use a smaller --output-len"
+            "raise --max-latency or use a smaller --output-len"
             if "latency" in stages
             else "use a larger accelerator, --precision fp8, or tensor parallelism across more GPUs"
         )

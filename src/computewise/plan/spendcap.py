@@ -131,7 +131,7 @@ def capped_replicas(max_usd_per_hour: float, hourly_usd_per_replica: float, min_
     if hourly_usd_per_replica <= 0:
         raise InputError(
             "a replica priced at $0/h never reaches a spend cap",
-            "drop --max-usd-per-hour, or price the replica (--hourly-usd, --accelerator or --instance)",
+            "drop --max-usd-per-hour, or price the replica (--hourly-usd, --gpu or --instance)",
         )
     replicas = math.floor(round(max_usd_per_hour / hourly_usd_per_replica, 9))
     if replicas < 1:
@@ -139,7 +139,7 @@ def capped_replicas(max_usd_per_hour: float, hourly_usd_per_replica: float, min_
             f"--max-usd-per-hour {format_usd(max_usd_per_hour)} is below the price of one replica "
             f"({format_usd(hourly_usd_per_replica)}/h): no replica could run",
             f"raise it to at least {format_usd(hourly_usd_per_replica)}, or price a cheaper replica "
-            "(another --accelerator, --pricing spot)",
+            "(another --gpu, --pricing spot)",
         )
     if replicas < min_replicas:
         raise InputError(

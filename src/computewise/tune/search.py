@@ -712,13 +712,13 @@ def _peak(
     """The catalog device whose peak MFU is measured against, and how it was found (or why there is none)."""
     if name is not None:
         accelerator = catalog.accelerator(name)
-        return (accelerator, "given by --accelerator"), _peak_note(accelerator, calibration)
+        return (accelerator, "given by --gpu"), _peak_note(accelerator, calibration)
     if device == "cuda" and hardware.cuda_device:
         found = catalog.match_device(hardware.cuda_device)
         if found is not None:
             return (found, f"detected from {hardware.cuda_device!r}"), _peak_note(found, calibration)
-        return None, f"{hardware.cuda_device!r} is not in the catalog: name the closest with --accelerator"
-    return None, "a CPU's peak is not detected: name it with --accelerator (e.g. xeon-8480plus) to get MFU"
+        return None, f"{hardware.cuda_device!r} is not in the catalog: name the closest with --gpu"
+    return None, "a CPU's peak is not detected: name it with --gpu (e.g. xeon-8480plus) to get MFU"
 
 
 def _peak_note(accelerator: Accelerator, path: Path | None) -> str:
