@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import typer
@@ -68,3 +69,24 @@ def test_old_names_still_work() -> None:
     assert _json(*estimate_infer, "--input-len", "300") == _json(*estimate_infer, "--context-len", "300")
     plan_serve = ("plan", "serve", "--capacity-rps", "50", "--peak-rps", "100")
     assert _json(*plan_serve, "--gpu", "l4") == _json(*plan_serve, "--accelerator", "l4")
+
+
+def test_every_command_takes_json_but_those_the_readme_names() -> None:
+    """The README said every command takes --json; the servers and grafana-dashboard did not."""
+
+    def leaves(command: Any, path: list[str]) -> Iterator[tuple[str, Any]]:
+        subcommands = getattr(command, "commands", {})
+        if not subcommands:
+            yield " ".join(path), command
+        for name, subcommand in subcommands.items():
+            yield from leaves(subcommand, [*path, name])
+
+    without = {path for path, command in leaves(typer.main.get_command(whole_app()), []) if not _takes_json(command)}
+    assert without == {"serve", "dashboard", "grafana-dashboard"}
+    readme = " ".join((Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8").split())
+    claim = readme[readme.index("Every command takes `--json`") :].split(";")[0]
+    assert all(f"`{path}`" in claim for path in without), claim
+
+
+def _takes_json(command: Any) -> bool:
+    return any("--json" in param.opts for param in command.params)
