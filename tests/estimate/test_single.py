@@ -287,3 +287,68 @@ def test_a_device_without_a_tdp_has_no_energy_rather_than_zero(
     text = " ".join(table.stdout.split())
     assert "energy, CO2 not available see the notes" in text
     assert "kWh" not in text and " kg " not in text
+
+
+# -- image and encoder models: inputs per second, latency per batch -----------------------------------------
+
+
+def test_image_models_are_timed_per_batch_of_images_not_per_token(
+    tmp_path: Path, json_schema: Callable[[object, str], None]
+) -> None:
+    """ResNet-50 and ViT-B/16 printed a context of 1024, 256 output tokens and a first-token latency."""
+    for name in ("resnet-50", "vit-b-16"):
+        args = ("estimate", "infer", "--model", name, "--gpu", "t4", "--batch", "64")
+        document = _cli(tmp_path, *args, "--json")
+        assert document.returncode == 0, document.stderr
+        d = json.loads(document.stdout)
+        json_schema(d, "estimate-infer")
+        assert d["job"]["input"] == "images" and d["job"]["image_size"] == 224
+        assert "context_len" not in d["job"] and "output_len" not in d["job"]
+        assert set(d["time"]) == {"seconds", "requests_per_second"}
+        assert d["time"]["requests_per_second"] == pytest.approx(64 / d["time"]["seconds"])
+        text = " ".join(_cli(tmp_path, *args).stdout.split())
+        assert "batch 64, 224×224 images" in text and "per batch of 64 images" in text and " images/s" in text
+        assert not any(token in text for token in ("context", "first token", "output tokens", "requests"))
+    # torchvision: 4.09 G multiply-adds per 224x224 image, each two FLOPs; a CNN has no tokens to multiply them by.
+    resnet = json.loads(
+        _cli(tmp_path, "estimate", "infer", "-m", "resnet-50", "-g", "t4", "--batch", "64", "--json").stdout
+    )
+    assert resnet["compute"]["flops"] == pytest.approx(64 * 2 * 4.09e9, rel=0.01)
+
+
+def test_an_encoder_reads_sequences_of_its_input_length(tmp_path: Path) -> None:
+    result = _cli(
+        tmp_path, "estimate", "infer", "-m", "bert-base", "-g", "t4", "--batch", "64", "--input-len", "128", "--json"
+    )
+    assert result.returncode == 0, result.stderr
+    d = json.loads(result.stdout)
+    assert (d["job"]["input"], d["job"]["seq_len"]) == ("sequences", 128)
+    assert d["memory"]["per_device_bytes"]["kv_cache"] == 0 and "output_tokens_per_second" not in d["time"]
+    default = json.loads(_cli(tmp_path, "estimate", "infer", "-m", "bert-base", "-g", "t4", "--json").stdout)
+    assert default["job"]["seq_len"] == 512  # BERT's max_position_embeddings
+
+
+@pytest.mark.parametrize(
+    ("model", "flags", "named"),
+    [
+        ("resnet-50", ("--context-len", "1024"), "--input-len/--context-len does not apply"),
+        ("vit-b-16", ("--output-len", "16", "--kv-precision", "fp8"), "--output-len and --kv-precision do not apply"),
+        ("bert-base", ("--output-len", "16"), "--output-len does not apply"),
+    ],
+)
+def test_token_flags_are_refused_for_models_that_generate_nothing(
+    tmp_path: Path, model: str, flags: tuple[str, ...], named: str
+) -> None:
+    result = _cli(tmp_path, "estimate", "infer", "--model", model, "--gpu", "t4", *flags)
+    assert result.returncode == 2 and not result.stdout
+    error = " ".join(result.stderr.split())
+    assert error.startswith(f"error: {model} is a") and "generates no tokens" in error and named in error, error
+    assert "To fix: leave out" in error and "Traceback" not in error
+
+
+def test_the_library_refuses_an_output_for_a_model_that_generates_nothing(
+    catalog: Catalog, assumptions: Assumptions
+) -> None:
+    job = InferJob(batch=8, context_len=1, output_len=256, precision="fp16")
+    with pytest.raises(InputError, match="generates no tokens, so output_len must be 0"):
+        estimate_infer(preset("resnet-50"), catalog.accelerator("t4"), job, catalog, assumptions)

@@ -30,6 +30,7 @@ from computewise.specs import (
     Accelerator,
     AttentionKernel,
     InferJob,
+    ModelSpec,
     Parallelism,
     Precision,
     TrainJob,
@@ -217,13 +218,23 @@ def infer(
         int,
         typer.Option("--gpus", "-n", parser=bounded_int("--gpus"), help="Accelerators per replica (tensor parallel)."),
     ] = 1,
-    batch: Annotated[str, typer.Option(help="Concurrent sequences.")] = "1",
+    batch: Annotated[str, typer.Option(help="Requests per batch: sequences, or images for an image model.")] = "1",
     context_len: Annotated[
-        str, typer.Option("--input-len", "--context-len", help="Prompt tokens per sequence.")
-    ] = "1024",
-    output_len: Annotated[str, typer.Option(help="Generated tokens per sequence.")] = "256",
+        str | None,
+        typer.Option(
+            "--input-len",
+            "--context-len",
+            help="Prompt tokens per sequence (default 1024), or an encoder's tokens per sequence (default: the "
+            "model's, at most 4096). Not for image models.",
+        ),
+    ] = None,
+    output_len: Annotated[
+        str | None, typer.Option(help="Generated tokens per sequence (default 256). Only for models that generate.")
+    ] = None,
     precision: Annotated[str, typer.Option(help="Weights: auto (bf16, else fp16), bf16, fp16, fp32, fp8.")] = "auto",
-    kv_precision: Annotated[str, typer.Option(help="KV cache: bf16, fp16 or fp8.")] = "bf16",
+    kv_precision: Annotated[
+        str | None, typer.Option(help="KV cache: bf16 (default), fp16 or fp8. Only for models that generate.")
+    ] = None,
     framework: Annotated[
         str,
         typer.Option(
@@ -240,7 +251,11 @@ def infer(
     as_json: JsonOption = False,
     html: HtmlOption = None,
 ) -> None:
-    """Memory (weights, KV cache), latency, throughput and $ per 1000 requests of one serving replica."""
+    """Memory (weights, KV cache), latency, throughput and $ per 1000 requests of one serving replica.
+
+    A model that generates (a decoder) is timed by its first token and each output token; an image or
+    encoder model answers a batch of images or sequences in one forward pass.
+    """
     from computewise.estimate import estimate_infer
     from computewise.report.html import estimate_html
     from computewise.report.terminal import print_estimate
@@ -251,14 +266,13 @@ def infer(
     accelerator = catalog.accelerator(gpu)
     if gpus < 1:
         raise InputError(f"--gpus must be at least 1, got {gpus}", "use --gpus 1 for one device per replica")
+    input_len, generated, kv_bytes = _request_shape(spec, context_len, output_len, kv_precision)
     job = InferJob(
         batch=parse_positive_int(batch, "--batch"),
-        context_len=parse_positive_int(context_len, "--input-len"),
-        output_len=parse_positive_int(output_len, "--output-len"),
+        context_len=input_len,
+        output_len=generated,
         precision=_precision(precision, accelerator),
-        kv_cache_bytes_per_value=1.0
-        if choice(kv_precision, ("bf16", "fp16", "fp8"), "--kv-precision") == "fp8"
-        else 2.0,
+        kv_cache_bytes_per_value=kv_bytes,
         framework=choice(framework, ("pytorch", "transformers"), "--framework"),
         execution=choice(execution, EXECUTIONS, "--execution"),
     )
@@ -275,6 +289,45 @@ def infer(
         instance_type=instance,
     )
     emit(result.to_dict(), as_json, html, print_estimate, estimate_html)
+
+
+def _request_shape(
+    spec: ModelSpec, input_len: str | None, output_len: str | None, kv_precision: str | None
+) -> tuple[int, int, float]:
+    """(tokens per input, generated tokens, KV-cache bytes per value) of one request.
+
+    A model that generates reads a prompt and writes tokens into its KV cache. An image or encoder
+    model answers each input in one forward pass: it has no output and no cache, and an image's
+    tokens are fixed by its size, so flags that would change them are refused rather than ignored.
+    """
+    from computewise.estimate.single import input_kind
+
+    kind = input_kind(spec)
+    if kind is None:
+        input_tokens = parse_positive_int("1024" if input_len is None else input_len, "--input-len")
+        generated = parse_positive_int("256" if output_len is None else output_len, "--output-len")
+        kv = choice("bf16" if kv_precision is None else kv_precision, ("bf16", "fp16", "fp8"), "--kv-precision")
+        return input_tokens, generated, 1.0 if kv == "fp8" else 2.0
+    given = [
+        flag
+        for flag, value in (
+            ("--input-len/--context-len", None if kind == "sequences" else input_len),
+            ("--output-len", output_len),
+            ("--kv-precision", kv_precision),
+        )
+        if value is not None
+    ]
+    if given:
+        raise InputError(
+            f"{spec.name} is {'an' if spec.architecture[0] in 'aeiou' else 'a'} {spec.architecture} model: it reads "
+            f"{kind}, a batch in one forward pass, and generates no tokens, so {' and '.join(given)} "
+            f"{'does' if len(given) == 1 else 'do'} not apply",
+            f"leave out {' and '.join(given)}; --batch sets the {kind} per batch"
+            + (", --input-len the tokens per sequence" if kind == "sequences" else ""),
+        )
+    if input_len is not None:
+        return parse_positive_int(input_len, "--input-len"), 0, 2.0
+    return sequence_length(None, spec), 0, 2.0
 
 
 def _precision(text: str, accelerator: Accelerator) -> Precision:

@@ -17,7 +17,7 @@ import numpy as np
 from computewise.estimate.arrays import FloatArray, col, transfer_s
 from computewise.estimate.assumptions import Assumptions
 from computewise.estimate.cost import co2_kg, energy_kwh
-from computewise.estimate.flops import attention_flops_per_token, matmul_params
+from computewise.estimate.flops import attention_flops_per_token, forward_flops_per_token, matmul_params
 from computewise.estimate.kernels import HostCosts, KernelRates, decode_kernels, prefill_kernels
 from computewise.estimate.memory import (
     MemoryBreakdown,
@@ -106,9 +106,10 @@ def evaluate_infer(model: ModelSpec, rows: InferRows, assumptions: Assumptions) 
         assumptions.runtime_overhead_bytes,
     )
 
-    causal = model.architecture == "decoder"
     per_token = 2.0 * matmul_params(model)
-    prefill_flops = batch * rows.context_len * (per_token + attention_flops_per_token(model, rows.context_len, causal))
+    # A CNN's traced FLOPs are per input, not per token: it has no tokens.
+    tokens = rows.context_len if model.is_transformer else col(1.0)
+    prefill_flops = batch * tokens * forward_flops_per_token(model, rows.context_len)
     mean_context = rows.context_len + rows.output_len / 2.0
     decode_flops_per_step = batch * (per_token + attention_flops_per_token(model, mean_context, False))
     rates = KernelRates.of(

@@ -48,10 +48,27 @@ __all__ = [
     "default_precision",
     "estimate_infer",
     "estimate_train",
+    "input_kind",
     "memory_dict",
     "peak_for",
     "track_record_note",
 ]
+
+
+# What one request is to a model that generates nothing: it answers each in one forward pass.
+_INPUTS: dict[str, str] = {
+    "cnn": "images",
+    "vision-transformer": "images",
+    "encoder": "sequences",
+    "generic": "samples",
+}
+
+
+def input_kind(model: ModelSpec) -> str | None:
+    """ "images", "sequences" or "samples" for a model that generates no tokens (image and encoder models,
+    a traced module), whose requests are inputs answered once per batch; None for a decoder or an
+    encoder-decoder, whose requests are prompts that it answers token by token."""
+    return _INPUTS.get(model.architecture)
 
 
 def default_precision(accelerator: Accelerator) -> Precision:
@@ -456,6 +473,35 @@ class InferEstimate:
     def fits(self) -> bool:
         return _fits(self.columns.memory, self.accelerator)
 
+    def _job_dict(self) -> dict[str, Any]:
+        """A prompt and an output for a model that generates; what one input is for one that does not."""
+        kind = input_kind(self.model)
+        shape: dict[str, Any] = {"context_len": self.job.context_len, "output_len": self.job.output_len}
+        if kind == "images":
+            shape = {"input": kind, "image_size": self.model.image_size}
+        elif kind is not None:
+            shape = {"input": kind, **({"seq_len": self.job.context_len} if kind == "sequences" else {})}
+        return {
+            "batch": self.job.batch,
+            **shape,
+            "precision": self.job.precision,
+            "framework": self.job.framework,
+            "execution": self.job.execution,
+        }
+
+    def _time_dict(self) -> dict[str, Any]:
+        """Latency of one batch and requests per second; first-token and per-token figures where tokens are made."""
+        c = self.columns
+        if input_kind(self.model) is not None:
+            return {"seconds": _scalar(c.latency_s), "requests_per_second": _scalar(c.requests_per_s)}
+        return {
+            "seconds": _scalar(c.latency_s),
+            "time_to_first_token_seconds": _scalar(c.prefill_s),
+            "seconds_per_output_token": _scalar(c.decode_step_s),
+            "requests_per_second": _scalar(c.requests_per_s),
+            "output_tokens_per_second": _scalar(c.output_tokens_per_s),
+        }
+
     def to_dict(self) -> dict[str, Any]:
         c = self.columns
         data: dict[str, Any] = {
@@ -464,24 +510,11 @@ class InferEstimate:
             "params": self.model.params,
             "accelerator": self.accelerator.slug,
             "gpus": self.tp,
-            "job": {
-                "batch": self.job.batch,
-                "context_len": self.job.context_len,
-                "output_len": self.job.output_len,
-                "precision": self.job.precision,
-                "framework": self.job.framework,
-                "execution": self.job.execution,
-            },
+            "job": self._job_dict(),
             "memory": _memory_section(self.columns.memory, self.accelerator),
             "accuracy": _track_record(self.scope, "infer"),
             "compute": {"flops": _scalar(c.flops)},
-            "time": {
-                "seconds": _scalar(c.latency_s),
-                "time_to_first_token_seconds": _scalar(c.prefill_s),
-                "seconds_per_output_token": _scalar(c.decode_step_s),
-                "requests_per_second": _scalar(c.requests_per_s),
-                "output_tokens_per_second": _scalar(c.output_tokens_per_s),
-            },
+            "time": self._time_dict(),
             "cost": {
                 "usd": _scalar(c.cost_usd),
                 "usd_per_1000_requests": _scalar(c.usd_per_1000_requests),
@@ -508,6 +541,18 @@ def estimate_infer(
     region: str | None = None,
     instance_type: str | None = None,
 ) -> InferEstimate:
+    """Memory, latency, throughput and price of one replica serving batches of ``job.batch`` requests.
+
+    A model that generates no tokens (``input_kind``) answers a batch in one forward pass over inputs
+    of ``job.context_len`` tokens (1 for a CNN), so its ``job.output_len`` must be 0.
+    """
+    kind = input_kind(model)
+    if kind is not None and job.output_len:
+        raise InputError(
+            f"{model.name} is a {model.architecture} model: it generates no tokens, so output_len must be 0, "
+            f"not {job.output_len}",
+            f"build the InferJob with output_len=0; batch counts {kind}",
+        )
     if model.heads and model.heads % tp:
         raise InputError(
             f"{model.heads} attention heads are not divisible by --gpus {tp} (tensor parallel)",

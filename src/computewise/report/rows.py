@@ -216,6 +216,8 @@ def _job(job: dict[str, Any]) -> str:
     ):
         if key in job:
             parts.append(f"{label} {job[key]}")
+    if job.get("image_size"):
+        parts.append(f"{job['image_size']}×{job['image_size']} images")
     if "tokens" in job:
         parts.append(f"{format_count(float(job['tokens']))} tokens")
     if "optimizer" in job:
@@ -243,6 +245,7 @@ def estimate_setup(d: dict[str, Any]) -> str:
 def estimate_summary(d: dict[str, Any]) -> list[tuple[str, str, str]]:
     """(quantity, value, detail) rows: FLOPs, time, throughput, cost, energy, CO2 and, for training, storage."""
     compute, time, cost = d["compute"], d["time"], d["cost"]
+    unit = str(d.get("job", {}).get("input", "requests"))  # what one request is: images for an image model
     rows: list[tuple[str, str, str]] = []
     if time.get("seconds") is None:  # it does not fit, or a link of unknown speed: memory and FLOPs only
         rows.append(("compute", format_flops(float(compute["flops"])), ""))
@@ -257,17 +260,20 @@ def estimate_summary(d: dict[str, Any]) -> list[tuple[str, str, str]]:
             f"first token {format_duration(float(time['time_to_first_token_seconds']))}, "
             f"{format_duration(float(time['seconds_per_output_token']))} per output token"
         )
+    elif "requests_per_second" in time:  # an image or encoder model: one forward pass per batch
+        detail = f"per batch of {int(d['job']['batch'])} {unit}"
     else:
         detail = ""
     rows.append(("time", format_duration(float(time["seconds"])), detail))
     if "tokens_per_second" in time:
         rows.append(("throughput", f"{format_count(float(time['tokens_per_second']))} tokens/s", ""))
     if "requests_per_second" in time:
+        tokens = time.get("output_tokens_per_second")
         rows.append(
             (
                 "throughput",
-                f"{float(time['requests_per_second']):.3g} requests/s",
-                f"{format_count(float(time['output_tokens_per_second']))} output tokens/s",
+                f"{format_amount(float(time['requests_per_second']))} {unit}/s",
+                "" if tokens is None else f"{format_count(float(tokens))} output tokens/s",
             )
         )
     if cost.get("usd") is None:  # no offering rents the accelerator: not available, never $0
@@ -275,7 +281,7 @@ def estimate_summary(d: dict[str, Any]) -> list[tuple[str, str, str]]:
     else:
         detail = f"{cost['pricing']} at {format_usd(float(cost['usd_per_hour']))}/h"
         if "usd_per_1000_requests" in cost:
-            detail += f", {format_usd(float(cost['usd_per_1000_requests']))} per 1000 requests"
+            detail += f", {format_usd(float(cost['usd_per_1000_requests']))} per 1000 {unit}"
         rows.append(("cost", format_usd(float(cost["usd"])), detail))
     energy, co2 = d["energy"], d["co2"]
     if energy["kwh"] is None:  # no published TDP: not available, never 0

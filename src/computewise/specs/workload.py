@@ -108,7 +108,7 @@ class TrainJob:
 class InferJob:
     batch: int  # concurrent sequences
     context_len: int  # prompt tokens
-    output_len: int  # generated tokens
+    output_len: int  # generated tokens; 0 for an image or encoder model, which generates none
     precision: Precision = "bf16"
     kv_cache_bytes_per_value: float = 2.0  # fp16/bf16 cache; 1.0 for an fp8/int8 cache
     # pytorch: generate() keeps the last position's logits; transformers: a plain forward keeps all.
@@ -118,4 +118,5 @@ class InferJob:
     def __post_init__(self) -> None:
         check_range(self.batch, "batch", limits.BATCH)
         check_range(self.context_len, "context_len", limits.SEQUENCE_TOKENS)
-        check_range(self.output_len, "output_len", limits.SEQUENCE_TOKENS)
+        if self.output_len:  # 0: a model that generates nothing (estimate.single.input_kind)
+            check_range(self.output_len, "output_len", limits.SEQUENCE_TOKENS)
