@@ -55,3 +55,39 @@ def test_host_costs_follow_the_code_that_issues_the_kernels() -> None:
     assert np.allclose(forward, [15e-6, 20e-6, 5e-6, 0.5e-6])
     training, _ = costs.per_kernel_s(framework, execution, training=True)
     assert np.allclose(training, [65e-6, 70e-6, 5e-6, 0.5e-6])
+
+
+def test_the_planners_distinct_rows_give_what_every_row_gives() -> None:
+    """``distinct_training_kernels`` times each distinct row once: the same numbers as ``training_kernels``
+    on every one of 3,000 rows that repeat a few hundred shapes, codes and rates."""
+    from computewise.estimate.kernels import distinct_training_kernels, training_kernels
+    from computewise.models import preset
+
+    rng = np.random.default_rng(7)
+    n = 3000
+
+    def pick(*values: float) -> np.ndarray:
+        return rng.choice(np.array(values, dtype=np.float64), n)
+
+    columns = (
+        pick(1024.0, 4096.0, 16384.0),  # tokens per micro-batch
+        pick(2048.0, 4096.0),  # seq_len
+        pick(32.0, 16.0, 8.0),  # layers per device
+        pick(2.0, 4.0),  # activation bytes
+        pick(1.0, 2.0, 8.0),  # tp
+        pick(0.0, 1.0),  # sequence parallel
+        pick(0.0, 1.0, 2.0),  # attention kernel
+        pick(0.0, 1.0, 2.0, 3.0),  # recompute
+        pick(0.0, 1.0, 2.0),  # framework
+        pick(0.0, 1.0, 2.0),  # execution
+        pick(0.0, 1.0),  # has the head
+    )
+    gemm = pick(731e12, 268e12)
+    rates = KernelRates(gemm, gemm * 0.5, gemm * 0.275, pick(2965e9, 1800e9), np.full(n, 2.5e-6))
+    model = preset("llama-3-8b")
+    every = training_kernels(model, *columns, rates)
+    distinct = distinct_training_kernels(model, *columns, rates)
+    host = HostCosts(1.57e-5, 1.94e-5, 5.5e-5, 0.0, 5e-6, 5e-7).per_kernel_s(columns[8], columns[9], training=True)
+    for mine, theirs in ((distinct.plain, every.plain), (distinct.recomputed, every.recomputed)):
+        np.testing.assert_allclose(mine.device_s, theirs.device_s, rtol=1e-12)
+        np.testing.assert_allclose(mine.wall_s(host), theirs.wall_s(host), rtol=1e-12)

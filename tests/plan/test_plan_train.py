@@ -30,7 +30,7 @@ def _layout_rules(
         return None
     dp = gpus // (tp * pp)
     slots = layers if layers % pp == 0 else layers + 2  # embedding and head take a layer's slot each
-    if slots % pp or (dp == 1 and zero):
+    if slots % pp or (dp == 1 and zero) or (zero >= 3 and pp > 1):  # ZeRO-3 gathers every layer: no pipeline
         return None
     microbatches = global_batch // (dp * micro)
     if v > 1 and (pp == 1 or slots % (pp * v) or microbatches % pp):
@@ -138,7 +138,7 @@ def _brute_force_times(
                 weight_bytes=a[6], optimizer_bytes=a[7], cp=a[8], ep=ones, virtual_stages=a[9], framework=a[10],
                 execution=ones * 0.0,
             )  # fmt: skip
-            hw = _train_hardware([h], np.zeros(len(ones), dtype=np.int64), a[11].astype(np.int64))
+            hw = _train_hardware([h], np.zeros(len(ones), dtype=np.int64), a[11].astype(np.int64), assumptions)
             columns = evaluate_train(model, c.tokens, layouts, hw, assumptions)
             fits = columns.memory.total <= h.accelerator.memory_bytes
             if not fits.any():
@@ -274,12 +274,12 @@ def test_frontier_plan_for_405b_reads_like_published_runs(catalog: Catalog, assu
 
 
 def test_405b_fastest_plan_reads_like_a_published_recipe(catalog: Catalog, assumptions: Assumptions) -> None:
-    """The fastest plan is NVIDIA's Llama 3.1 405B recipe shape (TP 8, PP 16, CP 2, interleaved;
-    NVIDIA/dgxc-benchmarking) on all 16,384 GPUs, well inside the deadline, at Llama 3's MFU
-    (Dubey et al. 2024 Table 4: 41 % at this scale)."""
+    """The fastest plan is a published Llama 3.1 405B layout on all 16,384 GPUs: Meta's TP 8, PP 16
+    (Dubey et al. 2024) or NVIDIA's recipe TP 8, PP 8, CP 2, VP 8 (NVIDIA/dgxc-benchmarking), interleaved,
+    well inside the deadline, at Llama 3's MFU (Table 4: 41 % at this scale)."""
     fastest = plan_train(preset("llama-3.1-405b"), catalog, assumptions, replace(FRONTIER, objective="time"))
     best = fastest.recommended
-    assert (best.gpus, best.tp, best.pp) == (16384, 8, 16)
+    assert (best.gpus, best.tp) == (16384, 8) and best.pp in (8, 16)
     assert best.cp <= 2 and best.virtual_stages >= 2 and best.framework == "megatron"
     assert best.time_s < 90 * 86400
     assert 0.35 < best.mfu < 0.55

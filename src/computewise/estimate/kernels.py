@@ -33,6 +33,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from computewise.estimate.arrays import FloatArray, col
 from computewise.estimate.assumptions import Assumptions
@@ -45,6 +46,7 @@ __all__ = [
     "MicrobatchKernels",
     "StepKernels",
     "decode_kernels",
+    "distinct_training_kernels",
     "gemm_s",
     "optimizer_kernels",
     "prefill_kernels",
@@ -70,6 +72,8 @@ _FP32 = 4.0
 # padding that vocabulary to 50,304 made nanoGPT's whole step about 25 % faster (Karpathy, nanoGPT), which
 # at GPT-2 124M's share of head FLOPs means the unpadded head ran at about a quarter of the aligned rate.
 # fp32 products run without tensor cores and need no alignment.
+_DISTINCT_MIN_ROWS = 256  # fewer rows are timed directly: finding the distinct ones would cost more
+_PACKED_KEY_LIMIT = 2**62
 _ALIGNMENT = 8.0
 _MISALIGNED_SHARE = 0.25
 _ATTENTION_BACKWARD_WORK = 2.5  # FlashAttention-2's backward: 5 matmuls to the forward's 2 (Dao 2023)
@@ -184,6 +188,14 @@ class StepKernels:
     def backward(self, device_factor: float, kernel_factor: float) -> StepKernels:
         """This forward work's backward: ``device_factor`` times its device time, its kernels issued by autograd."""
         return StepKernels(self.device_s * device_factor, 0.0 * self.kernels, self.kernels * kernel_factor)
+
+    def take(self, index: npt.NDArray[np.intp]) -> StepKernels:
+        """Rows ``index`` of each column (a scalar column stays a scalar)."""
+
+        def rows(column: FloatArray | float) -> FloatArray | float:
+            return column if np.ndim(column) == 0 else np.asarray(column)[index]
+
+        return StepKernels(col(rows(self.device_s)), col(rows(self.kernels)), rows(self.backward_kernels))
 
     def wall_s(self, host_s_per_kernel: tuple[FloatArray, FloatArray]) -> FloatArray:
         """Host and device overlap: the longer of the two bounds the wall time."""
@@ -402,6 +414,59 @@ def training_kernels(
     head_forward, head_backward = _head_and_loss(model, tokens, act, tp, np.where(fused_loss, 24.0, 36.0), rates)
     plain = (forward + backward).times(col(layers)) + (head_forward + head_backward).times(col(has_head))
     return MicrobatchKernels(plain=plain, recomputed=plain + again.times(col(layers)))
+
+
+def distinct_training_kernels(
+    model: ModelSpec,
+    tokens: FloatArray,
+    seq_len: FloatArray,
+    layers: FloatArray,
+    act: FloatArray,
+    tp: FloatArray,
+    sp: FloatArray,
+    attention: FloatArray,
+    recompute: FloatArray,
+    framework: FloatArray,
+    execution: FloatArray,
+    has_head: FloatArray,
+    rates: KernelRates,
+) -> MicrobatchKernels:
+    """``training_kernels``, computed once per distinct row: a plan's million layouts share a few thousand
+    micro-batch shapes, codes and rates, so its kernels are timed for those and spread back by index."""
+    columns = (tokens, seq_len, layers, act, tp, sp, attention, recompute, framework, execution, has_head)
+    rate_columns = (
+        rates.gemm_flops,
+        rates.attention_flops,
+        rates.triton_attention_flops,
+        rates.stream_bytes_per_s,
+        rates.kernel_floor_s,
+    )
+    shape = np.broadcast_shapes(*(np.shape(c) for c in (*columns, *rate_columns)))
+    if len(shape) != 1 or shape[0] < _DISTINCT_MIN_ROWS:
+        return training_kernels(model, *columns, rates)
+    full = [np.broadcast_to(col(c), shape) for c in (*columns, *rate_columns)]
+    first, index = _distinct_rows(full)
+    (t, s, lay, a, tp_, sp_, att, rec, fw, ex, head, gemm, flash, triton, stream, floor) = (c[first] for c in full)
+    micro = training_kernels(
+        model, t, s, lay, a, tp_, sp_, att, rec, fw, ex, head, KernelRates(gemm, flash, triton, stream, floor)
+    )
+    return MicrobatchKernels(plain=micro.plain.take(index), recomputed=micro.recomputed.take(index))
+
+
+def _distinct_rows(columns: list[FloatArray]) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]]:
+    """(the first row of each distinct combination, each row's combination): every column is coded by its
+    own sorted values and the codes are packed into one integer, so only 1-D sorts run; constant
+    columns are skipped."""
+    key = np.zeros(len(columns[0]), dtype=np.int64)
+    for column in columns:
+        if column[0] == column.min() == column.max():
+            continue
+        values, codes = np.unique(column, return_inverse=True)
+        if int(key.max()) >= _PACKED_KEY_LIMIT // len(values):  # renumber before the packed key overflows
+            key = np.unique(key, return_inverse=True)[1].reshape(-1)
+        key = key * len(values) + codes.reshape(-1)
+    _, first, index = np.unique(key, return_index=True, return_inverse=True)
+    return first, index.reshape(-1)
 
 
 def optimizer_kernels(

@@ -40,8 +40,8 @@ from computewise.estimate.kernels import (
     KernelRates,
     MicrobatchKernels,
     StepKernels,
+    distinct_training_kernels,
     optimizer_kernels,
-    training_kernels,
 )
 
 if TYPE_CHECKING:
@@ -202,7 +202,7 @@ def _compute_s(
 
         micro = MicrobatchKernels(plain=traced(model_per_token), recomputed=traced(hardware_per_token))
     else:
-        micro = training_kernels(
+        micro = distinct_training_kernels(
             model,
             rows.micro_batch * rows.seq_len / rows.cp,
             rows.seq_len,
