@@ -260,7 +260,10 @@ def test_positive_ints_take_suffixes_but_not_fractions() -> None:
 
 @pytest.mark.parametrize(
     ("formatted", "value"),
-    [(7.5e9, "7.5B"), (125e6, "125M"), (1234, "1.23K"), (2e12, "2T"), (15.6e12, "15.6T"), (999, "999")],
+    [
+        *((7.5e9, "7.5B"), (125e6, "125M"), (1234, "1.23K"), (2e12, "2T"), (15.6e12, "15.6T"), (999, "999")),
+        *((1e15, "1e15"), (4.2e16, "4.2e16"), (999.96e12, "1e15"), (999_960, "1M"), (0.5, "0.5")),
+    ],
 )
 def test_counts_are_shown_with_the_suffix_they_are_read_with(formatted: float, value: str) -> None:
     assert format_count(formatted) == value
@@ -296,6 +299,7 @@ def test_plural_picks_the_form_for_the_count() -> None:
         "2 replicas",
         "0 processes",
     ]
+    assert plural(12000, "file") == "12,000 files"
 
 
 # -- flags typed as plain numbers, and the range table ---------------------------------------------------

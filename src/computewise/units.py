@@ -265,10 +265,18 @@ def format_bytes(n_bytes: float) -> str:
 
 
 def format_count(value: float) -> str:
+    """Three significant digits: ``7.5B``, ``300M``, ``1.23K``; from a thousand trillion on, ``1e15`` or
+    ``4.2e16``, as ``--tokens`` is typed (never ``1e+03T``).
+
+    The unit is chosen on the rounded value, so 999.96 trillion reads ``1e15``, not ``1e+03T``."""
+    rounded = float(f"{value:.3g}")
+    if abs(rounded) >= 1e15:
+        mantissa, exponent = f"{rounded:.2e}".split("e")
+        return f"{float(mantissa):g}e{int(exponent)}"
     for unit, size in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("K", 1e3)):
-        if abs(value) >= size:
-            return f"{value / size:.3g}{unit}"
-    return f"{value:.3g}"
+        if abs(rounded) >= size:
+            return f"{rounded / size:g}{unit}"
+    return f"{rounded:g}"
 
 
 def format_flops(flops: float) -> str:
@@ -298,5 +306,7 @@ def format_usd(usd: float) -> str:
 
 
 def plural(count: int, noun: str, many: str | None = None) -> str:
-    """``1 replica``, ``2 replicas``; ``many`` for the irregular ones (``plural(n, "process", "processes")``)."""
-    return f"{count} {noun if count == 1 else many or noun + 's'}"
+    """``1 replica``, ``2 replicas``, ``12,000 files``; ``many`` for the irregular ones
+    (``plural(n, "process", "processes")``). Every "N things" the tool prints goes through here, so none reads
+    "1 GPUs" or "1 rounds"."""
+    return f"{count:,} {noun if count == 1 else many or noun + 's'}"

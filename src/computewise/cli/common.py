@@ -257,14 +257,15 @@ def entry_config(text: str | None) -> dict[str, Any]:
 
 
 def progress_bar(verb: str, console: Console, *extra_fields: str) -> Progress:
-    """The bar of a long verb (optimize, tune, scaletest) on stderr, gone when done; ``extra_fields``: task fields."""
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+    """The bar of a long verb (optimize, tune, scaletest, data bench) on stderr, gone when done; ``extra_fields``:
+    task fields. Done of total reads ``3/8``, and ``0/?`` while the total is not known yet (never ``0/None``)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     columns = [f"{{task.fields[{name}]}}" for name in extra_fields]
     return Progress(
         TextColumn(f"[bold]{verb}[/bold] {{task.description}}"),
         BarColumn(),
-        TextColumn("{task.completed}/{task.total}"),
+        MofNCompleteColumn(),
         TimeElapsedColumn(),
         *(TextColumn(column) for column in columns),
         console=console,

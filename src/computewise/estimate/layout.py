@@ -7,6 +7,7 @@ import numpy.typing as npt
 
 from computewise.errors import ParallelismError
 from computewise.specs import Framework, ModelSpec, Parallelism
+from computewise.units import plural
 
 __all__ = [
     "VIRTUAL_STAGES",
@@ -39,7 +40,7 @@ def stage_slots(layers: int, pp: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]
 def layout_problem(model: ModelSpec, gpus: int, tp: int, pp: int, global_batch: int, micro_batch: int) -> str | None:
     """The first reason the layout cannot run, or None. The planner uses the same rules, vectorised."""
     if gpus % (tp * pp):
-        return f"tp*pp = {tp}*{pp} = {tp * pp} does not divide {gpus} GPUs"
+        return f"tp*pp = {tp}*{pp} = {tp * pp} does not divide {plural(gpus, 'GPU')}"
     if not model.is_transformer and (tp > 1 or pp > 1):
         return f"{model.name} has no transformer layers to split; use --tp 1 --pp 1"
     if model.heads and model.heads % tp:
@@ -111,7 +112,7 @@ def check_layout(
     p = parallelism
     if p.gpus != gpus:
         raise ParallelismError(
-            f"tp*pp*cp*dp = {p.tp}*{p.pp}*{p.cp}*{p.dp} = {p.gpus} != {gpus} GPUs",
+            f"tp*pp*cp*dp = {p.tp}*{p.pp}*{p.cp}*{p.dp} = {p.gpus} != {plural(gpus, 'GPU')}",
             "choose --tp, --pp and --cp whose product divides --gpus (dp is --gpus / (tp*pp*cp))",
         )
     problem = layout_problem(model, gpus // p.cp, p.tp, p.pp, global_batch, micro_batch)

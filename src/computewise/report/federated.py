@@ -18,7 +18,7 @@ def print_federated(d: dict[str, Any], console: Console) -> None:
 
     from computewise.report.table import print_table
     from computewise.report.terminal import print_pairs
-    from computewise.units import format_bytes, format_duration, format_usd
+    from computewise.units import format_bytes, format_duration, format_usd, plural
 
     job, r, total = d["job"], d["round"], d["total"]
     console.print(Text(f"plan federated {job['model']}", style="bold"))
@@ -27,7 +27,8 @@ def print_federated(d: dict[str, Any], console: Console) -> None:
             (
                 "federation",
                 f"{job['clients']:,} clients x {job['participation']:g} = {r['participants']:,} per round, "
-                f"{job['rounds']:,} rounds of {job['local_steps']} local steps x {job['local_batch']} samples",
+                f"{plural(job['rounds'], 'round')} of {plural(job['local_steps'], 'local step')} x "
+                f"{plural(job['local_batch'], 'sample')}",
             ),
             (
                 "client",
@@ -45,7 +46,7 @@ def print_federated(d: dict[str, Any], console: Console) -> None:
                 f"{format_bytes(r['bytes_per_round'])} ({format_bytes(r['download_bytes_per_client'])} down, "
                 f"{format_bytes(r['upload_bytes_per_client'])} up per client)",
             ),
-            ("wall time", f"{format_duration(total['wall_s'])} for {job['rounds']:,} rounds"),
+            ("wall time", f"{format_duration(total['wall_s'])} for {plural(job['rounds'], 'round')}"),
             ("traffic", format_bytes(total["bytes"])),
             ("server", f"{format_usd(total['server_usd'])} at {format_usd(total['server_usd_per_h'])}/h"),
             (

@@ -30,7 +30,6 @@ from computewise.report.rows import (
     memory_peaks,
     option_grid,
     option_point,
-    plural,
     point_labels,
     recommendation,
     rejection_line,
@@ -277,8 +276,8 @@ def _rejections(rejected: Sequence[dict[str, Any]]) -> list[str]:
     for group in group_rejections(rejected):
         items = "\n".join(f"<li>{escape(rejection_line(r))}</li>" for r in group.rejections)
         out.append(
-            f"<details><summary><strong>{escape(group.stage)}</strong>: {group.candidates} candidate configurations "
-            f"({plural(len(group.rejections), 'rejection')})</summary>\n<ul>\n{items}\n</ul></details>"
+            f"<details><summary><strong>{escape(group.stage)}</strong>: {escape(group.counts())}</summary>\n"
+            f"<ul>\n{items}\n</ul></details>"
         )
     return ["<h2>Rejected</h2>", *out] if out else []
 

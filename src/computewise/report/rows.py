@@ -84,6 +84,14 @@ class RejectionGroup:
     candidates: int  # configurations removed at this stage, summed over its rejections
     rejections: tuple[dict[str, Any], ...]
 
+    def counts(self) -> str:
+        """``12 candidate configurations (3 rejections)``. A stage that held shapes back before the search
+        (network: a link missing from the catalog) removed no configuration, so only its rejections count."""
+        rejections = plural(len(self.rejections), "rejection")
+        if self.candidates == 0:
+            return rejections
+        return f"{plural(self.candidates, 'candidate configuration')} ({rejections})"
+
 
 def is_inference(d: dict[str, Any]) -> bool:
     """Inference estimates and options price per request; training ones do not."""

@@ -26,7 +26,6 @@ from computewise.report.rows import (
     group_rejections,
     memory_grid,
     option_grid,
-    plural,
     recommendation,
     rejection_line,
     scaling_grid,
@@ -116,7 +115,7 @@ def _print_rejections(rejected: Sequence[dict[str, Any]], console: Console) -> N
         console.print(
             Text.assemble(
                 ("  " + group.stage, "bold"),
-                f": {group.candidates} candidate configurations ({plural(len(group.rejections), 'rejection')})",
+                f": {group.counts()}",
             )
         )
         for r in group.rejections[:per_stage]:
