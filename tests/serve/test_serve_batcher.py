@@ -67,6 +67,19 @@ def quadratic():
     return run
 
 
+def busy_then_quiet():
+    '''The first 40 calls run as on a machine busy with other work, where batching looks costly (3 ms x
+    size^2); the rest as on a quiet one: 2 ms a call and 0.05 ms an item, where batching pays.'''
+    calls = [0]
+
+    def run(inputs):
+        calls[0] += 1
+        time.sleep(0.003 * len(inputs) ** 2 if calls[0] <= 40 else 0.002 + 0.00005 * len(inputs))
+        return inputs
+
+    return run
+
+
 def overhead():
     '''A large cost per call, a small one per item: batching pays.'''
 
@@ -284,6 +297,27 @@ def test_cost_policy_fills_batches_when_calls_are_expensive(fake: Any) -> None:
 
     _run(scenario())
     assert [r.size for r in records] == [16, 16]
+
+
+def test_cost_policy_batches_once_a_noisy_start_is_behind_it(fake: Any) -> None:
+    """Started on a busy machine, the cost model first learns that batching costs more; once the
+    machine is quiet and load arrives, the batcher must measure again and batch, not send every
+    item alone for good (a server's first round of a load test once ran at mean batch 1.02)."""
+    records: list[BatchRecord] = []
+
+    async def scenario() -> None:
+        batcher = Batcher(
+            load_runner("serve_fake_models:busy_then_quiet"), BatchPolicy("cost", 16), on_batch=records.append
+        )
+        await _burst(batcher, list(range(30)))  # the busy start: batches of 1, 2, 4 and 8 look costly
+        for _ in range(200):  # load arrives: waves of 16 requests
+            await _burst(batcher, list(range(16)))
+            if len(records) > 60 and sum(r.size for r in records[-8:]) >= 8 * 4:
+                break
+        await batcher.drain()
+
+    _run(scenario())
+    assert sum(r.size for r in records[-8:]) / 8 >= 4
 
 
 class _WordCounter:

@@ -16,7 +16,10 @@ on the event loop) and resolves the items. The policies:
   batch is predicted cheaper than its items one at a time: no worse than ``none`` wherever the
   model is right (``benchmarks/serve_batching.py`` measures it). Until the model is ready it sends
   batches of 1, 2, 4 and 8 similar-length items in turn: sizes the model needs to learn from,
-  small enough to cost little padding while it does.
+  small enough to cost little padding while it does. The model keeps learning while it serves: a
+  fit made on a busy machine may say batching costs more, and batches of one alone would never
+  prove it wrong, so after ``_REEXPLORE_AFTER`` lone batches sent while others waited it sends one
+  of the exploration sizes again, and once the window holds one size only it explores in turn.
 
 With ``slo_p99_ms`` the batcher also admits against the SLO: a request whose predicted queue wait
 plus compute exceeds it is refused at once (``QueueFull``, which the server answers 429) rather
@@ -51,6 +54,7 @@ __all__ = ["POLICIES", "BatchPolicy", "BatchRecord", "Batcher"]
 POLICIES = ("none", "greedy", "cost")
 _LOG = logging.getLogger(__name__)
 _EXPLORE_SIZES = (1, 2, 4, 8)  # what the cost policy sends until its model is ready
+_REEXPLORE_AFTER = 64  # lone batches with company waiting before the cost policy measures a larger one again
 _SLO_BATCH_SHARE = 0.5  # a batch may take this much of the SLO; queueing behind it needs the rest
 _UNKNOWN_RETRY_AFTER_S = 1.0  # Retry-After before any batch has been timed
 _MIN_RETRY_AFTER_S = 0.05
@@ -158,6 +162,7 @@ class Batcher:
         self._accepting = True
         self._running: list[_Running] = []  # batches in the thread pool now
         self._item_s: float | None = None  # EWMA of compute seconds per item, for waits and Retry-After
+        self._lone_with_company = 0  # cost-policy batches of one item sent while others waited, in a row
 
     # -- public ---------------------------------------------------------------------------------
 
@@ -331,8 +336,11 @@ class Batcher:
             key=lambda entry: (abs(entry.length - oldest.length), entry.arrived_s),
         )
         model = self.cost_model
-        if not model.ready:
-            size = min(self.policy.max_batch_size, _EXPLORE_SIZES[model.observations % len(_EXPLORE_SIZES)])
+        if not model.ready or self._lone_with_company >= _REEXPLORE_AFTER:
+            # Not ready: each exploration size in turn. Ready but sending items alone: a larger one.
+            sizes = _EXPLORE_SIZES if not model.ready else _EXPLORE_SIZES[1:]
+            self._lone_with_company = 0
+            size = min(self.policy.max_batch_size, sizes[model.seen % len(sizes)])
             return [oldest, *others[: size - 1]]
         budget_s = math.inf if self.policy.slo_p99_ms is None else self.policy.slo_p99_ms / 1000 * _SLO_BATCH_SHARE
         chosen = [oldest]
@@ -348,6 +356,7 @@ class Batcher:
             if cheaper_per_item and cheaper_than_alone and grown_s <= budget_s:
                 chosen.append(entry)
                 padded, batch_s = length, grown_s
+        self._lone_with_company = self._lone_with_company + 1 if len(chosen) == 1 and others else 0
         return chosen
 
     # -- running batches ------------------------------------------------------------------------

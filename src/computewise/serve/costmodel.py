@@ -42,6 +42,7 @@ class BatchCostModel:
         self._sizes: Counter[int] = Counter()
         self._per_token_sum_s = 0.0
         self._since_fit = 0
+        self._seen = 0  # every batch observed, not only those still in the window
         self._coefficients: np.ndarray | None = None
 
     def observe(self, batch_size: int, padded_length: int, seconds: float) -> None:
@@ -55,6 +56,7 @@ class BatchCostModel:
                 del self._sizes[old_size]
             self._per_token_sum_s -= old_seconds / (old_size * old_length)
         self._observations.append((batch_size, padded_length, seconds))
+        self._seen += 1
         self._sizes[batch_size] += 1
         self._per_token_sum_s += seconds / (batch_size * padded_length)
         self._since_fit += 1
@@ -68,7 +70,13 @@ class BatchCostModel:
 
     @property
     def observations(self) -> int:
+        """Batches in the window (at most ``window``)."""
         return len(self._observations)
+
+    @property
+    def seen(self) -> int:
+        """Batches observed since the start: keeps counting once the window is full."""
+        return self._seen
 
     def predict(self, batch_size: int, padded_length: int) -> float:
         """Predicted seconds for one batch; before the model is ready, seconds per token so far times tokens.
