@@ -30,7 +30,7 @@ def dashboard(
         ),
     ] = None,
     plans_dir: Annotated[
-        Path | None, typer.Option(help="Folder of `computewise plan --json` files for the Plans page.")
+        Path | None, typer.Option(help="Folder of `computewise plan train ... --json` files for the Plans page.")
     ] = None,
     open_browser: Annotated[bool, typer.Option("--open/--no-open", help="Open the page in a web browser.")] = False,
 ) -> None:

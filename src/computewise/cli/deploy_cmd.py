@@ -59,7 +59,7 @@ def deploy(
         Path | None,
         typer.Option(
             "--ray-config",
-            help="Replicas and autoscaling from the file `computewise plan serve --ray-config` wrote. "
+            help="Replicas and autoscaling from the file `computewise plan serve ... --ray-config FILE` wrote. "
             "Default: one replica.",
         ),
     ] = None,

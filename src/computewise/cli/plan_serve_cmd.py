@@ -39,7 +39,7 @@ def plan_serve(
         Path | None,
         typer.Option(
             "--loadtest",
-            help="Capacity from a JSON written by `computewise loadtest --json` (its throughput_rps) or "
+            help="Capacity from a JSON written by `computewise loadtest URL --json` (its throughput_rps) or "
             "`--find-max --json` (its max_rate_rps).",
         ),
     ] = None,
@@ -272,7 +272,7 @@ def _capacity(capacity_rps: float | None, loadtest: Path | None) -> LoadtestCapa
     if (capacity_rps is None) == (loadtest is None):
         raise InputError(
             "give the capacity of one replica with exactly one of --capacity-rps or --loadtest",
-            "e.g. --capacity-rps 50, or --loadtest result.json from `computewise loadtest --find-max --json`",
+            "e.g. --capacity-rps 50, or --loadtest result.json from `computewise loadtest URL --find-max --slo-p99-ms 100 --json`",
         )
     if capacity_rps is not None:
         return LoadtestCapacity(capacity_rps, None, f"--capacity-rps {capacity_rps:g}")

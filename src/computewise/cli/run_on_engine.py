@@ -59,7 +59,7 @@ def run_on_engine(request: EngineRun, price_flags: PriceFlags, db: str | None, a
         raise InputError(
             f"run --engine takes {' or '.join(_SUPERVISABLE)}, got {request.engine!r}",
             "Kubernetes and Slurm restart preempted jobs themselves: render the manifest with "
-            "`computewise submit --engine kubernetes|slurm --dry-run` and submit it there",
+            "`computewise submit --engine kubernetes|slurm --dry-run -- CMD ...` and submit it there",
         )
     name = request.name or sanitize_name(_script_name(request.command)) or "job"
     resources, planned_usd = with_plan(request.plan, request.resources)

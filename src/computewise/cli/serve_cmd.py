@@ -18,7 +18,7 @@ TOKEN_ENV = "COMPUTEWISE_SERVE_TOKEN"
 ArtifactArgument = Annotated[
     str,
     typer.Argument(
-        help="A directory exported by `computewise optimize --out`, package.module:function returning a "
+        help="A directory exported by `computewise optimize MODEL --out DIR`, package.module:function returning a "
         "callable list -> list, or 'echo' (returns its inputs; measures the server itself)."
     ),
 ]

@@ -56,7 +56,7 @@ def submit(
     ] = 1,
     plan: Annotated[
         Path | None,
-        typer.Option(help="Take GPUs, accelerator, processes and price from `computewise plan train --json`."),
+        typer.Option(help="Take GPUs, accelerator, processes and price from `computewise plan train ... --json`."),
     ] = None,
     memory: Annotated[str | None, typer.Option(help="Memory: 32GB, 64GiB.")] = None,
     checkpoint_uri: Annotated[
@@ -169,7 +169,7 @@ def with_plan(plan: Path | None, resources: JobResources) -> tuple[JobResources,
         data = json.loads(plan.read_text(encoding="utf-8"))
     except (OSError, ValueError) as err:
         raise InputError(
-            f"cannot read the plan {plan}: {err}", "write it with `computewise plan train --json`"
+            f"cannot read the plan {plan}: {err}", "write it with `computewise plan train ... --json`"
         ) from err
     job = planned_job(Plan.from_dict(data, str(plan)), str(plan))
     sys.stderr.write(f"computewise: from {plan}: {job.summary}\n")

@@ -110,7 +110,7 @@ def grafana_dashboard(
         "id": None,
         "uid": "computewise",
         "title": "computewise: cost, GPUs and serving",
-        "description": "Series of `computewise run --prometheus-port` and `computewise serve` /metrics.",
+        "description": "Series of `computewise run --prometheus-port PORT -- CMD` and `computewise serve` /metrics.",
         "tags": ["computewise", "gpu", "cost"],
         "schemaVersion": SCHEMA_VERSION,
         "version": 1,

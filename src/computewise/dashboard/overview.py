@@ -108,7 +108,7 @@ def _budgets(view: OverviewView) -> str:
     if not view.budgets:
         return (
             '<section id="budgets-summary"><h2>Budgets</h2><p class="muted">No budget set. '
-            "Set one with <code>computewise budget set team=nlp 5000</code>.</p></section>"
+            "Set one with <code>computewise budget set --scope team=nlp --monthly-usd 5000</code>.</p></section>"
         )
     rows = []
     for status in view.budgets:

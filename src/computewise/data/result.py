@@ -24,7 +24,7 @@ from computewise.specs.document import (
 
 __all__ = ["Advice", "DataBenchResult", "Demand", "Measurement", "Verdict"]
 
-_DOCUMENT = "`computewise data bench --json`"
+_DOCUMENT = "`computewise data bench SOURCE --json`"
 
 
 @dataclass(frozen=True)

@@ -262,7 +262,7 @@ def load_artifact(directory: str | os.PathLike[str], threads: int | None = None)
             f"{directory} is not a computewise artifact: {error}",
             "export one with computewise optimize MODEL --out DIR",
         ) from error
-    manifest = dict(require_object(manifest, "`computewise optimize --out`", str(manifest_file)))
+    manifest = dict(require_object(manifest, "`computewise optimize MODEL --out DIR`", str(manifest_file)))
     if manifest.get("manifest_version") != MANIFEST_VERSION:
         raise ModelConfigError(
             f"{manifest_file} has manifest version {manifest.get('manifest_version')!r}, "

@@ -266,7 +266,7 @@ class Plan:
     @classmethod
     def from_dict(cls, data: object, source: str = "the plan") -> Plan:
         """A plan read back from ``computewise plan train --json``; anything else is an ``InputError``."""
-        plan = require_object(data, "`computewise plan train --json`", source)
+        plan = require_object(data, "`computewise plan train ... --json`", source)
         if not isinstance(plan.get("recommended"), Mapping):
             raise InputError(
                 f"{source} has no recommended option: it is not a computewise training plan",

@@ -670,7 +670,7 @@ def capacity_from_loadtest(result: LoadtestRun | MaxRateSearch, source: str = "l
     throughput = _positive(run.throughput_rps, "throughput_rps", source, "the run answered nothing: check the server")
     notes = [
         "capacity from a single-rate loadtest: it measured the rate offered, not the most the replica "
-        "sustains within an SLO; `computewise loadtest --find-max --slo-p99-ms X --json` measures that"
+        "sustains within an SLO; `computewise loadtest URL --find-max --slo-p99-ms X --json` measures that"
     ]
     failed = run.error_rate + run.rejection_rate
     if failed > 0.01:

@@ -219,7 +219,7 @@ def ray_tune_trials(
 ) -> TrialExecutorFactory:
     """The trial executor of ``computewise tune --engine ray``, checked now: a wrong address fails before any work."""
     address = gcs_address(address)
-    _import_ray("computewise tune --engine ray")
+    _import_ray("`computewise tune ENTRY --engine ray`")
     probe(address)
 
     def factory(settings: TrialSettings) -> RayTuneTrials:
@@ -240,7 +240,7 @@ class RayTuneTrials:
         storage_dir: Path | None = None,
     ) -> None:
         self.settings, self.address, self.storage_dir = settings, address, storage_dir
-        self._ray = _import_ray("computewise tune --engine ray")
+        self._ray = _import_ray("`computewise tune ENTRY --engine ray`")
         self._connection = contextlib.ExitStack()
         self._connection.enter_context(connected(address))
         try:

@@ -1,4 +1,4 @@
-"""What ``computewise loadtest --json`` writes and ``plan serve --loadtest`` reads, as typed values.
+"""What ``computewise loadtest URL --json`` writes and ``plan serve --loadtest`` reads, as typed values.
 
 The load tester (``serve.loadtest``) measures; the serving planner (``plan.serve``) sits below it and
 must not import it, so the document they share lives here, under both: ``serve`` builds these
@@ -28,7 +28,7 @@ from computewise.specs.document import (
 
 __all__ = ["LoadResult", "LoadtestRun", "MaxRateSearch", "Probe", "RateSpread", "read_loadtest"]
 
-_DOCUMENT = "`computewise loadtest --json`"
+_DOCUMENT = "`computewise loadtest URL --json`"
 
 
 @dataclass(frozen=True)
@@ -215,5 +215,5 @@ def read_loadtest(data: object, source: str = "loadtest result") -> LoadtestRun 
         return LoadtestRun.from_dict(document, source)
     raise InputError(
         f"{source}: no 'max_rate_rps' or 'throughput_rps' field; this is not a loadtest result",
-        f"pass the JSON of {_DOCUMENT} or `computewise loadtest --find-max --slo-p99-ms X --json`",
+        f"pass the JSON of {_DOCUMENT} or `computewise loadtest URL --find-max --slo-p99-ms X --json`",
     )

@@ -132,7 +132,7 @@ def write_config(config: TrainConfig, path: Path, **extra: Any) -> None:
 
 
 def load_config(path: Path | str) -> TrainConfig:
-    """Read a configuration written by ``write_config`` (``computewise tune --out``)."""
+    """Read a configuration written by ``write_config`` (``computewise tune ENTRY --out FILE``)."""
     path = Path(path)
     try:
         payload = json.loads(path.read_text(encoding="utf-8"))
@@ -141,7 +141,7 @@ def load_config(path: Path | str) -> TrainConfig:
     except (OSError, json.JSONDecodeError) as failure:
         raise ConfigError(f"cannot read training configuration {path}: {failure}") from failure
     if isinstance(payload, dict):  # a newer layout is named as such before its format tag is compared
-        check_schema_version(payload, "`computewise tune --out`", str(path))
+        check_schema_version(payload, "`computewise tune ENTRY --out FILE`", str(path))
     if (
         not isinstance(payload, dict)
         or payload.get("format") != CONFIG_FORMAT
@@ -149,6 +149,6 @@ def load_config(path: Path | str) -> TrainConfig:
     ):
         raise ConfigError(
             f"{path} is not a computewise training configuration (expected format {CONFIG_FORMAT!r})",
-            "write it with `computewise tune --out` or computewise.train.write_config",
+            "write it with `computewise tune ENTRY --out FILE` or computewise.train.write_config",
         )
     return TrainConfig.from_dict(payload["config"])
