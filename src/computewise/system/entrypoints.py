@@ -27,6 +27,21 @@ def import_entry_point(spec: str, what: str, error: type[ComputewiseError]) -> A
     try:
         return getattr(importlib.import_module(module_name), attribute)
     except (ImportError, AttributeError) as failure:
-        raise error(
-            f"cannot import {what} {spec}: {failure}", "give package.module:function importable from this directory"
-        ) from failure
+        raise error(f"cannot import {what} {spec}: {failure}", _import_hint(module_name, failure)) from failure
+
+
+def _import_hint(module_name: str, failure: Exception) -> str:
+    """Where the import looked, when the package itself is missing: the usual cause is the directory.
+
+    An entry point is imported as uvicorn imports an app, from the working directory and PYTHONPATH.
+    The repository's ``examples.*`` are found from its root only; run elsewhere, the user needs to be
+    told which folder to stand in or put on the path, not only that the name is unknown.
+    """
+    package = module_name.split(".")[0]
+    if isinstance(failure, ModuleNotFoundError) and failure.name == package:
+        folder = "the computewise repository's root" if package == "examples" else f"the folder that holds {package}/"
+        return (
+            f"{package} is imported from the working directory ({Path.cwd()}) and PYTHONPATH: "
+            f"run from {folder}, or add that folder to PYTHONPATH"
+        )
+    return "give package.module:function importable from the working directory or PYTHONPATH"
