@@ -25,6 +25,7 @@ from computewise.optimize.search import (
     SearchResult,
     VariantResult,
     choose,
+    loading,
     run_search,
 )
 from computewise.optimize.source import ModelSource, load_source
@@ -247,6 +248,14 @@ def test_variants_after_the_time_budget_are_skipped(digits_source: ModelSource, 
     assert all(v.status == "skipped" and v.reason == "time budget (0.5 s) reached" for v in rest)
     assert result.chosen is None
     assert seen[-1] == "done"
+
+
+def test_the_model_loads_on_the_thread_count_of_the_search() -> None:
+    """An entry point that trains its model does so on --threads, not on PyTorch's one thread per core."""
+    before = torch.get_num_threads()
+    with loading(SearchOptions(threads=before + 1), "the model"):
+        assert torch.get_num_threads() == before + 1
+    assert torch.get_num_threads() == before
 
 
 def test_the_baseline_runs_whatever_the_time_budget(digits_source: ModelSource, tmp_path: Path) -> None:

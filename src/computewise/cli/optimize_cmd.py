@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import sys
 import tempfile
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -15,7 +18,7 @@ from computewise.cli.common import HtmlOption, JsonOption, bounded_int, emit, pr
 from computewise.errors import InputError
 
 if TYPE_CHECKING:
-    from computewise.optimize.search import SearchResult
+    from computewise.optimize.search import Progress, SearchOptions, SearchResult
 
 EXIT_NO_VARIANT = 1
 
@@ -76,8 +79,8 @@ def optimize(
 
     import psutil
 
-    from computewise.optimize.quality import load_metric, parse_drop
-    from computewise.optimize.search import SearchOptions, run_search
+    from computewise.optimize.quality import metric_loader, parse_drop
+    from computewise.optimize.search import SearchOptions, loading, run_search
     from computewise.optimize.source import load_source
     from computewise.report.optimize import optimize_html, print_optimize
     from computewise.units import parse_duration_s
@@ -94,18 +97,15 @@ def optimize(
     )
     if out is not None and out.exists() and not out.is_dir():
         raise InputError(f"--out {out} is a file", "give a directory path for the exported model")
-    source = load_source(model, inputs, task, max_length)
-    metric = load_metric(eval_spec, source.task, budget)
+    metric_for = metric_loader(eval_spec, budget)  # a misspelled --eval is refused before the model loads
     work = Path(tempfile.mkdtemp(prefix="computewise-optimize-"))
     stderr = Console(stderr=True)
     try:
-        with progress_bar("optimize", stderr) as bar:
-            task_id = bar.add_task("baseline", total=None)
-
-            def progress(name: str, done: int, total: int) -> None:
-                bar.update(task_id, description=name, completed=done, total=total)
-
-            result = run_search(source, metric, options, work, progress)
+        with _progress(stderr, options) as progress:
+            progress("loading the model", 0, 0)
+            with loading(options, model):
+                source = load_source(model, inputs, task, max_length)
+            result = run_search(source, metric_for(source.task), options, work, progress)
         data: dict[str, Any] = result.to_dict()
         chosen = result.chosen or (result.best_speed if force else None)
         data["exported_to"] = None
@@ -125,6 +125,28 @@ def optimize(
             emoji=False,
         )
         sys.exit(EXIT_NO_VARIANT)
+
+
+@contextlib.contextmanager
+def _progress(stderr: Console, options: SearchOptions) -> Iterator[Progress]:
+    """Where the search is: a bar on a terminal; elsewhere (a pipe, a CI log) one plain line per step.
+
+    A bar drawn to a pipe stays silent until the end, and a search can take the whole budget.
+    """
+    if stderr.is_terminal:
+        with progress_bar("optimize", stderr) as bar:
+            task_id = bar.add_task("", total=None)
+            yield lambda name, done, total: bar.update(task_id, description=name, completed=done, total=total or None)
+        return
+    started = options.started_at if options.started_at is not None else time.time()
+
+    def line(name: str, done: int, total: int) -> None:
+        step = f"{done}/{total} " if total else ""
+        elapsed = time.time() - started
+        sys.stderr.write(f"optimize: {step}{name} ({elapsed:.0f} s of the {options.time_budget_s:g} s budget)\n")
+        sys.stderr.flush()
+
+    yield line
 
 
 def _why_nothing(result: SearchResult) -> str:

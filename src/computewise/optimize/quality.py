@@ -24,7 +24,7 @@ from computewise.optimize.feeds import Batch, Feed
 from computewise.optimize.predictors import predict_all
 from computewise.system.entrypoints import import_entry_point
 
-__all__ = ["DropBudget", "Metric", "Score", "agreement", "load_metric", "parse_drop"]
+__all__ = ["DropBudget", "Metric", "Score", "agreement", "load_metric", "metric_loader", "parse_drop"]
 
 # A batch-invariant variant reproduces each example's output within FP32 rounding of padded kernels.
 INVARIANCE_COSINE = 0.9999
@@ -138,11 +138,20 @@ class Metric:
         return floor is None or score.worst is None or score.worst >= floor
 
 
-def load_metric(spec: str | None, task: str, budget: DropBudget) -> Metric:
-    """``None`` or "agreement" for the built-in default, else ``package.module:function``."""
+def metric_loader(spec: str | None, budget: DropBudget) -> Callable[[str], Metric]:
+    """The metric for a task not known yet: the user's function is imported now, before any model is loaded.
+
+    Loading a model can take a minute (an entry point may train it); a misspelled ``--eval`` must be
+    refused before that, not after. ``None`` or "agreement" is the built-in default.
+    """
     if spec is None or spec == "agreement":
-        return Metric(_describe(task), task, budget)
+        return lambda task: Metric(_describe(task), task, budget)
     function = import_entry_point(spec, "the eval function", InputError)
     if not callable(function):
         raise InputError(f"{spec} is not callable", "point --eval at a function fn(predict) -> float")
-    return Metric(spec, task, budget, function)
+    return lambda task: Metric(spec, task, budget, function)
+
+
+def load_metric(spec: str | None, task: str, budget: DropBudget) -> Metric:
+    """``None`` or "agreement" for the built-in default, else ``package.module:function``."""
+    return metric_loader(spec, budget)(task)

@@ -20,8 +20,10 @@ Honesty rules, one place each:
   choice. Quality never depends on timing, so ``meets_budget`` cannot flip under load. A speed-up
   above ``SUSPECT_RATIO`` is flagged: model changes alone rarely give that on the same hardware.
 - *The time budget is a deadline.* It counts from ``started_at`` (the CLI passes its process's
-  start); a variant still building or measuring when it passes is interrupted and recorded as
-  skipped, leaving a few seconds for the export.
+  start) and covers loading the model (``loading``: a load still running at the deadline is an
+  error, since nothing can be compared without it); a variant still building or measuring when it
+  passes is interrupted and recorded as skipped, leaving a few seconds for the export. Only the
+  FP32 baseline, the reference every figure needs, runs to its end.
 """
 
 from __future__ import annotations
@@ -50,9 +52,10 @@ from computewise.optimize.quality import INVARIANCE_COSINE, Metric, Score, agree
 from computewise.optimize.selective import build_selective
 from computewise.optimize.source import ModelSource
 from computewise.optimize.workspace import Built, Doctor, DynamicInt8, Workspace, first_line
+from computewise.system.cpu import usable_cpus
 from computewise.system.hardware import Hardware, detect_hardware
 
-__all__ = ["SUSPECT_RATIO", "SearchOptions", "SearchResult", "VariantResult", "run_search"]
+__all__ = ["SUSPECT_RATIO", "SearchOptions", "SearchResult", "VariantResult", "loading", "run_search"]
 
 BASELINE = "baseline"
 # A speed-up above this, from software alone on the same CPU, usually means the baseline was timed badly.
@@ -86,6 +89,11 @@ class SearchOptions:
     @property
     def largest_batch(self) -> int:
         return max(self.batch_sizes)
+
+    def deadline(self) -> float:
+        """Epoch seconds the work must end by: the budget from ``started_at``, less a few seconds for the export."""
+        started = time.time() if self.started_at is None else self.started_at
+        return started + self.time_budget_s - min(_EXPORT_RESERVE_S, 0.1 * self.time_budget_s)
 
 
 @dataclass
@@ -292,9 +300,7 @@ class _Search:
     ) -> None:
         self.source, self.metric, self.options = source, metric, options
         self.hardware = hardware or detect_hardware(options.threads)
-        started = time.time() if options.started_at is None else options.started_at
-        reserve_s = min(_EXPORT_RESERVE_S, 0.1 * options.time_budget_s)
-        self.deadline = started + options.time_budget_s - reserve_s
+        self.deadline = options.deadline()
         self.progress = progress or (lambda name, done, total: None)
         calibration, held_aside = split_indices(len(source.feed), options.calibration_fraction)
         self.eval_feed: Feed = source.feed.subset(held_aside)
@@ -519,6 +525,24 @@ def run_search(
     search = _Search(source, metric, options, work, progress, hardware)
     with _torch_threads(search.hardware.threads):
         return _run(search)
+
+
+@contextlib.contextmanager
+def loading(options: SearchOptions, what: str) -> Iterator[None]:
+    """Load the model as the search will run it: on its thread count and inside its time budget.
+
+    An entry point may train or download its model. PyTorch's default of one thread per core is many
+    times slower on a busy machine than the ``--threads`` asked for (the digits example trains in
+    78 s on two contended threads, 6 s on one), and the budget covers loading as well as the variants.
+    """
+    try:
+        with _torch_threads(options.threads or usable_cpus()), _alarm(options.deadline() - time.time()):
+            yield
+    except _OutOfTime:
+        raise InputError(
+            f"the time budget ({options.time_budget_s:g} s) ran out while loading {what}",
+            "raise --time-budget (loading alone takes longer on this machine), or pass --threads 1 if it is busy",
+        ) from None
 
 
 @contextlib.contextmanager
