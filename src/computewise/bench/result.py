@@ -31,9 +31,20 @@ if TYPE_CHECKING:
     from computewise.bench.reference import ReferenceStep
     from computewise.bench.storage import StorageFigure
 
-__all__ = ["BandwidthFigure", "BenchResult", "Comparison", "Device", "MatmulFigure", "MatmulPoint", "Skipped"]
+__all__ = [
+    "BUSY_SPREAD",
+    "BandwidthFigure",
+    "BenchResult",
+    "Comparison",
+    "Device",
+    "MatmulFigure",
+    "MatmulPoint",
+    "Skipped",
+]
 
 _SOURCE = "bench result"
+# A figure whose high end is this many times its low end was measured on a busy machine (``busy_figures``).
+BUSY_SPREAD = 2.0
 
 
 @dataclass(frozen=True)
@@ -201,10 +212,38 @@ class BenchResult:
     schema_version: int = SCHEMA_VERSION
 
     @property
-    def catalog_slug(self) -> str | None:
-        """The catalog row of the main device: the first GPU if any was measured, else the CPU."""
+    def main_device(self) -> Device:
+        """The device a calibration describes: the first GPU if any was measured, else the CPU."""
         gpus = [d for d in self.devices if d.device != "cpu"]
-        return (gpus or list(self.devices) or [Device("cpu", self.cpu, None)])[0].catalog_slug
+        return (gpus or list(self.devices) or [Device("cpu", self.cpu, None)])[0]
+
+    @property
+    def catalog_slug(self) -> str | None:
+        """The catalog row of the main device."""
+        return self.main_device.catalog_slug
+
+    def busy_figures(self) -> tuple[str, ...]:
+        """The calibration's figures whose repeats spread wider than ``BUSY_SPREAD``, in words.
+
+        A quiet machine repeats a matmul, a STREAM triad or a training step within a few percent; a
+        figure whose fastest repeat is twice its slowest or more was shared with other work, and its
+        median says more about that work than about the device. Only the figures ``bench --save``
+        writes are judged: the main device's matmul sweep, its triad and its training reference steps.
+        """
+        device = self.main_device.device
+        measured = [
+            *((f"{f.dtype} matmul {p.size}", p.tflops, "TFLOP/s") for f in self.matmul if f.device == device
+              for p in f.points),
+            *((f"{b.kind} bandwidth", b.gb_per_s, "GB/s") for b in self.bandwidth
+              if b.device == device and b.kind == "triad"),
+            *((f"{s.model} training step", s.step_s, "s") for s in self.reference
+              if s.device == device and s.kind == "train"),
+        ]  # fmt: skip
+        return tuple(
+            f"{what}: {m.low:.3g}-{m.high:.3g} {unit} ({m.spread:.1f}x)"
+            for what, m, unit in measured
+            if m.spread >= BUSY_SPREAD
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -10,6 +10,7 @@ otherwise the timing would measure the launch, not the kernel.
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -45,6 +46,11 @@ class Measured:
         else:
             low, high = ordered[0], ordered[-1]
         return cls(median=statistics.median(ordered), low=low, high=high, repeats=len(ordered))
+
+    @property
+    def spread(self) -> float:
+        """How many times the high end of the spread is the low end (1.0: every repeat alike; inf: a zero low)."""
+        return self.high / self.low if self.low > 0 else math.inf
 
     def to_dict(self) -> dict[str, float | int]:
         return {"median": self.median, "low": self.low, "high": self.high, "repeats": self.repeats}

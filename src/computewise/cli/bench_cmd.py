@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -24,6 +24,12 @@ def bench(
             help="Write the figures as a calibration into the user catalog; estimate, plan, tune and run then use it.",
         ),
     ] = False,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force", help="With --save: save even when the spread of the repeats says the machine was busy."
+        ),
+    ] = False,
     storage: Annotated[
         Path | None,
         typer.Option("--storage", help="Also measure sequential and random reads of a file in this directory."),
@@ -39,6 +45,8 @@ def bench(
     from computewise.errors import InputError
     from computewise.report.bench import bench_html, print_bench
 
+    if force and not save:
+        raise InputError("--force only changes what --save does", "add --save, or drop --force")
     if storage is not None and not storage.is_dir():
         raise InputError(f"--storage {storage}: not a directory", "pass a directory on the disk to measure")
     resolve_devices(device)  # a device that is not here fails before a minute of measuring
@@ -54,9 +62,31 @@ def bench(
     data = result.to_dict()
     emit(data, as_json, html, print_bench, bench_html)
     if save:
-        from computewise.catalog import user_catalog_dir
-        from computewise.catalog.calibration import Calibration
-        from computewise.catalog.calibration import save as save_calibration
+        _save(data, result.busy_figures(), force, stderr)
 
-        path = save_calibration(Calibration.from_bench_dict(data), user_catalog_dir())
-        stderr.print(f"wrote the calibration {path}", highlight=False, markup=False, emoji=False, soft_wrap=True)
+
+def _save(data: dict[str, Any], busy: tuple[str, ...], force: bool, stderr: Console) -> None:
+    """Write the calibration, unless its figures were measured on a busy machine and --force was not given.
+
+    A calibration replaces the data sheet in every later estimate and plan, so figures disturbed by
+    other work would mislead them all, silently; the measurement itself is still printed.
+    """
+    from computewise.bench.result import BUSY_SPREAD
+    from computewise.catalog import user_catalog_dir
+    from computewise.catalog.calibration import Calibration
+    from computewise.catalog.calibration import save as save_calibration
+    from computewise.errors import InputError
+
+    why = (
+        f"the machine was busy: {len(busy)} figure(s) spread {BUSY_SPREAD:g}x or more between repeats "
+        f"({'; '.join(busy[:3])}{'; ...' if len(busy) > 3 else ''})"
+    )
+    if busy and not force:
+        raise InputError(
+            f"calibration not saved: {why}",
+            "rerun computewise bench --save on a quiet machine (nothing else running), or add --force to save anyway",
+        )
+    path = save_calibration(Calibration.from_bench_dict(data), user_catalog_dir())
+    if busy:
+        stderr.print(f"warning: saved although {why}", highlight=False, markup=False, emoji=False, soft_wrap=True)
+    stderr.print(f"wrote the calibration {path}", highlight=False, markup=False, emoji=False, soft_wrap=True)
