@@ -40,7 +40,9 @@ def scaletest(
     ] = None,
     train_config: Annotated[
         Path | None,
-        typer.Option(help="A training configuration written by `computewise tune ENTRY --out FILE` (default: plain settings)."),
+        typer.Option(
+            help="A training configuration written by `computewise tune ENTRY --out FILE` (default: plain settings)."
+        ),
     ] = None,
     threads: Annotated[
         int | None,

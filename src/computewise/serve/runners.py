@@ -285,7 +285,8 @@ def cache_identity(runner: ModelRunner) -> str:
             raise InputError(
                 f"cannot cache the {variant} variant: {reason} (manifest batch_invariant: {invariant}), "
                 "so a cached answer could differ from the one the model gives now",
-                "serve a batch-invariant variant (`computewise optimize MODEL --batch-invariant`), or drop --cache-size",
+                "serve a batch-invariant variant (`computewise optimize MODEL --batch-invariant`), "
+                "or drop --cache-size",
             )
         digest = hashlib.sha256(str(manifest.get("sha256")).encode())
         tokenizer = runner.artifact.directory / str(manifest.get("tokenizer") or "")
