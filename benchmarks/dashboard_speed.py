@@ -27,7 +27,6 @@ import os
 import platform
 import random
 import signal
-import socket
 import sqlite3
 import statistics
 import subprocess
@@ -46,6 +45,7 @@ import sqlalchemy as sa
 
 from computewise.ledger import GpuSampleRow, Ledger, SampleRow, StepRow, schema
 from computewise.system.cpu import cpu_model_name
+from computewise.system.ports import free_port
 
 TARGET_START_S = 1.0
 TARGET_PAGE_S = 1.0
@@ -210,12 +210,6 @@ def write_plans(plans_dir: Path) -> tuple[str, str]:
     return first, second
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def _get(url: str) -> tuple[int, int]:
     """(status, body bytes) of one GET."""
     try:
@@ -228,7 +222,7 @@ def _get(url: str) -> tuple[int, int]:
 @contextlib.contextmanager
 def dashboard(url: str, plans_dir: Path, log: Path) -> Iterator[Server]:
     """The real server on a free loopback port, up: it answered, then its first 200 on ``/`` came back."""
-    port = _free_port()
+    port = free_port()
     command = [*CLI, "dashboard", "--db", url, "--host", "127.0.0.1", "--port", str(port), "--no-open"]
     base = f"http://127.0.0.1:{port}"
     with log.open("ab") as sink:

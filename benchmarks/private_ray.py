@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -28,6 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
+
+from computewise.system.ports import free_ports
 
 QUIET_ENV = {
     "RAY_USAGE_STATS_ENABLED": "0",
@@ -46,18 +47,6 @@ class RayHead:
     address: str
     gcs_address: str
     temp_dir: Path
-
-
-def free_ports(count: int) -> list[int]:
-    """``count`` distinct ports that were free on 127.0.0.1 a moment ago."""
-    sockets = [socket.socket() for _ in range(count)]
-    try:
-        for sock in sockets:
-            sock.bind(("127.0.0.1", 0))
-        return [sock.getsockname()[1] for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
 
 
 @contextmanager

@@ -20,7 +20,6 @@ import argparse
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -32,6 +31,7 @@ import httpx
 
 from computewise.serve.loadtest import find_max_rate
 from computewise.system.cpu import cpu_model_name
+from computewise.system.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 POLICIES = {
@@ -44,12 +44,6 @@ TARGET_OVER_NONE_GPU = 4.0
 CPU_VARIANT = "ort-fused"
 GPU_VARIANT = "ort-cuda-fp16"
 FALLBACK_VARIANT = "ort-all"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def export_artifact(work: Path, sentences: list[str], variant: str = CPU_VARIANT) -> Path:

@@ -10,20 +10,15 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
 
+from computewise.system.ports import free_port
+
 _START_TIMEOUT_S = 30.0
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def stop(process: subprocess.Popen[bytes], timeout_s: float = 10.0) -> None:

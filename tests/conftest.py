@@ -36,6 +36,7 @@ import pytest
 from computewise.catalog import Catalog, load_catalog
 from computewise.estimate import Assumptions
 from computewise.ledger import Ledger, NewRun, PriceSnapshot, SampleRow
+from computewise.system.ports import free_port
 from computewise.system.user import current_user
 from gcs_server import GcsServer, running_gcs_server
 from s3_server import S3Server, running_s3_server
@@ -147,12 +148,6 @@ def _unavailable(reason: str) -> None:
     pytest.skip(reason)
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def _run(command: list[str], timeout_s: float) -> subprocess.CompletedProcess[str]:
     return subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, check=False)
 
@@ -193,7 +188,7 @@ def postgres_server() -> Iterator[PostgresServer]:
         "-c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200"
     )
     for _attempt in range(3):  # another process may take the free port between probe and bind
-        port = _free_port()
+        port = free_port()
         started = _run(
             [*pg_ctl, "-l", str(log), "-w", "-t", "60", "-o", options.format(sock=base, port=port), "start"], 90
         )

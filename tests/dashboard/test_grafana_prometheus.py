@@ -22,7 +22,6 @@ import math
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -38,6 +37,7 @@ import pytest
 
 from computewise.serve.loadtest import run_load
 from computewise.specs.loadtest import LoadResult
+from computewise.system.ports import free_port
 
 PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
 REQUIRE_PROMETHEUS = os.environ.get("COMPUTEWISE_REQUIRE_PROMETHEUS") == "1"
@@ -59,12 +59,6 @@ def _require_prometheus() -> None:
     if REQUIRE_PROMETHEUS:
         pytest.fail(f"{reason}, and COMPUTEWISE_REQUIRE_PROMETHEUS=1 demands one: run scripts/ensure-prometheus.sh")
     pytest.skip(reason)
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _get_json(url: str, params: dict[str, str] | None = None) -> Any:
@@ -126,7 +120,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         capture_output=True,
         timeout=60,
     )
-    run_port, serve_port, prometheus_port = _free_port(), _free_port(), _free_port()
+    run_port, serve_port, prometheus_port = free_port(), free_port(), free_port()
     (work / "prometheus.yml").write_text(
         f"global:\n  scrape_interval: {SCRAPE_INTERVAL_S}s\n  scrape_timeout: {SCRAPE_INTERVAL_S}s\n"
         "scrape_configs:\n"

@@ -20,6 +20,7 @@ import pytest
 from computewise.errors import LedgerError, MissingExtraError
 from computewise.ledger import Ledger, connect
 from computewise.ledger.connect import ENV_VAR, resolve_url
+from computewise.system.ports import free_port
 
 
 @pytest.fixture(autouse=True)
@@ -112,16 +113,10 @@ def test_unsupported_urls_are_refused_with_the_accepted_forms(url: str, says: st
 # -- servers that cannot be used --------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def test_a_port_nobody_listens_on_fails_at_once() -> None:
     start_s = time.monotonic()
     with pytest.raises(LedgerError, match="cannot open the ledger at postgresql") as caught:
-        Ledger.open(f"postgresql://ann:hunter2@127.0.0.1:{_free_port()}/ledger")
+        Ledger.open(f"postgresql://ann:hunter2@127.0.0.1:{free_port()}/ledger")
     assert time.monotonic() - start_s < 3
     assert "hunter2" not in str(caught.value)
     assert caught.value.hint is not None and "server is running" in caught.value.hint
@@ -251,3 +246,21 @@ def test_opening_a_current_ledger_does_not_import_alembic(tmp_path: Path) -> Non
     for expected in ("False True", "True False"):  # created (with Alembic), then opened (without)
         done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
         assert done.stdout.strip() == expected
+
+
+def test_a_file_damaged_after_opening_is_a_ledger_error_on_read_and_write(tmp_path: Path) -> None:
+    """What the dashboard meets when the file under a running server is replaced: the ledger's own
+    error with its fix, never SQLAlchemy's exception (nothing outside ``ledger/`` imports SQLAlchemy)."""
+    path = tmp_path / "ledger.sqlite"
+    ledger = Ledger.open(f"sqlite:///{path}")
+    try:
+        assert ledger.runs(limit=None) == []
+        ledger.engine.dispose()  # the next statement opens the file again, as a new pooled connection would
+        path.write_bytes(b"this is not a database, it was overwritten\n" * 200)
+        with pytest.raises(LedgerError, match="cannot read the ledger") as read:
+            ledger.runs(limit=None)
+        assert read.value.hint
+        with pytest.raises(LedgerError, match="cannot write to the ledger"):
+            ledger.heartbeat(1, 0.0)
+    finally:
+        ledger.close()

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -24,6 +23,8 @@ from typing import Any
 
 import httpx
 import pytest
+
+from computewise.system.ports import free_port
 
 pytest.importorskip("ray.serve", reason="the Ray tests need the ray extra: pip install 'computewise[ray]'")
 pytest.importorskip("uvicorn", reason="computewise serve needs the serve extra: pip install 'computewise[serve]'")
@@ -64,12 +65,6 @@ def cli(*args: str, cwd: Path | None = None, timeout_s: float = 60, **env: str) 
     )
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @dataclass(frozen=True)
 class Deployed:
     url: str
@@ -89,7 +84,7 @@ def ray_config(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _deploy(address: str, target: str, *args: str, cwd: Path | None = None) -> Deployed:
     result = cli(
-        "deploy", target, "--address", address, "--port", str(_free_port()),
+        "deploy", target, "--address", address, "--port", str(free_port()),
         "--replica-cpus", "0.5", "--json", *args, cwd=cwd, timeout_s=_DEPLOY_TIMEOUT_S, COMPUTEWISE_SERVE_TOKEN=TOKEN,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
@@ -237,7 +232,7 @@ def test_model_error_fails_only_its_request(ray_cluster: Any, ray_echo: Deployed
 
 
 def test_unreachable_address_is_refused_before_deploying() -> None:
-    closed = _free_port()
+    closed = free_port()
     started_s = time.monotonic()
     result = cli("deploy", "echo", "--address", f"127.0.0.1:{closed}")
     assert result.returncode == 2, result.stderr
@@ -250,7 +245,7 @@ def test_unreachable_address_is_refused_before_deploying() -> None:
 def test_misspelt_scaling_file_is_refused_before_connecting(tmp_path: Path) -> None:
     config = tmp_path / "ray.json"
     config.write_text(json.dumps({"autoscaling_config": {"min_replica": 1, "max_replicas": 2}}))
-    result = cli("deploy", "echo", "--address", f"127.0.0.1:{_free_port()}", "--ray-config", str(config))
+    result = cli("deploy", "echo", "--address", f"127.0.0.1:{free_port()}", "--ray-config", str(config))
     assert result.returncode == 2, result.stderr
     said = " ".join(result.stderr.split())  # Rich wraps the message at the terminal width
     assert "unknown autoscaling_config key 'min_replica'; did you mean 'min_replicas'?" in said

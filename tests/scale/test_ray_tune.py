@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import socket
 import subprocess
 import sys
 import textwrap
@@ -25,6 +24,7 @@ pytest.importorskip(
 from computewise.errors import InputError
 from computewise.ledger import Ledger
 from computewise.scale.ray_cluster import gcs_address
+from computewise.system.ports import free_port
 
 # One Ray cluster per xdist worker: every Ray test runs on the same worker (make test uses --dist loadgroup).
 pytestmark = pytest.mark.xdist_group("ray")
@@ -74,12 +74,6 @@ def _run(command: list[str], timeout_s: float, **env: str) -> subprocess.Complet
     return subprocess.run(
         command, capture_output=True, text=True, env=_env(**env), cwd=ROOT, timeout=timeout_s, check=False
     )
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _tune(*args: str, timeout_s: float = 60, **env: str) -> subprocess.CompletedProcess[str]:
@@ -179,7 +173,7 @@ def test_tune_with_the_ray_engine_runs_the_trials_as_an_asha_search(ray_cluster:
 
 def test_an_unreachable_cluster_is_refused_before_anything_runs(tmp_path: Path) -> None:
     db = tmp_path / "ledger.db"
-    done = _tune("--engine", "ray", "--address", f"127.0.0.1:{_free_port()}", "--db", f"sqlite:///{db}")
+    done = _tune("--engine", "ray", "--address", f"127.0.0.1:{free_port()}", "--db", f"sqlite:///{db}")
     assert done.returncode == 2, done.stderr
     assert "no Ray cluster reachable at 127.0.0.1:" in _said(done) and "To fix:" in _said(done)
     with Ledger.open(f"sqlite:///{db}") as ledger:

@@ -36,6 +36,7 @@ from computewise.monitor.summary import summarize
 from computewise.serve.exposure import is_loopback
 from computewise.serve.loadtest import find_max_rate, run_load
 from computewise.serve.server import serve
+from computewise.system.ports import free_port
 
 MODELS = '''
 import time
@@ -83,12 +84,6 @@ sys.exit(serve(policy=policy, ready_file=Path(ready_file) if ready_file else Non
 
 START_TIMEOUT_S = 60.0
 ANSWERED = 'computewise_serve_requests_total{code="200"}'
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass

@@ -11,7 +11,6 @@ from __future__ import annotations
 import copy
 import json
 import os
-import socket
 import subprocess
 import sys
 import textwrap
@@ -22,6 +21,7 @@ from typing import Any
 import pytest
 
 from computewise.errors import ConfigError, SetupError
+from computewise.system.ports import free_port
 from computewise.train.config import TrainConfig
 from computewise.train.data import make_loader
 from computewise.train.engine import StepEngine, find_checkpoint_blocks
@@ -202,13 +202,6 @@ DDP_WORKER = textwrap.dedent(
     dist.destroy_process_group()
     """
 )
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 def test_ddp_with_accumulation_takes_the_single_process_step(tmp_path: Path) -> None:

@@ -38,6 +38,7 @@ from typing import Any, Literal
 from computewise.bench.timing import Measured
 from computewise.errors import ComputewiseError, InputError, MissingExtraError
 from computewise.specs.document import read_int, read_mapping, read_str
+from computewise.system.ports import free_port
 from computewise.units import format_bytes
 
 __all__ = [
@@ -267,7 +268,7 @@ def _launch(
     deadline, or when this process is interrupted, so none outlives the measurement.
     """
     world_size = int(request["world_size"])
-    env = _worker_env(world_size, _free_port())
+    env = _worker_env(world_size, free_port())
     progress_path = work / "progress.txt"
     ranks: list[subprocess.Popen[bytes]] = []
     try:
@@ -362,12 +363,6 @@ def _loopback_interface() -> str | None:
         if any(address.family == socket.AF_INET and address.address == "127.0.0.1" for address in addresses):
             return str(name)
     return None
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def _read_rank(work: Path, rank: int) -> list[list[float]]:

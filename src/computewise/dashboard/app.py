@@ -1,9 +1,9 @@
 """The dashboard's ASGI app: the six pages' routes, the token check, and errors that read like the CLI's.
 
 Errors are designed states, not tracebacks: a value in the query string that cannot be used
-(``InputError``) is a 400 that says how to fix it; a ledger that cannot be read (``LedgerError``, or
-any database error, described by the ledger's own ``ledger_error``) is a 503 holding the very
-``error:`` and ``To fix:`` lines the CLI prints. Pages get HTML, ``/api`` gets
+(``InputError``) is a 400 that says how to fix it; a ledger that cannot be read (``LedgerError``: the
+ledger turns every database failure into one, so the dashboard never sees SQLAlchemy's types) is a
+503 holding the very ``error:`` and ``To fix:`` lines the CLI prints. Pages get HTML, ``/api`` gets
 ``{"error": ..., "hint": ...}``.
 
 The token check is pure ASGI middleware, so server-sent event streams pass through it unbuffered.
@@ -12,9 +12,9 @@ The token check is pure ASGI middleware, so server-sent event streams pass throu
 from __future__ import annotations
 
 import hmac
+
 from urllib.parse import parse_qsl, urlencode
 
-import sqlalchemy as sa
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -27,7 +27,6 @@ from computewise.dashboard.context import DashboardContext
 from computewise.dashboard.layout import error_page
 from computewise.dashboard.responses import error_response, wants_json
 from computewise.errors import InputError, LedgerError
-from computewise.ledger.connect import ledger_error
 
 __all__ = ["TOKEN_COOKIE", "create_app", "create_broken_app"]
 
@@ -52,7 +51,6 @@ def create_app(context: DashboardContext) -> Starlette:
         exception_handlers={
             InputError: _input_error,
             LedgerError: _ledger_error,
-            sa.exc.DBAPIError: _database_error,
             HTTPException: _http_error,
         },
     )
@@ -95,14 +93,6 @@ def _input_error(request: Request, exc: Exception) -> Response:
 def _ledger_error(request: Request, exc: Exception) -> Response:
     error = exc if isinstance(exc, LedgerError) else LedgerError(str(exc))
     return error_response(request, 503, error.message, error.hint, "ledger-error")
-
-
-def _database_error(request: Request, exc: Exception) -> Response:
-    """A database error the ledger did not wrap (a file damaged after the server started): the CLI's words."""
-    if not isinstance(exc, sa.exc.DBAPIError):
-        return _ledger_error(request, exc)
-    context: DashboardContext = request.app.state.context
-    return _ledger_error(request, ledger_error("cannot read the ledger", context.ledger.engine.url, exc))
 
 
 def _http_error(request: Request, exc: Exception) -> Response:

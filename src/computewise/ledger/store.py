@@ -633,22 +633,29 @@ class Ledger:
     # -- transactions -----------------------------------------------------------------------
 
     def _write(self, work: Callable[[sa.Connection], T]) -> T:
-        try:
-            with self._write_lock:
-                return write(self.engine, work)
-        except sa.exc.OperationalError as exc:
-            raise ledger_error("cannot write to the ledger", self.engine.url, exc) from exc
+        with _unusable_as_ledger_error("cannot write to the ledger", self.engine.url), self._write_lock:
+            return write(self.engine, work)
 
     def _execute(self, statement: sa.Executable) -> None:
         self._write(lambda conn: conn.execute(statement))
 
     @contextlib.contextmanager
     def _reading(self) -> Iterator[sa.Connection]:
-        try:
-            with self.engine.connect() as conn:
-                yield conn
-        except sa.exc.OperationalError as exc:
-            raise ledger_error("cannot read the ledger", self.engine.url, exc) from exc
+        with _unusable_as_ledger_error("cannot read the ledger", self.engine.url), self.engine.connect() as conn:
+            yield conn
+
+
+@contextlib.contextmanager
+def _unusable_as_ledger_error(doing: str, url: sa.URL) -> Iterator[None]:
+    """A database that cannot be used (unreachable, locked, a file damaged or replaced while open) is the
+    user's ``LedgerError``, so nothing outside ``ledger/`` needs SQLAlchemy's types; a constraint or SQL
+    error (IntegrityError, ProgrammingError) is a bug in computewise and stays what it is."""
+    try:
+        yield
+    except (sa.exc.IntegrityError, sa.exc.ProgrammingError):
+        raise
+    except sa.exc.DatabaseError as exc:  # OperationalError included
+        raise ledger_error(doing, url, exc) from exc
 
 
 def _keep_sample_totals(conn: sa.Connection, run_ids: Sequence[int]) -> None:

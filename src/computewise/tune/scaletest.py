@@ -30,7 +30,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -42,6 +41,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from computewise.errors import ScaleTestError
 from computewise.system.cpu import cpu_model_name, usable_cpus
+from computewise.system.ports import free_port
 from computewise.train.config import TrainConfig
 from computewise.train.setup import load_setup
 from computewise.tune.scaleworker import rank_file
@@ -279,12 +279,6 @@ def _gradient_bytes(model: Any) -> tuple[int, int]:
     return sum(p.numel() for p in trained), sum(p.numel() * p.element_size() for p in trained)
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 def _process_tree(pid: int) -> list[psutil.Process]:
     import psutil
 
@@ -379,7 +373,7 @@ def _measure(entry: str, options: ScaleOptions, nproc: int, threads: int, hardwa
             "--master_addr",
             "127.0.0.1",
             "--master_port",
-            str(_free_port()),
+            str(free_port()),
             "--max_restarts",
             "0",
             "-m",
