@@ -30,7 +30,7 @@ def test_dry_run_prints_the_kubernetes_job() -> None:
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "kind: Job" in done.stdout
-    assert "nvidia.com/gpu: 2" in done.stdout
+    assert 'nvidia.com/gpu: "2"' in done.stdout  # a quantity string, as the API's models want
     assert "nvidia.com/gpu.product: NVIDIA-H100-80GB-HBM3" in done.stdout
     assert 'memory: "68719476736"' in done.stdout
     assert '- "--lr"' in done.stdout  # options after -- belong to the job, not to submit

@@ -6,9 +6,11 @@ planner recommends a job for a small model; that recommendation becomes a ``JobS
 others (AMD, TPU, Trainium) are refused with a reason and a fix that does not blame a flag.
 
 The checks are the engines' own where they are installed: the ``kubernetes`` client's models (the
-``kubernetes`` extra), ``sbatch --test-only`` (a Slurm login node), SkyPilot's task schema (the
-``skypilot`` package). Without them, ``bash -n`` parses the batch script and a structural check
-reads each manifest back as YAML and holds it to the fields those engines require.
+``kubernetes`` extra; run once with kubernetes 37.0.2 on PYTHONPATH, they caught a GPU count
+rendered as an integer where the API wants a quantity string), ``sbatch --test-only`` (a Slurm
+login node), SkyPilot's task schema (the ``skypilot`` package, not an extra of computewise).
+Without them, ``bash -n`` parses the batch script and a structural check reads each manifest back
+as YAML and holds it to the fields those engines require.
 """
 
 from __future__ import annotations
@@ -87,7 +89,9 @@ def check_kubernetes(spec: JobSpec) -> None:
     assert template["spec"]["restartPolicy"] == "Never" and container["image"]
     assert float(container["resources"]["requests"]["cpu"]) >= spec.processes
     limits = container["resources"].get("limits", {})
-    assert limits.get("nvidia.com/gpu", 0) == spec.resources.gpus
+    # quantities are strings in the API's models (the client refuses the integer 8 for nvidia.com/gpu)
+    assert all(isinstance(value, str) for value in {**container["resources"]["requests"], **limits}.values())
+    assert float(limits.get("nvidia.com/gpu", 0)) == spec.resources.gpus
     if spec.resources.accelerator is not None:
         assert re.fullmatch(r"(NVIDIA|Tesla)-[A-Za-z0-9-]+", template["spec"]["nodeSelector"]["nvidia.com/gpu.product"])
 

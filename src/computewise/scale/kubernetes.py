@@ -76,7 +76,7 @@ def job_manifest(spec: JobSpec, namespace: str = "default") -> dict[str, YamlVal
         requests["memory"] = str(spec.resources.memory_bytes)
         limits["memory"] = str(spec.resources.memory_bytes)
     if gpus:
-        limits["nvidia.com/gpu"] = gpus
+        limits["nvidia.com/gpu"] = str(gpus)  # a quantity: a string in the API, like "2" or "500m"
     container: dict[str, YamlValue] = {
         "name": CONTAINER_NAME,
         "image": spec.image,
