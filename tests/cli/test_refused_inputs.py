@@ -333,7 +333,7 @@ def test_an_unreachable_latency_is_blamed_on_the_latency(
     argv = ["plan", "infer", "--model", "llama-3-8b", "--peak-rps", "10", "--max-latency", "1ms"]
     code, stderr = _main(argv, capsys, monkeypatch)
     assert code == 2
-    assert "no accelerator meets the latency target: fastest request takes" in stderr
+    assert "no accelerator meets the latency target of 1.0 ms: the fastest request takes" in stderr
     assert "does not fit" not in stderr and "raise --max-latency" in stderr
 
 

@@ -259,8 +259,10 @@ def test_a_garbage_onnx_file_is_a_model_config_error(tmp_path: Path) -> None:
     pytest.importorskip("onnx")
     path = tmp_path / "model.onnx"
     path.write_bytes(b"\x08\x07garbage, not a protobuf" * 10)
+    inputs = tmp_path / "inputs.npz"
+    np.savez(inputs, x=np.zeros((8, 4), dtype=np.float32))  # a missing file would be refused first
     with pytest.raises(ModelConfigError, match="cannot read ONNX model"):
-        load_source(str(path), tmp_path / "inputs.npz", None)
+        load_source(str(path), inputs, None)
 
 
 def test_an_onnx_file_needs_inputs_named_after_its_graph(linear_onnx: Path, tmp_path: Path) -> None:

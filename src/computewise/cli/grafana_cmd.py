@@ -37,7 +37,7 @@ def grafana_dashboard(
         return
     from computewise.report.html import write_html
 
-    write_html(out, text)  # any text: a temporary file in the same directory, then os.replace
+    write_html(out, text, example="dashboard.json")  # any text: a temporary file in the same directory, then os.replace
     Console(stderr=True).print(
         f"wrote {out}: import it in Grafana (Dashboards > New > Import) and pick your Prometheus data source",
         highlight=False,

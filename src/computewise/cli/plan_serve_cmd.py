@@ -204,14 +204,14 @@ def plan_serve(
         max_usd_per_hour=max_usd_per_hour,
     )
     # Render both files before writing either, so a bad --name leaves nothing half written.
-    outputs: list[tuple[Path, str]] = []
+    outputs: list[tuple[Path, str, str]] = []  # path, text, a file name to suggest for a directory
     if hpa is not None:
         metric = choice(hpa_metric, _HPA_METRICS, "--hpa-metric")
-        outputs.append((hpa, plan.hpa_manifest(name, metric=metric, namespace=namespace)))
+        outputs.append((hpa, plan.hpa_manifest(name, metric=metric, namespace=namespace), "hpa.yaml"))
     if ray_config is not None:
         if not name.strip():
             raise InputError("--name must not be empty", "e.g. --name minilm")
-        outputs.append((ray_config, json.dumps(plan.ray_serve_config(name), indent=2) + "\n"))
+        outputs.append((ray_config, json.dumps(plan.ray_serve_config(name), indent=2) + "\n", "ray.json"))
     data = plan.to_dict()
     data["capacity"]["source"] = measured.description
     data["price"]["source"] = (
@@ -249,19 +249,19 @@ def plan_serve(
         from computewise.report.serve import serve_plan_html
 
         data["written"]["html"] = str(html)
-        outputs.append((html, serve_plan_html(data)))
+        outputs.append((html, serve_plan_html(data), "report.html"))
     if outputs:
         from computewise.report.html import write_html  # atomic text write: temporary file, then rename
 
-        for path, text in outputs:
-            write_html(path, text)
+        for path, text, example in outputs:
+            write_html(path, text, example)
     if as_json:
         sys.stdout.write(json.dumps(data, indent=2) + "\n")
     else:
         from computewise.report.serve import print_serve_plan
 
         print_serve_plan(data, Console())
-        for path, _ in outputs:
+        for path, _, _ in outputs:
             Console(stderr=True).print(f"wrote {path}", highlight=False, markup=False, emoji=False)
 
 
@@ -272,7 +272,8 @@ def _capacity(capacity_rps: float | None, loadtest: Path | None) -> LoadtestCapa
     if (capacity_rps is None) == (loadtest is None):
         raise InputError(
             "give the capacity of one replica with exactly one of --capacity-rps or --loadtest",
-            "e.g. --capacity-rps 50, or --loadtest result.json from `computewise loadtest URL --find-max --slo-p99-ms 100 --json`",
+            "e.g. --capacity-rps 50, or --loadtest result.json from "
+            "`computewise loadtest URL --find-max --slo-p99-ms 100 --json`",
         )
     if capacity_rps is not None:
         return LoadtestCapacity(capacity_rps, None, f"--capacity-rps {capacity_rps:g}")

@@ -386,6 +386,15 @@ def _falcon(f: _Fields) -> tuple[ModelSpec, Family]:
 
 
 def _generic(f: _Fields) -> tuple[ModelSpec, Family]:
+    if f.data.get("num_attention_heads") is None:
+        # Mamba, RWKV and other models without attention: reading them as a Llama-style decoder would
+        # fail on "missing field num_attention_heads", blaming the file for what computewise cannot read.
+        raise ModelConfigError(
+            f"{f.label}: model_type {f.model_type!r} is not supported yet (no attention heads: "
+            "computewise reads transformer configs)",
+            "pass a parameter count instead (e.g. --model 130M, from the model card), or trace the module: "
+            "computewise.models.trace_module(model, example_inputs)",
+        )
     gated = f.string("hidden_act", "silu") in ("silu", "swish", "swiglu")
     spec, fam = _decoder(f, FAMILIES["llama"], tied=False, max_positions=2048, gated=gated, ffn_ratio=4)
     if f.flag("is_encoder_decoder", False):

@@ -39,4 +39,10 @@ def resolve_model(text: str) -> ModelSpec:
     except UnknownNameError:
         if stripped.endswith(".json"):
             raise ModelConfigError(f"{stripped}: no such file", _HINT) from None
+        if os.path.isdir(path):  # "unknown model" would blame the name; the folder is what lacks the config
+            raise ModelConfigError(
+                f"{stripped}: the folder has no config.json",
+                "give the folder of a Hugging Face model (the one holding its config.json), the config.json itself, "
+                "a preset name, or a parameter count such as 7.5B",
+            ) from None
         raise

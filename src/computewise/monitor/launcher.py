@@ -124,6 +124,12 @@ class Child:
                 + ("" if os.sep in program else f" (PATH={os.environ.get('PATH', '')})"),
             ) from error
         except PermissionError as error:
+            if os.sep in program and os.path.isdir(os.path.join(cwd or os.curdir, program)):  # chmod +x would not help
+                raise CommandNotExecutableError(
+                    f"cannot execute {program}: it is a directory",
+                    f"name the program to run, e.g. {os.path.join(program, 'train.sh')} "
+                    f"or python {os.path.join(program, 'train.py')}",
+                ) from error
             raise CommandNotExecutableError(
                 f"cannot execute {program}: permission denied",
                 f"make it executable (chmod +x {program}) or run it through its interpreter",

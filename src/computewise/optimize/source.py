@@ -81,6 +81,11 @@ def load_source(model: str, inputs: Path | None, task: str | None, max_length: i
     """Resolve MODEL (directory, ``.onnx`` file or entry point) and its sample inputs."""
     if task is not None and task not in TASKS:
         raise InputError(f"unknown task {task!r}", f"use one of {', '.join(TASKS)}")
+    if inputs is not None and not inputs.is_file():  # before the model loads, and before a reader blames the format
+        raise InputError(
+            f"--inputs {inputs}: {'it is a directory' if inputs.is_dir() else 'no such file'}",
+            "check the path: --inputs takes sentences (.txt, one per line, or .jsonl) or arrays (.npz)",
+        )
     path = Path(model)
     if path.is_dir():
         return _hugging_face(path, inputs, task, max_length)

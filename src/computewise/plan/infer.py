@@ -36,7 +36,7 @@ from computewise.estimate.single import memory_dict
 from computewise.plan.result import Rejection, merge_rejections
 from computewise.specs import ModelSpec, Precision, Pricing
 from computewise.specs.document import SCHEMA_VERSION
-from computewise.units import format_bytes, format_duration
+from computewise.units import format_bytes, format_duration, plural
 
 if TYPE_CHECKING:
     from computewise.catalog import Catalog
@@ -160,6 +160,7 @@ def plan_infer(model: ModelSpec, catalog: Catalog, assumptions: Assumptions, c: 
     offerings = [o for o in offerings if o.usd_per_h(c.pricing) is not None]
     options: list[InferOption] = []
     rejected: list[Rejection] = []
+    fastest: dict[str, float] = {}  # accelerator slug -> its fastest request, where none meets the latency target
     considered = 0
     mean_rps = c.mean_requests_per_s if c.mean_requests_per_s is not None else c.requests_per_s
     for offering in offerings:
@@ -223,6 +224,7 @@ def plan_infer(model: ModelSpec, catalog: Catalog, assumptions: Assumptions, c: 
             continue
         if not (fits & fast).any():
             best = float(columns.latency_s[fits].min())
+            fastest[accel.slug] = min(best, fastest.get(accel.slug, best))
             rejected.append(
                 Rejection(
                     accel.slug,
@@ -264,18 +266,27 @@ def plan_infer(model: ModelSpec, catalog: Catalog, assumptions: Assumptions, c: 
             )
         )
     if not options:
-        stages = {r.stage for r in rejected}
         # The binding constraint speaks first: accelerators too small to hold the model say nothing about latency.
-        binding = [r for r in rejected if r.stage == "latency"] or rejected
-        hint = (
-            "raise --max-latency or use a smaller --output-len"
-            if "latency" in stages
-            else "use a larger accelerator, --precision fp8, or tensor parallelism across more GPUs"
-        )
+        if fastest:
+            raise InfeasiblePlanError(
+                _too_slow(fastest, c.latency_s or 0.0), "raise --max-latency or use a smaller --output-len"
+            )
         raise InfeasiblePlanError(
-            f"no accelerator meets the {'latency target' if 'latency' in stages else 'memory need'}: "
-            + "; ".join(sorted({r.reason for r in binding})[:3]),
-            hint,
+            "no accelerator meets the memory need: " + "; ".join(sorted({r.reason for r in rejected})[:3]),
+            "use a larger accelerator, --precision fp8, or tensor parallelism across more GPUs",
         )
     ranked = sorted(options, key=lambda o: (o.always_on_usd_per_month, o.latency_s))
     return InferPlan(ranked[0], tuple(ranked), merge_rejections(rejected), considered)
+
+
+def _too_slow(fastest: dict[str, float], target_s: float) -> str:
+    """The latency target once, then the fastest accelerators by name, quickest first.
+
+    Each offering of an accelerator is rejected on its own; read out one by one, they repeated
+    "fastest request takes 1.1 s" without saying which accelerator was that fast.
+    """
+    ranked = sorted(fastest.items(), key=lambda item: item[1])
+    shown = ", ".join(f"{format_duration(latency)} on {slug}" for slug, latency in ranked[:3])
+    more = f" (and {plural(len(ranked) - 3, 'slower accelerator')})" if len(ranked) > 3 else ""
+    target = format_duration(target_s)
+    return f"no accelerator meets the latency target of {target}: the fastest request takes {shown}{more}"

@@ -345,11 +345,13 @@ def break_even_html(rows: Sequence[dict[str, Any]]) -> str:
     return page("computewise plan compare-onprem", body)
 
 
-def write_html(path: str | os.PathLike[str], html: str) -> None:
+def write_html(path: str | os.PathLike[str], html: str, example: str = "report.html") -> None:
     """Write ``html`` to ``path`` atomically: a temporary file in the same directory, then ``os.replace``.
 
     The same directory keeps the rename on one file system, where it is atomic; the old report stays
     intact until the new one is complete. Permission and missing-directory errors are the user's to fix.
+    ``example`` is the file name suggested when ``path`` is a directory: one of the kind being written
+    (``dashboard.json``, ``hpa.yaml``), since any text goes through here.
     """
     target = Path(path)
     directory = target.parent
@@ -359,9 +361,7 @@ def write_html(path: str | os.PathLike[str], html: str) -> None:
             f"create it (mkdir -p {directory}) or write the report somewhere else",
         )
     if target.is_dir():
-        raise InputError(
-            f"cannot write {target}: it is a directory", f"give a file name, e.g. {target / 'report.html'}"
-        )
+        raise InputError(f"cannot write {target}: it is a directory", f"give a file name, e.g. {target / example}")
     temp = directory / f".{target.name}.{os.urandom(4).hex()}.tmp"  # hidden, and unique per writer
     hint = f"check that {directory} is writable and has free space, or write the report somewhere else"
     try:
