@@ -42,7 +42,7 @@ _PROSE = re.compile(
 )
 _SHELL_END = {">", "|", "&&", ";", "#", "2>", "2>&1"}
 _PLACEHOLDER = re.compile(r"^(?:[A-Z][A-Z0-9_]*(?::[A-Z0-9_]+)?|<[^>]+>|.*\{\}.*)$")
-# A placeholder becomes the first of these that the flag's type takes (a count, a name, a file).
+# A placeholder becomes the first of these that the flag's type takes: a number, else a name.
 _VALUES = ("1", "name")
 
 
@@ -169,8 +169,7 @@ def problem(root: TyperGroup, text: str) -> str | None:
     if renamed:
         return f"uses the old flag {renamed[0]} (now {RENAMED_FLAGS[renamed[0].split('=')[0]]})"
     more = "..." in tokens
-    tokens = [token.split("|")[0] if token.startswith("--") or "|" in token else token for token in tokens]
-    tokens = [token for token in tokens if token != "..."]
+    tokens = [token.split("|")[0] for token in tokens if token != "..."]  # of "kubernetes|slurm", the first
     failures: list[str] = []
     for value in _VALUES:
         argv = [value if _PLACEHOLDER.match(token) and token != "--" else token for token in tokens]
