@@ -39,6 +39,7 @@ from computewise.ledger import Ledger, NewRun, PriceSnapshot, SampleRow
 from computewise.system.ports import free_port
 from computewise.system.user import current_user
 from gcs_server import GcsServer, running_gcs_server
+from prices import given_price
 from s3_server import S3Server, running_s3_server
 
 # -- The user's own catalog stays out ---------------------------------------------------------
@@ -242,6 +243,12 @@ def ledger(ledger_url: str) -> Iterator[Ledger]:
 
 
 @pytest.fixture
+def price() -> Callable[..., PriceSnapshot]:
+    """The price factory of tests/prices.py (``given_price``), for tests that take fixtures."""
+    return given_price
+
+
+@pytest.fixture
 def new_run() -> Callable[..., NewRun]:
     """A factory of realistic ``NewRun`` values (a training job on this host, now); keywords override fields."""
 
@@ -257,18 +264,14 @@ def new_run() -> Callable[..., NewRun]:
             "cwd": str(Path.cwd()),
             "started_at_s": time.time(),
             "interval_s": 1.0,
-            "price": PriceSnapshot(
-                hourly_usd=32.77,
+            "price": given_price(
+                32.77,
                 source="catalog offerings.csv: aws p4d.24xlarge on-demand us-east-1",
                 explanation="AWS p4d.24xlarge on-demand in us-east-1 (8x A100 40GB)",
-                assumed=False,
                 cloud="aws",
                 instance_type="p4d.24xlarge",
                 pricing="on-demand",
                 region="us-east-1",
-                carbon_g_per_kwh=475.0,
-                carbon_source="test",
-                pue=1.0,
             ),
             "gpu_count": 8,
             "gpu_name": "NVIDIA A100-SXM4-40GB",

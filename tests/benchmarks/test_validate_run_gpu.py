@@ -25,8 +25,9 @@ from typing import Any
 
 import pytest
 
-from computewise.ledger import GpuSampleRow, Ledger, NewRun, PriceSnapshot, SampleRow
+from computewise.ledger import GpuSampleRow, Ledger, NewRun, SampleRow
 from computewise.monitor.summary import summarize
+from prices import given_price
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "validate_run_gpu.py"
 
@@ -164,15 +165,7 @@ def replayed_run(tmp_path: Path) -> RunMaker:
     def make(energy_scale: float = 1.0, smi_works: bool = True) -> Evaluated:
         t0 = float(int(time.time()))
         end_s = t0 + 40.05
-        price = PriceSnapshot(
-            hourly_usd=3.0,
-            source="test",
-            explanation="$3/h",
-            assumed=False,
-            carbon_g_per_kwh=475.0,
-            carbon_source="test",
-            pue=1.2,
-        )
+        price = given_price(3.0, explanation="$3/h", pue=1.2)
         ledger = Ledger.open(str(tmp_path / f"ledger-{energy_scale}-{smi_works}.sqlite"))
         run_id = ledger.start_run(
             NewRun(

@@ -25,7 +25,7 @@ from rich.cells import cell_len
 from rich.console import Console
 
 from computewise.catalog import load_catalog
-from computewise.ledger import Ledger, NewRun, PriceSnapshot, SampleRow
+from computewise.ledger import Ledger, NewRun, SampleRow
 from computewise.report.accounts import anomalies_grid, budget_grid, cost_grid
 from computewise.report.attempts import attempts_grid, print_attempts
 from computewise.report.catalog import (
@@ -50,6 +50,7 @@ from computewise.report.runs import runs_grid, summary_rows
 from computewise.report.serve import serve_modes_grid, serve_schedule_grid
 from computewise.report.table import print_table
 from computewise.system.user import current_user
+from prices import given_price
 
 WIDTHS = (80, 100)
 DAY_S = 86400.0
@@ -101,18 +102,14 @@ def _seed(url: str, now_s: float) -> None:
         "torchrun --nproc-per-node 8 finetune.py --config configs/llama-70b-lora.yaml",
         "python eval.py",
     )
-    price = PriceSnapshot(
-        hourly_usd=98.32,
+    price = given_price(
+        98.32,
         source="catalog offerings.csv: aws p5.48xlarge on-demand us-east-1",
         explanation="AWS p5.48xlarge on-demand in us-east-1 (8x H100 80GB)",
-        assumed=False,
         cloud="aws",
         instance_type="p5.48xlarge",
         pricing="on-demand",
         region="us-east-1",
-        carbon_g_per_kwh=475.0,
-        carbon_source="test",
-        pue=1.0,
     )
     for day in range(21):
         hours = 30.0 if day == 1 else 0.5 + (day % 3) * 0.25

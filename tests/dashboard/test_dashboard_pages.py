@@ -31,6 +31,7 @@ from computewise.account.budgets import set_budget
 from computewise.catalog import Catalog
 from computewise.dashboard.context import DashboardContext
 from computewise.ledger import Ledger, NewRun, PriceSnapshot, SampleRow
+from prices import given_price
 
 CLI = [sys.executable, "-m", "computewise.cli.app"]
 NOW_S = datetime(2025, 3, 20, 12, tzinfo=UTC).timestamp()
@@ -52,15 +53,7 @@ RUNS: tuple[tuple[dict[str, str], str, str, str | None, float, float, float], ..
 
 
 def _price(hourly_usd: float) -> PriceSnapshot:
-    return PriceSnapshot(
-        hourly_usd=hourly_usd,
-        source="test",
-        explanation=f"${hourly_usd}/h given",
-        assumed=False,
-        carbon_g_per_kwh=400.0,
-        carbon_source="test",
-        pue=1.0,
-    )
+    return given_price(hourly_usd, explanation=f"${hourly_usd}/h given", carbon_g_per_kwh=400.0)
 
 
 @dataclass(frozen=True)

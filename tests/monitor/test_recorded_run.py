@@ -26,10 +26,11 @@ from pathlib import Path
 import psutil
 import pytest
 
-from computewise.ledger import Ledger, PriceSnapshot, RunRow
+from computewise.ledger import Ledger, RunRow
 from computewise.monitor.pricing import DetectedHardware
 from computewise.monitor.recorded import Ending, RecordedRun, exit_code_of, new_run, run_status
 from computewise.system.user import current_user
+from prices import given_price
 
 WORK = '''
 """The job of every kind of run: it ends as the test says, from inside the recorded run."""
@@ -298,7 +299,7 @@ def test_an_exception_ends_a_run_as_the_exit_code_it_gives_the_shell(
 
 
 def test_a_recorded_run_names_its_process_writes_its_row_first_and_its_ending_once(tmp_path: Path) -> None:
-    price = PriceSnapshot(2.0, "test", "$2.00/h as given", False, carbon_g_per_kwh=400.0, carbon_source="test", pue=1.0)
+    price = given_price(2.0, carbon_g_per_kwh=400.0)
     hardware = DetectedHardware(gpu_count=0, gpu_name=None, gpu_memory_total_bytes=None, logical_cpus=3)
     row = new_run(
         "tune", ("computewise", "tune", "my model:setup"), hardware=hardware, price=price, tags={}, interval_s=5

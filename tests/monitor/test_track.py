@@ -20,8 +20,9 @@ import pytest
 
 from computewise.catalog import Catalog
 from computewise.errors import InputError, UnknownNameError
-from computewise.ledger import Ledger, PriceSnapshot
+from computewise.ledger import Ledger
 from computewise.monitor.track import INPUT_BOUND_FRACTION, batch_samples, current_tracker, track
+from prices import given_price
 
 SPR_FP32_FLOPS = 7.168e12  # xeon-8480plus fp32 peak in the bundled catalog (56 cores x 2 AVX-512 FMA x 2.0 GHz)
 
@@ -221,15 +222,7 @@ def test_inline_flushes_write_during_the_loop_too(tmp_path: Path) -> None:
 
 def test_a_given_price_is_copied_into_the_run(tmp_path: Path) -> None:
     db = str(tmp_path / "ledger.sqlite")
-    price = PriceSnapshot(
-        hourly_usd=3.06,
-        source="test",
-        explanation="p3.2xlarge on-demand",
-        assumed=False,
-        carbon_g_per_kwh=475.0,
-        carbon_source="test",
-        pue=1.0,
-    )
+    price = given_price(3.06, explanation="p3.2xlarge on-demand")
     with track(db=db, price=price) as t:
         pass
     with Ledger.open(db) as ledger:

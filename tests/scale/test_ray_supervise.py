@@ -19,12 +19,14 @@ from pathlib import Path
 
 import pytest
 
+from prices import given_price
+
 pytest.importorskip("ray.job_submission", reason="the Ray tests need the ray extra: pip install 'computewise[ray]'")
 pytest.importorskip("torch", reason="the spot job trains with torch: pip install 'computewise[torch]'")
 
 from spot_job import SPOT_STEPS, final_loss, spot_command, wait_for_steps
 
-from computewise.ledger import Ledger, PriceSnapshot
+from computewise.ledger import Ledger
 from computewise.scale.engine import JobSpec, Resources
 from computewise.scale.ray_jobs import RayJobsEngine
 from computewise.scale.supervise import SupervisedRun, supervise
@@ -32,15 +34,7 @@ from computewise.scale.supervise import SupervisedRun, supervise
 pytestmark = pytest.mark.xdist_group("ray")
 
 ROOT = Path(__file__).resolve().parents[2]
-PRICE = PriceSnapshot(
-    hourly_usd=4.0,
-    source="test",
-    explanation="$4.00/h as given",
-    assumed=False,
-    carbon_g_per_kwh=475.0,
-    carbon_source="test",
-    pue=1.0,
-)
+PRICE = given_price(4.0)
 
 # Stands in for a CUDA device (the only fake): records the cap the job applies to its allocator.
 _SHARED_GPU_JOB = """

@@ -15,24 +15,17 @@ import pytest
 from rich.console import Console
 from spot_job import SPOT_STEPS, final_loss, spot_command, wait_for_steps
 
-from computewise.ledger import Ledger, PriceSnapshot
+from computewise.ledger import Ledger
 from computewise.monitor.summary import summarize
 from computewise.report.runs import print_run_summary
 from computewise.scale.engine import JobSpec
 from computewise.scale.local import LocalEngine
 from computewise.scale.supervise import AttemptEvent, SupervisedRun, supervise
+from prices import given_price
 
 pytest.importorskip("torch", reason="the spot job trains with torch: pip install 'computewise[torch]'")
 
-PRICE = PriceSnapshot(
-    hourly_usd=3.0,
-    source="test",
-    explanation="$3.00/h as given",
-    assumed=False,
-    carbon_g_per_kwh=475.0,
-    carbon_source="test",
-    pue=1.0,
-)
+PRICE = given_price(3.0)
 
 
 def _supervise_and_kill(tmp_path: Path, sig: signal.Signals, kill_after_steps: int) -> tuple[SupervisedRun, Ledger]:
