@@ -36,6 +36,14 @@ def test_dry_run_prints_the_kubernetes_job() -> None:
     assert '- "--lr"' in done.stdout  # options after -- belong to the job, not to submit
 
 
+def test_processes_under_torchrun_get_a_cpu_each_by_default() -> None:
+    done = submit(
+        "--engine", "slurm", "--name", "s8", "--gpus", "8", "--nproc", "8", "--dry-run", "--", "python", "t.py"
+    )
+    assert done.returncode == 0, done.stderr
+    assert "#SBATCH --cpus-per-task=8" in done.stdout and "--nproc-per-node=8" in done.stdout
+
+
 def test_dry_run_json_for_slurm_and_ray() -> None:
     slurm = submit("--engine", "slurm", "--name", "s1", "--gpus", "1", "--dry-run", "--json", "--", "python", "t.py")
     assert slurm.returncode == 0, slurm.stderr

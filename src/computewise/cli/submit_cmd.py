@@ -47,7 +47,7 @@ def submit(
         float | None,
         typer.Option(
             parser=bounded_float("--cpus"),
-            help="CPU cores. Default: with --plan, the plan's share of its instance's vCPUs; else 1.",
+            help="CPU cores. Default: with --plan, the plan's share of its instance's vCPUs; else one per process.",
         ),
     ] = None,
     nproc: Annotated[
@@ -137,7 +137,7 @@ class JobResources:
 
     gpus: float
     accelerator: str | None
-    cpus: float | None  # None: the plan's share of its instance, else 1
+    cpus: float | None  # None: the plan's share of its instance, else one per process
     memory: str | None
     processes: int = 1
     spot: bool | None = None  # None: as the plan priced it, else on-demand
@@ -206,7 +206,7 @@ def job_spec(
         resources=Resources(
             gpus=resources.gpus,
             accelerator=resources.accelerator,
-            cpus=1 if resources.cpus is None else resources.cpus,
+            cpus=resources.processes if resources.cpus is None else resources.cpus,
             spot=bool(resources.spot),
             memory_bytes=round(parse_bytes(resources.memory, "--memory")) if resources.memory is not None else None,
         ),
