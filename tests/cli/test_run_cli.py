@@ -14,13 +14,14 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
 
+from computewise.errors import LedgerError
 from computewise.ledger import Ledger
 
 CLI = [sys.executable, "-m", "computewise.cli.app"]
@@ -133,10 +134,11 @@ def test_gpu_trace_gives_measured_energy_and_gpu_columns(db: str) -> None:
 
 
 def test_sigterm_is_forwarded_and_the_run_is_interrupted(db: str, tmp_path: Path) -> None:
-    got = tmp_path / "got-term"
+    got, armed = tmp_path / "got-term", tmp_path / "armed"
     code = (
         "import signal, sys, time\n"
         f"signal.signal(signal.SIGTERM, lambda *a: (open({str(got)!r}, 'w').close(), sys.exit(42)))\n"
+        f"open({str(armed)!r}, 'w').close()\n"
         "time.sleep(60)\n"
     )
     env = {**os.environ, "COMPUTEWISE_FAKE_GPU": ""}
@@ -145,7 +147,7 @@ def test_sigterm_is_forwarded_and_the_run_is_interrupted(db: str, tmp_path: Path
     )
     try:
         _wait_for_run(db, lambda runs: bool(runs))
-        time.sleep(1.5)  # let the child install its handler
+        _wait_until(armed.exists, "the child never installed its SIGTERM handler")
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=60) == 42
     finally:
@@ -209,10 +211,12 @@ def test_prometheus_endpoint_serves_live_metrics(db: str) -> None:
                 url = line.split("at", 1)[1].strip()
                 break
         assert url.startswith("http://127.0.0.1:")
-        time.sleep(2.5)
-        body = urllib.request.urlopen(url, timeout=10).read().decode()
-        names = {family.name for family in text_string_to_metric_families(body)}
-        assert "computewise_process_cpu_percent" in names
+
+        def sampled() -> bool:  # the first sample is taken an interval after the start
+            body = urllib.request.urlopen(url, timeout=10).read().decode()
+            return "computewise_process_cpu_percent" in {f.name for f in text_string_to_metric_families(body)}
+
+        _wait_until(sampled, "the endpoint never served the process's CPU metric")
         assert proc.wait(timeout=60) == 0
     finally:
         if proc.poll() is None:
@@ -284,15 +288,28 @@ def test_budget_alert_fires_once_to_the_webhook(db: str, webhook: str) -> None:
     assert report.stdout.splitlines()[0].startswith("team,runs,")
 
 
+def _wait_until(condition: Callable[[], bool], failure: str, timeout_s: float = 60.0) -> None:
+    """Poll ``condition`` until it holds: a condition, not a fixed sleep, so a slow machine only waits longer."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, failure
+        time.sleep(0.05)
+
+
 def _wait_for_run(db: str, ready: Any, timeout_s: float = 60.0) -> Ledger:
+    """The ledger once ``ready(its runs)`` holds; while ``run`` is still creating it, the ledger may refuse
+    to open (a ``LedgerError``: locked, or no schema yet), which only means "not yet"."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         try:
             ledger = Ledger.open(db)
-            if ready(ledger.runs()):
-                return ledger
-        except Exception:  # the file may not exist yet
-            pass
+            runs = ledger.runs()
+        except LedgerError:
+            time.sleep(0.2)
+            continue
+        if ready(runs):
+            return ledger
+        ledger.close()
         time.sleep(0.2)
     raise AssertionError("the run never showed up in the ledger")
 

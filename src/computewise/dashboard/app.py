@@ -12,7 +12,6 @@ The token check is pure ASGI middleware, so server-sent event streams pass throu
 from __future__ import annotations
 
 import hmac
-
 from urllib.parse import parse_qsl, urlencode
 
 from starlette.applications import Starlette
