@@ -1,8 +1,8 @@
 """A calibration: what ``computewise bench --save`` measured on this machine, read back by the estimators.
 
 The catalog's data sheets give peaks; a step reaches only a share of them, which the estimators
-otherwise assume (``matmul_peak_fraction``, fitted to published GPU runs). A calibration replaces
-the assumption with measurements of the machine at hand:
+otherwise take from the accelerator's kernel profile (kernel_profiles.csv) or assume
+(``matmul_peak_fraction``). A calibration replaces both with measurements of the machine at hand:
 
 - ``peak_flops``: the best matmul FLOP/s per dtype (the sweep's peak, not the data sheet's);
 - ``matmul_curves``: per dtype, the share of that peak a square matmul of each size reaches;

@@ -1,9 +1,10 @@
 """The achievable-compute model with measured figures: what a calibration changes in a training estimate.
 
-Uncalibrated, a step's kernels run at the data sheet's peak and bandwidth times the catalog's
-assumed fractions (``estimate.kernels``). With a calibration of the same device
-(``catalog.calibration``, written by ``computewise bench --save``; one measured H100 ships with the
-catalog) and a measured peak at the job's precision:
+Uncalibrated, a step's kernels run at the data sheet's peak and bandwidth times the shares the
+accelerator's catalog profile gives (kernel_profiles.csv, measured for the H100, published for others)
+or the catalog's assumed ones (``estimate.kernels``). With a calibration of the same device
+(``catalog.calibration``, written by ``computewise bench --save``: the user's own profile) and a
+measured peak at the job's precision:
 
 - on a GPU, a large GEMM runs at the measured matmul peak (the sweep's largest sizes, where launch
   latency no longer counts) and an elementwise kernel at the measured triad bandwidth; the size

@@ -72,11 +72,11 @@ _FP32 = 4.0
 # padding that vocabulary to 50,304 made nanoGPT's whole step about 25 % faster (Karpathy, nanoGPT), which
 # at GPT-2 124M's share of head FLOPs means the unpadded head ran at about a quarter of the aligned rate.
 # fp32 products run without tensor cores and need no alignment.
-_DISTINCT_MIN_ROWS = 256  # fewer rows are timed directly: finding the distinct ones would cost more
-_PACKED_KEY_LIMIT = 2**62
 _ALIGNMENT = 8.0
 _MISALIGNED_SHARE = 0.25
 _ATTENTION_BACKWARD_WORK = 2.5  # FlashAttention-2's backward: 5 matmuls to the forward's 2 (Dao 2023)
+_DISTINCT_MIN_ROWS = 256  # fewer rows are timed directly: finding the distinct ones would cost more
+_PACKED_KEY_LIMIT = 2**62  # the distinct-row key is renumbered before it could overflow an int64
 _ADAM_BYTES_PER_PARAM = 28.0  # fused AdamW reads weight, gradient, two moments (fp32) and writes three
 _CAST_BYTES_PER_PARAM = 6.0  # autocast reads each fp32 weight and writes its 16-bit copy, every forward
 _GRAD_ACCUMULATE_BYTES_PER_PARAM = 10.0  # a 16-bit weight gradient read, added into the fp32 .grad
@@ -459,10 +459,10 @@ def _distinct_rows(columns: list[FloatArray]) -> tuple[npt.NDArray[np.intp], npt
     columns are skipped."""
     key = np.zeros(len(columns[0]), dtype=np.int64)
     for column in columns:
-        if column[0] == column.min() == column.max():
+        if column.min() == column.max():
             continue
         values, codes = np.unique(column, return_inverse=True)
-        if int(key.max()) >= _PACKED_KEY_LIMIT // len(values):  # renumber before the packed key overflows
+        if int(key.max()) >= _PACKED_KEY_LIMIT // len(values):
             key = np.unique(key, return_inverse=True)[1].reshape(-1)
         key = key * len(values) + codes.reshape(-1)
     _, first, index = np.unique(key, return_index=True, return_inverse=True)
