@@ -139,7 +139,7 @@ class KubernetesEngine:
         except ImportError as error:
             raise MissingExtraError("kubernetes", "kubernetes", "submitting to Kubernetes") from error
         try:
-            config.load_kube_config()
+            config.load_kube_config()  # type: ignore[no-untyped-call,unused-ignore]
         except Exception as error:  # the client raises several unrelated types for a missing or bad kubeconfig
             raise JobEngineError(
                 f"cannot load a Kubernetes configuration: {error}",
