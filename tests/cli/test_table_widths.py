@@ -34,6 +34,7 @@ from computewise.report.catalog import (
     carbon_grid,
     fabric_grid,
     files_grid,
+    kernel_profile_grid,
     offering_grid,
     onprem_grid,
 )
@@ -288,6 +289,7 @@ def test_catalog_tables_read_at_80_and_100_columns(width: int) -> None:
         "onprem": onprem_grid(catalog, catalog.onprem)[1],
         "assumptions": assumption_grid(catalog.assumptions),
         "fabrics": fabric_grid(catalog.fabrics),
+        "kernel_profiles": kernel_profile_grid(catalog.kernel_profiles),
     }
     jobs: list[tuple[int | None, list[str]]] = [(width, ["catalog", "list", table]) for table in grids]
     jobs += [(width, ["catalog", "show", "h100"]), (width, ["catalog", "show", "p5.48xlarge"])]

@@ -158,3 +158,56 @@ def test_counts_are_singular_at_one(infer_plan: dict[str, Any]) -> None:
     assert hardware.startswith("1 replica of ") and "replicas" not in hardware
     assert plural(1, "process", "processes") == "1 process" and plural(2, "process", "processes") == "2 processes"
     assert plural(0, "replica") == "0 replicas"
+
+
+def test_a_path_wider_than_its_column_folds_after_a_separator(monkeypatch: pytest.MonkeyPatch) -> None:
+    """storage audit's run folders and checkpoints: `direc|tory` and `safetenso|rs` were cut mid-word."""
+    grid = Grid(
+        ("run (folder)", "checkpoints", "newest"),
+        (("runs/b/ckpt_very_long_directory_name_for_testing", "1", "model-step-000100-copy.safetensors"),),
+        frozenset({1}),
+    )
+    text = _render(grid, 40, monkeypatch)
+    pieces = [piece for line in text.splitlines()[2:] for piece in line.split()]
+    assert all(cell_len(line) <= 40 for line in text.splitlines())
+    assert "directory_" in pieces and "safetensors" in pieces  # whole between separators
+    assert all(piece[-1] in "/_-." or piece in ("1", "testing", "safetensors") for piece in pieces), pieces
+
+
+def test_prose_folds_at_spaces_and_keeps_every_path_whole(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A note with two paths: at 80 columns every line fits except a path wider than the terminal, which
+    gets a line of its own; no word is cut. A bare pipe keeps the sentence on one line."""
+    from computewise.report.prose import print_prose
+
+    long_path = "/data/runs/b/" + "ckpt_" * 16 + "step-100.safetensors"
+    note = f"duplicates: 1 group of identical files waste 2.9 MiB; largest: /data/runs/a/ckpt/step-100.pt, {long_path}"
+    monkeypatch.setenv("COLUMNS", "80")
+    out = io.StringIO()
+    print_prose(Console(file=out, color_system=None), note, markup=False)
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 3 and lines[-1] == long_path
+    assert all(cell_len(line) <= 80 for line in lines[:-1])
+    assert " ".join(lines) == note
+    monkeypatch.delenv("COLUMNS")
+    piped = io.StringIO()
+    print_prose(Console(file=piped, color_system=None, force_terminal=False), note, markup=False)
+    assert piped.getvalue() == note + "\n"
+
+
+def test_an_energy_column_reads_in_one_unit() -> None:
+    """cost report: a 2-second run's joules beside a week's kWh were J, Wh and kWh in one column."""
+    from computewise.report.accounts import cost_grid
+
+    def row(group: str, kwh: float, kg: float) -> dict[str, Any]:
+        return {
+            "group": group, "runs": 1, "cost_usd": 1.0, "gpu_hours": 1.0, "energy_kwh": kwh,
+            "energy_all_measured": True, "co2_kg": kg, "gpu_util_pct_mean": None, "cpu_percent_mean": None,
+            "idle_cost_usd": 0.0,
+            "usd_per_training_run": None, "usd_per_1k_inferences": None,
+        }  # fmt: skip
+
+    rows = [row("a", 120.0, 50.0), row("b", 2e-6, 1e-6), row("c", 3e-4, 2e-4)]
+    grid = cost_grid({"by": [], "rows": rows, "total": row("(total)", 120.0003, 50.0002)})
+    energy, co2 = grid.headers.index("energy"), grid.headers.index("CO2")
+    assert all(r[energy].endswith(" kWh") for r in grid.rows), [r[energy] for r in grid.rows]
+    assert all(r[co2].endswith(" kg") for r in grid.rows), [r[co2] for r in grid.rows]

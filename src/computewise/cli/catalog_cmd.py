@@ -97,10 +97,19 @@ def _render(catalog: Catalog, rows: tuple[Row, ...], table_name: TableName) -> t
         assumption_grid,
         carbon_grid,
         fabric_grid,
+        kernel_profile_grid,
         offering_grid,
         onprem_grid,
     )
-    from computewise.specs.hardware import Accelerator, Assumption, CarbonIntensity, NetworkFabric, Offering, OnPremCost
+    from computewise.specs.hardware import (
+        Accelerator,
+        Assumption,
+        CarbonIntensity,
+        KernelProfile,
+        NetworkFabric,
+        Offering,
+        OnPremCost,
+    )
 
     if table_name == "accelerators":
         return "accelerators", accelerator_grid(tuple(r for r in rows if isinstance(r, Accelerator)))
@@ -112,6 +121,9 @@ def _render(catalog: Catalog, rows: tuple[Row, ...], table_name: TableName) -> t
         return onprem_grid(catalog, tuple(r for r in rows if isinstance(r, OnPremCost)))
     if table_name == "fabrics":
         return "fabrics (inter-node networks)", fabric_grid(tuple(r for r in rows if isinstance(r, NetworkFabric)))
+    if table_name == "kernel_profiles":
+        title = "kernel profiles (burst shares of the data sheet)"
+        return title, kernel_profile_grid(tuple(r for r in rows if isinstance(r, KernelProfile)))
     return "assumptions", assumption_grid(tuple(r for r in rows if isinstance(r, Assumption)))
 
 
@@ -136,7 +148,7 @@ def _rows_in_cloud(catalog: Catalog, table_name: TableName, cloud: str) -> tuple
 @app.command("list")
 def list_table(
     table: Annotated[
-        str, typer.Argument(help="accelerators, offerings, carbon, onprem, assumptions or fabrics.")
+        str, typer.Argument(help="accelerators, offerings, carbon, onprem, assumptions, fabrics or kernel_profiles.")
     ] = "accelerators",
     cloud: Annotated[
         str | None, typer.Option("--cloud", help="Only this cloud (accelerators, offerings and carbon).")

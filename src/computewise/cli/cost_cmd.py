@@ -33,6 +33,7 @@ def report(
     from computewise.account.periods import parse_time_s
     from computewise.account.report import cost_report
     from computewise.report.accounts import cost_grid, csv_text, print_grid
+    from computewise.report.prose import print_prose
     from computewise.report.storage import savings_line
     from computewise.storage.savings import storage_savings
 
@@ -56,7 +57,7 @@ def report(
         if data["rows"] and not data["total"]["energy_all_measured"]:
             console.print("* energy estimated for some runs (no GPU energy counter)", style="dim")
         if (line := savings_line(storage)) is not None:
-            console.print(line, highlight=False, soft_wrap=True)
+            print_prose(console, line, markup=False)
 
 
 @app.command("anomalies")

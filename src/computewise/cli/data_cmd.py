@@ -149,6 +149,7 @@ def convert(
 ) -> None:
     """Rewrite a row format as Parquet with pyarrow, and time reading both."""
     from computewise.data.convert import convert as run_convert
+    from computewise.report.prose import print_prose
     from computewise.units import format_bytes, format_count
 
     result = run_convert(source, target, batch_size)
@@ -156,21 +157,24 @@ def convert(
         sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n")
         return
     console = Console()
-    console.print(
+    print_prose(
+        console,
         f"wrote {result.target}: {format_count(result.rows)} rows, {format_bytes(result.target_bytes)} "
         f"(from {format_bytes(result.source_bytes)}) in {result.convert_s:.2f} s",
-        highlight=False,
-        soft_wrap=True,
+        markup=False,
     )
-    console.print(
+    print_prose(
+        console,
         f"read back: {result.source_read_s:.2f} s as {Path(source).suffix.lstrip('.').upper() or 'text'}, "
         f"{result.target_read_s:.2f} s as Parquet ({result.read_speedup:.1f}x faster)",
-        highlight=False,
-        soft_wrap=True,
+        markup=False,
     )
 
 
 def _print_bench(data: dict[str, Any], console: Console) -> None:
+    from rich.text import Text
+
+    from computewise.report.prose import print_prose
     from computewise.report.rows import Grid
     from computewise.report.table import print_table
     from computewise.units import format_bytes, format_count
@@ -200,12 +204,10 @@ def _print_bench(data: dict[str, Any], console: Console) -> None:
         f"bytes {data['bytes_kind']}; CPU: {data['cpu']}, {data['usable_cpus']} usable cores", highlight=False
     )
     if data["verdict"] is not None:
-        console.print(f"[bold]{data['verdict']['text']}[/bold]", highlight=False, soft_wrap=True)
-        console.print(f"  demand: {data['demand']['basis']}", highlight=False, soft_wrap=True)
+        print_prose(console, Text(data["verdict"]["text"], style="bold"))
+        print_prose(console, f"  demand: {data['demand']['basis']}", markup=False)
     for advice in data["advice"]:
         how = "measured" if advice["measured"] else "estimated"
-        console.print(
-            f"- {advice['change']}  [dim]({how}: {advice['evidence']})[/dim]", highlight=False, soft_wrap=True
-        )
+        print_prose(console, Text.assemble(f"- {advice['change']}  ", (f"({how}: {advice['evidence']})", "dim")))
     for note in data["notes"]:
-        console.print(f"[dim]note: {note}[/dim]", highlight=False, soft_wrap=True)
+        print_prose(console, f"note: {note}", style="dim", markup=False)

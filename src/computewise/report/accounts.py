@@ -30,6 +30,7 @@ def cost_grid(d: dict[str, Any]) -> Grid:
     headers = (*(by or ["group"]), "runs", "cost", "GPU-h", "energy", "CO2", "GPU util", "CPU", "idle cost")
     headers = (*headers, "$/run", "$/1k inf")
     keys = len(by or ["group"])
+    total = d["total"]  # the largest figure of each column: its unit is the column's
 
     def line(row: dict[str, Any], labels: tuple[str, ...]) -> tuple[str, ...]:
         return (
@@ -37,8 +38,8 @@ def cost_grid(d: dict[str, Any]) -> Grid:
             str(row["runs"]),
             format_usd(row["cost_usd"]),
             format_amount(row["gpu_hours"]),
-            format_kwh(row["energy_kwh"]) + ("" if row["energy_all_measured"] else "*"),
-            format_kg(row["co2_kg"]),
+            format_kwh(row["energy_kwh"], like=total["energy_kwh"]) + ("" if row["energy_all_measured"] else "*"),
+            format_kg(row["co2_kg"], like=total["co2_kg"]),
             _opt(row["gpu_util_pct_mean"]),
             _opt(row["cpu_percent_mean"]),
             format_usd(row["idle_cost_usd"]),

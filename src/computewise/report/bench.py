@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.text import Text
 
 from computewise.report.html import grid_table, page
+from computewise.report.prose import print_prose
 from computewise.report.rows import Grid
 from computewise.report.svg import PALETTE, Axis, Series, xy_chart
 from computewise.report.table import print_table
@@ -151,8 +152,8 @@ def print_bench(d: dict[str, Any], console: Console) -> None:
     if verdicts:
         console.print()
     for line, flagged in verdicts:
-        # soft_wrap: a path or command in a note stays whole to be copied; the terminal folds it.
-        console.print(Text(f"{'!' if flagged else '·'} {line}", style="bold red" if flagged else "dim"), soft_wrap=True)
+        # Folded at spaces only: a path or command in a note stays whole to be copied.
+        print_prose(console, Text(f"{'!' if flagged else '·'} {line}", style="bold red" if flagged else "dim"))
 
 
 def _efficiency_chart(matmul: Sequence[dict[str, Any]]) -> str:

@@ -16,7 +16,15 @@ from computewise.units import format_bytes, format_usd
 
 if TYPE_CHECKING:
     from computewise.catalog import Catalog
-    from computewise.specs.hardware import Accelerator, Assumption, CarbonIntensity, NetworkFabric, Offering, OnPremCost
+    from computewise.specs.hardware import (
+        Accelerator,
+        Assumption,
+        CarbonIntensity,
+        KernelProfile,
+        NetworkFabric,
+        Offering,
+        OnPremCost,
+    )
 
 __all__ = [
     "accelerator_grid",
@@ -24,6 +32,7 @@ __all__ = [
     "carbon_grid",
     "fabric_grid",
     "files_grid",
+    "kernel_profile_grid",
     "offering_grid",
     "onprem_grid",
     "si",
@@ -120,6 +129,20 @@ def fabric_grid(rows: tuple[NetworkFabric, ...]) -> Grid:
         (row.fabric, row.name, f"{row.network_efficiency:g}", f"{row.latency_s * 1e6:g} us", row.source) for row in rows
     )
     return Grid(("fabric", "name", "efficiency", "latency", "source"), body, frozenset({2, 3}), whole=frozenset({0}))
+
+
+def kernel_profile_grid(rows: tuple[KernelProfile, ...]) -> Grid:
+    """Each accelerator's burst shares of its data sheet: 16-bit and fp32 GEMMs, the triad; blank: assumed."""
+
+    def share(value: float | None) -> str:
+        return "" if value is None else f"{value:.0%}"
+
+    body = tuple(
+        (row.accelerator, share(row.matmul_share), share(row.fp32_matmul_share), share(row.stream_share), row.source)
+        for row in rows
+    )
+    headers = ("accelerator", "GEMM 16-bit", "GEMM fp32", "triad", "source")
+    return Grid(headers, body, frozenset({1, 2, 3}), whole=frozenset({0}))
 
 
 def files_grid(rows: tuple[tuple[str, str, str], ...]) -> Grid:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from computewise.report.rows import Grid
+from computewise.report.rows import Grid, format_kwh
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -51,8 +51,9 @@ def print_federated(d: dict[str, Any], console: Console) -> None:
             ("server", f"{format_usd(total['server_usd'])} at {format_usd(total['server_usd_per_h'])}/h"),
             (
                 "client energy",
-                f"{total['client_energy_kwh']:.3g} kWh in all; {r['client_j']:.3g} J per client per round "
-                f"({r['client_compute_j']:.3g} compute, {r['client_radio_j']:.3g} radio)",
+                f"{format_kwh(total['client_energy_kwh'])} in all; {format_kwh(r['client_j'] / 3.6e6)} per client "
+                f"per round ({format_kwh(r['client_compute_j'] / 3.6e6, like=r['client_j'] / 3.6e6)} compute, "
+                f"{format_kwh(r['client_radio_j'] / 3.6e6, like=r['client_j'] / 3.6e6)} radio)",
             ),
         ],
         console,

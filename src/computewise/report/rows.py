@@ -109,18 +109,23 @@ def _quantity(value: float, unit: str) -> str:
     return f"{format_amount(value)} {unit}"
 
 
-def format_kwh(kwh: float) -> str:
-    """kWh down to 0.0001 kWh; a monitored few-second job reads better in Wh or J than as 1.6e-06 kWh."""
-    if kwh == 0 or abs(kwh) >= 1e-4:
+def format_kwh(kwh: float, like: float | None = None) -> str:
+    """kWh down to 0.0001 kWh; a monitored few-second job reads better in Wh or J than as 1.6e-06 kWh.
+
+    ``like``: the unit is the one this value would get, so a column (its total as ``like``) reads in
+    one unit rather than J, Wh and kWh row by row."""
+    scale = like if like is not None else kwh
+    if scale == 0 or abs(scale) >= 1e-4:
         return _quantity(kwh, "kWh")
-    if abs(kwh) >= 1e-6:
+    if abs(scale) >= 1e-6:
         return _quantity(kwh * 1e3, "Wh")
     return _quantity(kwh * 3.6e6, "J")
 
 
-def format_kg(kg: float) -> str:
-    """kg down to 1 g, then grams: a short run emits milligrams, not 7.67e-07 kg."""
-    if kg == 0 or abs(kg) >= 1e-3:
+def format_kg(kg: float, like: float | None = None) -> str:
+    """kg down to 1 g, then grams: a short run emits milligrams, not 7.67e-07 kg. ``like`` as in ``format_kwh``."""
+    scale = like if like is not None else kg
+    if scale == 0 or abs(scale) >= 1e-3:
         return _quantity(kg, "kg")
     return _quantity(kg * 1e3, "g")
 

@@ -7,6 +7,7 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
+from computewise.report.prose import print_prose
 from computewise.report.rows import Grid, plural
 from computewise.report.table import print_table
 from computewise.units import format_bytes, format_usd
@@ -91,12 +92,12 @@ def print_audit(d: dict[str, Any], console: Console) -> None:
         print_table(runs, console)
     dup = d["duplicates"]
     if dup["groups"]:
-        console.print(
+        print_prose(
+            console,
             f"duplicates: {plural(dup['groups'], 'group')} of identical files waste "
             f"{format_bytes(dup['wasted_bytes'])} "
             f"({format_usd(dup['usd_per_month'])}/month); largest: {', '.join(dup['top'][0]['paths'][:3])}",
-            highlight=False,
-            soft_wrap=True,
+            markup=False,
         )
     else:
         console.print(f"duplicates: none among {dup['hashed_files']:,} files whose sizes collide", highlight=False)
@@ -110,7 +111,7 @@ def print_audit(d: dict[str, Any], console: Console) -> None:
         notes.append(f"{len(d['skipped'])} folders could not be read: {d['skipped'][0]}")
     notes.append(f"walked in {d['walk_s']:.2f} s, hashed in {d['hash_s']:.2f} s")
     for note in notes:
-        console.print(f"* {note}", style="dim", highlight=False, soft_wrap=True)
+        print_prose(console, f"* {note}", style="dim", markup=False)
 
 
 def print_apply(d: dict[str, Any], console: Console) -> None:
@@ -156,11 +157,11 @@ def print_apply(d: dict[str, Any], console: Console) -> None:
         done = d["done"]
         freed = done.get("delete", {}).get("size_bytes", 0)
         moved = done.get("archive", {}).get("size_bytes", 0)
-        console.print(
+        print_prose(
+            console,
             f"recorded as storage apply {d['apply_id']} in the ledger: deleted {format_bytes(freed)}, "
             f"archived {format_bytes(moved)}, {format_usd(d['usd_per_month_saved_done'])}/month saved",
-            highlight=False,
-            soft_wrap=True,
+            markup=False,
         )
 
 

@@ -3,7 +3,8 @@
 One rule for all of them, so no report can print ``$16…`` on an 80-column terminal again:
 
 * numeric columns (and the ``whole`` ones: ids, statuses, dates) keep their full width and never wrap;
-* text columns share what is left and fold at word boundaries;
+* text columns share what is left and fold at word boundaries, a word wider than its column (a
+  path, a file name) after a ``/``, ``_``, ``-`` or ``.`` where it has one, not at any letter;
 * when even that does not fit, the columns in ``Grid.drop_order`` are hidden one by one, and a dim
   footnote names them and says how to see them;
 * when the numbers alone are wider than the terminal, each row is printed as ``header: value`` lines.
@@ -15,6 +16,7 @@ column at its natural width, since a file has no edge.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Sequence
 
 from rich import box
@@ -31,6 +33,8 @@ __all__ = ["at_natural_width", "available_width", "fit_widths", "print_details",
 GAP = 1  # the box's blank divider is the only gap: a 120-column terminal fits the plan's candidate table
 TEXT_MIN = 12  # a text column narrower than this reads as a column of word fragments
 WORD_MAX = 24  # a longer word (a path, a URL) may fold rather than push other columns off the terminal
+_WORD = re.compile(r"\S+")
+_AFTER_SEPARATOR = re.compile(r"(?<=[/_\-.])")
 
 
 def available_width(console: Console) -> int | None:
@@ -134,7 +138,9 @@ def print_table(
         )
     for index, row in enumerate(grid.rows):
         style = row_styles[index] if row_styles else ""
-        table.add_row(*(Text(row[i]) for i in shown), style=style)
+        table.add_row(
+            *(Text(row[i] if _whole(grid, i) else _fold_long_words(row[i], widths[i])) for i in shown), style=style
+        )
     _print_at(console, table, _total(list(widths.values())))
     hidden = [grid.headers[i] for i in range(len(grid.headers)) if i not in shown]
     if hidden:
@@ -146,6 +152,27 @@ def print_table(
                 style="dim",
             )
         )
+
+
+def _fold_long_words(text: str, width: int) -> str:
+    """``text`` with each word wider than ``width`` broken into lines after its separators where it can."""
+
+    def fold(word: str) -> str:
+        if cell_len(word) <= width:
+            return word
+        lines: list[str] = []
+        line = ""
+        for piece in _AFTER_SEPARATOR.split(word):
+            if line and cell_len(line + piece) > width:
+                lines.append(line)
+                line = ""
+            line += piece
+            while cell_len(line) > width:  # no separator near enough: cut where the column ends
+                lines.append(line[:width])
+                line = line[width:]
+        return "\n".join([*lines, line] if line else lines)
+
+    return _WORD.sub(lambda match: fold(match.group()), text)
 
 
 def _print_records(grid: Grid, console: Console) -> None:
