@@ -15,7 +15,7 @@ import pytest
 from computewise.catalog import Catalog
 from computewise.estimate import Assumptions, estimate_train
 from computewise.models import preset
-from computewise.specs import Parallelism, TrainJob
+from computewise.specs import RECOMPUTES, Parallelism, TrainJob
 
 
 def _estimate(
@@ -46,14 +46,21 @@ def test_the_issues_1024_gpu_job_is_compute_bound_on_efa(catalog: Catalog, assum
 
 
 def test_recomputing_never_makes_a_step_faster(catalog: Catalog, assumptions: Assumptions) -> None:
-    """Sync-bound (DP over PCIe A10Gs) and compute-bound alike: the recomputed forward adds work it cannot hide."""
-    for gpu, layout in (("a10g", Parallelism(dp=4)), ("h100", Parallelism(dp=2, tp=4, sequence_parallel=True))):
-        steps = [
-            _estimate(catalog, assumptions, "llama-3-8b", gpu, layout, replace(LLAMA2_7B_JOB, recompute=r))["time"][  # type: ignore[index]
-                "step_seconds"
-            ]
-            for r in ("none", "selective", "full")
+    """Sync-bound (DP over PCIe A10Gs) and compute-bound alike: the recomputed forward adds work it cannot hide.
+    Both layouts fit, so the estimate times them (one that does not fit is not timed)."""
+    a10g_job = TrainJob(tokens=1e9, seq_len=1024, micro_batch=1, global_batch=64)
+    cases = (
+        ("gpt2-xl", "a10g", Parallelism(dp=4, zero=1), a10g_job, "data_parallel"),
+        ("llama-3-8b", "h100", Parallelism(dp=2, tp=4, sequence_parallel=True), LLAMA2_7B_JOB, "compute"),
+    )
+    for model, gpu, layout, job, bound in cases:
+        times = [
+            _estimate(catalog, assumptions, model, gpu, layout, replace(job, recompute=r))["time"]
+            for r in RECOMPUTES[:3]  # none, selective, full
         ]
+        steps = [time["step_seconds"] for time in times]  # type: ignore[index]
+        parts = times[0]["breakdown_seconds_per_step"]  # type: ignore[index]
+        assert max(parts, key=parts.get) == bound, (gpu, parts)
         assert steps[0] <= steps[1] * (1 + 1e-9) and steps[1] <= steps[2] * (1 + 1e-9), gpu
 
 
