@@ -37,6 +37,7 @@ import statistics
 import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 
@@ -58,6 +59,7 @@ from computewise.specs import (
 )
 
 DATA = Path(__file__).resolve().parent / "data" / "published_training_runs.csv"
+Choice = TypeVar("Choice", bound=str)
 MEDIAN_TARGET = 0.15  # TFLOP/s per GPU over the Megatron rows (issue 14)
 WORST_TARGET = 0.25
 OTHERS_TARGET = 4  # other published runs within WORST_TARGET on GPU-hours, MFU or throughput
@@ -127,18 +129,12 @@ def _model(row: dict[str, str]) -> ModelSpec:
     return dataclasses.replace(spec, params=count_params(spec, FAMILIES[row["family"]]))
 
 
-def _recompute(text: str) -> Recompute:
-    for name in RECOMPUTES:
+def _member(text: str, allowed: tuple[Choice, ...], column: str) -> Choice:
+    """The member of ``allowed`` a cell names, typed as the Literal it belongs to."""
+    for name in allowed:
         if text == name:
             return name
-    raise ValueError(f"recompute {text!r} in {DATA} is not one of {', '.join(RECOMPUTES)}")
-
-
-def _attention(text: str) -> AttentionKernel:
-    for name in ATTENTION_KERNELS:
-        if text == name:
-            return name
-    raise ValueError(f"attention {text!r} in {DATA} is not one of {', '.join(ATTENTION_KERNELS)}")
+    raise ValueError(f"{column} {text!r} in {DATA} is not one of {', '.join(allowed)}")
 
 
 def load_runs(path: Path = DATA) -> list[Run]:
@@ -161,9 +157,9 @@ def load_runs(path: Path = DATA) -> list[Run]:
             micro_batch=int(r["micro_batch"]),
             global_batch=int(r["global_batch"]),
             seq_len=int(r["seq_len"]),
-            recompute=_recompute(r["recompute"]),
+            recompute=_member(r["recompute"], RECOMPUTES, "recompute"),
             sequence_parallel=r["sequence_parallel"] == "true",
-            attention=_attention(r["attention"]),
+            attention=_member(r["attention"], ATTENTION_KERNELS, "attention"),
             zero=int(r["zero"]),
             node_network_bytes_per_s=float(r["node_network_gb_per_s"]) * 1e9,
             tokens=float(r["tokens"]),

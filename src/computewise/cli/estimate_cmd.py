@@ -102,15 +102,14 @@ def train(
         ),
     ] = "none",
     flash_attention: Annotated[
-        bool, typer.Option(help="Fused attention that never stores the score matrix (--no-flash-attention: unfused).")
+        bool, typer.Option(hidden=True, help="Older name: --no-flash-attention is --attention unfused.")
     ] = True,
     attention: Annotated[
         str | None,
         typer.Option(
             help="The attention kernel: flash (FlashAttention-2's CUDA kernels, as PyTorch SDPA, flash-attn and "
             "Megatron run it), triton (FlashAttention written in Triton, e.g. llm-foundry's attn_impl triton: the "
-            "same memory, slower) or unfused (the score matrix stored). Default: flash, unfused with "
-            "--no-flash-attention.",
+            "same memory, slower) or unfused (the score matrix stored); default flash.",
         ),
     ] = None,
     framework: Annotated[

@@ -35,7 +35,7 @@ from computewise.specs import (
     TrainJob,
 )
 from computewise.specs.document import SCHEMA_VERSION
-from computewise.units import format_bytes
+from computewise.units import format_bytes, plural
 
 if TYPE_CHECKING:
     from computewise.catalog import Catalog
@@ -225,8 +225,8 @@ def track_record_note(scope: Scope, kind: Kind) -> str:
             parts.append(f"{figure} not yet checked against a measured run of this kind")
         else:
             parts.append(
-                f"{figure} ±{_percent(band['median_abs_error'])} (median |error| over {band['measured_runs']} "
-                f"measured run{'' if band['measured_runs'] == 1 else 's'}, worst {_percent(band['worst_abs_error'])})"
+                f"{figure} ±{_percent(band['median_abs_error'])} (median |error| over "
+                f"{plural(band['measured_runs'], 'measured run')}, worst {_percent(band['worst_abs_error'])})"
             )
     return f"accuracy on {scope} {what} so far: " + "; ".join(parts) + " (docs/ACCURACY.md)"
 
