@@ -1,5 +1,6 @@
 """Plain values shared by every layer: models, hardware, prices and jobs."""
 
+from computewise.specs.finetune import FINETUNE_METHODS, FineTune, FineTuneMethod
 from computewise.specs.hardware import (
     DTYPES,
     PRICINGS,
@@ -35,6 +36,7 @@ __all__ = [
     "ATTENTION_KERNELS",
     "DTYPES",
     "EXECUTIONS",
+    "FINETUNE_METHODS",
     "FRAMEWORKS",
     "OPTIMIZERS",
     "PRECISIONS",
@@ -46,6 +48,8 @@ __all__ = [
     "CarbonIntensity",
     "Dtype",
     "Execution",
+    "FineTune",
+    "FineTuneMethod",
     "Framework",
     "InferJob",
     "KernelProfile",
