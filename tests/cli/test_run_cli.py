@@ -23,6 +23,8 @@ import pytest
 
 from computewise.errors import LedgerError
 from computewise.ledger import Ledger
+from computewise.plan.result import Plan
+from computewise.scale.from_plan import planned_job
 
 CLI = [sys.executable, "-m", "computewise.cli.app"]
 BUSY = "import time\nt = time.time()\nwhile time.time() - t < {s}: pass\n"
@@ -352,3 +354,23 @@ def test_standalone_track_is_priced_when_it_finishes(db: str, tmp_path: Path) ->
     assert run.kind == "track" and run.status == "succeeded"
     assert run.price.hourly_usd > 0 and "vCPU" in run.price.explanation
     assert len(Ledger.open(db).steps(run.id)) == 12
+
+
+def test_run_on_an_engine_with_a_plan_asks_for_the_plans_cpus_unless_told(db: str, tmp_path: Path) -> None:
+    """``run --engine --plan`` once asked for 1 CPU whatever the plan (its --cpus defaulted to 1, which beat the
+    plan's share): the job now gets the plan's CPUs, as ``submit --plan`` does, and an explicit --cpus still wins."""
+    planned = cli(
+        "plan", "train", "--model", "gpt2", "--tokens", "100M", "--gpu", "xeon-8488c", "--deadline", "1000d", "--json"
+    )
+    assert planned.returncode == 0, planned.stderr
+    plan_file = tmp_path / "plan.json"
+    plan_file.write_text(planned.stdout, encoding="utf-8")
+    home = {"COMPUTEWISE_HOME": str(tmp_path / "home")}  # the local engine's job folders
+    job = ("--engine", "local", "--plan", str(plan_file), "--interval", "100ms", "--db", db, "--json")
+    cpus: dict[str, int] = {}
+    for name, extra in (("planned", ()), ("told", ("--cpus", "3"))):
+        done = cli("run", *job, "--name", name, *extra, "--", sys.executable, "-c", "pass", env=home)
+        assert done.returncode == 0, done.stderr
+        cpus[name] = Ledger.open(db).run(json.loads(done.stdout)["run_id"]).logical_cpus
+    share = planned_job(Plan.from_dict(json.loads(planned.stdout), str(plan_file))).cpus
+    assert share > 1 and cpus == {"planned": share, "told": 3}  # the c7i instance's vCPUs less its daemons' share

@@ -82,7 +82,14 @@ def run(
     accelerator: Annotated[
         str | None, typer.Option("--gpu", "-g", "--accelerator", help="Catalog accelerator for --engine, e.g. h100.")
     ] = None,
-    cpus: Annotated[float, typer.Option(parser=bounded_float("--cpus"), help="CPU cores for --engine.")] = 1,
+    cpus: Annotated[
+        float | None,
+        typer.Option(
+            parser=bounded_float("--cpus"),
+            help="CPU cores for --engine. Default: with --plan, the plan's share of its instance's vCPUs; "
+            "else one per process.",
+        ),
+    ] = None,
     nproc: Annotated[
         int, typer.Option(parser=bounded_int("--nproc"), help="For --engine: processes on one node under torchrun.")
     ] = 1,
