@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from computewise.errors import InputError
+from computewise.errors import ConfigError, InputError
 from computewise.train.config import TrainConfig, load_config, write_config
 
 
@@ -32,3 +32,17 @@ def test_a_file_from_a_newer_computewise_is_refused_by_its_version(tmp_path: Pat
     with pytest.raises(InputError, match="schema_version 2, this computewise reads up to 1") as refused:
         load_config(path)
     assert refused.value.hint is not None and "upgrade computewise" in refused.value.hint
+
+
+def test_a_compile_mode_reads_back_and_is_left_out_of_files_that_do_not_use_one(tmp_path: Path) -> None:
+    graphs = TrainConfig(precision="bf16", compile=True, compile_mode="reduce-overhead")
+    write_config(graphs, tmp_path / "graphs.json")
+    assert load_config(tmp_path / "graphs.json") == graphs and graphs.cuda_graphs
+    assert "compile_mode" not in TrainConfig(compile=True).to_dict()  # readable by versions without the key
+    assert not TrainConfig(compile=True, compile_mode="max-autotune-no-cudagraphs").cuda_graphs
+
+
+def test_a_compile_mode_without_compile_is_refused_naming_both() -> None:
+    with pytest.raises(ConfigError, match="compile_mode=max-autotune contradicts compile=False") as refused:
+        TrainConfig(compile_mode="max-autotune")
+    assert refused.value.hint == "set compile=True or drop compile_mode"

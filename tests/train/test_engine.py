@@ -161,6 +161,8 @@ def test_settings_the_model_cannot_honour_are_config_errors() -> None:
         StepEngine.prepare(gpt(), TrainConfig(micro_batch_size=12), device="cpu")
     with pytest.raises(ConfigError, match="precision=fp16 is not available on the cpu"):
         StepEngine.prepare(gpt(), TrainConfig(precision="fp16"), device="cpu")
+    with pytest.raises(ConfigError, match="compile_mode=reduce-overhead records CUDA graphs, and this device is cpu"):
+        StepEngine.prepare(gpt(), TrainConfig(compile=True, compile_mode="reduce-overhead"), device="cpu")
 
     ignores_fused = gpt()
     ignores_fused.make_optimizer = lambda params, fused: torch.optim.AdamW(params)

@@ -21,9 +21,12 @@ from typing import Any, Literal, get_args
 from computewise.errors import ConfigError
 from computewise.specs.document import SCHEMA_VERSION, check_schema_version
 
-__all__ = ["CONFIG_FORMAT", "PrecisionChoice", "TrainConfig", "load_config", "write_config"]
+__all__ = ["CONFIG_FORMAT", "CompileMode", "PrecisionChoice", "TrainConfig", "load_config", "write_config"]
 
 PrecisionChoice = Literal["auto", "fp32", "tf32", "bf16", "fp16"]
+# ``torch.compile``'s modes: reduce-overhead records CUDA graphs (one launch replays a whole step's
+# kernels), max-autotune benchmarks kernel choices while compiling (and records CUDA graphs too).
+CompileMode = Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"]
 # The file format tag: a file written by a newer computewise with another layout is refused, not misread.
 CONFIG_FORMAT = "computewise.train-config/1"
 
@@ -35,6 +38,7 @@ class TrainConfig:
     ``micro_batch_size`` None means the whole global batch in one step (no accumulation).
     ``loader_workers`` 0 loads in the training process; ``prefetch_factor`` and
     ``persistent_workers`` only mean something with workers, so asking for them without is an error.
+    ``compile_mode`` is the mode ``torch.compile`` is given, so it needs ``compile``.
     """
 
     precision: PrecisionChoice = "auto"
@@ -48,11 +52,21 @@ class TrainConfig:
     prefetch_factor: int | None = None
     persistent_workers: bool = False
     grad_clip_norm: float | None = None
+    compile_mode: CompileMode = "default"
 
     def __post_init__(self) -> None:
         if self.precision not in get_args(PrecisionChoice):
             raise ConfigError(
                 f"unknown precision {self.precision!r}", f"choose one of {', '.join(get_args(PrecisionChoice))}"
+            )
+        if self.compile_mode not in get_args(CompileMode):
+            raise ConfigError(
+                f"unknown compile_mode {self.compile_mode!r}", f"choose one of {', '.join(get_args(CompileMode))}"
+            )
+        if self.compile_mode != "default" and not self.compile:
+            raise ConfigError(
+                f"compile_mode={self.compile_mode} contradicts compile=False: the mode is torch.compile's",
+                "set compile=True or drop compile_mode",
             )
         if self.micro_batch_size is not None and self.micro_batch_size < 1:
             raise ConfigError(f"micro_batch_size must be >= 1, got {self.micro_batch_size}")
@@ -87,8 +101,18 @@ class TrainConfig:
             )
         return global_batch_size // micro
 
+    @property
+    def cuda_graphs(self) -> bool:
+        """Whether compilation records CUDA graphs (reduce-overhead and max-autotune do)."""
+        return self.compile and self.compile_mode in ("reduce-overhead", "max-autotune")
+
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """Every setting; ``compile_mode`` only when not the default, so files without one stay readable
+        by earlier versions (their format has no such key)."""
+        values = asdict(self)
+        if self.compile_mode == "default":
+            del values["compile_mode"]
+        return values
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> TrainConfig:

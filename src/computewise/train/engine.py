@@ -175,8 +175,13 @@ class StepEngine:
 
         wrapped = wrap(raw_model) if wrap is not None else raw_model
         model: nn.Module = wrapped
+        if config.cuda_graphs and target.type != "cuda":
+            raise ConfigError(
+                f"compile_mode={config.compile_mode} records CUDA graphs, and this device is {target.type}",
+                "use compile_mode=default (or max-autotune-no-cudagraphs) off a CUDA GPU",
+            )
         if config.compile:
-            model = cast("nn.Module", torch.compile(wrapped))
+            model = cast("nn.Module", torch.compile(wrapped, mode=config.compile_mode))
 
         optimizer = cls._build_optimizer(setup, config, wrapped, target)
         scheduler = setup.make_scheduler(optimizer) if setup.make_scheduler is not None else None
@@ -265,6 +270,9 @@ class StepEngine:
         self.optimizer.zero_grad(set_to_none=True)
         losses = []
         for index, batch in enumerate(micro_batches):
+            if self.config.cuda_graphs:
+                # Each micro-batch is a new replay: the graphs may reuse the previous one's buffers.
+                torch.compiler.cudagraph_mark_step_begin()
             with self._gradient_sync(last=index == count - 1):
                 with self.policy.autocast():
                     loss = self.setup.loss(self.model, self.to_device(batch))
