@@ -17,7 +17,7 @@ from computewise.estimate import Assumptions, estimate_infer
 from computewise.estimate.quote import Ask, PriceRequest, Quote, quote
 from computewise.ledger import PriceSnapshot
 from computewise.models import preset
-from computewise.monitor.pricing import DetectedHardware, resolve_price, unpriced
+from computewise.monitor.pricing import DetectedHardware, frozen_price, unpriced
 from computewise.plan import InferConstraints, TrainConstraints, plan_infer, plan_train
 from computewise.scale.engine import Resources
 from computewise.scale.supervise import job_price
@@ -76,7 +76,7 @@ def test_one_h100_is_one_quote_through_every_path(catalog: Catalog, assumptions:
         assumptions,
         InferConstraints(requests_per_s=1.0, input_len=512, output_len=128, accelerators=("h100-sxm",)),
     ).recommended
-    run = resolve_price(catalog, PriceRequest(), ONE_H100)
+    run = frozen_price(catalog, ONE_H100.ask(catalog), PriceRequest())
     job = job_price(catalog, PriceRequest(), Resources(gpus=1, accelerator="h100"))
     replica = _cli("plan", "serve", "--capacity-rps", "10", "--peak-rps", "5", "--accelerator", "h100")
     replica_price = replica["price"]
@@ -141,9 +141,9 @@ def test_a_user_catalog_moves_every_assumed_number(tmp_path: Path, assumptions: 
 
     rented = quote(custom, Ask(h100, 1), PriceRequest())
     assert rented.pue == 1.5 != quote(bundled, Ask(h100, 1), PriceRequest()).pue
-    run = resolve_price(custom, PriceRequest(), ONE_H100)
+    run = frozen_price(custom, ONE_H100.ask(custom), PriceRequest())
     assert run.pue == 1.5
-    given = resolve_price(custom, PriceRequest(hourly_usd=2.0), ONE_H100)
+    given = frozen_price(custom, ONE_H100.ask(custom), PriceRequest(hourly_usd=2.0))
     assert (given.carbon_g_per_kwh, given.carbon_source, given.pue) == (600, "test grid", 1.3)
     placeholder = unpriced(custom)
     assert (placeholder.carbon_g_per_kwh, placeholder.pue) == (600, 1.3)

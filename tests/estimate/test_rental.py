@@ -18,7 +18,7 @@ from computewise.estimate import Assumptions, estimate_infer
 from computewise.estimate.pricing import cheapest_rental, instance_rental, rent
 from computewise.estimate.quote import Ask, PriceRequest, quote
 from computewise.models import preset
-from computewise.monitor.pricing import DetectedHardware, resolve_price
+from computewise.monitor.pricing import DetectedHardware, frozen_price
 from computewise.plan import InferConstraints, plan_infer
 from computewise.scale.engine import Resources
 from computewise.scale.supervise import job_price
@@ -181,13 +181,13 @@ def test_a_missing_price_exits_2_with_the_pricings_there_are(args: tuple[str, ..
 
 def test_a_run_on_a_detected_gpu_is_priced_by_the_same_rule_in_the_region_asked(catalog: Catalog) -> None:
     west = _p5(catalog, "us-west-2")
-    price = resolve_price(catalog, PriceRequest(cloud="aws", region="us-west-2", pricing="spot"), ONE_H100)
+    price = frozen_price(catalog, ONE_H100.ask(catalog), PriceRequest(cloud="aws", region="us-west-2", pricing="spot"))
     assert price.region == "us-west-2"  # --region was dropped: the cheapest region anywhere was billed
     assert west.spot_usd_per_h is not None
     assert price.hourly_usd == pytest.approx(west.spot_usd_per_h / 8)
     assert "1 of 8 GPUs of aws p5.48xlarge (us-west-2)" in price.explanation
     with pytest.raises(InputError, match="no reserved-3y price for h100-sxm in aws"):
-        resolve_price(catalog, PriceRequest(cloud="aws", pricing="reserved-3y"), ONE_H100)
+        frozen_price(catalog, ONE_H100.ask(catalog), PriceRequest(cloud="aws", pricing="reserved-3y"))
 
 
 def test_a_job_asking_for_half_a_gpu_pays_half_of_one_gpu_by_the_same_rule(catalog: Catalog) -> None:

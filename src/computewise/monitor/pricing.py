@@ -16,7 +16,7 @@ from computewise.catalog import Catalog
 from computewise.estimate.quote import Ask, PriceRequest, quote
 from computewise.ledger import PriceSnapshot
 
-__all__ = ["DetectedHardware", "frozen_price", "resolve_price", "unpriced"]
+__all__ = ["DetectedHardware", "frozen_price", "unpriced"]
 
 
 @dataclass(frozen=True)
@@ -28,24 +28,25 @@ class DetectedHardware:
     gpu_memory_total_bytes: float | None
     logical_cpus: int
 
-
-def resolve_price(catalog: Catalog, request: PriceRequest, hardware: DetectedHardware) -> PriceSnapshot:
-    """Freeze the hourly price, grid carbon intensity and PUE of a run on ``hardware``; raise InputError
-    for impossible flags."""
-    seen = hardware.gpu_name if hardware.gpu_count > 0 else None
-    accelerator = catalog.match_device(seen, hardware.gpu_memory_total_bytes) if seen is not None else None
-    ask = Ask(
-        accelerator=accelerator,
-        gpus=hardware.gpu_count,
-        vcpus=hardware.logical_cpus,
-        why=f"detected {seen!r}",
-        unmatched_gpu=seen if accelerator is None else None,
-    )
-    return frozen_price(catalog, ask, request)
+    def ask(self, catalog: Catalog) -> Ask:
+        """What pricing this hardware asks ``estimate.quote``: the catalog's device for the GPUs seen (a GPU
+        the catalog lacks is named as such) and the vCPUs, for ``frozen_price``."""
+        seen = self.gpu_name if self.gpu_count > 0 else None
+        accelerator = catalog.match_device(seen, self.gpu_memory_total_bytes) if seen is not None else None
+        return Ask(
+            accelerator=accelerator,
+            gpus=self.gpu_count,
+            vcpus=self.logical_cpus,
+            why=f"detected {seen!r}",
+            unmatched_gpu=seen if accelerator is None else None,
+        )
 
 
 def frozen_price(catalog: Catalog, ask: Ask, request: PriceRequest) -> PriceSnapshot:
-    """The quote of ``ask`` as the ledger keeps it: a price computewise chose says how to give it exactly."""
+    """The one call that prices a run: ``estimate.quote``'s answer to ``ask`` (detected hardware's
+    ``DetectedHardware.ask``, a supervised job's requested resources) as the ledger keeps it, with the grid
+    carbon intensity and PUE; a price computewise chose says how to give it exactly. Raises InputError for
+    impossible flags."""
     price = quote(catalog, ask, request)
     advice = "; set --hourly-usd or --instance to price it exactly" if price.assumed else ""
     return PriceSnapshot(

@@ -13,7 +13,7 @@ follows one rule, so the same ending reads the same whatever kind of run it ende
     the monitor killed outright (SIGKILL, power lost)         nothing is written: the row stays
         ``running`` until ``Ledger.mark_crashed`` finds its process gone and turns it ``crashed``
 
-    row = new_run("tune", "computewise tune x:setup", hardware=hw, price=hardware_price(catalog, request, hw), ...)
+    row = new_run("tune", "computewise tune x:setup", hardware=hw, price=price, ...)  # watch.priced_row does both
     with RecordedRun(ledger, row) as run:   # the row is written before the work starts
         ...                                 # an exception leaving the block ends the run by the rule
         run.declare(Ending.of_exit(code), summary={...})  # or say how it ended: a child's exit, a summary
@@ -36,18 +36,18 @@ from computewise.catalog import Catalog
 from computewise.estimate.quote import PriceRequest
 from computewise.ledger import PREEMPTED_EXIT_CODE, Ledger, NewRun, PriceSnapshot, RunKind, RunStatus
 from computewise.monitor.gpu import GpuStatus
-from computewise.monitor.pricing import DetectedHardware, resolve_price
+from computewise.monitor.pricing import DetectedHardware, frozen_price
 from computewise.system.user import current_user
 
 __all__ = [
     "CTRL_C_EXIT_CODE",
     "INTERRUPT_SIGNALS",
+    "RUN_ID_ENV",
     "Ending",
     "RecordedRun",
     "catalog_accelerator",
     "exit_code_of",
     "hardware_of",
-    "hardware_price",
     "new_run",
     "run_status",
 ]
@@ -56,6 +56,9 @@ INTERRUPT_SIGNALS: frozenset[int] = frozenset({signal.SIGINT, signal.SIGTERM, si
 """Signals that ask a job to stop (a person, a scheduler, a closed terminal): its run is interrupted, not failed."""
 CTRL_C_EXIT_CODE = 128 + signal.SIGINT
 """What a shell reports for a Python process that Ctrl-C stopped (it re-raises SIGINT on its way out)."""
+RUN_ID_ENV = "COMPUTEWISE_RUN_ID"
+"""Names the run a process records into: set by ``computewise run`` for its child and by a supervisor for its job,
+so a ``track()`` inside writes its steps into that run instead of a new one and no job is counted twice."""
 _ERROR_EXIT_CODE = 1  # Python's exit code for an uncaught exception, and for SystemExit("a message")
 
 
@@ -120,11 +123,6 @@ def hardware_of(status: GpuStatus) -> DetectedHardware:
         gpu_memory_total_bytes=float(first.memory_total_bytes) if first and first.memory_total_bytes else None,
         logical_cpus=os.cpu_count() or 1,
     )
-
-
-def hardware_price(catalog: Catalog, request: PriceRequest, hardware: DetectedHardware) -> PriceSnapshot:
-    """The price a run is charged at, frozen into its row: the one place a run's price is chosen."""
-    return resolve_price(catalog, request, hardware)
 
 
 def catalog_accelerator(catalog: Catalog, hardware: DetectedHardware) -> str | None:
@@ -215,7 +213,7 @@ class RecordedRun:
     def set_hardware(self, catalog: Catalog, hardware: DetectedHardware, accelerator: str | None = None) -> None:
         """Price the run from hardware learnt after it started (``track()`` meets its device at the first step),
         as it would have been priced at launch; ``accelerator`` when the catalog's device is already known."""
-        price = hardware_price(catalog, PriceRequest(), hardware)
+        price = frozen_price(catalog, hardware.ask(catalog), PriceRequest())
         slug = accelerator or catalog_accelerator(catalog, hardware)
         self.ledger.set_run_hardware(self.run_id, price, hardware.gpu_count, hardware.gpu_name, slug)
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import sys
-import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -24,17 +23,15 @@ from computewise.catalog import Catalog
 from computewise.errors import LaunchError
 from computewise.estimate.quote import PriceRequest
 from computewise.ledger import GpuSampleRow, Ledger, NewRun, RunRow, SampleRow
-from computewise.monitor.energy import EnergyModel
 from computewise.monitor.gpu import GpuSource
 from computewise.monitor.idle import IdleAction, IdleGuard
 from computewise.monitor.inputs import input_hash
 from computewise.monitor.launcher import Child, ChildExit, SignalForwarder
-from computewise.monitor.process import ProcessTreeSampler
 from computewise.monitor.prometheus import MetricsServer
-from computewise.monitor.recorded import Ending, RecordedRun, catalog_accelerator, hardware_of, hardware_price, new_run
-from computewise.monitor.sampler import LedgerWriter, Sampler, Sink
+from computewise.monitor.recorded import RUN_ID_ENV, Ending, RecordedRun, hardware_of
+from computewise.monitor.sampler import Sink
 from computewise.monitor.summary import RunSummary, summarize
-from computewise.monitor.track import RUN_ID_ENV
+from computewise.monitor.watch import Periodic, Watch, priced_row, say
 from computewise.units import format_duration
 
 __all__ = [
@@ -87,14 +84,6 @@ LiveSink = Callable[[SampleRow, float, float], None]
 """Called on every tick with the sample, seconds since start and the cost so far (the live status line)."""
 
 
-def _warn(stream: TextIO, message: str) -> None:
-    try:
-        stream.write(f"computewise: {message}\n")
-        stream.flush()
-    except (OSError, ValueError):
-        pass
-
-
 def _duplicate_warning(ledger: Ledger, row: NewRun, now_s: float) -> str | None:
     previous: RunRow | None = ledger.recent_successful_run(
         row.command, row.tags, row.input_hash, now_s - DUPLICATE_WINDOW_S
@@ -112,27 +101,7 @@ def _check_budgets(ledger: Ledger, notifier: Notifier) -> None:
     try:
         check_budgets(ledger, time.time(), notifier)
     except Exception as error:  # a budget check must never take the job down
-        _warn(sys.stderr, f"budget check failed: {error}")
-
-
-class _BudgetWatch:
-    """Checks budgets now and then on a daemon thread; alerts go out through the notifier, never blocking."""
-
-    def __init__(self, ledger: Ledger, notifier: Notifier, every_s: float) -> None:
-        self._ledger, self._notifier, self._every_s = ledger, notifier, every_s
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="computewise-budgets", daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def _loop(self) -> None:
-        while not self._stop.wait(self._every_s):
-            _check_budgets(self._ledger, self._notifier)
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5.0)
+        say(sys.stderr, f"budget check failed: {error}")
 
 
 def monitored_run(
@@ -146,25 +115,22 @@ def monitored_run(
     """Run ``options.argv`` under watch; returns its shell-style exit code and the summary."""
     status = gpu.status()
     if not status.available:
-        _warn(stream, f"GPU metrics {status.reason}")
-    hardware = hardware_of(status)
-    price = hardware_price(catalog, options.price, hardware)
-    if price.assumed:
-        _warn(stream, f"price {price.explanation}")
-    row = new_run(
+        say(stream, f"GPU metrics {status.reason}")
+    row = priced_row(
+        catalog,
         "command",
         options.argv,
-        hardware=hardware,
-        price=price,
+        hardware_of(status),
+        options.price,
         tags=options.tags,
         interval_s=options.interval_s,
         argv=options.argv,
-        accelerator=catalog_accelerator(catalog, hardware),
         input_hash=input_hash(options.argv, options.inputs),
+        stream=stream,
     )
     duplicate = _duplicate_warning(ledger, row, row.started_at_s)
     if duplicate:
-        _warn(stream, duplicate)
+        say(stream, duplicate)
     notifier = Notifier(
         ledger,
         stream=stream,
@@ -185,7 +151,7 @@ def monitored_run(
             else:
                 forwarder.attach(child)
                 ended = _watch(
-                    ledger, catalog, gpu, options, record.run_id, price.hourly_usd, child, notifier, live, stream
+                    ledger, catalog, gpu, options, record.run_id, row.price.hourly_usd, child, notifier, live, stream
                 )
                 record.declare(Ending.of_exit(ended.exit_code, ended.signalled_by))
         # No summary is stored: it is a function of the rows, rebuilt by `runs show` whenever asked.
@@ -229,14 +195,11 @@ def _watch(
     stream: TextIO,
 ) -> ChildExit:
     """Sample the child until it exits; every helper thread is stopped before returning."""
-    writer = LedgerWriter(
-        ledger, run_id, flush_s=options.flush_s, on_error=lambda e: _warn(stream, f"ledger write failed: {e}")
-    )
-    sinks: list[Sink] = [writer]
+    sinks: list[Sink] = []
     metrics: MetricsServer | None = None
     if options.prometheus_port is not None:
         metrics = MetricsServer(run_id, hourly_usd, port=options.prometheus_port).start()
-        _warn(stream, f"Prometheus metrics at {metrics.url}")
+        say(stream, f"Prometheus metrics at {metrics.url}")
         sinks.append(metrics)
     if options.idle_s_limit is not None:
         sinks.append(_idle_guard(ledger, options, options.idle_s_limit, run_id, child, notifier))
@@ -249,26 +212,26 @@ def _watch(
             show(row, elapsed_s, hourly_usd * elapsed_s / 3600.0)
 
         sinks.append(live_sink)
-    sampler = Sampler(
+    watch = Watch(
+        ledger,
         run_id,
-        ProcessTreeSampler(child.pid),
+        child.pid,
         gpu,
-        EnergyModel.from_catalog(catalog, gpu.status().devices),
+        catalog,
         options.interval_s,
+        flush_s=options.flush_s,
+        on_error=lambda e: say(stream, f"ledger write failed: {e}"),
         sinks=sinks,
-    )
-    budgets = _BudgetWatch(ledger, notifier, BUDGET_CHECK_EVERY_S)
-    writer.start()
-    sampler.start()
-    budgets.start()
+    ).start()
+    # Alerts go out through the notifier, never blocking the job.
+    budgets = Periodic(lambda: _check_budgets(ledger, notifier), BUDGET_CHECK_EVERY_S, "computewise-budgets").start()
     ended: ChildExit | None = None
     try:
         ended = child.wait()
     finally:
         budgets.stop()
         # The job's exact wait4 totals (CPU, disk, peak memory) go into the last sample.
-        sampler.stop(ended.usage if ended is not None else None)
-        writer.close()
+        watch.stop(ended.usage if ended is not None else None)
         if metrics is not None:
             metrics.close()
     return ended

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from computewise.catalog import load_catalog
 from computewise.errors import InputError, JobEngineError, MissingExtraError, UnknownNameError
-from computewise.monitor.track import RUN_ID_ENV
+from computewise.monitor.recorded import RUN_ID_ENV
 from computewise.scale.engine import JobExit, JobHandle, JobSpec, JobStatus
 from computewise.train.memory_cap import fraction_memory_cap
 from computewise.units import plural

@@ -37,8 +37,7 @@ from computewise.ledger import PREEMPTED_EXIT_CODE, AttemptOutcome, AttemptRow, 
 from computewise.ledger.connect import ENV_VAR as LEDGER_ENV
 from computewise.ledger.records import RunStatus
 from computewise.monitor.pricing import DetectedHardware, frozen_price
-from computewise.monitor.recorded import Ending, RecordedRun, new_run
-from computewise.monitor.track import RUN_ID_ENV
+from computewise.monitor.recorded import RUN_ID_ENV, Ending, RecordedRun, new_run
 from computewise.scale.engine import JobExit, JobHandle, JobSpec, JobStatus, Resources, Supervisable
 
 __all__ = ["DEFAULT_MAX_PREEMPTIONS", "AttemptEvent", "SupervisedRun", "job_price", "supervise"]

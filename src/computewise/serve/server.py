@@ -41,19 +41,10 @@ from computewise.catalog import Catalog
 from computewise.errors import ComputewiseError, InputError
 from computewise.estimate.quote import PriceRequest
 from computewise.ledger import Ledger
-from computewise.monitor.energy import EnergyModel
 from computewise.monitor.gpu import GpuSource, open_gpu_source
-from computewise.monitor.process import ProcessTreeSampler
-from computewise.monitor.recorded import (
-    CTRL_C_EXIT_CODE,
-    Ending,
-    RecordedRun,
-    catalog_accelerator,
-    hardware_of,
-    hardware_price,
-    new_run,
-)
-from computewise.monitor.sampler import MAX_FLUSH_S, LedgerWriter, Sampler
+from computewise.monitor.recorded import CTRL_C_EXIT_CODE, Ending, RecordedRun, hardware_of
+from computewise.monitor.sampler import MAX_FLUSH_S
+from computewise.monitor.watch import Periodic, Watch, priced_row, say
 from computewise.serve.app import DEFAULT_MAX_BODY_BYTES, ServeState, create_app
 from computewise.serve.batcher import Batcher, BatchPolicy, BatchRecord
 from computewise.serve.cache import PredictionCache
@@ -105,7 +96,7 @@ async def _warm_up(runner: ModelRunner, batcher: Batcher, max_batch_size: int, s
                 if size <= max_batch_size:
                     await batcher.submit([items[n % len(items)] for n in range(size)])
     except Exception as error:  # made-up inputs may not suit the model; real ones still might: say so, go on
-        _say(stream, f"warm-up failed, serving without it: {type(error).__name__}: {error}")
+        say(stream, f"warm-up failed, serving without it: {type(error).__name__}: {error}")
 
 
 def _cache_text(cache: PredictionCache | None) -> str:
@@ -120,12 +111,6 @@ def _write_ready_file(path: Path, url: str, model: str) -> None:
     staging = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     staging.write_text(json.dumps({"url": url, "model": model, "pid": os.getpid()}) + "\n")
     staging.replace(path)
-
-
-def _say(stream: TextIO, message: str) -> None:
-    with contextlib.suppress(OSError, ValueError):
-        stream.write(f"computewise: {message}\n")
-        stream.flush()
 
 
 class _DrainingServer(uvicorn.Server):
@@ -163,31 +148,30 @@ class _DrainingServer(uvicorn.Server):
         if not self._state.draining:
             self._state.draining = True
             self._stopped_by = sig
-            _say(self._stream, f"{signal.Signals(sig).name}: draining in-flight requests, then stopping")
+            say(self._stream, f"{signal.Signals(sig).name}: draining in-flight requests, then stopping")
         super().handle_exit(sig, frame)
 
 
 class _RunRecord:
-    """What the serving run records while it serves: samples, and a heartbeat with the inferences served."""
+    """What the serving run records while it serves: samples (``monitor.watch``), and a heartbeat with the
+    inferences served."""
 
     def __init__(
         self, ledger: Ledger, run_id: int, metrics: ServeMetrics, stream: TextIO, catalog: Catalog, gpu: GpuSource
     ) -> None:
         self.ledger, self.run_id, self.metrics, self.stream = ledger, run_id, metrics, stream
         self._recorded = 0
-        self._writer = LedgerWriter(
-            ledger, run_id, flush_s=MAX_FLUSH_S, on_error=lambda e: _say(stream, f"ledger write failed: {e}")
-        )
-        self._sampler = Sampler(
+        self._watch = Watch(
+            ledger,
             run_id,
-            ProcessTreeSampler(os.getpid()),  # the server is the job: its own process and any workers
+            os.getpid(),  # the server is the job: its own process and any workers
             gpu,
-            EnergyModel.from_catalog(catalog, gpu.status().devices),
+            catalog,
             HEARTBEAT_S,
-            sinks=[self._writer],
-        )
-        self._writer.start()
-        self._sampler.start()
+            flush_s=MAX_FLUSH_S,
+            on_error=lambda e: say(stream, f"ledger write failed: {e}"),
+        ).start()
+        self._beating = Periodic(self._beat, HEARTBEAT_S, f"computewise-serve-{run_id}").start()
 
     def flush(self) -> None:
         served = self.metrics.totals()["inferences"]
@@ -196,22 +180,20 @@ class _RunRecord:
             self._recorded = served
         self.ledger.heartbeat(self.run_id, time.time())
 
-    async def heartbeat_loop(self) -> None:
-        while True:
-            await asyncio.sleep(HEARTBEAT_S)
-            try:
-                await asyncio.to_thread(self.flush)
-            except ComputewiseError as error:  # measurement degrades; serving goes on
-                _say(self.stream, f"ledger write failed: {error.message}")
+    def _beat(self) -> None:
+        try:
+            self.flush()
+        except ComputewiseError as error:  # measurement degrades; serving goes on
+            say(self.stream, f"ledger write failed: {error.message}")
 
     def stop(self) -> None:
         """The last sample (even a short run has its energy) and the last inferences, before the run ends."""
-        self._sampler.stop()
-        self._writer.close()
+        self._beating.stop()
+        self._watch.stop()
         try:
             self.flush()
         except ComputewiseError as failure:
-            _say(self.stream, f"could not record the last inferences of run {self.run_id}: {failure.message}")
+            say(self.stream, f"could not record the last inferences of run {self.run_id}: {failure.message}")
 
 
 def serve(
@@ -298,19 +280,16 @@ def _serve_bound(
         app = create_app(runner, batcher, metrics, token=token, max_body_bytes=max_body_bytes, state=state, cache=cache)
         catalog = load_catalog()
         gpu = open_gpu_source()
-        hardware = hardware_of(gpu.status())
-        price = hardware_price(catalog, PriceRequest(hourly_usd=hourly_usd), hardware)
-        if price.assumed:
-            _say(stream, f"price {price.explanation}")
-        row = new_run(
+        row = priced_row(
+            catalog,
             "serve",
             ("computewise", "serve", target),
-            hardware=hardware,
-            price=price,
+            hardware_of(gpu.status()),
+            PriceRequest(hourly_usd=hourly_usd),
             tags=tags,
             interval_s=HEARTBEAT_S,
-            accelerator=catalog_accelerator(catalog, hardware),
             started_at_s=started_at_s,
+            stream=stream,
         )
         with RecordedRun(ledger, row) as record:
             run = _RunRecord(ledger, record.run_id, metrics, stream, catalog, gpu)
@@ -340,7 +319,7 @@ def _serve_bound(
                                 state.ready = True
                                 if ready_file is not None:
                                     _write_ready_file(ready_file, url, runner.name)
-                                _say(
+                                say(
                                     stream,
                                     f"serving {runner.name!r} at {url} (batching {policy.mode}{_cache_text(cache)}, "
                                     f"run {run.run_id})",
@@ -349,7 +328,7 @@ def _serve_bound(
                             server.should_exit = True
                             raise
 
-                    helpers = [asyncio.create_task(become_ready()), asyncio.create_task(run.heartbeat_loop())]
+                    helpers = [asyncio.create_task(become_ready())]
                 try:
                     await serving
                 finally:
@@ -367,7 +346,7 @@ def _serve_bound(
                 with asyncio.Runner(loop_factory=fastest_loop()) as event_loop:
                     event_loop.run(main())
             except (Exception, SystemExit) as error:  # uvicorn exits with SystemExit(3) when the app cannot start
-                _say(stream, f"the server stopped: {type(error).__name__}: {error}")
+                say(stream, f"the server stopped: {type(error).__name__}: {error}")
                 ending = Ending.of_exception(error)
             else:
                 ending = server.ending()
@@ -377,9 +356,9 @@ def _serve_bound(
             try:
                 record.finish()
             except ComputewiseError as failure:  # the serving is over; what it did stands
-                _say(stream, f"could not finish run {record.run_id} in the ledger: {failure.message}")
+                say(stream, f"could not finish run {record.run_id} in the ledger: {failure.message}")
         if ending.status != "failed":
-            _say(stream, f"stopped; {metrics.totals()['inferences']} inferences served (run {record.run_id})")
+            say(stream, f"stopped; {metrics.totals()['inferences']} inferences served (run {record.run_id})")
         return ending.exit_code if ending.exit_code is not None else 1
     finally:
         if gpu is not None:

@@ -41,7 +41,8 @@ from computewise.estimate.assumptions import Assumptions
 from computewise.estimate.quote import PriceRequest
 from computewise.ledger import Ledger, NewRun, PriceSnapshot
 from computewise.monitor.pricing import DetectedHardware
-from computewise.monitor.recorded import RecordedRun, catalog_accelerator, hardware_price, new_run
+from computewise.monitor.recorded import RecordedRun
+from computewise.monitor.watch import priced_row
 from computewise.specs.document import SCHEMA_VERSION
 from computewise.specs.hardware import Accelerator
 from computewise.system.hardware import Hardware, detect_hardware
@@ -384,21 +385,20 @@ def run_tune(
     capacity = device_capacity(device, options.memory_bytes)
     pruning = prune(space.configs(setup.global_batch_size), profile, capacity, device, assumptions)
     peak, peak_note = _peak(catalog, options.accelerator, hardware, device, options.calibration)
-    detected = _detected(hardware, device)
-    price = hardware_price(catalog, PriceRequest(hourly_usd=options.hourly_usd), detected)
+    row = priced_row(
+        catalog,
+        "tune",
+        ("computewise", "tune", entry),
+        _detected(hardware, device),
+        PriceRequest(hourly_usd=options.hourly_usd),
+        tags=options.tags,
+        interval_s=options.trial_timeout_s,
+        started_at_s=started_s,
+    )
+    price = row.price
     threads = options.threads or torch.get_num_threads()
 
     search = _Search(entry, options, device, threads, profile, pruning, capacity, assumptions, progress, trials)
-    row = new_run(
-        "tune",
-        ("computewise", "tune", entry),
-        hardware=detected,
-        price=price,
-        tags=options.tags,
-        interval_s=options.trial_timeout_s,
-        accelerator=catalog_accelerator(catalog, detected),
-        started_at_s=started_s,
-    )
     with contextlib.ExitStack() as recording:
         record = _recorded(recording, options, row)
         search.run()
