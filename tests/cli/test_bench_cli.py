@@ -52,6 +52,7 @@ def test_quick_json_is_one_document_that_matches_its_schema(
     fp32 = next(f for f in data["matmul"] if f["dtype"] == "fp32")
     assert max(e["fraction"] for e in fp32["efficiency"]) == 1.0
     assert any(b["kind"] == "triad" for b in data["bandwidth"])
+    assert [f["device"] for f in data["launch"]] == ["cpu"]
     assert data["collectives"] and data["reference"]
 
 
@@ -66,6 +67,8 @@ def test_save_writes_a_calibration_into_the_user_catalog(quick_run: QuickRun) ->
     written = sorted(quick_run.catalog_dir.glob("calibration-*.json"))
     assert len(written) == 1
     assert f"wrote the calibration {written[0]}" in quick_run.result.stderr
+    (launch,) = json.loads(quick_run.result.stdout)["launch"]
+    assert json.loads(written[0].read_text(encoding="utf-8"))["launch_s"] == launch["back_to_back_s"]["median"]
 
 
 # `computewise bench` whose matmul sweep (the measurement, and only it) replays a recording: what the

@@ -1,35 +1,54 @@
 """Dense matmul throughput per dtype and size: the compute a device really delivers, and how it falls off.
 
 A square product of size n costs ``2 * n**3`` floating-point operations (n**3 multiply-adds; int8 counts
-integer operations the same way, as data sheets quote TOPS). Each size is timed as calls of several
-products back to back, long enough (``_CALL_S``) that the clock's resolution and the call overhead
-vanish, then reduced to a median over repeats (``bench.timing``). The best median over the sweep is the
-peak; each size's share of it is the efficiency curve the planner uses for small matmuls.
+integer operations the same way, as data sheets quote TOPS). Each size is timed as products queued back to
+back between one pair of synchronisations, enough of them (``timing.CALL_S``) that the clock's
+resolution vanishes, and on a GPU captured in a CUDA graph so the host's launch cost (its own figure,
+``bench.launch``) is not billed to a product shorter than it (``timing.time_back_to_back``); then
+reduced to a median over repeats. The best median over the sweep is the peak; each size's share of it is
+the efficiency curve the planner uses for small matmuls.
 
 Which dtypes are measured is decided from what the hardware runs natively. On a CPU, torch's bf16
 matmul is fast only with AVX512-BF16 or AMX (elsewhere it converts through fp32 and is slower than fp32
 itself), and its int8 product (``torch._int_mm``) only with VNNI or AMX; without them the figure would
 describe an emulation, so it is skipped with the reason. On an NVIDIA GPU fp32 runs with TF32 off, tf32
-with it on, and int8 through ``torch._int_mm`` (cuBLASLt), where the build and the GPU have it.
+with it on, and int8 through ``torch._int_mm``, int8 x int8 -> int32 in cuBLASLt, where the build and
+the GPU have it: IMMA tensor cores from compute capability 7.5 (Turing) on, and only for the shapes and
+layout cuBLASLt runs on them (``int8_shape_problem``): more than 16 rows, k and n multiples of 8, and
+the second operand column-major ("TN" in cuBLAS's terms). The first H100 run passed two row-major
+operands; cuBLASLt then has no tensor-core kernel and ran a CUDA-core one, 132 TOPS, 7 % of the data
+sheet while every other dtype read 70-78 %; the layout, not the clocks, was the cause.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 from computewise.bench.result import MatmulFigure, MatmulPoint, Skipped
-from computewise.bench.timing import Measured, time_repeats
+from computewise.bench.timing import CALL_S, Measured, calls_to_fill, time_back_to_back
 from computewise.system.cpu import cpu_flags
 
-__all__ = ["CPU_BF16_FLAGS", "CPU_INT8_FLAGS", "matmul_dtypes", "matmul_sizes", "matmul_tflops", "measure_matmul"]
+if TYPE_CHECKING:
+    import torch
+
+__all__ = [
+    "CPU_BF16_FLAGS",
+    "CPU_INT8_FLAGS",
+    "int8_operands",
+    "int8_shape_problem",
+    "matmul_dtypes",
+    "matmul_sizes",
+    "matmul_tflops",
+    "measure_matmul",
+]
 
 CPU_BF16_FLAGS = frozenset({"avx512_bf16", "amx_bf16"})
 CPU_INT8_FLAGS = frozenset({"avx512_vnni", "avx_vnni", "amx_int8"})
 _GPU_DTYPES = ("fp32", "tf32", "bf16", "fp16", "int8")
-
-_CALL_S = 0.01  # one timed call lasts at least this long: 1000x the clock's resolution and a kernel launch
+_INT8_TENSOR_CORES = (7, 5)  # IMMA from Turing on; Volta and older have none, and _int_mm would emulate
+_INT8_PROBE = 32  # the probe's side: the smallest square _int_mm runs on a GPU is 24 (> 16 rows, x8)
 _QUICK_REPEATS, _FULL_REPEATS = 5, 10
 
 
@@ -95,17 +114,32 @@ def _gpu_dtype_missing(index: int, dtype: str) -> str | None:
     if dtype == "int8":
         if not hasattr(torch, "_int_mm"):
             return "this torch has no torch._int_mm"
+        if (major, minor) < _INT8_TENSOR_CORES:
+            return f"int8 tensor cores need compute capability 7.5 (Turing) or later; this GPU is {major}.{minor}"
         try:
-            a = torch.ones((32, 32), dtype=torch.int8, device=f"cuda:{index}")
-            torch._int_mm(a, a)
+            _product(f"cuda:{index}", "int8", _INT8_PROBE)()
         except RuntimeError as error:
             return f"torch._int_mm failed here: {error}"
     return None
 
 
-def matmul_tflops(size: int, seconds: float, products: int = 1) -> float:
-    """TFLOP/s of ``products`` square products of ``size`` done in ``seconds``: 2 n^3 FLOP each."""
-    return products * 2.0 * size**3 / seconds / 1e12
+def int8_shape_problem(rows: int, inner: int, columns: int) -> str | None:
+    """Why cuBLASLt would not run an (rows x inner) @ (inner x columns) int8 product on tensor cores, or None.
+
+    torch's CUDA ``_int_mm`` refuses 16 rows or fewer and an inner or output width that is not a
+    multiple of 8 (the 4-byte alignment IMMA needs); the CPU kernel takes any shape, and the sweep
+    holds to the GPU's rule everywhere so both devices time the same products.
+    """
+    if rows <= 16:
+        return f"torch._int_mm needs more than 16 rows, got {rows}"
+    if inner % 8 or columns % 8:
+        return f"torch._int_mm needs the inner and output widths to be multiples of 8, got {inner} and {columns}"
+    return None
+
+
+def matmul_tflops(size: int, seconds: float) -> float:
+    """TFLOP/s of one square product of ``size`` done in ``seconds``: 2 n^3 FLOP."""
+    return 2.0 * size**3 / seconds / 1e12
 
 
 def measure_matmul(
@@ -118,9 +152,6 @@ def measure_matmul(
     progress: Callable[[str], None] | None = None,
 ) -> MatmulFigure:
     """The sweep of one dtype on one device: a median TFLOP/s (with its spread) per size, and the peak."""
-    import torch
-
-    sync = (lambda: torch.cuda.synchronize(device)) if device.startswith("cuda") else None
     repeats = _QUICK_REPEATS if quick else _FULL_REPEATS
     points = []
     with _tf32(dtype):
@@ -128,25 +159,40 @@ def measure_matmul(
             if progress is not None:
                 progress(f"{dtype} matmul {size}x{size}")
             product = _product(device, dtype, size)
-            products = _products_per_call(product, sync)
-            call = _repeat(product, products)
-            times_s = time_repeats(call, warmup=1, repeats=repeats, sync=sync)
-            rates = [matmul_tflops(size, t, products) for t in times_s]
-            points.append(MatmulPoint(size, dtype, Measured.of(rates)))
+            count = calls_to_fill(product, CALL_S, device=device)
+            times_s = time_back_to_back(product, count=count, warmup=1, repeats=repeats, device=device, graph=True)
+            points.append(MatmulPoint(size, dtype, Measured.of([matmul_tflops(size, t) for t in times_s])))
     peak = max(p.tflops.median for p in points)
     return MatmulFigure(device, dtype, tuple(points), peak, datasheet_tflops)
 
 
+def int8_operands(device: str, size: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Two random int8 ``size`` x ``size`` operands in the layout cuBLASLt's IMMA kernels take.
+
+    The first row-major, the second a column-major view (the transpose of a contiguous matrix): "TN"
+    in cuBLAS's terms. A size those kernels do not take is refused (``int8_shape_problem``) rather
+    than timed on a slower kernel under the int8 name.
+    """
+    import torch as t
+
+    problem = int8_shape_problem(size, size, size)
+    if problem is not None:
+        raise ValueError(f"an int8 matmul of size {size} would not run on tensor cores: {problem}")
+    a = t.randint(-128, 128, (size, size), dtype=t.int8, device=device)
+    b = t.randint(-128, 128, (size, size), dtype=t.int8, device=device).t()
+    return a, b
+
+
 def _product(device: str, dtype: str, size: int) -> Callable[[], None]:
-    """One product of two fresh random ``size`` x ``size`` matrices, written into a preallocated output."""
+    """One product of two random ``size`` x ``size`` matrices, written into a preallocated output."""
     import torch as t
 
     if dtype == "int8":
-        a = t.randint(-128, 128, (size, size), dtype=t.int8, device=device)
-        b = t.randint(-128, 128, (size, size), dtype=t.int8, device=device)
+        a, b = int8_operands(device, size)
+        out_int = t.empty((size, size), dtype=t.int32, device=device)
 
         def int_mm() -> None:
-            t._int_mm(a, b)
+            t._int_mm(a, b, out=out_int)
 
         return int_mm
     torch_dtype = {"fp32": t.float32, "tf32": t.float32, "bf16": t.bfloat16, "fp16": t.float16}[dtype]
@@ -158,20 +204,6 @@ def _product(device: str, dtype: str, size: int) -> Callable[[], None]:
         t.mm(x, y, out=out)
 
     return mm
-
-
-def _products_per_call(product: Callable[[], None], sync: Callable[[], None] | None) -> int:
-    """How many products make one call last ``_CALL_S``, from one warmed-up, timed product."""
-    once_s = min(time_repeats(product, warmup=1, repeats=2, sync=sync))
-    return max(1, math.ceil(_CALL_S / max(once_s, 1e-9)))
-
-
-def _repeat(product: Callable[[], None], count: int) -> Callable[[], None]:
-    def call() -> None:
-        for _ in range(count):
-            product()
-
-    return call
 
 
 @contextmanager

@@ -6,6 +6,8 @@ bytes per element per pass, reads and the write, no write-allocate traffic. STRE
 of at least four times the last-level cache so the figure is memory, not cache; the arrays here
 are 128 MiB (quick: 64 MiB) on a CPU, and 1 GiB on a GPU, whose L2 is tens of MiB. torch runs
 ``torch.add(b, c, alpha=s, out=a)`` as one fused pass over all cores, so no temporary is counted.
+Passes are timed back to back between one pair of synchronisations, on a GPU replayed from a CUDA
+graph (``timing.time_back_to_back``), so the figure is the memory's, not the launches'.
 
 Host<->device copies move one buffer each way, from page-locked (pinned) host memory, which the GPU
 reads by DMA, and from ordinary pageable memory, which the driver first copies into a pinned
@@ -18,7 +20,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from computewise.bench.result import BandwidthFigure
-from computewise.bench.timing import Measured, time_repeats
+from computewise.bench.timing import CALL_S, Measured, calls_to_fill, device_sync, time_back_to_back, time_repeats
 
 if TYPE_CHECKING:
     import torch
@@ -52,7 +54,9 @@ def measure_triad(
     def triad() -> None:
         torch.add(b, c, alpha=scalar, out=a)
 
-    times_s = time_repeats(triad, warmup=2, repeats=_QUICK_REPEATS if quick else _FULL_REPEATS, sync=_sync(device))
+    count = calls_to_fill(triad, CALL_S, device=device)
+    repeats = _QUICK_REPEATS if quick else _FULL_REPEATS
+    times_s = time_back_to_back(triad, count=count, warmup=1, repeats=repeats, device=device, graph=True)
     rates = [STREAM_BYTES_PER_ELEMENT * n / t / 1e9 for t in times_s]
     return BandwidthFigure(device, "triad", Measured.of(rates), datasheet_gb_per_s)
 
@@ -75,7 +79,9 @@ def measure_copies(device: str, *, quick: bool) -> tuple[BandwidthFigure, ...]:
     for kind in copy_kinds():
         host = torch.empty(n_bytes, dtype=torch.uint8, pin_memory=kind.endswith("pinned"))
         copy = _copier(on_device, host, to_device=kind.startswith("h2d"))
-        times_s = time_repeats(copy, warmup=1, repeats=_QUICK_REPEATS if quick else _FULL_REPEATS, sync=_sync(device))
+        times_s = time_repeats(
+            copy, warmup=1, repeats=_QUICK_REPEATS if quick else _FULL_REPEATS, sync=device_sync(device)
+        )
         figures.append(BandwidthFigure(device, kind, Measured.of([n_bytes / t / 1e9 for t in times_s]), None))
     return tuple(figures)
 
@@ -88,11 +94,3 @@ def _copier(on_device: torch.Tensor, host: torch.Tensor, *, to_device: bool) -> 
             host.copy_(on_device)
 
     return copy
-
-
-def _sync(device: str) -> Callable[[], None] | None:
-    if not device.startswith("cuda"):
-        return None
-    import torch
-
-    return lambda: torch.cuda.synchronize(device)

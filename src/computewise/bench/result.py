@@ -37,6 +37,7 @@ __all__ = [
     "BenchResult",
     "Comparison",
     "Device",
+    "LaunchFigure",
     "MatmulFigure",
     "MatmulPoint",
     "Skipped",
@@ -152,6 +153,30 @@ class BandwidthFigure:
 
 
 @dataclass(frozen=True)
+class LaunchFigure:
+    """Seconds per launch of a one-element kernel (``bench.launch``): queued back to back, and synchronised alone."""
+
+    device: str
+    back_to_back_s: Measured
+    synchronised_s: Measured
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "device": self.device,
+            "back_to_back_s": self.back_to_back_s.to_dict(),
+            "synchronised_s": self.synchronised_s.to_dict(),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], source: str = _SOURCE) -> LaunchFigure:
+        return cls(
+            read_str(data, "device", source),
+            Measured.from_dict(read_mapping(data, "back_to_back_s", source), source),
+            Measured.from_dict(read_mapping(data, "synchronised_s", source), source),
+        )
+
+
+@dataclass(frozen=True)
 class Comparison:
     """A measured figure against the data sheet, in words; ``low`` flags one far below what the part can do."""
 
@@ -209,6 +234,7 @@ class BenchResult:
     comparisons: tuple[Comparison, ...]
     skipped: tuple[Skipped, ...]
     notes: tuple[str, ...]
+    launch: tuple[LaunchFigure, ...] = ()  # absent from results written before launch latency was measured
     schema_version: int = SCHEMA_VERSION
 
     @property
@@ -228,7 +254,8 @@ class BenchResult:
         A quiet machine repeats a matmul, a STREAM triad or a training step within a few percent; a
         figure whose fastest repeat is twice its slowest or more was shared with other work, and its
         median says more about that work than about the device. Only the figures ``bench --save``
-        writes are judged: the main device's matmul sweep, its triad and its training reference steps.
+        writes are judged: the main device's matmul sweep, its triad, its back-to-back launch
+        latency and its training reference steps.
         """
         device = self.main_device.device
         measured = [
@@ -236,6 +263,7 @@ class BenchResult:
               for p in f.points),
             *((f"{b.kind} bandwidth", b.gb_per_s, "GB/s") for b in self.bandwidth
               if b.device == device and b.kind == "triad"),
+            *(("launch latency", f.back_to_back_s, "s") for f in self.launch if f.device == device),
             *((f"{s.model} training step", s.step_s, "s") for s in self.reference
               if s.device == device and s.kind == "train"),
         ]  # fmt: skip
@@ -257,6 +285,7 @@ class BenchResult:
             "devices": [d.to_dict() for d in self.devices],
             "matmul": [f.to_dict() for f in self.matmul],
             "bandwidth": [f.to_dict() for f in self.bandwidth],
+            "launch": [f.to_dict() for f in self.launch],
             "collectives": [f.to_dict() for f in self.collectives],
             "storage": [f.to_dict() for f in self.storage],
             "reference": [f.to_dict() for f in self.reference],
@@ -291,6 +320,7 @@ class BenchResult:
             comparisons=tuple(Comparison.from_dict(x, source) for x in objects("comparisons")),
             skipped=tuple(Skipped.from_dict(x, source) for x in objects("skipped")),
             notes=tuple(str(n) for n in read_list(d, "notes", source)),
+            launch=tuple(LaunchFigure.from_dict(x, source) for x in objects("launch")) if "launch" in d else (),
             schema_version=read_int(d, "schema_version", source),
         )
 

@@ -1,6 +1,6 @@
 """``computewise bench`` as one call: every figure on every chosen device, compared with its data sheet.
 
-The order is the cheapest first (matmul sweeps, memory, copies), then the figures that start
+The order is the cheapest first (matmul sweeps, launch latency, memory, copies), then the figures that start
 processes or read a disk (collectives, storage), then the reference steps, which need the measured
 fp32 peak for their MFU. Each stage reports through ``progress(description, done, total)``; the
 CLI draws that as a bar on stderr, and a library caller may pass nothing.
@@ -16,9 +16,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from computewise.bench.compare import compare_bandwidth, compare_matmul, match_cpu
+from computewise.bench.launch import measure_launch
 from computewise.bench.matmul import matmul_dtypes, matmul_sizes, measure_matmul
 from computewise.bench.memory import measure_copies, measure_triad
-from computewise.bench.result import BandwidthFigure, BenchResult, Comparison, Device, MatmulFigure, Skipped
+from computewise.bench.result import (
+    BandwidthFigure,
+    BenchResult,
+    Comparison,
+    Device,
+    LaunchFigure,
+    MatmulFigure,
+    Skipped,
+)
 from computewise.catalog import Catalog, load_catalog, user_catalog_dir
 from computewise.errors import InputError
 from computewise.specs import Accelerator
@@ -81,11 +90,12 @@ def run_bench(options: BenchOptions, progress: Progress | None = None) -> BenchR
     started = datetime.now(UTC).isoformat(timespec="seconds")
     devices = resolve_devices(options.device)
     catalog = load_catalog(options.catalog_paths)
-    stages = _Stages(progress, 3 * len(devices) + 1 + (1 if options.storage else 0))
+    stages = _Stages(progress, 4 * len(devices) + 1 + (1 if options.storage else 0))
     notes: list[str] = []
     described: list[Device] = []
     matmul: list[MatmulFigure] = []
     bandwidth: list[BandwidthFigure] = []
+    launch: list[LaunchFigure] = []
     skipped: list[Skipped] = []
     for device in devices:
         row = _catalog_row(catalog, device)
@@ -106,6 +116,9 @@ def run_bench(options: BenchOptions, progress: Progress | None = None) -> BenchR
                     progress=stages.detail,
                 )
             )
+        stages.done()
+        stages.say(f"{device} launch latency")
+        launch.append(measure_launch(device, quick=options.quick))
         stages.done()
         stages.say(f"{device} memory bandwidth (triad)")
         sheet_gb_per_s = row.memory_bandwidth_bytes_per_s / 1e9 if row else None
@@ -155,6 +168,7 @@ def run_bench(options: BenchOptions, progress: Progress | None = None) -> BenchR
         devices=tuple(described),
         matmul=tuple(matmul),
         bandwidth=tuple(bandwidth),
+        launch=tuple(launch),
         collectives=tuple(collectives),
         storage=tuple(storage),
         reference=tuple(reference),

@@ -9,7 +9,10 @@ otherwise take from the accelerator's kernel profile (kernel_profiles.csv) or as
 - ``step_curve``: the share of the fp32 peak a whole reference training step of the small GPT
   reaches (``bench.reference``), by equivalent matmul size: norms, attention, optimizer and
   framework overhead included, which is what makes a small model on a CPU predictable;
-- ``memory_bandwidth_bytes_per_s``: the STREAM-triad bandwidth.
+- ``memory_bandwidth_bytes_per_s``: the STREAM-triad bandwidth;
+- ``launch_s``: seconds the host needs per kernel launch from torch, queued back to back
+  (``bench.launch``); the matmul curves leave it out (timed from a CUDA graph), so a time model adds it
+  per kernel a step launches; None in files saved before it was measured.
 
 A device with no catalog row (the CPU of a cloud VM, a GPU the catalog lacks) gets one from the
 calibration itself: ``device_row`` holds an accelerators.csv row named ``cpu-<host>`` with the
@@ -91,6 +94,7 @@ class Calibration:
     step_curve: Curve  # (equivalent matmul size, fraction of peak_flops["fp32"]) of whole training steps
     memory_bandwidth_bytes_per_s: float | None
     device_row: Mapping[str, str] | None = None  # an accelerators.csv row when the catalog has none
+    launch_s: float | None = None  # host seconds per kernel launch, back to back (bench.launch)
     schema_version: int = field(default=SCHEMA_VERSION)
 
     @property
@@ -117,6 +121,7 @@ class Calibration:
             "step_curve": [{"size": s, "fraction": f} for s, f in self.step_curve],
             "memory_bandwidth_bytes_per_s": self.memory_bandwidth_bytes_per_s,
             "device_row": None if self.device_row is None else dict(self.device_row),
+            "launch_s": self.launch_s,
         }
 
     @classmethod
@@ -138,6 +143,7 @@ class Calibration:
             step_curve=_curve(read_list(d, "step_curve", source), source),
             memory_bandwidth_bytes_per_s=read_optional_float(d, "memory_bandwidth_bytes_per_s", source),
             device_row=None if row is None else {str(k): str(v) for k, v in row.items()},
+            launch_s=read_optional_float(d, "launch_s", source),
             schema_version=int(d["schema_version"]),
         )
 
@@ -174,6 +180,11 @@ class Calibration:
             figure = require_object(item, "bandwidth figure", source)
             if read_str(figure, "device", source) == device and read_str(figure, "kind", source) == "triad":
                 bandwidth = read_float(read_mapping(figure, "gb_per_s", source), "median", source) * 1e9
+        launch_s = None
+        for item in result.get("launch") or ():  # absent from results written before launch was measured
+            figure = require_object(item, "launch figure", source)
+            if read_str(figure, "device", source) == device:
+                launch_s = read_float(read_mapping(figure, "back_to_back_s", source), "median", source)
         fp32_peak = peaks.get("fp32", 0.0)
         step_curve: list[tuple[float, float]] = []
         for item in read_list(result, "reference", source):
@@ -200,6 +211,7 @@ class Calibration:
             step_curve=tuple(sorted(step_curve)),
             memory_bandwidth_bytes_per_s=bandwidth,
             device_row=row,
+            launch_s=launch_s,
         )
 
 

@@ -72,6 +72,16 @@ def _bandwidth_grid(d: dict[str, Any]) -> Grid:
     return Grid(("device", "kind", "GB/s median (spread)", "data sheet"), rows, frozenset({2, 3}))
 
 
+def _launch_grid(d: dict[str, Any]) -> Grid:
+    """Microseconds per launch of a one-element kernel; a result saved before it was measured has none."""
+
+    def micros(measured: dict[str, Any]) -> str:
+        return _spread({key: measured[key] * 1e6 for key in ("median", "low", "high")})
+
+    rows = tuple((f["device"], micros(f["back_to_back_s"]), micros(f["synchronised_s"])) for f in d.get("launch", ()))
+    return Grid(("device", "back to back (us)", "synchronised (us)"), rows, frozenset({1, 2}))
+
+
 def _collectives_grid(d: dict[str, Any]) -> Grid:
     rows = tuple(
         (
@@ -123,6 +133,7 @@ def bench_grids(d: dict[str, Any]) -> list[tuple[str, Grid]]:
     sections = [
         ("dense matmul", _matmul_grid(d)),
         ("memory bandwidth", _bandwidth_grid(d)),
+        ("launch latency (one-element kernel)", _launch_grid(d)),
         ("collectives (nccl-tests bus bandwidth)", _collectives_grid(d)),
         (f"storage {d['storage'][0]['path']}" if d["storage"] else "storage", _storage_grid(d)),
         ("reference steps", _reference_grid(d)),

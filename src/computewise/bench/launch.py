@@ -1,0 +1,45 @@
+"""Launch latency: what one tiny kernel costs the host, back to back and synchronised, apart from any work.
+
+A kernel shorter than its launch is bounded by the host, not the device: on an H100 a 1024^3 bf16
+product takes 3 us while torch needs about 10 us of Python, dispatcher and driver to queue one. So
+bench times its matmuls and triad back to back in a CUDA graph (``timing.time_back_to_back``), which
+leaves the launch out, and measures the launch here as a figure of its own, which a time model adds
+per kernel of a step that is not captured in a graph.
+
+The kernel is a one-element ``torch.add`` into a preallocated output: no work to speak of, so its
+time is the launch. Two figures:
+
+- ``back_to_back_s``: per call, with calls queued in a loop between one pair of synchronisations:
+  the rate at which the host can issue kernels, the cost of a launch-bound step's every kernel;
+- ``synchronised_s``: one call followed by a synchronisation, timed alone: the round trip a
+  ``.item()``, a host-side check or an unbatched request pays.
+
+On a CPU there is no queue: both are the dispatcher's cost for one small op.
+"""
+
+from __future__ import annotations
+
+from computewise.bench.result import LaunchFigure
+from computewise.bench.timing import CALL_S, Measured, calls_to_fill, device_sync, time_back_to_back, time_repeats
+
+__all__ = ["measure_launch"]
+
+_QUICK_REPEATS, _FULL_REPEATS = 5, 10
+_SINGLE_CALLS = 20  # synchronised calls per repeat of the round trip: one alone is within the clock's noise
+
+
+def measure_launch(device: str, *, quick: bool) -> LaunchFigure:
+    """Seconds per launch of a one-element add on ``device``, back to back and synchronised."""
+    import torch
+
+    x = torch.ones(1, device=device)
+    out = torch.empty(1, device=device)
+
+    def launch() -> None:
+        torch.add(x, x, out=out)
+
+    repeats = _QUICK_REPEATS if quick else _FULL_REPEATS
+    count = calls_to_fill(launch, CALL_S, device=device)
+    back_to_back = time_back_to_back(launch, count=count, warmup=1, repeats=repeats, device=device)
+    synchronised = time_repeats(launch, warmup=_SINGLE_CALLS, repeats=_SINGLE_CALLS * repeats, sync=device_sync(device))
+    return LaunchFigure(device, Measured.of(back_to_back), Measured.of(synchronised))
