@@ -22,7 +22,7 @@ from computewise.errors import ModelConfigError
 from computewise.models.shape import FAMILIES, Family, count_params
 from computewise.specs.model import ModelSpec
 
-__all__ = ["from_hf_config", "load_hf_config"]
+__all__ = ["MODEL_TYPES", "from_hf_config", "load_hf_config"]
 
 _HINT = "use the model's config.json as published on the Hugging Face Hub, or give a preset name"
 
@@ -46,6 +46,7 @@ def from_hf_config(config: str | os.PathLike[str] | Mapping[str, Any]) -> ModelS
         name=name if isinstance(name, str) and name else default_name,
         params=count_params(spec, fam),
         source=f"config.json: {label}" if label != "config.json" else "config.json",
+        model_type=data.get("model_type", ""),
     )
 
 
@@ -429,6 +430,8 @@ _READERS: dict[str, Callable[[_Fields], tuple[ModelSpec, Family]]] = {
     "RefinedWeb": _falcon,
     "RefinedWebModel": _falcon,
 }
+# The model_types read with their own family's fields and defaults; any other is read as a Llama-style decoder.
+MODEL_TYPES: frozenset[str] = frozenset(_READERS)
 
 
 def _parse(label: str, data: Mapping[str, Any]) -> tuple[ModelSpec, Family]:

@@ -19,6 +19,7 @@ from functools import cache
 from typing import get_args
 
 from computewise.errors import CatalogError, UnknownNameError
+from computewise.models.hf_config import MODEL_TYPES
 from computewise.models.shape import FAMILIES
 from computewise.specs.model import Architecture, ModelSpec, TracedStats
 
@@ -31,6 +32,7 @@ _COLUMNS = (
     "name",
     "aliases",
     "family",
+    "model_type",
     "architecture",
     "params",
     "layers",
@@ -177,6 +179,9 @@ def _entry(row: _Row) -> Preset:
     family = row.text("family", required=architecture != "cnn")
     if family and family not in FAMILIES:
         raise row.error("family", f"unknown family {family!r}; known: {', '.join(sorted(FAMILIES))}")
+    model_type = row.text("model_type", required=False)
+    if model_type and model_type not in MODEL_TYPES:
+        raise row.error("model_type", f"unknown model_type {model_type!r}; known: {', '.join(sorted(MODEL_TYPES))}")
     try:
         retrieved = datetime.date.fromisoformat(row.text("retrieved"))
     except ValueError as error:
@@ -215,6 +220,7 @@ def _entry(row: _Row) -> Preset:
         patch_size=row.integer("patch_size"),
         traced=traced,
         source=row.text("source"),
+        model_type=model_type,
         notes=(notes,) if notes else (),
     )
     if spec.active_experts > spec.experts:

@@ -32,6 +32,9 @@ class ModelSpec:
     ``ffn_size`` is the inner size of one expert's MLP; ``gated_ffn`` means three matrices
     (SwiGLU/GeGLU) instead of two. ``experts``/``active_experts`` describe MoE layers
     (1/1 for dense models). ``sliding_window`` caps attention span and KV cache (None: full).
+    ``model_type`` is the Hugging Face ``model_type`` the shape was read as ("" for a shape with no
+    Hugging Face model: a parameter count, a trace, GPT-3): the shape alone does not say what a family
+    names its modules or whether it fuses q, k and v, which LoRA's targets depend on.
     """
 
     name: str
@@ -56,6 +59,7 @@ class ModelSpec:
     shape_inferred: bool = False  # True when only a parameter count was given
     traced: TracedStats | None = None
     source: str = ""
+    model_type: str = ""
     notes: tuple[str, ...] = field(default_factory=tuple)
 
     @property
