@@ -18,6 +18,9 @@ moments looked like. Each finding quotes the figures it was judged on and the sp
 "CPU high" means the job's processes use >= 70 % of the host's cores, or the host is >= 80 % busy,
 or one core is saturated (>= 90 % of one core: a Python main thread or single-process loader).
 Thresholds are data, not magic: they are the defaults of ``Thresholds`` and named in each finding.
+
+A loop watched by ``track()`` is judged on its steps instead (``data_wait_verdict``): the share of step
+time spent waiting for data says input-bound (> ``INPUT_BOUND_FRACTION``) or compute-bound.
 """
 
 from __future__ import annotations
@@ -30,15 +33,22 @@ from computewise.ledger import SampleRow
 from computewise.units import format_duration, format_usd, plural
 
 __all__ = [
+    "INPUT_BOUND_FRACTION",
     "Finding",
     "IdlePeriod",
     "Thresholds",
     "UsageStats",
     "data_bench_command",
+    "data_wait_verdict",
     "describe_idle",
     "diagnose",
     "idle_periods",
 ]
+
+# A tracked loop's steps (``track()``): above this share of step time spent waiting for data, it is input-bound;
+# above the noticeable share, loader workers would still help.
+INPUT_BOUND_FRACTION = 0.20
+_NOTICEABLE_WAIT_FRACTION = 0.05
 
 
 @dataclass(frozen=True)
@@ -112,6 +122,25 @@ def data_bench_command(
     elif gpus:
         words += ["--model", "MODEL", "--gpu", accelerator or "GPU", "--gpus", str(gpus)]
     return " ".join(words)
+
+
+def data_wait_verdict(steps: int, wait_fraction: float | None, samples_per_s: float | None = None) -> str:
+    """The verdict on data wait; an input-bound one names the ``data bench`` command with the rate the
+    steps would consume without waiting (samples/s over the time not spent waiting)."""
+    if steps == 0 or wait_fraction is None:
+        return "no steps recorded: iterate over t.loader(your_loader) or time each step with t.step()"
+    share = f"{wait_fraction:.0%}" if wait_fraction >= 0.01 else f"{wait_fraction:.1%}"
+    if wait_fraction > INPUT_BOUND_FRACTION:
+        consumed = samples_per_s / (1.0 - wait_fraction) if samples_per_s and wait_fraction < 1.0 else None
+        return (
+            f"input-bound: {share} of step time is spent waiting for data while the accelerator idles; "
+            "use more DataLoader workers (num_workers), pin_memory=True and prefetching, or preprocess ahead; "
+            f"measure the loader: `{data_bench_command(samples_per_s=consumed)}` "
+            "(SOURCE: the dataset path or package.module:make_loader)"
+        )
+    if wait_fraction > _NOTICEABLE_WAIT_FRACTION:
+        return f"mostly compute-bound, but waiting for data costs {share} of step time: more loader workers would help"
+    return f"compute-bound: waiting for data is {share} of step time, the input pipeline keeps up"
 
 
 def _bench_advice(stats: UsageStats) -> str:

@@ -13,14 +13,11 @@ Choices, and why:
 - **Overhead under 1 % of a step.** The loop only takes timestamps and appends a tuple; turning
   them into rows, statistics and ledger writes happens in batches, every ``flush_every_s``, on a
   background thread by default (``benchmarks/track_overhead.py`` measures both ways).
-- **CUDA is timed by the GPU.** Kernels run asynchronously, so a host clock would time launches,
-  not work. When the caller's process has imported torch and initialized CUDA, every step records
-  a pair of ``torch.cuda.Event``; the events are read once the GPU has passed them (``query()``)
-  at flush time, never by synchronizing in the loop. Data wait is then the GPU's idle gap between
-  the previous step's end and this step's start: loading that the host hides behind queued
-  kernels costs nothing and is not counted. Elsewhere, ``time.perf_counter``.
-- **torch is never imported here**, only found in ``sys.modules``: ``track()`` works in a plain
-  Python loop.
+- **CUDA is timed by the GPU** (``monitor.clocks``): CUDA events where the caller's process has CUDA in
+  use, read at flush time, never by synchronizing in the loop. Data wait is then the GPU's idle gap
+  between the previous step's end and this step's start: loading that the host hides behind queued
+  kernels costs nothing and is not counted. Elsewhere, ``time.perf_counter``. torch is never imported
+  here, only found in ``sys.modules``: ``track()`` works in a plain Python loop.
 - **FLOPs** per step are given, or traced from the model on the meta device
   (``computewise.models.trace``) per sample and scaled by the samples of each step. A training
   step is taken as 3 x the forward pass (backward ~ 2 x forward), the convention MFU is defined
@@ -28,6 +25,11 @@ Choices, and why:
 - **MFU** = achieved FLOP/s over the steps' time / the dense peak of the actual accelerator at
   the training precision, from the catalog. One device: in data-parallel training every process
   tracks its own. A CPU has no detectable peak; name it with ``accelerator=`` to get MFU on CPU.
+
+This module owns the ``Tracker`` (the run, the loop's hooks, the flusher); its parts live beside it:
+``clocks`` (host and CUDA-event clocks), ``batches`` (samples and tokens of a batch), ``step_summary``
+(totals, the peak, the summary) and ``diagnosis.data_wait_verdict`` (the verdict on data wait). The
+names they export stay importable from here.
 """
 
 from __future__ import annotations
@@ -40,21 +42,22 @@ import sys
 import threading
 import time
 import warnings
-from array import array
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sized
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Generic, Literal, NamedTuple, ParamSpec, Protocol, TypeVar
+from typing import Any, Generic, Literal, ParamSpec, TypeVar
 
 from computewise.catalog import load_catalog
-from computewise.catalog.calibration import measured_peak_flops
 from computewise.errors import InputError
 from computewise.ledger import Ledger, NewRun, PriceSnapshot, StepRow
-from computewise.monitor.diagnosis import data_bench_command
+from computewise.monitor.batches import Count, batch_samples, count_batch
+from computewise.monitor.clocks import ClockChoice, CudaEventClock, HostClock, StepClock, cuda_in_use, pick_clock
+from computewise.monitor.diagnosis import INPUT_BOUND_FRACTION
 from computewise.monitor.pricing import DetectedHardware, unpriced
-from computewise.monitor.recorded import RecordedRun, new_run
-from computewise.specs.hardware import DTYPES, Accelerator, Dtype
+from computewise.monitor.recorded import RUN_ID_ENV, RecordedRun, new_run
+from computewise.monitor.step_summary import Peak, Step, StepTotals, device_peak, summarize_steps
+from computewise.specs.hardware import DTYPES, Dtype
 
 __all__ = [
     "INPUT_BOUND_FRACTION",
@@ -76,17 +79,6 @@ P = ParamSpec("P")
 R = TypeVar("R")
 T = TypeVar("T")
 
-ClockChoice = Literal["auto", "host", "cuda"]
-# A count per batch: a constant, a function of the batch, or None (inferred for samples, unknown for tokens).
-Count = int | Callable[[Any], int | None] | None
-
-# Set by `computewise run` for its job: track() inside records its steps into that run instead of a new one,
-# so the run's summary gets the data-wait split and cost reports never count the same job twice.
-RUN_ID_ENV = "COMPUTEWISE_RUN_ID"
-
-# Above this share of step time spent waiting for data, the loop is input-bound.
-INPUT_BOUND_FRACTION = 0.20
-_NOTICEABLE_WAIT_FRACTION = 0.05
 # The MFU convention: one training step = forward + backward ~ 3 x forward (PaLM, Chowdhery et al. 2022).
 _TRAIN_FLOPS_PER_FORWARD = 3.0
 # Flush early when this many steps are buffered (very short steps), whatever the flush period.
@@ -100,132 +92,7 @@ def current_tracker() -> Tracker | None:
     return _CURRENT.get()
 
 
-# -- clocks -------------------------------------------------------------------------------------
-
-
-class StepClock(Protocol):
-    """Marks points in a step and turns pairs of marks into seconds, possibly later (an async device).
-
-    ``done(mark)`` says whether the mark can be read without waiting; ``wait(mark)`` blocks until it
-    can. ``device_name`` and ``memory_total_bytes`` describe the accelerator the clock times (None
-    for the host), so the tracker can find its peak in the catalog.
-    """
-
-    name: str
-    device_name: str | None
-    memory_total_bytes: float | None
-
-    def mark(self) -> Any: ...
-
-    def done(self, mark: Any) -> bool: ...
-
-    def wait(self, mark: Any) -> None: ...
-
-    def seconds(self, start: Any, end: Any) -> float: ...
-
-
-class HostClock:
-    """``time.perf_counter``: every mark is readable at once."""
-
-    name = "host"
-    device_name: str | None = None
-    memory_total_bytes: float | None = None
-
-    def mark(self) -> float:
-        return time.perf_counter()
-
-    def done(self, mark: Any) -> bool:
-        return True
-
-    def wait(self, mark: Any) -> None:
-        return None
-
-    def seconds(self, start: Any, end: Any) -> float:
-        return float(end - start)
-
-
-class CudaEventClock:
-    """``torch.cuda.Event`` pairs on the current stream of the current device, read lazily."""
-
-    name = "cuda-events"
-
-    def __init__(self, torch: Any) -> None:
-        self._event = torch.cuda.Event
-        device = torch.cuda.current_device()
-        self.device_name: str | None = str(torch.cuda.get_device_name(device))
-        self.memory_total_bytes: float | None = float(torch.cuda.get_device_properties(device).total_memory)
-
-    def mark(self) -> Any:
-        event = self._event(enable_timing=True)
-        event.record()
-        return event
-
-    def done(self, mark: Any) -> bool:
-        return bool(mark.query())
-
-    def wait(self, mark: Any) -> None:
-        mark.synchronize()
-
-    def seconds(self, start: Any, end: Any) -> float:
-        return float(start.elapsed_time(end)) / 1000.0  # elapsed_time is in milliseconds
-
-
-def _cuda_in_use() -> Any:
-    """torch, if the caller imported it and initialized CUDA; None otherwise (we never import it)."""
-    torch = sys.modules.get("torch")
-    if torch is None or not torch.cuda.is_available() or not torch.cuda.is_initialized():
-        return None
-    return torch
-
-
-# -- counting -----------------------------------------------------------------------------------
-
-
-def batch_samples(batch: Any) -> int | None:
-    """Samples in a batch: the leading dimension of its first array, found depth-first.
-
-    An array is anything with a ``shape`` of at least one dimension (a torch tensor, a NumPy
-    array). Tuples and lists are searched in order, mappings in insertion order (a Hugging Face
-    batch ``{"input_ids": ..., "labels": ...}`` counts ``input_ids``). A list or tuple holding no
-    array is a list of examples and counts its length. Anything else: None (unknown).
-    """
-    found = _leading_dim(batch)
-    if found is None and isinstance(batch, list | tuple):
-        return len(batch)
-    return found
-
-
-def _leading_dim(value: Any) -> int | None:
-    shape = getattr(value, "shape", None)
-    if shape is not None:
-        try:
-            return int(shape[0]) if len(shape) > 0 else None
-        except (TypeError, ValueError):
-            return None
-    items: Iterable[Any]
-    if isinstance(value, Mapping):
-        items = value.values()
-    elif isinstance(value, list | tuple):
-        items = value
-    else:
-        return None
-    for item in items:
-        found = _leading_dim(item)
-        if found is not None:
-            return found
-    return None
-
-
-def count_batch(count: Count, batch: Any, *, infer_samples: bool) -> int | None:
-    """Apply a ``Count`` to a batch; None means ``batch_samples`` when ``infer_samples``, else unknown."""
-    if count is None:
-        return batch_samples(batch) if infer_samples else None
-    if isinstance(count, int):
-        return count
-    return count(batch)
-
-
-# -- options and statistics ---------------------------------------------------------------------
+# -- options ------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -245,53 +112,6 @@ class _Options:
     first_step: int
 
 
-class _Step(NamedTuple):
-    number: int
-    t_s: float
-    wait: Any  # clock mark where waiting for this step's data began, or None
-    start: Any
-    end: Any
-    samples: int | None
-    tokens: int | None
-    flops: float | None
-
-
-@dataclass
-class _Totals:
-    steps: int = 0
-    data_wait_s: float = 0.0
-    compute_s: float = 0.0
-    samples: int = 0
-    samples_time_s: float = 0.0  # time of the steps whose samples are known
-    tokens: int = 0
-    tokens_time_s: float = 0.0
-    flops: float = 0.0
-    flops_time_s: float = 0.0
-    step_times_s: array[float] = field(default_factory=lambda: array("d"))
-
-    def add(self, data_wait_s: float, compute_s: float, step: _Step) -> None:
-        step_s = data_wait_s + compute_s
-        self.steps += 1
-        self.data_wait_s += data_wait_s
-        self.compute_s += compute_s
-        self.step_times_s.append(step_s)
-        if step.samples is not None:
-            self.samples += step.samples
-            self.samples_time_s += step_s
-        if step.tokens is not None:
-            self.tokens += step.tokens
-            self.tokens_time_s += step_s
-        if step.flops is not None:
-            self.flops += step.flops
-            self.flops_time_s += step_s
-
-
-@dataclass(frozen=True)
-class _Peak:
-    accelerator: Accelerator | None
-    how: str  # "given" or "detected from 'NVIDIA H100 80GB HBM3'"; the reason when accelerator is None
-
-
 # -- the tracker --------------------------------------------------------------------------------
 
 
@@ -308,8 +128,8 @@ class Tracker:
         self._options = options
         self._state: Literal["new", "running", "finished"] = "new"
         self._lock = threading.RLock()  # drains come from the loop, the flusher and summary()
-        self._pending: deque[_Step] = deque()
-        self._totals = _Totals()
+        self._pending: deque[Step] = deque()
+        self._totals = StepTotals()
         self._clock: StepClock | None = options.clock if not isinstance(options.clock, str) else None
         self._open: tuple[Any, Any, int, int | None, int | None, float | None] | None = None
         self._wait_start: Any = None
@@ -322,7 +142,7 @@ class Tracker:
         self._attached = False  # recording into the run of an enclosing `computewise run`
         self._flops_per_sample: float | None = None
         self._flops_note: str | None = "flops_per_step given" if options.flops_per_step is not None else None
-        self._peak: _Peak | None = None
+        self._peak: Peak | None = None
         self._flusher: threading.Thread | None = None
         self._wake = threading.Event()
         self._stopping = False
@@ -351,10 +171,10 @@ class Tracker:
             )
         options = self._options
         if options.accelerator is not None:
-            self._peak = _Peak(load_catalog().accelerator(options.accelerator), "given")
+            self._peak = Peak(load_catalog().accelerator(options.accelerator), "given")
         if options.model is not None:
             self._flops_per_sample, self._flops_note = _traced_flops_per_sample(options.model, options.example_inputs)
-        if self._clock is None and (options.clock == "cuda" or (options.clock == "auto" and _cuda_in_use())):
+        if self._clock is None and (options.clock == "cuda" or (options.clock == "auto" and cuda_in_use())):
             self._clock = self._pick_clock()
         if options.record:
             self._ledger = Ledger.open(options.db)
@@ -500,7 +320,7 @@ class Tracker:
             if flops is None and self._flops_per_sample is not None and samples is not None:
                 flops = self._flops_per_sample * samples
         self._pending.append(
-            _Step(
+            Step(
                 index,
                 self._started_s + (now - self._started_perf),
                 wait,
@@ -549,19 +369,7 @@ class Tracker:
 
     def _pick_clock(self) -> StepClock:
         choice = self._options.clock
-        if choice == "host":
-            return HostClock()
-        torch = _cuda_in_use()
-        if choice == "cuda":
-            torch = sys.modules.get("torch")
-            if torch is None or not torch.cuda.is_available():
-                raise InputError(
-                    "track(clock='cuda') needs torch with a CUDA device, and none is available here",
-                    "leave clock='auto' to time with CUDA events when CUDA is in use and the host clock otherwise",
-                )
-        if torch is not None:
-            return CudaEventClock(torch)
-        return HostClock()
+        return pick_clock(choice) if isinstance(choice, str) else choice
 
     def _new_run(self) -> NewRun:
         options = self._options
@@ -646,93 +454,26 @@ class Tracker:
                     stacklevel=2,
                 )
 
-    def _resolve_peak(self) -> _Peak:
+    def _resolve_peak(self) -> Peak:
+        """The peak given, else the device the clock times, remembered once found."""
         if self._peak is not None:
             return self._peak
-        clock = self._clock
-        if clock is None or clock.device_name is None:
-            return _Peak(
-                None,
-                "CPU peak unknown: pass accelerator= naming a CPU from the catalog (e.g. 'xeon-8480plus') "
-                "to get MFU on CPU",
-            )
-        found = load_catalog().match_device(clock.device_name, clock.memory_total_bytes)
-        if found is None:
-            return _Peak(
-                None,
-                f"{clock.device_name!r} is not in the catalog: pass accelerator= naming the closest "
-                "(`computewise catalog list accelerators`) or add a row for it",
-            )
-        self._peak = _Peak(found, f"detected from {clock.device_name!r}")
-        return self._peak
+        peak = device_peak(self._clock)
+        if peak.accelerator is not None:
+            self._peak = peak
+        return peak
 
     def _summarize(self, wall_s: float) -> dict[str, Any]:
-        totals = self._totals
-        step_s = totals.data_wait_s + totals.compute_s
-        wait_fraction = totals.data_wait_s / step_s if step_s > 0 else None
-        peak = self._resolve_peak()
-        precision = self._options.precision
-        achieved = totals.flops / totals.flops_time_s if totals.flops_time_s > 0 else None
-        peak_flops = peak.accelerator.peak_flops_for(precision) if peak.accelerator is not None else 0.0
-        benched = measured_peak_flops(peak.accelerator.slug, precision) if peak.accelerator is not None else None
-        if benched is not None:  # ``computewise bench --save`` measured this device: its real peak
-            peak_flops = benched[0]
-        mfu = achieved / peak_flops if achieved is not None and peak_flops > 0 else None
-        p50_s, p95_s = _percentiles(totals.step_times_s)
-        peak_info: dict[str, Any] | None = None
-        if peak.accelerator is not None and peak_flops > 0:
-            acc = peak.accelerator
-            peak_info = {
-                "accelerator": acc.slug,
-                "name": acc.name,
-                "precision": precision,
-                "flops_per_s": peak_flops,
-                "how": peak.how,
-                "source": acc.source if benched is None else benched[1].source,
-            }
-        if totals.steps == 0:
-            mfu_note = "no steps recorded"
-        elif achieved is None and self._flops_note is None:
-            mfu_note = "no FLOPs known: pass flops_per_step=, or model= with example_inputs= to trace them"
-        elif achieved is None:
-            mfu_note = "no FLOPs known: the samples of the steps are unknown; count them with samples="
-        elif peak.accelerator is None:
-            mfu_note = peak.how
-        elif peak_info is None:
-            mfu_note = f"{peak.accelerator.slug} has no {precision} peak in the catalog; pass precision="
-        else:
-            kind = f"measured {precision} matmul" if benched is not None else f"dense {precision}"
-            mfu_note = (
-                f"MFU against the {kind} peak of {peak.accelerator.slug} ({peak.accelerator.name}, "
-                f"{peak_flops / 1e12:.4g} TFLOP/s, {peak.how}); pass precision= if the steps run in another one"
-            )
-            if benched is not None:
-                mfu_note += f"; {benched[1].note}"
-        samples_per_s = totals.samples / totals.samples_time_s if totals.samples_time_s > 0 else None
-        return {
-            "steps": totals.steps,
-            "wall_s": wall_s,
-            "step_time_s": step_s,
-            "outside_steps_s": max(0.0, wall_s - step_s),
-            "data_wait_s": totals.data_wait_s,
-            "data_wait_fraction": wait_fraction,
-            "compute_s": totals.compute_s,
-            "step_time_p50_s": p50_s,
-            "step_time_p95_s": p95_s,
-            "samples": totals.samples if totals.samples_time_s > 0 else None,
-            "samples_per_s": samples_per_s,
-            "tokens": totals.tokens if totals.tokens_time_s > 0 else None,
-            "tokens_per_s": totals.tokens / totals.tokens_time_s if totals.tokens_time_s > 0 else None,
-            "flops": totals.flops if totals.flops_time_s > 0 else None,
-            "flops_source": self._flops_note,
-            "achieved_flops_per_s": achieved,
-            "mfu": mfu,
-            "mfu_note": mfu_note,
-            "peak": peak_info,
-            "clock": self._clock.name if self._clock is not None else None,
-            "diagnosis": _diagnose(totals.steps, wait_fraction, samples_per_s),
-            "unrecorded_steps": self._unrecorded_steps,
-        }
+        clock = self._clock.name if self._clock is not None else None
+        return summarize_steps(
+            self._totals,
+            wall_s,
+            self._resolve_peak(),
+            self._options.precision,
+            self._flops_note,
+            clock,
+            self._unrecorded_steps,
+        )
 
     def _price_by_hardware(self, record: RecordedRun) -> None:
         """Price the run like ``computewise run`` does, now that the device the steps ran on is known."""
@@ -900,31 +641,3 @@ def _traced_flops_per_sample(model: Any, example_inputs: Any) -> tuple[float, st
 def _parent_run_id() -> int | None:
     text = os.environ.get(RUN_ID_ENV, "").strip()
     return int(text) if text.isdigit() else None
-
-
-def _percentiles(values: array[float]) -> tuple[float | None, float | None]:
-    if not values:
-        return None, None
-    import numpy as np
-
-    p50, p95 = np.percentile(np.frombuffer(values, dtype=np.float64), [50, 95])
-    return float(p50), float(p95)
-
-
-def _diagnose(steps: int, wait_fraction: float | None, samples_per_s: float | None = None) -> str:
-    """The verdict on data wait; an input-bound one names the ``data bench`` command with the rate the
-    steps would consume without waiting (samples/s over the time not spent waiting)."""
-    if steps == 0 or wait_fraction is None:
-        return "no steps recorded: iterate over t.loader(your_loader) or time each step with t.step()"
-    share = f"{wait_fraction:.0%}" if wait_fraction >= 0.01 else f"{wait_fraction:.1%}"
-    if wait_fraction > INPUT_BOUND_FRACTION:
-        consumed = samples_per_s / (1.0 - wait_fraction) if samples_per_s and wait_fraction < 1.0 else None
-        return (
-            f"input-bound: {share} of step time is spent waiting for data while the accelerator idles; "
-            "use more DataLoader workers (num_workers), pin_memory=True and prefetching, or preprocess ahead; "
-            f"measure the loader: `{data_bench_command(samples_per_s=consumed)}` "
-            "(SOURCE: the dataset path or package.module:make_loader)"
-        )
-    if wait_fraction > _NOTICEABLE_WAIT_FRACTION:
-        return f"mostly compute-bound, but waiting for data costs {share} of step time: more loader workers would help"
-    return f"compute-bound: waiting for data is {share} of step time, the input pipeline keeps up"
