@@ -112,6 +112,40 @@ def test_vendor_figures_reproduce() -> None:
     assert catalog.accelerator("tpu-v5e").peak_flops["bf16"] == pytest.approx(197e12)
 
 
+
+def test_consumer_and_workstation_gpus_train_at_their_fp32_accumulate_rate(catalog: Catalog) -> None:
+    """The cards people fine-tune on, at the tensor rate PyTorch's bf16 matmuls get: they accumulate in
+    fp32, which GeForce cards run at half their headline (FP16-accumulate) rate and professional cards at
+    full rate. Memory is the driver's total, the figure an out-of-memory error is measured against."""
+    rtx4090 = catalog.accelerator("4090")
+    assert rtx4090.slug == "rtx-4090" and rtx4090.trains
+    assert rtx4090.memory_bytes == 24564 * 2**20  # nvidia-smi on a GeForce RTX 4090, not 24e9
+    assert rtx4090.peak_flops["bf16"] == pytest.approx(165.2e12)  # Ada whitepaper: 330.3 with FP16 accumulate
+    assert rtx4090.peak_flops["fp8"] == pytest.approx(330.3e12)
+    assert rtx4090.memory_bandwidth_bytes_per_s == pytest.approx(1008e9)
+    geforce = {"rtx-3090": 71e12, "rtx-4090": 165.2e12, "rtx-5090": 209.5e12}
+    professional = {"rtx-a6000": 154.8e12, "rtx-6000-ada": 364.2e12}
+    for slug, bf16 in (geforce | professional).items():
+        card = catalog.accelerator(slug)
+        assert card.peak_flops["bf16"] == pytest.approx(bf16), slug
+        assert card.peak_flops["fp16"] == card.peak_flops["bf16"], slug
+        assert card.trains and card.kind == "gpu" and card.form_factor == "PCIe", slug
+    for slug in geforce:  # TF32 at half the 16-bit rate on GeForce, as FP32 accumulate
+        card = catalog.accelerator(slug)
+        assert card.peak_flops["tf32"] == pytest.approx(card.peak_flops["bf16"] / 2, rel=0.01), slug
+    assert catalog.accelerator("rtx-6000-ada").peak_flops["fp8"] == pytest.approx(1457e12 / 2)  # datasheet, sparse
+    assert catalog.accelerator("rtx-3090").peak_flops.get("fp8", 0) == 0  # Ampere has no FP8
+
+
+@pytest.mark.parametrize("slug", ["rtx-3090", "rtx-4090", "rtx-5090", "rtx-a6000"])
+def test_one_gpu_workstations_can_be_owned(catalog: Catalog, slug: str) -> None:
+    """``--gpu rtx-4090 --gpus 1 --pricing on-prem`` prices a one-GPU workstation, its GPU at a dated price."""
+    workstation = catalog.onprem_for(slug)
+    assert workstation is not None and workstation.accelerator_count == 1
+    assert workstation.server_power_w > catalog.accelerator(slug).tdp_w
+    assert 0.05 < workstation.usd_per_h(0.15, 1.0, 0.5) < 1.0, workstation
+
+
 _MEMORY_FIGURE = re.compile(
     r"memory_bytes: (?:(?P<count>\d+) x )?(?P<value>\d+) (?P<unit>MiB|GiB|B)"
     r"(?: as (?P<tool>nvidia-smi|rocm-smi|hl-smi) reports it|, the vendor's figure)"

@@ -110,14 +110,23 @@ class Catalog:
     def match_device(self, device_name: str, memory_total_bytes: float | None = None) -> Accelerator | None:
         """The catalog accelerator behind a driver's device name ("NVIDIA A100-SXM4-80GB", "Tesla T4"), or None.
 
-        Drivers name devices their own way, so we match the family token (a100, h100, t4, ...), then
-        the form factor the name states (pcie, sxm, nvl), then the memory size the driver reports.
+        Drivers name devices their own way, so the name must hold every word of the slug but its memory
+        size and form factor (a100, h100, rtx 4090, rtx 6000 ada: "rtx" alone names a dozen cards, so a
+        GeForce RTX 3060 matches none rather than the row nearest its memory), then the form factor the
+        name states (pcie, sxm, nvl) and the memory size the driver reports pick among them.
         """
         tokens = set(re.split(r"[^a-z0-9]+", device_name.lower()))
         forms = {"pcie", "nvl"} & tokens
         sizes = {token for token in tokens if re.fullmatch(r"\d+gb", token)}
+
+        def named(acc: Accelerator) -> bool:
+            words = {
+                w for w in acc.slug.split("-") if w not in ("pcie", "sxm", "nvl") and not re.fullmatch(r"\d+gb", w)
+            }
+            return words <= tokens
+
         # CPUs are left out: "xeon" or "epyc" names a family of hundreds of parts, not a catalog row.
-        family = [acc for acc in self.accelerators if acc.kind != "cpu" and acc.slug.split("-")[0] in tokens]
+        family = [acc for acc in self.accelerators if acc.kind != "cpu" and named(acc)]
         if not family:
             return None
 
