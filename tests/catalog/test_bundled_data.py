@@ -112,7 +112,6 @@ def test_vendor_figures_reproduce() -> None:
     assert catalog.accelerator("tpu-v5e").peak_flops["bf16"] == pytest.approx(197e12)
 
 
-
 def test_consumer_and_workstation_gpus_train_at_their_fp32_accumulate_rate(catalog: Catalog) -> None:
     """The cards people fine-tune on, at the tensor rate PyTorch's bf16 matmuls get: they accumulate in
     fp32, which GeForce cards run at half their headline (FP16-accumulate) rate and professional cards at
