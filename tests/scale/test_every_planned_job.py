@@ -2,8 +2,10 @@
 
 For each accelerator the catalog trains on and sells (an offering or an owned server), the real
 planner recommends a job for a small model; that recommendation becomes a ``JobSpec`` the way
-``submit --plan`` makes it, and each engine renders it. NVIDIA GPUs and CPUs must render; the
-others (AMD, TPU, Trainium) are refused with a reason and a fix that does not blame a flag.
+``submit --plan`` makes it, and each engine renders it: NVIDIA and AMD GPUs, Cloud TPUs, AWS
+Trainium and CPUs. Where an engine cannot run a plan (Slurm schedules no Cloud TPU and no AWS Neuron
+device; GKE and SkyPilot give TPU v4 and v5p in hosts of four chips, where the planner prices one)
+the refusal gives the reason and a fix that does not blame a flag.
 
 The checks are the engines' own where they are installed: the ``kubernetes`` client's models (the
 ``kubernetes`` extra; run once with kubernetes 37.0.2 on PYTHONPATH, they caught a GPU count
@@ -19,6 +21,7 @@ import importlib.util
 import re
 import shutil
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -37,13 +40,29 @@ from computewise.scale.slurm import render_sbatch
 
 yaml = pytest.importorskip("yaml")
 
-# What the manifests do not request: the engines here schedule NVIDIA GPUs and CPUs.
-NOT_SCHEDULED = {"mi300x", "tpu-v4", "tpu-v5e", "tpu-v5p", "trainium"}
+# The engines that refuse a plan on the accelerator (the planner's one-chip TPU v4 and v5p plans fit no TPU VM).
+REFUSED = {
+    "tpu-v4": {"kubernetes", "slurm", "skypilot"},
+    "tpu-v5p": {"kubernetes", "slurm", "skypilot"},
+    "tpu-v5e": {"slurm"},
+    "trainium": {"slurm"},
+}
+# Each device plugin's resource (accelerators.py cites where the names come from).
+DEVICE_RESOURCES = {"nvidia.com/gpu", "amd.com/gpu", "google.com/tpu", "aws.amazon.com/neuron"}
 # sbatch options the rendered script may use (man sbatch); anything else is a typo sbatch would refuse.
 SBATCH_OPTIONS = {"job-name", "gres", "cpus-per-task", "mem", "signal", "requeue", "open-mode", "output", "comment"}
 # SkyPilot task and resources keys (sky/utils/schemas.py) the rendered task may use.
 SKY_TASK_KEYS = {"name", "resources", "file_mounts", "envs", "run"}
-SKY_RESOURCE_KEYS = {"accelerators", "cpus", "memory", "use_spot", "image_id", "job_recovery", "labels"}
+SKY_RESOURCE_KEYS = {
+    "accelerators",
+    "instance_type",
+    "cpus",
+    "memory",
+    "use_spot",
+    "image_id",
+    "job_recovery",
+    "labels",
+}
 
 
 def planned_accelerators(catalog: Catalog) -> list[str]:
@@ -91,9 +110,14 @@ def check_kubernetes(spec: JobSpec) -> None:
     limits = container["resources"].get("limits", {})
     # quantities are strings in the API's models (the client refuses the integer 8 for nvidia.com/gpu)
     assert all(isinstance(value, str) for value in {**container["resources"]["requests"], **limits}.values())
-    assert float(limits.get("nvidia.com/gpu", 0)) == spec.resources.gpus
+    devices = {name: float(value) for name, value in limits.items() if name != "memory"}
+    assert set(devices) <= DEVICE_RESOURCES and sum(devices.values()) == spec.resources.gpus
     if spec.resources.accelerator is not None:
-        assert re.fullmatch(r"(NVIDIA|Tesla)-[A-Za-z0-9-]+", template["spec"]["nodeSelector"]["nvidia.com/gpu.product"])
+        # the model is picked by a node label or, where no label names it (AWS Neuron), by instance type
+        affinity = template["spec"].get("affinity", {}).get("nodeAffinity", {})
+        assert template["spec"].get("nodeSelector") or affinity
+        product = template["spec"].get("nodeSelector", {}).get("nvidia.com/gpu.product")
+        assert product is None or re.fullmatch(r"(NVIDIA|Tesla)-[A-Za-z0-9-]+", product)
 
 
 def check_slurm(spec: JobSpec, tmp_path: Path) -> None:
@@ -126,26 +150,30 @@ def check_skypilot(spec: JobSpec) -> None:
     assert set(task) <= SKY_TASK_KEYS and set(task["resources"]) <= SKY_RESOURCE_KEYS
     assert task["resources"]["use_spot"] is spec.resources.spot
     assert re.fullmatch(r"\d+\+", task["resources"]["cpus"])
-    if spec.resources.gpus:
-        assert re.fullmatch(rf"[A-Z][A-Za-z0-9-]*:{int(spec.resources.gpus)}", task["resources"]["accelerators"])
+    if spec.resources.gpus:  # a GPU and its count, a TPU slice by its size (tpu-v5litepod-1), or an instance type
+        wanted = task["resources"].get("accelerators") or task["resources"]["instance_type"]
+        assert re.fullmatch(rf"[A-Z][A-Za-z0-9-]*:{int(spec.resources.gpus)}|tpu-v[0-9a-z]+-\d+|[a-z0-9]+\.\w+", wanted)
 
 
 def test_every_accelerator_a_plan_recommends_renders_or_is_refused_with_a_reason(
     catalog: Catalog, assumptions: Assumptions, tmp_path: Path
 ) -> None:
     slugs = planned_accelerators(catalog)
-    assert {"gh200", "h100-sxm", "xeon-8488c"} <= set(slugs) and set(slugs) >= NOT_SCHEDULED
+    assert {"gh200", "h100-sxm", "mi300x", "trainium", "xeon-8488c"} <= set(slugs) and set(slugs) >= set(REFUSED)
+    checks: dict[str, Callable[[JobSpec], None]] = {
+        "kubernetes": check_kubernetes,
+        "slurm": lambda spec: check_slurm(spec, tmp_path),
+        "skypilot": check_skypilot,
+    }
     for slug in slugs:
         spec = planned_spec(slug, catalog, assumptions)
-        if slug in NOT_SCHEDULED:
-            for render in (render_job, render_sbatch, render_task):
-                with pytest.raises(JobEngineError, match=slug) as refused:
-                    render(spec)
-                assert refused.value.hint is not None and "leave out --accelerator" not in refused.value.hint
-            continue
-        check_kubernetes(spec)
-        check_slurm(spec, tmp_path)
-        check_skypilot(spec)
+        for engine, check in checks.items():
+            if engine not in REFUSED.get(slug, set()):
+                check(spec)
+                continue
+            with pytest.raises(JobEngineError, match=slug) as refused:
+                check(spec)
+            assert refused.value.hint is not None and "leave out --accelerator" not in refused.value.hint
 
 
 def test_a_plan_of_eight_gpus_gives_torchrun_its_share_of_the_instances_cpus(
@@ -165,3 +193,18 @@ def test_a_cpu_plan_asks_for_cpus_and_no_gpu(catalog: Catalog, assumptions: Assu
     assert (spec.resources.gpus, spec.resources.accelerator, spec.processes) == (0, None, 1)
     assert spec.resources.cpus >= 64
     assert "--gres" not in render_sbatch(spec)
+
+
+@pytest.mark.parametrize(("slug", "devices"), [("tpu-v4", 4), ("tpu-v5p", 4), ("tpu-v5e", 8), ("inferentia2", 12)])
+def test_a_whole_host_of_tpu_chips_or_neuron_devices_renders(slug: str, devices: int) -> None:
+    """What a plan of several per-chip TPU "instances" (one host) or an inf2 serving job asks for, checked by the
+    kubernetes client's models and the SkyPilot task rules, as every planned job is."""
+    spec = JobSpec(
+        name=f"host-{slug}",
+        command=("python", "train.py"),
+        resources=Resources(gpus=devices, accelerator=slug, cpus=devices),
+        image="ghcr.io/acme/train:1",
+        processes=devices,
+    )
+    check_kubernetes(spec)
+    check_skypilot(spec)

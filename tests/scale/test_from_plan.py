@@ -93,3 +93,21 @@ def test_what_is_not_a_plan_is_refused(plan: object, fragment: str) -> None:
     with pytest.raises(InputError, match=fragment) as caught:
         Plan.from_dict(plan, "plan.json")
     assert "plan.json" in str(caught.value)
+
+
+@pytest.mark.parametrize(("slug", "chips", "instance_type", "vcpus_per_chip"), [
+    ("tpu-v4", 4, "tpu-v4-chip", 60), ("tpu-v5e", 8, "tpu-v5e-chip", 28),
+])  # fmt: skip
+def test_cloud_tpu_chips_priced_one_by_one_are_one_host(
+    slug: str, chips: int, instance_type: str, vcpus_per_chip: int
+) -> None:
+    """The catalog prices Cloud TPUs per chip, so a plan of four v4 chips reads as four one-chip "instances";
+    they were refused as four machines although one TPU VM holds them."""
+    tpu = replace(
+        OPTION, accelerator=slug, gpus=chips, instances=chips, instance_type=instance_type, pricing="on-demand"
+    )
+    job = planned_job(plan_of(tpu), "plan.json")
+    assert (job.gpus, job.accelerator, job.processes) == (chips, slug, chips)
+    assert job.cpus == int(vcpus_per_chip * chips * 0.9)  # the host's vCPUs less its daemons' tenth
+    with pytest.raises(InputError, match=f"spans {2 * chips} machines"):  # a slice over two hosts is not one job
+        planned_job(plan_of(replace(tpu, gpus=2 * chips, instances=2 * chips)), "plan.json")

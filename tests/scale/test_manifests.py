@@ -13,6 +13,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -114,8 +115,92 @@ def test_kubernetes_needs_an_image() -> None:
 def test_unknown_and_unschedulable_accelerators() -> None:
     with pytest.raises(UnknownNameError, match="h1000"):
         render_sbatch(JobSpec(name="a", command=("x",), resources=Resources(gpus=1, accelerator="h1000")))
-    with pytest.raises(JobEngineError, match="tpu-v5e"):
-        render_job(JobSpec(name="a", command=("x",), resources=Resources(gpus=1, accelerator="tpu-v5e"), image="i"))
+    with pytest.raises(JobEngineError, match="gaudi2") as refused:
+        render_job(JobSpec(name="a", command=("x",), resources=Resources(gpus=1, accelerator="gaudi2"), image="i"))
+    assert refused.value.hint is not None and "mi300x" in refused.value.hint and "tpu-v5e" in refused.value.hint
+
+
+def _pod(accelerator: str, gpus: int) -> Any:
+    spec = JobSpec(name="a", command=("x",), resources=Resources(gpus=gpus, accelerator=accelerator), image="i")
+    return job_manifest(spec)["spec"]["template"]["spec"]  # type: ignore[index]
+
+
+@pytest.mark.parametrize(
+    ("accelerator", "gpus", "resource", "selector"),
+    [
+        ("mi300x", 8, "amd.com/gpu", {"amd.com/gpu.device-id": "74a1"}),
+        ("tpu-v5e", 1, "google.com/tpu", {"cloud.google.com/gke-tpu-accelerator": "tpu-v5-lite-podslice",
+                                          "cloud.google.com/gke-tpu-topology": "1x1"}),
+        ("tpu-v5e", 8, "google.com/tpu", {"cloud.google.com/gke-tpu-accelerator": "tpu-v5-lite-podslice",
+                                          "cloud.google.com/gke-tpu-topology": "2x4"}),
+        ("tpu-v4", 4, "google.com/tpu", {"cloud.google.com/gke-tpu-accelerator": "tpu-v4-podslice",
+                                         "cloud.google.com/gke-tpu-topology": "2x2x1"}),
+        ("tpu-v5p", 4, "google.com/tpu", {"cloud.google.com/gke-tpu-accelerator": "tpu-v5p-slice",
+                                          "cloud.google.com/gke-tpu-topology": "2x2x1"}),
+    ],
+)  # fmt: skip
+def test_kubernetes_asks_each_vendors_device_plugin_on_the_nodes_that_have_the_model(
+    accelerator: str, gpus: int, resource: str, selector: dict[str, str]
+) -> None:
+    """AMD, TPU and Trainium plans were refused; each now asks its device plugin's resource where the model is."""
+    pod = _pod(accelerator, gpus)
+    assert pod["containers"][0]["resources"]["limits"] == {resource: str(gpus)}
+    assert pod["nodeSelector"] == selector and "affinity" not in pod
+    assert pod["tolerations"] == [{"key": resource, "operator": "Exists", "effect": "NoSchedule"}]
+
+
+def test_kubernetes_picks_aws_neuron_nodes_by_the_instance_types_that_hold_the_devices() -> None:
+    pod = _pod("trainium", 16)
+    assert pod["containers"][0]["resources"]["limits"] == {"aws.amazon.com/neuron": "16"}
+    [term] = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert term["matchExpressions"] == [
+        {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["trn1.32xlarge", "trn1n.32xlarge"]}
+    ]
+    assert "nodeSelector" not in pod
+    one = _pod("inferentia2", 1)["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert one["nodeSelectorTerms"][0]["matchExpressions"][0]["values"][0] == "inf2.xlarge"
+    with pytest.raises(JobEngineError, match="no trainium instance holds 32"):
+        _pod("trainium", 32)
+
+
+@pytest.mark.parametrize(
+    ("accelerator", "gpus", "fragment"),
+    [("tpu-v4", 1, "4 chips on one host, not 1"), ("tpu-v5e", 2, "1, 4 or 8 chips on one host, not 2")],
+)
+def test_a_tpu_job_takes_whole_tpu_vms(accelerator: str, gpus: int, fragment: str) -> None:
+    """GKE gives a pod every chip of its TPU VM: a count no single host has is refused with the counts that are."""
+    spec = JobSpec(name="a", command=("x",), resources=Resources(gpus=gpus, accelerator=accelerator), image="i")
+    for render in (render_job, render_task):
+        with pytest.raises(JobEngineError, match=fragment) as refused:
+            render(spec)
+        assert refused.value.hint is not None and f"--gpu {accelerator} --gpus" in refused.value.hint
+
+
+def test_slurm_asks_amd_gpus_as_gres_and_refuses_what_slurm_does_not_schedule() -> None:
+    amd = JobSpec(name="a", command=("x",), resources=Resources(gpus=8, accelerator="mi300x"))
+    assert "#SBATCH --gres=gpu:mi300x:8" in render_sbatch(amd)
+    for accelerator, gpus, fragment in (("tpu-v5e", 4, "does not schedule Cloud TPUs"),
+                                        ("trainium", 16, "no GRES for AWS Neuron devices")):  # fmt: skip
+        spec = JobSpec(name="a", command=("x",), resources=Resources(gpus=gpus, accelerator=accelerator))
+        with pytest.raises(JobEngineError, match=fragment) as refused:
+            render_sbatch(spec)
+        assert refused.value.hint is not None and "--engine kubernetes" in refused.value.hint
+
+
+def test_skypilot_names_tpu_slices_by_size_and_neuron_devices_by_instance() -> None:
+    yaml = pytest.importorskip("yaml")
+
+    def resources(accelerator: str, gpus: int) -> Any:
+        spec = JobSpec(name="a", command=("x",), resources=Resources(gpus=gpus, accelerator=accelerator))
+        return yaml.safe_load(render_task(spec))["resources"]
+
+    # as `sky show-gpus` lists them: v5e by chips, v4 and v5p by TensorCores (two per chip)
+    assert resources("tpu-v5e", 8)["accelerators"] == "tpu-v5litepod-8"
+    assert resources("tpu-v4", 4)["accelerators"] == "tpu-v4-8"
+    assert resources("tpu-v5p", 4)["accelerators"] == "tpu-v5p-8"
+    assert resources("mi300x", 8)["accelerators"] == "MI300X:8"
+    trainium = resources("trainium", 16)
+    assert trainium["instance_type"] == "trn1.32xlarge" and "accelerators" not in trainium
 
 
 @pytest.mark.parametrize("name", ["Bad_Name", "-lead", "trail-", "x" * 64, "", "a.b"])

@@ -10,6 +10,8 @@ instance's vCPUs (``vcpus * gpus / accelerator_count``) less ``NODE_RESERVE`` fo
 daemons (a Kubernetes pod asking for every vCPU is never scheduled: kubelet and system
 reservations come first). Where the plan's instance is not in the catalog (an owned server),
 ``DEFAULT_CPUS_PER_GPU`` per GPU. A plan on a CPU (``xeon-8488c``) is a CPU job: no GPU asked for.
+Cloud TPUs are priced per chip, so a plan of four v4 chips reads as four "instances" of one chip: they
+are one TPU VM when a single host holds them, and one job.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from dataclasses import dataclass
 from computewise.catalog import Catalog, load_catalog
 from computewise.errors import InputError
 from computewise.plan.result import Option, Plan
+from computewise.scale.accelerators import single_host_tpu_chips
+from computewise.specs import Offering
 
 __all__ = ["DEFAULT_CPUS_PER_GPU", "NODE_RESERVE", "PlannedJob", "planned_job"]
 
@@ -49,15 +53,18 @@ def planned_job(plan: Plan, source: str = "the plan", catalog: Catalog | None = 
     """The recommended option of ``plan`` (read with ``Plan.from_dict``) as one job's resources."""
     option = plan.recommended
     what = f"{option.gpus} x {option.accelerator}"
-    if option.instances != 1:
+    catalog = catalog if catalog is not None else load_catalog()
+    offering = next(
+        (o for o in catalog.offerings if (o.cloud, o.instance_type) == (option.cloud, option.instance_type)), None
+    )
+    if option.instances != 1 and not _one_tpu_host(offering, option):
         raise InputError(
             f"{source} spans {option.instances} machines ({what}); a job here runs on one",
             "plan for one machine (e.g. --max-gpus 8), or launch multi-node training with the engine's own tool",
         )
     if option.gpus < 1:
         raise InputError(f"{source} asks for {option.gpus} GPUs", "write it with `computewise plan train ... --json`")
-    catalog = catalog if catalog is not None else load_catalog()
-    cpus, cpus_why = _cpus(catalog, option)
+    cpus, cpus_why = _cpus(offering, option)
     on_cpu = catalog.accelerator(option.accelerator).kind == "cpu"
     where = f"{option.cloud} {option.instance_type}, {option.pricing}"
     return PlannedJob(
@@ -71,16 +78,22 @@ def planned_job(plan: Plan, source: str = "the plan", catalog: Catalog | None = 
     )
 
 
-def _cpus(catalog: Catalog, option: Option) -> tuple[int, str]:
+def _one_tpu_host(offering: Offering | None, option: Option) -> bool:
+    """Whether the option's "instances" are chips of one TPU VM: Cloud TPUs are priced per chip (an offering of
+    one), and the chips of a single-host slice (up to 4 of v4 or v5p, 8 of v5e) are one machine, not several."""
+    return (
+        offering is not None
+        and offering.accelerator_count == 1
+        and option.gpus <= max(single_host_tpu_chips(option.accelerator), default=0)
+    )
+
+
+def _cpus(offering: Offering | None, option: Option) -> tuple[int, str]:
     """The CPUs the job asks for, and in words where the count comes from."""
-    vcpus = next(
-        (o.vcpus * option.gpus / o.accelerator_count for o in catalog.offerings
-         if (o.cloud, o.instance_type) == (option.cloud, option.instance_type)),
-        None,
-    )  # fmt: skip
-    if vcpus is None:
+    if offering is None:
         cpus = DEFAULT_CPUS_PER_GPU * option.gpus
         return cpus, f"{cpus} CPUs ({DEFAULT_CPUS_PER_GPU} per GPU: the instance is not in the catalog)"
+    vcpus = offering.vcpus * option.gpus / offering.accelerator_count
     cpus = max(option.gpus, math.floor(vcpus * (1 - NODE_RESERVE)))
     return (
         cpus,

@@ -14,7 +14,7 @@ import re
 from typing import Any
 
 from computewise.errors import JobEngineError, MissingExtraError
-from computewise.scale.accelerators import engine_names
+from computewise.scale.accelerators import KubernetesRequest, kubernetes_request
 from computewise.scale.engine import PREEMPTED_EXIT_CODE, JobHandle, JobSpec, JobStatus, Resources
 from computewise.scale.yaml_text import YamlValue, dump_yaml
 
@@ -25,6 +25,10 @@ CONTAINER_NAME = "job"
 # Kubernetes default of 30 s is too short for a large model's checkpoint.
 TERMINATION_GRACE_S = 120
 _LABEL_PREFIX = "computewise.io/"
+# The well-known label of a node's cloud instance type: what picks AWS Neuron nodes, which no device label names.
+INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
+# GPUs asked for without a model (--gpus without --gpu): NVIDIA's, the device most clusters have.
+_DEFAULT_DEVICE = "nvidia.com/gpu"
 _LABEL_VALUE_RE = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
@@ -44,11 +48,19 @@ def _cpu_quantity(cpus: float) -> str:
 def _whole_gpus(resources: Resources) -> int:
     if resources.gpus != int(resources.gpus):
         raise JobEngineError(
-            f"Kubernetes cannot give a job {resources.gpus} of a GPU: nvidia.com/gpu is counted in whole devices",
+            f"Kubernetes cannot give a job {resources.gpus} of a GPU: device plugins count whole devices",
             "ask for whole GPUs (--gpus 1), use MIG or time-slicing on the cluster and request that resource in the "
             "rendered manifest, or share GPUs with the ray engine",
         )
     return int(resources.gpus)
+
+
+def _on_instance_types(instance_types: tuple[str, ...]) -> dict[str, YamlValue]:
+    """Node affinity to any of the instance types, by the label every cloud's nodes carry."""
+    term: dict[str, YamlValue] = {
+        "matchExpressions": [{"key": INSTANCE_TYPE_LABEL, "operator": "In", "values": list(instance_types)}]
+    }
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}}
 
 
 def job_manifest(spec: JobSpec, namespace: str = "default") -> dict[str, YamlValue]:
@@ -70,13 +82,18 @@ def job_manifest(spec: JobSpec, namespace: str = "default") -> dict[str, YamlVal
     if spec.checkpoint_uri is not None:
         env["COMPUTEWISE_CHECKPOINT_URI"] = spec.checkpoint_uri
     env.update(spec.env)
+    device = (
+        kubernetes_request(spec.resources.accelerator, gpus)
+        if spec.resources.accelerator is not None
+        else KubernetesRequest(_DEFAULT_DEVICE)
+    )
     requests: dict[str, YamlValue] = {"cpu": _cpu_quantity(spec.resources.cpus)}
     limits: dict[str, YamlValue] = {}
     if spec.resources.memory_bytes is not None:
         requests["memory"] = str(spec.resources.memory_bytes)
         limits["memory"] = str(spec.resources.memory_bytes)
     if gpus:
-        limits["nvidia.com/gpu"] = str(gpus)  # a quantity: a string in the API, like "2" or "500m"
+        limits[device.resource] = str(gpus)  # a quantity: a string in the API, like "2" or "500m"
     container: dict[str, YamlValue] = {
         "name": CONTAINER_NAME,
         "image": spec.image,
@@ -88,11 +105,13 @@ def job_manifest(spec: JobSpec, namespace: str = "default") -> dict[str, YamlVal
         "restartPolicy": "Never",
         "terminationGracePeriodSeconds": TERMINATION_GRACE_S,
     }
-    if spec.resources.accelerator is not None:
-        product = engine_names(spec.resources.accelerator).kubernetes_product
-        pod_spec["nodeSelector"] = {"nvidia.com/gpu.product": product}
+    if device.node_selector:
+        pod_spec["nodeSelector"] = dict(device.node_selector)
+    if device.instance_types:
+        pod_spec["affinity"] = _on_instance_types(device.instance_types)
     if gpus:
-        pod_spec["tolerations"] = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+        # Device nodes are commonly tainted with the device's resource name (GKE taints TPU nodes google.com/tpu).
+        pod_spec["tolerations"] = [{"key": device.resource, "operator": "Exists", "effect": "NoSchedule"}]
     pod_spec["containers"] = [container]
     metadata: dict[str, YamlValue] = {"name": spec.name, "namespace": namespace, "labels": labels}
     if annotations:

@@ -14,7 +14,7 @@ import math
 import shlex
 
 from computewise.errors import JobEngineError
-from computewise.scale.accelerators import engine_names
+from computewise.scale.accelerators import skypilot_resources
 from computewise.scale.engine import PREEMPTED_EXIT_CODE, JobHandle, JobSpec, JobStatus
 from computewise.scale.yaml_text import YamlValue, dump_yaml
 from computewise.units import GIB
@@ -33,10 +33,9 @@ def render_task(spec: JobSpec) -> str:
         if spec.resources.accelerator is None:
             raise JobEngineError(
                 "SkyPilot needs to know which GPU to rent",
-                "pass --accelerator, e.g. --accelerator h100",
+                "pass --gpu, e.g. --gpu h100",
             )
-        count: YamlValue = int(gpus) if gpus == int(gpus) else gpus
-        resources["accelerators"] = f"{engine_names(spec.resources.accelerator).skypilot}:{count}"
+        resources.update(skypilot_resources(spec.resources.accelerator, gpus))
     resources["cpus"] = f"{math.ceil(spec.resources.cpus)}+"
     if spec.resources.memory_bytes is not None:
         resources["memory"] = f"{math.ceil(spec.resources.memory_bytes / GIB)}+"

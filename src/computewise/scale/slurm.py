@@ -16,7 +16,7 @@ import shutil
 import subprocess
 
 from computewise.errors import JobEngineError
-from computewise.scale.accelerators import engine_names
+from computewise.scale.accelerators import slurm_gres
 from computewise.scale.engine import PREEMPTED_EXIT_CODE, JobHandle, JobSpec, JobStatus
 from computewise.units import MIB
 
@@ -60,7 +60,7 @@ def render_sbatch(spec: JobSpec) -> str:
                 f"Slurm cannot give a job {resources.gpus} of a GPU through --gres=gpu",
                 "ask for whole GPUs (--gpus 1), or use the sharding/MPS GRES of your site by editing the script",
             )
-        gres_type = f"{engine_names(resources.accelerator).slurm_gres}:" if resources.accelerator else ""
+        gres_type = f"{slurm_gres(resources.accelerator)}:" if resources.accelerator else ""
         lines.append(f"#SBATCH --gres=gpu:{gres_type}{int(resources.gpus)}")
     lines.append(f"#SBATCH --cpus-per-task={math.ceil(resources.cpus)}")
     if resources.memory_bytes is not None:
