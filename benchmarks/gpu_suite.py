@@ -170,7 +170,16 @@ def read_train(data: dict[str, Any]) -> tuple[dict[str, Any], list[Check]]:
 
 def read_tune(data: dict[str, Any]) -> tuple[dict[str, Any], list[Check]]:
     best = data.get("best") or {}
-    return {"speedup": data.get("speedup"), "mfu": data.get("mfu"), "best": best.get("config")}, []
+    speedup = data.get("speedup") or {}
+    figures = {
+        "best": best.get("describe"),
+        "tokens_per_s": best.get("tokens_per_s"),
+        "mfu": best.get("mfu"),
+        "speedup_vs_baseline": speedup.get("vs_baseline"),
+        "speedup_vs_largest_batch": speedup.get("vs_largest_batch"),
+        "trials": len(data.get("trials", [])),
+    }
+    return figures, []
 
 
 def read_serve(data: dict[str, Any]) -> tuple[dict[str, Any], list[Check]]:
@@ -231,7 +240,7 @@ def steps(out: Path, smoke: bool) -> list[Step]:
     serve += ["--json", str(out / "serve.json")]
     validate = [sys.executable, str(ROOT / "benchmarks" / "validate_gpu.py"), "--quick"]
     validate += ["--json", str(out / "validate.json"), "--markdown", str(out / "validate.md")]
-    validate += ["--device", "cpu", "--steps", "1", "--warmup", "1"] if smoke else []
+    validate += ["--device", "cpu", "--steps", "1", "--warmup", "2"] if smoke else []
     pytest = [sys.executable, "-m", "pytest", "-m", "gpu", "-p", "no:cacheprovider", "-n", "0", *gpu_test_files()]
     pytest += ["--deselect", TRAIN_GPU_TEST, "--junitxml", str(out / "pytest.xml")]
     no_serve = "exporting MiniLM takes minutes on a small CPU; tests/benchmarks/test_serve_benchmarks.py covers it"
