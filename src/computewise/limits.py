@@ -207,6 +207,10 @@ FLAG_LIMITS: Final[dict[str, Limit]] = {
         1, 1e7, "a batch of more than 1e7 samples does not fit any loader's memory", "256", integer=True
     ),
     "--demand": Limit(0.001, 1e9, "no training job consumes more than 1e9 samples/s", "3400", unit="samples/s"),
+    "--lora-rank": Limit(
+        1, 4096, "a rank above 4096 is wider than most layers it adapts: train in full instead", "16", integer=True
+    ),
+    "--lora-alpha": Limit(0.01, 1e6, "alpha scales the adapter's update by alpha / rank; usually 2x the rank", "32"),
 }
 """Every flag that takes a quantity, on every verb. A flag's meaning is the same wherever it appears."""
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from computewise.estimate.quote import PriceRequest
     from computewise.ledger import Ledger
     from computewise.limits import Limit
-    from computewise.specs import ModelSpec
+    from computewise.specs import FineTune, ModelSpec
 
 Choice = TypeVar("Choice", bound=str)
 
@@ -38,7 +38,12 @@ TokensOption = Annotated[
     str | None, typer.Option(help="Training tokens: 1e10, 10B, 300000000. Default 20 per parameter.")
 ]
 SeqLenOption = Annotated[str | None, typer.Option(help="Sequence length. Default: the model's, at most 4096.")]
-OptimizerOption = Annotated[str, typer.Option(help="adamw, adam, sgd or adam8bit.")]
+OptimizerOption = Annotated[
+    str,
+    typer.Option(
+        help="adamw, adam, sgd, adam8bit, or bitsandbytes' paged-adamw and paged-adam8bit (states paged to host RAM)."
+    ),
+]
 DbOption = Annotated[
     str | None,
     typer.Option(
@@ -153,18 +158,38 @@ def emit(
     to_html: Callable[[dict[str, Any]], str],
 ) -> None:
     """JSON to stdout for scripts, or Rich tables for people; the HTML report is written either way."""
-    from rich.console import Console
 
     if html_path is not None:
         from computewise.report.html import write_html
 
         write_html(html_path, to_html(data))
+    print_document(data, as_json, show, () if html_path is None else (html_path,))
+
+
+def print_document(
+    data: dict[str, Any], as_json: bool, show: Callable[[dict[str, Any], Console], None], written: Sequence[Path] = ()
+) -> None:
+    """``data`` as JSON, or shown as tables followed by a ``wrote FILE`` line for each file written beside it."""
+    from rich.console import Console
+
     if as_json:
-        sys.stdout.write(json.dumps(data, indent=2) + "\n")
-    else:
-        show(data, Console())
-        if html_path is not None:
-            Console(stderr=True).print(f"wrote {html_path}", highlight=False, markup=False, emoji=False)
+        emit_json(data)
+        return
+    show(data, Console())
+    for path in written:
+        wrote(path)
+
+
+def emit_json(data: object) -> None:
+    """The one way a ``--json`` document reaches stdout: indented by two, one newline after it."""
+    sys.stdout.write(json.dumps(data, indent=2) + "\n")
+
+
+def wrote(path: Path | str) -> None:
+    """``wrote FILE`` on stderr, after the tables, for each file a verb wrote beside them."""
+    from rich.console import Console
+
+    Console(stderr=True).print(f"wrote {path}", highlight=False, markup=False, emoji=False)
 
 
 def bounded_float(flag: str, limit: Limit | None = None) -> Callable[[str | float], float]:
@@ -271,3 +296,130 @@ def progress_bar(verb: str, console: Console, *extra_fields: str) -> Progress:
         console=console,
         transient=True,
     )
+
+
+MethodOption = Annotated[
+    str,
+    typer.Option(
+        "--method",
+        help="What trains: full (every weight), lora (adapters on a frozen 16-bit base, PEFT) or qlora (adapters "
+        "on a 4-bit base, bitsandbytes).",
+    ),
+]
+LoraRankOption = Annotated[
+    int | None,
+    typer.Option("--lora-rank", parser=bounded_int("--lora-rank"), help="LoRA rank r (default 16)."),
+]
+LoraAlphaOption = Annotated[
+    float | None,
+    typer.Option("--lora-alpha", parser=bounded_float("--lora-alpha"), help="LoRA alpha (default 2x the rank)."),
+]
+LoraTargetsOption = Annotated[
+    str | None,
+    typer.Option(
+        "--lora-targets",
+        help="Layers that get adapters: all-linear (default, QLoRA's choice), attention (q, k, v, o), or module "
+        "names as PEFT's target_modules takes them (q_proj,v_proj).",
+    ),
+]
+TrainedModulesOption = Annotated[
+    str | None,
+    typer.Option(
+        "--trained-modules",
+        help="Also train in full, beside the adapters (PEFT's modules_to_save): head, embeddings, or both "
+        "(head,embeddings).",
+    ),
+]
+AdapterPrecisionOption = Annotated[
+    str | None, typer.Option("--adapter-precision", help="fp32 (PEFT's default) or bf16 adapters.")
+]
+QuantTypeOption = Annotated[
+    str | None, typer.Option("--quant-type", help="QLoRA's 4-bit type: nf4 (default) or fp4 (bnb_4bit_quant_type).")
+]
+DoubleQuantOption = Annotated[
+    bool | None,
+    typer.Option(
+        "--double-quant/--no-double-quant",
+        help="QLoRA: quantize the block constants too (default on, bnb_4bit_use_double_quant).",
+    ),
+]
+
+
+@dataclass(frozen=True)
+class FineTuneFlags:
+    """The fine-tuning flags of ``estimate train`` and ``plan train`` as typed, turned into ``FineTune``s.
+
+    Every flag but ``--method`` describes adapters, so naming one for full training is refused rather
+    than silently ignored.
+    """
+
+    rank: int | None = None
+    alpha: float | None = None
+    targets: str | None = None
+    trained_modules: str | None = None
+    adapter_precision: str | None = None
+    quant_type: str | None = None
+    double_quant: bool | None = None
+
+    def specs(self, methods: str) -> tuple[FineTune, ...]:
+        """One ``FineTune`` per method of a comma list (``lora,qlora,full``), each once; the flags apply
+        to the methods they describe."""
+        names = list(dict.fromkeys(m.strip().lower() for m in methods.split(",") if m.strip()))
+        if not names:
+            raise InputError("--method is empty", "e.g. --method full, or --method lora,qlora,full to compare")
+        adapted = [n for n in names if n != "full"]
+        quantized = [n for n in names if n == "qlora"]
+        return tuple(self.spec(n, adapted=bool(adapted), quantized=bool(quantized)) for n in names)
+
+    def spec(self, method: str, *, adapted: bool = False, quantized: bool = False) -> FineTune:
+        """The ``FineTune`` of ``method``. ``adapted``/``quantized``: another method of the same command uses
+        the adapter/4-bit flags, so they are not refused for this one."""
+        from computewise.specs import FINETUNE_METHODS, FineTune
+        from computewise.specs.finetune import FOUR_BIT_TYPES
+
+        chosen = choice(method, FINETUNE_METHODS, "--method")
+        adapted = adapted or chosen != "full"
+        quantized = quantized or chosen == "qlora"
+        given = {
+            "--lora-rank": self.rank,
+            "--lora-alpha": self.alpha,
+            "--lora-targets": self.targets,
+            "--trained-modules": self.trained_modules,
+            "--adapter-precision": self.adapter_precision,
+        }
+        four_bit = {"--quant-type": self.quant_type, "--double-quant": self.double_quant}
+        misplaced = [flag for flag, value in given.items() if value is not None and not adapted]
+        misplaced += [flag for flag, value in four_bit.items() if value is not None and not quantized]
+        if misplaced:
+            raise InputError(
+                f"{', '.join(misplaced)} does not apply to --method {chosen}",
+                f"add --method {'qlora' if '--quant-type' in misplaced or '--double-quant' in misplaced else 'lora'}, "
+                f"or drop {misplaced[0]}",
+            )
+        if chosen == "full":
+            return FineTune()
+        trained = self._trained_modules()
+        rank = self.rank if self.rank is not None else 16
+        return FineTune(
+            method=chosen,
+            rank=rank,
+            alpha=self.alpha if self.alpha is not None else 2.0 * rank,
+            targets=tuple(t.strip() for t in (self.targets or "all-linear").split(",") if t.strip()),
+            train_embeddings="embeddings" in trained,
+            train_head="head" in trained,
+            adapter_bytes=4
+            if choice(self.adapter_precision or "fp32", ("fp32", "bf16"), "--adapter-precision") == "fp32"
+            else 2,
+            four_bit=choice(self.quant_type or "nf4", FOUR_BIT_TYPES, "--quant-type"),
+            double_quant=True if self.double_quant is None else self.double_quant,
+        )
+
+    def _trained_modules(self) -> set[str]:
+        names = {t.strip().lower() for t in (self.trained_modules or "").split(",") if t.strip()}
+        unknown = names - {"head", "embeddings"}
+        if unknown:
+            raise InputError(
+                f"--trained-modules takes head and embeddings, got {', '.join(sorted(unknown))}",
+                "e.g. --trained-modules head,embeddings (new tokens need both)",
+            )
+        return names

@@ -8,13 +8,22 @@ from typing import Annotated
 import typer
 
 from computewise.cli.common import (
+    AdapterPrecisionOption,
     CatalogOption,
+    DoubleQuantOption,
+    FineTuneFlags,
     HtmlOption,
     JsonOption,
+    LoraAlphaOption,
+    LoraRankOption,
+    LoraTargetsOption,
+    MethodOption,
     ModelOption,
     OptimizerOption,
+    QuantTypeOption,
     SeqLenOption,
     TokensOption,
+    TrainedModulesOption,
     bounded_float,
     bounded_int,
     choice,
@@ -135,6 +144,14 @@ def train(
             parser=bounded_float("--mfu"), help="Achieved fraction of peak FLOP/s, e.g. from one measured step."
         ),
     ] = None,
+    method: MethodOption = "full",
+    lora_rank: LoraRankOption = None,
+    lora_alpha: LoraAlphaOption = None,
+    lora_targets: LoraTargetsOption = None,
+    trained_modules: TrainedModulesOption = None,
+    adapter_precision: AdapterPrecisionOption = None,
+    quant_type: QuantTypeOption = None,
+    double_quant: DoubleQuantOption = None,
     catalog_paths: CatalogOption = None,
     calibration: CalibrationOption = None,
     as_json: JsonOption = False,
@@ -162,6 +179,9 @@ def train(
     dp = n_gpus // (tp * pp * cp)
     seq = sequence_length(seq_len, spec)
     micro = parse_positive_int(micro_batch, "--micro-batch")
+    finetune = FineTuneFlags(
+        lora_rank, lora_alpha, lora_targets, trained_modules, adapter_precision, quant_type, double_quant
+    ).spec(method)
     layout = Parallelism(
         dp=dp,
         tp=tp,
@@ -183,8 +203,11 @@ def train(
         optimizer=choice(optimizer, OPTIMIZERS, "--optimizer"),
         recompute=choice(recompute, RECOMPUTES, "--recompute"),
         attention=_attention_kernel(attention, flash_attention),
-        framework=default_framework(layout) if framework == "auto" else choice(framework, FRAMEWORKS, "--framework"),
+        framework=default_framework(layout, finetune)
+        if framework == "auto"
+        else choice(framework, FRAMEWORKS, "--framework"),
         execution=choice(execution, EXECUTIONS, "--execution"),
+        finetune=finetune,
     )
     result = estimate_train(
         spec,

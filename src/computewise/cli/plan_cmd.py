@@ -8,13 +8,21 @@ from typing import Annotated
 import typer
 
 from computewise.cli.common import (
+    AdapterPrecisionOption,
     CatalogOption,
+    DoubleQuantOption,
+    FineTuneFlags,
     HtmlOption,
     JsonOption,
+    LoraAlphaOption,
+    LoraRankOption,
+    LoraTargetsOption,
     ModelOption,
     OptimizerOption,
+    QuantTypeOption,
     SeqLenOption,
     TokensOption,
+    TrainedModulesOption,
     bounded_float,
     bounded_int,
     choice,
@@ -93,6 +101,20 @@ def train(
     dataset_size: Annotated[
         str | None, typer.Option("--dataset-size", help="Bytes to move with --data-region: 2TB, 500GiB.")
     ] = None,
+    methods: Annotated[
+        str,
+        typer.Option(
+            "--method",
+            help="What trains: full, lora, qlora, or several to compare (lora,qlora,full): the cheapest wins.",
+        ),
+    ] = "full",
+    lora_rank: LoraRankOption = None,
+    lora_alpha: LoraAlphaOption = None,
+    lora_targets: LoraTargetsOption = None,
+    trained_modules: TrainedModulesOption = None,
+    adapter_precision: AdapterPrecisionOption = None,
+    quant_type: QuantTypeOption = None,
+    double_quant: DoubleQuantOption = None,
     as_json: JsonOption = False,
     html: HtmlOption = None,
 ) -> None:
@@ -146,6 +168,9 @@ def train(
         precisions=tuple(choice(p, PRECISIONS, "--precision") for p in precision or TRAIN_PRECISIONS),
         objective=choice(optimize, ("cost", "time"), "--optimize"),
         data=site,
+        methods=FineTuneFlags(
+            lora_rank, lora_alpha, lora_targets, trained_modules, adapter_precision, quant_type, double_quant
+        ).specs(methods),
     )
     result = plan_train(
         spec, catalog, assumptions, constraints, None if measured is None else {measured.device_slug: measured}

@@ -12,10 +12,15 @@ repeats: one extra forward for full recompute, the attention core for selective 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from computewise.estimate.arrays import FloatArray, col
 from computewise.specs import ModelSpec
+
+if TYPE_CHECKING:  # adapters imports nothing from here; only the type is needed
+    from computewise.estimate.adapters import Adapters
 
 __all__ = [
     "OP_SELECTIVE",
@@ -76,16 +81,19 @@ def forward_flops_per_token(model: ModelSpec, seq_len: FloatArray) -> FloatArray
 
 
 def training_flops_per_token(
-    model: ModelSpec, seq_len: FloatArray, recompute: FloatArray
+    model: ModelSpec, seq_len: FloatArray, recompute: FloatArray, adapters: Adapters | None = None
 ) -> tuple[FloatArray, FloatArray]:
     """(model FLOPs, hardware FLOPs) per trained token; ``recompute`` is 0 none, 1 selective, 2 full,
-    3 op-selective (the matmuls whose outputs were not kept run again; attention's output was)."""
+    3 op-selective (the matmuls whose outputs were not kept run again; attention's output was).
+    ``adapters``: a LoRA/QLoRA job, whose frozen weights need no weight gradient."""
     forward = forward_flops_per_token(model, seq_len)
     model_flops = 3.0 * forward
     code = col(recompute)
     if model.traced is not None and not model.is_transformer:
         return model_flops, model_flops + np.where(code == 2, forward, 0.0)
     attention = attention_flops_per_token(model, seq_len, model.architecture == "decoder")
+    if adapters is not None:
+        model_flops = adapters.model_flops_per_token(model, matmul_params(model), attention)
     matmuls = layer_matmuls(model)
     unsaved = sum(2.0 * out * inp for out, inp in matmuls[1::2]) * model.total_layers
     extra = np.select([code == OP_SELECTIVE, code == 2, code == 1], [unsaved + 0.0 * forward, forward, attention], 0.0)

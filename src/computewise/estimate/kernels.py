@@ -31,6 +31,7 @@ synchronised over several devices runs its GEMMs at the sustained share of them
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
@@ -39,6 +40,9 @@ from computewise.estimate.arrays import FloatArray, col
 from computewise.estimate.assumptions import Assumptions
 from computewise.estimate.flops import OP_SELECTIVE, layer_matmuls
 from computewise.specs import ATTENTION_KERNELS, EXECUTIONS, FRAMEWORKS, KernelProfile, ModelSpec
+
+if TYPE_CHECKING:
+    from computewise.estimate.adapters import Adapters
 
 __all__ = [
     "HostCosts",
@@ -348,23 +352,53 @@ def _layer_forward(
 
 
 def _head_and_loss(
-    model: ModelSpec, tokens: FloatArray, act: FloatArray, tp: FloatArray, logits_bytes: FloatArray, rates: KernelRates
+    model: ModelSpec,
+    tokens: FloatArray,
+    act: FloatArray,
+    tp: FloatArray,
+    logits_bytes: FloatArray,
+    rates: KernelRates,
+    trained: bool = True,
 ) -> tuple[StepKernels, StepKernels]:
     """(forward, backward) of the LM head and the cross-entropy over its logits.
 
     ``logits_bytes``: bytes moved per logit by the loss over forward and backward (the upcast to
-    fp32, log-softmax, its gradient, the cast back; about 36 unfused, fewer when fused).
+    fp32, log-softmax, its gradient, the cast back; about 36 unfused, fewer when fused). A frozen
+    head (``trained`` False) computes only its input's gradient.
     """
     if model.vocab_size <= 0:
         zero = StepKernels(col(0.0) * tokens, col(0.0) * tokens)
         return zero, zero
     vocab, h = model.vocab_size / col(tp), float(model.hidden_size)
     forward = gemm_s(tokens, vocab, h, act, rates)
-    backward = gemm_s(tokens, h, vocab, act, rates) + gemm_s(vocab, h, tokens, act, rates)
+    backward = gemm_s(tokens, h, vocab, act, rates)
+    if trained:
+        backward = backward + gemm_s(vocab, h, tokens, act, rates)
     loss = _stream(tokens * vocab * logits_bytes, 6.0, rates)
     half = loss.times(0.5)
-    head_backward = StepKernels(backward, 0.0 * tokens, col(2.0) + 0.0 * tokens) + half.backward(1.0, 1.0)
+    head_backward = StepKernels(backward, 0.0 * tokens, col(2.0 if trained else 1.0) + 0.0 * tokens) + half.backward(
+        1.0, 1.0
+    )
     return StepKernels(forward, col(1.0) + 0.0 * tokens) + half, head_backward
+
+
+def _adapter_forward(
+    adapters: Adapters, tokens: FloatArray, act: FloatArray, tp: FloatArray, rates: KernelRates
+) -> tuple[StepKernels, StepKernels, StepKernels]:
+    """(adapter GEMMs, adapter elementwise, dequantization) of one block's forward: each adapter's two thin
+    GEMMs, then its scaling, add and casts; under QLoRA every base matrix dequantized to bf16 (split over
+    tp as its matmul is)."""
+    gemm = col(0.0) * tokens
+    for n, k, count in adapters.adapter_gemm_shapes():
+        gemm = gemm + count * gemm_s(tokens, n, k, act, rates)
+    gemm_kernels = 2.0 * sum(layer.per_block for layer in adapters.targets)
+    per_token, kernels = adapters.adapter_elementwise_bytes(act)
+    moved, dequant_kernels = adapters.dequant_per_layer()
+    return (
+        StepKernels(gemm, gemm_kernels + 0.0 * gemm),
+        _stream(tokens * per_token, kernels, rates),
+        _stream(moved / col(tp) + 0.0 * tokens, dequant_kernels, rates),
+    )
 
 
 def _unkept_matmul_share(model: ModelSpec) -> float:
@@ -387,12 +421,15 @@ def training_kernels(
     execution: FloatArray,
     has_head: FloatArray,
     rates: KernelRates,
+    adapters: Adapters | None = None,
 ) -> MicrobatchKernels:
     """One micro-batch's forward and backward on one device: ``tokens`` through ``layers`` layers.
 
     ``recompute`` 2 (full) repeats every layer's forward in the backward, 1 (selective) the
     attention core, 3 (op-selective) the elementwise kernels and the matmuls whose outputs were not
-    kept. ``has_head`` (0/1): this device runs the LM head and the loss.
+    kept. ``has_head`` (0/1): this device runs the LM head and the loss. ``adapters``: a LoRA/QLoRA
+    job, whose frozen matmuls compute input gradients only and whose adapters and dequantization
+    add their own kernels (``_adapter_forward``).
     """
     causal = 0.5 if model.architecture == "decoder" else 1.0
     attended = col(seq_len) * causal
@@ -400,7 +437,18 @@ def training_kernels(
         attended = np.minimum(attended, float(model.sliding_window))
     matmuls, core, rest = _layer_forward(model, tokens, attended, act, tp, sp, attention, framework, execution, rates)
     forward = matmuls + core + rest
-    backward = matmuls.backward(2.0, 2.0) + core.backward(_ATTENTION_BACKWARD_WORK, 1.0) + rest.backward(2.0, 2.0)
+    matmul_backward = 2.0 if adapters is None else 1.0  # input and weight gradients, or the input's only
+    backward = (
+        matmuls.backward(matmul_backward, matmul_backward)
+        + core.backward(_ATTENTION_BACKWARD_WORK, 1.0)
+        + rest.backward(2.0, 2.0)
+    )
+    if adapters is not None:
+        adapter_gemms, adapter_rest, dequant = _adapter_forward(adapters, tokens, act, tp, rates)
+        forward = forward + adapter_gemms + adapter_rest + dequant
+        backward = (
+            backward + adapter_gemms.backward(2.0, 2.0) + adapter_rest.backward(1.0, 1.0) + dequant.backward(1.0, 1.0)
+        )
     code = col(recompute)
     # Full: the whole forward again. Megatron's selective: the attention core. Op-level selective: the
     # elementwise kernels and the matmuls whose outputs were not kept (their share of the matmul FLOPs).
@@ -411,7 +459,10 @@ def training_kernels(
         + (rest + matmuls.times(unkept)).times(np.where(code == OP_SELECTIVE, 1.0, 0.0))
     )
     fused_loss = (col(framework) == _MEGATRON) | (col(execution) >= _COMPILE)
-    head_forward, head_backward = _head_and_loss(model, tokens, act, tp, np.where(fused_loss, 24.0, 36.0), rates)
+    head_trained = adapters is None or adapters.finetune.train_head
+    head_forward, head_backward = _head_and_loss(
+        model, tokens, act, tp, np.where(fused_loss, 24.0, 36.0), rates, trained=head_trained
+    )
     plain = (forward + backward).times(col(layers)) + (head_forward + head_backward).times(col(has_head))
     return MicrobatchKernels(plain=plain, recomputed=plain + again.times(col(layers)))
 
@@ -430,6 +481,7 @@ def distinct_training_kernels(
     execution: FloatArray,
     has_head: FloatArray,
     rates: KernelRates,
+    adapters: Adapters | None = None,
 ) -> MicrobatchKernels:
     """``training_kernels``, computed once per distinct row: a plan's million layouts share a few thousand
     micro-batch shapes, codes and rates, so its kernels are timed for those and spread back by index."""
@@ -443,12 +495,12 @@ def distinct_training_kernels(
     )
     shape = np.broadcast_shapes(*(np.shape(c) for c in (*columns, *rate_columns)))
     if len(shape) != 1 or shape[0] < _DISTINCT_MIN_ROWS:
-        return training_kernels(model, *columns, rates)
+        return training_kernels(model, *columns, rates, adapters)
     full = [np.broadcast_to(col(c), shape) for c in (*columns, *rate_columns)]
     first, index = _distinct_rows(full)
     (t, s, lay, a, tp_, sp_, att, rec, fw, ex, head, gemm, flash, triton, stream, floor) = (c[first] for c in full)
     micro = training_kernels(
-        model, t, s, lay, a, tp_, sp_, att, rec, fw, ex, head, KernelRates(gemm, flash, triton, stream, floor)
+        model, t, s, lay, a, tp_, sp_, att, rec, fw, ex, head, KernelRates(gemm, flash, triton, stream, floor), adapters
     )
     return MicrobatchKernels(plain=micro.plain.take(index), recomputed=micro.recomputed.take(index))
 

@@ -6,7 +6,8 @@ import numpy as np
 import numpy.typing as npt
 
 from computewise.errors import ParallelismError
-from computewise.specs import Framework, ModelSpec, Parallelism
+from computewise.specs import FineTune, Framework, ModelSpec, Parallelism
+from computewise.specs.finetune import FULL_TRAINING
 from computewise.units import plural
 
 __all__ = [
@@ -22,10 +23,13 @@ __all__ = [
 VIRTUAL_STAGES = (1, 2, 4, 8)
 
 
-def default_framework(parallelism: Parallelism) -> Framework:
+def default_framework(parallelism: Parallelism, finetune: FineTune = FULL_TRAINING) -> Framework:
     """Megatron's memory layout wherever the model itself is split (tp, pp, cp or ep > 1), which only
     Megatron-style frameworks run; PyTorch autocast (DDP, FSDP, HF Trainer) for data parallelism.
-    The planner applies the same rule to every candidate."""
+    LoRA and QLoRA run as PEFT runs them, on Hugging Face's modules. The planner applies the same
+    rule to every candidate."""
+    if finetune.adapted:
+        return "transformers"
     p = parallelism
     return "megatron" if max(p.tp, p.pp, p.cp, p.ep) > 1 else "pytorch"
 

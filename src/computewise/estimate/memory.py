@@ -38,13 +38,26 @@ MiB share 20 MiB segments, smaller ones 2 MiB segments).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
 
 from computewise.estimate.arrays import FloatArray, col
 from computewise.estimate.flops import op_selective_saved_widths
-from computewise.specs import FRAMEWORKS, RECOMPUTES, Framework, ModelSpec, Optimizer, Precision, Recompute
+from computewise.specs import (
+    FRAMEWORKS,
+    PAGED_OPTIMIZERS,
+    RECOMPUTES,
+    Framework,
+    ModelSpec,
+    Optimizer,
+    Precision,
+    Recompute,
+)
+
+if TYPE_CHECKING:  # adapters builds on this module; only the type is needed here
+    from computewise.estimate.adapters import Adapters
 
 __all__ = [
     "FRAMEWORK_CODES",
@@ -65,6 +78,7 @@ __all__ = [
     "layer_terms",
     "model_state_bytes",
     "optimizer_bytes_per_param",
+    "optimizer_state_bytes",
     "peak_activations",
     "training_fragmentation_bytes",
     "training_peak_bytes",
@@ -104,13 +118,28 @@ def bytes_per_value(precision: Precision) -> float:
     return 4.0 if precision == "fp32" else 2.0
 
 
-def optimizer_bytes_per_param(optimizer: Optimizer, precision: Precision) -> float:
-    """Optimizer state per parameter (ZeRO paper's K), including the fp32 master copy in mixed precision.
+def optimizer_state_bytes(optimizer: Optimizer) -> float:
+    """Bytes of optimizer state per parameter, wherever they live (a paged optimizer's are in host-pageable memory).
 
     Adam/AdamW: momentum + variance in fp32 (8). SGD: momentum (4). 8-bit Adam (Dettmers et al.
     2022, arXiv:2110.02861): two 1-byte states plus one fp32 absmax per 2048-value block.
     """
-    states = {"adamw": 8.0, "adam": 8.0, "sgd": 4.0, "adam8bit": 2.0 + 2 * 4.0 / 2048}[optimizer]
+    eight_bit = 2.0 + 2 * 4.0 / 2048
+    return {
+        "adamw": 8.0,
+        "adam": 8.0,
+        "sgd": 4.0,
+        "adam8bit": eight_bit,
+        "paged-adamw": 8.0,
+        "paged-adam8bit": eight_bit,
+    }[optimizer]
+
+
+def optimizer_bytes_per_param(optimizer: Optimizer, precision: Precision) -> float:
+    """Optimizer state per parameter held on the device (ZeRO paper's K), including the fp32 master copy in
+    mixed precision. A paged optimizer's states are in CUDA unified memory, which the caching allocator
+    never sees and the driver evicts to host RAM under pressure, so they do not decide whether a step fits."""
+    states = 0.0 if optimizer in PAGED_OPTIMIZERS else optimizer_state_bytes(optimizer)
     master_copy = 0.0 if precision == "fp32" else 4.0
     return states + master_copy
 
@@ -342,6 +371,7 @@ def activation_parts(
     framework: FloatArray | None = None,
     cp: FloatArray | None = None,
     virtual_stages: FloatArray | None = None,
+    adapters: Adapters | None = None,
 ) -> ActivationParts:
     """Activations of one training step per device, by stage and by when they are live.
 
@@ -350,6 +380,8 @@ def activation_parts(
     autocast's layout with the Llama-family modules (``layer_terms``) where the model has their
     gated MLP (Llama, Mistral, Qwen, Gemma), PyTorch's otherwise. ``cp`` ranks split each
     sequence (ring attention): every per-token term divides by cp, the a*s^2 scores keep all keys.
+    ``adapters``: a LoRA/QLoRA job's frozen layers (``Adapters.layer_terms``); the LM head saves its
+    input only when it is trained.
     """
     s, b, tp, pp = col(seq_len), col(micro_batch), col(tp), col(pp)
     act = col(act_bytes)
@@ -362,12 +394,19 @@ def activation_parts(
         return ActivationParts(kept, kept, zero, zero, zero, zero, zero)
     pytorch = framework >= _PYTORCH
     hf = ((framework == _TRANSFORMERS) & model.gated_ffn).astype(float)  # HF's Llama-family modules
-    norm_bytes = np.where(pytorch, np.maximum(act, _FP32_BYTES), act)
     flash = col(flash_attention) > 0
-    native_gqa = flash & (act < _FP32_BYTES)  # FlashAttention takes fewer KV heads; fp32 runs other kernels
-    replicated, split, scores_per_s = layer_terms(
-        model, act, norm_bytes, (pytorch & ~native_gqa).astype(float), hf_modules=hf
-    )
+    head_input = act * model.hidden_size
+    if adapters is None:
+        norm_bytes = np.where(pytorch, np.maximum(act, _FP32_BYTES), act)
+        native_gqa = flash & (act < _FP32_BYTES)  # FlashAttention takes fewer KV heads; fp32 runs other kernels
+        replicated, split, scores_per_s = layer_terms(
+            model, act, norm_bytes, (pytorch & ~native_gqa).astype(float), hf_modules=hf
+        )
+    else:
+        norm_bytes = adapters.residual_bytes(act)
+        replicated, split, scores_per_s = adapters.layer_terms(model, act)
+        hf = np.where(model.gated_ffn, 1.0, 0.0) + 0.0 * framework  # PEFT runs Hugging Face's modules
+        head_input = head_input * (1.0 if adapters.finetune.train_head else 0.0)
     sp_divisor = np.where(col(sequence_parallel) > 0, tp, 1.0)
     recompute = col(recompute)
     stats = _SOFTMAX_STATS_BYTES * model.heads
@@ -396,7 +435,9 @@ def activation_parts(
     rotary = hf * s / cp * 2.0 * norm_bytes * model.attention_head_dim
     has_head = 1.0 if model.vocab_size > 0 else 0.0
     final_norm = (1.0 + hf) * norm_bytes * model.hidden_size + hf * _FP32_BYTES  # as a layer's norm keeps
-    head_inputs = has_head * tokens * (final_norm + act * model.hidden_size) / sp_divisor  # final norm, LM head
+    if adapters is not None:  # a frozen norm weight's product saves nothing (``Adapters.layer_terms``)
+        final_norm = np.maximum(norm_bytes, _FP32_BYTES) * model.hidden_size + _FP32_BYTES
+    head_inputs = has_head * tokens * (final_norm + head_input) / sp_divisor  # final norm, LM head
     logits = tokens * model.vocab_size / tp
     single = pp <= 1
     in_flight = _in_flight_layers(layers, pp, virtual_stages, col(microbatches_per_step))

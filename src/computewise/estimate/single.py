@@ -9,6 +9,7 @@ import numpy as np
 
 from computewise.catalog.track_record import load_track_record, scope_for
 from computewise.errors import InputError
+from computewise.estimate.adapters import Adapters
 from computewise.estimate.arrays import col
 from computewise.estimate.assumptions import Assumptions
 from computewise.estimate.bottleneck import bottleneck
@@ -20,12 +21,15 @@ from computewise.estimate.kernels import profile_shares
 from computewise.estimate.layout import check_layout
 from computewise.estimate.memory import (
     MemoryBreakdown,
+    optimizer_state_bytes,
 )
+from computewise.estimate.quantized import qlora_unsupported_reason
 from computewise.estimate.quote import Ask, PriceRequest, Quote, quote
 from computewise.estimate.train import TrainColumns, TrainHardware, TrainLayout, evaluate_train
 from computewise.specs import (
     EXECUTIONS,
     FRAMEWORKS,
+    PAGED_OPTIMIZERS,
     Accelerator,
     InferJob,
     ModelSpec,
@@ -35,7 +39,7 @@ from computewise.specs import (
     TrainJob,
 )
 from computewise.specs.document import SCHEMA_VERSION
-from computewise.units import format_bytes, plural
+from computewise.units import format_bytes, format_count, plural
 
 if TYPE_CHECKING:
     from computewise.catalog import Catalog
@@ -274,6 +278,60 @@ def _power_notes(accelerator: Accelerator, assumptions: Assumptions) -> list[str
     ]
 
 
+def adapters_for(model: ModelSpec, accelerator: Accelerator, job: TrainJob) -> Adapters | None:
+    """The job's LoRA/QLoRA adapters on ``model`` (None for full training), refused where they cannot run:
+    under Megatron's layout (PEFT runs on Hugging Face and PyTorch modules) or QLoRA on an accelerator
+    without bitsandbytes' 4-bit kernels."""
+    finetune = job.finetune
+    if not finetune.adapted:
+        return None
+    if job.framework == "megatron":
+        raise InputError(
+            f"{finetune.method.upper()} is estimated as PEFT runs it, on Hugging Face or PyTorch modules, "
+            "not on Megatron's",
+            hint="use --framework transformers (the default for --method lora and qlora) or --framework pytorch",
+        )
+    if finetune.quantized:
+        reason = qlora_unsupported_reason(accelerator, finetune.four_bit)
+        if reason is not None:
+            raise InputError(reason, hint="use --method lora (a 16-bit base), or an NVIDIA or AMD GPU (--gpu)")
+    return Adapters.of(model, finetune, job.optimizer)
+
+
+def finetune_note(model: ModelSpec, adapters: Adapters) -> str:
+    """One line saying what trains and how the frozen base is stored, so the memory reads right."""
+    f = adapters.finetune
+    share = adapters.trainable_params / max(model.params, 1)
+    double = " with double quantization" if f.double_quant else ""
+    base = f"{f.four_bit.upper()} 4-bit{double}" if f.quantized else "16 bits"
+    layers = plural(len(adapters.targets), "layer")
+    return (
+        f"{f.method.upper()} rank {f.rank} on {', '.join(f.targets)} ({layers} per block): "
+        f"{format_count(adapters.trainable_params)} trainable parameters "
+        f"({share:.2%} of {format_count(model.params)}); "
+        f"frozen base in {base}, adapters in {'fp32' if f.adapter_bytes == 4 else 'bf16'}"
+    )
+
+
+def finetune_dict(adapters: Adapters | None) -> dict[str, Any]:
+    """The ``job.finetune`` object of ``--json``: the method, and for adapters what they are."""
+    if adapters is None:
+        return {"method": "full"}
+    f = adapters.finetune
+    return {
+        "method": f.method,
+        "rank": f.rank,
+        "alpha": f.alpha,
+        "targets": list(f.targets),
+        "train_embeddings": f.train_embeddings,
+        "train_head": f.train_head,
+        "adapter_bytes": f.adapter_bytes,
+        "four_bit": f.four_bit if f.quantized else None,
+        "double_quant": f.double_quant if f.quantized else None,
+        "trainable_params": adapters.trainable_params,
+    }
+
+
 @dataclass(frozen=True)
 class TrainEstimate:
     model: ModelSpec
@@ -287,6 +345,7 @@ class TrainEstimate:
     notes: tuple[str, ...] = field(default_factory=tuple)
     untimed: str = ""  # why time, cost and energy are unknown (a link of unknown speed); "" when known
     scope: Scope = "single-gpu"  # the kind of run, for the error band it prints
+    adapters: Adapters | None = None  # a LoRA/QLoRA job's adapters; None for full training
 
     @property
     def memory_per_device(self) -> dict[str, float]:
@@ -327,6 +386,7 @@ class TrainEstimate:
                 "attention": self.job.attention,
                 "framework": self.job.framework,
                 "execution": self.job.execution,
+                "finetune": finetune_dict(self.adapters),
             },
             "memory": _memory_section(self.columns.memory, self.accelerator),
             "accuracy": _track_record(self.scope, "train"),
@@ -394,6 +454,7 @@ def estimate_train(
     cost and energy are missing and how to supply them: a memory answer is never held back.
     """
     check_layout(model, gpus, parallelism, job.global_batch, job.micro_batch, job.seq_len)
+    adapters = adapters_for(model, accelerator, job)
     peak = peak_for(accelerator, job.precision)
     bandwidth = accelerator.memory_bandwidth_bytes_per_s
     calibrated = None
@@ -427,8 +488,17 @@ def estimate_train(
         stream_fraction=col(1.0 if calibrated is not None and calibrated.memory_bandwidth_bytes_per_s else profiled[1]),
     )
     with np.errstate(divide="ignore", invalid="ignore"):  # a link of unknown speed: its time is dropped below
-        columns = evaluate_train(model, job.tokens, layout, hardware, assumptions)
+        columns = evaluate_train(model, job.tokens, layout, hardware, assumptions, adapters=adapters)
     notes = [hw.explanation, *hw.notes, calibrated_note or _compute_note(columns, utilization, job.precision)]
+    if adapters is not None:
+        notes.append(finetune_note(model, adapters))
+    if job.optimizer in PAGED_OPTIMIZERS:
+        trained = model.params if adapters is None else adapters.trainable_params
+        paged = trained * optimizer_state_bytes(job.optimizer) / gpus
+        notes.append(
+            f"{job.optimizer}: {format_bytes(paged)} of optimizer states per device in CUDA unified memory, paged "
+            "to host RAM when the GPU runs short; not counted in the device's memory above"
+        )
     if calibration is not None and calibrated is None and utilization is None:
         notes.append(f"calibration of {calibration.device_slug} not used: it has no {job.precision} matmul figure")
     untimed = ""
@@ -451,6 +521,7 @@ def estimate_train(
         notes=tuple(notes),
         untimed=untimed,
         scope=scope,
+        adapters=adapters,
     )
 
 

@@ -45,6 +45,7 @@ from computewise.estimate.kernels import (
 )
 
 if TYPE_CHECKING:
+    from computewise.estimate.adapters import Adapters
     from computewise.estimate.assumptions import Assumptions
     from computewise.estimate.train import TrainHardware, TrainLayout
     from computewise.specs import ModelSpec
@@ -119,8 +120,10 @@ def _times(
     return col(count) * np.where(ranks > 1, collective_s(op, message_bytes, ranks, per_node, f), 0.0)
 
 
-def step_time(model: ModelSpec, rows: TrainLayout, hw: TrainHardware, assumptions: Assumptions) -> StepTime:
-    """Time of one optimizer step for every row."""
+def step_time(
+    model: ModelSpec, rows: TrainLayout, hw: TrainHardware, assumptions: Assumptions, adapters: Adapters | None = None
+) -> StepTime:
+    """Time of one optimizer step for every row; ``adapters``: a LoRA/QLoRA job (``estimate.adapters``)."""
     fabric = hw.fabric
     gpus = rows.gpus
     m = rows.microbatches
@@ -129,10 +132,11 @@ def step_time(model: ModelSpec, rows: TrainLayout, hw: TrainHardware, assumption
     layers = max(model.total_layers, 1) / rows.pp  # per device
     tokens_per_step = rows.global_batch * rows.seq_len
     tokens_mb = rows.micro_batch * rows.seq_len / rows.cp  # per device and micro-batch
-    model_per_token, hardware_per_token = training_flops_per_token(model, rows.seq_len, rows.recompute)
-    # Without recomputation a third of a micro-batch is its forward, which no gradient sync can hide.
-    compute_s, plain_s = _compute_s(model, rows, hw, assumptions, hardware_per_token, model_per_token)
-    forward_s = plain_s / (3.0 * m)
+    model_per_token, hardware_per_token = training_flops_per_token(model, rows.seq_len, rows.recompute, adapters)
+    # Without recomputation a third of a micro-batch is its forward (half with frozen weights, whose
+    # backward computes input gradients only), which no gradient sync can hide.
+    compute_s, plain_s = _compute_s(model, rows, hw, assumptions, hardware_per_token, model_per_token, adapters)
+    forward_s = plain_s / ((3.0 if adapters is None else 2.0) * m)
     per_microbatch_s = compute_s / m
     groups = _groups(rows, fabric.devices_per_node)
     hidden = float(model.hidden_size)
@@ -156,7 +160,14 @@ def step_time(model: ModelSpec, rows: TrainLayout, hw: TrainHardware, assumption
     pp_message = tokens_mb * hidden * act / np.where(rows.sequence_parallel > 0, rows.tp, 1.0)
     pp_s = _times("send-recv", 2.0 * v * m, pp_message, rows.pp, groups.pp, fabric)
 
-    dp_s = _dp_exposed_s(model.params, rows, fabric, groups, compute_s, per_microbatch_s, forward_s, layers)
+    if adapters is None:
+        weight_bytes = gradient_bytes = model.params * rows.weight_bytes
+    else:
+        gradient_bytes = adapters.trainable_bytes(rows.weight_bytes)
+        weight_bytes = adapters.frozen_bytes(model, rows.weight_bytes) + gradient_bytes
+    dp_s = _dp_exposed_s(
+        weight_bytes, gradient_bytes, rows, fabric, groups, compute_s, per_microbatch_s, forward_s, layers
+    )
 
     bubble_fraction = (rows.pp - 1.0) / (v * m)
     busy_s = compute_s + tp_s + cp_s + ep_s
@@ -179,6 +190,7 @@ def _compute_s(
     assumptions: Assumptions,
     hardware_per_token: FloatArray,
     model_per_token: FloatArray,
+    adapters: Adapters | None,
 ) -> tuple[FloatArray, FloatArray]:
     """Seconds of one device's kernels for a whole step (``estimate.kernels``), with the recomputation
     and without it; or the FLOPs of each at a given share of peak.
@@ -216,10 +228,13 @@ def _compute_s(
             rows.execution,
             1.0 / rows.pp,
             rates,
+            adapters,
         )
-    per_device = model.params / (rows.tp * rows.pp)
+    trained = model.params if adapters is None else adapters.trainable_params
+    per_device = trained / (rows.tp * rows.pp)
     sharded = per_device / np.where(rows.zero >= 1, rows.dp, 1.0)
-    tensors = 7.0 * max(model.total_layers, 1) / rows.pp + 2.0  # weight matrices per device
+    block_tensors = 7.0 if adapters is None else adapters.adapter_tensors()
+    tensors = block_tensors * max(model.total_layers, 1) / rows.pp + 2.0  # trained weight matrices per device
     update = optimizer_kernels(per_device, sharded, rows.microbatches, rows.framework, tensors, rates).wall_s(host)
     modelled = rows.microbatches * micro.recomputed.wall_s(host) + update
     plain = rows.microbatches * micro.plain.wall_s(host) + update
@@ -234,7 +249,8 @@ def _compute_s(
 
 
 def _dp_exposed_s(
-    params: float,
+    weight_bytes: FloatArray,
+    gradient_bytes: FloatArray,
     rows: TrainLayout,
     fabric: Fabric,
     groups: _Groups,
@@ -246,19 +262,22 @@ def _dp_exposed_s(
     """Exposed data-parallel time: what outlasts the compute it is overlapped with (module docstring).
 
     The backward of the last micro-batch, recomputation included, hides the gradient sync; so a
-    recompute never makes a step faster, which the planner's pruning relies on.
+    recompute never makes a step faster, which the planner's pruning relies on. ``weight_bytes`` and
+    ``gradient_bytes`` are the whole model's (equal in full training; a LoRA job reduces only its
+    trained part's gradients, and ZeRO-3 still gathers its frozen base).
     """
     ranks = rows.dp * rows.cp
-    shard_bytes = params / (rows.tp * rows.pp) * rows.weight_bytes
+    split = rows.tp * rows.pp
+    weight_shard, gradient_shard = weight_bytes / split, gradient_bytes / split
     backward_s = per_microbatch_s - forward_s
 
     def exposed(comm_s: FloatArray, window_s: FloatArray) -> FloatArray:
         return np.maximum(comm_s - window_s, comm_s / layers)
 
     one = col(1.0)
-    reduce_all = _times("all-reduce", one, shard_bytes, ranks, groups.dp_cp, fabric)
-    reduce_scatter = _times("reduce-scatter", one, shard_bytes, ranks, groups.dp_cp, fabric)
-    gather = _times("all-gather", one, shard_bytes, ranks, groups.dp_cp, fabric)
+    reduce_all = _times("all-reduce", one, gradient_shard, ranks, groups.dp_cp, fabric)
+    reduce_scatter = _times("reduce-scatter", one, gradient_shard, ranks, groups.dp_cp, fabric)
+    gather = _times("all-gather", one, weight_shard, ranks, groups.dp_cp, fabric)
     ddp = exposed(reduce_all, backward_s)
     zero12 = exposed(reduce_scatter, backward_s) + exposed(gather, forward_s)
     zero3 = exposed(rows.microbatches * (2.0 * gather + reduce_scatter), compute_s)

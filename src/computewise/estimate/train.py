@@ -12,6 +12,7 @@ from dataclasses import dataclass, fields
 import numpy as np
 import numpy.typing as npt
 
+from computewise.estimate.adapters import Adapters
 from computewise.estimate.arrays import FloatArray, col
 from computewise.estimate.assumptions import Assumptions
 from computewise.estimate.collectives import Fabric
@@ -191,12 +192,92 @@ def token_bytes(model: ModelSpec) -> float:
     return 2.0 if 0 < model.vocab_size <= 65536 else 4.0
 
 
-def train_memory(model: ModelSpec, layout: TrainLayout, assumptions: Assumptions) -> MemoryBreakdown:
+def _adapter_states(model: ModelSpec, layout: TrainLayout, adapters: Adapters) -> tuple[FloatArray, ...]:
+    """(weights, gradients, optimizer states, autocast and dequantization copies, gradient bytes per
+    embedding parameter) per device of a LoRA/QLoRA job, split by the layout as full training's are.
+
+    ``model_state_bytes`` is linear in the parameter count, so it is handed whole-model byte totals
+    as one "parameter": the frozen base is sharded with the weights (ZeRO-3), the trained part's
+    gradients and states at their own stages.
+    """
+    act = layout.weight_bytes
+    trained = adapters.trainable_bytes(act)
+    weights, gradients, optimizer = model_state_bytes(
+        1.0,
+        adapters.frozen_bytes(model, act) + trained,
+        adapters.optimizer_bytes(act),
+        layout.tp,
+        layout.pp,
+        layout.dp,
+        layout.zero,
+        grad_bytes=trained,
+    )
+    cast, _, _ = model_state_bytes(
+        1.0, adapters.cast_bytes(model, act), col(0.0), layout.tp, layout.pp, layout.dp, np.zeros_like(layout.zero)
+    )
+    embedding_trained = adapters.finetune.train_embeddings or adapters.finetune.train_head
+    embedding_grad = adapters.unquantized_bytes(act) * (1.0 if embedding_trained else 0.0)
+    return weights, gradients, optimizer, cast, embedding_grad
+
+
+def train_memory(
+    model: ModelSpec, layout: TrainLayout, assumptions: Assumptions, adapters: Adapters | None = None
+) -> MemoryBreakdown:
     """Bytes per device; the planner computes it once per layout, before pairing layouts with hardware.
 
     The parts are each at their largest (weights include autocast's 16-bit copies in the PyTorch
-    layout); the allocated peak times them (``training_peak_bytes``).
+    layout); the allocated peak times them (``training_peak_bytes``). ``adapters``: a LoRA/QLoRA
+    job's frozen base and trained adapters (``estimate.adapters``) instead of full training's states.
     """
+    if adapters is None:
+        weights, gradients, optimizer, cast, grad_per_param = _full_states(model, layout)
+    else:
+        weights, gradients, optimizer, cast, grad_per_param = _adapter_states(model, layout, adapters)
+    parts = activation_parts(
+        model,
+        layout.seq_len,
+        layout.micro_batch,
+        layout.tp,
+        layout.pp,
+        layout.sequence_parallel,
+        layout.recompute,
+        layout.attention,
+        layout.weight_bytes,
+        layout.microbatches,
+        framework=layout.framework,
+        cp=layout.cp,
+        virtual_stages=layout.virtual_stages,
+        adapters=adapters,
+    )
+    activations = peak_activations(parts) + TRAINING_WORKSPACE_BYTES  # cuBLAS's workspaces, live beside them
+    peak = training_peak_bytes(
+        model,
+        weights,
+        gradients,
+        optimizer,
+        cast,
+        parts,
+        layout.recompute,
+        layout.microbatches,
+        grad_per_param,
+        layout.tp,
+        layout.pp,
+    )
+    return with_overhead(
+        weights + cast,
+        gradients,
+        optimizer,
+        activations,
+        np.zeros_like(activations),
+        peak.fragmentation,
+        assumptions.runtime_overhead_bytes,
+        peak=peak.allocated,
+    )
+
+
+def _full_states(model: ModelSpec, layout: TrainLayout) -> tuple[FloatArray, ...]:
+    """(weights, gradients, optimizer states, autocast copies, gradient bytes per parameter) per device
+    of full training, in the chosen framework's layout."""
     per_param = framework_state_bytes(layout.framework, layout.weight_bytes, layout.optimizer_bytes)
     experts = expert_params(model)
     weights, gradients, optimizer = model_state_bytes(
@@ -228,45 +309,7 @@ def train_memory(model: ModelSpec, layout: TrainLayout, assumptions: Assumptions
     # layers' 16-bit copies are live, never the whole model (the ZeRO paper's 16 bytes per parameter).
     layer_cast = _GATHERED_LAYERS * cast / max(model.total_layers, 1) * layout.pp
     cast = np.where(layout.zero >= 3, np.minimum(layer_cast, cast), cast)
-    parts = activation_parts(
-        model,
-        layout.seq_len,
-        layout.micro_batch,
-        layout.tp,
-        layout.pp,
-        layout.sequence_parallel,
-        layout.recompute,
-        layout.attention,
-        layout.weight_bytes,
-        layout.microbatches,
-        framework=layout.framework,
-        cp=layout.cp,
-        virtual_stages=layout.virtual_stages,
-    )
-    activations = peak_activations(parts) + TRAINING_WORKSPACE_BYTES  # cuBLAS's workspaces, live beside them
-    peak = training_peak_bytes(
-        model,
-        weights,
-        gradients,
-        optimizer,
-        cast,
-        parts,
-        layout.recompute,
-        layout.microbatches,
-        per_param.gradients,
-        layout.tp,
-        layout.pp,
-    )
-    return with_overhead(
-        weights + cast,
-        gradients,
-        optimizer,
-        activations,
-        np.zeros_like(activations),
-        peak.fragmentation,
-        assumptions.runtime_overhead_bytes,
-        peak=peak.allocated,
-    )
+    return weights, gradients, optimizer, cast, per_param.gradients
 
 
 def evaluate_train(
@@ -276,18 +319,25 @@ def evaluate_train(
     hw: TrainHardware,
     assumptions: Assumptions,
     memory: MemoryBreakdown | None = None,
+    adapters: Adapters | None = None,
 ) -> TrainColumns:
-    """Evaluate every row. ``tokens`` is the job's total (samples for models without a sequence)."""
+    """Evaluate every row. ``tokens`` is the job's total (samples for models without a sequence).
+
+    ``adapters``: a LoRA/QLoRA job (``Adapters.of``); None trains every parameter.
+    """
     gpus = rows.gpus
-    memory = memory if memory is not None else train_memory(model, rows, assumptions)
+    memory = memory if memory is not None else train_memory(model, rows, assumptions, adapters)
 
     tokens_per_step = rows.global_batch * rows.seq_len
     steps = np.ceil(tokens / tokens_per_step)
-    model_per_token, hardware_per_token = training_flops_per_token(model, rows.seq_len, rows.recompute)
-    step = step_time(model, rows, hw, assumptions)
+    model_per_token, hardware_per_token = training_flops_per_token(model, rows.seq_len, rows.recompute, adapters)
+    step = step_time(model, rows, hw, assumptions, adapters)
     step_s = step.total_s
 
-    checkpoint_bytes = model.params * (rows.weight_bytes + rows.optimizer_bytes)
+    if adapters is None:
+        checkpoint_bytes = model.params * (rows.weight_bytes + rows.optimizer_bytes)
+    else:  # the frozen base is already on disk: a checkpoint holds the trained part and its optimizer
+        checkpoint_bytes = adapters.trainable_bytes(rows.weight_bytes) + adapters.optimizer_bytes(rows.weight_bytes)
     # Each data-parallel group writes its own shards in parallel; the slowest writer bounds it.
     writers = np.where(rows.zero >= 1, gpus, rows.tp * rows.pp)
     checkpoint_write_s = checkpoint_bytes / (writers * assumptions.checkpoint_write_bytes_per_s)

@@ -57,10 +57,12 @@ class Option:
     step_breakdown_s: dict[str, float] = field(default_factory=dict)  # by cause (estimate.step)
     bottleneck: str = ""  # the part of the step to attack first, in words
     data: DataMovement | None = None  # moving the dataset here (plan train --data-region); in time_s and cost_usd
+    method: str = "full"  # what trains: full | lora | qlora (see specs.FINETUNE_METHODS)
 
     @property
     def label(self) -> str:
-        return f"{self.instances} x {self.cloud} {self.instance_type} {self.region} {self.pricing}"
+        trains = "" if self.method == "full" else f" {self.method}"
+        return f"{self.instances} x {self.cloud} {self.instance_type} {self.region} {self.pricing}{trains}"
 
     def to_dict(self) -> dict[str, Any]:
         """The same fields as ``estimate --json``: memory.per_device_bytes, compute.flops, time.seconds, ..."""
@@ -88,6 +90,7 @@ class Option:
                 "micro_batch": self.micro_batch,
                 "recompute": self.recompute,
                 "framework": self.framework,
+                "method": self.method,
             },
             "memory": {"per_device_bytes": memory, "capacity_bytes": self.capacity_bytes},
             "compute": {"flops": self.flops, "mfu": self.mfu},
@@ -141,6 +144,7 @@ class Option:
             step_breakdown_s=_floats(read_mapping(time, "breakdown_seconds_per_step", source), source),
             bottleneck=read_str(read_mapping(time, "bottleneck", source), "advice", source),
             data=DataMovement.from_dict(read_mapping(data, "data", source), source) if "data" in data else None,
+            method=read_str(job, "method", source) if "method" in job else "full",  # plans saved before LoRA
         )
 
 

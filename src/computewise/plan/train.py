@@ -31,6 +31,7 @@ import numpy.typing as npt
 
 from computewise.catalog.calibration import Calibration, find_calibration
 from computewise.errors import InfeasiblePlanError, InputError
+from computewise.estimate.adapters import Adapters
 from computewise.estimate.arrays import FloatArray, col
 from computewise.estimate.assumptions import Assumptions
 from computewise.estimate.bottleneck import bottleneck
@@ -42,6 +43,7 @@ from computewise.estimate.kernels import profile_shares
 from computewise.estimate.layout import VIRTUAL_STAGES, stage_slots
 from computewise.estimate.memory import MemoryBreakdown, bytes_per_value, optimizer_bytes_per_param
 from computewise.estimate.pricing import cheapest_rental
+from computewise.estimate.quantized import qlora_unsupported_reason
 from computewise.estimate.quote import Quote, egress_usd_per_gb, offering_quote, server_quote
 from computewise.estimate.single import memory_dict
 from computewise.estimate.train import TrainColumns, TrainHardware, TrainLayout, evaluate_train, train_memory
@@ -52,6 +54,7 @@ from computewise.specs import (
     PRECISIONS,
     RECOMPUTES,
     Accelerator,
+    FineTune,
     KernelProfile,
     ModelSpec,
     Offering,
@@ -59,6 +62,7 @@ from computewise.specs import (
     Precision,
     Pricing,
 )
+from computewise.specs.finetune import FULL_TRAINING
 from computewise.units import format_bytes, format_duration, format_usd
 
 if TYPE_CHECKING:
@@ -104,6 +108,7 @@ DEFAULT_MAX_GPUS = 512
 PLANNED_RECOMPUTES = RECOMPUTES[:3]
 _MEGATRON = FRAMEWORKS.index("megatron")
 _PYTORCH = FRAMEWORKS.index("pytorch")
+_TRANSFORMERS = FRAMEWORKS.index("transformers")
 
 CLOUD_PRICINGS: tuple[Pricing, ...] = ("on-demand", "spot", "reserved-1y", "reserved-3y")
 TRAIN_PRECISIONS: tuple[Precision, ...] = ("bf16", "fp16", "fp32")  # fp8 needs Transformer Engine: opt in
@@ -125,6 +130,7 @@ class TrainConstraints:
     precisions: tuple[Precision, ...] = TRAIN_PRECISIONS
     objective: Objective = "cost"
     data: DataSite | None = None  # where the dataset lives (--data-region, --dataset-size)
+    methods: tuple[FineTune, ...] = (FULL_TRAINING,)  # what trains; several: the cheapest of them wins
 
 
 def instance_counts(devices_per_node: int, max_gpus: int) -> list[int]:
@@ -200,7 +206,9 @@ class _Layouts:
     levels: int
 
 
-def _layouts(model: ModelSpec, gpu_counts: Sequence[int], max_tp: int, c: TrainConstraints) -> _Layouts:
+def _layouts(
+    model: ModelSpec, gpu_counts: Sequence[int], max_tp: int, c: TrainConstraints, finetune: FineTune = FULL_TRAINING
+) -> _Layouts:
     """Every layout the model's shape and the global batch allow, for each GPU count.
 
     - tp: divisors of the heads up to ``max_tp`` (the largest node; pairing keeps tp inside one node,
@@ -212,14 +220,16 @@ def _layouts(model: ModelSpec, gpu_counts: Sequence[int], max_tp: int, c: TrainC
     - dp = gpus / (tp pp cp), dp x micro-batch dividing the global batch; ZeRO only with dp > 1;
     - framework: Megatron (its activation layout) whenever tp, pp, cp or ep > 1, which only
       Megatron-style frameworks run; plain data parallelism is PyTorch DDP/FSDP under autocast,
-      what most users of it run and what ``computewise train`` runs.
+      what most users of it run and what ``computewise train`` runs; LoRA and QLoRA run as PEFT
+      runs them, on Hugging Face's modules (``estimate.layout.default_framework``), data parallel
+      only (DDP, FSDP or DeepSpeed ZeRO: PEFT's models are not split by tp, pp or cp).
     """
-    splittable = model.is_transformer
+    splittable = model.is_transformer and not finetune.adapted  # PEFT runs data parallel (DDP, FSDP, ZeRO)
     layers = max(model.total_layers, 1)
     t: _Table = {"gpus": np.array(sorted(set(gpu_counts)), dtype=np.int64)}
-    t = _cross(t, "tp", _tp_degrees(model, max_tp))
-    t = _cross(t, "pp", _pp_degrees(model))
-    t = _cross(t, "cp", _cp_degrees(model, c.seq_len))
+    t = _cross(t, "tp", _tp_degrees(model, max_tp) if splittable else (1,))
+    t = _cross(t, "pp", _pp_degrees(model) if splittable else (1,))
+    t = _cross(t, "cp", _cp_degrees(model, c.seq_len) if splittable else (1,))
     t = _where(t, t["gpus"] % (t["tp"] * t["pp"] * t["cp"]) == 0)
     t["dp"] = t["gpus"] // (t["tp"] * t["pp"] * t["cp"])
     t = _cross(t, "micro", _MICRO)
@@ -230,13 +240,13 @@ def _layouts(model: ModelSpec, gpu_counts: Sequence[int], max_tp: int, c: TrainC
         (t["pp"] > 1) & (stage_slots(layers, t["pp"]) % (t["pp"] * t["v"]) == 0) & (microbatches % t["pp"] == 0)
     )
     t = _where(t, (t["v"] == 1) | interleavable)
-    t = _cross(t, "ep", _ep_degrees(model))
+    t = _cross(t, "ep", _ep_degrees(model) if splittable else (1,))
     t = _where(t, (t["dp"] * t["cp"]) % t["ep"] == 0)
     t = _cross(t, "zero", _ZERO)
     t = _where(t, (t["dp"] > 1) | (t["zero"] == 0))  # ZeRO shards over dp; with dp = 1 every stage is stage 0
     t = _where(t, (t["pp"] == 1) | (t["zero"] < 3))  # ZeRO-3 gathers every layer each micro-batch: no pipeline
     t = _cross(t, "precision", (PRECISIONS.index(p) for p in c.precisions))
-    levels = len(PLANNED_RECOMPUTES) if splittable else 1
+    levels = len(PLANNED_RECOMPUTES) if model.is_transformer else 1
     t = _cross(t, "recompute", range(levels))
 
     rows = len(t["gpus"])
@@ -260,7 +270,9 @@ def _layouts(model: ModelSpec, gpu_counts: Sequence[int], max_tp: int, c: TrainC
         cp=col(t["cp"]),
         ep=col(t["ep"]),
         virtual_stages=col(t["v"]),
-        framework=col(np.where(model_parallel, _MEGATRON, _PYTORCH)),
+        framework=col(np.where(model_parallel, _MEGATRON, _PYTORCH))
+        if not finetune.adapted
+        else np.full(rows, float(_TRANSFORMERS)),
         execution=np.zeros(rows),
     )
     return _Layouts(rows=layout, gpus=t["gpus"], tp=t["tp"], precision=precision, levels=levels)
@@ -375,6 +387,15 @@ class _Pairing:
     reason: str = ""
 
 
+# What makes a job that does not fit smaller, by method: the planner already tried every recompute
+# level, ZeRO stage and micro-batch down to 1, so these are what is left to the user.
+_MEMORY_FIXES: dict[str, str] = {
+    "full": "LoRA or QLoRA (--method lora,qlora) train a fraction of the weights, or a shorter --seq-len",
+    "lora": "QLoRA (--method qlora) stores the frozen base in 4 bits, or a shorter --seq-len",
+    "qlora": "a shorter --seq-len, fewer --lora-targets or a smaller --lora-rank, or a GPU with more memory",
+}
+
+
 def _interchangeable(accelerator: Accelerator, c: TrainConstraints) -> BoolArray:
     """Per PRECISIONS index: whether to time it on ``accelerator``. A precision with the bytes and the
     peak of one listed before it yields identical rows, so it could only tie, and ties go to the first."""
@@ -396,6 +417,7 @@ def _pair(
     accelerator: Accelerator,
     devices_per_node: int,
     c: TrainConstraints,
+    finetune: FineTune = FULL_TRAINING,
 ) -> _Pairing:
     """The layout rows worth timing on ``accelerator`` for one GPU count (rows ``span`` of ``layouts``).
 
@@ -425,7 +447,8 @@ def _pair(
             runnable,
             "memory",
             f"does not fit: {format_bytes(need)} > {format_bytes(accelerator.memory_bytes)} on "
-            f"{accelerator.name} even with the leanest layout on {gpus} GPUs",
+            f"{accelerator.name} even with the leanest layout on {gpus} GPUs "
+            f"({format_bytes(need - accelerator.memory_bytes)} over); {_MEMORY_FIXES[finetune.method]}",
         )
     return _Pairing(lo + np.flatnonzero((fits & timed[:, None]).reshape(-1)), runnable)
 
@@ -518,6 +541,7 @@ def _evaluate(
     hardware: Sequence[_Hardware],
     layout_index: IntArray,
     shape: IntArray,
+    adapters: Adapters | None,
 ) -> TrainColumns:
     """``evaluate_train`` on (layout, shape) rows."""
     rows = layouts.rows.take(layout_index)
@@ -534,6 +558,7 @@ def _evaluate(
         train_hardware,
         assumptions,
         memory=_take_memory(memory, layout_index),
+        adapters=adapters,
     )
 
 
@@ -546,13 +571,14 @@ def _times(
     hardware: Sequence[_Hardware],
     layout_index: IntArray,
     shape: IntArray,
+    adapters: Adapters | None,
 ) -> tuple[FloatArray, FloatArray]:
     """(time without preemptions, time on spot) of every row, evaluated a chunk at a time."""
     rows = len(layout_index)
     base_s, spot_s = np.empty(rows), np.empty(rows)
     for start in range(0, rows, _EVAL_CHUNK_ROWS):
         part = slice(start, start + _EVAL_CHUNK_ROWS)
-        columns = _evaluate(model, c, assumptions, layouts, memory, hardware, layout_index[part], shape[part])
+        columns = _evaluate(model, c, assumptions, layouts, memory, hardware, layout_index[part], shape[part], adapters)
         base_s[part] = columns.steps * columns.step_s
         spot_s[part] = columns.time_s
     return base_s, spot_s
@@ -603,9 +629,51 @@ def plan_train(
             f"--max-gpus {c.max_gpus} is smaller than the smallest matching instance",
             "raise --max-gpus or choose an accelerator sold in smaller instances",
         )
+    options: list[Option] = []
+    considered = 0
+    for finetune in c.methods:
+        found = _method_options(model, assumptions, c, hardware, units, finetune)
+        options.extend(found.options)
+        rejections.extend(found.rejections)
+        considered += found.considered
+    if c.data is not None:
+        options = [_with_data(option, c.data, catalog, model, c.tokens) for option in options]
+    return _select(options, rejections, c, considered)
+
+
+@dataclass(frozen=True)
+class _MethodOptions:
+    """What one fine-tuning method yields: the fastest layout of each priced unit, and the rejections."""
+
+    options: list[Option]
+    rejections: list[Rejection]
+    considered: int
+
+
+def _method_options(
+    model: ModelSpec,
+    assumptions: Assumptions,
+    c: TrainConstraints,
+    hardware: Sequence[_Hardware],
+    units: Sequence[tuple[int, int]],
+    finetune: FineTune,
+) -> _MethodOptions:
+    """Passes 1 and 2 of the module docstring for one method: its layouts, their memory, each unit paired
+    with the layouts it can hold, and the fastest of them priced. QLoRA skips accelerators that lack
+    bitsandbytes' 4-bit kernels, with the reason as a rejection."""
+    rejections: list[Rejection] = []
+    if finetune.quantized:
+        lacking = {i: qlora_unsupported_reason(hardware[i].accelerator, finetune.four_bit) for i, _ in units}
+        for i, reason in sorted(lacking.items()):
+            if reason is not None:
+                rejections.append(Rejection(hardware[i].accelerator.slug, 0, "method", f"QLoRA: {reason}", 0))
+        units = [(i, n) for i, n in units if lacking[i] is None]
+    if not units:
+        return _MethodOptions([], rejections, 0)
+    adapters = Adapters.of(model, finetune, c.optimizer)
     unit_gpus = [n * hardware[h].devices_per_node for h, n in units]
-    layouts = _layouts(model, unit_gpus, max(h.devices_per_node for h in hardware), c)
-    memory = train_memory(model, layouts.rows, assumptions)
+    layouts = _layouts(model, unit_gpus, max(h.devices_per_node for h in hardware), c, finetune)
+    memory = train_memory(model, layouts.rows, assumptions, adapters)
     total_bytes = memory.total
 
     # Pair each unit with the layouts of its GPU count it can run and hold.
@@ -618,7 +686,7 @@ def plan_train(
         key = (h.accelerator.slug, h.devices_per_node, gpus)
         if key not in cache:
             span = (int(np.searchsorted(layouts.gpus, gpus, "left")), int(np.searchsorted(layouts.gpus, gpus, "right")))
-            cache[key] = _pair(layouts, total_bytes, span, h.accelerator, h.devices_per_node, c)
+            cache[key] = _pair(layouts, total_bytes, span, h.accelerator, h.devices_per_node, c, finetune)
         pairing = cache[key]
         pieces.append(pairing.rows)
         considered += pairing.runnable * len(h.prices)
@@ -642,13 +710,13 @@ def plan_train(
     sizes = np.array([len(p) for p in pieces], dtype=np.int64)
     layout_index = np.concatenate(pieces) if pieces else np.empty(0, np.int64)
     shape = np.repeat(np.array([h for h, _ in units], dtype=np.int64), sizes)
-    base_s, spot_s = _times(model, c, assumptions, layouts, memory, hardware, layout_index, shape)
+    base_s, spot_s = _times(model, c, assumptions, layouts, memory, hardware, layout_index, shape, adapters)
 
     # The fastest row of each unit, without preemptions and on spot; then their full columns.
     fastest = {False: _fastest(base_s, sizes), True: _fastest(spot_s, sizes)}
     chosen = np.unique(np.concatenate([fastest[False], fastest[True]]))
     chosen = chosen[chosen >= 0]
-    columns = _evaluate(model, c, assumptions, layouts, memory, hardware, layout_index[chosen], shape[chosen])
+    columns = _evaluate(model, c, assumptions, layouts, memory, hardware, layout_index[chosen], shape[chosen], adapters)
     position = {int(row): i for i, row in enumerate(chosen)}
     options: list[Option] = []
     for u, (h_index, n) in enumerate(units):
@@ -657,10 +725,9 @@ def plan_train(
         h = hardware[h_index]
         for price in h.prices:
             row = int(fastest[price.pricing == "spot"][u])
-            options.append(_option(h, n, price, position[row], int(layout_index[row]), layouts, columns, assumptions))
-    if c.data is not None:
-        options = [_with_data(option, c.data, catalog, model, c.tokens) for option in options]
-    return _select(options, rejections, c, considered)
+            option = _option(h, n, price, position[row], int(layout_index[row]), layouts, columns, assumptions)
+            options.append(replace(option, method=finetune.method))
+    return _MethodOptions(options, rejections, considered)
 
 
 def _with_data(option: Option, site: DataSite, catalog: Catalog, model: ModelSpec, tokens: float) -> Option:

@@ -204,6 +204,8 @@ def _layout(layout: dict[str, Any]) -> str:
 def _short_layout(layout: dict[str, Any], job: dict[str, Any]) -> str:
     """'dp8 tp1 pp1 z1 bf16 mb2': a table column has no room for the long form."""
     parts = [f"dp{layout['dp']}", f"tp{layout['tp']}", f"pp{layout['pp']}"]
+    if job.get("method", "full") != "full":
+        parts.insert(0, str(job["method"]))
     parts.extend(f"{short}{layout[key]}" for key, short in _EXTRA_SHORT if int(layout.get(key, 1)) > 1)
     if int(layout.get("zero", 0)):
         parts.append(f"z{layout['zero']}")
@@ -217,6 +219,10 @@ def _short_layout(layout: dict[str, Any], job: dict[str, Any]) -> str:
 def _job(job: dict[str, Any]) -> str:
     """The job settings present in the dict, in a fixed order; train and infer jobs carry different keys."""
     parts: list[str] = []
+    method = job.get("method") or job.get("finetune", {}).get("method", "full")
+    if method != "full":
+        rank = job.get("finetune", {}).get("rank")
+        parts.append(f"{method.upper()}" + (f" rank {rank}" if rank else ""))
     if "precision" in job:
         parts.append(str(job["precision"]))
     for key, label in (

@@ -19,6 +19,7 @@ from computewise.errors import InputError
 __all__ = [
     "FINETUNE_METHODS",
     "FOUR_BIT_TYPES",
+    "FULL_TRAINING",
     "LORA_TARGET_SETS",
     "FineTune",
     "FineTuneMethod",
@@ -88,3 +89,6 @@ class FineTune:
     def quantized(self) -> bool:
         """The frozen base is stored in 4 bits."""
         return self.method == "qlora"
+
+
+FULL_TRAINING = FineTune()  # every parameter trained: the default of a training job

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from computewise import limits
+from computewise.specs.finetune import FULL_TRAINING, FineTune
 from computewise.units import check_range
 
 __all__ = [
@@ -13,6 +14,7 @@ __all__ = [
     "EXECUTIONS",
     "FRAMEWORKS",
     "OPTIMIZERS",
+    "PAGED_OPTIMIZERS",
     "PRECISIONS",
     "RECOMPUTES",
     "AttentionKernel",
@@ -28,8 +30,11 @@ __all__ = [
 
 Precision = Literal["fp32", "bf16", "fp16", "fp8"]
 PRECISIONS: tuple[Precision, ...] = ("fp32", "bf16", "fp16", "fp8")
-Optimizer = Literal["adamw", "adam", "sgd", "adam8bit"]
-OPTIMIZERS: tuple[Optimizer, ...] = ("adamw", "adam", "sgd", "adam8bit")
+# The paged ones are bitsandbytes' (HF's paged_adamw_32bit, paged_adamw_8bit): their states live in CUDA
+# unified memory, which the driver pages out to host RAM when the GPU runs short (QLoRA, section 3).
+Optimizer = Literal["adamw", "adam", "sgd", "adam8bit", "paged-adamw", "paged-adam8bit"]
+OPTIMIZERS: tuple[Optimizer, ...] = ("adamw", "adam", "sgd", "adam8bit", "paged-adamw", "paged-adam8bit")
+PAGED_OPTIMIZERS: tuple[Optimizer, ...] = ("paged-adamw", "paged-adam8bit")
 # selective is Megatron's (the attention core recomputed, Korthikanti et al. 2022); op-selective is
 # PyTorch's op-level selective activation checkpointing as torchtitan runs it under FSDP (every other
 # matmul's output and attention's output kept, everything else recomputed in the backward).
@@ -90,6 +95,7 @@ class TrainJob:
     attention: AttentionKernel = "flash"
     framework: Framework = "pytorch"
     execution: Execution = "eager"
+    finetune: FineTune = FULL_TRAINING  # or LoRA/QLoRA adapters on a frozen base
 
     @property
     def flash_attention(self) -> bool:
