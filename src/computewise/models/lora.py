@@ -51,7 +51,7 @@ __all__ = [
     "resolve_targets",
 ]
 
-LinearKind = Literal["attention", "mlp"]
+LinearKind = Literal["attention", "mlp", "router"]
 
 
 @dataclass(frozen=True)
@@ -65,6 +65,8 @@ class LinearLayer:
     MoE's stacked experts and router) but that PEFT adapts under the old module names it lists
     (Mixtral's ``w1`` and ``w3``, fused into ``gate_up_proj``, must be targeted together);
     ``rank_scale`` is the rank PEFT gives such a fused parameter, per rank asked (its ``rank_pattern``).
+    ``quantizable``: bitsandbytes stores it in 4 bits. transformers 5 replaces exactly ``nn.Linear``
+    and ``Conv1D``: not a parameter (an MoE's experts and router) nor a subclass (Falcon's ``FalconLinear``).
     """
 
     name: str
@@ -75,16 +77,12 @@ class LinearLayer:
     path: str = ""
     peft_names: tuple[str, ...] = ()
     rank_scale: int = 1
+    quantizable: bool = True
 
     @property
     def module(self) -> str:
         """The name PEFT's matching sees the end of: ``path``, or ``name`` where no path is given."""
         return self.path or self.name
-
-    @property
-    def quantizable(self) -> bool:
-        """An ``nn.Linear`` or ``Conv1D``, which bitsandbytes stores in 4 bits; it leaves parameters as they are."""
-        return not self.peft_names
 
     def matches(self, target: str) -> bool:
         """PEFT's rules: a module matches a target that is its name or the end of it; an old MoE name
@@ -148,11 +146,19 @@ def _llama(model: ModelSpec) -> tuple[LinearLayer, ...]:
         experts = model.experts
         return (
             *attention,
-            LinearLayer("gate", h, experts, 1, "mlp", "mlp.gate", peft_names=("gate",)),
+            LinearLayer("gate", h, experts, 1, "router", "mlp.gate", ("gate",), quantizable=False),
             LinearLayer(
-                "gate_up_proj", h, 2 * ffn, experts, "mlp", "mlp.experts.gate_up_proj", ("w1", "w3"), rank_scale=2
+                "gate_up_proj",
+                h,
+                2 * ffn,
+                experts,
+                "mlp",
+                "mlp.experts.gate_up_proj",
+                ("w1", "w3"),
+                rank_scale=2,
+                quantizable=False,
             ),
-            LinearLayer("down_proj", ffn, h, experts, "mlp", "mlp.experts.down_proj", ("w2",)),
+            LinearLayer("down_proj", ffn, h, experts, "mlp", "mlp.experts.down_proj", ("w2",), quantizable=False),
         )
     gate = (LinearLayer("gate_proj", h, ffn, 1, "mlp", "mlp.gate_proj"),) if model.gated_ffn else ()
     return (
@@ -183,16 +189,19 @@ def _gpt2(model: ModelSpec) -> tuple[LinearLayer, ...]:
     )
 
 
-def _fused_qkv(attention: str) -> Callable[[ModelSpec], tuple[LinearLayer, ...]]:
+def _fused_qkv(attention: str, *, quantizable: bool) -> Callable[[ModelSpec], tuple[LinearLayer, ...]]:
     """GPT-NeoX (``attention.*``) and Falcon (``self_attention.*``): one query_key_value layer."""
 
     def layers(model: ModelSpec) -> tuple[LinearLayer, ...]:
         h, q, kv = _dims(model)
+        ffn = model.ffn_size
         return (
-            LinearLayer("query_key_value", h, q + 2 * kv, 1, "attention", f"{attention}.query_key_value"),
-            LinearLayer("dense", q, h, 1, "attention", f"{attention}.dense"),
-            LinearLayer("dense_h_to_4h", h, model.ffn_size, 1, "mlp", "mlp.dense_h_to_4h"),
-            LinearLayer("dense_4h_to_h", model.ffn_size, h, 1, "mlp", "mlp.dense_4h_to_h"),
+            LinearLayer(
+                "query_key_value", h, q + 2 * kv, 1, "attention", f"{attention}.query_key_value", (), 1, quantizable
+            ),
+            LinearLayer("dense", q, h, 1, "attention", f"{attention}.dense", (), 1, quantizable),
+            LinearLayer("dense_h_to_4h", h, ffn, 1, "mlp", "mlp.dense_h_to_4h", (), 1, quantizable),
+            LinearLayer("dense_4h_to_h", ffn, h, 1, "mlp", "mlp.dense_4h_to_h", (), 1, quantizable),
         )
 
     return layers
@@ -217,6 +226,7 @@ def _bert_pooler(model: ModelSpec) -> tuple[LinearLayer, ...]:
 
 _LLAMA = _Layout(_llama, "embed_tokens", "lm_head")
 _GPT2 = _Layout(_gpt2, "wte", "lm_head")
+_FALCON = _Layout(_fused_qkv("self_attention", quantizable=False), "word_embeddings", "lm_head")
 _BERT = _Layout(_bert, "word_embeddings", "", _bert_pooler)
 _LAYOUTS: dict[str, _Layout] = {
     "llama": _LLAMA,
@@ -227,10 +237,10 @@ _LAYOUTS: dict[str, _Layout] = {
     "gemma2": _LLAMA,
     "phi3": _Layout(_phi3, "embed_tokens", "lm_head"),
     "gpt2": _GPT2,
-    "gpt_neox": _Layout(_fused_qkv("attention"), "embed_in", "embed_out"),
-    "falcon": _Layout(_fused_qkv("self_attention"), "word_embeddings", "lm_head"),
-    "RefinedWeb": _Layout(_fused_qkv("self_attention"), "word_embeddings", "lm_head"),
-    "RefinedWebModel": _Layout(_fused_qkv("self_attention"), "word_embeddings", "lm_head"),
+    "gpt_neox": _Layout(_fused_qkv("attention", quantizable=True), "embed_in", "lm_head"),
+    "falcon": _FALCON,
+    "RefinedWeb": _FALCON,
+    "RefinedWebModel": _FALCON,
     "bert": _BERT,
     "roberta": _BERT,
     "xlm-roberta": _BERT,
@@ -322,10 +332,18 @@ def resolve_targets(model: ModelSpec, targets: tuple[str, ...]) -> tuple[LinearL
 
 
 def check_rank(model: ModelSpec, finetune: FineTune) -> None:
-    """Refuse a rank above the smaller side of a targeted layer: the product B A could not reach it."""
+    """Refuse a rank above the smaller side of a targeted layer: the product B A could not reach it.
+
+    An MoE router reached through ``all-linear`` is let be: its side is the number of experts (8 in
+    Mixtral), below the ranks every QLoRA recipe uses, and PEFT adapts it at any rank, the excess unused.
+    Named, it is held to the rule like any layer.
+    """
     if not finetune.adapted:
         return
-    layers = _resolve(model, finetune.targets)
+    named = tuple(target for target in finetune.targets if target not in LORA_TARGET_SETS)
+    layers = [
+        layer for layer in _resolve(model, finetune.targets) if layer.kind != "router" or any(map(layer.matches, named))
+    ]
     smallest = min(layers, key=lambda layer: min(layer.in_features, layer.out_features))
     limit = min(smallest.in_features, smallest.out_features)
     if finetune.rank > limit:
