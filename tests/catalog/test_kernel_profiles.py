@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -38,6 +39,21 @@ def test_the_h100_profile_is_what_bench_measured_on_the_real_h100(catalog: Catal
     assert profile.matmul_share == pytest.approx(share["bf16 matmul"], abs=0.001)
     assert profile.fp32_matmul_share == pytest.approx(share["fp32 matmul"], abs=0.001)
     assert profile.stream_share == pytest.approx(triad["gb_per_s"]["median"] / triad["datasheet_gb_per_s"], abs=0.001)
+
+
+@pytest.mark.parametrize("slug", ["l4", "l40s", "rtx-3090", "rtx-4090", "rtx-5090", "rtx-a6000", "rtx-6000-ada"])
+def test_workstation_gpu_profiles_are_the_published_rate_over_the_catalogs_peak(catalog: Catalog, slug: str) -> None:
+    """Each row is the measured bf16 rate its source quotes over the catalog's own peak, which the source
+    names too; GeForce cards measure above their data sheet (rated at the boost clock, run faster) and
+    are held at the table's ceiling of 1."""
+    profile = catalog.kernel_profile(slug)
+    assert profile is not None
+    found = re.search(r"bf16 (?P<measured>[\d.]+) TFLOP/s of the catalog's (?P<peak>[\d.]+)", profile.source)
+    assert found is not None, profile.source
+    peak = catalog.accelerator(slug).peak_flops["bf16"]
+    assert float(found["peak"]) * 1e12 == pytest.approx(peak)
+    assert profile.matmul_share == pytest.approx(min(1.0, float(found["measured"]) * 1e12 / peak), abs=0.001)
+    assert profile.fp32_matmul_share is None and profile.stream_share is None  # the assumptions apply
 
 
 def test_an_estimate_uses_the_profile_and_falls_back_to_the_assumptions(catalog: Catalog) -> None:
