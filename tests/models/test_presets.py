@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import json
 import os
 
 import pytest
@@ -80,6 +81,15 @@ def test_specific_shapes() -> None:
     assert preset("vit-b-16").max_seq_len == (224 // 16) ** 2 + 1
 
 
+def test_model_type_is_the_one_the_config_json_names() -> None:
+    # A preset and its published config.json must lay out LoRA's modules alike (models.lora).
+    fixtures = os.path.join(os.path.dirname(__file__), "fixtures")
+    for name in sorted(os.listdir(fixtures)):
+        with open(os.path.join(fixtures, name, "config.json"), encoding="utf-8") as file:
+            assert preset(name).model_type == json.load(file)["model_type"], name
+    assert preset("gpt3-175b").model_type == ""  # no Hugging Face model
+
+
 def test_cnn_preset_carries_traced_stats_in_place_of_a_shape() -> None:
     resnet = preset("resnet-50")
     assert resnet.architecture == "cnn"
@@ -105,6 +115,7 @@ def _csv_with(old: str, new: str) -> str:
         (",124439808,", ",124439808x,", "params"),
         ("gpt2,decoder", "gpt2,transformer", "architecture"),
         ("gpt2,gpt2-small;openai-community/gpt2,gpt2,", "gpt2,gpt2-small;openai-community/gpt2,gpt9,", "family"),
+        ("openai-community/gpt2,gpt2,gpt2,", "openai-community/gpt2,gpt2,gpt-2,", "model_type"),
         ("1024,0,0,0,0,,,https", "1024,0,0,0,0,1e9,,https", "activation_bytes_per_sample"),
         (",2026-11-21,", ",yesterday,", "retrieved"),
         ("gpt2-medium,openai-community/gpt2-medium", "gpt2-medium,gpt2-small", "aliases"),
