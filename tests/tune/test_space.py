@@ -115,3 +115,38 @@ def test_configs_enumerate_every_combination_as_runnable_configs() -> None:
     assert all(c.persistent_workers and c.pin_memory for c in with_workers)
     assert TrainConfig(precision="bf16", micro_batch_size=16, pin_memory=True) in configs
     assert all(c.accumulation_steps(32) in (1, 2) for c in configs)
+
+
+def test_a_gpu_searches_cuda_graphs_and_max_autotune_and_a_cpu_says_why_it_does_not() -> None:
+    gpu = default_space("cuda", PLAIN_CPU, cuda_capability=(9, 0))
+    assert gpu.compile_modes == ("default", "reduce-overhead", "max-autotune")
+    cpu = default_space("cpu", PLAIN_CPU)
+    assert cpu.compile_modes == ("default",)
+    assert any(note.startswith("TF32 skipped: it is a mode of NVIDIA GPUs") for note in cpu.notes)
+    assert any(
+        "reduce-overhead and max-autotune skipped: CUDA graphs are recorded on NVIDIA GPUs" in n for n in cpu.notes
+    )
+    # The loss is the setup's own: the search says what it knows about fusing it, on either device.
+    assert any(note.startswith("fused cross-entropy not") for note in cpu.notes + gpu.notes)
+
+
+def test_compile_modes_are_named_in_the_compile_dimension_and_the_grid_compiles_in_the_first() -> None:
+    space = parse_space("compile=off,reduce-overhead,max-autotune", default_space("cuda", PLAIN_CPU))
+    assert space.compile == (False, True) and space.compile_modes == ("reduce-overhead", "max-autotune")
+    compiled = [config for config in space.configs(32) if config.compile]
+    assert compiled and {config.compile_mode for config in compiled} == {"reduce-overhead"}
+    assert parse_space("compile=on", default_space("cuda", PLAIN_CPU)).compile_modes == ("default",)
+    with pytest.raises(SpaceError, match=r"compile=fast is not on, off or a torch\.compile mode"):
+        parse_space("compile=fast", default_space("cuda", PLAIN_CPU))
+
+
+def test_cuda_graph_modes_on_a_cpu_are_skipped_with_the_reason_or_refused_when_nothing_else_is_left() -> None:
+    space = parse_space("compile=off,on,reduce-overhead", default_space("cpu", PLAIN_CPU))
+    assert space.compile == (False, True) and space.compile_modes == ("default",)
+    assert "compile=reduce-overhead skipped: CUDA graphs are recorded on NVIDIA GPUs only" in space.notes
+    only_off = parse_space("compile=off,max-autotune", default_space("cpu", PLAIN_CPU))
+    assert only_off.compile == (False,)
+    with pytest.raises(SpaceError, match="compile=reduce-overhead contradicts the device") as refused:
+        parse_space("compile=reduce-overhead", default_space("cpu", PLAIN_CPU))
+    assert refused.value.hint == "use compile=on (or max-autotune-no-cudagraphs) on a CPU"
+    assert parse_space("compile=max-autotune-no-cudagraphs", default_space("cpu", PLAIN_CPU)).compile == (True,)

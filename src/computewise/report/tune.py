@@ -156,7 +156,21 @@ def _best(d: dict[str, Any]) -> list[tuple[str, str]]:
             f"{format_bytes(best['estimated_memory_bytes'])} estimated",
         )
     )
+    growth = d["search"].get("growth")
+    if growth is not None:
+        rows.append(("micro-batch growth", _growth(growth)))
+    diagnosis = d.get("diagnosis") or {}
+    rows.extend(("limited by", limit) for limit in diagnosis.get("limits", ()))
     return rows
+
+
+def _growth(growth: dict[str, Any]) -> str:
+    """The sizes growth went through and why it stopped: ``8 -> 16 -> 32 (does-not-fit); stopped: memory model``."""
+    steps = [
+        f"{point['micro']}" + ("" if point["outcome"] == "measured" else f" ({point['outcome']})")
+        for point in growth["points"]
+    ]
+    return f"{' -> '.join(steps)}; stopped: {growth['stopped']}; fastest {growth['best']}"
 
 
 def _percent(fraction: float) -> str:

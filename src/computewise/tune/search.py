@@ -5,19 +5,30 @@ The order of work, cheapest knowledge first:
 1. **Build and trace** the setup once (``prune.profile_setup``): memory and FLOPs per sample.
 2. **The space** from the device's defaults and ``--space``, with what the model cannot run
    removed or refused (``space``).
-3. **Prune** what cannot fit, and checkpointing where the same settings fit without it (``prune``).
-4. **Successive halving** over the eager configurations (``halving``), each trial in its own
+3. **Prune** what cannot fit, and checkpointing where the same settings fit without it (``prune``);
+   a space none of whose configurations fits is refused here, before any trial.
+4. **Grow the micro-batch** (``growth``) where ``--space`` names no ``micro=``: one configuration
+   (the leanest precision, eager), doubled then bisected until memory or throughput stops it; the
+   rest of the search tries the fastest size and the one below it. The growth's two largest sizes
+   also say whether the step is launch-bound (the host, not the device, sets its pace).
+5. **Successive halving** over the eager configurations (``halving``), each trial in its own
    process (``trial``). Where the trials run is a ``TrialExecutor``: ``LocalTrials`` forks them on
    this machine; ``scale.ray_tune`` runs them as Ray Tune trials that ASHA stops early.
-5. **Compilation last**: ``torch.compile`` costs seconds to minutes per configuration before its
+6. **Compilation last**: ``torch.compile`` costs seconds to minutes per configuration before its
    first step (a CPU compiles C++), more than the short trials themselves; so the halving runs
    eager and compilation is tried on its finalists only, at the top rung's length. This assumes
    compilation rarely lifts a configuration that eager mode ranked far down;
    ``benchmarks/tune_efficiency.py`` checks the pick against the full grid, compiled included.
-6. **References**, measured like the winner: the naive baseline (FP32, default loader, no compile,
+   The other compile modes of the space (CUDA graphs, max-autotune) are tried on the fastest
+   compiled configuration, reduce-overhead first when the step is launch-bound; a mode is not
+   tried where it could not repay its compilation within the planned run (``_mode_cannot_pay``).
+7. **References**, measured like the winner: the naive baseline (FP32, default loader, no compile,
    the largest micro-batch that fits) and the largest-batch rule (the best configuration among
    those at the largest micro-batch that fits); a trial is added only where none was run.
-7. **Worth**: speed-ups, MFU, the planned run's time and dollars, the break-even (``savings``);
+   With a planned run (``--run-hours``/``--tokens``) the winner is the fastest over that run,
+   its warm-up (compilation) included, not the fastest step: a compilation the run cannot repay
+   does not win.
+8. **Worth**: speed-ups, MFU, the planned run's time and dollars, the break-even (``savings``);
    the tuning is recorded in the ledger as a run priced like any other, and the winner is
    written with ``write_config`` when asked.
 """
@@ -46,9 +57,11 @@ from computewise.monitor.watch import priced_row
 from computewise.specs.document import SCHEMA_VERSION
 from computewise.specs.hardware import Accelerator
 from computewise.system.hardware import Hardware, detect_hardware
-from computewise.train.config import TrainConfig, write_config
+from computewise.train.config import CompileMode, TrainConfig, write_config
 from computewise.train.engine import default_device
 from computewise.train.setup import load_setup
+from computewise.tune.diagnosis import Diagnosis, diagnose
+from computewise.tune.growth import Growth, HostBound, Probe, grow_micro_batch, host_bound
 from computewise.tune.halving import HalvingOutcome, Rung, plan_rungs, successive_halving
 from computewise.tune.prune import (
     Capacity,
@@ -63,6 +76,7 @@ from computewise.tune.prune import (
 from computewise.tune.savings import Measured, TuneWorth, mfu, tune_worth
 from computewise.tune.space import DeviceKind, SearchSpace, default_space, parse_space
 from computewise.tune.trial import TrialResult, TrialRunner
+from computewise.units import format_duration
 
 __all__ = [
     "HalvingObserver",
@@ -78,7 +92,7 @@ __all__ = [
     "run_tune",
 ]
 
-Stage = Literal["halving", "compile", "baseline", "largest-batch"]
+Stage = Literal["batch-growth", "halving", "compile", "baseline", "largest-batch"]
 ProgressCallback = Callable[["TuneProgress"], None]
 
 
@@ -284,6 +298,8 @@ class TuneResult:
     notes: tuple[str, ...]
     worth: TuneWorth
     backend: dict[str, Any] = field(default_factory=lambda: {"name": "local", "scheduler": "successive halving"})
+    growth: Growth | None = None
+    diagnosis: Diagnosis | None = None
 
     @property
     def top_steps(self) -> int:
@@ -327,6 +343,7 @@ class TuneResult:
                 "compile_finalists": options.compile_finalists,
                 "staged_compile": any(record.stage == "compile" for record in self.trials),
                 "backend": self.backend,
+                "growth": self.growth.to_dict() if self.growth is not None else None,
             },
             "pruned": [
                 {
@@ -352,6 +369,7 @@ class TuneResult:
                 "price_explanation": self.price.explanation,
                 "cost_usd": self.worth.tuning_cost_usd,
             },
+            "diagnosis": self.diagnosis.to_dict() if self.diagnosis is not None else None,
             "ledger_run_id": self.ledger_run_id,
             "out": str(options.out) if options.out is not None else None,
             "notes": list(self.notes),
@@ -398,11 +416,12 @@ def run_tune(
     price = row.price
     threads = options.threads or torch.get_num_threads()
 
-    search = _Search(entry, options, device, threads, profile, pruning, capacity, assumptions, progress, trials)
+    search = _Search(entry, options, device, threads, profile, space, pruning, capacity, assumptions, progress, trials)
     with contextlib.ExitStack() as recording:
         record = _recorded(recording, options, row)
         search.run()
         wall_s = time.perf_counter() - started_perf
+        worth = _worth(search, profile, peak, options, price.hourly_usd, wall_s)
         result = TuneResult(
             entry=entry,
             options=options,
@@ -412,7 +431,7 @@ def run_tune(
             profile=profile,
             space=space,
             capacity=capacity,
-            pruning=pruning,
+            pruning=search.pruning,
             rungs=search.rungs,
             trials=tuple(search.records),
             best=search.best,
@@ -424,8 +443,10 @@ def run_tune(
             wall_s=wall_s,
             ledger_run_id=record.run_id if record is not None else None,
             notes=(*space.notes, *profile.notes, *search.notes),
-            worth=_worth(search, profile, peak, options, price.hourly_usd, wall_s),
+            worth=worth,
             backend=search.backend,
+            growth=search.growth,
+            diagnosis=diagnose(device, search.growth, search.host, worth.best),
         )
         if options.out is not None:
             write_config(search.best.config, options.out, entry=entry, measured=result.worth.best.to_dict())
@@ -435,7 +456,8 @@ def run_tune(
 
 
 class _Search:
-    """The trials of one tuning: halving over eager configurations, compile finalists, references."""
+    """The trials of one tuning: batch growth, halving over eager configurations, compile finalists and
+    modes, references."""
 
     def __init__(
         self,
@@ -444,6 +466,7 @@ class _Search:
         device: DeviceKind,
         threads: int,
         profile: ModelProfile,
+        space: SearchSpace,
         pruning: Pruning,
         capacity: Capacity,
         assumptions: Assumptions,
@@ -451,23 +474,33 @@ class _Search:
         trials: TrialExecutorFactory = LocalTrials,
     ) -> None:
         self.entry, self.options, self.device, self.threads = entry, options, device, threads
-        self.profile, self.pruning, self.capacity = profile, pruning, capacity
+        self.profile, self.space, self.capacity = profile, space, capacity
         self.assumptions, self.progress, self.trials = assumptions, progress, trials
         self.backend: dict[str, Any] = {}
-        self.space_configs = {config for config, _ in pruning.kept}
         self.records: list[TrialRecord] = []
         self.notes: list[str] = []
+        self.stage_text = ""
+        self._best: TrialRecord | None = None
+        self.baseline: TrialRecord | None = None
+        self.largest_batch: TrialRecord | None = None
+        self.growth: Growth | None = None
+        self.host: HostBound | None = None
+        self.growth_configs: dict[int, TrainConfig] = {}
+        self._plan(pruning)
+
+    def _plan(self, pruning: Pruning) -> None:
+        """The halving's candidates and rungs over ``pruning``'s configurations (again once growth chose sizes)."""
+        options = self.options
+        self.pruning = pruning
+        self.space_configs = {config for config, _ in pruning.kept}
         compile_choices = {config.compile for config, _ in pruning.kept}
         # With both compile choices, the halving runs eager and compile waits for the finalists.
         self.staged_compile = compile_choices == {False, True}
         self.candidates = [pair for pair in pruning.kept if not (self.staged_compile and pair[0].compile)]
         self.rungs = plan_rungs(len(self.candidates), options.steps, options.eta, options.min_steps)
         finalists = min(options.compile_finalists, self.rungs[-1].candidates) if self.staged_compile else 0
-        self.planned = sum(rung.candidates for rung in self.rungs) + finalists
-        self.stage_text = ""
-        self._best: TrialRecord | None = None
-        self.baseline: TrialRecord | None = None
-        self.largest_batch: TrialRecord | None = None
+        self.planned = len(self.records) + sum(rung.candidates for rung in self.rungs) + finalists
+        self._best = min((r for r in self.records if r.ok and r.config in self.space_configs), key=_rank, default=None)
 
     @property
     def top_steps(self) -> int:
@@ -494,6 +527,7 @@ class _Search:
         )
         runner = self.trials(settings)
         try:
+            self._grow(runner)
             outcome = self._halving(runner)
             self._compile_finalists(runner, outcome)
             if self._best is None:
@@ -502,13 +536,48 @@ class _Search:
                     f"run one configuration with computewise.train to see the full error; trial logs are in {log_dir}",
                 )
             self.baseline = self._reference(runner, self._naive(), "baseline")
+            self._compile_modes(runner)
             self.largest_batch = self._largest_batch(runner)
+            self._settle()
         finally:
             runner.close()
         self.backend = runner.describe()
         self.notes.extend(runner.notes())
         if self.options.log_dir is None:
             shutil.rmtree(log_dir, ignore_errors=True)
+
+    def _grow(self, runner: TrialExecutor) -> None:
+        """Grow the micro-batch of one eager configuration (``growth``) where ``--space`` names no sizes."""
+        if self.space.micro_batch_sizes is not None:
+            return
+        base = _growth_base(self.space)
+        global_batch = self.profile.global_batch_size
+        steps = max(self.options.min_steps, self.options.steps // self.options.eta)
+        self.stage_text = f"batch growth ({steps} steps)"
+
+        def config_at(micro: int) -> TrainConfig:
+            return self.growth_configs.setdefault(
+                micro, replace(base, micro_batch_sizes=(micro,)).configs(global_batch)[0]
+            )
+
+        def fits(micro: int) -> bool:
+            return self._estimate(config_at(micro)).total_bytes <= self.capacity.bytes
+
+        def measure(micro: int) -> Probe:
+            config = config_at(micro)
+            record = self._trial(runner, config, self._estimate(config), "batch-growth", None, steps)
+            result = record.result
+            if record.ok:
+                return Probe("ok", result.samples_per_s, result.median_step_s)
+            return Probe("oom" if result.status == "oom" else "failed", message=result.message)
+
+        self.growth = growth = grow_micro_batch(global_batch, fits, measure)
+        self.host = host_bound(growth)
+        if growth.best is None:
+            self.notes.append(f"batch growth found no micro-batch ({growth.stopped}): the default sizes are searched")
+            return
+        grown = replace(self.space, micro_batch_sizes=growth.choices())
+        self._plan(prune(grown.configs(global_batch), self.profile, self.capacity, self.device, self.assumptions))
 
     def _halving(self, runner: TrialExecutor) -> HalvingOutcome:
         def starting(index: int, rung: Rung) -> None:
@@ -532,6 +601,80 @@ class _Search:
         for config in finalists:
             compiled = replace(config, compile=True)
             self._trial(runner, compiled, self._estimate(compiled), "compile", None, self.top_steps)
+
+    def _compile_modes(self, runner: TrialExecutor) -> None:
+        """The space's other compile modes on the fastest compiled configuration, where they can pay."""
+        extra = list(self.space.compile_modes[1:])
+        compiled = [r for r in self.records if r.ok and r.config.compile and r.config in self.space_configs]
+        if not extra or not compiled:
+            return
+        base = min(compiled, key=_rank)
+        if self.host is not None and self.host.launch_bound and "reduce-overhead" in extra:
+            extra.remove("reduce-overhead")
+            extra.insert(0, "reduce-overhead")  # the remedy for a launch-bound step first
+        self.planned += len(extra)
+        for mode in extra:
+            reason = self._mode_cannot_pay(mode, base)
+            if reason is not None:
+                self.notes.append(f"compile_mode={mode} not tried: {reason}")
+                continue
+            config = replace(base.config, compile_mode=mode)
+            self.space_configs.add(config)
+            self.stage_text = f"compile {mode} ({self.top_steps} steps)"
+            self._trial(runner, config, self._estimate(config), "compile", None, self.top_steps)
+
+    def _mode_cannot_pay(self, mode: CompileMode, base: TrialRecord) -> str | None:
+        """Why ``mode`` cannot repay its compilation within the planned run; None where it might (or no run is given).
+
+        Its compilation takes at least what the default mode's took (it compiles the same graphs,
+        and more); its saving is at most the whole run's step time, and for CUDA graphs at most
+        the fixed, host-side time growth measured (all CUDA graphs remove).
+        """
+        run_steps = self._run_steps()
+        step_s = base.result.median_step_s
+        if run_steps is None or step_s is None:
+            return None
+        compile_s = _warmup_overhead_s(base.result, self.options.warmup_steps)
+        saving_s, what = run_steps * step_s, "all of the planned run's step time"
+        if mode == "reduce-overhead" and self.host is not None:
+            saving_s, what = run_steps * self.host.fixed_step_s, "all host-side time of the planned run"
+        if saving_s >= compile_s:
+            return None
+        return (
+            f"even saving {what} ({format_duration(saving_s)}) would not repay its compilation, at least the "
+            f"{format_duration(compile_s)} the default mode took"
+        )
+
+    def _run_steps(self) -> float | None:
+        """Optimizer steps of the planned run: ``--tokens`` over tokens a step, or ``--run-hours`` at naive speed."""
+        profile, options = self.profile, self.options
+        if options.tokens is not None and profile.tokens_per_sample:
+            return options.tokens / (profile.global_batch_size * profile.tokens_per_sample)
+        naive_s = self.baseline.result.median_step_s if self.baseline is not None else None
+        if options.run_hours is not None and naive_s:
+            return options.run_hours * 3600.0 / naive_s
+        return None
+
+    def _settle(self) -> None:
+        """With a planned run, the winner is the configuration that finishes it first, warm-up included."""
+        run_steps = self._run_steps()
+        fastest = self._best
+        if run_steps is None or fastest is None:
+            return
+        warmup = self.options.warmup_steps
+        contenders = [r for r in self.records if r.ok and r.steps == fastest.steps and r.config in self.space_configs]
+
+        def over_run(record: TrialRecord) -> float:
+            return (record.result.median_step_s or 0.0) * run_steps + _warmup_overhead_s(record.result, warmup)
+
+        pick = min(contenders, key=over_run)
+        if pick is not fastest and over_run(pick) < over_run(fastest):
+            self.notes.append(
+                f"{fastest.config.describe()} has the fastest step, but its warm-up "
+                f"({format_duration(_warmup_overhead_s(fastest.result, warmup))}, compilation included) is not repaid "
+                f"within the planned run of {run_steps:,.0f} steps: {pick.config.describe()} finishes it first"
+            )
+            self._best = pick
 
     def _trial(
         self,
@@ -604,8 +747,15 @@ class _Search:
         return None
 
     def _largest_batch(self, runner: TrialExecutor) -> TrialRecord | None:
-        """The best configuration at the largest micro-batch that fits (Lightning's and Accelerate's rule)."""
+        """The best configuration at the largest micro-batch that fits (Lightning's and Accelerate's rule).
+
+        Where growth measured a larger size than the search went on with (it was no faster), that size
+        is the largest that fits, and growth's configuration there is the reference.
+        """
         largest = max(config.micro_batch_size or self.profile.global_batch_size for config, _ in self.pruning.kept)
+        grown = self.growth.largest_fitting if self.growth is not None else None
+        if grown is not None and grown > largest:
+            return self._reference(runner, self.growth_configs[grown], "largest-batch")
         measured = [
             r for r in self.records if r.ok and r.config in self.space_configs and r.config.micro_batch_size == largest
         ]
@@ -673,6 +823,35 @@ def _measured(
         estimated_memory_bytes=record.estimate.total_bytes,
         mfu=utilization,
     )
+
+
+def _growth_base(space: SearchSpace) -> SearchSpace:
+    """One choice per dimension for growing the micro-batch: the leanest precision, eager, no recomputation.
+
+    The 16-bit precisions halve the activations, so growth finds the largest size any precision
+    can use; loading gets the most workers, so the data never caps what growth measures.
+    """
+    lean = [p for p in ("bf16", "fp16", "tf32", "fp32") if p in space.precisions] or list(space.precisions)
+
+    def prefer(choices: tuple[bool, ...], value: bool) -> tuple[bool, ...]:
+        return (value,) if value in choices else choices[:1]
+
+    return replace(
+        space,
+        precisions=(lean[0],),
+        activation_checkpointing=prefer(space.activation_checkpointing, False),
+        compile=prefer(space.compile, False),
+        channels_last=prefer(space.channels_last, False),
+        loader_workers=(max(space.loader_workers),),
+        fused_optimizer=prefer(space.fused_optimizer, True),
+    )
+
+
+def _warmup_overhead_s(result: TrialResult, warmup_steps: int) -> float:
+    """What the warm-up cost beyond as many ordinary steps: compilation, allocator growth, loader start-up."""
+    if result.warmup_s is None or result.median_step_s is None:
+        return 0.0
+    return max(0.0, result.warmup_s - warmup_steps * result.median_step_s)
 
 
 def _rank(record: TrialRecord | None) -> tuple[int, float]:

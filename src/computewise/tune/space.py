@@ -1,10 +1,13 @@
 """The search space of ``computewise tune``: which values of each speed setting to try.
 
 Seven dimensions, each a short tuple of choices: precision, micro-batch size (accumulation keeps
-the global batch fixed), activation checkpointing, ``torch.compile``, channels-last, data-loader
-workers and the fused optimizer. Defaults come from the device: a GPU tries FP32, TF32, BF16 and
-FP16 where it has them; a CPU tries FP32, and BF16 only when it computes BF16 natively
-(AVX512-BF16 or AMX), since emulated BF16 is slower than FP32 and would only cost trials.
+the global batch fixed), activation checkpointing, ``torch.compile`` and its modes, channels-last,
+data-loader workers and the fused optimizer. Defaults come from the device: a GPU tries FP32, TF32
+(FP32 matmuls on tensor cores), BF16 and FP16 where it has them, and compiles in the default mode,
+``reduce-overhead`` (CUDA graphs) and ``max-autotune``; a CPU tries FP32, and BF16 only when it
+computes BF16 natively (AVX512-BF16 or AMX), since emulated BF16 is slower than FP32 and would only
+cost trials, and compiles in the default mode only: what is skipped there is said in the notes.
+Without ``micro=`` the micro-batch is found by growing it (``growth``), not from a fixed list.
 
 The user narrows or widens it with one string, ``"precision=fp32,bf16;micro=8,16,32;compile=on,off"``;
 dimensions not named keep their defaults. A space that cannot be run as asked is refused before
@@ -23,7 +26,7 @@ from typing import Literal, cast, get_args
 
 from computewise.errors import SpaceError
 from computewise.system.hardware import Hardware
-from computewise.train.config import TrainConfig
+from computewise.train.config import CompileMode, TrainConfig
 from computewise.train.precision import Precision
 
 __all__ = ["DIMENSIONS", "DeviceKind", "ModelFacts", "SearchSpace", "default_space", "parse_space"]
@@ -35,7 +38,7 @@ DIMENSIONS: dict[str, tuple[str, ...]] = {
     "precision": ("precision", "precisions"),
     "micro": ("micro", "micro_batch", "micro_batch_size", "micro_batch_sizes"),
     "checkpointing": ("checkpointing", "activation_checkpointing", "ckpt"),
-    "compile": ("compile",),
+    "compile": ("compile", "compile_mode", "compile_modes"),
     "channels_last": ("channels_last",),
     "workers": ("workers", "loader_workers"),
     "fused": ("fused", "fused_optimizer"),
@@ -48,6 +51,10 @@ _OFF = ("off", "false", "no", "0")
 _DEFAULT_MICRO_CHOICES = 6
 _MAX_DEFAULT_WORKERS = 4
 _EXAMPLE = "precision=fp32,bf16;micro=8,16,32;compile=on,off"
+# compile=on is torch.compile's default mode; the other modes are named as torch.compile names them.
+_COMPILE_MODES: tuple[CompileMode, ...] = get_args(CompileMode)
+_CUDA_MODES: tuple[CompileMode, ...] = ("default", "reduce-overhead", "max-autotune")
+_GRAPHS_OFF_CUDA = "CUDA graphs are recorded on NVIDIA GPUs only"
 
 
 @dataclass(frozen=True)
@@ -61,7 +68,11 @@ class ModelFacts:
 
 @dataclass(frozen=True)
 class SearchSpace:
-    """The choices per dimension; ``micro_batch_sizes`` None means the default divisors of the global batch."""
+    """The choices per dimension; ``micro_batch_sizes`` None means the micro-batch is grown (``growth``).
+
+    The grid compiles in the first of ``compile_modes``; the others are tried on the winner only
+    (``search``), where their compilation can pay for itself.
+    """
 
     device: DeviceKind
     precisions: tuple[Precision, ...]
@@ -71,6 +82,7 @@ class SearchSpace:
     channels_last: tuple[bool, ...]
     loader_workers: tuple[int, ...]
     fused_optimizer: tuple[bool, ...]
+    compile_modes: tuple[CompileMode, ...] = ("default",)
     notes: tuple[str, ...] = ()
 
     def micro_choices(self, global_batch_size: int) -> tuple[int, ...]:
@@ -134,6 +146,7 @@ class SearchSpace:
                     micro_batch_size=micro,
                     activation_checkpointing=checkpointing,
                     compile=compiled,
+                    compile_mode=self.compile_modes[0] if compiled else "default",
                     channels_last=channels_last,
                     fused_optimizer=fused,
                     loader_workers=workers,
@@ -152,6 +165,7 @@ class SearchSpace:
             "micro": None if self.micro_batch_sizes is None else list(self.micro_batch_sizes),
             "checkpointing": list(self.activation_checkpointing),
             "compile": list(self.compile),
+            "compile_modes": list(self.compile_modes),
             "channels_last": list(self.channels_last),
             "workers": list(self.loader_workers),
             "fused": list(self.fused_optimizer),
@@ -168,11 +182,21 @@ def default_space(
     CPU: FP32, plus BF16 where the CPU has native BF16 arithmetic. Loader workers: none, or half
     the usable CPUs (at most 4), since workers compete with the training threads for the cores.
     """
+    notes = [fused_cross_entropy_note()]
     if device == "cuda":
         modern = cuda_capability is not None and cuda_capability >= (8, 0)
         precisions: tuple[Precision, ...] = ("fp32", "tf32", "bf16", "fp16") if modern else ("fp32", "fp16")
+        modes = _CUDA_MODES
+        if not modern:
+            notes.append("TF32 skipped: it needs an Ampere or newer GPU (compute capability >= 8.0)")
     else:
         precisions = ("fp32", "bf16") if hardware.cpu_runs_bf16 else ("fp32",)
+        modes = ("default",)
+        notes.append("TF32 skipped: it is a mode of NVIDIA GPUs' matmul units, and this search runs on the CPU")
+        notes.append(
+            f"compile modes reduce-overhead and max-autotune skipped: {_GRAPHS_OFF_CUDA}, and max-autotune "
+            "benchmarks GPU kernel choices (name it with compile=max-autotune-no-cudagraphs to try it here)"
+        )
     workers = min(_MAX_DEFAULT_WORKERS, hardware.threads // 2)
     return SearchSpace(
         device=device,
@@ -183,6 +207,27 @@ def default_space(
         channels_last=(False, True),
         loader_workers=(0, workers) if workers > 0 else (0,),
         fused_optimizer=(False, True),
+        compile_modes=modes,
+        notes=tuple(notes),
+    )
+
+
+def fused_cross_entropy_note() -> str:
+    """What the search can say about a fused cross-entropy: the loss is the setup's own code, so it only reports.
+
+    PyTorch has no fused linear + cross-entropy kernel; Liger-Kernel's (Triton, GPUs) is one where
+    installed. Under ``torch.compile`` Inductor already fuses the log-softmax with the loss.
+    """
+    import importlib.util
+
+    if importlib.util.find_spec("liger_kernel") is not None:
+        return (
+            "fused cross-entropy not searched: the loss is the setup's own; Liger-Kernel is installed, so a "
+            "setup may use its LigerFusedLinearCrossEntropyLoss (the logits are never materialised)"
+        )
+    return (
+        "fused cross-entropy not available: PyTorch has no fused linear + cross-entropy kernel and Liger-Kernel "
+        "is not installed; with compile, Inductor fuses the log-softmax into the loss"
     )
 
 
@@ -220,11 +265,11 @@ def _with_dimension(space: SearchSpace, name: str, values: tuple[str, ...]) -> S
         return replace(space, micro_batch_sizes=_integers(values, name, minimum=1))
     if name == "workers":
         return replace(space, loader_workers=_integers(values, name, minimum=0))
+    if name == "compile":
+        return _compile_choices(space, values)
     flags = _flags(values, name)
     if name == "checkpointing":
         return replace(space, activation_checkpointing=flags)
-    if name == "compile":
-        return replace(space, compile=flags)
     if name == "channels_last":
         return replace(space, channels_last=flags)
     return replace(space, fused_optimizer=flags)
@@ -244,6 +289,42 @@ def _precisions(values: tuple[str, ...], device: DeviceKind) -> tuple[Precision,
                 "use precision=fp32,bf16 on a CPU",
             )
     return tuple(cast(Precision, value) for value in dict.fromkeys(values))
+
+
+def _compile_choices(space: SearchSpace, values: tuple[str, ...]) -> SearchSpace:
+    """``compile=off,on,reduce-overhead,...``: on is the default mode; modes recording CUDA graphs are
+    dropped off CUDA with a note, refused when nothing compiled would be left."""
+    modes: list[CompileMode] = []
+    flags: list[bool] = []
+    for value in values:
+        mode = "default" if value in _ON else value
+        if value in _OFF:
+            flags.append(False)
+        elif mode in _COMPILE_MODES:
+            flags.append(True)
+            modes.append(mode)
+        else:
+            raise SpaceError(
+                f"--space compile={value} is not on, off or a torch.compile mode",
+                f"e.g. compile=off,on,{','.join(_COMPILE_MODES[1:])}",
+            )
+    notes = list(space.notes)
+    if space.device != "cuda":
+        graphs = [mode for mode in modes if mode in ("reduce-overhead", "max-autotune")]
+        modes = [mode for mode in modes if mode not in graphs]
+        if graphs:
+            if not modes and False not in flags:
+                raise SpaceError(
+                    f"compile={','.join(graphs)} contradicts the device: {_GRAPHS_OFF_CUDA}, and this search runs "
+                    "on the CPU",
+                    "use compile=on (or max-autotune-no-cudagraphs) on a CPU",
+                )
+            notes.append(f"compile={','.join(graphs)} skipped: {_GRAPHS_OFF_CUDA}")
+    # Compiling stays a choice only where a mode is left to compile in.
+    compiled = tuple(dict.fromkeys(flag for flag in flags if modes or not flag))
+    return replace(
+        space, compile=compiled, compile_modes=tuple(dict.fromkeys(modes)) or ("default",), notes=tuple(notes)
+    )
 
 
 def _integers(values: tuple[str, ...], name: str, *, minimum: int) -> tuple[int, ...]:
