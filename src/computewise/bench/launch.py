@@ -24,11 +24,14 @@ from computewise.bench.timing import CALL_S, Measured, calls_to_fill, device_syn
 
 __all__ = ["measure_launch"]
 
-_QUICK_REPEATS, _FULL_REPEATS = 5, 10
-_SINGLE_CALLS = 20  # synchronised calls per repeat of the round trip: one alone is within the clock's noise
+# Ten repeats even for --quick (they take milliseconds): the spread is then p10..p90 (``timing.Measured``),
+# which one repeat preempted by another process, as long as the whole loop of microsecond launches, cannot set.
+_REPEATS = 10
+# Round trips, each timed alone: many, since one microsecond call is at the mercy of the scheduler.
+_SYNCHRONISED_CALLS, _SYNCHRONISED_WARMUP = 200, 20
 
 
-def measure_launch(device: str, *, quick: bool) -> LaunchFigure:
+def measure_launch(device: str) -> LaunchFigure:
     """Seconds per launch of a one-element add on ``device``, back to back and synchronised."""
     import torch
 
@@ -38,8 +41,8 @@ def measure_launch(device: str, *, quick: bool) -> LaunchFigure:
     def launch() -> None:
         torch.add(x, x, out=out)
 
-    repeats = _QUICK_REPEATS if quick else _FULL_REPEATS
     count = calls_to_fill(launch, CALL_S, device=device)
-    back_to_back = time_back_to_back(launch, count=count, warmup=1, repeats=repeats, device=device)
-    synchronised = time_repeats(launch, warmup=_SINGLE_CALLS, repeats=_SINGLE_CALLS * repeats, sync=device_sync(device))
+    back_to_back = time_back_to_back(launch, count=count, warmup=1, repeats=_REPEATS, device=device)
+    sync = device_sync(device)
+    synchronised = time_repeats(launch, warmup=_SYNCHRONISED_WARMUP, repeats=_SYNCHRONISED_CALLS, sync=sync)
     return LaunchFigure(device, Measured.of(back_to_back), Measured.of(synchronised))

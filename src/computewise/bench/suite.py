@@ -118,7 +118,7 @@ def run_bench(options: BenchOptions, progress: Progress | None = None) -> BenchR
             )
         stages.done()
         stages.say(f"{device} launch latency")
-        launch.append(measure_launch(device, quick=options.quick))
+        launch.append(measure_launch(device))
         stages.done()
         stages.say(f"{device} memory bandwidth (triad)")
         sheet_gb_per_s = row.memory_bandwidth_bytes_per_s / 1e9 if row else None
