@@ -388,7 +388,7 @@ def lora_params(model: ModelSpec, finetune: FineTune) -> LoraParams:
         for layer in _resolve(model, finetune.targets)
     )
     matrices = len(_saved_modules(model, finetune))
-    saved = min(matrices, 1 if _tied(model) else 2) * model.vocab_size * model.hidden_size
+    saved = (min(matrices, 1) if _tied(model) else matrices) * model.vocab_size * model.hidden_size
     quantizable = layers * sum(
         layer.in_features * layer.out_features * layer.per_block for layer in blocks if layer.quantizable
     )
