@@ -125,6 +125,27 @@ def test_compilation_is_tried_on_the_finalists_only(tmp_path: Path) -> None:
     assert compiled.result.first_step_s is not None and compiled.result.warmup_s is not None
 
 
+def test_a_compilation_the_planned_run_cannot_repay_neither_wins_nor_tries_slower_modes() -> None:
+    # Two steps of 8 x 16 tokens: compiling (seconds on a CPU) can never be repaid by a faster step.
+    options = TuneOptions(
+        setup_config=TINY_GPT,
+        space="precision=fp32;micro=8;checkpointing=off;compile=off,on,max-autotune-no-cudagraphs;workers=0;fused=off",
+        steps=3,
+        min_steps=2,
+        threads=1,
+        compile_finalists=1,
+        tokens=256.0,
+        record=False,
+    )
+    result = run_tune(GPT, options)
+    assert [t.stage for t in result.trials].count("compile") == 1  # the default mode only
+    assert any(
+        note.startswith("compile_mode=max-autotune-no-cudagraphs not tried: even saving all of the planned run's")
+        for note in result.notes
+    )
+    assert not result.best.config.compile  # its warm-up is counted against the two steps it would save on
+
+
 def test_refusals_come_before_any_trial(tmp_path: Path) -> None:
     with pytest.raises(NothingFitsError, match="runs out of memory"):
         run_tune(GPT, TuneOptions(setup_config=TINY_GPT, memory_bytes=1e5, record=False))
