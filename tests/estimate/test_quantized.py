@@ -106,6 +106,9 @@ def test_impossible_weights_and_block_sizes_are_refused(numel: int, blocksize: i
     with pytest.raises(InputError) as raised:
         four_bit_weight_bytes(numel, blocksize=blocksize)
     assert raised.value.hint
+    if numel > 0:
+        with pytest.raises(InputError, match="block size"):
+            four_bit_bits_per_param(blocksize=blocksize)
 
 
 def test_tensors_total_their_fields() -> None:

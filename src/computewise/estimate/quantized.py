@@ -67,9 +67,8 @@ def _blocks(numel: int, blocksize: int) -> int:
     return -(-numel // blocksize)
 
 
-def _check(numel: int, blocksize: int) -> None:
-    if numel < 1:
-        raise InputError(f"a 4-bit weight needs at least one value, got {numel}", hint="give a non-empty weight matrix")
+def _check_blocksize(blocksize: int) -> None:
+    """``quantize_4bit`` raises on any other block size; say so before estimating with one."""
     if blocksize not in FOUR_BIT_BLOCKSIZES:
         raise InputError(
             f"4-bit block size {blocksize} is not one bitsandbytes supports",
@@ -79,7 +78,9 @@ def _check(numel: int, blocksize: int) -> None:
 
 def four_bit_tensors(numel: int, *, blocksize: int = 64, double_quant: bool = True) -> FourBitTensors:
     """Every tensor ``quantize_4bit`` returns for a weight of ``numel`` values (uint8 storage, the default)."""
-    _check(numel, blocksize)
+    if numel < 1:
+        raise InputError(f"a 4-bit weight needs at least one value, got {numel}", hint="give a non-empty weight matrix")
+    _check_blocksize(blocksize)
     blocks = _blocks(numel, blocksize)
     packed = (numel + 1) // 2
     code = _FOUR_BIT_LEVELS * _FP32
@@ -104,7 +105,7 @@ def four_bit_bits_per_param(*, blocksize: int = 64, double_quant: bool = True) -
     NF4 with blocks of 64 and double quantization: 4 + 8/64 + 32/(64 * 256) = 4.127 (QLoRA section 3);
     without double quantization 4.5. ``four_bit_weight_bytes(n) * 8 / n`` tends to it as n grows.
     """
-    _check(1, blocksize)
+    _check_blocksize(blocksize)
     if double_quant:
         return 4 + 8 / blocksize + 32 / (blocksize * NESTED_BLOCKSIZE)
     return 4 + 32 / blocksize
