@@ -110,7 +110,6 @@ FLAG_LIMITS: Final[dict[str, Limit]] = {
     "--per-node": ACCELERATORS,
     "--micro-batch": MICRO_BATCH,
     "--global-batch": BATCH,
-    "--batch": BATCH,
     "--max-batch-size": BATCH,
     "--batch-sizes": MICRO_BATCH,
     "--budget": TOTAL_USD,

@@ -22,6 +22,7 @@ SYNONYMS = (
     {"--rps", "--peak-rps"},
     {"--latency", "--latency-ms"},
     {"--context-len", "--input-len"},
+    {"--batch", "--batch-size"},
 )
 
 
@@ -67,6 +68,7 @@ def test_old_names_still_work() -> None:
     )
     estimate_infer = ("estimate", "infer", "--model", "gpt2", "--gpu", "t4")
     assert _json(*estimate_infer, "--input-len", "300") == _json(*estimate_infer, "--context-len", "300")
+    assert _json(*estimate_infer, "--batch-size", "4") == _json(*estimate_infer, "--batch", "4")
     plan_serve = ("plan", "serve", "--capacity-rps", "50", "--peak-rps", "100")
     assert _json(*plan_serve, "--gpu", "l4") == _json(*plan_serve, "--accelerator", "l4")
 

@@ -39,7 +39,7 @@ def cli_json(*args: str, cwd: Path | None = None) -> dict[str, object]:
             "estimate-train",
             ("estimate", "train", "-m", "llama-3-8b", "-g", "h100", "-n", "8", "--zero", "3", "--tokens", "10B"),
         ),
-        ("estimate-infer", ("estimate", "infer", "-m", "llama-2-7b", "-g", "a100", "--batch", "16")),
+        ("estimate-infer", ("estimate", "infer", "-m", "llama-2-7b", "-g", "a100", "--batch-size", "16")),
         ("estimate-comm", ("estimate", "comm", "-g", "h100", "-n", "16")),
         ("plan-infer", ("plan", "infer", "-m", "llama-2-7b", "--rps", "20", "--top", "3")),
     ],

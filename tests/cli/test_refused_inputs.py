@@ -48,7 +48,7 @@ QUANTITY_FLAGS: list[tuple[tuple[str, ...], str, tuple[str, ...]]] = [
     *((_ESTIMATE_TRAIN, flag, ()) for flag in ("--tp", "--pp", "--cp", "--ep", "--virtual-stages", "--zero", "--mfu")),
     *((_ESTIMATE_TRAIN, flag, ("--method", "lora")) for flag in ("--lora-rank", "--lora-alpha")),
     *((_PLAN_TRAIN, flag, ("--method", "qlora")) for flag in ("--lora-rank", "--lora-alpha")),
-    *((_ESTIMATE_INFER, flag, ()) for flag in ("--gpus", "--batch", "--input-len", "--output-len")),
+    *((_ESTIMATE_INFER, flag, ()) for flag in ("--gpus", "--batch-size", "--input-len", "--output-len")),
     *((_ESTIMATE_COMM, flag, ()) for flag in ("--gpus", "--bytes", "--per-node")),
     *(
         (_PLAN_TRAIN, flag, ())

@@ -186,7 +186,7 @@ def _commands(db: str, traffic: Path) -> dict[str, list[str]]:
         "plan compare-onprem": ["plan", "compare-onprem"],
         "plan serve": ["plan", "serve", "--capacity-rps", "37.5", "--traffic", str(traffic), "--hourly-usd", "3.9"],
         "estimate train": ["estimate", "train", "--model", "llama-3-8b", "--gpu", "h100", "--gpus", "8"],
-        "estimate infer": ["estimate", "infer", "--model", "llama-3-8b", "--gpu", "l4", "--batch", "8"],
+        "estimate infer": ["estimate", "infer", "--model", "llama-3-8b", "--gpu", "l4", "--batch-size", "8"],
         "estimate comm": ["estimate", "comm", "--gpu", "h100", "--gpus", "64"],
         "catalog validate": ["catalog", "validate"],
     }

@@ -106,7 +106,7 @@ def test_estimate_infer_and_plan_infer_quote_the_same_hourly_price_for_one_h100(
 
 
 def test_the_cli_prints_the_share_and_the_per_gpu_price() -> None:
-    result = _cli("estimate", "infer", "--model", "llama-3-8b", "--gpu", "h100", "--batch", "1")
+    result = _cli("estimate", "infer", "--model", "llama-3-8b", "--gpu", "h100", "--batch-size", "1")
     assert result.returncode == 0, result.stderr
     text = " ".join(result.stdout.split())
     assert "on-demand at $2.99/h" in text and "$23.92/h," not in text

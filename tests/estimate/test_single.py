@@ -300,7 +300,7 @@ def test_image_models_are_timed_per_batch_of_images_not_per_token(
 ) -> None:
     """ResNet-50 and ViT-B/16 printed a context of 1024, 256 output tokens and a first-token latency."""
     for name in ("resnet-50", "vit-b-16"):
-        args = ("estimate", "infer", "--model", name, "--gpu", "t4", "--batch", "64")
+        args = ("estimate", "infer", "--model", name, "--gpu", "t4", "--batch-size", "64")
         document = _cli(tmp_path, *args, "--json")
         assert document.returncode == 0, document.stderr
         d = json.loads(document.stdout)
@@ -314,14 +314,14 @@ def test_image_models_are_timed_per_batch_of_images_not_per_token(
         assert not any(token in text for token in ("context", "first token", "output tokens", "requests"))
     # torchvision: 4.09 G multiply-adds per 224x224 image, each two FLOPs; a CNN has no tokens to multiply them by.
     resnet = json.loads(
-        _cli(tmp_path, "estimate", "infer", "-m", "resnet-50", "-g", "t4", "--batch", "64", "--json").stdout
+        _cli(tmp_path, "estimate", "infer", "-m", "resnet-50", "-g", "t4", "--batch-size", "64", "--json").stdout
     )
     assert resnet["compute"]["flops"] == pytest.approx(64 * 2 * 4.09e9, rel=0.01)
 
 
 def test_an_encoder_reads_sequences_of_its_input_length(tmp_path: Path) -> None:
     result = _cli(
-        tmp_path, "estimate", "infer", "-m", "bert-base", "-g", "t4", "--batch", "64", "--input-len", "128", "--json"
+        tmp_path, "estimate", "infer", "-m", "bert-base", "-g", "t4", "--batch-size", "64", "--input-len", "128", "--json"
     )
     assert result.returncode == 0, result.stderr
     d = json.loads(result.stdout)

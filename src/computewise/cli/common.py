@@ -61,6 +61,7 @@ ModelOption = Annotated[
 # beside its new name (value), but help shows only the new one (`computewise.cli.app.conventional_help`).
 RENAMED_FLAGS: dict[str, str] = {
     "--accelerator": "--gpu",
+    "--batch": "--batch-size",
     "--context-len": "--input-len",
     "--latency": "--max-latency",
     "--rps": "--peak-rps",

@@ -240,7 +240,10 @@ def infer(
         int,
         typer.Option("--gpus", "-n", parser=bounded_int("--gpus"), help="Accelerators per replica (tensor parallel)."),
     ] = 1,
-    batch: Annotated[str, typer.Option(help="Requests per batch: sequences, or images for an image model.")] = "1",
+    batch: Annotated[
+        str,
+        typer.Option("--batch-size", "--batch", help="Requests per batch: sequences, or images for an image model."),
+    ] = "1",
     context_len: Annotated[
         str | None,
         typer.Option(
@@ -290,7 +293,7 @@ def infer(
         raise InputError(f"--gpus must be at least 1, got {gpus}", "use --gpus 1 for one device per replica")
     input_len, generated, kv_bytes = _request_shape(spec, context_len, output_len, kv_precision)
     job = InferJob(
-        batch=parse_positive_int(batch, "--batch"),
+        batch=parse_positive_int(batch, "--batch-size"),
         context_len=input_len,
         output_len=generated,
         precision=_precision(precision, accelerator),
