@@ -222,13 +222,14 @@ class ScalingPoint:
 
 
 def scaling_curve(options: Sequence[Option], like: Option) -> tuple[ScalingPoint, ...]:
-    """How ``like``'s instance type scales with more instances: where efficiency falls, communication wins."""
+    """How ``like``'s instance type scales with more instances, training the same way (full, LoRA or
+    QLoRA): where efficiency falls, communication wins."""
     same = sorted(
         (
             o
             for o in options
-            if (o.cloud, o.instance_type, o.region, o.pricing)
-            == (like.cloud, like.instance_type, like.region, like.pricing)
+            if (o.cloud, o.instance_type, o.region, o.pricing, o.method)
+            == (like.cloud, like.instance_type, like.region, like.pricing, like.method)
         ),
         key=lambda o: o.gpus,
     )
