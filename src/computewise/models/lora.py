@@ -48,6 +48,7 @@ __all__ = [
     "lora_params",
     "peft_target_modules",
     "peft_trainable_params",
+    "quantizable_linears",
     "resolve_targets",
 ]
 
@@ -275,6 +276,11 @@ def block_linears(model: ModelSpec) -> tuple[LinearLayer, ...]:
     return _layout(model).blocks(model)
 
 
+def quantizable_linears(model: ModelSpec) -> tuple[LinearLayer, ...]:
+    """The linear layers of one block that bitsandbytes stores in 4 bits under QLoRA (``LinearLayer.quantizable``)."""
+    return tuple(layer for layer in block_linears(model) if layer.quantizable)
+
+
 def _model_linears(model: ModelSpec) -> tuple[LinearLayer, ...]:
     layout = _layout(model)
     return layout.blocks(model) + layout.outside(model)
@@ -390,7 +396,7 @@ def lora_params(model: ModelSpec, finetune: FineTune) -> LoraParams:
     matrices = len(_saved_modules(model, finetune))
     saved = (min(matrices, 1) if _tied(model) else matrices) * model.vocab_size * model.hidden_size
     quantizable = layers * sum(
-        layer.in_features * layer.out_features * layer.per_block for layer in blocks if layer.quantizable
+        layer.in_features * layer.out_features * layer.per_block for layer in quantizable_linears(model)
     )
     return LoraParams(
         adapter=adapter, trainable=adapter + saved, frozen=model.params, quantizable=quantizable, saved=saved
@@ -452,7 +458,7 @@ def peft_trainable_params(hf_config: Mapping[str, Any], finetune: FineTune) -> i
         raise MissingExtraError("peft", "finetune", "counting LoRA parameters with PEFT") from error
     fields = {key: value for key, value in hf_config.items() if key != "model_type"}
     hf = AutoConfig.for_model(model.model_type, **fields)
-    auto = AutoModelForCausalLM if _layout(model).head else AutoModel
+    auto = AutoModel if model.architecture == "encoder" else AutoModelForCausalLM
     with torch.device("meta"):
         base = auto.from_config(hf)  # type: ignore[no-untyped-call]
     if config is None:
