@@ -80,6 +80,14 @@ def test_a_step_past_its_budget_is_stopped_with_its_children(tmp_path: Path) -> 
         os.kill(int(pid_file.read_text()), 0)
 
 
+def test_a_serve_run_on_the_cpu_fallback_artifact_says_so(tmp_path: Path) -> None:
+    said = "import sys; print('exporting ort-cuda-fp16 failed (exit 1):', file=sys.stderr)"
+    step = gs.Step("serve", [sys.executable, "-c", said], None, lambda _data: ({}, []), None, (gs.SERVE_CPU_FALLBACK,))
+    result = gs.run_step(step, 60.0, tmp_path)
+    assert result.status == "ok" and result.note == gs.SERVE_CPU_FALLBACK[1]
+    assert "not the GPU's figures" in result.note
+
+
 def test_a_failing_step_does_not_stop_the_next_and_fails_the_run(tmp_path: Path) -> None:
     code = gs.main(["--out", str(tmp_path), "--smoke", "--only", "tune,pytest", "--budget", "tune=1"])
     summary = json.loads((tmp_path / "summary.json").read_text())
