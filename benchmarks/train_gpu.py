@@ -11,13 +11,25 @@ into micro-batches with gradient accumulation), so all of them do the same work 
 - **naive**: FP32 (TF32 off: IEEE FP32 matmuls), no ``torch.compile``, the default for-each
   AdamW, the default loader, and the largest micro-batch that fits (tried from the global batch
   down, halving on out-of-memory): what a user gets without tuning.
-- **tuned**: BF16 autocast over FP32 master weights, ``torch.compile``, fused AdamW, and the
-  fastest of the ``--micro-batches`` candidates (each one is measured; one that runs out of
-  memory is skipped).
+- **tuned**: the space ``computewise tune`` searches, narrowed to what wins on a GPU: BF16
+  autocast over FP32 master weights (TF32 for the matmuls autocast keeps in FP32), fused AdamW,
+  and
+  1. **micro-batch growth** as tune grows it (``computewise.tune.growth``): eager trials from
+     ``--growth-start`` (default 8 on a GPU, tune's global / 32 on the CPU), doubling, then
+     bisecting, until tune's memory model says the next size cannot fit, a trial runs out of
+     memory, throughput stops improving, or the micro-batch is the whole global batch (the
+     issue's 35.5 % stopped at 32 of a global 64, using 29.8 of 80 GB);
+  2. **compile modes** at the fastest size: ``torch.compile`` in each of ``--compile-modes``
+     (default ``default,reduce-overhead``: CUDA graphs; add ``max-autotune``, whose kernel
+     benchmarking takes minutes, where the time allows). ``--micro-batches`` replaces the growth
+     with a fixed list, compiled in the first mode; ``--config FILE`` adds the configuration
+     ``computewise tune --out FILE`` wrote, so the benchmark measures what tune found.
+  The fastest of all of them is the tuned row; growth trials are listed as ``growth``.
 
 Each configuration runs ``--warmup`` steps first (timed separately: compilation happens there),
-then ``--steps`` timed steps; the step time is their median (CUDA-synchronized wall time, loading
-the micro-batches included). tokens/s = global batch x context / step time.
+then ``--steps`` timed steps (growth trials half as many: they only rank sizes); the step time
+is their median (CUDA-synchronized wall time, loading the micro-batches included).
+tokens/s = global batch x context / step time.
 
 MFU = model FLOPs per step / step time / the GPU's dense BF16 peak from the catalog (detected
 from the device name, or ``--gpu SLUG``). Model FLOPs are the traced forward FLOPs of one
@@ -26,10 +38,11 @@ x 3 for forward and backward, the count nanoGPT's ``estimate_mfu`` uses (6N + 12
 token), so the figure compares with the 37 % nanoGPT reports on an A100. Both rows are measured
 against the BF16 peak, so the naive row says how much of the GPU plain FP32 leaves unused.
 
-Targets: tuned >= 3x the naive tokens/s, and tuned MFU >= 40 %. Exit status: 0 PASS, 1 FAIL,
-2 no CUDA device (or bad arguments). ``--quick`` trains the tiny default model on the CPU (FP32,
-no compile, fused AdamW and the micro-batch sweep only): a smoke run for
-``tests/benchmarks/test_train_gpu_quick.py``, with MFU n/a and no verdict.
+Targets (issue 29, one H100 80GB SXM): tuned >= 8x the naive tokens/s, and tuned MFU >= 45 %
+(about 520K tokens/s). Exit status: 0 PASS, 1 FAIL, 2 no CUDA device (or bad arguments).
+``--quick`` trains the tiny default model on the CPU (FP32, no compile, fused AdamW and the
+micro-batch growth or sweep only): a smoke run for ``tests/benchmarks/test_train_gpu_quick.py``,
+with MFU n/a and no verdict.
 
 Usage
 -----
@@ -51,7 +64,7 @@ import time
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast, get_args
 
 import torch
 
@@ -61,16 +74,22 @@ if str(ROOT) not in sys.path:
 
 from computewise.catalog import load_catalog  # noqa: E402
 from computewise.errors import ComputewiseError  # noqa: E402
+from computewise.estimate.assumptions import Assumptions  # noqa: E402
 from computewise.models.trace import measure_module  # noqa: E402
 from computewise.specs import Accelerator  # noqa: E402
-from computewise.train.config import PrecisionChoice, TrainConfig  # noqa: E402
+from computewise.train.config import CompileMode, PrecisionChoice, TrainConfig, load_config  # noqa: E402
 from computewise.train.data import make_loader  # noqa: E402
 from computewise.train.engine import StepEngine  # noqa: E402
 from computewise.train.setup import load_setup  # noqa: E402
+from computewise.tune.growth import Growth, Probe, grow_micro_batch  # noqa: E402
+from computewise.tune.prune import device_capacity, estimate_memory, profile_setup  # noqa: E402
+from computewise.tune.space import DeviceKind  # noqa: E402
 
 ENTRY = "examples.tiny_gpt:setup"
-TARGET_RATIO = 3.0
-TARGET_MFU = 0.40
+TARGET_RATIO = 8.0
+TARGET_MFU = 0.45
+GPU_GROWTH_START = 8  # the smallest of the old fixed list: GPT-2's smaller micro-batches only cost trials
+GPU_COMPILE_MODES = "default,reduce-overhead"
 GPU_GLOBAL_BATCH = 64  # 64 x 1024 = 65K tokens a step: long enough steps to time, short enough for FP32
 NO_CUDA = "no CUDA device: run on a GPU, or add --quick (or --device cpu) for a smoke run on the CPU"
 
@@ -91,7 +110,7 @@ class Workload:
 class Trial:
     """One configuration: measured (``status`` ok) or why not (oom, error)."""
 
-    role: str  # naive, tuned (the fastest candidate) or candidate
+    role: str  # naive, tuned (the fastest of the others), growth, candidate or "from tune"
     settings: str
     micro_batch_size: int
     status: str
@@ -211,28 +230,67 @@ def naive_trial(workload: Workload, device: torch.device, warmup: int, steps: in
     return last
 
 
-def tuned_trials(
+def grow(
+    workload: Workload, device: torch.device, start: int | None, warmup: int, steps: int, peak: float | None
+) -> tuple[list[Trial], Growth]:
+    """Tune's micro-batch growth of the eager tuned settings: tune's memory model skips sizes that cannot fit."""
+    setup = load_setup(ENTRY, workload.model_config)
+    profile = profile_setup(setup)
+    assumptions = Assumptions.from_catalog(load_catalog())
+    kind: DeviceKind = "cuda" if device.type == "cuda" else "cpu"
+    capacity = device_capacity(kind, None)
+    trials: list[Trial] = []
+
+    def config_at(micro: int) -> TrainConfig:
+        return TrainConfig(precision=_precision(device), micro_batch_size=micro, fused_optimizer=True)
+
+    def fits(micro: int) -> bool:
+        return estimate_memory(profile, config_at(micro), kind, assumptions).total_bytes <= capacity.bytes
+
+    def probe(micro: int) -> Probe:
+        trial = measure("growth", workload, config_at(micro), device, warmup, max(2, steps // 2), peak)
+        trials.append(trial)
+        if trial.status == "ok" and trial.step_s:
+            return Probe("ok", workload.global_batch / trial.step_s, trial.step_s)
+        return Probe("oom" if trial.status == "oom" else "failed", message=trial.message)
+
+    return trials, grow_micro_batch(workload.global_batch, fits, probe, start)
+
+
+def compiled_trials(
     workload: Workload,
     device: torch.device,
     micro_batches: list[int],
-    compile_model: bool,
+    modes: list[CompileMode],
     warmup: int,
     steps: int,
     peak: float | None,
 ) -> list[Trial]:
-    precision: PrecisionChoice = "bf16" if device.type == "cuda" else "fp32"
-    return [
-        measure(
-            "candidate",
-            workload,
-            TrainConfig(precision=precision, micro_batch_size=micro, compile=compile_model, fused_optimizer=True),
-            device,
-            warmup,
-            steps,
-            peak,
+    """The tuned settings at each micro-batch, compiled in each mode (eager where ``modes`` is empty)."""
+    eager: list[CompileMode | None] = [None]
+    settings = [
+        TrainConfig(
+            precision=_precision(device),
+            micro_batch_size=micro,
+            compile=mode is not None,
+            compile_mode=mode or "default",
+            fused_optimizer=True,
         )
         for micro in micro_batches
+        for mode in (modes or eager)
     ]
+    return [measure("candidate", workload, config, device, warmup, steps, peak) for config in settings]
+
+
+def _precision(device: torch.device) -> PrecisionChoice:
+    return "bf16" if device.type == "cuda" else "fp32"
+
+
+def growth_line(growth: Growth) -> str:
+    sizes = " -> ".join(
+        f"{point.micro}" + ("" if point.outcome == "measured" else f" ({point.outcome})") for point in growth.points
+    )
+    return f"micro-batch growth: {sizes}; stopped: {growth.stopped}; fastest {growth.best}"
 
 
 def peak_bf16_flops(device: torch.device, gpu: str | None) -> tuple[str, float | None]:
@@ -288,7 +346,7 @@ def _gb(n_bytes: int | None) -> str:
     return "n/a" if n_bytes is None else f"{n_bytes / 1e9:.1f} GB"
 
 
-def summarize(naive: Trial, tuned: Trial | None, verdict_given: bool) -> dict[str, Any]:
+def summarize(naive: Trial, tuned: Trial | None, verdict_given: bool, growth: Growth | None = None) -> dict[str, Any]:
     ratio = (
         tuned.tokens_per_s / naive.tokens_per_s
         if tuned is not None and tuned.tokens_per_s and naive.tokens_per_s
@@ -300,6 +358,7 @@ def summarize(naive: Trial, tuned: Trial | None, verdict_given: bool) -> dict[st
         if ratio is not None
         else "tuned / naive tokens/s: n/a (a configuration did not run)",
         f"tuned MFU against the BF16 dense peak: {_share(mfu)} (target >= {TARGET_MFU:.0%})",
+        *([growth_line(growth)] if growth is not None else []),
     ]
     verdict = None
     if verdict_given:
@@ -346,8 +405,19 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--global-batch", type=int, default=None, help=f"sequences a step (GPU default {GPU_GLOBAL_BATCH})"
     )
-    parser.add_argument("--micro-batches", default=None, help="tuned candidates, comma-separated (default 8,16,32)")
+    parser.add_argument(
+        "--micro-batches", default=None, help="tuned candidates, comma-separated, instead of growing the micro-batch"
+    )
+    parser.add_argument(
+        "--growth-start", type=int, default=None, help=f"first micro-batch grown (GPU default {GPU_GROWTH_START})"
+    )
+    parser.add_argument(
+        "--compile-modes",
+        default=GPU_COMPILE_MODES,
+        help=f"torch.compile modes tried on a GPU, comma-separated (default {GPU_COMPILE_MODES}; also max-autotune)",
+    )
     parser.add_argument("--no-compile", action="store_true", help="tune without torch.compile")
+    parser.add_argument("--config", type=Path, metavar="FILE", help="also measure `computewise tune --out FILE`")
     parser.add_argument(
         "--warmup", type=int, default=None, help="untimed steps first (default 5 on a GPU, 1 on the CPU)"
     )
@@ -381,25 +451,48 @@ def main(argv: list[str] | None = None) -> int:
             {} if args.global_batch is None else {"global_batch": args.global_batch},
         )
     workload = describe_workload(name, model_config)
-    candidates = [int(part) for part in (args.micro_batches or "8,16,32").split(",") if part.strip()]
-    candidates = [
-        micro for micro in candidates if 1 <= micro <= workload.global_batch and workload.global_batch % micro == 0
-    ]
-    if not candidates:
-        print(f"no --micro-batches candidate divides the global batch {workload.global_batch}", file=sys.stderr)
+    modes = [mode.strip() for mode in args.compile_modes.split(",") if mode.strip()]
+    unknown = [mode for mode in modes if mode not in get_args(CompileMode)]
+    if unknown:
+        print(
+            f"unknown --compile-modes {','.join(unknown)}: choose from {', '.join(get_args(CompileMode))}",
+            file=sys.stderr,
+        )
         return 2
+    candidates = None
+    if args.micro_batches:
+        candidates = [int(part) for part in args.micro_batches.split(",") if part.strip()]
+        candidates = [
+            micro for micro in candidates if 1 <= micro <= workload.global_batch and workload.global_batch % micro == 0
+        ]
+        if not candidates:
+            print(f"no --micro-batches candidate divides the global batch {workload.global_batch}", file=sys.stderr)
+            return 2
     accelerator, peak = peak_bf16_flops(device, args.gpu)
     env = environment(device, accelerator, peak)
     peak_text = f"{_count(peak)}FLOP/s" if peak else "n/a"
     print(f"{env['device']}  torch {env['torch']}  CUDA {env['cuda'] or 'n/a'}  BF16 peak {peak_text}", flush=True)
 
     naive = naive_trial(workload, device, warmup, steps, peak)
-    candidates_run = tuned_trials(workload, device, candidates, cuda and not args.no_compile, warmup, steps, peak)
+    compile_modes = cast(list[CompileMode], modes) if cuda and not args.no_compile else []
+    growth = None
+    candidates_run: list[Trial] = []
+    if candidates is None:
+        start = args.growth_start or (GPU_GROWTH_START if cuda else None)
+        candidates_run, growth = grow(workload, device, start, warmup, steps, peak)
+        # Without compilation the growth trials are the candidates (eager is what they measured).
+        candidates = [growth.best] if growth.best is not None and compile_modes else []
+    else:
+        compile_modes = compile_modes[:1]
+    candidates_run += compiled_trials(workload, device, candidates, compile_modes, warmup, steps, peak)
+    if args.config is not None:
+        from_tune = measure("from tune", workload, load_config(args.config), device, warmup, steps, peak)
+        candidates_run.append(from_tune)
     measured = [trial for trial in candidates_run if trial.status == "ok" and trial.tokens_per_s is not None]
     best = max(measured, key=lambda trial: trial.tokens_per_s or 0.0) if measured else None
     tuned = Trial(**(asdict(best) | {"role": "tuned"})) if best is not None else None
     trials = [naive, *([tuned] if tuned is not None else []), *(t for t in candidates_run if t is not best)]
-    summary = summarize(naive, tuned, verdict_given=cuda)
+    summary = summarize(naive, tuned, verdict_given=cuda, growth=growth)
     table = format_markdown(workload, trials, summary, env)
     print(table)
     if args.json:
@@ -407,6 +500,7 @@ def main(argv: list[str] | None = None) -> int:
             "environment": env,
             "workload": asdict(workload),
             "trials": [asdict(t) for t in trials],
+            "growth": growth.to_dict() if growth is not None else None,
             "summary": summary,
         }
         args.json.write_text(json.dumps(payload, indent=2) + "\n")

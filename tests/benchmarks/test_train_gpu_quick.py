@@ -56,6 +56,23 @@ def test_quick_run_measures_naive_and_tuned_and_prints_the_table(tmp_path: Path)
     assert payload["workload"]["global_batch"] == 32 and payload["workload"]["tokens_per_sample"] == 64
 
 
+def test_without_a_list_the_quick_run_grows_the_micro_batch_as_tune_does(tmp_path: Path) -> None:
+    out = tmp_path / "train_gpu.json"
+    result = run("--quick", "--growth-start", "16", "--steps", "2", "--json", str(out))
+    assert result.returncode == 0, result.stderr
+    payload = json.loads(out.read_text())
+    growth = payload["growth"]
+    sizes = [point["micro"] for point in growth["points"]]
+    assert sizes[0] == 16 and set(sizes) <= {16, 32}
+    assert growth["stopped"] in ("throughput", "global batch")
+    roles = [trial["role"] for trial in payload["trials"]]
+    assert roles[:2] == ["naive", "tuned"] and set(roles[2:]) <= {"growth"}
+    # On the CPU nothing is compiled: the fastest growth trial is the tuned row.
+    tuned = payload["trials"][1]
+    assert tuned["micro_batch_size"] in sizes and "compile=True" not in tuned["settings"]
+    assert any(line.startswith("micro-batch growth: 16 -> ") for line in payload["summary"]["lines"])
+
+
 def test_mfu_counts_flops_as_nanogpt_does_for_gpt2_124m() -> None:
     # nanoGPT's estimate_mfu: 6N + 12 L H Q T per token, N without the position embeddings.
     workload = tg.describe_workload("GPT-2 124M", {"preset": "gpt2_124m", "global_batch": 64})
