@@ -33,7 +33,8 @@ import importlib
 from typing import Any
 
 from computewise.errors import MissingExtraError
-from computewise.monitor.track import Count, Tracker, count_batch, track
+from computewise.monitor.batches import Count, count_batch
+from computewise.monitor.track import Tracker, track
 
 # ComputewiseHFCallback and ComputewiseLightningCallback are made on first access (``__getattr__``);
 # they stay out of __all__ so that a star import needs neither library.
