@@ -145,3 +145,28 @@ def test_a_plan_file_sets_the_gpus_the_accelerator_the_processes_and_the_price(t
     not_a_plan.write_text('{"recommended": null}', encoding="utf-8")
     refused = submit("--name", "ft", "--plan", str(not_a_plan), "--dry-run", "--", "python", "t.py")
     assert refused.returncode == 2 and "has no recommended option" in refused.stderr
+
+
+def test_an_amd_plan_renders_for_kubernetes_and_a_tpu_plan_is_refused_by_slurm_with_the_reason(
+    tmp_path: Path,
+) -> None:
+    """`submit --plan` refused every AMD, TPU and Trainium plan; an AMD plan now asks for amd.com/gpu on MI300X
+    nodes, and Slurm, which schedules no Cloud TPU, says so (exit 2) instead of writing a script that cannot run."""
+    for gpu, extra in (("mi300x", ("--pricing", "on-prem")), ("tpu-v5e", ())):
+        planned = subprocess.run(
+            [sys.executable, "-m", "computewise.cli.app", "plan", "train", "--model", "gpt2", "--tokens", "100M",
+             "--gpu", gpu, *extra, "--json"],
+            capture_output=True, text=True, timeout=120, check=False,
+            env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+        )  # fmt: skip
+        assert planned.returncode == 0, planned.stderr
+        (tmp_path / f"{gpu}.json").write_text(planned.stdout, encoding="utf-8")
+    amd = submit(
+        "--engine", "kubernetes", "--name", "amd", "--plan", str(tmp_path / "mi300x.json"), "--image", "i",
+        "--dry-run", "--", "python", "t.py",
+    )  # fmt: skip
+    assert amd.returncode == 0, amd.stderr
+    assert 'amd.com/gpu: "8"' in amd.stdout and 'amd.com/gpu.device-id: "74a1"' in amd.stdout
+    tpu = submit("--engine", "slurm", "--name", "tpu", "--plan", str(tmp_path / "tpu-v5e.json"), "--dry-run", "--", "x")
+    assert tpu.returncode == 2 and "Traceback" not in tpu.stderr
+    assert "error: Slurm does not schedule Cloud TPUs" in tpu.stderr and "To fix:" in tpu.stderr

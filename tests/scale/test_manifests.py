@@ -122,7 +122,8 @@ def test_unknown_and_unschedulable_accelerators() -> None:
 
 def _pod(accelerator: str, gpus: int) -> Any:
     spec = JobSpec(name="a", command=("x",), resources=Resources(gpus=gpus, accelerator=accelerator), image="i")
-    return job_manifest(spec)["spec"]["template"]["spec"]  # type: ignore[index]
+    manifest: Any = job_manifest(spec)
+    return manifest["spec"]["template"]["spec"]
 
 
 @pytest.mark.parametrize(
