@@ -45,6 +45,7 @@ from computewise.estimate.memory import optimizer_state_bytes
 from computewise.estimate.quantized import dequant_bytes_moved, four_bit_weight_bytes
 from computewise.models.lora import LinearLayer, check_rank, lora_params, resolve_targets
 from computewise.specs import PAGED_OPTIMIZERS, FineTune, ModelSpec, Optimizer
+from computewise.specs.finetune import METHOD_NAMES
 
 __all__ = ["Adapters", "adapter_optimizer_bytes"]
 
@@ -91,7 +92,7 @@ class Adapters:
             return None
         if not model.is_transformer:
             raise InputError(
-                f"{finetune.method.upper()} needs a transformer's linear layers; "
+                f"{METHOD_NAMES[finetune.method]} needs a transformer's linear layers; "
                 f"{model.name} has none the estimator knows",
                 hint="use --method full, or give a Hugging Face config.json of a transformer",
             )

@@ -39,6 +39,7 @@ from computewise.specs import (
     TrainJob,
 )
 from computewise.specs.document import SCHEMA_VERSION
+from computewise.specs.finetune import METHOD_NAMES
 from computewise.units import format_bytes, format_count, plural
 
 if TYPE_CHECKING:
@@ -167,6 +168,13 @@ _TRAIN_FIX = (
     "more devices with --zero 3 or --tp/--pp, --recompute full, a smaller --micro-batch or --seq-len, "
     "or an accelerator with more memory"
 )
+# Adapters on a frozen base: PEFT runs data parallel only, and the logits and activations dominate.
+_ADAPTER_FIX = {
+    "lora": "--recompute full, a smaller --micro-batch or --seq-len, --method qlora (a 4-bit base), "
+    "more devices with --zero 3, or an accelerator with more memory",
+    "qlora": "--recompute full, a smaller --micro-batch or --seq-len, fewer --lora-targets, more devices with "
+    "--zero 3, or an accelerator with more memory",
+}
 _INFER_FIX = (
     "a smaller --batch, more devices per replica (--gpus), lower --precision, or an accelerator with more memory"
 )
@@ -287,7 +295,7 @@ def adapters_for(model: ModelSpec, accelerator: Accelerator, job: TrainJob) -> A
         return None
     if job.framework == "megatron":
         raise InputError(
-            f"{finetune.method.upper()} is estimated as PEFT runs it, on Hugging Face or PyTorch modules, "
+            f"{METHOD_NAMES[finetune.method]} is estimated as PEFT runs it, on Hugging Face or PyTorch modules, "
             "not on Megatron's",
             hint="use --framework transformers (the default for --method lora and qlora) or --framework pytorch",
         )
@@ -306,7 +314,7 @@ def finetune_note(model: ModelSpec, adapters: Adapters) -> str:
     base = f"{f.four_bit.upper()} 4-bit{double}" if f.quantized else "16 bits"
     layers = plural(len(adapters.targets), "layer")
     return (
-        f"{f.method.upper()} rank {f.rank} on {', '.join(f.targets)} ({layers} per block): "
+        f"{METHOD_NAMES[f.method]} rank {f.rank} on {', '.join(f.targets)} ({layers} per block): "
         f"{format_count(adapters.trainable_params)} trainable parameters "
         f"({share:.2%} of {format_count(model.params)}); "
         f"frozen base in {base}, adapters in {'fp32' if f.adapter_bytes == 4 else 'bf16'}"
@@ -424,7 +432,8 @@ class TrainEstimate:
             },
             "notes": list(self.notes),
         }
-        return _without_price(_unrunnable(data, self.untimed, _TRAIN_FIX), self.quote)
+        fix = _TRAIN_FIX if self.adapters is None else _ADAPTER_FIX[self.adapters.finetune.method]
+        return _without_price(_unrunnable(data, self.untimed, fix), self.quote)
 
 
 def estimate_train(

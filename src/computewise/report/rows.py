@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from computewise.specs.finetune import METHOD_NAMES
 from computewise.units import format_bytes, format_count, format_duration, format_flops, format_usd, plural
 
 __all__ = [
@@ -222,7 +223,7 @@ def _job(job: dict[str, Any]) -> str:
     method = job.get("method") or job.get("finetune", {}).get("method", "full")
     if method != "full":
         rank = job.get("finetune", {}).get("rank")
-        parts.append(f"{method.upper()}" + (f" rank {rank}" if rank else ""))
+        parts.append(METHOD_NAMES.get(method, method) + (f" rank {rank}" if rank else ""))
     if "precision" in job:
         parts.append(str(job["precision"]))
     for key, label in (

@@ -21,6 +21,7 @@ __all__ = [
     "FOUR_BIT_TYPES",
     "FULL_TRAINING",
     "LORA_TARGET_SETS",
+    "METHOD_NAMES",
     "FineTune",
     "FineTuneMethod",
     "FourBitType",
@@ -28,6 +29,7 @@ __all__ = [
 
 FineTuneMethod = Literal["full", "lora", "qlora"]
 FINETUNE_METHODS: tuple[FineTuneMethod, ...] = ("full", "lora", "qlora")
+METHOD_NAMES: dict[str, str] = {"full": "full training", "lora": "LoRA", "qlora": "QLoRA"}  # as the papers write them
 FourBitType = Literal["nf4", "fp4"]
 FOUR_BIT_TYPES: tuple[FourBitType, ...] = ("nf4", "fp4")
 # Named target sets: the attention projections (q, k, v, o: the LoRA paper's choice), or every linear
