@@ -15,9 +15,10 @@ describe an emulation, so it is skipped with the reason. On an NVIDIA GPU fp32 r
 with it on, and int8 through ``torch._int_mm``, int8 x int8 -> int32 in cuBLASLt, where the build and
 the GPU have it: IMMA tensor cores from compute capability 7.5 (Turing) on, and only for the shapes and
 layout cuBLASLt runs on them (``int8_shape_problem``): more than 16 rows, k and n multiples of 8, and
-the second operand column-major ("TN" in cuBLAS's terms). The first H100 run passed two row-major
-operands; cuBLASLt then has no tensor-core kernel and ran a CUDA-core one, 132 TOPS, 7 % of the data
-sheet while every other dtype read 70-78 %; the layout, not the clocks, was the cause.
+the second operand column-major ("TN" in cuBLAS's terms: cuBLASLt documents its IMMA kernels for
+that layout only). The first H100 run passed two row-major operands, for which cuBLASLt falls back to
+a kernel without IMMA: 132 TOPS, 7 % of the data sheet while every other dtype read 70-78 %, so the
+layout rather than the clocks its warning blamed (the ``gpu`` test holds int8 to at least half of bf16).
 """
 
 from __future__ import annotations
@@ -127,7 +128,7 @@ def int8_shape_problem(rows: int, inner: int, columns: int) -> str | None:
     """Why cuBLASLt would not run an (rows x inner) @ (inner x columns) int8 product on tensor cores, or None.
 
     torch's CUDA ``_int_mm`` refuses 16 rows or fewer and an inner or output width that is not a
-    multiple of 8 (the 4-byte alignment IMMA needs); the CPU kernel takes any shape, and the sweep
+    multiple of 8 (stricter than the 4-byte alignment IMMA needs); the CPU kernel takes any shape, and the sweep
     holds to the GPU's rule everywhere so both devices time the same products.
     """
     if rows <= 16:
