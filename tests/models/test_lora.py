@@ -170,25 +170,30 @@ HEAD = {"bert": ""}
 SETTINGS = ((1, False, False), (4, True, False), (2, False, True), (3, True, True))
 
 
+def _meta_model(config: Mapping[str, Any]) -> Any:
+    """The model transformers builds from ``config``, on the meta device: every shape, no memory."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    fields = {key: value for key, value in config.items() if key != "model_type"}
+    hf = transformers.AutoConfig.for_model(config["model_type"], **fields)
+    auto = transformers.AutoModel if config["model_type"] == "bert" else transformers.AutoModelForCausalLM
+    with torch.device("meta"):
+        return auto.from_config(hf)
+
+
 def _peft_count(
     config: Mapping[str, Any], targets: tuple[str, ...], rank: int, embed: bool, head: bool
 ) -> tuple[int, int]:
     """(trainable, all) as PEFT reports them, for a LoraConfig written the way a user writes it."""
-    torch = pytest.importorskip("torch")
     peft = pytest.importorskip("peft")
-    transformers = pytest.importorskip("transformers")
     kind = config["model_type"]
-    fields = {key: value for key, value in config.items() if key != "model_type"}
-    hf = transformers.AutoConfig.for_model(kind, **fields)
-    auto = transformers.AutoModel if kind == "bert" else transformers.AutoModelForCausalLM
-    with torch.device("meta"):
-        model = auto.from_config(hf)
+    model = _meta_model(config)
     saved = [EMBEDDING.get(kind, "embed_tokens")] if embed else []
     saved += [HEAD.get(kind, "lm_head")] if head else []
     target_modules: str | list[str] = (
         "all-linear" if targets == ("all-linear",) else ATTENTION[kind] if targets == ("attention",) else list(targets)
     )
-    tied = bool(getattr(hf, "tie_word_embeddings", False)) and kind != "bert"
+    tied = bool(getattr(model.config, "tie_word_embeddings", False)) and kind != "bert"
     lora = peft.LoraConfig(
         r=rank,
         lora_alpha=2 * rank,
@@ -256,18 +261,13 @@ def test_real_shapes_on_the_meta_device(fixture: str, layers: int | None) -> Non
 
 @pytest.mark.parametrize("name", ["llama-gqa-untied", "phi3-fused", "gpt2", "falcon-gqa", "bert", "mixtral"])
 def test_quantizable_is_what_bitsandbytes_replaces(name: str) -> None:
-    torch = pytest.importorskip("torch")
     pytest.importorskip("bitsandbytes")
     transformers = pytest.importorskip("transformers")
     from transformers.integrations.bitsandbytes import replace_with_bnb_linear
     from transformers.quantizers.base import get_keys_to_not_convert
 
     config = CONFIGS[name]
-    fields = {key: value for key, value in config.items() if key != "model_type"}
-    hf = transformers.AutoConfig.for_model(config["model_type"], **fields)
-    auto = transformers.AutoModel if config["model_type"] == "bert" else transformers.AutoModelForCausalLM
-    with torch.device("meta"):
-        model = auto.from_config(hf)
+    model = _meta_model(config)
     quantization = transformers.BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4")
     model = replace_with_bnb_linear(model, get_keys_to_not_convert(model), quantization)
     four_bit = sum(
