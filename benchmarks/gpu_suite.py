@@ -350,16 +350,22 @@ def verdict(results: Sequence[StepResult], smoke: bool) -> str | None:
 
 
 def environment(smoke: bool) -> dict[str, Any]:
+    """Where the run happened. The GPU is named by nvidia-smi, not torch: a CUDA context held by this
+    process for the whole run would take its memory from every step."""
     import torch
 
-    cuda = torch.cuda.is_available() and not smoke
+    smi = ["nvidia-smi", "--query-gpu=name,driver_version,power.limit", "--format=csv,noheader"]
+    try:
+        gpu = subprocess.run(smi, capture_output=True, text=True, timeout=30, check=False).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired):
+        gpu = ""
     return {
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "host": platform.node(),
         "mode": "smoke" if smoke else "gpu",
-        "device": torch.cuda.get_device_name(0) if cuda else "cpu",
+        "device": "cpu" if smoke else gpu or "unknown (nvidia-smi did not answer)",
         "torch": torch.__version__,
-        "cuda": torch.version.cuda if cuda else None,
+        "cuda": None if smoke else torch.version.cuda,
     }
 
 
