@@ -13,7 +13,7 @@ follows one rule, so the same ending reads the same whatever kind of run it ende
     the monitor killed outright (SIGKILL, power lost)         nothing is written: the row stays
         ``running`` until ``Ledger.mark_crashed`` finds its process gone and turns it ``crashed``
 
-    row = new_run("tune", "computewise tune x:setup", hardware=hw, price=price, ...)  # watch.priced_row does both
+    row = new_run("tune", "computewise tune x:setup", hardware=hw, price=price, ...)  # priced: watch.priced_row
     with RecordedRun(ledger, row) as run:   # the row is written before the work starts
         ...                                 # an exception leaving the block ends the run by the rule
         run.declare(Ending.of_exit(code), summary={...})  # or say how it ended: a child's exit, a summary
