@@ -8,13 +8,16 @@ twice the last, measured in one short trial, until one of:
 - **memory model**: the estimate (``prune.estimate_memory``, the planner's formulas) says the size
   does not fit the device; no trial is run for it;
 - **out of memory**: the trial ran out of memory although the estimate said it fits;
-- **throughput**: samples/s rose by less than ``MIN_GAIN`` over the best so far, so a larger
-  micro-batch only costs memory (a step that no longer speeds up is compute-bound already);
+- **throughput**: ``PATIENCE`` sizes in a row raised samples/s by less than ``MIN_GAIN`` over the
+  best so far, so a larger micro-batch only costs memory (a step that no longer speeds up is
+  compute-bound already); one size is not enough, since a short trial on a busy machine can read
+  a size slower than it is;
 - **global batch**: the whole global batch is one micro-batch;
 - **failed**: a trial failed otherwise (its message is kept).
 
-After a memory stop the largest size that fits lies between the last good size and the failed
-one; the divisors between them are bisected (each probe skipped by the memory model or measured).
+After a memory stop the largest size that fits lies between the largest measured size and the
+failed one; the divisors between them are bisected (each probe skipped by the memory model or
+measured).
 
 **Launch-bound (host-bound).** One micro-batch of ``m`` samples takes ``t(m) = fixed + m x
 per_sample``: the fixed part is what does not grow with the batch (kernel launches, Python, the
@@ -37,6 +40,7 @@ from typing import Any, Literal
 __all__ = [
     "LAUNCH_BOUND_SHARE",
     "MIN_GAIN",
+    "PATIENCE",
     "Growth",
     "GrowthPoint",
     "HostBound",
@@ -50,6 +54,8 @@ __all__ = [
 # Growth goes on only while a larger micro-batch is at least this much faster: below it, the
 # difference is within a short trial's noise and the larger size only costs memory.
 MIN_GAIN = 0.05
+# Sizes in a row without that gain before growth stops on throughput.
+PATIENCE = 2
 # The share of a micro-batch's time that does not grow with its size from which the step is launch-bound.
 LAUNCH_BOUND_SHARE = 0.5
 # The old default list began at global / 32 (six power-of-two sizes); growth starts there.
@@ -143,17 +149,19 @@ def grow_micro_batch(
 ) -> Growth:
     """Double the micro-batch, then bisect below a memory stop (the rules are in the module docstring)."""
     sizes = divisors(global_batch_size)
-    points: list[GrowthPoint] = []
+    points: dict[int, GrowthPoint] = {}
     best: tuple[int, float] | None = None
 
     def probe(micro: int) -> GrowthPoint:
+        if micro in points:  # bisection may come back to a size doubling measured
+            return points[micro]
         if not fits(micro):
             point = GrowthPoint(micro, "does-not-fit", message="the memory estimate exceeds the device")
         else:
             answer = measure(micro)
             outcome: Outcome = "measured" if answer.status == "ok" else answer.status
             point = GrowthPoint(micro, outcome, answer.samples_per_s, answer.step_s, answer.message)
-        points.append(point)
+        points[micro] = point
         return point
 
     def gains(point: GrowthPoint) -> bool:
@@ -161,35 +169,39 @@ def grow_micro_batch(
         return best is None or rate > best[1] * (1.0 + MIN_GAIN)
 
     micro = start if start is not None else start_size(global_batch_size)
+    misses = 0
     stopped: Stop
     while True:
         point = probe(micro)
         if point.outcome != "measured":
             stopped = _stop_for(point)
             break
-        if not gains(point):
-            stopped = "throughput"
-            break
-        best = (micro, point.samples_per_s or 0.0)
+        if gains(point):
+            best, misses = (micro, point.samples_per_s or 0.0), 0
+        else:
+            misses += 1
+            if misses >= PATIENCE:
+                stopped = "throughput"
+                break
         larger = [size for size in sizes if size >= 2 * micro]
         if not larger:
             stopped = "global batch"
             break
         micro = larger[0]
     if stopped in ("memory model", "out of memory") and best is not None:
-        low, high = best[0], micro
+        low = max(size for size, point in points.items() if point.outcome == "measured")
+        high = micro
         while between := [size for size in sizes if low < size < high]:
             point = probe(between[len(between) // 2])
+            if point.outcome == "failed":
+                break
             if point.outcome != "measured":
-                if point.outcome == "failed":
-                    break
                 high = point.micro
                 continue
             low = point.micro
-            if not gains(point):
-                break  # it fits, but larger sizes would not be faster either
-            best = (point.micro, point.samples_per_s or 0.0)
-    return Growth(tuple(points), best[0] if best else None, stopped, global_batch_size)
+            if gains(point):
+                best = (point.micro, point.samples_per_s or 0.0)
+    return Growth(tuple(points.values()), best[0] if best else None, stopped, global_batch_size)
 
 
 def _stop_for(point: GrowthPoint) -> Stop:
