@@ -29,8 +29,9 @@ def tune(
     space: Annotated[
         str | None,
         typer.Option(
-            help="Dimensions to try, e.g. 'precision=fp32,bf16;micro=8,16,32;compile=on,off'. Others: checkpointing, "
-            "channels_last, workers, fused. Default: what the device runs fast."
+            help="Dimensions to try, e.g. 'precision=fp32,bf16;micro=8,16,32;compile=off,on,reduce-overhead'. Others: "
+            "checkpointing, channels_last, workers, fused. Default: what the device runs fast, the micro-batch grown "
+            "until memory or throughput stops it."
         ),
     ] = None,
     steps: Annotated[
