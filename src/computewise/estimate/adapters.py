@@ -43,7 +43,7 @@ from computewise.errors import InputError
 from computewise.estimate.arrays import FloatArray, col
 from computewise.estimate.memory import optimizer_state_bytes
 from computewise.estimate.quantized import dequant_bytes_moved, four_bit_weight_bytes
-from computewise.models.lora import LinearLayer, check_rank, lora_params, resolve_targets
+from computewise.models.lora import LinearLayer, check_rank, lora_params, quantizable_linears, resolve_targets
 from computewise.specs import PAGED_OPTIMIZERS, FineTune, ModelSpec, Optimizer
 from computewise.specs.finetune import METHOD_NAMES
 
@@ -79,7 +79,7 @@ class Adapters:
     finetune: FineTune
     optimizer: Optimizer  # over the trained parameters only
     targets: tuple[LinearLayer, ...]  # adapted linear layers of one block
-    base_linears: tuple[LinearLayer, ...]  # every linear layer of one block (what QLoRA stores in 4 bits)
+    base_linears: tuple[LinearLayer, ...]  # the linear layers of one block bitsandbytes stores in 4 bits
     layers: int
     adapter_params: float  # A and B of every adapted layer
     saved_params: float  # modules_to_save: embeddings or LM head trained in full beside the frozen originals
@@ -102,7 +102,7 @@ class Adapters:
             finetune=finetune,
             optimizer=optimizer,
             targets=resolve_targets(model, finetune.targets),
-            base_linears=resolve_targets(model, ("all-linear",)),
+            base_linears=quantizable_linears(model),
             layers=max(model.total_layers, 1),
             adapter_params=float(params.adapter),
             saved_params=float(params.trainable - params.adapter),

@@ -589,6 +589,7 @@ def training_peak_bytes(
     grad_bytes_per_param: FloatArray,
     tp: FloatArray,
     pp: FloatArray,
+    displacing: FloatArray | None = None,
 ) -> TrainingPeak:
     """Peak bytes per device of one step, the larger of the first and last pipeline stages.
 
@@ -597,7 +598,8 @@ def training_peak_bytes(
     LM head's stays, saved by its matmul. An untied input embedding is the last thing the backward
     reaches: its gradient does not exist yet while the first layer is rebuilt. Both threads' cuBLAS
     workspaces are live throughout. The reserved peak is each stage's peak plus its fragmentation
-    (``training_fragmentation_bytes``), the larger of the two stages.
+    (``training_fragmentation_bytes``), the larger of the two stages; ``displacing`` caps it (default:
+    the optimizer's states, which displace the loss's buffers in full training).
     """
     state = weights + optimizer
     accumulating = (col(microbatches) > 1).astype(float)
@@ -637,9 +639,10 @@ def training_peak_bytes(
     )
     first, last = first + TRAINING_WORKSPACE_BYTES, last + TRAINING_WORKSPACE_BYTES
     allocated = np.maximum(first, last)
+    cap = optimizer if displacing is None else displacing
     reserved = np.maximum(
-        first + training_fragmentation_bytes(parts.logits_first, optimizer),
-        last + training_fragmentation_bytes(parts.logits_last, optimizer),
+        first + training_fragmentation_bytes(parts.logits_first, cap),
+        last + training_fragmentation_bytes(parts.logits_last, cap),
     )
     return TrainingPeak(allocated=allocated, fragmentation=reserved - allocated)
 
