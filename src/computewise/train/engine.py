@@ -1,6 +1,7 @@
 """``StepEngine``: one optimizer step of a ``TrainingSetup``, run the way a ``TrainConfig`` says.
 
-``prepare`` turns the setup's CPU model into the module to call, in an order that matters: move
+``prepare`` turns the setup's CPU model into the module to call, in an order that matters: LoRA
+adapters when the setup fine-tunes (``train.lora``: every later step sees the frozen base), move
 to the device, channels-last, activation checkpointing (on the raw blocks, so state_dict keys do
 not change), the caller's distributed wrapper (DDP/FSDP must see the final parameters on the
 device), ``torch.compile`` last (so it compiles what will actually run), then the optimizer over
@@ -26,6 +27,7 @@ from typing import TYPE_CHECKING, Any, cast
 from computewise.errors import ConfigError, SetupError
 from computewise.train.config import TrainConfig
 from computewise.train.data import rank_batch_size
+from computewise.train.lora import adapt
 from computewise.train.precision import PrecisionPolicy
 from computewise.train.setup import TrainingSetup
 
@@ -151,9 +153,9 @@ class StepEngine:
         from torch import nn
 
         target = torch.device(device) if device is not None else default_device()
-        raw_model = setup.model
-        if not isinstance(raw_model, nn.Module):
-            raise SetupError(f"TrainingSetup.model must be a torch.nn.Module, got {type(raw_model).__name__}")
+        if not isinstance(setup.model, nn.Module):
+            raise SetupError(f"TrainingSetup.model must be a torch.nn.Module, got {type(setup.model).__name__}")
+        raw_model = adapt(setup.model, setup.finetune)  # LoRA/QLoRA: the PEFT model, its base frozen
         world_size = dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
         per_rank = rank_batch_size(setup.global_batch_size, world_size)
         accumulation = config.accumulation_steps(per_rank)
@@ -204,11 +206,13 @@ class StepEngine:
     def _build_optimizer(
         setup: TrainingSetup, config: TrainConfig, wrapped: nn.Module, device: torch.device
     ) -> torch.optim.Optimizer:
-        """The setup's optimizer over the wrapped parameters; a fused request must really be fused."""
+        """The setup's optimizer over the wrapped trainable parameters; a fused request must really be fused."""
         import torch
 
         try:
-            optimizer = setup.make_optimizer(wrapped.parameters(), config.fused_optimizer)
+            # Frozen weights (a LoRA base, layers the user froze) get no gradient, so no optimizer state either.
+            trainable = (parameter for parameter in wrapped.parameters() if parameter.requires_grad)
+            optimizer = setup.make_optimizer(trainable, config.fused_optimizer)
         except RuntimeError as failure:
             if not config.fused_optimizer:
                 raise
@@ -278,7 +282,8 @@ class StepEngine:
                     loss = self.setup.loss(self.model, self.to_device(batch))
                 scaled = loss / count
                 (scaler.scale(scaled) if scaler is not None else scaled).backward()
-            losses.append(loss.detach().float())
+            # A copy: under CUDA graphs the next micro-batch's replay may reuse an output's memory.
+            losses.append(loss.detach().float().clone())
         if self.config.grad_clip_norm is not None:
             if scaler is not None:
                 scaler.unscale_(self.optimizer)

@@ -12,10 +12,11 @@ draws exactly the samples an uninterrupted one would have.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from computewise.errors import SetupError
+from computewise.specs.finetune import FineTune
 from computewise.system.entrypoints import import_entry_point
 
 __all__ = ["TrainingSetup", "load_setup"]
@@ -39,6 +40,8 @@ class TrainingSetup:
     - ``checkpoint_blocks``: the repeated blocks activation checkpointing wraps; by default the
       modules of the model's largest ``nn.ModuleList``.
     - ``seed``: seeds the model's RNG streams and the data order.
+    - ``finetune``: what trains. Full training by default; LoRA or QLoRA wraps a Hugging Face
+      ``model`` with PEFT adapters (``train.lora``), freezes its base and optimizes the adapters only.
     """
 
     model: Any
@@ -53,6 +56,7 @@ class TrainingSetup:
     tokens_per_sample: int | None = None
     checkpoint_blocks: Sequence[Any] | None = None
     seed: int = 0
+    finetune: FineTune = field(default_factory=FineTune)
 
     def __post_init__(self) -> None:
         if self.global_batch_size < 1:
