@@ -13,7 +13,12 @@ pytest.importorskip("ray.job_submission", reason="the Ray tests need the ray ext
 
 from computewise.errors import InputError, JobEngineError
 from computewise.scale.engine import JobEngine, JobHandle, JobSpec, JobStatus, Resources
-from computewise.scale.ray_jobs import RayJobsEngine, ray_accelerator_type, submit_while_agent_starts
+from computewise.scale.ray_jobs import (
+    RayJobsEngine,
+    ray_accelerator_type,
+    ray_device_resource,
+    submit_while_agent_starts,
+)
 from computewise.train.memory_cap import GPU_MEMORY_FRACTION_ENV, apply_gpu_memory_cap, fraction_memory_cap
 
 # One Ray cluster per xdist worker: every Ray test runs on the same worker (make test uses --dist loadgroup).
@@ -137,6 +142,19 @@ def test_absent_accelerator_type_is_refused(engine: RayJobsEngine) -> None:
     assert "ray-h100" not in _submitted_run_names(engine)
 
 
+def test_a_tpu_or_neuron_job_asks_ray_for_its_own_resource_not_for_gpus(engine: RayJobsEngine) -> None:
+    """Ray counts Cloud TPU chips as "TPU" and AWS Neuron devices in "neuron_cores" (two per device); a TPU or
+    Trainium job asked for GPUs, which a TPU or trn1 node does not have, and was never placed."""
+    for accelerator, gpus, asked in (("tpu-v5e", 4, "4 of 'TPU'"), ("trainium", 16, "32 of 'neuron_cores'")):
+        spec = JobSpec(
+            name=f"ray-{accelerator}", command=("true",), resources=Resources(gpus=gpus, accelerator=accelerator)
+        )
+        with pytest.raises(JobEngineError) as caught:
+            engine.submit(spec)
+        assert f"it asks for {asked} but the largest node has 0" in caught.value.message
+        assert "GPU(s)" not in caught.value.message
+
+
 def test_more_cpus_and_memory_than_any_node_lists_every_shortfall(engine: RayJobsEngine) -> None:
     spec = JobSpec(name="ray-big", command=("true",), resources=Resources(cpus=5, memory_bytes=10**15))
     with pytest.raises(JobEngineError) as caught:
@@ -155,6 +173,13 @@ def test_unknown_job_is_a_clear_error(engine: RayJobsEngine) -> None:
     handle = JobHandle(engine="ray", job_id="no-such-job-123", name="no-such-job")
     with pytest.raises(JobEngineError, match="no Ray job 'no-such-job-123'"):
         engine.status(handle)
+
+
+def test_devices_are_counted_in_rays_resource_for_them() -> None:
+    assert ray_device_resource("h100") == ("GPU", 1) and ray_device_resource("mi300x") == ("GPU", 1)
+    assert ray_device_resource("tpu-v5p") == ("TPU", 1) and ray_device_resource("gaudi3") == ("HPU", 1)
+    assert ray_device_resource("inferentia2") == ("neuron_cores", 2)
+    assert ray_device_resource("RTX-PRO-6000") == ("GPU", 1) and ray_device_resource(None) == ("GPU", 1)
 
 
 def test_accelerator_slugs_map_to_ray_types() -> None:

@@ -40,7 +40,7 @@ from computewise.units import plural
 if TYPE_CHECKING:
     from ray.job_submission import JobSubmissionClient
 
-__all__ = ["ClusterNode", "RayJobsEngine", "ray_accelerator_type", "submit_while_agent_starts"]
+__all__ = ["ClusterNode", "RayJobsEngine", "ray_accelerator_type", "ray_device_resource", "submit_while_agent_starts"]
 
 # Long enough for a loaded head node on a slow link, short enough that a wrong address fails fast.
 _PROBE_TIMEOUT_S = 3.0
@@ -75,6 +75,15 @@ _RAY_ACCELERATOR_TYPES: dict[str, str] = {
     "gaudi3": "Intel-GAUDI",
 }
 
+# The Ray resource that counts a device, and how many of it one device is (docs.ray.io, "Accelerator Support"):
+# NVIDIA and AMD GPUs are "GPU", Cloud TPU chips "TPU", Intel Gaudi "HPU", and AWS Neuron devices are
+# counted in cores, two per Trainium or Inferentia2 device (AWS Neuron docs: two NeuronCore-v2 each).
+_DEVICE_RESOURCES: dict[tuple[str, str], tuple[str, int]] = {
+    ("Google", "tpu"): ("TPU", 1),
+    ("AWS", "npu"): ("neuron_cores", 2),
+    ("Intel", "npu"): ("HPU", 1),
+}
+
 # Ray Jobs SDK status values -> ours; they are the same five words in upper case.
 _STATUS: dict[str, JobStatus] = {
     "PENDING": "pending",
@@ -95,6 +104,15 @@ def ray_accelerator_type(accelerator: str) -> str:
     except UnknownNameError:
         return accelerator
     return _RAY_ACCELERATOR_TYPES.get(slug, accelerator)
+
+
+def ray_device_resource(accelerator: str | None) -> tuple[str, int]:
+    """The Ray resource ``accelerator``'s devices are counted in, and its amount per device; GPUs by default."""
+    try:
+        device = load_catalog().accelerator(accelerator) if accelerator else None
+    except UnknownNameError:  # a Ray accelerator type written directly: a GPU, as ray_accelerator_type lets it be
+        device = None
+    return _DEVICE_RESOURCES.get((device.vendor, device.kind), ("GPU", 1)) if device else ("GPU", 1)
 
 
 @dataclass(frozen=True)
@@ -220,7 +238,7 @@ class RayJobsEngine:
         """Submit after the feasibility check; the job id is the run name plus a random suffix."""
         self.check_feasible(spec)
         resources = spec.resources
-        accelerator = ray_accelerator_type(resources.accelerator) if resources.accelerator else None
+        request = _entrypoint_request(spec)
         env = {
             **spec.env,
             "COMPUTEWISE_RUN_NAME": spec.name,
@@ -243,9 +261,10 @@ class RayJobsEngine:
                 runtime_env={"env_vars": env},
                 metadata=metadata,
                 entrypoint_num_cpus=resources.cpus,
-                entrypoint_num_gpus=resources.gpus,
+                entrypoint_num_gpus=request.get("GPU", 0),
                 entrypoint_memory=resources.memory_bytes,
-                entrypoint_resources={f"accelerator_type:{accelerator}": 0.001} if accelerator else None,
+                entrypoint_resources={name: amount for name, amount in request.items() if name not in _BUILT_IN}
+                or None,
             )
             return job_id
 
@@ -298,12 +317,17 @@ class RayJobsEngine:
             raise _job_error(handle, self.address, err) from err
 
 
+# Resources the Jobs SDK takes as their own arguments (entrypoint_num_cpus, _num_gpus, _memory), not in a dict.
+_BUILT_IN = ("CPU", "GPU", "memory")
+
+
 def _entrypoint_request(spec: JobSpec) -> dict[str, float]:
     """What the entrypoint reserves, in Ray's resource names; zero amounts are left out."""
     resources = spec.resources
     request: dict[str, float] = {"CPU": float(resources.cpus)}
     if resources.gpus > 0:
-        request["GPU"] = float(resources.gpus)
+        device, per_device = ray_device_resource(resources.accelerator)
+        request[device] = float(resources.gpus * per_device)
     if resources.memory_bytes is not None:
         request["memory"] = float(resources.memory_bytes)
     if resources.accelerator:
