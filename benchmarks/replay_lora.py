@@ -55,14 +55,15 @@ What the replay cannot see
 - Data loading, tokenisation and padding: the batch is ``micro_batch`` x ``seq_len`` token ids with
   every position a label, no padding mask.
 
-QLoRA is not replayed. bitsandbytes registers fake implementations of its 4-bit ops, so
-``Linear4bit`` quantizes and runs under ``FakeTensorMode``; but a fake op returns only its output,
-and the memory of a 4-bit matmul on CUDA is in what its kernel does inside: for a training batch
-(more than 1536 rows) bitsandbytes' CUDA ``gemm_4bit`` dequantizes the whole weight to bf16 (and
-the nested absmax to fp32) before ``F.linear``, and the backward dequantizes it again. Replaying
-that faithfully means re-implementing bitsandbytes' CUDA dispatch (its per-architecture choice
-between the fused kernel and the dequantize-then-matmul fallback) in this script, which would be
-a model of bitsandbytes rather than a replay of it.
+QLoRA is not replayed: bitsandbytes' ``Linear4bit`` cannot be built under ``FakeTensorMode``. Its
+weight, ``Params4bit``, is a ``torch.Tensor`` subclass made with ``Tensor._make_subclass`` from the
+weight's data, and under fake mode that data is already a ``FakeTensor`` ("the raw Tensor object is
+already associated to a python object of type FakeTensor", bitsandbytes 0.50.2, torch 2.13). Were it
+built, a second obstacle would remain: bitsandbytes registers fake implementations of its 4-bit
+ops, which return only the output, while the memory of a 4-bit matmul on CUDA is in what its kernel
+does inside (for a training batch of more than 1536 rows, CUDA's ``gemm_4bit`` dequantizes the whole
+weight to bf16, and the nested absmax to fp32, before ``F.linear``); that would have to be patched in
+as FlashAttention's memory is.
 
 Usage
 -----
@@ -357,17 +358,20 @@ def main(argv: list[str] | None = None) -> int:
     if not chosen:
         print(f"no configuration name contains {args.only!r}", file=sys.stderr)
         return 2
-    rows = []
+    # Rows already in the file are kept and replaced by name, so a run with --only updates its rows alone.
+    rows = {r["name"]: r for r in json.loads(args.json.read_text())["rows"]} if args.json.exists() else {}
+    order = {case.name: index for index, case in enumerate(cases())}
     print(f"{'configuration':44s} {'trainable':>11s} {'alloc GiB':>10s} {'reserved GiB':>13s}")
     for case in chosen:
         row = replay(case)
-        rows.append(row)
+        rows[row.name] = asdict(row)
         print(
             f"{row.name:44s} {row.trainable_params:11,d} {row.allocated_peak_bytes / ra.GIB:10.3f} "
             f"{row.reserved_peak_bytes / ra.GIB:13.3f}  ({row.seconds:.0f} s)",
             flush=True,
         )
-    args.json.write_text(json.dumps({"environment": environment(), "rows": [asdict(r) for r in rows]}, indent=2) + "\n")
+        ordered = sorted(rows.values(), key=lambda r: order.get(r["name"], len(order)))
+        args.json.write_text(json.dumps({"environment": environment(), "rows": ordered}, indent=2) + "\n")
     return 0
 
 
