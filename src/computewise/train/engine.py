@@ -276,7 +276,7 @@ class StepEngine:
         for index, batch in enumerate(micro_batches):
             if self.config.cuda_graphs:
                 # Each micro-batch is a new replay: the graphs may reuse the previous one's buffers.
-                torch.compiler.cudagraph_mark_step_begin()
+                torch.compiler.cudagraph_mark_step_begin()  # type: ignore[no-untyped-call]
             with self._gradient_sync(last=index == count - 1):
                 with self.policy.autocast():
                     loss = self.setup.loss(self.model, self.to_device(batch))
