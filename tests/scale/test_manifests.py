@@ -202,6 +202,8 @@ def test_skypilot_names_tpu_slices_by_size_and_neuron_devices_by_instance() -> N
     assert resources("mi300x", 8)["accelerators"] == "MI300X:8"
     trainium = resources("trainium", 16)
     assert trainium["instance_type"] == "trn1.32xlarge" and "accelerators" not in trainium
+    with pytest.raises(JobEngineError, match=r"whole trainium devices, not 0\.5 of one"):
+        render_task(JobSpec(name="a", command=("x",), resources=Resources(gpus=0.5, accelerator="trainium")))
 
 
 @pytest.mark.parametrize("name", ["Bad_Name", "-lead", "trail-", "x" * 64, "", "a.b"])

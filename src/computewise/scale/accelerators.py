@@ -28,7 +28,6 @@ Sources of the names (checked 2026-11 against the vendors' documentation):
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 from computewise.catalog import load_catalog
@@ -188,7 +187,12 @@ def skypilot_resources(accelerator: str, count: float) -> dict[str, str]:
         _, _, stem, units_per_chip = _TPU[slug]
         return {"accelerators": f"{stem}-{int(count) * units_per_chip}"}
     if slug in _NEURON:
-        (holding, *_) = kubernetes_request(slug, math.ceil(count)).instance_types
+        if count != int(count):
+            raise JobEngineError(
+                f"SkyPilot rents whole {slug} devices, not {count:g} of one",
+                "ask for whole devices (--gpus 1), or share one with the ray engine",
+            )
+        (holding, *_) = kubernetes_request(slug, count).instance_types
         return {"instance_type": holding}
     name = _NVIDIA[slug][2] if slug in _NVIDIA else _AMD[slug][2]
     return {"accelerators": f"{name}:{int(count) if count == int(count) else count}"}
