@@ -305,6 +305,11 @@ def format_usd(usd: float) -> str:
     return f"{sign}${amount:.4f}"
 
 
+def format_usd_or(usd: float | None, missing: str = "-") -> str:
+    """``format_usd``, or ``missing`` where there is no price (a table cell: "-", or a word that says why)."""
+    return missing if usd is None else format_usd(usd)
+
+
 def plural(count: int, noun: str, many: str | None = None) -> str:
     """``1 replica``, ``2 replicas``, ``12,000 files``; ``many`` for the irregular ones
     (``plural(n, "process", "processes")``). Every "N things" the tool prints goes through here, so none reads

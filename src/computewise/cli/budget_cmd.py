@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import json
-import sys
 import time
 from typing import Annotated
 
 import typer
 from rich.console import Console
 
-from computewise.cli.common import DbOption, JsonOption, open_ledger
+from computewise.cli.common import DbOption, JsonOption, emit_json, open_ledger
 
 app = typer.Typer(help="Monthly budgets per team/project with alerts and burn-rate forecasts.", no_args_is_help=True)
 
@@ -39,7 +37,7 @@ def set_(
     budget = set_budget(ledger, scope, usd, now_s, alert_at=alert_at, webhook_url=webhook, command=command)
     status = next(s for s in budget_status(ledger, now_s) if s.budget.id == budget.id)
     if as_json:
-        sys.stdout.write(json.dumps(status.to_dict(), indent=2) + "\n")
+        emit_json(status.to_dict())
     else:
         Console(soft_wrap=True).print(
             f"budget {budget.scope}: ${budget.monthly_usd:,.2f}/month, alerts at "
@@ -58,7 +56,7 @@ def status(db: DbOption = None, as_json: JsonOption = False) -> None:
 
     statuses = [s.to_dict() for s in budget_status(open_ledger(db), time.time())]
     if as_json:
-        sys.stdout.write(json.dumps({"budgets": statuses}, indent=2) + "\n")
+        emit_json({"budgets": statuses})
     elif not statuses:
         Console().print("no budgets yet: computewise budget set --scope team=nlp --monthly-usd 5000")
     else:

@@ -7,8 +7,6 @@ message and exit code 2. The catalog itself is imported inside the commands so t
 
 from __future__ import annotations
 
-import json
-import sys
 from dataclasses import asdict
 from datetime import date
 from pathlib import Path
@@ -17,7 +15,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.console import Console
 
-from computewise.units import format_bytes, plural
+from computewise.cli.common import emit_json
+from computewise.units import format_bytes, format_usd_or, plural
 
 if TYPE_CHECKING:
     from computewise.catalog import Catalog, Row, TableName
@@ -61,21 +60,10 @@ def _age_line(catalog: Catalog, table: TableName | None) -> str:
     return f"retrieved {oldest.isoformat()}, {days} days ago (oldest row)"
 
 
-def _print_json(payload: Any) -> None:
-    # Plain stdout, not Rich: Rich wraps long lines and would break the JSON for a parser.
-    sys.stdout.write(json.dumps(payload, indent=2, sort_keys=False) + "\n")
-
-
 def _row_json(catalog: Catalog, row: Row) -> dict[str, Any]:
     data = asdict(row)
     data["origin"] = str(catalog.origin(row))
     return data
-
-
-def _usd(value: float | None) -> str:
-    from computewise.units import format_usd
-
-    return "-" if value is None else format_usd(value)
 
 
 # ------------------------------------------------------------------------------ list
@@ -167,7 +155,7 @@ def list_table(
     catalog = _load(catalog_paths)
     rows = catalog.rows(table_name) if cloud is None else _rows_in_cloud(catalog, table_name, cloud)
     if as_json:
-        _print_json(
+        emit_json(
             {
                 "table": table_name,
                 "oldest_retrieved": catalog.oldest_retrieved(table_name).isoformat(),
@@ -191,7 +179,7 @@ def _show_accelerator(catalog: Catalog, acc: Accelerator, as_json: bool) -> None
     cheapest = {pricing: catalog.cheapest_offering(acc.slug, pricing) for pricing in pricings}
     onprem = catalog.onprem_options(acc.slug)
     if as_json:
-        _print_json(
+        emit_json(
             {
                 "accelerator": _row_json(catalog, acc),
                 "offerings": [_row_json(catalog, o) for o in offerings],
@@ -238,8 +226,9 @@ def _show_accelerator(catalog: Catalog, acc: Accelerator, as_json: bool) -> None
         _print_titled(f"offerings with {acc.slug}", offering_grid(offerings))
         for pricing, offering in cheapest.items():
             if offering is not None:
+                price = format_usd_or(usd_per_accelerator_h(offering, pricing))
                 _stdout.print(
-                    f"cheapest {pricing}: {_usd(usd_per_accelerator_h(offering, pricing))} per {acc.slug}-hour "
+                    f"cheapest {pricing}: {price} per {acc.slug}-hour "
                     f"({offering.cloud} {offering.instance_type}, {offering.region})"
                 )
         _stdout.print(f"offerings {_age_line(catalog, 'offerings')}")
@@ -255,7 +244,7 @@ def _show_instance(catalog: Catalog, name: str, as_json: bool) -> None:
 
     offerings = catalog.instance_offerings(name)
     if as_json:
-        _print_json(
+        emit_json(
             {"instance_type": offerings[0].instance_type, "offerings": [_row_json(catalog, o) for o in offerings]}
         )
         return
@@ -323,10 +312,10 @@ def validate(
             catalog = _load(paths)
         except ComputewiseError as error:
             # Scripts read the JSON; a person still sees the error on stderr; the exit code is a user error's.
-            _print_json({"valid": False, "errors": [_error_json(error)], "files": [], "counts": None})
+            emit_json({"valid": False, "errors": [_error_json(error)], "files": [], "counts": None})
             print_error(error)
             raise typer.Exit(2) from None
-        _print_json({"valid": True, "errors": [], "files": [asdict(f) for f in catalog.files], **_counts(catalog)})
+        emit_json({"valid": True, "errors": [], "files": [asdict(f) for f in catalog.files], **_counts(catalog)})
         return
     catalog = _load(paths)
     rows = tuple(

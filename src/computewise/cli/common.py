@@ -182,7 +182,9 @@ def print_document(
 
 
 def emit_json(data: object) -> None:
-    """The one way a ``--json`` document reaches stdout: indented by two, one newline after it."""
+    """The one way a ``--json`` document reaches stdout: indented by two, one newline after it.
+
+    Plain stdout, not Rich: Rich wraps long lines, which would break the JSON for a parser."""
     sys.stdout.write(json.dumps(data, indent=2) + "\n")
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from typing import Annotated
@@ -10,7 +9,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from computewise.cli.common import DbOption, JsonOption, bounded_float, bounded_int, exclusive, open_ledger
+from computewise.cli.common import DbOption, JsonOption, bounded_float, bounded_int, emit_json, exclusive, open_ledger
 
 app = typer.Typer(help="Spend by team, project or any tag; spend anomalies.", no_args_is_help=True)
 
@@ -46,7 +45,7 @@ def report(
     # Storage applies beside compute: bytes freed or archived in the window and the $/month no longer billed.
     storage = storage_savings(ledger, since_s, now_s if until_s is None else until_s).to_dict()
     if as_json:
-        sys.stdout.write(json.dumps({**result.to_dict(), "storage": storage}, indent=2) + "\n")
+        emit_json({**result.to_dict(), "storage": storage})
     elif as_csv:
         sys.stdout.write(csv_text(result.csv_rows(include_total=True)))
     else:
@@ -87,7 +86,7 @@ def anomalies(
     )
     data = result.to_dict()
     if as_json:
-        sys.stdout.write(json.dumps(data, indent=2) + "\n")
+        emit_json(data)
     elif as_csv:
         sys.stdout.write(csv_text(result.csv_rows()))
     elif not data["anomalies"]:

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import json
-import sys
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 
-from computewise.cli.common import CatalogOption, JsonOption, bounded_float, bounded_int, progress_bar
+from computewise.cli.common import CatalogOption, JsonOption, bounded_float, bounded_int, emit_json, progress_bar
 from computewise.errors import InputError
 
 app = typer.Typer(
@@ -104,7 +102,7 @@ def bench(
         result = run_data_bench(options, wanted, progress)
     data = result.to_dict()
     if as_json:
-        sys.stdout.write(json.dumps(data, indent=2) + "\n")
+        emit_json(data)
     else:
         _print_bench(data, Console())
 
@@ -154,7 +152,7 @@ def convert(
 
     result = run_convert(source, target, batch_size)
     if as_json:
-        sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n")
+        emit_json(result.to_dict())
         return
     console = Console()
     print_prose(

@@ -16,7 +16,7 @@ from typing import Annotated
 
 import typer
 
-from computewise.cli.common import JsonOption, bounded_float, bounded_int
+from computewise.cli.common import JsonOption, bounded_float, bounded_int, emit_json
 from computewise.cli.serve_cmd import (
     ArtifactArgument,
     InsecureOption,
@@ -128,7 +128,7 @@ def deploy(
     deployment = deploy_on_ray(artifact, address, host=host, port=port, options=options, insecure=insecure)
     delete_command = shlex.join(["computewise", "deploy", artifact, "--address", address, "--delete"])
     if as_json:
-        sys.stdout.write(json.dumps({**deployment.to_dict(), "delete_command": delete_command}, indent=2) + "\n")
+        emit_json({**deployment.to_dict(), "delete_command": delete_command})
         return
     for note in deployment.notes:
         sys.stderr.write(f"computewise: {note}\n")

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import json
-import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.console import Console
 
-from computewise.cli.common import JsonOption, bounded_float, bounded_int, progress_bar
+from computewise.cli.common import JsonOption, bounded_float, bounded_int, emit_json, progress_bar
 
 
 def distill(
@@ -94,6 +92,6 @@ def distill(
             teacher, spec, inputs, out, options, metric_spec=eval_spec, max_drop=budget, progress=progress
         )
     if as_json:
-        sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n")
+        emit_json(result.to_dict())
     else:
         print_distill(result.to_dict(), Console())

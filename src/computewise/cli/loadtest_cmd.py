@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -11,7 +10,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from computewise.cli.common import JsonOption, bounded_float
+from computewise.cli.common import JsonOption, bounded_float, emit_json
 
 if TYPE_CHECKING:
     from computewise.specs.loadtest import LoadResult
@@ -137,7 +136,7 @@ def loadtest(
         )
     data = LoadtestRun(url, result).to_dict()
     if as_json:
-        sys.stdout.write(json.dumps(data, indent=2) + "\n")
+        emit_json(data)
     else:
         print_load_result(data, Console())
     if result.ok == 0:
@@ -159,7 +158,7 @@ def _report_max(
     search = MaxRateSearch(url, slo_p99_ms, best, tuple(Probe(p, p.meets(slo_p99_ms)) for p in probes))
     best_probe = search.best
     if as_json:
-        sys.stdout.write(json.dumps(search.to_dict(), indent=2) + "\n")
+        emit_json(search.to_dict())
     elif best_probe is not None:
         console = Console()
         console.print(f"highest rate within p99 <= {slo_p99_ms:g} ms: [bold]{best:.1f} requests/s[/]")

@@ -7,14 +7,20 @@ and on-device utilization from the catalog's assumptions; ``plan.federated`` doe
 
 from __future__ import annotations
 
-import json
-import sys
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 
-from computewise.cli.common import CatalogOption, JsonOption, ModelOption, SeqLenOption, bounded_float, bounded_int
+from computewise.cli.common import (
+    CatalogOption,
+    JsonOption,
+    ModelOption,
+    SeqLenOption,
+    bounded_float,
+    bounded_int,
+    emit_json,
+)
 
 if TYPE_CHECKING:
     from computewise.specs.hardware import Dtype
@@ -144,7 +150,7 @@ def plan_federated(
         "radio_source": catalog.assumption_row("radio_uplink_j_per_byte").source,
     }
     if as_json:
-        sys.stdout.write(json.dumps(data, indent=2) + "\n")
+        emit_json(data)
     else:
         from computewise.report.federated import print_federated
 

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import json
-import sys
 import time
 from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 
-from computewise.cli.common import DbOption, HtmlOption, JsonOption, bounded_int, emit, open_ledger
+from computewise.cli.common import DbOption, HtmlOption, JsonOption, bounded_int, emit, emit_json, open_ledger
 
 app = typer.Typer(
     help="List recorded runs (newest first) or show one run's summary again.",
@@ -71,7 +69,7 @@ def list_runs(
         for r in runs
     ]
     if as_json:
-        sys.stdout.write(json.dumps({"ledger": ledger.url, "runs": rows}, indent=2) + "\n")
+        emit_json({"ledger": ledger.url, "runs": rows})
     else:
         print_runs(rows, Console())
 

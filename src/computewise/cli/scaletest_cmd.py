@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -15,6 +14,7 @@ from computewise.cli.common import (
     bounded_float,
     bounded_int,
     choice,
+    emit_json,
     entry_config,
     progress_bar,
     whole_numbers,
@@ -90,7 +90,7 @@ def scaletest(
         result = run_scaletest(entry, options, progress)
     data = result.to_dict()
     if as_json:
-        sys.stdout.write(json.dumps(data, indent=2) + "\n")
+        emit_json(data)
     else:
         print_scaletest(data, Console())
     failed = [row["nproc"] for row in data["rows"] if row["status"] != "ok"]

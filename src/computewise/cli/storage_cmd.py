@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -11,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.console import Console
 
-from computewise.cli.common import DbOption, JsonOption, open_ledger
+from computewise.cli.common import DbOption, JsonOption, emit_json, open_ledger
 
 if TYPE_CHECKING:
     from computewise.ledger import Ledger
@@ -84,7 +82,7 @@ def audit(
         result = audit_location(location, pricer, as_of_s, progress.walked, progress.hashed)
     data = result.to_dict()
     if as_json:
-        sys.stdout.write(json.dumps(data, indent=2) + "\n")
+        emit_json(data)
     else:
         print_audit(data, Console())
 
@@ -140,7 +138,7 @@ def apply(
     else:
         data = {**plan.to_dict(), "dry_run": True}
     if as_json:
-        sys.stdout.write(json.dumps(data, indent=2) + "\n")
+        emit_json(data)
     else:
         print_apply(data, Console())
 

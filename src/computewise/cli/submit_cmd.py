@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from computewise.cli.common import JsonOption, bounded_float, bounded_int, refuse_option_as_command
+from computewise.cli.common import JsonOption, bounded_float, bounded_int, emit_json, refuse_option_as_command
 from computewise.limits import ACCELERATOR_SHARE
 
 if TYPE_CHECKING:
@@ -112,7 +112,7 @@ def submit(
     if dry_run:
         manifest = render(engine, spec)
         if as_json:
-            sys.stdout.write(json.dumps({"engine": engine, "name": name, "manifest": manifest}, indent=2) + "\n")
+            emit_json({"engine": engine, "name": name, "manifest": manifest})
         else:
             sys.stdout.write(manifest)
         return
@@ -120,7 +120,7 @@ def submit(
     cap = fraction_memory_cap(spec.resources.gpus) if engine == "ray" else {}  # Ray alone packs jobs on a GPU
     if as_json:
         memory_cap = {"gpu_memory_fraction": spec.resources.gpus} if cap else {}
-        sys.stdout.write(json.dumps({**dataclasses.asdict(handle), **memory_cap}, indent=2) + "\n")
+        emit_json({**dataclasses.asdict(handle), **memory_cap})
     else:
         sys.stdout.write(f"submitted {handle.name} to {handle.engine}: job id {handle.job_id}\n")
         if cap:

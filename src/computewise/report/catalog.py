@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from computewise.catalog import usd_per_accelerator_h
 from computewise.estimate.quote import owned_usd_per_h
 from computewise.report.rows import Grid
-from computewise.units import format_bytes, format_usd
+from computewise.units import format_bytes, format_usd_or
 
 if TYPE_CHECKING:
     from computewise.catalog import Catalog
@@ -37,10 +37,6 @@ __all__ = [
     "onprem_grid",
     "si",
 ]
-
-
-def _usd(value: float | None) -> str:
-    return "-" if value is None else format_usd(value)
 
 
 def si(value: float, unit: str) -> str:
@@ -76,11 +72,11 @@ def offering_grid(rows: tuple[Offering, ...]) -> Grid:
             row.instance_type,
             f"{row.accelerator_count}x {row.accelerator}",
             row.region,
-            _usd(row.on_demand_usd_per_h),
-            _usd(row.spot_usd_per_h),
-            _usd(row.reserved_1y_usd_per_h),
-            _usd(row.reserved_3y_usd_per_h),
-            _usd(usd_per_accelerator_h(row)),
+            format_usd_or(row.on_demand_usd_per_h),
+            format_usd_or(row.spot_usd_per_h),
+            format_usd_or(row.reserved_1y_usd_per_h),
+            format_usd_or(row.reserved_3y_usd_per_h),
+            format_usd_or(usd_per_accelerator_h(row)),
         )
         for row in rows
     )
@@ -107,11 +103,11 @@ def onprem_grid(catalog: Catalog, rows: tuple[OnPremCost, ...]) -> tuple[str, Gr
         (
             row.accelerator,
             str(row.accelerator_count),
-            _usd(row.purchase_usd),
+            format_usd_or(row.purchase_usd),
             f"{row.lifetime_years:g} y",
             f"{row.server_power_w / 1000:.1f} kW",
-            _usd(row.ops_usd_per_year),
-            _usd(owned_usd_per_h(catalog, row) / row.accelerator_count),
+            format_usd_or(row.ops_usd_per_year),
+            format_usd_or(owned_usd_per_h(catalog, row) / row.accelerator_count),
         )
         for row in rows
     )

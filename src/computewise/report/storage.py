@@ -10,7 +10,7 @@ from rich.text import Text
 from computewise.report.prose import print_prose
 from computewise.report.rows import Grid, plural
 from computewise.report.table import print_table
-from computewise.units import format_bytes, format_usd
+from computewise.units import format_bytes, format_usd, format_usd_or
 
 __all__ = ["print_apply", "print_audit", "savings_line"]
 
@@ -19,10 +19,6 @@ _SHOWN_ACTIONS = 20
 
 def _days(value: float | None) -> str:
     return "" if value is None else f"{value:.0f} d"
-
-
-def _usd(value: float | None) -> str:
-    return "" if value is None else format_usd(value)
 
 
 def _print_stored(d: dict[str, Any], console: Console) -> None:
@@ -52,8 +48,8 @@ def _print_stored(d: dict[str, Any], console: Console) -> None:
                 row["storage_class"],
                 f"{row['files']:,}",
                 format_bytes(row["size_bytes"]),
-                _usd(row["usd_per_gib_month"]),
-                _usd(row["usd_per_month"]) or "unpriced",
+                format_usd_or(row["usd_per_gib_month"], ""),
+                format_usd_or(row["usd_per_month"], "unpriced"),
             )
             for row in d["classes"]
         ),
