@@ -111,3 +111,14 @@ def test_cloud_tpu_chips_priced_one_by_one_are_one_host(
     assert job.cpus == int(vcpus_per_chip * chips * 0.9)  # the host's vCPUs less its daemons' tenth
     with pytest.raises(InputError, match=f"spans {2 * chips} machines"):  # a slice over two hosts is not one job
         planned_job(plan_of(replace(tpu, gpus=2 * chips, instances=2 * chips)), "plan.json")
+
+
+def test_a_trainium_plan_runs_a_process_per_neuroncore() -> None:
+    """PyTorch NeuronX gives each process one NeuronCore, two per Trainium device: 16 devices were given 16
+    torchrun processes, which leaves half of every chip idle."""
+    trn = replace(
+        OPTION, accelerator="trainium", gpus=16, cloud="aws", instance_type="trn1.32xlarge", pricing="on-demand"
+    )
+    job = planned_job(plan_of(trn), "plan.json")
+    assert (job.gpus, job.processes) == (16, 32) and "one process per NeuronCore (2 per device)" in job.summary
+    assert job.cpus >= job.processes

@@ -33,7 +33,15 @@ from dataclasses import dataclass, field
 from computewise.catalog import load_catalog
 from computewise.errors import JobEngineError
 
-__all__ = ["KubernetesRequest", "kubernetes_request", "single_host_tpu_chips", "skypilot_resources", "slurm_gres"]
+__all__ = [
+    "NEURON_CORES_PER_DEVICE",
+    "KubernetesRequest",
+    "kubernetes_request",
+    "processes_per_device",
+    "single_host_tpu_chips",
+    "skypilot_resources",
+    "slurm_gres",
+]
 
 _NVIDIA: dict[str, tuple[str, str, str]] = {
     # slug: (nvidia.com/gpu.product label from GPU feature discovery, Slurm GRES type, SkyPilot accelerator)
@@ -77,6 +85,9 @@ _NEURON: dict[str, dict[str, int]] = {
     "inferentia2": {"inf2.xlarge": 1, "inf2.8xlarge": 1, "inf2.24xlarge": 6, "inf2.48xlarge": 12},
 }
 _RENDERED = {*_NVIDIA, *_AMD, *_TPU, *_NEURON}
+# Trainium and Inferentia2 have two NeuronCore-v2 each, and PyTorch NeuronX gives each process one (logical)
+# NeuronCore (AWS Neuron, "Developer Guide for Training with PyTorch NeuronX"): two workers per device.
+NEURON_CORES_PER_DEVICE = 2
 
 
 @dataclass(frozen=True)
@@ -110,6 +121,11 @@ def _slug(accelerator: str) -> str:
             "--gpu nor --plan and select the nodes in the manifest yourself",
         )
     return device.slug
+
+
+def processes_per_device(accelerator: str) -> int:
+    """Worker processes one device takes under torchrun: one per GPU or TPU chip, one per NeuronCore."""
+    return NEURON_CORES_PER_DEVICE if load_catalog().accelerator(accelerator).slug in _NEURON else 1
 
 
 def single_host_tpu_chips(accelerator: str) -> tuple[int, ...]:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from computewise.catalog import Catalog, load_catalog
 from computewise.errors import InputError
 from computewise.plan.result import Option, Plan
-from computewise.scale.accelerators import single_host_tpu_chips
+from computewise.scale.accelerators import processes_per_device, single_host_tpu_chips
 from computewise.specs import Offering
 
 __all__ = ["DEFAULT_CPUS_PER_GPU", "NODE_RESERVE", "PlannedJob", "planned_job"]
@@ -35,7 +35,8 @@ NODE_RESERVE = 0.1
 
 @dataclass(frozen=True)
 class PlannedJob:
-    """What the plan's option asks for on its one machine: GPUs (one process each), their type, CPUs, the price.
+    """What the plan's option asks for on its one machine: GPUs (one process each, or one per NeuronCore on
+    Trainium and Inferentia2), their type, CPUs, the price.
 
     ``accelerator`` is None and ``gpus`` 0 for a plan on a CPU; ``spot`` says the plan priced spot capacity.
     """
@@ -66,15 +67,17 @@ def planned_job(plan: Plan, source: str = "the plan", catalog: Catalog | None = 
         raise InputError(f"{source} asks for {option.gpus} GPUs", "write it with `computewise plan train ... --json`")
     cpus, cpus_why = _cpus(offering, option)
     on_cpu = catalog.accelerator(option.accelerator).kind == "cpu"
+    per_device = 1 if on_cpu else processes_per_device(option.accelerator)
+    workers = "one process per GPU" if per_device == 1 else f"one process per NeuronCore ({per_device} per device)"
     where = f"{option.cloud} {option.instance_type}, {option.pricing}"
     return PlannedJob(
         gpus=0 if on_cpu else option.gpus,
         accelerator=None if on_cpu else option.accelerator,
-        processes=1 if on_cpu else option.gpus,
+        processes=1 if on_cpu else option.gpus * per_device,
         cpus=cpus,
         spot=option.pricing == "spot",
         hourly_usd=option.usd_per_h,
-        summary=f"{what} ({where}), {'a CPU job, no GPU' if on_cpu else 'one process per GPU'}, {cpus_why}",
+        summary=f"{what} ({where}), {'a CPU job, no GPU' if on_cpu else workers}, {cpus_why}",
     )
 
 

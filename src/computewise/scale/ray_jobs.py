@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 from computewise.catalog import load_catalog
 from computewise.errors import InputError, JobEngineError, MissingExtraError, UnknownNameError
 from computewise.monitor.recorded import RUN_ID_ENV
+from computewise.scale.accelerators import NEURON_CORES_PER_DEVICE
 from computewise.scale.engine import JobExit, JobHandle, JobSpec, JobStatus
 from computewise.train.memory_cap import fraction_memory_cap
 from computewise.units import plural
@@ -77,10 +78,10 @@ _RAY_ACCELERATOR_TYPES: dict[str, str] = {
 
 # The Ray resource that counts a device, and how many of it one device is (docs.ray.io, "Accelerator Support"):
 # NVIDIA and AMD GPUs are "GPU", Cloud TPU chips "TPU", Intel Gaudi "HPU", and AWS Neuron devices are
-# counted in cores, two per Trainium or Inferentia2 device (AWS Neuron docs: two NeuronCore-v2 each).
+# counted in cores, two per Trainium or Inferentia2 device.
 _DEVICE_RESOURCES: dict[tuple[str, str], tuple[str, int]] = {
     ("Google", "tpu"): ("TPU", 1),
-    ("AWS", "npu"): ("neuron_cores", 2),
+    ("AWS", "npu"): ("neuron_cores", NEURON_CORES_PER_DEVICE),
     ("Intel", "npu"): ("HPU", 1),
 }
 
