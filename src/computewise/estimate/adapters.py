@@ -84,6 +84,7 @@ class Adapters:
     adapter_params: float  # A and B of every adapted layer
     saved_params: float  # modules_to_save: embeddings or LM head trained in full beside the frozen originals
     quantizable_params: float  # base parameters of the blocks' linear layers
+    active_experts: int = 1  # MoE: the experts each token passes through (their adapters with them)
 
     @classmethod
     def of(cls, model: ModelSpec, finetune: FineTune, optimizer: Optimizer = "adamw") -> Adapters | None:
@@ -107,11 +108,20 @@ class Adapters:
             adapter_params=float(params.adapter),
             saved_params=float(params.trainable - params.adapter),
             quantizable_params=float(params.quantizable),
+            active_experts=max(model.active_experts, 1),
         )
 
     @property
     def quantized(self) -> bool:
         return self.finetune.quantized
+
+    def _per_token(self, layer: LinearLayer) -> float:
+        """Copies of ``layer`` a token passes through: an MoE expert's only for the experts it is routed to."""
+        return float(min(layer.per_block, self.active_experts))
+
+    def _rank(self, layer: LinearLayer) -> float:
+        """The rank of ``layer``'s adapter: PEFT doubles it on a fused gate/up expert (``rank_pattern``)."""
+        return self.rank * layer.rank_scale
 
     @property
     def trainable_params(self) -> float:
@@ -198,7 +208,7 @@ class Adapters:
         row_stats = _FP32_BYTES if model.gated_ffn else 2 * _FP32_BYTES
         norms = 2.0 * (np.maximum(residual, _FP32_BYTES) * h + row_stats)
         adapter_width = np.where(act < _FP32_BYTES, _HALF_BYTES, _FP32_BYTES)
-        adapted = sum(layer.per_block * (layer.in_features + self.rank) for layer in self.targets)
+        adapted = sum(self._per_token(layer) * (layer.in_features + self._rank(layer)) for layer in self.targets)
         replicated = norms + adapter_width * adapted + 2 * drop * h  # two 1-byte dropout masks
         mlp = (3.0 if model.gated_ffn else 1.0) * residual * ffn
         split = act * (2 * d_attn + 2 * d_kv) + mlp
@@ -209,8 +219,8 @@ class Adapters:
         """(n, k, count) of one block's adapter GEMMs in the forward: x A^T (rank x in), then (.) B^T."""
         shapes: list[tuple[float, float, float]] = []
         for layer in self.targets:
-            shapes.append((self.rank, float(layer.in_features), float(layer.per_block)))
-            shapes.append((float(layer.out_features), self.rank, float(layer.per_block)))
+            shapes.append((self._rank(layer), float(layer.in_features), self._per_token(layer)))
+            shapes.append((float(layer.out_features), self._rank(layer), self._per_token(layer)))
         return shapes
 
     def adapter_elementwise_bytes(self, act: FloatArray) -> tuple[FloatArray, FloatArray]:
@@ -223,10 +233,10 @@ class Adapters:
         act = col(act)
         residual = self.residual_bytes(act)
         casts = (float(self.finetune.adapter_bytes) > act).astype(float)
-        inputs = sum(layer.per_block * layer.in_features for layer in self.targets)
-        outputs = sum(layer.per_block * layer.out_features for layer in self.targets)
+        inputs = sum(self._per_token(layer) * layer.in_features for layer in self.targets)
+        outputs = sum(self._per_token(layer) * layer.out_features for layer in self.targets)
         per_token = casts * 2 * (act + _FP32_BYTES) * inputs + (2 * _HALF_BYTES + 3 * residual) * outputs
-        adapted = sum(layer.per_block for layer in self.targets)
+        adapted = sum(self._per_token(layer) for layer in self.targets)
         return per_token, (_ADAPTER_ELEMENTWISE_KERNELS + 2 * casts) * adapted
 
     def dequant_per_layer(self) -> tuple[float, float]:
