@@ -55,7 +55,17 @@ def test_estimate_train_json_contract() -> None:
 
 def test_estimate_infer_json_contract() -> None:
     result = run(
-        "estimate", "infer", "--model", "llama-2-7b", "--gpu", "a100", "--batch-size", "16", "--context-len", "2k", "--json"
+        "estimate",
+        "infer",
+        "--model",
+        "llama-2-7b",
+        "--gpu",
+        "a100",
+        "--batch-size",
+        "16",
+        "--context-len",
+        "2k",
+        "--json",
     )
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)

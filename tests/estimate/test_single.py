@@ -321,7 +321,18 @@ def test_image_models_are_timed_per_batch_of_images_not_per_token(
 
 def test_an_encoder_reads_sequences_of_its_input_length(tmp_path: Path) -> None:
     result = _cli(
-        tmp_path, "estimate", "infer", "-m", "bert-base", "-g", "t4", "--batch-size", "64", "--input-len", "128", "--json"
+        tmp_path,
+        "estimate",
+        "infer",
+        "-m",
+        "bert-base",
+        "-g",
+        "t4",
+        "--batch-size",
+        "64",
+        "--input-len",
+        "128",
+        "--json",
     )
     assert result.returncode == 0, result.stderr
     d = json.loads(result.stdout)
