@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from computewise.catalog import Catalog
-from computewise.errors import InfeasiblePlanError
+from computewise.errors import InfeasiblePlanError, InputError
 from computewise.estimate import Assumptions, estimate_train
 from computewise.models import preset
 from computewise.plan import TrainConstraints, plan_train
@@ -71,3 +71,12 @@ def test_the_planned_lora_run_is_what_estimate_train_says_for_its_layout(
     )
     assert float(alone.columns.step_s) * float(alone.columns.steps) == pytest.approx(best.time_s, rel=1e-9)
     assert alone.memory_per_device["total"] == pytest.approx(best.memory_bytes["total"], rel=1e-9)
+
+
+def test_a_card_the_catalog_lists_only_as_owned_is_planned_with_on_prem_pricing(
+    catalog: Catalog, assumptions: Assumptions
+) -> None:
+    rented_only = TrainConstraints(**{**ON_A_4090.__dict__, "pricings": ("on-demand", "spot"), "methods": (LORA,)})
+    with pytest.raises(InputError) as error:
+        plan_train(preset("llama-3-8b"), catalog, assumptions, rented_only)
+    assert "add --pricing on-prem" in (error.value.hint or "")

@@ -619,9 +619,15 @@ def plan_train(
         for pricing in c.pricings:
             if matching and pricing != "on-prem":
                 cheapest_rental(matching, 1, pricing, "the offerings the filters leave")  # says what is priced
+        owned = sorted({s.accelerator for s in catalog.onprem if not c.accelerators or s.accelerator in c.accelerators})
+        on_prem = (
+            f"; the catalog lists {', '.join(owned)} as owned, not rented: add --pricing on-prem"
+            if owned and "on-prem" not in c.pricings
+            else ""
+        )
         raise InputError(
             "no offering in the catalog matches the accelerator, cloud, region and pricing filters",
-            "drop a filter, or run `computewise catalog list offerings` to see what is sold where",
+            f"drop a filter, or run `computewise catalog list offerings` to see what is sold where{on_prem}",
         )
     units, rejections = _units(hardware, c)
     if not units:
