@@ -53,8 +53,6 @@ LONG_VERBS: dict[str, str] = {
 CROSS_IMPORTS: dict[str, set[str]] = {
     # plan_cmd.py registers plan serve and plan federated from their own modules (under change, see above).
     "plan_cmd": {"plan_serve_cmd", "plan_federated_cmd"},
-    # deploy shares serve's batching and limit flags; they belong in common.
-    "deploy_cmd": {"serve_cmd"},
     # run --engine shares submit's job resources; they belong in the library (scale) or common.
     "run_cmd": {"run_on_engine", "submit_cmd"},
     "run_on_engine": {"submit_cmd"},

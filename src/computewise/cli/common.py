@@ -426,3 +426,44 @@ class FineTuneFlags:
                 "e.g. --trained-modules head,embeddings (new tokens need both)",
             )
         return names
+
+
+# -- serve and deploy: the artifact and the batching and limit flags, declared once for both verbs -----------
+
+SERVE_TOKEN_ENV = "COMPUTEWISE_SERVE_TOKEN"
+
+ArtifactArgument = Annotated[
+    str,
+    typer.Argument(
+        help="A directory exported by `computewise optimize MODEL --out DIR`, package.module:function returning a "
+        "callable list -> list, or 'echo' (returns its inputs; measures the server itself)."
+    ),
+]
+MaxBatchSizeOption = Annotated[
+    int, typer.Option(parser=bounded_int("--max-batch-size"), help="Most inputs in one model call.")
+]
+MaxQueueDelayOption = Annotated[
+    float,
+    typer.Option(
+        parser=bounded_float("--max-queue-delay-ms"), help="Longest wait to fill a batch (greedy batching only)."
+    ),
+]
+QueueLimitOption = Annotated[
+    int, typer.Option(parser=bounded_int("--queue-limit"), help="Most inputs waiting; beyond it requests get 429.")
+]
+TimeoutOption = Annotated[
+    float,
+    typer.Option(parser=bounded_float("--timeout-s"), help="Seconds a request may wait for its answer before 504."),
+]
+TokenOption = Annotated[
+    str | None,
+    typer.Option(
+        envvar=SERVE_TOKEN_ENV, help="Require 'Authorization: Bearer TOKEN' on every route but /healthz and /readyz."
+    ),
+]
+InsecureOption = Annotated[
+    bool, typer.Option("--insecure", help="Allow a non-loopback --host without a token (trusted networks only).")
+]
+MaxBodyBytesOption = Annotated[
+    int, typer.Option(parser=bounded_int("--max-body-bytes"), help="Largest request body; larger ones get 413.")
+]

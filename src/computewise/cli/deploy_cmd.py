@@ -16,16 +16,19 @@ from typing import Annotated
 
 import typer
 
-from computewise.cli.common import JsonOption, bounded_float, bounded_int, emit_json
-from computewise.cli.serve_cmd import (
+from computewise.cli.common import (
     ArtifactArgument,
     InsecureOption,
+    JsonOption,
     MaxBatchSizeOption,
     MaxBodyBytesOption,
     MaxQueueDelayOption,
     QueueLimitOption,
     TimeoutOption,
     TokenOption,
+    bounded_float,
+    bounded_int,
+    emit_json,
 )
 
 

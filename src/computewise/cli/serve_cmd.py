@@ -1,7 +1,7 @@
 """``computewise serve ARTIFACT``: a dynamic-batching HTTP server for one model, here, until SIGTERM.
 
 The batching and limit flags are shared with ``computewise deploy`` (the same API on Ray Serve),
-so each is declared once, here, and both commands read the same words.
+so each is declared once, in ``cli.common``, and both commands read the same words.
 """
 
 from __future__ import annotations
@@ -11,45 +11,19 @@ from typing import Annotated
 
 import typer
 
-from computewise.cli.common import DbOption, bounded_float, bounded_int
-
-TOKEN_ENV = "COMPUTEWISE_SERVE_TOKEN"
-
-ArtifactArgument = Annotated[
-    str,
-    typer.Argument(
-        help="A directory exported by `computewise optimize MODEL --out DIR`, package.module:function returning a "
-        "callable list -> list, or 'echo' (returns its inputs; measures the server itself)."
-    ),
-]
-MaxBatchSizeOption = Annotated[
-    int, typer.Option(parser=bounded_int("--max-batch-size"), help="Most inputs in one model call.")
-]
-MaxQueueDelayOption = Annotated[
-    float,
-    typer.Option(
-        parser=bounded_float("--max-queue-delay-ms"), help="Longest wait to fill a batch (greedy batching only)."
-    ),
-]
-QueueLimitOption = Annotated[
-    int, typer.Option(parser=bounded_int("--queue-limit"), help="Most inputs waiting; beyond it requests get 429.")
-]
-TimeoutOption = Annotated[
-    float,
-    typer.Option(parser=bounded_float("--timeout-s"), help="Seconds a request may wait for its answer before 504."),
-]
-TokenOption = Annotated[
-    str | None,
-    typer.Option(
-        envvar=TOKEN_ENV, help="Require 'Authorization: Bearer TOKEN' on every route but /healthz and /readyz."
-    ),
-]
-InsecureOption = Annotated[
-    bool, typer.Option("--insecure", help="Allow a non-loopback --host without a token (trusted networks only).")
-]
-MaxBodyBytesOption = Annotated[
-    int, typer.Option(parser=bounded_int("--max-body-bytes"), help="Largest request body; larger ones get 413.")
-]
+from computewise.cli.common import (
+    ArtifactArgument,
+    DbOption,
+    InsecureOption,
+    MaxBatchSizeOption,
+    MaxBodyBytesOption,
+    MaxQueueDelayOption,
+    QueueLimitOption,
+    TimeoutOption,
+    TokenOption,
+    bounded_float,
+    bounded_int,
+)
 
 
 def serve(
