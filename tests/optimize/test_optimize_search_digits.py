@@ -190,7 +190,7 @@ def test_a_speedup_above_50x_is_flagged_as_suspect(digits_search: SearchResult) 
     assert gains["suspect"] is True
     assert any(w.startswith(f"{chosen.name}: a speed-up above 50x") for w in replayed.warnings)
     out = io.StringIO()
-    print_optimize(replayed.to_dict(), Console(file=out, width=400, color_system=None))
+    print_optimize(replayed, Console(file=out, width=400, color_system=None))
     text = out.getvalue()
     assert f"{gains['throughput']:.2f}x (suspect)" in text and "warnings" in text
     honest = digits_search.speedup(chosen)

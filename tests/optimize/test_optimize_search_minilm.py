@@ -159,8 +159,7 @@ def test_speedups_compare_the_same_batching_and_sorting_is_its_own_figure(minilm
         assert gains["sorting"] == pytest.approx(mine.sorted_items_per_s / mine.items_per_s)
     baseline = minilm_search.speedup(minilm_search.variant("baseline"))
     assert baseline["throughput"] == pytest.approx(1.0) and baseline["sorted_throughput"] == pytest.approx(1.0)
-    report = minilm_search.to_dict()
-    grid = optimize_grid(report)
+    grid = optimize_grid(minilm_search)
     chosen = minilm_search.chosen
     assert chosen is not None
     row = next(row for row in grid.rows if row[0].endswith(chosen.name))

@@ -113,7 +113,8 @@ def optimize(
             from computewise.optimize.artifact import write_artifact
 
             data["exported_to"] = str(write_artifact(result, chosen, out, forced=result.chosen is None))
-        emit(data, as_json, html, print_optimize, optimize_html)
+        # The printers read the typed result; the dict (with exported_to) is what --json writes.
+        emit(data, as_json, html, lambda _, console: print_optimize(result, console), lambda _: optimize_html(result))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     if data["exported_to"] is not None and not as_json:

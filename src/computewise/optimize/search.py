@@ -126,6 +126,15 @@ class VariantResult:
     def exportable(self) -> bool:
         return self.built is not None and self.built.exportable
 
+    @property
+    def kept_fp32(self) -> list[str] | None:
+        """The layers selective precision left in FP32; None for every other variant."""
+        return None if self.built is None else self.built.kept_fp32
+
+    @property
+    def export_blocker(self) -> str | None:
+        return None if self.built is None else self.built.export_blocker
+
     def to_dict(self) -> dict[str, Any]:
         built = self.built
         return {
@@ -144,10 +153,10 @@ class VariantResult:
             "size_bytes": self.size_bytes,
             "load_time_s": self.load_time_s,
             "build_time_s": self.build_time_s,
-            "kept_fp32": None if built is None else built.kept_fp32,
+            "kept_fp32": self.kept_fp32,
             "format": None if built is None else built.format,
             "exportable": self.exportable,
-            "export_blocker": None if built is None else built.export_blocker,
+            "export_blocker": self.export_blocker,
             "providers": [] if built is None else list(built.providers),
         }
 
@@ -199,12 +208,19 @@ class SearchResult:
     def variant(self, name: str) -> VariantResult:
         return next(v for v in self.variants if v.name == name)
 
-    def speed_key(self, variant: VariantResult) -> float:
+    def speed(self, variant: VariantResult) -> float | None:
+        """What the search ranks by, higher is faster: best items/s at the largest batch, or calls/s (1000 / p50)
+        at the smallest; None where it was not measured. The report ranks and plots the same figure."""
         if self.options.target == "latency":
-            speed = variant.speed_at(min(self.options.batch_sizes))
-            return -speed.p50_ms if speed else float("-inf")
-        speed = variant.speed_at(self.options.largest_batch)
-        return speed.best_items_per_s if speed else float("-inf")
+            small = variant.speed_at(min(self.options.batch_sizes))
+            return 1000.0 / small.p50_ms if small and small.p50_ms > 0 else None
+        large = variant.speed_at(self.options.largest_batch)
+        return float(large.best_items_per_s) if large else None
+
+    def speed_key(self, variant: VariantResult) -> float:
+        """``speed`` as a sort key: an unmeasured variant ranks below every measured one."""
+        speed = self.speed(variant)
+        return float("-inf") if speed is None else speed
 
     @property
     def best_speed(self) -> VariantResult | None:

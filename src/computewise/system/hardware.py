@@ -47,10 +47,15 @@ class Hardware:
         """Native BF16 arithmetic; elsewhere BF16 is emulated and slower than FP32."""
         return bool(self.cpu_flags & {"avx512_bf16", "amx_bf16"})
 
+    @property
+    def cpu_features(self) -> list[str]:
+        """The flags that decide a variant (VNNI, BF16, ...), in a fixed order: what the report names."""
+        return [flag for flag in _REPORTED_FLAGS if flag in self.cpu_flags]
+
     def to_dict(self) -> dict[str, object]:
         return {
             "cpu": self.cpu,
-            "cpu_features": [flag for flag in _REPORTED_FLAGS if flag in self.cpu_flags],
+            "cpu_features": self.cpu_features,
             "vnni": self.has_vnni,
             "threads": self.threads,
             "cuda_device": self.cuda_device,
