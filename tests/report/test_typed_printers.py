@@ -18,7 +18,7 @@ PACKAGES = ("report", "dashboard")
 _UNTYPED = re.compile(r"\b(dict|Mapping)\[str, Any\]")
 
 # Issue 28 started at 74. Lower it with every conversion; never raise it.
-MAX_UNTYPED = 71
+MAX_UNTYPED = 68
 
 # Why each one is still untyped, by module.
 UNTYPED: dict[str, frozenset[str]] = {
@@ -35,7 +35,6 @@ UNTYPED: dict[str, frozenset[str]] = {
     # estimate and plan pages share rows.py's dict helpers with the terminal (the lead's files), and plan_html
     # draws inference plans too, which have no typed reader like Plan.from_dict.
     "report/html.py": frozenset({"estimate_html", "frontier_svg", "scaling_svgs", "plan_html", "break_even_html"}),
-    "report/pipeline.py": frozenset({"print_pipeline", "pipeline_stages_grid", "pipeline_alternatives_grid"}),
     # Shared row builders of estimate and plan: the lead converts them with print_estimate (TrainEstimate).
     "report/rows.py": frozenset(
         {

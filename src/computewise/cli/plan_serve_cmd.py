@@ -442,7 +442,7 @@ def _plan_pipeline(
         cloud=None if cloud is None else catalog.cloud(cloud),
         region=None if region is None else catalog.region(region),
     )
-    print_document(plan.to_dict(), as_json, print_pipeline)
+    print_document(plan.to_dict(), as_json, lambda _, console: print_pipeline(plan, console))
 
 
 def _measured(spec: PipelineSpec, base: Path) -> dict[str, Measured]:

@@ -266,6 +266,14 @@ class PipelinePlan:
     def meets_slo(self) -> bool | None:
         return None if self.slo_p99_s is None else self.p99_s <= self.slo_p99_s
 
+    @property
+    def latency_rule(self) -> str:
+        """How ``p99_s`` adds the stages up, in words: the JSON and the tables both say it."""
+        return (
+            "stages independent (tandem M/M/1 queues, Reich 1957): p99 of the sum of stage latencies; "
+            "the sum of stage p99s is an upper bound"
+        )
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "schema_version": SCHEMA_VERSION,
@@ -278,8 +286,7 @@ class PipelinePlan:
             "latency": {
                 "p99_s": self.p99_s,
                 "p99_upper_bound_s": self.p99_upper_s,
-                "rule": "stages independent (tandem M/M/1 queues, Reich 1957): p99 of the sum of stage latencies; "
-                "the sum of stage p99s is an upper bound",
+                "rule": self.latency_rule,
             },
             "usd_per_hour": self.usd_per_h,
             "usd_per_1000_requests": self.usd_per_1000_requests,

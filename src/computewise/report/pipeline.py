@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from computewise.report.rows import Grid
 
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from computewise.plan.pipeline import PipelinePlan
+
 __all__ = ["pipeline_alternatives_grid", "pipeline_stages_grid", "print_pipeline"]
 
 
-def print_pipeline(d: dict[str, Any], console: Console) -> None:
+def print_pipeline(plan: PipelinePlan, console: Console) -> None:
     """Stages first, then the pipeline's p99 and price, then the placements that would cost less."""
     from rich.text import Text
 
@@ -20,70 +22,68 @@ def print_pipeline(d: dict[str, Any], console: Console) -> None:
     from computewise.report.terminal import print_pairs
     from computewise.units import format_usd
 
-    console.print(Text(f"plan serve --pipeline at {d['rps']:g} requests/s", style="bold"))
-    print_table(pipeline_stages_grid(d), console)
+    console.print(Text(f"plan serve --pipeline at {plan.rps:g} requests/s", style="bold"))
+    print_table(pipeline_stages_grid(plan), console)
     console.print()
-    latency = d["latency"]
     slo = (
         ""
-        if d["slo_p99_s"] is None
-        else f" (SLO {d['slo_p99_s'] * 1000:.0f} ms: {'met' if d['meets_slo'] else 'MISSED'})"
+        if plan.slo_p99_s is None
+        else f" (SLO {plan.slo_p99_s * 1000:.0f} ms: {'met' if plan.meets_slo else 'MISSED'})"
     )
     print_pairs(
         [
-            ("bottleneck", f"{d['bottleneck']}: the first stage to saturate as traffic grows"),
+            ("bottleneck", f"{plan.bottleneck.name}: the first stage to saturate as traffic grows"),
             (
                 "p99 end to end",
-                f"{latency['p99_s'] * 1000:.0f} ms{slo}; sum of stage p99s "
-                f"{latency['p99_upper_bound_s'] * 1000:.0f} ms (upper bound)",
+                f"{plan.p99_s * 1000:.0f} ms{slo}; sum of stage p99s {plan.p99_upper_s * 1000:.0f} ms (upper bound)",
             ),
-            ("cost", f"{format_usd(d['usd_per_1000_requests'])} per 1000 requests, {format_usd(d['usd_per_hour'])}/h"),
+            ("cost", f"{format_usd(plan.usd_per_1000_requests)} per 1000 requests, {format_usd(plan.usd_per_h)}/h"),
         ],
         console,
     )
-    if d["alternatives"]:
+    if plan.alternatives:
         console.print()
         console.print(Text("cheaper placements (one stage moved)", style="bold"))
-        print_table(pipeline_alternatives_grid(d), console)
-    for note in [latency["rule"], *d["notes"]]:
+        print_table(pipeline_alternatives_grid(plan), console)
+    for note in [plan.latency_rule, *plan.notes]:
         console.print(f"* {note}", style="dim", highlight=False, markup=False, emoji=False)
 
 
-def pipeline_stages_grid(d: dict[str, Any]) -> Grid:
+def pipeline_stages_grid(plan: PipelinePlan) -> Grid:
     from computewise.units import format_usd
 
     rows = tuple(
         (
-            s["name"],
-            f"{s['gpus']}x {s['accelerator']}",
-            str(s["batch"]),
-            f"{s['fan_out']:g}",
-            f"{s['calls_per_s']:.4g}",
-            f"{s['capacity_rps_per_replica']:.4g}",
-            str(s["replicas"]),
-            f"{s['utilization']:.0%}",
-            f"{s['p99_s'] * 1000:.0f}",
-            format_usd(s["usd_per_h"]),
+            s.name,
+            f"{s.gpus}x {s.accelerator}",
+            str(s.batch),
+            f"{s.fan_out:g}",
+            f"{s.calls_per_s:.4g}",
+            f"{s.capacity_rps_per_replica:.4g}",
+            str(s.replicas),
+            f"{s.utilization:.0%}",
+            f"{s.p99_s * 1000:.0f}",
+            format_usd(s.usd_per_h),
         )
-        for s in d["stages"]
+        for s in plan.stages
     )
     headers = ("stage", "on", "batch", "fan-out", "calls/s", "per replica/s", "replicas", "util", "p99 ms", "$/h")
     return Grid(headers, rows, frozenset(range(2, 10)), whole=frozenset({0}))
 
 
-def pipeline_alternatives_grid(d: dict[str, Any]) -> Grid:
+def pipeline_alternatives_grid(plan: PipelinePlan) -> Grid:
     from computewise.units import format_usd
 
     rows = tuple(
         (
-            a["stage"],
-            a["accelerator"],
-            str(a["replicas"]),
-            format_usd(a["usd_per_h"]),
-            format_usd(a["saves_usd_per_1000_requests"]),
-            f"{a['p99_s'] * 1000:.0f}",
+            a.stage,
+            a.accelerator,
+            str(a.replicas),
+            format_usd(a.usd_per_h),
+            format_usd(a.saves_usd_per_1000_requests),
+            f"{a.p99_s * 1000:.0f}",
         )
-        for a in d["alternatives"]
+        for a in plan.alternatives
     )
     headers = ("stage", "moved to", "replicas", "stage $/h", "saves $/1000", "p99 ms")
     return Grid(headers, rows, frozenset(range(2, 6)), whole=frozenset({0}))
