@@ -26,9 +26,9 @@ UNTYPED: dict[str, frozenset[str]] = {
     # BudgetStatus and the cost report are typed, but budget_cmd/cost_cmd (CLI being thinned) and
     # tests/cli/test_table_widths.py, which rebuilds every verb's grid from its --json output, pass dicts.
     "report/accounts.py": frozenset({"cost_grid", "budget_grid", "anomalies_grid"}),
-    # run_on_engine hands over a supervised run's document as JSON-shaped data; no typed reader yet.
+    # cli/run_on_engine.py (CLI being thinned) passes the supervised result's to_dict().
     "report/attempts.py": frozenset({"print_supervised_run", "print_attempts", "attempts_grid", "interruption_line"}),
-    # bench: BenchResult.to_dict derives figures (efficiency, comparisons) the printer reads; not moved yet.
+    # bench: the printer reads figures BenchResult.to_dict derives (efficiency per size); not moved yet.
     "report/bench.py": frozenset({"bench_setup", "bench_grids", "print_bench", "bench_html"}),
     # estimate comm: called from cli/estimate_cmd.py, the lead's file during the LoRA work.
     "report/comm.py": frozenset({"comm_setup", "print_comm", "comm_grid"}),
