@@ -45,7 +45,6 @@ LONG_VERBS: dict[str, str] = {
     "serve": "95 lines",
     "data bench": "88 lines",
     "distill": "84 lines",
-    "scaletest": "74 lines",
 }
 
 # CLI modules that still import another CLI module (other than common), and what they import.

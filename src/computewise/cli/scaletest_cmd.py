@@ -14,8 +14,8 @@ from computewise.cli.common import (
     bounded_float,
     bounded_int,
     choice,
-    emit_json,
     entry_config,
+    print_document,
     progress_bar,
     whole_numbers,
 )
@@ -24,46 +24,51 @@ EXIT_SOME_FAILED = 1
 """A world size above 1 failed or timed out; the others were measured and reported."""
 
 
+# The flags that take more than a line, one type each, so the verb's signature reads in a screen.
+_Entry = Annotated[str, typer.Argument(help="Training entry point: package.module:function(config) -> TrainingSetup.")]
+_Steps = Annotated[
+    int, typer.Option(parser=bounded_int("--steps"), help="Measured steps per world size (median step time).")
+]
+_WarmupSteps = Annotated[
+    int, typer.Option(parser=bounded_int("--warmup-steps"), help="Untimed steps first (allocation, compilation).")
+]
+_Config = Annotated[str | None, typer.Option(help="The entry point's own config: a JSON object or a JSON file.")]
+_TrainConfig = Annotated[
+    Path | None,
+    typer.Option(
+        help="A training configuration written by `computewise tune ENTRY --out FILE` (default: plain settings)."
+    ),
+]
+_Threads = Annotated[
+    int | None,
+    typer.Option(
+        parser=bounded_int("--threads"),
+        help="Threads per process. Default: the usable cores over the largest --nproc.",
+    ),
+]
+_LinkGbPerS = Annotated[
+    float | None,
+    typer.Option(
+        parser=bounded_float("--link-gb-per-s"),
+        help="All-reduce bandwidth for the prediction, GB/s. Default: catalog (GPU) or assumed (CPU).",
+    ),
+]
+
+
 def scaletest(
-    entry: Annotated[
-        str, typer.Argument(help="Training entry point: package.module:function(config) -> TrainingSetup.")
-    ],
+    entry: _Entry,
     nproc: Annotated[str, typer.Option(help="World sizes to measure, comma-separated (1 is always included).")] = "1,2",
-    steps: Annotated[
-        int, typer.Option(parser=bounded_int("--steps"), help="Measured steps per world size (median step time).")
-    ] = 10,
-    warmup_steps: Annotated[
-        int, typer.Option(parser=bounded_int("--warmup-steps"), help="Untimed steps first (allocation, compilation).")
-    ] = 3,
-    config: Annotated[
-        str | None, typer.Option(help="The entry point's own config: a JSON object or a JSON file.")
-    ] = None,
-    train_config: Annotated[
-        Path | None,
-        typer.Option(
-            help="A training configuration written by `computewise tune ENTRY --out FILE` (default: plain settings)."
-        ),
-    ] = None,
-    threads: Annotated[
-        int | None,
-        typer.Option(
-            parser=bounded_int("--threads"),
-            help="Threads per process. Default: the usable cores over the largest --nproc.",
-        ),
-    ] = None,
+    steps: _Steps = 10,
+    warmup_steps: _WarmupSteps = 3,
+    config: _Config = None,
+    train_config: _TrainConfig = None,
+    threads: _Threads = None,
     device: Annotated[str, typer.Option(help="auto (CUDA when present), cpu or cuda.")] = "auto",
     timeout: Annotated[str, typer.Option(help="Limit for each world size's launch: 5m, 300s.")] = "5m",
-    link_gb_per_s: Annotated[
-        float | None,
-        typer.Option(
-            parser=bounded_float("--link-gb-per-s"),
-            help="All-reduce bandwidth for the prediction, GB/s. Default: catalog (GPU) or assumed (CPU).",
-        ),
-    ] = None,
+    link_gb_per_s: _LinkGbPerS = None,
     as_json: JsonOption = False,
 ) -> None:
     """Train a few steps at each world size under torchrun; print measured vs predicted scaling efficiency."""
-
     from computewise.report.scaletest import print_scaletest
     from computewise.train.config import TrainConfig, load_config
     from computewise.tune.scaletest import ScaleOptions, parse_nproc, run_scaletest
@@ -89,10 +94,7 @@ def scaletest(
 
         result = run_scaletest(entry, options, progress)
     data = result.to_dict()
-    if as_json:
-        emit_json(data)
-    else:
-        print_scaletest(data, Console())
+    print_document(data, as_json, print_scaletest)
     failed = [row["nproc"] for row in data["rows"] if row["status"] != "ok"]
     if failed:
         sizes = ", ".join([*map(str, failed[:-1]), plural(failed[-1], "process", "processes")])
