@@ -44,7 +44,6 @@ LONG_VERBS: dict[str, str] = {
     "optimize": "102 lines",
     "serve": "95 lines",
     "data bench": "88 lines",
-    "distill": "84 lines",
 }
 
 # CLI modules that still import another CLI module (other than common), and what they import.

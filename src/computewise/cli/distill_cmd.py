@@ -8,59 +8,70 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from computewise.cli.common import JsonOption, bounded_float, bounded_int, emit_json, progress_bar
+from computewise.cli.common import JsonOption, bounded_float, bounded_int, print_document, progress_bar
+
+# The flags that take more than a line, one type each, so the verb's signature reads in a screen.
+_Student = Annotated[
+    str,
+    typer.Option(
+        "--student",
+        help="layers=K: K of the encoder's layers, evenly spaced; width=F: the share F of each hidden "
+        "layer's units of an nn.Sequential MLP.",
+    ),
+]
+_Inputs = Annotated[
+    Path | None,
+    typer.Option(
+        help="Unlabelled inputs: sentences (.txt, one per line, or .jsonl with 'text') or arrays (.npz). "
+        "Default: the example inputs of an entry point."
+    ),
+]
+_Out = Annotated[
+    Path | None, typer.Option(help="Export the student (ONNX Runtime, FP32) and its manifest to this directory.")
+]
+_EvalSpec = Annotated[
+    str,
+    typer.Option(
+        "--eval",
+        help="package.module:function called as fn(predict) -> float (higher is better), or 'agreement' "
+        "with the teacher (cosine for embeddings, top-1 for classifiers).",
+    ),
+]
+_MaxDrop = Annotated[
+    str, typer.Option(help="Quality the student may lose against the teacher: 5% (relative) or 0.05 (absolute).")
+]
+_BatchSize = Annotated[
+    int, typer.Option(parser=bounded_int("--batch-size"), help="Examples per training step and per timed batch.")
+]
+_LearningRate = Annotated[
+    float | None,
+    typer.Option(
+        parser=bounded_float("--learning-rate"),
+        help="AdamW's peak rate, after a 6 % warmup and before a linear decay (default 5e-4 encoders, 1e-3 MLPs).",
+    ),
+]
+_HeldOut = Annotated[
+    float,
+    typer.Option(parser=bounded_float("--held-out"), help="Share of the inputs held aside to grade the student."),
+]
+_Threads = Annotated[
+    int | None, typer.Option(parser=bounded_int("--threads"), help="CPU threads (default: all usable).")
+]
 
 
 def distill(
     teacher: Annotated[str, typer.Argument(help="A Hugging Face encoder directory or package.module:function.")],
-    student: Annotated[
-        str,
-        typer.Option(
-            "--student",
-            help="layers=K: K of the encoder's layers, evenly spaced; width=F: the share F of each hidden "
-            "layer's units of an nn.Sequential MLP.",
-        ),
-    ],
-    inputs: Annotated[
-        Path | None,
-        typer.Option(
-            help="Unlabelled inputs: sentences (.txt, one per line, or .jsonl with 'text') or arrays (.npz). "
-            "Default: the example inputs of an entry point."
-        ),
-    ] = None,
-    out: Annotated[
-        Path | None, typer.Option(help="Export the student (ONNX Runtime, FP32) and its manifest to this directory.")
-    ] = None,
-    eval_spec: Annotated[
-        str,
-        typer.Option(
-            "--eval",
-            help="package.module:function called as fn(predict) -> float (higher is better), or 'agreement' "
-            "with the teacher (cosine for embeddings, top-1 for classifiers).",
-        ),
-    ] = "agreement",
-    max_drop: Annotated[
-        str, typer.Option(help="Quality the student may lose against the teacher: 5% (relative) or 0.05 (absolute).")
-    ] = "5%",
+    student: _Student,
+    inputs: _Inputs = None,
+    out: _Out = None,
+    eval_spec: _EvalSpec = "agreement",
+    max_drop: _MaxDrop = "5%",
     epochs: Annotated[int, typer.Option(parser=bounded_int("--epochs"), help="Passes over the inputs.")] = 10,
-    batch_size: Annotated[
-        int, typer.Option(parser=bounded_int("--batch-size"), help="Examples per training step and per timed batch.")
-    ] = 32,
-    learning_rate: Annotated[
-        float | None,
-        typer.Option(
-            parser=bounded_float("--learning-rate"),
-            help="AdamW's peak rate, after a 6 % warmup and before a linear decay (default 5e-4 encoders, 1e-3 MLPs).",
-        ),
-    ] = None,
-    held_out: Annotated[
-        float,
-        typer.Option(parser=bounded_float("--held-out"), help="Share of the inputs held aside to grade the student."),
-    ] = 0.2,
+    batch_size: _BatchSize = 32,
+    learning_rate: _LearningRate = None,
+    held_out: _HeldOut = 0.2,
     time_budget: Annotated[str, typer.Option(help="Stop training after this long: 30m, 900s.")] = "30m",
-    threads: Annotated[
-        int | None, typer.Option(parser=bounded_int("--threads"), help="CPU threads (default: all usable).")
-    ] = None,
+    threads: _Threads = None,
     as_json: JsonOption = False,
 ) -> None:
     """Train a smaller student on the teacher's answers, grade it as `optimize` does, time both, export it."""
@@ -91,7 +102,4 @@ def distill(
         result = run_distill(
             teacher, spec, inputs, out, options, metric_spec=eval_spec, max_drop=budget, progress=progress
         )
-    if as_json:
-        emit_json(result.to_dict())
-    else:
-        print_distill(result.to_dict(), Console())
+    print_document(result.to_dict(), as_json, print_distill)
