@@ -128,3 +128,18 @@ def test_what_cannot_be_adapted_is_refused_with_the_fix(finetune: FineTune, mess
         prepared(finetune)
     assert message in refused.value.message
     assert fix in (refused.value.hint or "")
+
+
+def test_attention_names_the_familys_own_projections_and_trains_what_the_estimate_counts() -> None:
+    """GPT-2 calls its attention projections c_attn and attn.c_proj, not q_proj..o_proj; a tied embedding
+    trained in full stays one tensor. Both as ``models.lora`` counts them for the estimate."""
+    from computewise.models.hf_config import from_hf_config
+    from computewise.models.lora import lora_params
+    from computewise.train.lora import adapt
+
+    config = transformers.GPT2Config(n_embd=64, n_layer=2, n_head=4, vocab_size=VOCAB, n_positions=SEQ)
+    finetune = FineTune(method="lora", rank=4, targets=("attention",), train_embeddings=True)
+    adapted = adapt(transformers.GPT2LMHeadModel(config), finetune)
+    trained = sum(p.numel() for p in adapted.parameters() if p.requires_grad)
+    assert trained == lora_params(from_hf_config(config.to_dict()), finetune).trainable
+    assert any("c_attn.lora_A" in name for name, _ in adapted.named_parameters())

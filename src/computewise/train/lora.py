@@ -5,8 +5,9 @@ checkpoints and the precision policy all see the adapted model: its base frozen,
 (and any ``modules_to_save``) trainable. PEFT injects the adapters into the user's model in place
 and wraps it in a ``PeftModel``, which is what the engine then trains, evaluates and checkpoints.
 
-The target names are the ones ``FineTune`` documents: ``attention`` means the q, k, v and o
-projections as Llama-like models (Llama, Mistral, Qwen, Gemma) name them, ``all-linear`` is PEFT's own
+The target names are the ones ``FineTune`` documents: ``attention`` means the attention projections
+as the model's family names them (Llama's q, k, v and o for a module without a Hugging Face config),
+``all-linear`` is PEFT's own
 ``"all-linear"`` (every linear layer of the blocks, not the LM head), anything else is a module name
 as PEFT's ``target_modules`` takes it. QLoRA's 4-bit base is made when the model is loaded
 (transformers' ``BitsAndBytesConfig``), so here it is checked, not made.
@@ -30,8 +31,9 @@ __all__ = ["ATTENTION_PROJECTIONS", "adapt", "peft_target_modules"]
 ATTENTION_PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj")
 
 
-def peft_target_modules(finetune: FineTune) -> list[str] | str:
-    """``FineTune.targets`` as PEFT's ``target_modules``: ``"all-linear"``, or names with ``attention`` expanded."""
+def peft_target_modules(finetune: FineTune, model: nn.Module | None = None) -> list[str] | str:
+    """``FineTune.targets`` as PEFT's ``target_modules``: ``"all-linear"``, or names with ``attention`` expanded
+    to the model family's own projections (``_attention_names``)."""
     if "all-linear" in finetune.targets:
         if len(finetune.targets) > 1:
             raise ConfigError(
@@ -41,10 +43,28 @@ def peft_target_modules(finetune: FineTune) -> list[str] | str:
         return "all-linear"
     names: list[str] = []
     for target in finetune.targets:
-        for name in ATTENTION_PROJECTIONS if target == "attention" else (target,):
+        for name in _attention_names(model) if target == "attention" else (target,):
             if name not in names:
                 names.append(name)
     return names
+
+
+def _attention_names(model: nn.Module | None) -> tuple[str, ...]:
+    """The attention projections as the Hugging Face family names them (``models.lora``: GPT-2's ``c_attn``
+    and ``attn.c_proj``, Phi-3's ``qkv_proj``, BERT's ``query``...), the names the estimate counts; Llama's
+    for a module without a Hugging Face config or with one the estimator cannot read."""
+    config: Any = getattr(model, "config", None)
+    if not hasattr(config, "to_dict"):
+        return ATTENTION_PROJECTIONS
+    from computewise.errors import ComputewiseError
+    from computewise.models.hf_config import from_hf_config
+    from computewise.models.lora import peft_target_modules as family_targets
+
+    try:
+        names = family_targets(from_hf_config(config.to_dict()), ("attention",))
+    except ComputewiseError:
+        return ATTENTION_PROJECTIONS
+    return tuple(names) if isinstance(names, list) else ATTENTION_PROJECTIONS
 
 
 def adapt(model: nn.Module, finetune: FineTune) -> nn.Module:
@@ -64,11 +84,15 @@ def adapt(model: nn.Module, finetune: FineTune) -> nn.Module:
             "pip install 'computewise[finetune]'",
         ) from missing
     _check_base(model, finetune)
+    saved = _full_modules(model, finetune)
+    tied = bool(getattr(getattr(model, "config", None), "tie_word_embeddings", False))
     config = LoraConfig(
         r=finetune.rank,
         lora_alpha=cast("int", finetune.alpha),  # typed int by PEFT, used as alpha / r: a float scales alike
-        target_modules=peft_target_modules(finetune),
-        modules_to_save=_full_modules(model, finetune) or None,
+        target_modules=peft_target_modules(finetune, model),
+        modules_to_save=saved or None,
+        # A tied embedding trained in full stays one tensor, as the estimate counts it (models.lora).
+        ensure_weight_tying=tied and bool(saved),
     )
     try:
         # fp32 adapters beside a 16-bit base (PEFT's default), or adapters in the base's own dtype.
