@@ -88,6 +88,15 @@ class Example:
 
 EXAMPLES = (
     Example(
+        "estimate_train", "estimate train --model llama-3-8b --gpu h100 --gpus 8 --zero 3 --micro-batch 2 --tokens 10B"
+    ),
+    Example("plan_train", "plan train --model llama-3-8b --tokens 20B --deadline 7d --top 3"),
+    Example(
+        "plan_train_methods",
+        "plan train --model llama-3-8b --tokens 50M --method lora,qlora,full --gpu rtx-4090 --pricing on-prem "
+        "--max-gpus 1",
+    ),
+    Example(
         "estimate_infer_llama", "estimate infer --model llama-3-8b --gpu l4 --batch 8 --input-len 1024 --output-len 256"
     ),
     Example("estimate_infer_resnet", "estimate infer --model resnet-50 --gpu t4 --batch 64"),
