@@ -310,7 +310,10 @@ class LlamaStack(nn.Module):
 with torch.device("meta"):
     model = LlamaStack(layers=4)
 m = measure_module(model, torch.zeros(1, 4096, dtype=torch.long))
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+# VmHWM is this process's own high-water mark; ru_maxrss would carry over the parent's across exec
+# (Linux keeps it per process, not per address space), so a test worker grown large would read as the child.
+hwm = [line for line in open("/proc/self/status") if line.startswith("VmHWM:")]
+peak = int(hwm[0].split()[1]) * 1024 if hwm else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 print(json.dumps({"params": m.params, "param_bytes": m.param_bytes, "flops": m.forward_flops,
                   "activation_bytes": m.activation_bytes, "peak_rss_bytes": peak}))
 """
