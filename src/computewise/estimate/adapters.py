@@ -132,38 +132,33 @@ class Adapters:
         return float(self.finetune.rank)
 
     def residual_bytes(self, act: FloatArray) -> FloatArray:
-        """Width of the residual stream and every tensor the base layers output: fp32 under QLoRA (its
-        embedding and norms were upcast), else the base's own 16 or 32 bits."""
+        """Bytes per value of every base weight kept unquantized, and so of the residual stream and the base
+        layers' outputs: fp32 under QLoRA (``prepare_model_for_kbit_training`` upcast the embedding, norms
+        and head), else the base's own 16 or 32 bits."""
         return np.where(self.quantized, _FP32_BYTES, col(act))
 
-    def unquantized_bytes(self, act: FloatArray) -> FloatArray:
-        """Bytes per parameter of the base weights kept unquantized (all of LoRA's; QLoRA's upcast rest)."""
-        return self.residual_bytes(act)
-
     def frozen_bytes(self, model: ModelSpec, act: FloatArray) -> FloatArray:
-        """Bytes of the frozen base: 4-bit linear layers under QLoRA, the rest at ``unquantized_bytes``."""
+        """Bytes of the frozen base: 4-bit linear layers under QLoRA, the rest at ``residual_bytes``."""
         if not self.quantized:
-            return float(model.params) * self.unquantized_bytes(act)
+            return float(model.params) * self.residual_bytes(act)
         double = self.finetune.double_quant
         four_bit = sum(
             four_bit_weight_bytes(layer.in_features * layer.out_features, double_quant=double) * layer.per_block
             for layer in self.base_linears
         )
         rest = float(model.params) - self.quantizable_params
-        return float(four_bit * self.layers) + rest * self.unquantized_bytes(act)
+        return float(four_bit * self.layers) + rest * self.residual_bytes(act)
 
     def trainable_bytes(self, act: FloatArray) -> FloatArray:
         """Bytes of the trained weights (their gradients are as large): adapters at their own width,
         saved modules at the base's unquantized width."""
-        return self.adapter_params * float(self.finetune.adapter_bytes) + self.saved_params * self.unquantized_bytes(
-            act
-        )
+        return self.adapter_params * float(self.finetune.adapter_bytes) + self.saved_params * self.residual_bytes(act)
 
     def optimizer_bytes(self, act: FloatArray) -> FloatArray:
         """Optimizer state of the adapters and of any saved modules, each at its parameters' width."""
         optimizer = self.optimizer
         adapter = self.adapter_params * adapter_optimizer_bytes(optimizer, float(self.finetune.adapter_bytes))
-        saved_width = self.unquantized_bytes(act)
+        saved_width = self.residual_bytes(act)
         saved = self.saved_params * np.where(
             saved_width > _HALF_BYTES,
             adapter_optimizer_bytes(optimizer, _FP32_BYTES),

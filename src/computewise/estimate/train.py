@@ -216,7 +216,7 @@ def _adapter_states(model: ModelSpec, layout: TrainLayout, adapters: Adapters) -
         1.0, adapters.cast_bytes(model, act), col(0.0), layout.tp, layout.pp, layout.dp, np.zeros_like(layout.zero)
     )
     embedding_trained = adapters.finetune.train_embeddings or adapters.finetune.train_head
-    embedding_grad = adapters.unquantized_bytes(act) * (1.0 if embedding_trained else 0.0)
+    embedding_grad = adapters.residual_bytes(act) * (1.0 if embedding_trained else 0.0)
     return weights, gradients, optimizer, cast, embedding_grad
 
 
