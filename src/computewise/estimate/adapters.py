@@ -57,7 +57,7 @@ _ADAPTER_ELEMENTWISE_KERNELS = 2.0
 _DEQUANT_KERNELS = 2.0  # double quantization: the 8-bit absmax first, then the 4-bit weights
 
 
-def adapter_optimizer_bytes(optimizer: Optimizer, param_bytes: float) -> float:
+def adapter_optimizer_bytes(optimizer: Optimizer, param_bytes: FloatArray | float) -> FloatArray | float:
     """Optimizer state per trained parameter on the device, no master copy (PEFT trains the adapters as
     they are stored).
 
@@ -158,13 +158,7 @@ class Adapters:
         """Optimizer state of the adapters and of any saved modules, each at its parameters' width."""
         optimizer = self.optimizer
         adapter = self.adapter_params * adapter_optimizer_bytes(optimizer, float(self.finetune.adapter_bytes))
-        saved_width = self.residual_bytes(act)
-        saved = self.saved_params * np.where(
-            saved_width > _HALF_BYTES,
-            adapter_optimizer_bytes(optimizer, _FP32_BYTES),
-            adapter_optimizer_bytes(optimizer, _HALF_BYTES),
-        )
-        return adapter + saved
+        return col(adapter + self.saved_params * adapter_optimizer_bytes(optimizer, self.residual_bytes(act)))
 
     def cast_bytes(self, model: ModelSpec, act: FloatArray) -> FloatArray:
         """What lives from a layer's forward to its backward beside the weights, per model (not sharded).
