@@ -9,8 +9,9 @@ import pytest
 pytest.importorskip("torch")
 
 from computewise.catalog import Catalog
-from computewise.errors import NothingFitsError
+from computewise.errors import InputError, NothingFitsError
 from computewise.estimate import Assumptions
+from computewise.specs.finetune import FULL_TRAINING
 from computewise.train.config import TrainConfig
 from computewise.train.setup import load_setup
 from computewise.tune.prune import Capacity, ModelProfile, estimate_memory, profile_setup, prune
@@ -129,3 +130,64 @@ def test_a_loss_that_cannot_be_traced_leaves_the_model_states_as_the_estimate(as
     estimate = estimate_memory(profile, TrainConfig(precision="fp32", micro_batch_size=4), "cpu", assumptions)
     # FP32 weights and gradients (4 + 4 bytes) and SGD's momentum (4 bytes) per parameter.
     assert estimate.weights_bytes + estimate.gradients_bytes + estimate.optimizer_bytes == pytest.approx(12 * 5)
+
+
+LLAMA_LORA = "examples.tiny_llama_lora:setup"  # a tiny Hugging Face Llama built from a config, fine-tuned with LoRA
+
+
+@pytest.fixture(scope="module")
+def llama_lora() -> ModelProfile:
+    pytest.importorskip("peft")
+    pytest.importorskip("transformers")
+    return profile_setup(load_setup(LLAMA_LORA))
+
+
+def test_a_lora_setup_is_costed_as_estimate_train_method_lora_counts_it(
+    llama_lora: ModelProfile, assumptions: Assumptions
+) -> None:
+    """Frozen fp32 base, fp32 adapters with AdamW's two moments: Adapters.of on the model's own HF config."""
+    from computewise.estimate.adapters import Adapters
+
+    assert llama_lora.finetune.method == "lora" and llama_lora.spec is not None and llama_lora.base_bytes == 4
+    adapters = Adapters.of(llama_lora.spec, llama_lora.finetune, "adamw")
+    assert adapters is not None and llama_lora.adapters == adapters
+    assert llama_lora.spec.params == llama_lora.params  # the config's count is the built model's
+    estimate = estimate_memory(llama_lora, TrainConfig(precision="fp32", micro_batch_size=4), "cpu", assumptions)
+    trained = adapters.trainable_params * 4
+    assert estimate.gradients_bytes == trained and estimate.optimizer_bytes == 2 * trained
+    assert estimate.weights_bytes == llama_lora.params * 4 + trained
+    wider = estimate_memory(
+        llama_lora.with_rank(32), TrainConfig(precision="fp32", micro_batch_size=4), "cpu", assumptions
+    )
+    assert wider.gradients_bytes == pytest.approx(4 * estimate.gradients_bytes)  # rank 8 -> 32: four times the adapters
+
+
+def test_a_lora_trial_that_full_training_would_reject_is_kept(
+    llama_lora: ModelProfile, assumptions: Assumptions
+) -> None:
+    """Before, every setup was costed as full FP32 training (16 bytes a parameter) and this one was pruned."""
+    full = replace(llama_lora, finetune=FULL_TRAINING, spec=None, adapters=None)
+    config = TrainConfig(precision="fp32", micro_batch_size=4)
+    as_lora = estimate_memory(llama_lora, config, "cpu", assumptions).total_bytes
+    as_full = estimate_memory(full, config, "cpu", assumptions).total_bytes
+    capacity = Capacity((as_lora + as_full) / 2, "--memory")
+    assert [kept for kept, _ in prune([config], llama_lora, capacity, "cpu", assumptions).kept] == [config]
+    with pytest.raises(NothingFitsError):
+        prune([config], full, capacity, "cpu", assumptions)
+
+
+@pytest.mark.parametrize(
+    ("rank", "message"), [(64, "LoRA rank 64 exceeds self_attn.k_proj"), (0, "rank 0 is out of range")]
+)
+def test_a_rank_the_model_cannot_take_is_refused_before_any_trial(
+    llama_lora: ModelProfile, rank: int, message: str
+) -> None:
+    with pytest.raises(InputError) as caught:
+        llama_lora.with_rank(rank)
+    assert message in caught.value.message and caught.value.hint
+
+
+def test_a_rank_search_needs_a_lora_setup(gpt: ModelProfile) -> None:
+    with pytest.raises(InputError) as caught:
+        gpt.with_rank(8)
+    assert "method full" in caught.value.message and "--lora-ranks" in (caught.value.hint or "")

@@ -10,6 +10,12 @@ predicted with the planner's formulas (``computewise.estimate.memory``):
   16-bit copies of the weights autocast caches for BF16/FP16 (2 bytes a parameter).
 - **Activations**: what autograd saves for backward, measured per sample by the trace, times the
   micro-batch, halved for BF16/FP16 (the estimate module's scaling of traced activations).
+- **LoRA and QLoRA** (the setup's ``finetune``): the model states are ``estimate.adapters``' as
+  ``estimate train --method lora`` counts them (``Adapters.of``): the frozen base at its storage
+  width (the model's own dtype, 4 bits for QLoRA's linear layers), the adapters with their
+  gradients and optimizer states; under 16-bit autocast, one 16-bit copy of every weight, which
+  autograd keeps for the input gradients of the frozen layers. The activations are the traced full
+  model's: the frozen layers still save what the adapters' gradients need (``estimate.adapters``).
 - **Checkpointing**: each block's share is measured by tracing the block alone on the inputs it
   received in the full trace; with checkpointing a block keeps only its input, and during
   backward one block at a time is rebuilt, so the saved total becomes
@@ -25,15 +31,18 @@ error gives the smallest requirement and the largest micro-batch that would fit.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from computewise.errors import ConfigError, ModelConfigError, NothingFitsError, SetupError
+from computewise.errors import ComputewiseError, ConfigError, InputError, ModelConfigError, NothingFitsError, SetupError
+from computewise.estimate.adapters import Adapters
 from computewise.estimate.arrays import col
 from computewise.estimate.assumptions import Assumptions
 from computewise.estimate.memory import bytes_per_value, model_state_bytes, optimizer_bytes_per_param
+from computewise.models.hf_config import from_hf_config
 from computewise.models.trace import measure_module
-from computewise.specs import Optimizer
+from computewise.specs import FineTune, ModelSpec, Optimizer
+from computewise.specs.finetune import FULL_TRAINING
 from computewise.train.config import TrainConfig
 from computewise.train.setup import TrainingSetup
 from computewise.tune.space import DeviceKind, ModelFacts
@@ -68,6 +77,10 @@ class ModelProfile:
     global_batch_size: int
     tokens_per_sample: int | None
     notes: tuple[str, ...] = ()
+    finetune: FineTune = FULL_TRAINING  # what the setup trains; LoRA/QLoRA states come from ``adapters``
+    spec: ModelSpec | None = field(default=None, compare=False)  # the Hugging Face config's shape, LoRA only
+    base_bytes: float = 4.0  # bytes per value of the model's weights as the setup built them
+    adapters: Adapters | None = field(default=None, compare=False)
 
     @property
     def facts(self) -> ModelFacts:
@@ -90,6 +103,27 @@ class ModelProfile:
             "tokens_per_sample": self.tokens_per_sample,
             "notes": list(self.notes),
         }
+
+    def with_rank(self, rank: int) -> ModelProfile:
+        """The profile of the same setup with LoRA adapters of ``rank`` (alpha / rank kept): a rank search's trial.
+
+        The rank is checked against the model's layers here (``Adapters.of``), before any trial runs.
+        """
+        if not self.finetune.adapted:
+            raise InputError(
+                "a LoRA rank search needs a setup that fine-tunes with LoRA or QLoRA, and this one trains every "
+                "weight (method full)",
+                "set TrainingSetup(finetune=FineTune(method='lora', ...)) in the entry point, or drop --lora-ranks",
+            )
+        finetune = replace(self.finetune, rank=rank, alpha=self.finetune.alpha * rank / self.finetune.rank)
+        return _with_adapters(replace(self, finetune=finetune))
+
+
+def _with_adapters(profile: ModelProfile) -> ModelProfile:
+    """``profile`` with its LoRA/QLoRA adapters counted on its Hugging Face shape (None for full training)."""
+    if profile.spec is None or not profile.finetune.adapted:
+        return profile
+    return replace(profile, adapters=Adapters.of(profile.spec, profile.finetune, profile.optimizer))
 
 
 @dataclass(frozen=True)
@@ -178,7 +212,11 @@ def profile_setup(setup: TrainingSetup) -> ModelProfile:
         has_convolutions=any(isinstance(module, torch.nn.Conv2d) for module in model.modules()),
         global_batch_size=setup.global_batch_size,
         tokens_per_sample=setup.tokens_per_sample,
+        finetune=setup.finetune,
+        spec=_hf_spec(model, setup.finetune, notes),
+        base_bytes=float(max((p.element_size() for p in model.parameters() if p.is_floating_point()), default=4)),
     )
+    untraced = _with_adapters(untraced)
     try:
         measured = measure_module(_loss_module(model, setup.loss), (batch,))
     except ModelConfigError as failure:  # measurement degrades; the search goes on
@@ -200,6 +238,23 @@ def profile_setup(setup: TrainingSetup) -> ModelProfile:
         forward_flops_per_sample=measured.forward_flops_causal_aware * per_sample,
         notes=tuple(notes),
     )
+
+
+def _hf_spec(model: Any, finetune: FineTune, notes: list[str]) -> ModelSpec | None:
+    """The shape ``estimate.adapters`` counts a LoRA setup's adapters on: the model's Hugging Face config."""
+    if not finetune.adapted:
+        return None
+    config = getattr(model, "config", None)
+    try:
+        if not hasattr(config, "to_dict"):
+            raise ModelConfigError("the model has no Hugging Face config")
+        return from_hf_config(config.to_dict())  # type: ignore[union-attr]
+    except ComputewiseError as failure:
+        notes.append(
+            f"{finetune.method} memory estimated as full training ({failure.message}): the adapters are counted "
+            "on a Hugging Face config"
+        )
+        return None
 
 
 def _loss_module(model: Any, loss: Any) -> Any:
@@ -259,8 +314,26 @@ def estimate_memory(
     profile: ModelProfile, config: TrainConfig, device: DeviceKind, assumptions: Assumptions
 ) -> MemoryEstimate:
     """Predicted peak memory of one training step of ``config`` (formulas in the module docstring)."""
+    weights, gradients, optimizer = _state_bytes(profile)
+    if config.precision in ("bf16", "fp16"):
+        weights += _autocast_copied_params(profile) * _AUTOCAST_COPY_BYTES
+    activations = _activation_bytes(profile, config)
+    subtotal = weights + gradients + optimizer + activations
+    fixed = assumptions.runtime_overhead_bytes if device == "cuda" else 0.0
+    overhead = subtotal * assumptions.runtime_overhead_fraction + fixed
+    return MemoryEstimate(weights, gradients, optimizer, activations, overhead)
+
+
+def _state_bytes(profile: ModelProfile) -> tuple[float, float, float]:
+    """Weights, gradients and optimizer states: FP32 training's, or a LoRA setup's frozen base and adapters."""
+    adapters = profile.adapters
+    if adapters is not None and profile.spec is not None:
+        width = col(profile.base_bytes)
+        trained = _scalar(adapters.trainable_bytes(width))
+        frozen = _scalar(adapters.frozen_bytes(profile.spec, width))
+        return frozen + trained, trained, _scalar(adapters.optimizer_bytes(width))
     weights, gradients, optimizer = (
-        float(value.reshape(-1)[0])
+        _scalar(value)
         for value in model_state_bytes(
             float(profile.params),
             col(bytes_per_value("fp32")),
@@ -271,13 +344,22 @@ def estimate_memory(
             zero=col(0.0),
         )
     )
-    if config.precision in ("bf16", "fp16"):
-        weights += profile.params * _AUTOCAST_COPY_BYTES
-    activations = _activation_bytes(profile, config)
-    subtotal = weights + gradients + optimizer + activations
-    fixed = assumptions.runtime_overhead_bytes if device == "cuda" else 0.0
-    overhead = subtotal * assumptions.runtime_overhead_fraction + fixed
-    return MemoryEstimate(weights, gradients, optimizer, activations, overhead)
+    return weights, gradients, optimizer
+
+
+def _autocast_copied_params(profile: ModelProfile) -> float:
+    """Weights autocast keeps a 16-bit copy of: every weight of FP32 training (its cache); under LoRA the
+    fp32 adapters (cached, they need a gradient) and a wider-than-16-bit base (each frozen matrix's cast is
+    saved for its input gradient)."""
+    adapters = profile.adapters
+    if adapters is None:
+        return float(profile.params)
+    wide_adapters = adapters.trainable_params if adapters.finetune.adapter_bytes > _AUTOCAST_COPY_BYTES else 0.0
+    return wide_adapters + (profile.params if profile.base_bytes > _AUTOCAST_COPY_BYTES else 0.0)
+
+
+def _scalar(value: Any) -> float:
+    return float(col(value).reshape(-1)[0])
 
 
 def device_capacity(device: DeviceKind, cap_bytes: float | None) -> Capacity:
