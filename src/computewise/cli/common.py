@@ -7,7 +7,7 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Protocol, TypeVar
 
 import typer
 
@@ -151,12 +151,23 @@ def model(text: str) -> ModelSpec:
     return resolve_model(text)
 
 
+class Document(Protocol):
+    """A typed result that writes its own ``--json`` document."""
+
+    def to_dict(self) -> dict[str, Any]: ...
+
+
+# What a verb prints: its typed result (the printers read it; ``to_dict`` is called only for ``--json``), or,
+# for verbs not moved yet, the ``--json`` dict itself.
+Shown = TypeVar("Shown", bound="Document | dict[str, Any]")
+
+
 def emit(
-    data: dict[str, Any],
+    data: Shown,
     as_json: bool,
     html_path: Path | None,
-    show: Callable[[dict[str, Any], Console], None],
-    to_html: Callable[[dict[str, Any]], str],
+    show: Callable[[Shown, Console], None],
+    to_html: Callable[[Shown], str],
 ) -> None:
     """JSON to stdout for scripts, or Rich tables for people; the HTML report is written either way."""
 
@@ -168,13 +179,13 @@ def emit(
 
 
 def print_document(
-    data: dict[str, Any], as_json: bool, show: Callable[[dict[str, Any], Console], None], written: Sequence[Path] = ()
+    data: Shown, as_json: bool, show: Callable[[Shown, Console], None], written: Sequence[Path] = ()
 ) -> None:
     """``data`` as JSON, or shown as tables followed by a ``wrote FILE`` line for each file written beside it."""
     from rich.console import Console
 
     if as_json:
-        emit_json(data)
+        emit_json(data if isinstance(data, dict) else data.to_dict())
         return
     show(data, Console())
     for path in written:
