@@ -13,6 +13,7 @@ from computewise.report.rows import Grid, plural, recommendation
 from computewise.report.scaletest import scaletest_grid
 from computewise.report.table import available_width, fit_widths, print_table
 from computewise.report.tune import tune_grid
+from computewise.tune.scaletest import ScaleTestResult, WorldSizeResult
 
 RUNS = Grid(
     headers=("id", "started", "status", "duration", "cost", "tags", "command"),
@@ -95,27 +96,46 @@ def test_long_words_fold_only_when_nothing_is_left_to_drop() -> None:
     assert fit_widths(droppable, 50)[0] == [0, 1]  # a column that may go goes before a word is split
 
 
-def _scaletest() -> dict[str, Any]:
-    def row(nproc: int, step_s: float, efficiency: float | None, predicted: float) -> dict[str, Any]:
-        return {
-            "nproc": nproc,
-            "global_batch_size": 32 * nproc,
-            "step_s": step_s,
-            "samples_per_s": 32 * nproc / step_s,
-            "tokens_per_s": 32 * nproc * 1024 / step_s,
-            "speedup": None if efficiency is None else efficiency * nproc,
-            "efficiency": efficiency,
-            "predicted_efficiency": predicted,
-            "predicted_allreduce_s": 0.0123 * nproc,
-            "status": "ok",
-            "message": "",
-            "rank_median_step_s": [step_s] * nproc,
-        }
+def _scaletest() -> ScaleTestResult:
+    def row(nproc: int, step_s: float, efficiency: float | None, predicted: float) -> WorldSizeResult:
+        return WorldSizeResult(
+            nproc=nproc,
+            status="ok",
+            message="",
+            global_batch_size=32 * nproc,
+            rank_median_step_s=(step_s,) * nproc,
+            step_s=step_s,
+            warmup_s=None,
+            samples_per_s=32 * nproc / step_s,
+            tokens_per_s=32 * nproc * 1024 / step_s,
+            speedup=None if efficiency is None else efficiency * nproc,
+            efficiency=efficiency,
+            predicted_allreduce_s=0.0123 * nproc,
+            predicted_step_s=None,
+            predicted_efficiency=predicted,
+            wall_s=1.0,
+        )
 
-    return {
-        "efficiency_floor": 0.7,
-        "rows": [row(1, 0.8123, 1.0, 1.0), row(2, 0.9312, 0.87, 0.9), row(4, 1.7, 0.48, 0.8)],
-    }
+    return ScaleTestResult(
+        entry="examples.tiny_gpt:setup",
+        device="cpu",
+        device_name="cpu",
+        cores=4,
+        threads_per_process=1,
+        batch_per_rank=32,
+        micro_batch_size=32,
+        steps=10,
+        warmup_steps=3,
+        params=1_000_000,
+        gradient_bytes=4_000_000,
+        train_config="defaults",
+        link=None,
+        rows=(row(1, 0.8123, 1.0, 1.0), row(2, 0.9312, 0.87, 0.9), row(4, 1.7, 0.48, 0.8)),
+        stops_paying_at=4,
+        predicted_stops_paying_at=None,
+        efficiency_floor=0.7,
+        warnings=(),
+    )
 
 
 def _tune() -> dict[str, Any]:

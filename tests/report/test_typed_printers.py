@@ -34,8 +34,6 @@ UNTYPED: dict[str, frozenset[str]] = {
     "report/comm.py": frozenset({"comm_setup", "print_comm", "comm_grid"}),
     # distill: DistillResult is typed; cli/distill_cmd.py (CLI being thinned) calls it with to_dict().
     "report/distill.py": frozenset({"distill_grid", "print_distill"}),
-    # plan federated: CLI being thinned.
-    "report/federated.py": frozenset({"print_federated", "federated_compression_grid", "federated_participation_grid"}),
     # estimate and plan pages share rows.py's dict helpers with the terminal (the lead's files); plan_html and
     # frontier_svg draw inference plans too, which have no typed reader like Plan.from_dict.
     "report/html.py": frozenset({"estimate_html", "frontier_svg", "scaling_svgs", "plan_html", "break_even_html"}),
@@ -63,8 +61,6 @@ UNTYPED: dict[str, frozenset[str]] = {
     ),
     # run/runs show emit RunSummary.to_dict() with keys added in the CLI (child_stdout); CLI being thinned.
     "report/runs.py": frozenset({"summary_rows", "print_run_summary", "runs_grid", "print_runs", "run_html"}),
-    # scaletest: CLI being thinned.
-    "report/scaletest.py": frozenset({"scaletest_grid", "scaletest_verdict", "print_scaletest"}),
     # plan serve's document is assembled as a dict in cli/plan_serve_cmd.py; loadtest adds "url" to a probe's.
     "report/serve.py": frozenset(
         {

@@ -114,4 +114,5 @@ def plan_federated(
         spec, sequence_length(seq_len, spec), clients, client_device, up, down, rounds, local_steps,
         participation, chosen, topk_ratio, local_batch, mfu, server_device, server_vcpus, hourly_usd, instance,
     )  # fmt: skip
-    print_document(plan_federated_request(catalog, request).to_dict(), as_json, print_federated)
+    planned = plan_federated_request(catalog, request)
+    print_document(planned.to_dict(), as_json, lambda _, console: print_federated(planned, console))

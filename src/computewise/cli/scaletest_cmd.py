@@ -93,9 +93,8 @@ def scaletest(
             bar.update(task_id, description=plural(size, "process", "processes"), completed=done, total=total)
 
         result = run_scaletest(entry, options, progress)
-    data = result.to_dict()
-    print_document(data, as_json, print_scaletest)
-    failed = [row["nproc"] for row in data["rows"] if row["status"] != "ok"]
+    print_document(result.to_dict(), as_json, lambda _, console: print_scaletest(result, console))
+    failed = [row.nproc for row in result.rows if row.status != "ok"]
     if failed:
         sizes = ", ".join([*map(str, failed[:-1]), plural(failed[-1], "process", "processes")])
         stderr.print(f"not measured: {sizes} (see the notes)", highlight=False)

@@ -60,9 +60,10 @@ class PlannedFederation:
     server_price: str
     radio_source: str
 
-    def to_dict(self) -> dict[str, Any]:
-        data = self.plan.to_dict()
-        data["assumed"] = {
+    @property
+    def assumed(self) -> dict[str, object]:
+        """What the catalog supplied, by name: the ``assumed`` object of ``--json`` and the notes under the tables."""
+        return {
             "client_precision": self.client_precision,
             "client_power_w": self.client_power_w,
             "client_source": self.client_source,
@@ -70,7 +71,9 @@ class PlannedFederation:
             "server_price": self.server_price,
             "radio_source": self.radio_source,
         }
-        return data
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.plan.to_dict() | {"assumed": self.assumed}
 
 
 def plan_federated_request(catalog: Catalog, request: FederatedRequest) -> PlannedFederation:
