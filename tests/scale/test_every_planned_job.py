@@ -10,14 +10,17 @@ the refusal gives the reason and a fix that does not blame a flag.
 The checks are the engines' own where they are installed: the ``kubernetes`` client's models (the
 ``kubernetes`` extra; run once with kubernetes 37.0.2 on PYTHONPATH, they caught a GPU count
 rendered as an integer where the API wants a quantity string), ``sbatch --test-only`` (a Slurm
-login node), SkyPilot's task schema (the ``skypilot`` package, not an extra of computewise).
+login node), and SkyPilot's own parser, for spot and on-demand alike, in a child process of
+SkyPilot's venv (``make install-skypilot``; skypilot's pins conflict with the project's lock).
 Without them, ``bash -n`` parses the batch script and a structural check reads each manifest back
 as YAML and holds it to the fields those engines require.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
+import os
 import re
 import shutil
 import subprocess
@@ -40,6 +43,10 @@ from computewise.scale.slurm import render_sbatch
 
 yaml = pytest.importorskip("yaml")
 
+HERE = Path(__file__).resolve().parent
+# SkyPilot's venv, as `make install-skypilot` makes it; `make test` names it in COMPUTEWISE_SKYPILOT_PYTHON.
+SKYPILOT_VENV_PYTHON = HERE.parents[1] / ".venv-skypilot" / "bin" / "python"
+
 # The engines that refuse a plan on the accelerator (the planner's one-chip TPU v4 and v5p plans fit no TPU VM).
 REFUSED = {
     "tpu-v4": {"kubernetes", "slurm", "skypilot"},
@@ -47,6 +54,8 @@ REFUSED = {
     "tpu-v5e": {"slurm"},
     "trainium": {"slurm"},
 }
+# Whole hosts of TPU chips and Neuron devices: what several per-chip TPU "instances" or an inf2 serving job ask for.
+WHOLE_HOSTS = [("tpu-v4", 4), ("tpu-v5p", 4), ("tpu-v5e", 8), ("inferentia2", 12)]
 # Each device plugin's resource (accelerators.py cites where the names come from).
 DEVICE_RESOURCES = {"nvidia.com/gpu", "amd.com/gpu", "google.com/tpu", "aws.amazon.com/neuron"}
 # sbatch options the rendered script may use (man sbatch); anything else is a typo sbatch would refuse.
@@ -90,6 +99,17 @@ def planned_spec(slug: str, catalog: Catalog, assumptions: Assumptions) -> JobSp
         image="ghcr.io/acme/train:1",
         hourly_usd=job.hourly_usd,
         processes=job.processes,
+    )
+
+
+def host_spec(slug: str, devices: int) -> JobSpec:
+    """A job on one whole host of ``slug``: several TPU chips or AWS Neuron devices."""
+    return JobSpec(
+        name=f"host-{slug}",
+        command=("python", "train.py"),
+        resources=Resources(gpus=devices, accelerator=slug, cpus=devices),
+        image="ghcr.io/acme/train:1",
+        processes=devices,
     )
 
 
@@ -142,11 +162,6 @@ def check_slurm(spec: JobSpec, tmp_path: Path) -> None:
 
 def check_skypilot(spec: JobSpec) -> None:
     task = yaml.safe_load(render_task(spec))
-    if importlib.util.find_spec("sky") is not None:
-        import jsonschema
-        from sky.utils import schemas  # type: ignore[import-not-found,unused-ignore]
-
-        jsonschema.validate(task, schemas.get_task_schema())
     assert set(task) <= SKY_TASK_KEYS and set(task["resources"]) <= SKY_RESOURCE_KEYS
     assert task["resources"]["use_spot"] is spec.resources.spot
     assert re.fullmatch(r"\d+\+", task["resources"]["cpus"])
@@ -195,16 +210,61 @@ def test_a_cpu_plan_asks_for_cpus_and_no_gpu(catalog: Catalog, assumptions: Assu
     assert "--gres" not in render_sbatch(spec)
 
 
-@pytest.mark.parametrize(("slug", "devices"), [("tpu-v4", 4), ("tpu-v5p", 4), ("tpu-v5e", 8), ("inferentia2", 12)])
+@pytest.mark.parametrize(("slug", "devices"), WHOLE_HOSTS)
 def test_a_whole_host_of_tpu_chips_or_neuron_devices_renders(slug: str, devices: int) -> None:
     """What a plan of several per-chip TPU "instances" (one host) or an inf2 serving job asks for, checked by the
     kubernetes client's models and the SkyPilot task rules, as every planned job is."""
-    spec = JobSpec(
-        name=f"host-{slug}",
-        command=("python", "train.py"),
-        resources=Resources(gpus=devices, accelerator=slug, cpus=devices),
-        image="ghcr.io/acme/train:1",
-        processes=devices,
-    )
+    spec = host_spec(slug, devices)
     check_kubernetes(spec)
     check_skypilot(spec)
+
+
+def skypilot_python() -> str:
+    """SkyPilot's interpreter: required where ``make test`` names it, else used where ``make install-skypilot`` ran."""
+    named = os.environ.get("COMPUTEWISE_SKYPILOT_PYTHON")
+    if named is not None:
+        if not Path(named).is_file():
+            pytest.fail(f"COMPUTEWISE_SKYPILOT_PYTHON={named} does not exist: run make install-skypilot")
+        return named
+    if not SKYPILOT_VENV_PYTHON.is_file():
+        pytest.skip("SkyPilot's validator runs in its own venv: make install-skypilot (make test does)")
+    return str(SKYPILOT_VENV_PYTHON)
+
+
+def test_every_skypilot_task_a_plan_renders_passes_skypilot_own_checks(
+    catalog: Catalog, assumptions: Assumptions, tmp_path: Path
+) -> None:
+    """Each planned job and whole host, spot and on-demand, loaded by SkyPilot as ``sky jobs launch`` loads it.
+
+    One task is broken on purpose (a recovery strategy SkyPilot does not have): SkyPilot must name it and
+    only it, so a validator that checks nothing cannot pass.
+    """
+    python = skypilot_python()
+    specs = [
+        planned_spec(slug, catalog, assumptions)
+        for slug in planned_accelerators(catalog)
+        if "skypilot" not in REFUSED.get(slug, set())
+    ] + [host_spec(slug, devices) for slug, devices in WHOLE_HOSTS]
+    paths = []
+    for spec in specs:
+        for spot in (False, True):
+            path = tmp_path / f"{spec.name}-{'spot' if spot else 'on-demand'}.yaml"
+            path.write_text(
+                render_task(dataclasses.replace(spec, resources=dataclasses.replace(spec.resources, spot=spot)))
+            )
+            paths.append(path)
+    broken = tmp_path / "broken.yaml"
+    broken.write_text(paths[0].read_text().replace("EAGER_NEXT_REGION", "EAGER"))
+    environment = {name: value for name, value in os.environ.items() if name != "PYTHONPATH"}
+    done = subprocess.run(
+        [python, str(HERE / "skypilot_validate.py"), str(broken), *map(str, paths)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        # SkyPilot keeps its state in ~/.sky: a scratch home, so the test leaves none behind
+        env={**environment, "HOME": str(tmp_path), "SKYPILOT_DISABLE_USAGE_COLLECTION": "1"},
+    )
+    refused = [line.partition(": ")[0] for line in done.stdout.splitlines() if line.startswith(f"{tmp_path}/")]
+    assert refused == [str(broken)], f"SkyPilot's answer:\n{done.stdout}{done.stderr}"
+    assert done.returncode == 1 and "'EAGER' is not a valid jobs recovery strategy" in done.stdout
