@@ -38,7 +38,6 @@ LONG_VERBS: dict[str, str] = {
     # Not thinned yet: each wants its flags as a typed request and one library call, as plan serve has.
     "run": "171 lines: two journeys (here and --engine) in one function",
     "tune": "128 lines",
-    "loadtest": "124 lines",
     "deploy": "109 lines",
     "submit": "106 lines",
     "optimize": "102 lines",

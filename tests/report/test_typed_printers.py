@@ -28,8 +28,6 @@ UNTYPED: dict[str, frozenset[str]] = {
     "report/accounts.py": frozenset({"cost_grid", "budget_grid", "anomalies_grid"}),
     # cli/run_on_engine.py (CLI being thinned) passes the supervised result's to_dict().
     "report/attempts.py": frozenset({"print_supervised_run", "print_attempts", "attempts_grid", "interruption_line"}),
-    # bench: the printer reads figures BenchResult.to_dict derives (efficiency per size); not moved yet.
-    "report/bench.py": frozenset({"bench_setup", "bench_grids", "print_bench", "bench_html"}),
     # estimate comm: called from cli/estimate_cmd.py, the lead's file during the LoRA work.
     "report/comm.py": frozenset({"comm_setup", "print_comm", "comm_grid"}),
     # distill: DistillResult is typed; cli/distill_cmd.py (CLI being thinned) calls it with to_dict().
@@ -61,11 +59,9 @@ UNTYPED: dict[str, frozenset[str]] = {
     ),
     # run/runs show emit RunSummary.to_dict() with keys added in the CLI (child_stdout); CLI being thinned.
     "report/runs.py": frozenset({"summary_rows", "print_run_summary", "runs_grid", "print_runs", "run_html"}),
-    # plan serve's document is assembled as a dict in cli/plan_serve_cmd.py; loadtest adds "url" to a probe's.
+    # plan serve's document is assembled as a dict in cli/plan_serve_cmd.py.
     "report/serve.py": frozenset(
         {
-            "rate_spread_pairs",
-            "print_load_result",
             "print_serve_plan",
             "serve_cache_pairs",
             "serve_plan_pairs",

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from rich.text import Text
 
     from computewise.serve.loadtest import LoadProgress
-    from computewise.specs.loadtest import LoadResult
+    from computewise.specs.loadtest import LoadResult, LoadtestRun, RateSpread
 
 __all__ = [
     "LoadProgressView",
@@ -81,40 +81,42 @@ def probe_line(result: LoadResult, passed: bool) -> str:
     )
 
 
-def rate_spread_pairs(spread: dict[str, Any]) -> list[tuple[str, str]]:
+def rate_spread_pairs(spread: RateSpread) -> list[tuple[str, str]]:
     """``MaxRateSearch.spread``: between which rates the capacity lies, and how the lowest rate fared."""
-    low, high = spread["low_rps"], spread["high_rps"]
+    low, high, relative = spread.low_rps, spread.high_rps, spread.relative
     if low is None:
         bracket = "below the lowest rate probed"
-    elif high is None:
+    elif high is None or relative is None:  # relative is None exactly when one end is
         bracket = f"at least {low:.1f} requests/s (no higher rate probed missed the SLO)"
     else:
-        bracket = f"between {low:.1f} and {high:.1f} requests/s (+{spread['relative']:.0%})"
-    lowest = f"{spread['lowest_passed']} of {spread['lowest_probes']} probes met the SLO"
-    if spread["lowest_probes"] > 1:
+        bracket = f"between {low:.1f} and {high:.1f} requests/s (+{relative:.0%})"
+    lowest = f"{spread.lowest_passed} of {spread.lowest_probes} probes met the SLO"
+    if spread.lowest_probes > 1:
         lowest += " (retried after a miss)"
     return [("capacity", bracket), ("lowest rate", lowest)]
 
 
-def print_load_result(data: dict[str, Any], console: Console) -> None:
+def print_load_result(run: LoadtestRun, console: Console) -> None:
     from rich.text import Text
 
     from computewise.report.terminal import print_pairs
 
+    result = run.result
     rows = [
-        ("offered", f"{data['rate_rps']:g} requests/s for {data['duration_s']:g} s"),
-        ("sent", str(data["sent"])),
-        ("ok", str(data["ok"])),
-        ("rejected (429)", f"{data['rejected']} ({data['rejection_rate']:.1%})"),
-        ("errors", f"{data['errors']} ({data['error_rate']:.1%})"),
+        ("offered", f"{result.rate_rps:g} requests/s for {result.duration_s:g} s"),
+        ("sent", str(result.sent)),
+        ("ok", str(result.ok)),
+        ("rejected (429)", f"{result.rejected} ({result.rejection_rate:.1%})"),
+        ("errors", f"{result.errors} ({result.error_rate:.1%})"),
     ]
-    if data.get("repeat_ratio"):
-        rows.insert(1, ("repeated", f"{data['repeat_ratio']:.0%} of requests repeat an earlier body"))
-    if data["error_kinds"]:
-        rows.append(("  of which", ", ".join(f"{kind} {count}" for kind, count in data["error_kinds"].items())))
-    rows.append(("throughput", f"{data['throughput_rps']:.1f} ok/s"))
-    rows += [(f"latency {name}", _ms(data[f"{name}_ms"])) for name in ("p50", "p95", "p99", "max")]
-    console.print(Text(f"loadtest {data['url']}", style="bold"))
+    if result.repeat_ratio:
+        rows.insert(1, ("repeated", f"{result.repeat_ratio:.0%} of requests repeat an earlier body"))
+    if result.error_kinds:
+        rows.append(("  of which", ", ".join(f"{kind} {count}" for kind, count in result.error_kinds.items())))
+    rows.append(("throughput", f"{result.throughput_rps:.1f} ok/s"))
+    latencies = (("p50", result.p50_ms), ("p95", result.p95_ms), ("p99", result.p99_ms), ("max", result.max_ms))
+    rows += [(f"latency {name}", _ms(ms)) for name, ms in latencies]
+    console.print(Text(f"loadtest {run.url}", style="bold"))
     print_pairs(rows, console)
 
 

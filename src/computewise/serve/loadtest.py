@@ -46,13 +46,15 @@ import numpy as np
 
 from computewise.errors import InputError
 from computewise.serve.eventloop import run_fast
-from computewise.specs.loadtest import LoadResult
+from computewise.specs.loadtest import LoadResult, LoadtestRun, MaxRateSearch, Probe
 
 __all__ = [
     "LOWEST_RETRIES",
     "LoadProgress",
+    "LoadRequest",
     "find_max_rate",
     "load_payloads",
+    "load_test",
     "poisson_arrivals",
     "request_order",
     "run_load",
@@ -605,3 +607,60 @@ def find_max_rate(
         else:
             failed = middle
     return best, results
+
+
+@dataclass(frozen=True)
+class LoadRequest:
+    """What ``computewise loadtest`` is asked: one run at ``rate_rps``, or with ``slo_p99_ms`` the highest rate
+    between ``rate_rps`` and ``max_rate_rps`` meeting it (each probe ``duration_s`` long)."""
+
+    url: str
+    payloads: list[dict[str, Any]]  # empty: GET requests
+    rate_rps: float
+    duration_s: float
+    timeout_s: float = 10.0
+    token: str | None = None
+    seed: int = 0
+    repeat_ratio: float = 0.0
+    slo_p99_ms: float | None = None
+    max_rate_rps: float = 10000.0
+
+
+def load_test(
+    request: LoadRequest,
+    on_progress: ProgressCallback | None = None,
+    on_probe: Callable[[LoadResult, bool], None] | None = None,
+) -> LoadtestRun | MaxRateSearch:
+    """Run ``request``: the ``loadtest --json`` document of one run, or of the search with every probe.
+
+    Call from synchronous code: each run has its own event loop. ``on_probe`` hears each probe of a search.
+    """
+    if request.slo_p99_ms is None:
+        coroutine = run_load(
+            request.url,
+            request.payloads,
+            request.rate_rps,
+            request.duration_s,
+            request.timeout_s,
+            seed=request.seed,
+            token=request.token,
+            on_progress=on_progress,
+            repeat_ratio=request.repeat_ratio,
+        )
+        return LoadtestRun(request.url, run_fast(coroutine))
+    slo = request.slo_p99_ms
+    best, probes = find_max_rate(
+        request.url,
+        request.payloads,
+        slo,
+        request.duration_s,
+        request.rate_rps,
+        request.max_rate_rps,
+        timeout_s=request.timeout_s,
+        seed=request.seed,
+        token=request.token,
+        on_progress=on_progress,
+        on_probe=on_probe,
+        repeat_ratio=request.repeat_ratio,
+    )
+    return MaxRateSearch(request.url, slo, best, tuple(Probe(p, p.meets(slo)) for p in probes))
