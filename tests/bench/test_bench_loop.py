@@ -123,7 +123,7 @@ def test_a_busy_launch_figure_is_named_as_the_calibration_saves_it() -> None:
 
 def test_the_table_prints_launch_latency_in_microseconds() -> None:
     stream = io.StringIO()
-    print_bench(_result((LAUNCH,)).to_dict(), Console(file=stream, width=120))
+    print_bench(_result((LAUNCH,)), Console(file=stream, width=120))
     text = stream.getvalue()
     assert "launch latency (one-element kernel)" in text
     assert "2 (1.9-2.2)" in text and "3 (2.5-4)" in text

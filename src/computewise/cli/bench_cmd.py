@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 
 from computewise.cli.common import CatalogOption, HtmlOption, JsonOption, emit, progress_bar
+
+if TYPE_CHECKING:
+    from computewise.bench.result import BenchResult
 
 
 def bench(
@@ -59,13 +62,12 @@ def bench(
             bar.update(task_id, description=description, completed=done, total=total)
 
         result = run_bench(options, progress)
-    data = result.to_dict()
-    emit(data, as_json, html, print_bench, bench_html)
+    emit(result, as_json, html, print_bench, bench_html)
     if save:
-        _save(data, result.busy_figures(), force, stderr)
+        _save(result, force, stderr)
 
 
-def _save(data: dict[str, Any], busy: tuple[str, ...], force: bool, stderr: Console) -> None:
+def _save(result: BenchResult, force: bool, stderr: Console) -> None:
     """Write the calibration, unless its figures were measured on a busy machine and --force was not given.
 
     A calibration replaces the data sheet in every later estimate and plan, so figures disturbed by
@@ -77,6 +79,7 @@ def _save(data: dict[str, Any], busy: tuple[str, ...], force: bool, stderr: Cons
     from computewise.catalog.calibration import save as save_calibration
     from computewise.errors import InputError
 
+    busy = result.busy_figures()
     why = (
         f"the machine was busy: {len(busy)} figure(s) spread {BUSY_SPREAD:g}x or more between repeats "
         f"({'; '.join(busy[:3])}{'; ...' if len(busy) > 3 else ''})"
@@ -86,7 +89,8 @@ def _save(data: dict[str, Any], busy: tuple[str, ...], force: bool, stderr: Cons
             f"calibration not saved: {why}",
             "rerun computewise bench --save on a quiet machine (nothing else running), or add --force to save anyway",
         )
-    path = save_calibration(Calibration.from_bench_dict(data), user_catalog_dir())
+    # The catalog reads the --json document, not the type: it sits below bench and never imports it.
+    path = save_calibration(Calibration.from_bench_dict(result.to_dict()), user_catalog_dir())
     if busy:
         stderr.print(f"warning: saved although {why}", highlight=False, markup=False, emoji=False, soft_wrap=True)
     stderr.print(f"wrote the calibration {path}", highlight=False, markup=False, emoji=False, soft_wrap=True)
