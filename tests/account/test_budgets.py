@@ -103,7 +103,7 @@ def test_the_status_table_says_when_a_spent_budget_ran_out(spent: Ledger) -> Non
     set_budget(spent, "team=nlp", "$1k", NOW_S)
     set_budget(spent, "all", 10_000, NOW_S)
     set_budget(spent, "team=nlp,project=x", "400", NOW_S)
-    grid = budget_grid([s.to_dict() for s in budget_status(spent, NOW_S)])
+    grid = budget_grid(budget_status(spent, NOW_S))
     runs_out = {row[0]: row[grid.headers.index("runs out")] for row in grid.rows}
     assert runs_out == {
         "all": "not this month",

@@ -216,18 +216,20 @@ def test_prose_folds_at_spaces_and_keeps_every_path_whole(monkeypatch: pytest.Mo
 
 def test_an_energy_column_reads_in_one_unit() -> None:
     """cost report: a 2-second run's joules beside a week's kWh were J, Wh and kWh in one column."""
+    from computewise.account.report import CostReport, CostRow
     from computewise.report.accounts import cost_grid
 
-    def row(group: str, kwh: float, kg: float) -> dict[str, Any]:
-        return {
-            "group": group, "runs": 1, "cost_usd": 1.0, "gpu_hours": 1.0, "energy_kwh": kwh,
-            "energy_all_measured": True, "co2_kg": kg, "gpu_util_pct_mean": None, "cpu_percent_mean": None,
-            "idle_cost_usd": 0.0,
-            "usd_per_training_run": None, "usd_per_1k_inferences": None,
-        }  # fmt: skip
+    def row(group: str, kwh: float, kg: float) -> CostRow:
+        return CostRow(
+            group=(("group", group),), runs=1, running=0, cost_usd=1.0, gpu_hours=1.0, energy_kwh=kwh,
+            energy_all_measured=True, co2_kg=kg, gpu_util_pct_mean=None, cpu_percent_mean=None, idle_s=0.0,
+            idle_cost_usd=0.0, assumed_price_runs=0, training_runs=0, usd_per_training_run=None, serving_runs=0,
+            inferences=0, usd_per_1k_inferences=None,
+        )  # fmt: skip
 
-    rows = [row("a", 120.0, 50.0), row("b", 2e-6, 1e-6), row("c", 3e-4, 2e-4)]
-    grid = cost_grid({"by": [], "rows": rows, "total": row("(total)", 120.0003, 50.0002)})
+    rows = (row("a", 120.0, 50.0), row("b", 2e-6, 1e-6), row("c", 3e-4, 2e-4))
+    total = row("(total)", 120.0003, 50.0002)
+    grid = cost_grid(CostReport(by=(), since_s=None, until_s=1.0, now_s=1.0, rows=rows, total=total))
     energy, co2 = grid.headers.index("energy"), grid.headers.index("CO2")
     assert all(r[energy].endswith(" kWh") for r in grid.rows), [r[energy] for r in grid.rows]
     assert all(r[co2].endswith(" kg") for r in grid.rows), [r[co2] for r in grid.rows]

@@ -23,9 +23,6 @@ MAX_UNTYPED = 68
 # Why each one is still untyped, by module. "CLI being thinned": the verb's module is being rewritten
 # (issue 28 item 2) and hands the printer its --json dict today; the printer moves to the typed result with it.
 UNTYPED: dict[str, frozenset[str]] = {
-    # BudgetStatus and the cost report are typed, but budget_cmd/cost_cmd (CLI being thinned) and
-    # tests/cli/test_table_widths.py, which rebuilds every verb's grid from its --json output, pass dicts.
-    "report/accounts.py": frozenset({"cost_grid", "budget_grid", "anomalies_grid"}),
     # cli/run_on_engine.py (CLI being thinned) passes the supervised result's to_dict().
     "report/attempts.py": frozenset({"print_supervised_run", "print_attempts", "attempts_grid", "interruption_line"}),
     # estimate comm: called from cli/estimate_cmd.py, the lead's file during the LoRA work.
@@ -72,8 +69,6 @@ UNTYPED: dict[str, frozenset[str]] = {
             "serve_plan_html",
         }
     ),
-    # storage audit/apply: CLI being thinned.
-    "report/storage.py": frozenset({"print_audit", "print_apply", "savings_line"}),
     # The lead's: print_estimate becomes print_estimate(TrainEstimate) with the LoRA work.
     "report/terminal.py": frozenset({"print_estimate", "print_plan", "print_break_even"}),
     # tune: its result lives in tune/, being reworked beside this change.

@@ -132,6 +132,11 @@ class SpendAnomaly:
     expected_usd: float
     score: float
 
+    @property
+    def ratio(self) -> float | None:
+        """The day's spend over the expected one; None when nothing was expected."""
+        return self.spend_usd / self.expected_usd if self.expected_usd > 0 else None
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "group": dict(self.group),
@@ -140,7 +145,7 @@ class SpendAnomaly:
             "spend_usd": self.spend_usd,
             "expected_usd": self.expected_usd,
             "score": self.score,
-            "ratio": self.spend_usd / self.expected_usd if self.expected_usd > 0 else None,
+            "ratio": self.ratio,
         }
 
 

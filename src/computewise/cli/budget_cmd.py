@@ -54,9 +54,9 @@ def status(db: DbOption = None, as_json: JsonOption = False) -> None:
     from computewise.account.budgets import budget_status
     from computewise.report.accounts import budget_grid, print_grid
 
-    statuses = [s.to_dict() for s in budget_status(open_ledger(db), time.time())]
+    statuses = budget_status(open_ledger(db), time.time())
     if as_json:
-        emit_json({"budgets": statuses})
+        emit_json({"budgets": [s.to_dict() for s in statuses]})
     elif not statuses:
         Console().print("no budgets yet: computewise budget set --scope team=nlp --monthly-usd 5000")
     else:

@@ -29,7 +29,7 @@ def report(
     as_csv: CsvOption = False,
 ) -> None:
     """Spend, GPU-hours, energy, CO2, mean utilization and idle cost per group; $ per run and per 1000 inferences."""
-    from computewise.account.periods import parse_time_s
+    from computewise.account.periods import iso_utc, parse_time_s
     from computewise.account.report import cost_report
     from computewise.report.accounts import cost_grid, csv_text, print_grid
     from computewise.report.prose import print_prose
@@ -43,17 +43,17 @@ def report(
     ledger = open_ledger(db)
     result = cost_report(ledger, by or [], since_s, until_s, now_s)
     # Storage applies beside compute: bytes freed or archived in the window and the $/month no longer billed.
-    storage = storage_savings(ledger, since_s, now_s if until_s is None else until_s).to_dict()
+    storage = storage_savings(ledger, since_s, now_s if until_s is None else until_s)
     if as_json:
-        emit_json({**result.to_dict(), "storage": storage})
+        emit_json({**result.to_dict(), "storage": storage.to_dict()})
     elif as_csv:
         sys.stdout.write(csv_text(result.csv_rows(include_total=True)))
     else:
         console = Console()
-        data = result.to_dict()
-        window = f"since {data['since']}" if since_s is not None else "all time"
-        print_grid(cost_grid(data), console, f"spend {window} until {data['until']}", more="--json or --csv")
-        if data["rows"] and not data["total"]["energy_all_measured"]:
+        window = f"since {iso_utc(since_s)}" if since_s is not None else "all time"
+        title = f"spend {window} until {iso_utc(result.until_s)}"
+        print_grid(cost_grid(result), console, title, more="--json or --csv")
+        if result.rows and not result.total.energy_all_measured:
             console.print("* energy estimated for some runs (no GPU energy counter)", style="dim")
         if (line := savings_line(storage)) is not None:
             print_prose(console, line, markup=False)
@@ -75,7 +75,7 @@ def anomalies(
 ) -> None:
     """Days whose spend jumps above the group's recent median (robust z-score on median and MAD)."""
     from computewise.account.anomalies import spend_anomalies
-    from computewise.account.periods import parse_time_s
+    from computewise.account.periods import iso_utc, parse_time_s
     from computewise.report.accounts import anomalies_grid, csv_text, print_grid
     from computewise.report.rows import plural
 
@@ -84,13 +84,12 @@ def anomalies(
     result = spend_anomalies(
         open_ledger(db), by or [], parse_time_s(since, now_s), now_s, window=window, threshold=threshold
     )
-    data = result.to_dict()
+    since_day = iso_utc(result.since_s)[:10]
     if as_json:
-        emit_json(data)
+        emit_json(result.to_dict())
     elif as_csv:
         sys.stdout.write(csv_text(result.csv_rows()))
-    elif not data["anomalies"]:
-        checked = plural(len(data["series"]), "group")
-        Console().print(f"no spend anomalies since {data['since'][:10]} ({checked} checked)")
+    elif not result.anomalies:
+        Console().print(f"no spend anomalies since {since_day} ({plural(len(result.series), 'group')} checked)")
     else:
-        print_grid(anomalies_grid(data), Console(), f"spend anomalies since {data['since'][:10]}", "--json or --csv")
+        print_grid(anomalies_grid(result), Console(), f"spend anomalies since {since_day}", "--json or --csv")

@@ -80,11 +80,10 @@ def audit(
     as_of_s = _as_of_s(as_of)
     with _Progress() as progress:
         result = audit_location(location, pricer, as_of_s, progress.walked, progress.hashed)
-    data = result.to_dict()
     if as_json:
-        emit_json(data)
+        emit_json(result.to_dict())
     else:
-        print_audit(data, Console())
+        print_audit(result, Console())
 
 
 @app.command("apply")
@@ -109,12 +108,12 @@ def apply(
 ) -> None:
     """Plan (dry run) or carry out a retention policy; newest and best checkpoints, running runs, keep tags stay."""
     from computewise.report.storage import print_apply
-    from computewise.storage.apply import apply_plan
+    from computewise.storage.apply import ApplyResult, apply_plan
     from computewise.storage.inuse import InUse, paths_in_use
     from computewise.storage.inventory import take_inventory
     from computewise.storage.location import open_location
     from computewise.storage.policy import read_policy
-    from computewise.storage.retention import plan_retention
+    from computewise.storage.retention import RetentionPlan, plan_retention
 
     rules = read_policy(policy)
     location = open_location(path)
@@ -130,17 +129,15 @@ def apply(
         inventory = take_inventory(location, archive_dir, progress.walked)
     in_use = paths_in_use(ledger) if ledger is not None else InUse((), ())
     plan = plan_retention(inventory, location, rules, pricer, in_use, as_of_s)
+    result: RetentionPlan | ApplyResult = plan
     if act and ledger is not None:
         total = len(plan.actions)
         with _Progress() as progress:
             result = apply_plan(plan, location, ledger, archive_dir, lambda i, _: progress.acted(i, total))
-        data = result.to_dict()
-    else:
-        data = {**plan.to_dict(), "dry_run": True}
     if as_json:
-        emit_json(data)
+        emit_json(result.to_dict() if isinstance(result, ApplyResult) else {**plan.to_dict(), "dry_run": True})
     else:
-        print_apply(data, Console())
+        print_apply(result, Console())
 
 
 def _ledger(db: str | None, act: bool) -> Ledger | None:

@@ -96,7 +96,7 @@ _STATE_CLASS = {"exceeded": "bad", "at risk": "bad", "warning": "warn", "ok": "o
 
 def _table(statuses: Sequence[BudgetStatus]) -> str:
     """``budget status``'s columns, one ``tr[data-budget=SCOPE]`` per budget, plus its state."""
-    grid = budget_grid([s.to_dict() for s in statuses])
+    grid = budget_grid(statuses)
     head = "".join(f"<th{' class=num' if i in grid.numeric else ''}>{esc(h)}</th>" for i, h in enumerate(grid.headers))
     rows = []
     for status, cells in zip(statuses, grid.rows, strict=True):

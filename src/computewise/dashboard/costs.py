@@ -276,7 +276,7 @@ def _html(view: CostsView, query: CostsQuery) -> str:
         parts.append('<p id="costs-empty">No run spent money in this window.</p>')
     parts += [
         _chart(view),
-        grid_table(cost_grid(data), table_id="costs-table"),
+        grid_table(cost_grid(view.report), table_id="costs-table"),
         f'<p><a id="costs-csv" href="/costs.csv?{esc(_query_string(view, query))}" download>Download CSV</a></p>',
     ]
     return page("Costs", "\n".join(parts), active="costs")

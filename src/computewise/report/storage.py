@@ -1,8 +1,8 @@
-"""``storage audit`` and ``storage apply`` as terminal tables, from their JSON documents."""
+"""``storage audit`` and ``storage apply`` as terminal tables, from their typed results."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.text import Text
@@ -10,7 +10,14 @@ from rich.text import Text
 from computewise.report.prose import print_prose
 from computewise.report.rows import Grid, plural
 from computewise.report.table import print_table
+from computewise.storage.retention import RetentionPlan
 from computewise.units import format_bytes, format_usd, format_usd_or
+
+if TYPE_CHECKING:
+    from computewise.storage.apply import ApplyResult
+    from computewise.storage.audit import StorageAudit
+    from computewise.storage.retention import PlannedAction
+    from computewise.storage.savings import StorageSavings
 
 __all__ = ["print_apply", "print_audit", "savings_line"]
 
@@ -21,21 +28,21 @@ def _days(value: float | None) -> str:
     return "" if value is None else f"{value:.0f} d"
 
 
-def _print_stored(d: dict[str, Any], console: Console) -> None:
+def _print_stored(audit: StorageAudit, console: Console) -> None:
     """The bytes by kind and by storage class."""
     kinds = Grid(
         ("kind", "files", "size", "$/month", "oldest", "median age", "last access"),
         tuple(
             (
-                row["kind"],
-                f"{row['files']:,}",
-                format_bytes(row["size_bytes"]),
-                format_usd(row["usd_per_month"]),
-                _days(row["oldest_days"]),
-                _days(row["median_age_days"]),
-                _days(row["last_access_days"]) + (" ago" if row["last_access_days"] is not None else ""),
+                row.kind,
+                f"{row.files:,}",
+                format_bytes(row.size_bytes),
+                format_usd(row.usd_per_month),
+                _days(row.oldest_days),
+                _days(row.median_age_days),
+                _days(row.last_access_days) + (" ago" if row.last_access_days is not None else ""),
             )
-            for row in d["kinds"]
+            for row in audit.kinds
         ),
         frozenset({1, 2, 3, 4, 5, 6}),
         drop_order=(6, 5),
@@ -45,128 +52,138 @@ def _print_stored(d: dict[str, Any], console: Console) -> None:
         ("storage class", "files", "size", "$/GiB-month", "$/month"),
         tuple(
             (
-                row["storage_class"],
-                f"{row['files']:,}",
-                format_bytes(row["size_bytes"]),
-                format_usd_or(row["usd_per_gib_month"], ""),
-                format_usd_or(row["usd_per_month"], "unpriced"),
+                row.storage_class,
+                f"{row.files:,}",
+                format_bytes(row.size_bytes),
+                format_usd_or(row.usd_per_gib_month, ""),
+                format_usd_or(row.usd_per_month, "unpriced"),
             )
-            for row in d["classes"]
+            for row in audit.classes
         ),
         frozenset({1, 2, 3, 4}),
     )
     print_table(classes, console)
 
 
-def print_audit(d: dict[str, Any], console: Console) -> None:
+def print_audit(audit: StorageAudit, console: Console) -> None:
     title = (
-        f"{d['location']}: {d['files']:,} files, {format_bytes(d['size_bytes'])}, "
-        f"{format_usd(d['usd_per_month'])}/month"
+        f"{audit.location}: {audit.files:,} files, {format_bytes(audit.size_bytes)}, "
+        f"{format_usd(audit.usd_per_month)}/month"
     )
     console.print(Text(title, style="bold"))
-    if d["files"]:
-        _print_stored(d, console)
+    if audit.files:
+        _print_stored(audit, console)
     else:
         console.print("no files: only empty folders, or none at all", highlight=False)
-    if d["runs"]:
+    if audit.runs:
         runs = Grid(
             ("run (folder)", "checkpoints", "size", "newest", "best", "metric"),
             tuple(
                 (
-                    row["run"] if row["run_id"] is None else f"{row['run']} (ledger run {row['run_id']})",
-                    str(row["checkpoints"]),
-                    format_bytes(row["size_bytes"]),
-                    row["newest"],
-                    row["best"] or "",
-                    "" if row["best_metric"] is None else f"{row['best_metric']:.4g}",
+                    row.run if row.run_id is None else f"{row.run} (ledger run {row.run_id})",
+                    str(row.checkpoints),
+                    format_bytes(row.size_bytes),
+                    row.newest,
+                    row.best or "",
+                    "" if row.best_metric is None else f"{row.best_metric:.4g}",
                 )
-                for row in d["runs"]
+                for row in audit.runs
             ),
             frozenset({1, 2, 5}),
             drop_order=(5, 4),
         )
         print_table(runs, console)
-    dup = d["duplicates"]
-    if dup["groups"]:
+    dup = audit.duplicates
+    if dup.groups:
         print_prose(
             console,
-            f"duplicates: {plural(dup['groups'], 'group')} of identical files waste "
-            f"{format_bytes(dup['wasted_bytes'])} "
-            f"({format_usd(dup['usd_per_month'])}/month); largest: {', '.join(dup['top'][0]['paths'][:3])}",
+            f"duplicates: {plural(len(dup.groups), 'group')} of identical files waste "
+            f"{format_bytes(dup.wasted_bytes)} "
+            f"({format_usd(audit.duplicate_usd_per_month)}/month); largest: {', '.join(dup.groups[0].paths[:3])}",
             markup=False,
         )
     else:
-        console.print(f"duplicates: none among {dup['hashed_files']:,} files whose sizes collide", highlight=False)
+        console.print(f"duplicates: none among {dup.hashed_files:,} files whose sizes collide", highlight=False)
     notes = [
-        d["access_times"]["note"],
-        f"files without a class of their own priced as {d['default_class']} in {d['region']}",
+        audit.access_note,
+        f"files without a class of their own priced as {audit.default_class} in {audit.region}",
     ]
-    if d["unpriced_files"]:
-        notes.append(f"{d['unpriced_files']:,} files in a class the price table lacks are not priced")
-    if d["skipped"]:
-        notes.append(f"{len(d['skipped'])} folders could not be read: {d['skipped'][0]}")
-    notes.append(f"walked in {d['walk_s']:.2f} s, hashed in {d['hash_s']:.2f} s")
+    if audit.unpriced_files:
+        notes.append(f"{audit.unpriced_files:,} files in a class the price table lacks are not priced")
+    if audit.skipped:
+        notes.append(f"{len(audit.skipped)} folders could not be read: {audit.skipped[0]}")
+    notes.append(f"walked in {audit.walk_s:.2f} s, hashed in {audit.hash_s:.2f} s")
     for note in notes:
         print_prose(console, f"* {note}", style="dim", markup=False)
 
 
-def print_apply(d: dict[str, Any], console: Console) -> None:
-    dry = d.get("dry_run", True)
-    actions = d["actions"]
+def print_apply(result: RetentionPlan | ApplyResult, console: Console) -> None:
+    """A retention plan (the dry run) or what an apply did, with each file's outcome."""
+    dry = isinstance(result, RetentionPlan)
+    plan = result if isinstance(result, RetentionPlan) else result.plan
+    outcomes: tuple[str | None, ...] = (
+        (None,) * len(plan.actions) if isinstance(result, RetentionPlan) else tuple(o for o, _ in result.outcomes)
+    )
     verb = "would" if dry else "did"
-    if not actions:
-        console.print(Text(f"{d['location']}: nothing to do under {d['policy']['source']}", style="bold"))
+    if not plan.actions:
+        console.print(Text(f"{plan.location}: nothing to do under {plan.policy.source}", style="bold"))
     else:
         console.print(
             Text(
-                f"{d['location']}: {'plan' if dry else 'applied'} ({len(actions):,} files, "
-                f"{format_usd(d['usd_per_month_saved'])}/month {verb} be saved)".replace("did be saved", "saved"),
+                f"{plan.location}: {'plan' if dry else 'applied'} ({len(plan.actions):,} files, "
+                f"{format_usd(plan.usd_per_month_saved)}/month {verb} be saved)".replace("did be saved", "saved"),
                 style="bold",
             )
         )
-        shown = sorted(actions, key=lambda a: -a["size_bytes"])[:_SHOWN_ACTIONS]
-        headers: tuple[str, ...] = ("action", "path", "kind", "size", "age", "to", "$/month saved")
-        if not dry:
-            headers = (*headers, "outcome")
-        rows = tuple(
-            (
-                a["action"], a["relative"], a["kind"], format_bytes(a["size_bytes"]), _days(a["age_days"]),
-                a["to_class"] or "", format_usd(a["usd_per_month_saved"]),
-                *(() if dry else (a["outcome"],)),
-            )
-            for a in shown
-        )  # fmt: skip
-        print_table(Grid(headers, rows, frozenset({3, 4, 6}), drop_order=(2, 4)), console)
-        if len(actions) > len(shown):
-            console.print(f"... and {len(actions) - len(shown):,} smaller files (--json lists all)", style="dim")
-        for action, row in sorted(d["totals"].items()):
+        _print_actions(list(zip(plan.actions, outcomes, strict=True)), dry, console)
+        for action, row in sorted(plan.totals().items()):
             console.print(
                 f"{action}: {plural(int(row['files']), 'file')}, {format_bytes(row['size_bytes'])}, "
                 f"{format_usd(row['usd_per_month_saved'])}/month",
                 highlight=False,
             )
-    for reason, count in d["kept_counts"].items():
+    for reason, count in dict(plan.kept_counts).items():
         console.print(f"kept {count:,}: {reason}", style="dim", highlight=False)
-    if dry and actions:
+    if dry and plan.actions:
         console.print("dry run: nothing changed; add --apply to act", style="bold yellow")
-    elif not dry and d.get("apply_id") is not None:
-        done = d["done"]
+    elif not isinstance(result, RetentionPlan) and result.apply_id is not None:
+        done = result.done_totals()
         freed = done.get("delete", {}).get("size_bytes", 0)
         moved = done.get("archive", {}).get("size_bytes", 0)
+        saved = sum(row["usd_per_month_saved"] for row in done.values())
         print_prose(
             console,
-            f"recorded as storage apply {d['apply_id']} in the ledger: deleted {format_bytes(freed)}, "
-            f"archived {format_bytes(moved)}, {format_usd(d['usd_per_month_saved_done'])}/month saved",
+            f"recorded as storage apply {result.apply_id} in the ledger: deleted {format_bytes(freed)}, "
+            f"archived {format_bytes(moved)}, {format_usd(saved)}/month saved",
             markup=False,
         )
 
 
-def savings_line(d: dict[str, Any]) -> str | None:
+def _print_actions(actions: list[tuple[PlannedAction, str | None]], dry: bool, console: Console) -> None:
+    """The largest files acted on (their outcome too once applied); --json lists them all."""
+    shown = sorted(actions, key=lambda pair: -pair[0].entry.size_bytes)[:_SHOWN_ACTIONS]
+    headers: tuple[str, ...] = ("action", "path", "kind", "size", "age", "to", "$/month saved")
+    if not dry:
+        headers = (*headers, "outcome")
+    rows = tuple(
+        (
+            a.action, a.entry.relative, a.entry.kind, format_bytes(a.entry.size_bytes), _days(a.age_days),
+            a.to_class or "", format_usd(a.usd_per_month_saved),
+            *(() if dry else (outcome or "",)),
+        )
+        for a, outcome in shown
+    )  # fmt: skip
+    print_table(Grid(headers, rows, frozenset({3, 4, 6}), drop_order=(2, 4)), console)
+    if len(actions) > len(shown):
+        console.print(f"... and {len(actions) - len(shown):,} smaller files (--json lists all)", style="dim")
+
+
+def savings_line(savings: StorageSavings) -> str | None:
     """``cost report``'s line on storage: what applies in the window freed and archived, and the $/month saved."""
-    if not d["deleted_files"] and not d["archived_files"]:
+    if not savings.deleted_files and not savings.archived_files:
         return None
     return (
-        f"storage: deleted {plural(d['deleted_files'], 'file')} ({format_bytes(d['deleted_bytes'])}), archived "
-        f"{d['archived_files']:,} ({format_bytes(d['archived_bytes'])}): "
-        f"{format_usd(d['usd_per_month_saved'])}/month less (computewise storage apply)"
+        f"storage: deleted {plural(savings.deleted_files, 'file')} ({format_bytes(savings.deleted_bytes)}), "
+        f"archived {savings.archived_files:,} ({format_bytes(savings.archived_bytes)}): "
+        f"{format_usd(savings.usd_per_month_saved)}/month less (computewise storage apply)"
     )
