@@ -40,6 +40,7 @@ from computewise.scale.from_plan import planned_job
 from computewise.scale.kubernetes import job_manifest, render_job
 from computewise.scale.skypilot import render_task
 from computewise.scale.slurm import render_sbatch
+from computewise.units import GIB
 
 yaml = pytest.importorskip("yaml")
 
@@ -56,6 +57,9 @@ REFUSED = {
 }
 # Whole hosts of TPU chips and Neuron devices: what several per-chip TPU "instances" or an inf2 serving job ask for.
 WHOLE_HOSTS = [("tpu-v4", 4), ("tpu-v5p", 4), ("tpu-v5e", 8), ("inferentia2", 12)]
+# Tags as `submit --tag` lets them through (letters, digits and _ . : / - in a key; any value): SkyPilot puts them
+# on the instances as labels, and every cloud it may fail over to must take them.
+TAGS = {"team": "NLP", "cost/center": "R&D 42", "2024": "q1", "aws:owner": "a.b@example.com"}
 # Each device plugin's resource (accelerators.py cites where the names come from).
 DEVICE_RESOURCES = {"nvidia.com/gpu", "amd.com/gpu", "google.com/tpu", "aws.amazon.com/neuron"}
 # sbatch options the rendered script may use (man sbatch); anything else is a typo sbatch would refuse.
@@ -234,7 +238,8 @@ def skypilot_python() -> str:
 def test_every_skypilot_task_a_plan_renders_passes_skypilot_own_checks(
     catalog: Catalog, assumptions: Assumptions, tmp_path: Path
 ) -> None:
-    """Each planned job and whole host, spot and on-demand, loaded by SkyPilot as ``sky jobs launch`` loads it.
+    """Each planned job and whole host, spot and on-demand, with tags and memory, loaded by SkyPilot as
+    ``sky jobs launch`` loads it.
 
     One task is broken on purpose (a recovery strategy SkyPilot does not have): SkyPilot must name it and
     only it, so a validator that checks nothing cannot pass.
@@ -249,9 +254,8 @@ def test_every_skypilot_task_a_plan_renders_passes_skypilot_own_checks(
     for spec in specs:
         for spot in (False, True):
             path = tmp_path / f"{spec.name}-{'spot' if spot else 'on-demand'}.yaml"
-            path.write_text(
-                render_task(dataclasses.replace(spec, resources=dataclasses.replace(spec.resources, spot=spot)))
-            )
+            resources = dataclasses.replace(spec.resources, spot=spot, memory_bytes=64 * GIB)
+            path.write_text(render_task(dataclasses.replace(spec, resources=resources, tags=TAGS)))
             paths.append(path)
     broken = tmp_path / "broken.yaml"
     broken.write_text(paths[0].read_text().replace("EAGER_NEXT_REGION", "EAGER"))

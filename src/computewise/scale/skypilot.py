@@ -11,6 +11,7 @@ the task: launching needs SkyPilot's own cloud credentials and CLI.
 from __future__ import annotations
 
 import math
+import re
 import shlex
 
 from computewise.errors import JobEngineError
@@ -23,6 +24,22 @@ __all__ = ["CHECKPOINT_MOUNT", "SkyPilotEngine", "render_task"]
 
 CHECKPOINT_MOUNT = "/checkpoints"
 _BUCKET_SCHEMES = ("s3://", "gs://", "r2://", "cos://", "oci://", "https://")
+_NOT_IN_A_LABEL = re.compile(r"[^a-z0-9_-]+")
+
+
+def _label_value(text: str) -> str:
+    """``text`` as a label value every cloud SkyPilot may fail over to accepts (it refuses the task otherwise).
+
+    GCP's rule is the narrowest: lowercase letters, digits, '-' and '_', at most 63; Kubernetes adds that
+    a value starts and ends with a letter or digit.
+    """
+    return _NOT_IN_A_LABEL.sub("-", text.lower())[:63].strip("-_")
+
+
+def _label_key(text: str) -> str:
+    """A label key: a label value that starts with a letter (GCP), so ``2024`` becomes ``tag-2024``."""
+    key = _label_value(text)
+    return key if key[:1].isalpha() else _label_value(f"tag-{text}")
 
 
 def render_task(spec: JobSpec) -> str:
@@ -58,7 +75,7 @@ def render_task(spec: JobSpec) -> str:
     envs.update(spec.env)
     task["envs"] = envs
     if spec.tags:
-        resources["labels"] = dict(sorted(spec.tags.items()))
+        resources["labels"] = dict(sorted((_label_key(key), _label_value(value)) for key, value in spec.tags.items()))
     command = shlex.join(spec.launch(spec.effective_resume_command))
     task["run"] = (
         f"{command}\ncode=$?\n"
