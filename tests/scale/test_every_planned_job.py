@@ -60,6 +60,8 @@ WHOLE_HOSTS = [("tpu-v4", 4), ("tpu-v5p", 4), ("tpu-v5e", 8), ("inferentia2", 12
 # Tags as `submit --tag` lets them through (letters, digits and _ . : / - in a key; any value): SkyPilot puts them
 # on the instances as labels, and every cloud it may fail over to must take them.
 TAGS = {"team": "NLP", "cost/center": "R&D 42", "2024": "q1", "aws:owner": "a.b@example.com"}
+# A checkpoint bucket of each kind SkyPilot mounts (skypilot.py's schemes; https:// for Azure Blob).
+BUCKETS = ("s3://", "gs://", "r2://", "cos://us-east/", "oci://", "https://acct.blob.core.windows.net/")
 # Each device plugin's resource (accelerators.py cites where the names come from).
 DEVICE_RESOURCES = {"nvidia.com/gpu", "amd.com/gpu", "google.com/tpu", "aws.amazon.com/neuron"}
 # sbatch options the rendered script may use (man sbatch); anything else is a typo sbatch would refuse.
@@ -238,8 +240,8 @@ def skypilot_python() -> str:
 def test_every_skypilot_task_a_plan_renders_passes_skypilot_own_checks(
     catalog: Catalog, assumptions: Assumptions, tmp_path: Path
 ) -> None:
-    """Each planned job and whole host, spot and on-demand, with tags and memory, loaded by SkyPilot as
-    ``sky jobs launch`` loads it.
+    """Each planned job and whole host, spot and on-demand, with tags, memory and each kind of checkpoint
+    bucket, loaded by SkyPilot as ``sky jobs launch`` loads it.
 
     One task is broken on purpose (a recovery strategy SkyPilot does not have): SkyPilot must name it and
     only it, so a validator that checks nothing cannot pass.
@@ -250,6 +252,10 @@ def test_every_skypilot_task_a_plan_renders_passes_skypilot_own_checks(
         for slug in planned_accelerators(catalog)
         if "skypilot" not in REFUSED.get(slug, set())
     ] + [host_spec(slug, devices) for slug, devices in WHOLE_HOSTS]
+    h100 = planned_spec("h100-sxm", catalog, assumptions)
+    specs += [
+        dataclasses.replace(h100, name=f"bucket-{i}", checkpoint_uri=f"{b}ckpt/run") for i, b in enumerate(BUCKETS)
+    ]
     paths = []
     for spec in specs:
         for spot in (False, True):
