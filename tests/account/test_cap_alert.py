@@ -9,9 +9,10 @@ import pytest
 from accounting_runs import HOUR_S, AddRun
 
 from computewise.account.alerts import Notifier
-from computewise.account.budgets import cap_alert, check_budgets, set_budget
+from computewise.account.budgets import check_budgets, set_budget
 from computewise.errors import InputError
 from computewise.ledger import Ledger
+from computewise.plan.spendcap import cap_alert
 
 MARCH_S = datetime(2025, 3, 1, tzinfo=UTC).timestamp()
 

@@ -56,19 +56,6 @@ UNTYPED: dict[str, frozenset[str]] = {
     ),
     # run/runs show emit RunSummary.to_dict() with keys added in the CLI (child_stdout); CLI being thinned.
     "report/runs.py": frozenset({"summary_rows", "print_run_summary", "runs_grid", "print_runs", "run_html"}),
-    # plan serve's document is assembled as a dict in cli/plan_serve_cmd.py.
-    "report/serve.py": frozenset(
-        {
-            "print_serve_plan",
-            "serve_cache_pairs",
-            "serve_plan_pairs",
-            "serve_cap_pairs",
-            "serve_capped_grid",
-            "serve_modes_grid",
-            "serve_schedule_grid",
-            "serve_plan_html",
-        }
-    ),
     # The lead's: print_estimate becomes print_estimate(TrainEstimate) with the LoRA work.
     "report/terminal.py": frozenset({"print_estimate", "print_plan", "print_break_even"}),
     # tune: its result lives in tune/, being reworked beside this change.

@@ -37,10 +37,8 @@ __all__ = [
     "BURN_WINDOW_MAX_S",
     "BURN_WINDOW_MIN_S",
     "BudgetStatus",
-    "CapAlert",
     "budget_status",
     "budget_window_start_s",
-    "cap_alert",
     "check_budgets",
     "parse_alert_at",
     "set_budget",
@@ -116,56 +114,6 @@ class BudgetStatus:
             "ran_out_at": None if self.ran_out_at_s is None else iso_utc(self.ran_out_at_s),
             "fired_pct": list(self.fired_pct),
         }
-
-
-_LONGEST_MONTH_S = 31 * DAY_S
-
-
-@dataclass(frozen=True)
-class CapAlert:
-    """A budget threshold that warns ``lead_s`` ahead of a spend-capped deployment using up its budget.
-
-    Under a cap of X $/h spend cannot grow faster than X, so once a month's spend reaches
-    ``P = 100 x (1 - X x lead / monthly)`` percent, what is left lasts at least ``lead`` even if the
-    deployment runs at the cap from then on: the cap turns the alert's lead time into a guarantee,
-    where the burn-rate forecast only extrapolates the past week.
-    """
-
-    monthly_usd: float
-    max_usd_per_hour: float
-    lead_s: float
-    threshold_pct: float | None  # None: the budget lasts less than lead_s at the cap, so no threshold warns in time
-    hours_at_cap: float  # how long the whole budget lasts at the cap
-    never_runs_out: bool  # the cap held for the longest month (31 days) stays within the budget
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "monthly_usd": self.monthly_usd,
-            "max_usd_per_hour": self.max_usd_per_hour,
-            "lead_s": self.lead_s,
-            "threshold_pct": self.threshold_pct,
-            "hours_at_cap": self.hours_at_cap,
-            "never_runs_out": self.never_runs_out,
-        }
-
-
-def cap_alert(monthly_usd: float, max_usd_per_hour: float, lead_s: float) -> CapAlert:
-    """The threshold of :class:`CapAlert`, rounded down to 0.1 % so the lead is never shorter than asked."""
-    if not (monthly_usd > 0 and max_usd_per_hour > 0 and lead_s > 0):
-        raise InputError(
-            "a budget alert for a spend cap needs a positive budget, cap and lead time",
-            "e.g. --monthly-usd 2000 --max-usd-per-hour 6 --alert-lead 1d",
-        )
-    hours_at_cap = monthly_usd / max_usd_per_hour
-    pct = math.floor(1000.0 * (1.0 - max_usd_per_hour * lead_s / 3600.0 / monthly_usd)) / 10.0
-    return CapAlert(
-        monthly_usd=monthly_usd,
-        max_usd_per_hour=max_usd_per_hour,
-        lead_s=lead_s,
-        threshold_pct=pct if pct > 0 else None,
-        hours_at_cap=hours_at_cap,
-        never_runs_out=max_usd_per_hour * _LONGEST_MONTH_S / 3600.0 <= monthly_usd,
-    )
 
 
 def parse_alert_at(text: str | Sequence[float]) -> tuple[float, ...]:

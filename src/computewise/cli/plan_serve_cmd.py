@@ -13,7 +13,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from computewise.estimate.quote import Quote
     from computewise.plan.pipeline import Measured, PipelineSpec
     from computewise.plan.serve import HpaMetric, LoadtestCapacity, ServePlan, TrafficProfile
+    from computewise.plan.serve_request import PlannedServing
 
 _HPA_METRICS: tuple[HpaMetric, ...] = ("rps", "cpu")
 
@@ -207,6 +208,7 @@ def plan_serve(
     """Replicas at peak and mean, $/1000 requests and monthly cost of always-on, autoscaled and scale-to-zero."""
     from computewise.plan.serve_request import ServeRequest, plan_serve_request
     from computewise.report.serve import print_serve_plan
+    from computewise.units import parse_duration_s
 
     if pipeline is not None:
         single = {
@@ -222,15 +224,16 @@ def plan_serve(
     catalog, assumptions = load(catalog_paths)
     price = _replica_quote(catalog, hourly_usd, accelerator, gpus_per_replica, instance, cloud, region, pricing)
     latency_s = None if latency_ms is None else latency_ms / 1000.0
+    alert_lead_s = parse_duration_s(alert_lead, "--alert-lead")
     request = ServeRequest(measured, profile, price, traffic_notes, instance is not None, target_utilization,
-                           min_replicas, cold_start_s, latency_s, max_usd_per_hour, cache_hit_ratio)  # fmt: skip
+                           min_replicas, cold_start_s, latency_s, max_usd_per_hour, cache_hit_ratio, monthly_usd,
+                           alert_lead_s, name)  # fmt: skip
     planned = plan_serve_request(request, assumptions)
     files = _Files(name, hpa, hpa_metric, namespace, ray_config, html)
     configs = files.configs(planned.plan)  # every file rendered before any is written: a bad --name writes none
-    data = planned.to_dict()
-    if monthly_usd is not None:
-        data["spend_cap"]["budget"] = _cap_budget(data["spend_cap"], monthly_usd, alert_lead, name)
-    print_document(data, as_json, print_serve_plan, files.write(configs, data))
+    written = files.write(configs, planned)
+    document = planned.to_dict() | {"written": files.names()}
+    print_document(document, as_json, lambda _, console: print_serve_plan(planned, console), written)
 
 
 @dataclass(frozen=True)
@@ -257,17 +260,20 @@ class _Files:
             outputs.append((self.ray_config, json.dumps(plan.ray_serve_config(self.name), indent=2) + "\n", "ray.json"))
         return outputs
 
-    def write(self, configs: list[tuple[Path, str, str]], data: dict[str, Any]) -> list[Path]:
-        """Name the files in ``data["written"]``, add the HTML report of ``data`` and write them all (atomically)."""
+    def names(self) -> dict[str, str | None]:
+        """The ``written`` object of ``--json``: each file asked for, or None."""
+        names = {"hpa": _name(self.hpa), "ray_config": _name(self.ray_config)}
+        return names if self.html is None else names | {"html": str(self.html)}
+
+    def write(self, configs: list[tuple[Path, str, str]], planned: PlannedServing) -> list[Path]:
+        """Write the configs and the HTML report of ``planned`` (each atomically); the paths written."""
         from computewise.report.html import write_html
 
-        data["written"] = {"hpa": _name(self.hpa), "ray_config": _name(self.ray_config)}
         outputs = list(configs)
         if self.html is not None:
             from computewise.report.serve import serve_plan_html
 
-            data["written"]["html"] = str(self.html)
-            outputs.append((self.html, serve_plan_html(data), "report.html"))
+            outputs.append((self.html, serve_plan_html(planned), "report.html"))
         for path, text, example in outputs:
             write_html(path, text, example)
         return [path for path, _, _ in outputs]
@@ -326,25 +332,6 @@ def _traffic(
             "e.g. --peak-rps 200 --mean-rps 60",
         )
     return TrafficProfile(peak_rps, mean_rps), ()
-
-
-def _cap_budget(spend_cap: dict[str, Any] | None, monthly_usd: float, alert_lead: str, name: str) -> dict[str, object]:
-    """The budget alert that a spend cap makes reliable (``account.budgets.cap_alert``) and the command to set it."""
-    from computewise.account.budgets import cap_alert
-    from computewise.units import parse_duration_s
-
-    if spend_cap is None:
-        raise InputError("--monthly-usd needs --max-usd-per-hour", "add --max-usd-per-hour, or drop --monthly-usd")
-    # The capped replicas' price, not the cap itself: spend can never grow faster than what they cost.
-    max_usd_per_hour = spend_cap["max_spend_usd_per_hour"]
-    alert = cap_alert(monthly_usd, max_usd_per_hour, parse_duration_s(alert_lead, "--alert-lead"))
-    data: dict[str, object] = alert.to_dict()
-    scope = f"deployment={name}"
-    thresholds = "100" if alert.threshold_pct is None else f"{alert.threshold_pct:g},100"
-    data["scope"] = scope
-    data["command"] = f"computewise budget set --scope {scope} --monthly-usd {monthly_usd:g} --alert-at {thresholds}"
-    data["serve_tag"] = f"--tag {scope}"
-    return data
 
 
 def _read(path: Path, flag: str) -> str:

@@ -1,9 +1,10 @@
 """``plan serve`` as one call: the typed request (capacity, traffic, a replica's price, the knobs) in, the plan out.
 
 The CLI reads the files and the flags into a :class:`ServeRequest`; :func:`plan_serve_request` fills in the
-catalog's defaults, plans the traffic (and, with a cache, the traffic that misses it) and returns a
-:class:`PlannedServing`, whose ``to_dict`` is the ``plan serve --json`` document: the plan with where its
-capacity and price come from, and every note, in the order the user reads them.
+catalog's defaults, plans the traffic (and, with a cache, the traffic that misses it; with a monthly budget,
+the alert the spend cap makes reliable) and returns a :class:`PlannedServing`: what the tables and the HTML
+report show, typed, and through ``to_dict`` the ``plan serve --json`` document, with where the capacity and
+price come from and every note in the order the user reads them.
 """
 
 from __future__ import annotations
@@ -11,14 +12,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from computewise.errors import InputError
 from computewise.plan.serve import LoadtestCapacity, ServePlan, TrafficProfile, plan_serving
 from computewise.plan.serve_cache import CacheSaving, cache_saving, miss_traffic
+from computewise.plan.spendcap import CapAlert, cap_alert
 
 if TYPE_CHECKING:
     from computewise.estimate import Assumptions
     from computewise.estimate.quote import Quote
 
-__all__ = ["PlannedServing", "ServeRequest", "plan_serve_request"]
+__all__ = ["CapBudget", "PlannedServing", "ServeRequest", "plan_serve_request"]
 
 
 @dataclass(frozen=True)
@@ -36,37 +39,87 @@ class ServeRequest:
     latency_s: float | None = None
     max_usd_per_hour: float | None = None
     cache_hit_ratio: float | None = None
+    monthly_usd: float | None = None  # with max_usd_per_hour: the deployment's budget, for CapBudget
+    alert_lead_s: float = 86400.0
+    name: str = "model"  # the deployment: the scope of its budget
+
+
+@dataclass(frozen=True)
+class CapBudget:
+    """``--monthly-usd`` under a spend cap: the alert the cap makes reliable, and the commands that set it up."""
+
+    alert: CapAlert
+    scope: str  # the tag scope of the deployment's runs, deployment=NAME
+
+    @property
+    def command(self) -> str:
+        """The ``budget set`` that fires the alert (and one at 100 %)."""
+        alert = self.alert
+        thresholds = "100" if alert.threshold_pct is None else f"{alert.threshold_pct:g},100"
+        return (
+            f"computewise budget set --scope {self.scope} --monthly-usd {alert.monthly_usd:g} --alert-at {thresholds}"
+        )
+
+    @property
+    def serve_tag(self) -> str:
+        """What ``serve`` needs so its runs fall in the budget's scope."""
+        return f"--tag {self.scope}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.alert.to_dict() | {"scope": self.scope, "command": self.command, "serve_tag": self.serve_tag}
 
 
 @dataclass(frozen=True)
 class PlannedServing:
-    """The plan of a request and, with a cache hit ratio, what the cache saves."""
+    """The plan of a request and, with a cache hit ratio, what the cache saves; with a budget, its alert."""
 
     request: ServeRequest
     plan: ServePlan
     cache: CacheSaving | None = None
+    budget: CapBudget | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        request, price = self.request, self.request.price
-        data = self.plan.to_dict()
-        data["capacity"]["source"] = request.capacity.description
-        data["price"]["source"] = (
-            ("one instance per replica: " if request.per_instance else "")
+    @property
+    def capacity_source(self) -> str:
+        return self.request.capacity.description
+
+    @property
+    def price_source(self) -> str:
+        """How a replica was priced: the quote's explanation and, from the catalog, its source and date."""
+        price = self.request.price
+        return (
+            ("one instance per replica: " if self.request.per_instance else "")
             + price.explanation
             + (f" ({price.source}, retrieved {price.retrieved})" if price.offering is not None else "")
         )
-        data["notes"] = [*request.capacity.notes, *request.traffic_notes, *data["notes"]]
+
+    @property
+    def notes(self) -> list[str]:
+        """The capacity's and traffic's notes, the plan's, then the cache's."""
+        request = self.request
+        notes = [*request.capacity.notes, *request.traffic_notes, *self.plan.notes]
         if self.cache is not None:
-            data["cache"] = self.cache.to_dict()
-            data["notes"].append(
+            notes.append(
                 f"cache: replicas sized for the {1 - self.cache.hit_ratio:.0%} of requests that miss; a hit still "
                 "costs the HTTP layer (the configs written above are for all requests)"
             )
+        return notes
+
+    def to_dict(self) -> dict[str, Any]:
+        data = self.plan.to_dict()
+        data["capacity"]["source"] = self.capacity_source
+        data["price"]["source"] = self.price_source
+        data["notes"] = self.notes
+        if self.cache is not None:
+            data["cache"] = self.cache.to_dict()
+        if self.budget is not None:
+            data["spend_cap"]["budget"] = self.budget.to_dict()
         return data
 
 
 def plan_serve_request(request: ServeRequest, assumptions: Assumptions) -> PlannedServing:
     """Plan ``request``'s traffic, and its cache misses' when it names a hit ratio, on the same replicas."""
+    if request.monthly_usd is not None and request.max_usd_per_hour is None:
+        raise InputError("--monthly-usd needs --max-usd-per-hour", "add --max-usd-per-hour, or drop --monthly-usd")
     utilization = request.target_utilization
     cold_start_s = request.cold_start_s
 
@@ -84,6 +137,13 @@ def plan_serve_request(request: ServeRequest, assumptions: Assumptions) -> Plann
 
     plan = planned(request.traffic)
     ratio = request.cache_hit_ratio
-    if ratio is None:
-        return PlannedServing(request, plan)
-    return PlannedServing(request, plan, cache_saving(plan, planned(miss_traffic(request.traffic, ratio)), ratio))
+    cache = None if ratio is None else cache_saving(plan, planned(miss_traffic(request.traffic, ratio)), ratio)
+    return PlannedServing(request, plan, cache, _budget(request, plan))
+
+
+def _budget(request: ServeRequest, plan: ServePlan) -> CapBudget | None:
+    """The alert for ``request.monthly_usd`` at the capped replicas' price: spend can never grow faster than that."""
+    if request.monthly_usd is None or plan.spend_cap is None:
+        return None
+    alert = cap_alert(request.monthly_usd, plan.spend_cap.max_spend_usd_per_hour, request.alert_lead_s)
+    return CapBudget(alert, f"deployment={request.name}")
