@@ -24,6 +24,9 @@ import pytest
 from rich.cells import cell_len
 from rich.console import Console
 
+from computewise.account.anomalies import spend_anomalies
+from computewise.account.budgets import budget_status
+from computewise.account.report import cost_report
 from computewise.catalog import load_catalog
 from computewise.ledger import Ledger, NewRun, SampleRow
 from computewise.plan.serve import ServePlan, TrafficProfile, plan_serving
@@ -194,13 +197,14 @@ def _commands(db: str, traffic: Path) -> dict[str, list[str]]:
 
 
 def _grids(name: str, data: Any) -> list[Grid]:
-    """The grids a command prints, rebuilt from its --json by the report's public grid functions."""
+    """The grids a command prints, rebuilt by the report's public grid functions from its --json or, for a
+    report of the ledger, from the typed result the library returns at the moment the --json was taken."""
     by_name: dict[str, Callable[[Any], list[Grid]]] = {
         "runs": lambda d: [runs_grid(d["runs"])],
         "runs show": lambda d: [],
-        "cost report": lambda d: [cost_grid(d)],
-        "cost anomalies": lambda d: [anomalies_grid(d)],
-        "budget status": lambda d: [budget_grid(d["budgets"])],
+        "cost report": lambda report: [cost_grid(report)],
+        "cost anomalies": lambda report: [anomalies_grid(report)],
+        "budget status": lambda statuses: [budget_grid(statuses)],
         "plan train": lambda d: [
             option_grid(d["pareto"]),
             option_grid(d["candidates"], True),
@@ -221,6 +225,25 @@ def _grids(name: str, data: Any) -> list[Grid]:
         ],
     }
     return by_name[name](data)
+
+
+def _ledger_results(url: str, data: dict[str, Any]) -> dict[str, Any]:
+    """``cost report``, ``cost anomalies`` and ``budget status`` as the library returns them at each --json's now."""
+    cost, anomalies = data["cost report"], data["cost anomalies"]
+    budgets_now_s = next((b["now_s"] for b in data["budget status"]["budgets"]), cost["now_s"])
+    with Ledger.open(url) as ledger:
+        return {
+            "cost report": cost_report(ledger, cost["by"], cost["since_s"], None, cost["now_s"]),
+            "cost anomalies": spend_anomalies(
+                ledger,
+                anomalies["by"],
+                anomalies["since_s"],
+                anomalies["now_s"],
+                window=anomalies["window_days"],
+                threshold=anomalies["threshold"],
+            ),
+            "budget status": budget_status(ledger, budgets_now_s),
+        }
 
 
 def _serve_plan(d: dict[str, Any]) -> ServePlan:
@@ -278,7 +301,8 @@ def _check(text: str, width: int, grids: list[Grid], values: list[str], where: s
 
 
 def test_every_table_reads_at_80_and_100_columns(workdir: Path) -> None:
-    commands = _commands(f"sqlite:///{workdir / 'ledger.db'}", workdir / "traffic.csv")
+    url = f"sqlite:///{workdir / 'ledger.db'}"
+    commands = _commands(url, workdir / "traffic.csv")
     jobs: list[tuple[int | None, list[str]]] = [(None, [*argv, "--json"]) for argv in commands.values()]
     jobs += [(width, argv) for width in WIDTHS for argv in commands.values()]
     jobs.append((None, commands["runs"]))  # a pipe without COLUMNS: a file has no edge, so nothing is hidden
@@ -288,10 +312,12 @@ def test_every_table_reads_at_80_and_100_columns(workdir: Path) -> None:
     assert all(r["code"] == 0 for r in results), [(r["argv"], r["code"]) for r in results if r["code"]]
     data = {name: json.loads(result["stdout"]) for name, result in zip(commands, results, strict=False)}
     assert len(data["runs"]["runs"]) == 20 and data["cost anomalies"]["anomalies"], "the ledger is realistic"
+    typed = _ledger_results(url, data)
     for result in results[len(commands) :]:
         name = next(n for n, argv in commands.items() if argv == result["argv"])
         where = f"{name} at COLUMNS={result['width']}"
-        _check(result["stdout"], result["width"], _grids(name, data[name]), _values(name, data[name]), where)
+        grids = _grids(name, typed.get(name, data[name]))
+        _check(result["stdout"], result["width"], grids, _values(name, data[name]), where)
 
 
 @pytest.mark.parametrize("width", WIDTHS)
