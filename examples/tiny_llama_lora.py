@@ -16,7 +16,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import peft  # noqa: F401 (imported here so the tuner's trial server loads it once, before forking trials)
 import torch
+import transformers
 
 from computewise.specs.finetune import FineTune
 from computewise.train.setup import TrainingSetup
@@ -52,8 +54,6 @@ def _loss(model: Any, batch: torch.Tensor) -> torch.Tensor:
 
 def setup(config: dict[str, Any] | None = None) -> TrainingSetup:
     """The tiny Llama, its counting data and a LoRA fine-tune as ``config`` asks (DEFAULTS otherwise)."""
-    import transformers
-
     settings = {**DEFAULTS, **(config or {})}
     hidden = int(settings["hidden"])
     model_config = transformers.LlamaConfig(

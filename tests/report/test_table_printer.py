@@ -13,7 +13,11 @@ from computewise.report.rows import Grid, plural, recommendation
 from computewise.report.scaletest import scaletest_grid
 from computewise.report.table import available_width, fit_widths, print_table
 from computewise.report.tune import tune_grid
+from computewise.train.config import TrainConfig
+from computewise.tune.prune import MemoryEstimate
 from computewise.tune.scaletest import ScaleTestResult, WorldSizeResult
+from computewise.tune.search import TrialRecord
+from computewise.tune.trial import TrialResult, TrialStatus
 
 RUNS = Grid(
     headers=("id", "started", "status", "duration", "cost", "tags", "command"),
@@ -138,23 +142,20 @@ def _scaletest() -> ScaleTestResult:
     )
 
 
-def _tune() -> dict[str, Any]:
-    def trial(number: int, micro: int, step_s: float | None, status: str = "ok") -> dict[str, Any]:
-        return {
-            "number": number,
-            "stage": "halving",
-            "rung": 1,
-            "steps": 40,
-            "config": {"precision": "bf16", "micro_batch_size": micro, "compile": True, "loader_workers": 1},
-            "median_step_s": step_s,
-            "samples_per_s": None if step_s is None else 256 / step_s,
-            "peak_memory_bytes": None if step_s is None else 21_474_836_480 * micro / 16,
-            "estimated_memory_bytes": 20_000_000_000 * micro / 16,
-            "status": status,
-            "message": "CUDA out of memory" if status != "ok" else None,
-        }
+def _tune() -> list[TrialRecord]:
+    def trial(number: int, micro: int, step_s: float | None, status: TrialStatus = "ok") -> TrialRecord:
+        result = TrialResult(
+            status,
+            message="CUDA out of memory" if status != "ok" else None,
+            step_times_s=() if step_s is None else (step_s,),
+            peak_memory_bytes=None if step_s is None else 21_474_836_480 * micro // 16,
+            global_batch_size=256,
+        )
+        config = TrainConfig(precision="bf16", micro_batch_size=micro, compile=True, loader_workers=1)
+        estimate = MemoryEstimate(20_000_000_000 * micro / 16, 0.0, 0.0, 0.0, 0.0)
+        return TrialRecord(number, "halving", 1, 40, config, estimate, result)
 
-    return {"trials": [trial(3, 16, 0.412), trial(5, 32, 0.398), trial(7, 64, None, "oom")]}
+    return [trial(3, 16, 0.412), trial(5, 32, 0.398), trial(7, 64, None, "oom")]
 
 
 @pytest.mark.parametrize("width", [80, 100])

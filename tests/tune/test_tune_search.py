@@ -85,6 +85,22 @@ def test_the_best_configuration_is_written_for_computewise_train(
     assert written["entry"] == GPT and written["measured"]["samples_per_s"] == result.best.result.samples_per_s
 
 
+def test_the_report_reads_the_typed_result(searched: tuple[TuneResult, list[TuneProgress], Path]) -> None:
+    """``print_tune`` takes the ``TuneResult`` itself (issue 28): no dict between the search and the printer."""
+    from rich.console import Console
+
+    from computewise.report.tune import print_tune
+
+    result, _, work = searched
+    console = Console(record=True, width=120)
+    print_tune(result, console)
+    text = console.export_text()
+    for expected in (f"computewise tune: {GPT}", "best", "vs naive", "planned run", "tokens a sample", "break-even"):
+        assert expected in text
+    assert f"wrote the best configuration to {work / 'best.json'}" in " ".join(text.split())
+    assert "LoRA rank" not in text and "lora" not in result.to_dict()  # a plain search's JSON is as before
+
+
 def test_the_tuning_is_a_ledger_run_with_its_price(searched: tuple[TuneResult, list[TuneProgress], Path]) -> None:
     result, _, work = searched
     assert result.ledger_run_id is not None

@@ -46,6 +46,7 @@ from computewise.specs.finetune import FULL_TRAINING
 from computewise.train.config import TrainConfig
 from computewise.train.setup import TrainingSetup
 from computewise.tune.space import DeviceKind, ModelFacts
+from computewise.tune.trial import with_lora_rank
 from computewise.units import format_bytes
 
 __all__ = [
@@ -115,8 +116,7 @@ class ModelProfile:
                 "weight (method full)",
                 "set TrainingSetup(finetune=FineTune(method='lora', ...)) in the entry point, or drop --lora-ranks",
             )
-        finetune = replace(self.finetune, rank=rank, alpha=self.finetune.alpha * rank / self.finetune.rank)
-        return _with_adapters(replace(self, finetune=finetune))
+        return _with_adapters(replace(self, finetune=with_lora_rank(self.finetune, rank)))
 
 
 def _with_adapters(profile: ModelProfile) -> ModelProfile:

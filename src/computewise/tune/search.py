@@ -28,7 +28,11 @@ The order of work, cheapest knowledge first:
    With a planned run (``--run-hours``/``--tokens``) the winner is the fastest over that run,
    its warm-up (compilation) included, not the fastest step: a compilation the run cannot repay
    does not win.
-8. **Worth**: speed-ups, MFU, the planned run's time and dollars, the break-even (``savings``);
+8. **LoRA rank** (``--lora-ranks``, a setup that fine-tunes with LoRA or QLoRA): steps 3 to 7 run
+   once per rank, each pruned with that rank's adapters (``prune``) and each trial training that
+   rank (``trial``); ``ranks`` then picks the cheapest rank whose quality is within the tolerance
+   of the best, and the result is that rank's search, with every rank's trials and verdicts.
+9. **Worth**: speed-ups, MFU, the planned run's time and dollars, the break-even (``savings``);
    the tuning is recorded in the ledger as a run priced like any other, and the winner is
    written with ``write_config`` when asked.
 """
@@ -59,7 +63,7 @@ from computewise.specs.hardware import Accelerator
 from computewise.system.hardware import Hardware, detect_hardware
 from computewise.train.config import CompileMode, TrainConfig, write_config
 from computewise.train.engine import default_device
-from computewise.train.setup import load_setup
+from computewise.train.setup import TrainingSetup, load_setup
 from computewise.tune.diagnosis import Diagnosis, diagnose
 from computewise.tune.growth import Growth, HostBound, Probe, grow_micro_batch, host_bound
 from computewise.tune.halving import HalvingOutcome, Rung, plan_rungs, successive_halving
@@ -73,6 +77,7 @@ from computewise.tune.prune import (
     profile_setup,
     prune,
 )
+from computewise.tune.ranks import DEFAULT_QUALITY_TOLERANCE, RankSearch, RankTrial, judge_ranks
 from computewise.tune.savings import Measured, TuneWorth, mfu, tune_worth
 from computewise.tune.space import DeviceKind, SearchSpace, default_space, parse_space
 from computewise.tune.trial import TrialResult, TrialRunner
@@ -121,6 +126,8 @@ class TuneOptions:
     record: bool = True
     tags: dict[str, str] = field(default_factory=dict)
     log_dir: Path | None = None  # trial logs kept here; by default a temporary directory, kept only on failure
+    lora_ranks: tuple[int, ...] = ()  # LoRA ranks to search (the setup fine-tunes with LoRA); empty: the setup's
+    quality_tolerance: float = DEFAULT_QUALITY_TOLERANCE  # a rank qualifies within this fraction of the best
 
     def __post_init__(self) -> None:
         if self.steps < 1 or self.min_steps < 1 or self.warmup_steps < 1:
@@ -137,6 +144,16 @@ class TuneOptions:
             raise InputError("--trial-timeout must be positive", "e.g. --trial-timeout 10m")
         if self.threads is not None and self.threads < 1:
             raise InputError(f"--threads must be >= 1, got {self.threads}", "e.g. --threads 4")
+        if any(rank < 1 for rank in self.lora_ranks) or len(set(self.lora_ranks)) != len(self.lora_ranks):
+            raise InputError(
+                f"--lora-ranks must be distinct ranks of at least 1, got {','.join(map(str, self.lora_ranks))}",
+                "e.g. --lora-ranks 4,8,16,32 (a rank is the width of each adapter: 1 or more)",
+            )
+        if not 0 <= self.quality_tolerance < 1:
+            raise InputError(
+                f"--quality-tolerance must be a fraction from 0 to below 1, got {self.quality_tolerance:g}",
+                f"e.g. --quality-tolerance 0.01 (1 %, the default: {DEFAULT_QUALITY_TOLERANCE})",
+            )
 
 
 @dataclass(frozen=True)
@@ -150,6 +167,7 @@ class TrialSettings:
     timeout_s: float
     warmup_steps: int
     log_dir: Path | None
+    lora_rank: int | None = None  # a rank search's rank, which every trial trains
 
     def runner(self) -> TrialRunner:
         """A ``TrialRunner`` (one trial server, a forked process per trial) with these settings."""
@@ -161,6 +179,7 @@ class TrialSettings:
             timeout_s=self.timeout_s,
             warmup_steps=self.warmup_steps,
             log_dir=self.log_dir,
+            lora_rank=self.lora_rank,
         )
 
 
@@ -254,12 +273,14 @@ class TrialRecord:
     config: TrainConfig
     estimate: MemoryEstimate
     result: TrialResult
+    lora_rank: int | None = None  # the rank it trained, in a rank search
 
     @property
     def ok(self) -> bool:
         return self.result.status == "ok" and self.result.median_step_s is not None
 
     def to_dict(self) -> dict[str, Any]:
+        rank = {"lora_rank": self.lora_rank} if self.lora_rank is not None else {}
         return {
             "number": self.number,
             "stage": self.stage,
@@ -267,6 +288,7 @@ class TrialRecord:
             "steps": self.steps,
             "config": self.config.to_dict(),
             "describe": self.config.describe(),
+            **rank,
             "estimated_memory_bytes": self.estimate.total_bytes,
             **self.result.to_dict(),
         }
@@ -300,6 +322,7 @@ class TuneResult:
     backend: dict[str, Any] = field(default_factory=lambda: {"name": "local", "scheduler": "successive halving"})
     growth: Growth | None = None
     diagnosis: Diagnosis | None = None
+    lora: RankSearch | None = None  # the rank search, when --lora-ranks asked for one
 
     @property
     def top_steps(self) -> int:
@@ -312,6 +335,21 @@ class TuneResult:
     @property
     def trial_cpu_s(self) -> float:
         return sum(record.result.cpu_s or 0.0 for record in self.trials)
+
+    @property
+    def device_name(self) -> str | None:
+        """The GPU's name on CUDA, the CPU's otherwise."""
+        return self.hardware.cuda_device if self.device == "cuda" else self.hardware.cpu
+
+    @property
+    def staged_compile(self) -> bool:
+        """Compilation was tried on the halving's finalists only (the module docstring's step 6)."""
+        return any(record.stage == "compile" for record in self.trials)
+
+    @property
+    def mfu_note(self) -> str:
+        """Which peak MFU divides by, or why there is no MFU."""
+        return self.peak_note if self.profile.forward_flops_per_sample is not None else "no FLOPs traced"
 
     def to_dict(self) -> dict[str, Any]:
         """What ``tune --json`` prints: serialised fields only, the worth computed when the result was built."""
@@ -326,7 +364,7 @@ class TuneResult:
             "setup_config": options.setup_config,
             "device": {
                 "kind": self.device,
-                "name": self.hardware.cuda_device if self.device == "cuda" else self.hardware.cpu,
+                "name": self.device_name,
                 "threads": self.threads,
                 "capacity_bytes": self.capacity.bytes,
                 "capacity_source": self.capacity.source,
@@ -341,7 +379,7 @@ class TuneResult:
                 "top_steps": self.top_steps,
                 "warmup_steps": options.warmup_steps,
                 "compile_finalists": options.compile_finalists,
-                "staged_compile": any(record.stage == "compile" for record in self.trials),
+                "staged_compile": self.staged_compile,
                 "backend": self.backend,
                 "growth": self.growth.to_dict() if self.growth is not None else None,
             },
@@ -358,7 +396,7 @@ class TuneResult:
             **self.worth.to_dict(),
             "mfu": {
                 "peak": peak,
-                "note": self.peak_note if self.profile.forward_flops_per_sample is not None else "no FLOPs traced",
+                "note": self.mfu_note,
             },
             "tuning": {
                 "wall_s": self.wall_s,
@@ -373,6 +411,7 @@ class TuneResult:
             "ledger_run_id": self.ledger_run_id,
             "out": str(options.out) if options.out is not None else None,
             "notes": list(self.notes),
+            **({"lora": self.lora.to_dict()} if self.lora is not None else {}),
         }
 
 
@@ -401,7 +440,18 @@ def run_tune(
     catalog = load_catalog(calibration_catalog_paths(options.calibration))  # the file's own device row, if any
     assumptions = Assumptions.from_catalog(catalog)
     capacity = device_capacity(device, options.memory_bytes)
-    pruning = prune(space.configs(setup.global_batch_size), profile, capacity, device, assumptions)
+
+    def search_for(rank: int | None) -> _Search:
+        """The search of the setup as it is, or of one LoRA rank: pruned with that rank's adapters."""
+        ranked = profile if rank is None else profile.with_rank(rank)
+        pruning = prune(space.configs(setup.global_batch_size), ranked, capacity, device, assumptions)
+        return _Search(
+            entry, options, device, threads, ranked, space, pruning, capacity, assumptions, progress, trials, rank
+        )
+
+    threads = options.threads or torch.get_num_threads()
+    by_rank = {rank: search_for(rank) for rank in options.lora_ranks}  # every rank checked before any trial
+    single = None if by_rank else search_for(None)
     peak, peak_note = _peak(catalog, options.accelerator, hardware, device, options.calibration)
     row = priced_row(
         catalog,
@@ -414,26 +464,29 @@ def run_tune(
         started_at_s=started_s,
     )
     price = row.price
-    threads = options.threads or torch.get_num_threads()
-
-    search = _Search(entry, options, device, threads, profile, space, pruning, capacity, assumptions, progress, trials)
     with contextlib.ExitStack() as recording:
         record = _recorded(recording, options, row)
-        search.run()
+        lora = None
+        if single is not None:
+            single.run()
+        else:
+            lora = _search_ranks(by_rank, setup, options.quality_tolerance, price.hourly_usd)
+        search = single or by_rank[lora.picked if lora is not None else options.lora_ranks[0]]
+        searches = [single] if single is not None else list(by_rank.values())
         wall_s = time.perf_counter() - started_perf
-        worth = _worth(search, profile, peak, options, price.hourly_usd, wall_s)
+        worth = _worth(search, search.profile, peak, options, price.hourly_usd, wall_s)
         result = TuneResult(
             entry=entry,
             options=options,
             device=device,
             hardware=hardware,
             threads=threads,
-            profile=profile,
+            profile=search.profile,
             space=space,
             capacity=capacity,
             pruning=search.pruning,
             rungs=search.rungs,
-            trials=tuple(search.records),
+            trials=tuple(record for each in searches for record in each.records),
             best=search.best,
             baseline=search.baseline,
             largest_batch=search.largest_batch,
@@ -442,17 +495,58 @@ def run_tune(
             price=price,
             wall_s=wall_s,
             ledger_run_id=record.run_id if record is not None else None,
-            notes=(*space.notes, *profile.notes, *search.notes),
+            notes=tuple(dict.fromkeys((*space.notes, *profile.notes, *(n for each in searches for n in each.notes)))),
             worth=worth,
             backend=search.backend,
             growth=search.growth,
             diagnosis=diagnose(device, search.growth, search.host, worth.best),
+            lora=lora,
         )
         if options.out is not None:
             write_config(search.best.config, options.out, entry=entry, measured=result.worth.best.to_dict())
         if record is not None:
             record.declare(summary=_ledger_summary(result))
     return result
+
+
+def _search_ranks(by_rank: dict[int, _Search], setup: TrainingSetup, tolerance: float, hourly_usd: float) -> RankSearch:
+    """Run each rank's search, numbering the trials on from the last rank's, and judge the ranks (``ranks``).
+
+    A rank whose every trial failed is judged as not measured; the others are still compared.
+    """
+    measured: list[RankTrial] = []
+    numbered = 0
+    for rank, search in by_rank.items():
+        search.first_number = numbered
+        try:
+            search.run()
+        except TuneError as failure:
+            measured.append(RankTrial(rank, None, None, None, None, None, None, failure=failure.message))
+        else:
+            best = search.best
+            result = best.result
+            measured.append(
+                RankTrial(
+                    rank,
+                    best.number,
+                    result.samples_per_s,
+                    result.tokens_per_s,
+                    result.peak_memory_bytes,
+                    best.estimate.total_bytes,
+                    result.quality,
+                )
+            )
+        numbered += len(search.records)
+    if setup.evaluate is not None:
+        metric, higher = "TrainingSetup.evaluate after the trial", setup.higher_is_better
+    else:
+        metric, higher = "training loss of the trial's last step (the setup has no evaluate)", False
+    judged = judge_ranks(measured, metric, higher, tolerance, hourly_usd)
+    by_rank[judged.picked].notes.append(
+        f"LoRA rank {judged.picked} picked: set FineTune(rank={judged.picked}) in the entry point "
+        "(a written configuration holds the speed settings only)"
+    )
+    return judged
 
 
 class _Search:
@@ -472,8 +566,11 @@ class _Search:
         assumptions: Assumptions,
         progress: ProgressCallback | None,
         trials: TrialExecutorFactory = LocalTrials,
+        lora_rank: int | None = None,
     ) -> None:
         self.entry, self.options, self.device, self.threads = entry, options, device, threads
+        self.lora_rank = lora_rank
+        self.first_number = 0  # trials are numbered on from here (the ranks searched before this one)
         self.profile, self.space, self.capacity = profile, space, capacity
         self.assumptions, self.progress, self.trials = assumptions, progress, trials
         self.backend: dict[str, Any] = {}
@@ -524,6 +621,7 @@ class _Search:
             timeout_s=self.options.trial_timeout_s,
             warmup_steps=self.options.warmup_steps,
             log_dir=log_dir,
+            lora_rank=self.lora_rank,
         )
         runner = self.trials(settings)
         try:
@@ -697,7 +795,8 @@ class _Search:
         steps: int,
         result: TrialResult,
     ) -> TrialRecord:
-        record = TrialRecord(len(self.records) + 1, stage, rung, steps, config, estimate, result)
+        number = self.first_number + len(self.records) + 1
+        record = TrialRecord(number, stage, rung, steps, config, estimate, result, self.lora_rank)
         self.records.append(record)
         if record.ok and record.config in self.space_configs and _rank(record) < _rank(self._best):
             self._best = record
@@ -711,7 +810,8 @@ class _Search:
         if self._best is not None and self._best.result.samples_per_s is not None:
             best = f"{self._best.config.describe()} · {self._best.result.samples_per_s:,.0f} samples/s"
         total = max(self.planned, len(self.records))
-        self.progress(TuneProgress(len(self.records), total, self.stage_text, current, best))
+        stage = self.stage_text if self.lora_rank is None else f"rank {self.lora_rank}: {self.stage_text}"
+        self.progress(TuneProgress(len(self.records), total, stage, current, best))
 
     def _estimate(self, config: TrainConfig) -> MemoryEstimate:
         return estimate_memory(self.profile, config, self.device, self.assumptions)
@@ -929,5 +1029,6 @@ def _ledger_summary(result: TuneResult) -> dict[str, Any]:
             "speedup_vs_baseline": result.worth.speedup_vs_baseline,
             "trials": len(result.trials),
             "trial_s": result.trial_s,
+            **({"lora_rank": result.lora.picked} if result.lora is not None else {}),
         }
     }

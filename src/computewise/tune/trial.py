@@ -21,6 +21,12 @@ could not use it), each trial is a new interpreter instead: slower, as isolated.
 Each result carries its wall time and its CPU time (the trial process and the workers it waited
 for): on a machine shared with other jobs, wall time also measures the neighbours.
 
+**A LoRA rank search** (``lora_rank``): the trial replaces the rank of the setup's ``finetune``
+(alpha / rank kept, so the adapters' scaling stays), and after its measured steps it measures the
+quality the ranks are compared by: ``TrainingSetup.evaluate`` on the trained model when the entry
+point gives one, else the last step's training loss. Every trial of a search takes the same
+number of steps of the same global batch, so the ranks are compared after the same tokens.
+
 Statuses: ``ok``; ``oom`` (an allocation failed, or the kernel killed the process); ``error``
 (the setup, the engine or a step raised: the message says what); ``timeout``.
 """
@@ -46,9 +52,10 @@ from types import TracebackType
 from typing import IO, Any, Literal
 
 from computewise.errors import ComputewiseError
+from computewise.specs.finetune import FineTune
 from computewise.train.config import TrainConfig
 
-__all__ = ["TrialRequest", "TrialResult", "TrialRunner", "TrialStatus", "run_trial"]
+__all__ = ["TrialRequest", "TrialResult", "TrialRunner", "TrialStatus", "run_trial", "with_lora_rank"]
 
 TrialStatus = Literal["ok", "oom", "error", "timeout"]
 # The server answers within the trial's timeout plus this, or it is presumed dead and restarted.
@@ -70,6 +77,7 @@ class TrialRequest:
     threads: int = 1
     timeout_s: float = 600.0
     log_path: str | None = None
+    lora_rank: int | None = None  # a rank search's rank, replacing the setup's; None: the setup as it is
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "config": self.config.to_dict()}
@@ -97,6 +105,7 @@ class TrialResult:
     global_batch_size: int | None = None
     tokens_per_sample: int | None = None
     threads: int | None = None
+    quality: float | None = None  # a rank search's quality measure after the trial (module docstring)
 
     @property
     def median_step_s(self) -> float | None:
@@ -115,8 +124,12 @@ class TrialResult:
         return None if samples is None or self.tokens_per_sample is None else samples * self.tokens_per_sample
 
     def to_dict(self) -> dict[str, Any]:
+        """The result as ``tune --json`` has always written it; ``quality`` only where a rank search measured one."""
+        values = asdict(self)
+        if self.quality is None:
+            del values["quality"]
         return {
-            **asdict(self),
+            **values,
             "step_times_s": list(self.step_times_s),
             "median_step_s": self.median_step_s,
             "samples_per_s": self.samples_per_s,
@@ -160,6 +173,8 @@ def _measure(request: TrialRequest, started: float, measured: list[float]) -> Tr
     device = torch.device(request.device)
     start_rss_bytes = _rss_bytes()
     setup = load_setup(request.entry, request.setup_config)
+    if request.lora_rank is not None:
+        setup.finetune = with_lora_rank(setup.finetune, request.lora_rank)
     engine = StepEngine.prepare(setup, request.config, device)
     loader = make_loader(setup, request.config, engine.micro_batch_size, start_sample=0)
     if device.type == "cuda":
@@ -181,6 +196,9 @@ def _measure(request: TrialRequest, started: float, measured: list[float]) -> Tr
         measured.append(seconds)
     if not math.isfinite(loss):
         raise FloatingPointError(f"the loss is {loss} after {request.warmup_steps + request.steps} steps")
+    quality = None
+    if request.lora_rank is not None:
+        quality = float(setup.evaluate(engine.raw_model)) if setup.evaluate is not None else loss
     if device.type == "cuda":
         peak, kind = int(torch.cuda.max_memory_allocated(device)), "cuda-allocated"
     else:
@@ -198,7 +216,13 @@ def _measure(request: TrialRequest, started: float, measured: list[float]) -> Tr
         global_batch_size=setup.global_batch_size,
         tokens_per_sample=setup.tokens_per_sample,
         threads=request.threads,
+        quality=quality,
     )
+
+
+def with_lora_rank(finetune: FineTune, rank: int) -> FineTune:
+    """``finetune`` at ``rank``, alpha scaled with it: PEFT scales the adapters by alpha / rank, which stays."""
+    return replace(finetune, rank=rank, alpha=finetune.alpha * rank / finetune.rank)
 
 
 def _rss_bytes() -> int:
@@ -396,6 +420,7 @@ class TrialRunner:
     timeout_s: float = 600.0
     warmup_steps: int = 2
     log_dir: Path | None = None
+    lora_rank: int | None = None
     _server: subprocess.Popen[str] | None = field(default=None, init=False, repr=False)
     _server_log: IO[str] | None = field(default=None, init=False, repr=False)
     _count: int = field(default=0, init=False, repr=False)
@@ -414,6 +439,7 @@ class TrialRunner:
             threads=self.threads,
             timeout_s=self.timeout_s,
             log_path=log_path,
+            lora_rank=self.lora_rank,
         )
         server = self._ensure_server()
         started = time.perf_counter()

@@ -1,0 +1,155 @@
+"""Which LoRA rank to fine-tune with: the cheapest whose quality is within a tolerance of the best.
+
+A larger rank trains more adapter parameters: more memory, often a slower step, sometimes a better
+model. So speed alone would always pick the smallest rank, and quality alone the largest; neither
+is what a user wants. ``tune --lora-ranks`` runs the usual search (batch growth, halving, references)
+once per rank, all with the same number of steps of the same global batch, and measures each
+rank's quality after its fastest trial (``trial``: the setup's ``evaluate``, else the last step's
+training loss). Here the ranks are judged:
+
+- the **reference** is the rank of the best quality (the lowest, or the highest where the setup's
+  ``higher_is_better``);
+- a rank **qualifies** when its quality is within ``tolerance`` (a fraction of the reference's
+  magnitude: 0.01 is 1 %, the default) of the reference's;
+- the **pick** is the cheapest qualifying rank: the highest throughput on this machine, so the
+  fewest dollars per token at its hourly price. Each rank that is not picked says why (its quality
+  or its speed), so a small rank is never chosen silently.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from computewise.errors import TuneError
+
+__all__ = ["DEFAULT_QUALITY_TOLERANCE", "RankOutcome", "RankSearch", "RankTrial", "judge_ranks"]
+
+DEFAULT_QUALITY_TOLERANCE = 0.01  # 1 % of the best rank's quality: the noise of a short evaluation, not a real loss
+
+
+@dataclass(frozen=True)
+class RankTrial:
+    """What the search of one rank measured with its fastest trial (None figures: every trial failed)."""
+
+    rank: int
+    trial: int | None
+    samples_per_s: float | None
+    tokens_per_s: float | None
+    peak_memory_bytes: float | None
+    estimated_memory_bytes: float | None
+    quality: float | None
+    failure: str | None = None
+
+
+@dataclass(frozen=True)
+class RankOutcome:
+    """One rank judged: its measurement, its price per unit of work, whether it qualifies and why (not) picked."""
+
+    measured: RankTrial
+    usd_per_million_tokens: float | None
+    usd_per_thousand_samples: float | None
+    qualifies: bool
+    verdict: str
+
+    @property
+    def rank(self) -> int:
+        return self.measured.rank
+
+    def to_dict(self) -> dict[str, Any]:
+        m = self.measured
+        return {
+            "rank": m.rank,
+            "trial": m.trial,
+            "samples_per_s": m.samples_per_s,
+            "tokens_per_s": m.tokens_per_s,
+            "peak_memory_bytes": m.peak_memory_bytes,
+            "estimated_memory_bytes": m.estimated_memory_bytes,
+            "quality": m.quality,
+            "usd_per_million_tokens": self.usd_per_million_tokens,
+            "usd_per_thousand_samples": self.usd_per_thousand_samples,
+            "qualifies": self.qualifies,
+            "verdict": self.verdict,
+        }
+
+
+@dataclass(frozen=True)
+class RankSearch:
+    """The ranks tried, how quality was measured and compared, and the rank picked."""
+
+    metric: str
+    higher_is_better: bool
+    tolerance: float
+    reference: int
+    picked: int
+    outcomes: tuple[RankOutcome, ...]
+
+    def outcome(self, rank: int) -> RankOutcome:
+        return next(outcome for outcome in self.outcomes if outcome.rank == rank)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "metric": self.metric,
+            "higher_is_better": self.higher_is_better,
+            "tolerance": self.tolerance,
+            "reference_rank": self.reference,
+            "picked_rank": self.picked,
+            "ranks": [outcome.to_dict() for outcome in self.outcomes],
+        }
+
+
+def judge_ranks(
+    trials: Sequence[RankTrial], metric: str, higher_is_better: bool, tolerance: float, hourly_usd: float
+) -> RankSearch:
+    """Judge each rank against the best quality and pick the cheapest within ``tolerance`` (module docstring)."""
+    measured = [t for t in trials if t.quality is not None and t.samples_per_s is not None]
+    if not measured:
+        failures = "; ".join(f"rank {t.rank}: {t.failure}" for t in trials)
+        raise TuneError(f"no LoRA rank was measured: {failures}", "run one rank with computewise.train to see why")
+
+    def quality(trial: RankTrial) -> float:
+        return trial.quality if trial.quality is not None else float("nan")
+
+    def throughput(trial: RankTrial) -> float:
+        return trial.samples_per_s or 0.0
+
+    reference = (max if higher_is_better else min)(measured, key=quality)
+    margin = tolerance * abs(quality(reference))
+    sign = 1.0 if higher_is_better else -1.0
+
+    def shortfall(trial: RankTrial) -> float:
+        """How much worse than the reference, in the quality's own unit (0 for the reference)."""
+        return sign * (quality(reference) - quality(trial))
+
+    qualifying = [t for t in measured if shortfall(t) <= margin]
+    picked = max(qualifying, key=lambda t: (throughput(t), -t.rank))  # a tie goes to the smaller adapters
+
+    def verdict(trial: RankTrial) -> str:
+        if trial.failure is not None or trial not in measured:
+            return f"not measured: {trial.failure or 'no quality'}"
+        if trial is picked:
+            return "picked: the cheapest rank within the quality tolerance"
+        if trial not in qualifying:
+            worse = shortfall(trial) / abs(quality(reference)) if quality(reference) else float("inf")
+            return f"quality {worse:.1%} worse than rank {reference.rank}'s (tolerance {tolerance:.1%})"
+        return f"within tolerance, but {throughput(picked) / throughput(trial):.2f}x slower than rank {picked.rank}"
+
+    outcomes = tuple(
+        RankOutcome(
+            measured=trial,
+            usd_per_million_tokens=_usd_per(hourly_usd, trial.tokens_per_s, 1e6),
+            usd_per_thousand_samples=_usd_per(hourly_usd, trial.samples_per_s, 1e3),
+            qualifies=trial in qualifying,
+            verdict=verdict(trial),
+        )
+        for trial in trials
+    )
+    return RankSearch(metric, higher_is_better, tolerance, reference.rank, picked.rank, outcomes)
+
+
+def _usd_per(hourly_usd: float, per_s: float | None, units: float) -> float | None:
+    """Dollars for ``units`` of work at ``per_s`` a second on a machine of ``hourly_usd``."""
+    if not per_s:
+        return None
+    return hourly_usd / 3600.0 / per_s * units
