@@ -58,8 +58,6 @@ UNTYPED: dict[str, frozenset[str]] = {
     "report/runs.py": frozenset({"summary_rows", "print_run_summary", "runs_grid", "print_runs", "run_html"}),
     # The lead's: print_estimate becomes print_estimate(TrainEstimate) with the LoRA work.
     "report/terminal.py": frozenset({"print_estimate", "print_plan", "print_break_even"}),
-    # tune: its result lives in tune/, being reworked beside this change.
-    "report/tune.py": frozenset({"config_label", "tune_grid", "print_tune"}),
 }
 
 
