@@ -37,10 +37,8 @@ LONG_VERBS: dict[str, str] = {
     "plan infer": "61 lines, plan_cmd.py under change",
     # Not thinned yet: each wants its flags as a typed request and one library call, as plan serve has.
     "run": "171 lines: two journeys (here and --engine) in one function",
-    "deploy": "109 lines",
     "submit": "106 lines",
     "optimize": "102 lines",
-    "serve": "95 lines",
     "data bench": "88 lines",
 }
 

@@ -12,7 +12,7 @@ import json
 import shlex
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -31,54 +31,64 @@ from computewise.cli.common import (
     emit_json,
 )
 
+if TYPE_CHECKING:
+    from computewise.scale.ray_serve import RayServeDeployment
+
+
+# The flags of this verb alone, one type each, so its signature reads in a screen.
+_Address = Annotated[
+    str | None, typer.Option(envvar="RAY_ADDRESS", help="The cluster's GCS address HOST:PORT (or $RAY_ADDRESS).")
+]
+_Host = Annotated[
+    str,
+    typer.Option(help="Address Ray Serve's HTTP proxy listens on; anything but loopback needs --token or --insecure."),
+]
+_Port = Annotated[int, typer.Option(parser=bounded_int("--port"), help="TCP port of Ray Serve's HTTP proxy.")]
+_Batching = Annotated[
+    str,
+    typer.Option(
+        help="greedy (@serve.batch: fill up to --max-batch-size or --max-queue-delay-ms), none (one input per "
+        "call), or cost (runs as greedy: Ray Serve has no cost-aware batching)."
+    ),
+]
+_RayConfig = Annotated[
+    Path | None,
+    typer.Option(
+        "--ray-config",
+        help="Replicas and autoscaling from the file `computewise plan serve ... --ray-config FILE` wrote. "
+        "Default: one replica.",
+    ),
+]
+_ReplicaCpus = Annotated[
+    float,
+    typer.Option(
+        parser=bounded_float("--replica-cpus"),
+        help="Logical CPUs Ray reserves for each replica (may be a fraction).",
+    ),
+]
+_RoutePrefix = Annotated[
+    str, typer.Option(help="Serve the routes under this path, e.g. /minilm, to share the cluster's proxy.")
+]
+_Delete = Annotated[bool, typer.Option("--delete", help="Delete the model's application from the cluster instead.")]
+
 
 def deploy(
     artifact: ArtifactArgument,
-    address: Annotated[
-        str | None, typer.Option(envvar="RAY_ADDRESS", help="The cluster's GCS address HOST:PORT (or $RAY_ADDRESS).")
-    ] = None,
-    host: Annotated[
-        str,
-        typer.Option(
-            help="Address Ray Serve's HTTP proxy listens on; anything but loopback needs --token or --insecure."
-        ),
-    ] = "127.0.0.1",
-    port: Annotated[int, typer.Option(parser=bounded_int("--port"), help="TCP port of Ray Serve's HTTP proxy.")] = 8000,
+    address: _Address = None,
+    host: _Host = "127.0.0.1",
+    port: _Port = 8000,
     max_batch_size: MaxBatchSizeOption = 32,
     max_queue_delay_ms: MaxQueueDelayOption = 10.0,
-    batching: Annotated[
-        str,
-        typer.Option(
-            help="greedy (@serve.batch: fill up to --max-batch-size or --max-queue-delay-ms), none (one input per "
-            "call), or cost (runs as greedy: Ray Serve has no cost-aware batching)."
-        ),
-    ] = "cost",
+    batching: _Batching = "cost",
     queue_limit: QueueLimitOption = 256,
     timeout_s: TimeoutOption = 30.0,
     token: TokenOption = None,
     insecure: InsecureOption = False,
     max_body_bytes: MaxBodyBytesOption = 1 << 20,
-    ray_config: Annotated[
-        Path | None,
-        typer.Option(
-            "--ray-config",
-            help="Replicas and autoscaling from the file `computewise plan serve ... --ray-config FILE` wrote. "
-            "Default: one replica.",
-        ),
-    ] = None,
-    replica_cpus: Annotated[
-        float,
-        typer.Option(
-            parser=bounded_float("--replica-cpus"),
-            help="Logical CPUs Ray reserves for each replica (may be a fraction).",
-        ),
-    ] = 1.0,
-    route_prefix: Annotated[
-        str, typer.Option(help="Serve the routes under this path, e.g. /minilm, to share the cluster's proxy.")
-    ] = "/",
-    delete: Annotated[
-        bool, typer.Option("--delete", help="Delete the model's application from the cluster instead.")
-    ] = False,
+    ray_config: _RayConfig = None,
+    replica_cpus: _ReplicaCpus = 1.0,
+    route_prefix: _RoutePrefix = "/",
+    delete: _Delete = False,
     as_json: JsonOption = False,
 ) -> None:
     """Deploy a model's serving API on a Ray cluster with Ray Serve, print its URL and return.
@@ -91,28 +101,17 @@ def deploy(
     from computewise.serve.batcher import POLICIES
 
     try:
-        from computewise.scale.ray_serve import (
-            RayServeOptions,
-            application_name,
-            delete_application,
-            read_ray_config,
-        )
+        from computewise.scale.ray_serve import RayServeOptions, read_ray_config
         from computewise.scale.ray_serve import deploy as deploy_on_ray
     except ImportError as error:  # starlette and uvicorn come with ray[serve]
         raise MissingExtraError(error.name or "ray[serve]", "ray", "computewise deploy") from error
-
     if not address:
         raise InputError(
             "computewise deploy needs the cluster's address",
             "pass --address HOST:PORT (the GCS address `ray status` prints, 6379 by default) or set $RAY_ADDRESS",
         )
     if delete:
-        name = application_name(artifact)
-        deleted = delete_application(address, name)
-        if as_json:
-            sys.stdout.write(json.dumps({"app_name": name, "address": address, "deleted": deleted}) + "\n")
-        else:
-            sys.stdout.write(f"deleted {name!r} from {address}\n" if deleted else f"no app {name!r} on {address}\n")
+        _delete(artifact, address, as_json)
         return
     if batching not in POLICIES:
         raise InputError(f"--batching must be one of {', '.join(POLICIES)}, got {batching!r}", "e.g. --batching greedy")
@@ -130,6 +129,23 @@ def deploy(
     )
     deployment = deploy_on_ray(artifact, address, host=host, port=port, options=options, insecure=insecure)
     delete_command = shlex.join(["computewise", "deploy", artifact, "--address", address, "--delete"])
+    _print_deployment(deployment, delete_command, as_json)
+
+
+def _delete(artifact: str, address: str, as_json: bool) -> None:
+    """``--delete``: remove the model's application from the cluster, and say whether there was one."""
+    from computewise.scale.ray_serve import application_name, delete_application
+
+    name = application_name(artifact)
+    deleted = delete_application(address, name)
+    if as_json:
+        sys.stdout.write(json.dumps({"app_name": name, "address": address, "deleted": deleted}) + "\n")
+    else:
+        sys.stdout.write(f"deleted {name!r} from {address}\n" if deleted else f"no app {name!r} on {address}\n")
+
+
+def _print_deployment(deployment: RayServeDeployment, delete_command: str, as_json: bool) -> None:
+    """The URL to POST to and the command that deletes it (or the --json document); notes on stderr."""
     if as_json:
         emit_json({**deployment.to_dict(), "delete_command": delete_command})
         return

@@ -25,61 +25,65 @@ from computewise.cli.common import (
     bounded_int,
 )
 
+# The flags of this verb alone, one type each, so its signature reads in a screen.
+_Host = Annotated[str, typer.Option(help="Address to listen on; anything but loopback needs --token or --insecure.")]
+_Port = Annotated[
+    int, typer.Option(parser=bounded_int("--port"), help="TCP port (0: any free port; the --ready-file says which).")
+]
+_Batching = Annotated[
+    str,
+    typer.Option(
+        help="cost (batches of similar length while they lower the cost per input; never waits), "
+        "greedy (fill up to --max-batch-size or --max-queue-delay-ms, like Ray Serve), or none."
+    ),
+]
+_SloP99Ms = Annotated[
+    float | None,
+    typer.Option(
+        parser=bounded_float("--slo-p99-ms"),
+        help="Latency objective: refuse (429) requests predicted to miss it, and size batches for it.",
+    ),
+]
+_HourlyUsd = Annotated[
+    str | None, typer.Option(help="Price per hour of this machine for the ledger run. Default: from the hardware.")
+]
+_Tag = Annotated[list[str] | None, typer.Option("--tag", help="KEY=VALUE label of the ledger run (repeatable).")]
+_ReadyFile = Annotated[
+    Path | None, typer.Option(help="Write {url, model, pid} as JSON to FILE once ready; removed at exit.")
+]
+_CacheSize = Annotated[
+    str | None,
+    typer.Option(
+        "--cache-size",
+        help="Answer repeated inputs from a prediction cache of this many bytes (256MB; LRU). Off by default; "
+        "only batch-invariant artifacts may be cached.",
+    ),
+]
+_CacheTtl = Annotated[
+    str | None,
+    typer.Option("--cache-ttl", help="Forget cached outputs this long after they were stored (10m). Default: never."),
+]
+
 
 def serve(
     artifact: ArtifactArgument,
-    host: Annotated[
-        str, typer.Option(help="Address to listen on; anything but loopback needs --token or --insecure.")
-    ] = "127.0.0.1",
-    port: Annotated[
-        int,
-        typer.Option(parser=bounded_int("--port"), help="TCP port (0: any free port; the --ready-file says which)."),
-    ] = 8000,
+    host: _Host = "127.0.0.1",
+    port: _Port = 8000,
     max_batch_size: MaxBatchSizeOption = 32,
     max_queue_delay_ms: MaxQueueDelayOption = 10.0,
-    batching: Annotated[
-        str,
-        typer.Option(
-            help="cost (batches of similar length while they lower the cost per input; never waits), "
-            "greedy (fill up to --max-batch-size or --max-queue-delay-ms, like Ray Serve), or none."
-        ),
-    ] = "cost",
-    slo_p99_ms: Annotated[
-        float | None,
-        typer.Option(
-            parser=bounded_float("--slo-p99-ms"),
-            help="Latency objective: refuse (429) requests predicted to miss it, and size batches for it.",
-        ),
-    ] = None,
+    batching: _Batching = "cost",
+    slo_p99_ms: _SloP99Ms = None,
     queue_limit: QueueLimitOption = 256,
     timeout_s: TimeoutOption = 30.0,
     token: TokenOption = None,
     insecure: InsecureOption = False,
     max_body_bytes: MaxBodyBytesOption = 1 << 20,
-    hourly_usd: Annotated[
-        str | None, typer.Option(help="Price per hour of this machine for the ledger run. Default: from the hardware.")
-    ] = None,
+    hourly_usd: _HourlyUsd = None,
     db: DbOption = None,
-    tag: Annotated[
-        list[str] | None, typer.Option("--tag", help="KEY=VALUE label of the ledger run (repeatable).")
-    ] = None,
-    ready_file: Annotated[
-        Path | None, typer.Option(help="Write {url, model, pid} as JSON to FILE once ready; removed at exit.")
-    ] = None,
-    cache_size: Annotated[
-        str | None,
-        typer.Option(
-            "--cache-size",
-            help="Answer repeated inputs from a prediction cache of this many bytes (256MB; LRU). Off by default; "
-            "only batch-invariant artifacts may be cached.",
-        ),
-    ] = None,
-    cache_ttl: Annotated[
-        str | None,
-        typer.Option(
-            "--cache-ttl", help="Forget cached outputs this long after they were stored (10m). Default: never."
-        ),
-    ] = None,
+    tag: _Tag = None,
+    ready_file: _ReadyFile = None,
+    cache_size: _CacheSize = None,
+    cache_ttl: _CacheTtl = None,
 ) -> None:
     """Serve a model here over HTTP with dynamic batching, back-pressure (429), metrics and a graceful SIGTERM drain.
 
@@ -103,21 +107,11 @@ def serve(
         mode=batching, max_batch_size=max_batch_size, max_queue_delay_ms=max_queue_delay_ms, slo_p99_ms=slo_p99_ms
     )
     code = run_server(
-        artifact,
-        host=host,
-        port=port,
-        policy=policy,
-        token=token,
-        insecure=insecure,
-        queue_limit=queue_limit,
-        timeout_s=timeout_s,
-        db=db,
-        tags=parse_tags(tag or []),
-        ready_file=ready_file,
-        max_body_bytes=max_body_bytes,
+        artifact, host=host, port=port, policy=policy, token=token, insecure=insecure, queue_limit=queue_limit,
+        timeout_s=timeout_s, db=db, tags=parse_tags(tag or []), ready_file=ready_file, max_body_bytes=max_body_bytes,
         hourly_usd=parse_usd(hourly_usd, "--hourly-usd") if hourly_usd is not None else None,
         cache_bytes=int(parse_bytes(cache_size, "--cache-size")) if cache_size is not None else None,
         cache_ttl_s=parse_duration_s(cache_ttl, "--cache-ttl") if cache_ttl is not None else None,
-    )
+    )  # fmt: skip
     if code != 0:
         raise typer.Exit(code)
