@@ -27,8 +27,10 @@ from rich.console import Console
 from computewise.account.anomalies import spend_anomalies
 from computewise.account.budgets import budget_status
 from computewise.account.report import cost_report
+from computewise.account.totals import list_runs
 from computewise.catalog import load_catalog
-from computewise.ledger import Ledger, NewRun, SampleRow
+from computewise.ledger import AttemptRow, Ledger, NewRun, SampleRow
+from computewise.monitor.summary import summarize
 from computewise.plan.serve import ServePlan, TrafficProfile, plan_serving
 from computewise.report.accounts import anomalies_grid, budget_grid, cost_grid
 from computewise.report.attempts import attempts_grid, print_attempts
@@ -200,7 +202,7 @@ def _grids(name: str, data: Any) -> list[Grid]:
     """The grids a command prints, rebuilt by the report's public grid functions from its --json or, for a
     report of the ledger, from the typed result the library returns at the moment the --json was taken."""
     by_name: dict[str, Callable[[Any], list[Grid]]] = {
-        "runs": lambda d: [runs_grid(d["runs"])],
+        "runs": lambda listing: [runs_grid(listing.runs)],
         "runs show": lambda d: [],
         "cost report": lambda report: [cost_grid(report)],
         "cost anomalies": lambda report: [anomalies_grid(report)],
@@ -228,11 +230,14 @@ def _grids(name: str, data: Any) -> list[Grid]:
 
 
 def _ledger_results(url: str, data: dict[str, Any]) -> dict[str, Any]:
-    """``cost report``, ``cost anomalies`` and ``budget status`` as the library returns them at each --json's now."""
+    """``runs``, ``runs show``, ``cost report``, ``cost anomalies`` and ``budget status`` as the library returns
+    them at each --json's now (the runs are over, so their figures do not move with the clock)."""
     cost, anomalies = data["cost report"], data["cost anomalies"]
     budgets_now_s = next((b["now_s"] for b in data["budget status"]["budgets"]), cost["now_s"])
     with Ledger.open(url) as ledger:
         return {
+            "runs": list_runs(ledger, time.time()),
+            "runs show": summarize(ledger, data["runs show"]["run"]["id"], time.time(), load_catalog()),
             "cost report": cost_report(ledger, cost["by"], cost["since_s"], None, cost["now_s"]),
             "cost anomalies": spend_anomalies(
                 ledger,
@@ -317,7 +322,7 @@ def test_every_table_reads_at_80_and_100_columns(workdir: Path) -> None:
         name = next(n for n, argv in commands.items() if argv == result["argv"])
         where = f"{name} at COLUMNS={result['width']}"
         grids = _grids(name, typed.get(name, data[name]))
-        _check(result["stdout"], result["width"], grids, _values(name, data[name]), where)
+        _check(result["stdout"], result["width"], grids, _values(name, typed.get(name, data[name])), where)
 
 
 @pytest.mark.parametrize("width", WIDTHS)
@@ -350,10 +355,10 @@ def test_attempts_of_a_resubmitted_run_keep_their_job_ids(width: int, monkeypatc
     monkeypatch.setenv("COLUMNS", str(width))
     start = time.time() - 7200
     attempts = [
-        {"number": 1, "job_id": "raysubmit_vq8XcH1bM2NwQfZk", "outcome": "preempted", "exit_code": None,
-         "started_at_s": start, "ended_at_s": start + 2712.4},
-        {"number": 2, "job_id": "raysubmit_Lk3p0TnYdR9sWu4e", "outcome": "succeeded", "exit_code": 0,
-         "started_at_s": start + 2800.0, "ended_at_s": start + 7100.9},
+        AttemptRow(run_id=1, number=1, backend="ray", job_id="raysubmit_vq8XcH1bM2NwQfZk", outcome="preempted",
+                   exit_code=None, started_at_s=start, ended_at_s=start + 2712.4),
+        AttemptRow(run_id=1, number=2, backend="ray", job_id="raysubmit_Lk3p0TnYdR9sWu4e", outcome="succeeded",
+                   exit_code=0, started_at_s=start + 2800.0, ended_at_s=start + 7100.9),
     ]  # fmt: skip
     console = Console(record=True, color_system=None, file=open(os.devnull, "w"))  # noqa: SIM115
     print_attempts(attempts, console)

@@ -23,12 +23,8 @@ MAX_UNTYPED = 68
 # Why each one is still untyped, by module. "CLI being thinned": the verb's module is being rewritten
 # (issue 28 item 2) and hands the printer its --json dict today; the printer moves to the typed result with it.
 UNTYPED: dict[str, frozenset[str]] = {
-    # cli/run_on_engine.py (CLI being thinned) passes the supervised result's to_dict().
-    "report/attempts.py": frozenset({"print_supervised_run", "print_attempts", "attempts_grid", "interruption_line"}),
     # estimate comm: called from cli/estimate_cmd.py, the lead's file during the LoRA work.
     "report/comm.py": frozenset({"comm_setup", "print_comm", "comm_grid"}),
-    # distill: DistillResult is typed; cli/distill_cmd.py (CLI being thinned) calls it with to_dict().
-    "report/distill.py": frozenset({"distill_grid", "print_distill"}),
     # estimate and plan pages share rows.py's dict helpers with the terminal (the lead's files); plan_html and
     # frontier_svg draw inference plans too, which have no typed reader like Plan.from_dict.
     "report/html.py": frozenset({"estimate_html", "frontier_svg", "scaling_svgs", "plan_html", "break_even_html"}),
@@ -54,8 +50,6 @@ UNTYPED: dict[str, frozenset[str]] = {
             "step_rows",
         }
     ),
-    # run/runs show emit RunSummary.to_dict() with keys added in the CLI (child_stdout); CLI being thinned.
-    "report/runs.py": frozenset({"summary_rows", "print_run_summary", "runs_grid", "print_runs", "run_html"}),
     # The lead's: print_estimate becomes print_estimate(TrainEstimate) with the LoRA work.
     "report/terminal.py": frozenset({"print_estimate", "print_plan", "print_break_even"}),
 }

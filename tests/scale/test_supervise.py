@@ -105,9 +105,9 @@ def test_a_job_that_keeps_failing_stops_after_max_restarts(tmp_path: Path) -> No
         assert ledger.run(run.run_id).status == "failed"
 
         # `computewise runs show` lists the attempts of a resubmitted run.
-        summary = summarize(ledger, run.run_id, time.time()).to_dict()
+        summary = summarize(ledger, run.run_id, time.time())
         console = Console(record=True, width=120)
         print_run_summary(summary, console)
         text = console.export_text()
         assert "attempts" in text and text.count("always-fails-") == 2
-        assert summary["interruption"]["interruptions"] == 1
+        assert summary.interruption is not None and summary.interruption.interruptions == 1

@@ -14,13 +14,13 @@ run's dollars, kWh and idle cost are the same number wherever they appear.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from computewise.ledger import Ledger, RunRow, RunTotals
+from computewise.ledger import Ledger, RunRow, RunStatus, RunTotals
 
-__all__ = ["RunCost", "price_run", "price_runs", "run_end_s"]
+__all__ = ["ListedRun", "RunCost", "RunListing", "list_runs", "price_run", "price_runs", "run_end_s"]
 
 _J_PER_KWH = 3.6e6
 
@@ -98,3 +98,55 @@ def price_runs(ledger: Ledger, runs: Iterable[RunRow], now_s: float) -> list[Run
     run_list = list(runs)
     totals = ledger.run_totals(r.id for r in run_list)
     return [price_run(r, totals[r.id], now_s) for r in run_list]
+
+
+@dataclass(frozen=True)
+class ListedRun:
+    """One line of ``computewise runs``: the run and what it cost."""
+
+    run: RunRow
+    cost: RunCost
+
+    def to_dict(self) -> dict[str, Any]:
+        run, cost = self.run, self.cost
+        return {
+            "id": run.id,
+            "kind": run.kind,
+            "command": run.command,
+            "tags": run.tags,
+            "status": run.status,
+            "exit_code": run.exit_code,
+            "host": run.host,
+            "started_at_s": run.started_at_s,
+            "ended_at_s": run.ended_at_s,
+            "duration_s": cost.duration_s,
+            "cost_usd": cost.cost_usd,
+            "gpu_hours": cost.gpu_hours,
+            "energy_kwh": cost.energy_kwh,
+        }
+
+
+@dataclass(frozen=True)
+class RunListing:
+    """The runs ``computewise runs`` lists, newest first, and the ledger they were read from."""
+
+    ledger: str
+    runs: tuple[ListedRun, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"ledger": self.ledger, "runs": [run.to_dict() for run in self.runs]}
+
+
+def list_runs(
+    ledger: Ledger,
+    now_s: float,
+    *,
+    tags: Mapping[str, str] | None = None,
+    status: RunStatus | None = None,
+    since_s: float | None = None,
+    limit: int | None = 20,
+) -> RunListing:
+    """The most recent runs matching every filter, priced at ``now_s`` (a running one costs until now)."""
+    runs = ledger.runs(tags=tags, status=status, since_s=since_s, limit=limit)
+    costs = price_runs(ledger, runs, now_s)
+    return RunListing(ledger.url, tuple(ListedRun(run, cost) for run, cost in zip(runs, costs, strict=True)))

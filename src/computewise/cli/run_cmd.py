@@ -184,15 +184,10 @@ def run(
         print_error(outcome.launch_error)
         stderr.print(f"(recorded as run {outcome.run_id})", highlight=False)
         if as_json and outcome.summary is not None:  # the failed run, as a script reading stdout expects
-            emit({**outcome.summary.to_dict(), "child_stdout": "stderr"}, True, None, print_run_summary, run_html)
+            emit(outcome.summary, True, None, print_run_summary, run_html)
         raise typer.Exit(outcome.launch_error.exit_code)
     if outcome.summary is not None:
-        data = outcome.summary.to_dict()
-        data["child_stdout"] = "stderr" if as_json else "stdout"
-        if as_json:
-            emit(data, True, html, print_run_summary, run_html)
-        else:
-            emit(data, False, html, lambda d, _console: print_run_summary(d, stderr), run_html)
+        emit(outcome.summary, as_json, html, lambda summary, _console: print_run_summary(summary, stderr), run_html)
     raise typer.Exit(outcome.exit_code)
 
 

@@ -9,8 +9,6 @@ interruptions cost. The exit code is the job's last one (0 once it succeeded).
 from __future__ import annotations
 
 import dataclasses
-import json
-import sys
 import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +17,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from computewise.cli.common import PriceFlags, open_ledger
+from computewise.cli.common import PriceFlags, emit_json, open_ledger
 from computewise.cli.submit_cmd import JobResources, job_spec, with_plan
 
 _SUPERVISABLE = ("local", "ray")
@@ -108,12 +106,11 @@ def run_on_engine(request: EngineRun, price_flags: PriceFlags, db: str | None, a
         )
     finally:
         ledger.close()
-    data = result.to_dict()
     if as_json:
-        sys.stdout.write(json.dumps(data, indent=2) + "\n")
+        emit_json(result.to_dict())
     else:
         stderr.print(Text(result.log_tail.rstrip("\n")), highlight=False)  # the last attempt's output
-        print_supervised_run(data, stderr)
+        print_supervised_run(result, stderr)
     if result.status == "succeeded":
         raise typer.Exit(0)
     raise typer.Exit(result.exit_code if result.exit_code not in (None, 0) else _UNKNOWN_FAILURE_EXIT)

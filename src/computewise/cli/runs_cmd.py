@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -38,7 +38,7 @@ def list_runs(
         return
     from computewise.account.periods import parse_time_s
     from computewise.account.tags import parse_tags
-    from computewise.account.totals import price_runs
+    from computewise.account.totals import list_runs
     from computewise.cli.common import choice
     from computewise.ledger import RUN_STATUSES
     from computewise.report.runs import print_runs
@@ -47,31 +47,11 @@ def list_runs(
     tags = parse_tags(tag or [])
     wanted = choice(status, RUN_STATUSES, "--status") if status is not None else None
     since_s = parse_time_s(since, now_s) if since is not None else None
-    ledger = open_ledger(db)
-    runs = ledger.runs(tags=tags, status=wanted, since_s=since_s, limit=limit)
-    costs = {c.run_id: c for c in price_runs(ledger, runs, now_s)}
-    rows: list[dict[str, Any]] = [
-        {
-            "id": r.id,
-            "kind": r.kind,
-            "command": r.command,
-            "tags": r.tags,
-            "status": r.status,
-            "exit_code": r.exit_code,
-            "host": r.host,
-            "started_at_s": r.started_at_s,
-            "ended_at_s": r.ended_at_s,
-            "duration_s": costs[r.id].duration_s,
-            "cost_usd": costs[r.id].cost_usd,
-            "gpu_hours": costs[r.id].gpu_hours,
-            "energy_kwh": costs[r.id].energy_kwh,
-        }
-        for r in runs
-    ]
+    listing = list_runs(open_ledger(db), now_s, tags=tags, status=wanted, since_s=since_s, limit=limit)
     if as_json:
-        emit_json({"ledger": ledger.url, "runs": rows})
+        emit_json(listing.to_dict())
     else:
-        print_runs(rows, Console())
+        print_runs(listing.runs, Console())
 
 
 @app.command("show")
@@ -88,4 +68,4 @@ def show(
 
     ledger = open_ledger(db)
     summary = summarize(ledger, run_id, time.time(), load_catalog())
-    emit(summary.to_dict(), as_json, html, print_run_summary, run_html)
+    emit(summary, as_json, html, print_run_summary, run_html)

@@ -20,6 +20,7 @@ import json
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
+from computewise.account.interruptions import InterruptionCost
 from computewise.account.periods import iso_utc
 from computewise.dashboard.context import DashboardContext
 from computewise.dashboard.layout import chart, esc, page
@@ -253,7 +254,7 @@ def _attempts(d: dict[str, Any]) -> str:
         for a in attempts
     )
     extra = d.get("interruption")
-    note = f"<p>Interruptions: {esc(interruption_line(extra))}</p>" if extra else ""
+    note = f"<p>Interruptions: {esc(interruption_line(InterruptionCost(**extra)))}</p>" if extra else ""
     return (
         '<section id="attempts"><h2>Attempts</h2><table><thead><tr><th>#</th><th>backend</th><th>job</th>'
         "<th>started (UTC)</th><th>lasted</th><th>outcome</th><th>exit</th></tr></thead>"

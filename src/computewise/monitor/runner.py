@@ -14,7 +14,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TextIO
 
 from computewise.account.alerts import Alert, Notifier
@@ -158,7 +158,10 @@ def monitored_run(
         ending, ended_s = record.finish(), record.ended_at_s or time.time()
         if launch_error is None:
             _check_budgets(ledger, notifier)
-        summary = summarize(ledger, record.run_id, ended_s, catalog)
+        summary = replace(
+            summarize(ledger, record.run_id, ended_s, catalog),
+            child_stdout="stderr" if options.child_stdout_to_stderr else "stdout",
+        )
         return RunOutcome(record.run_id, ending.exit_code or 0, summary, launch_error=launch_error)
     finally:
         notifier.close(timeout_s=ALERT_DELIVERY_S + 0.5)

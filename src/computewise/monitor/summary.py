@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -48,6 +48,8 @@ class RunSummary:
     series: dict[str, list[float | None]]
     attempts: tuple[AttemptRow, ...] = ()
     interruption: InterruptionCost | None = None
+    # Where ``computewise run`` sent the command's own stdout (stderr under --json); None: not a fresh run's.
+    child_stdout: Literal["stdout", "stderr"] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         run = self.run
@@ -78,6 +80,7 @@ class RunSummary:
             "series": self.series,
             "attempts": [dataclasses.asdict(attempt) for attempt in self.attempts],
             "interruption": self.interruption.to_dict() if self.interruption is not None else None,
+            **({} if self.child_stdout is None else {"child_stdout": self.child_stdout}),
         }
 
 

@@ -1,7 +1,7 @@
 """Monitored runs on the terminal and as HTML: the end-of-run summary and the ``runs`` list.
 
-Works on the dicts of ``RunSummary.to_dict()`` and ``RunRow`` listings, like the rest of the
-report layer; the HTML page plots the sampled time series with our own SVG charts.
+Works on the typed ``RunSummary`` and the ``ListedRun`` lines of ``computewise runs``; the HTML page
+plots the sampled time series with our own SVG charts.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from html import escape
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.text import Text
@@ -21,6 +21,10 @@ from computewise.report.rows import Grid, format_amount, format_kg, format_kwh
 from computewise.report.svg import PALETTE, Axis, Series, xy_chart
 from computewise.report.table import print_details
 from computewise.units import format_bytes, format_duration, format_usd, plural
+
+if TYPE_CHECKING:
+    from computewise.account.totals import ListedRun
+    from computewise.monitor.summary import RunSummary
 
 __all__ = ["print_run_summary", "print_runs", "run_html", "runs_grid", "summary_rows"]
 
@@ -39,30 +43,30 @@ def _tags(tags: dict[str, str]) -> str:
     return " ".join(f"{k}={v}" for k, v in sorted(tags.items()))
 
 
-def _headline(d: dict[str, Any]) -> str:
-    run = d["run"]
-    exit_text = "" if run["exit_code"] is None else f", exit {run['exit_code']}"
-    tags = f" [{_tags(run['tags'])}]" if run["tags"] else ""
-    return f"run {run['id']} {run['status']}{exit_text}: {run['command']}{tags}"
+def _headline(summary: RunSummary) -> str:
+    run = summary.run
+    exit_text = "" if run.exit_code is None else f", exit {run.exit_code}"
+    tags = f" [{_tags(run.tags)}]" if run.tags else ""
+    return f"run {run.id} {run.status}{exit_text}: {run.command}{tags}"
 
 
-def summary_rows(d: dict[str, Any]) -> list[tuple[str, str, str]]:
+def summary_rows(summary: RunSummary) -> list[tuple[str, str, str]]:
     """(label, value, detail) rows shared by the terminal and the HTML page."""
-    run, util, price = d["run"], d["utilization"], d["price"]
-    gpu = f"{run['gpu_count']} x {run['gpu_name']}" if run["gpu_count"] else "no GPU"
+    run, util, price, cost = summary.run, summary.stats, summary.run.price, summary.cost
+    gpu = f"{run.gpu_count} x {run.gpu_name}" if run.gpu_count else "no GPU"
     rows = [
-        ("duration", format_duration(d["duration_s"]), f"{_when(run['started_at_s'])} on {run['host']}"),
-        ("GPU-hours", format_amount(d["gpu_hours"]), gpu),
-        ("cost", format_usd(d["cost_usd"]), price["explanation"]),
-        ("energy", format_kwh(d["energy_kwh"]), f"{d['energy_basis']}; PUE {price['pue']:.2f}"),
-        ("CO2", format_kg(d["co2_kg"]), f"{price['carbon_g_per_kwh']:.0f} gCO2/kWh"),
+        ("duration", format_duration(cost.duration_s), f"{_when(run.started_at_s)} on {run.host}"),
+        ("GPU-hours", format_amount(cost.gpu_hours), gpu),
+        ("cost", format_usd(cost.cost_usd), price.explanation),
+        ("energy", format_kwh(cost.energy_kwh), f"{summary.energy_basis}; PUE {price.pue:.2f}"),
+        ("CO2", format_kg(cost.co2_kg), f"{price.carbon_g_per_kwh:.0f} gCO2/kWh"),
     ]
     gpu_util = util.get("gpu_util_pct")
     if gpu_util:
         rows.append(
             ("GPU utilization", _pct(gpu_util["mean"]), f"p50 {_pct(gpu_util['p50'])}, p95 {_pct(gpu_util['p95'])}")
         )
-    elif run["gpu_count"] == 0:
+    elif run.gpu_count == 0:
         rows.append(("GPU utilization", "n/a", "no NVIDIA GPU was visible to the run"))
     cpu = util.get("cpu_percent")
     if cpu:
@@ -84,8 +88,8 @@ def summary_rows(d: dict[str, Any]) -> list[tuple[str, str, str]]:
             f"{format_bytes(util['disk_write_bytes'])} written; network {format_bytes(util['net_recv_bytes'])} in",
         )
     )
-    rows.append(("idle", format_duration(d["idle_s"]), f"{format_usd(d['idle_cost_usd'])} of the cost"))
-    steps = d.get("steps")
+    rows.append(("idle", format_duration(cost.idle_s), f"{format_usd(cost.idle_cost_usd)} of the cost"))
+    steps = summary.steps
     if steps:
         share = steps["data_wait_share"]
         rows.append(
@@ -94,42 +98,42 @@ def summary_rows(d: dict[str, Any]) -> list[tuple[str, str, str]]:
     return rows
 
 
-def print_run_summary(d: dict[str, Any], console: Console) -> None:
+def print_run_summary(summary: RunSummary, console: Console) -> None:
     """What the run cost and why it was slow, in a dozen lines."""
     console.print()
-    status = d["run"]["status"]
+    status = summary.run.status
     style = "green bold" if status == "succeeded" else "red bold" if status in ("failed", "crashed") else "bold"
-    console.print(Text(_headline(d), style=style))
-    print_details(summary_rows(d), console)
-    if d["diagnosis"] or d["idle_text"]:
+    console.print(Text(_headline(summary), style=style))
+    print_details(summary_rows(summary), console)
+    if summary.findings or summary.idle_text:
         console.print()
         console.print(Text("diagnosis", style="bold"))
-    for finding in d["diagnosis"]:
-        console.print(Text.assemble((f"{finding['verdict']}: ", "bold"), finding["evidence"]))
-        console.print(Text(f"  → {finding['advice']}", style="dim"))
-    if d["idle_text"]:
-        console.print(Text(d["idle_text"]))
-    if d.get("attempts"):
+    for finding in summary.findings:
+        console.print(Text.assemble((f"{finding.verdict}: ", "bold"), finding.evidence))
+        console.print(Text(f"  → {finding.advice}", style="dim"))
+    if summary.idle_text:
+        console.print(Text(summary.idle_text))
+    if summary.attempts:
         console.print()
         console.print(Text("attempts", style="bold"))
-        print_attempts(d["attempts"], console)
-        if d["interruption"]["interruptions"]:
-            console.print(Text(f"interruptions: {interruption_line(d['interruption'])}"))
-    if d["run"]["error"]:
-        console.print(Text(d["run"]["error"], style="red"))
+        print_attempts(summary.attempts, console)
+        if summary.interruption is not None and summary.interruption.interruptions:
+            console.print(Text(f"interruptions: {interruption_line(summary.interruption)}"))
+    if summary.run.error:
+        console.print(Text(summary.run.error, style="red"))
 
 
-def runs_grid(runs: Sequence[dict[str, Any]]) -> Grid:
+def runs_grid(runs: Sequence[ListedRun]) -> Grid:
     """The ``computewise runs`` table: one line per run, newest first."""
     rows = tuple(
         (
-            str(r["id"]),
-            _when(r["started_at_s"]),
-            r["status"],
-            format_duration(r["duration_s"]),
-            format_usd(r["cost_usd"]),
-            _tags(r["tags"]),
-            _short(r["command"]),
+            str(r.run.id),
+            _when(r.run.started_at_s),
+            r.run.status,
+            format_duration(r.cost.duration_s),
+            format_usd(r.cost.cost_usd),
+            _tags(r.run.tags),
+            _short(r.run.command),
         )
         for r in runs
     )
@@ -147,7 +151,7 @@ def _short(command: str, limit: int = 60) -> str:
     return one_line[: cut if cut > 0 else limit] + " …"
 
 
-def print_runs(runs: Sequence[dict[str, Any]], console: Console) -> None:
+def print_runs(runs: Sequence[ListedRun], console: Console) -> None:
     if not runs:
         console.print("no runs recorded yet: start one with `computewise run -- CMD ...`")
         return
@@ -194,35 +198,35 @@ def _charts(series: dict[str, list[float | None]]) -> list[str]:
     return [chart for chart in charts if chart]
 
 
-def run_html(d: dict[str, Any]) -> str:
+def run_html(summary: RunSummary) -> str:
     """A self-contained page: headline, summary table, diagnosis, time-series plots, idle periods."""
     body = [
-        f"<h1>{escape(_headline(d))}</h1>",
-        pairs_table([tuple(row) for row in summary_rows(d)]),
+        f"<h1>{escape(_headline(summary))}</h1>",
+        pairs_table([tuple(row) for row in summary_rows(summary)]),
     ]
-    if d["diagnosis"] or d["idle_text"]:
+    if summary.findings or summary.idle_text:
         body.append("<h2>Diagnosis</h2>")
         body.extend(
-            f"<p><strong>{escape(f['verdict'])}</strong>: {escape(f['evidence'])}<br>"
-            f'<span class="muted">→ {escape(f["advice"])}</span></p>'
-            for f in d["diagnosis"]
+            f"<p><strong>{escape(f.verdict)}</strong>: {escape(f.evidence)}<br>"
+            f'<span class="muted">→ {escape(f.advice)}</span></p>'
+            for f in summary.findings
         )
-        if d["idle_text"]:
-            body.append(f"<p>{escape(d['idle_text'])}</p>")
-    charts = _charts(d["series"])
+        if summary.idle_text:
+            body.append(f"<p>{escape(summary.idle_text)}</p>")
+    charts = _charts(summary.series)
     if charts:
         body.append("<h2>Over time</h2>")
         body.append('<div class="charts">' + "".join(charts) + "</div>")
-    if d["idle_periods"]:
+    if summary.idle:
         body.append("<h2>Idle periods</h2>")
-        start = d["run"]["started_at_s"]
+        start = summary.run.started_at_s
         rows = tuple(
             (
-                format_duration(max(0.0, p["start_s"] - start)),
-                format_duration(p["duration_s"]),
-                format_usd(p["cost_usd"]),
+                format_duration(max(0.0, p.start_s - start)),
+                format_duration(p.duration_s),
+                format_usd(p.cost_usd),
             )
-            for p in d["idle_periods"]
+            for p in summary.idle
         )
         body.append(grid_table(Grid(("from start", "lasted", "cost"), rows, frozenset({0, 1, 2}))))
-    return page(f"computewise run {d['run']['id']}", body)
+    return page(f"computewise run {summary.run.id}", body)
