@@ -41,7 +41,7 @@ import numpy as np
 
 from computewise.errors import InputError
 from computewise.estimate.arrays import FloatArray, col
-from computewise.estimate.memory import optimizer_state_bytes
+from computewise.estimate.memory import composite_activation_bytes, optimizer_state_bytes
 from computewise.estimate.quantized import dequant_bytes_moved, four_bit_weight_bytes
 from computewise.models.lora import LinearLayer, check_rank, lora_params, quantizable_linears, resolve_targets
 from computewise.specs import PAGED_OPTIMIZERS, FineTune, ModelSpec, Optimizer
@@ -183,7 +183,8 @@ class Adapters:
         Norms: their fp32 input and one fp32 statistic per row (RMSNorm's rsqrt; LayerNorm's mean and
         rstd); the frozen weight's product saves nothing. Attention: the flash kernel's q, k, v and
         output at the activation width. MLP: the activation's input, and under a gated MLP the
-        product's two operands, at the base layers' output width. Adapters: their own 16-bit input
+        product's two operands, at the base layers' output width; what a composed activation keeps
+        beyond that (``memory.composite_activation_bytes``). Adapters: their own 16-bit input
         copy and ``lora_A``'s output. Adapter inputs are counted whole under TP (PEFT runs LoRA
         beside unsharded layers; TP with LoRA is rare).
         """
@@ -199,7 +200,7 @@ class Adapters:
         adapter_width = np.where(act < _FP32_BYTES, _HALF_BYTES, _FP32_BYTES)
         adapted = sum(self._per_token(layer) * (layer.in_features + self._rank(layer)) for layer in self.targets)
         replicated = norms + adapter_width * adapted + 2 * drop * h  # two 1-byte dropout masks
-        mlp = (3.0 if model.gated_ffn else 1.0) * residual * ffn
+        mlp = (3.0 if model.gated_ffn else 1.0) * residual * ffn + composite_activation_bytes(model, act) * ffn
         split = act * (2 * d_attn + 2 * d_kv) + mlp
         scores_per_s = model.heads * (act + drop * (1.0 + act))
         return replicated, split, col(scores_per_s)

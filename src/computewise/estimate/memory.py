@@ -265,6 +265,25 @@ def framework_state_bytes(framework: FloatArray, weight_bytes: FloatArray, optim
     )
 
 
+# What transformers' Python-composed MLP activations (transformers/activations.py) keep for the backward
+# per element beyond a fused kernel's one saved input, as a CUDA step runs them:
+# - gelu_new (GPT-2, GPT-J, GPT-Neo, CodeGen, Phi-2), 0.5*x*(1 + tanh(c*(x + 0.044715*pow(x, 3)))): CUDA's
+#   autocast runs pow in fp32, so pow keeps an fp32 copy of x, tanh its fp32 output, and the last product
+#   0.5*x (in place of x) and the fp32 1 + tanh: three fp32 tensors more (so also without autocast);
+# - gelu_fast, 0.5*x*(1 + tanh(x*0.798*(1 + 0.044715*x*x))): no op leaves the input's width; the two inner
+#   products keep both factors each, tanh its output, the last product both: six tensors more;
+# - quick_gelu, x*sigmoid(1.702*x): the product keeps the sigmoid's output beside x: one more.
+_COMPOSITE_ACTIVATION_FP32_TENSORS = {"gelu_new": 3.0}
+_COMPOSITE_ACTIVATION_TENSORS = {"gelu_fast": 6.0, "quick_gelu": 1.0}
+
+
+def composite_activation_bytes(model: ModelSpec, act_bytes: FloatArray) -> FloatArray:
+    """Bytes per MLP element a Hugging Face module's composed activation keeps beyond a fused kernel."""
+    fp32_tensors = _COMPOSITE_ACTIVATION_FP32_TENSORS.get(model.activation, 0.0)
+    tensors = _COMPOSITE_ACTIVATION_TENSORS.get(model.activation, 0.0)
+    return fp32_tensors * _FP32_BYTES + tensors * col(act_bytes)
+
+
 def _uses_dropout(model: ModelSpec) -> bool:
     """GPT-2, BERT, T5 and ViT train with dropout; Llama-style (gated MLP) models do not."""
     return not model.gated_ffn
@@ -276,6 +295,7 @@ def layer_terms(
     norm_bytes: FloatArray | None = None,
     expand_kv: FloatArray | float = 0.0,
     hf_modules: FloatArray | float = 0.0,
+    hf_activation: FloatArray | float = 0.0,
 ) -> tuple[FloatArray, FloatArray, FloatArray]:
     """Per-token bytes of one transformer layer: (kept whole under TP, split by TP, attention scores / s).
 
@@ -297,6 +317,9 @@ def layer_terms(
     views of a fused QKV output, so attention keeps the same bytes as the fused layout. Grouped KV
     heads are not repeated: without a mask (nothing padded) transformers 5 passes ``enable_gqa`` to
     SDPA instead of calling ``repeat_kv`` (integrations/sdpa_attention.py, ``use_gqa_in_sdpa``).
+
+    ``hf_activation`` (0/1): the MLP's activation is transformers' module of ``model.activation``, which
+    for some names is several ops, each keeping a tensor (``composite_activation_bytes``).
     """
     norm_bytes = act_bytes if norm_bytes is None else norm_bytes
     h = float(model.hidden_size)
@@ -310,6 +333,7 @@ def layer_terms(
     norms = 2.0 * ((1.0 + hf_modules) * norm_bytes * h + hf_modules * _FP32_BYTES)
     replicated = norms + projection_inputs * act_bytes * h + 2 * drop * _MASK_BYTES * h
     mlp = (4.0 if model.gated_ffn else 2.0) * act_bytes * ffn  # activation inputs and down-projection input
+    mlp = mlp + hf_activation * composite_activation_bytes(model, act_bytes) * ffn
     split = act_bytes * (2 * d_attn + 2 * d_kv) + mlp  # q, attention output, k, v
     split = split + expand_kv * act_bytes * 2 * d_attn * (d_kv < d_attn)
     scores_per_s = model.heads * (act_bytes + drop * (_MASK_BYTES + act_bytes))  # softmax, mask, dropped
@@ -400,7 +424,12 @@ def activation_parts(
         norm_bytes = np.where(pytorch, np.maximum(act, _FP32_BYTES), act)
         native_gqa = flash & (act < _FP32_BYTES)  # FlashAttention takes fewer KV heads; fp32 runs other kernels
         replicated, split, scores_per_s = layer_terms(
-            model, act, norm_bytes, (pytorch & ~native_gqa).astype(float), hf_modules=hf
+            model,
+            act,
+            norm_bytes,
+            (pytorch & ~native_gqa).astype(float),
+            hf_modules=hf,
+            hf_activation=(framework == _TRANSFORMERS).astype(float),
         )
     else:
         norm_bytes = adapters.residual_bytes(act)

@@ -24,6 +24,8 @@ from computewise.specs.model import ModelSpec
 
 __all__ = ["MODEL_TYPES", "from_hf_config", "load_hf_config"]
 
+# Where the families' configs name the MLP's activation (GPT-2's reader takes its own field and default).
+_ACTIVATION_FIELDS = ("hidden_act", "hidden_activation", "activation_function")
 _HINT = "use the model's config.json as published on the Hugging Face Hub, or give a preset name"
 
 
@@ -41,8 +43,10 @@ def from_hf_config(config: str | os.PathLike[str] | Mapping[str, Any]) -> ModelS
         label, data, default_name = path, load_hf_config(path), directory or "config"
     spec, fam = _parse(label, data)
     name = data.get("_name_or_path")
+    activation = next((data[k] for k in _ACTIVATION_FIELDS if isinstance(data.get(k), str)), "")
     return replace(
         spec,
+        activation=spec.activation or activation,
         name=name if isinstance(name, str) and name else default_name,
         params=count_params(spec, fam),
         source=f"config.json: {label}" if label != "config.json" else "config.json",
@@ -256,6 +260,7 @@ def _gpt2(f: _Fields) -> tuple[ModelSpec, Family]:
         vocab_size=f.integer("vocab_size"),
         tied_embeddings=f.flag("tie_word_embeddings", True),
         max_seq_len=f.integer("n_positions", "n_ctx", default=1024),
+        activation=f.string("activation_function", "gelu_new"),  # GPT2Config's default
     )
     return spec, FAMILIES["gpt2"]
 

@@ -35,6 +35,9 @@ class ModelSpec:
     ``model_type`` is the Hugging Face ``model_type`` the shape was read as ("" for a shape with no
     Hugging Face model: a parameter count, a trace, GPT-3): the shape alone does not say what a family
     names its modules or whether it fuses q, k and v, which LoRA's targets depend on.
+    ``activation`` is the MLP's activation as transformers names it (``hidden_act``,
+    ``activation_function``: "gelu_new", "silu"; "" when unknown): some of transformers' activations
+    are Python compositions of several ops, each keeping a tensor for the backward.
     """
 
     name: str
@@ -60,6 +63,7 @@ class ModelSpec:
     traced: TracedStats | None = None
     source: str = ""
     model_type: str = ""
+    activation: str = ""
     notes: tuple[str, ...] = field(default_factory=tuple)
 
     @property
