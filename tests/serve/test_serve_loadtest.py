@@ -33,13 +33,15 @@ from computewise.serve.loadtest import (
     LOWEST_RETRIES,
     MAX_REQUESTS,
     LoadProgress,
+    LoadRequest,
     find_max_rate,
     load_payloads,
+    load_test,
     poisson_arrivals,
     request_order,
     run_load,
 )
-from computewise.specs.loadtest import LoadResult, MaxRateSearch, Probe
+from computewise.specs.loadtest import LoadResult, LoadtestRun, MaxRateSearch, Probe
 
 
 @dataclass
@@ -324,6 +326,22 @@ def test_find_max_reports_none_when_even_the_lowest_rate_misses() -> None:
     assert best is None and len(probes) == 1 + LOWEST_RETRIES and all(p.ok > 0 for p in probes)
     spread = MaxRateSearch(url, 20, best, tuple(Probe(p, False) for p in probes)).spread
     assert (spread.low_rps, spread.high_rps, spread.lowest_probes, spread.lowest_passed) == (None, 10, 3, 0)
+
+
+def test_load_test_returns_the_document_its_request_asks_for() -> None:
+    """One call for the verb: a run at one rate without an SLO, the search with each probe judged with one."""
+    service = FakeService()
+    with serving(service) as url:
+        run = load_test(LoadRequest(url, [{"x": 1}], rate_rps=20, duration_s=0.5))
+        probes_heard: list[bool] = []
+        search = load_test(
+            LoadRequest(url, [{"x": 1}], rate_rps=10, duration_s=0.5, slo_p99_ms=1000, max_rate_rps=10),
+            on_probe=lambda _, passed: probes_heard.append(passed),
+        )
+    assert isinstance(run, LoadtestRun) and run.url == url and run.result.rate_rps == 20 and run.result.ok > 0
+    assert isinstance(search, MaxRateSearch) and search.url == url and search.slo_p99_ms == 1000
+    assert search.max_rate_rps == 10 and [p.meets_slo for p in search.probes] == probes_heard == [True]
+    assert search.best is search.probes[0].result
 
 
 def test_one_slow_answer_at_the_lowest_probe_no_longer_reports_no_rate() -> None:
