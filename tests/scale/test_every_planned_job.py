@@ -48,10 +48,11 @@ HERE = Path(__file__).resolve().parent
 # SkyPilot's venv, as `make install-skypilot` makes it; `make test` names it in COMPUTEWISE_SKYPILOT_PYTHON.
 SKYPILOT_VENV_PYTHON = HERE.parents[1] / ".venv-skypilot" / "bin" / "python"
 
-# The engines that refuse a plan on the accelerator (the planner's one-chip TPU v4 and v5p plans fit no TPU VM).
+# The engines that refuse a plan on the accelerator: Slurm runs no TPU VM (the planner plans TPUs in the chip
+# counts of their slices, catalog ``slice_sizes``, so Kubernetes and SkyPilot render every TPU plan).
 REFUSED = {
-    "tpu-v4": {"kubernetes", "slurm", "skypilot"},
-    "tpu-v5p": {"kubernetes", "slurm", "skypilot"},
+    "tpu-v4": {"slurm"},
+    "tpu-v5p": {"slurm"},
     "tpu-v5e": {"slurm"},
     "trainium": {"slurm"},
 }

@@ -261,10 +261,24 @@ def _accelerator(cells: _Cells) -> Accelerator:
         interconnect_bytes_per_s=cells.number("interconnect_bytes_per_s", default=0.0),
         form_factor=cells.raw("form_factor"),
         trains=cells.yes_no("trains", default=True),
+        slice_sizes=_slice_sizes(cells),
         aliases=tuple(aliases),
         source=cells.text("source"),
         retrieved=cells.iso_date("retrieved"),
     )
+
+
+def _slice_sizes(cells: _Cells) -> tuple[int, ...]:
+    """``4|8|16``: ascending device counts; empty: any count."""
+    parts = [part.strip() for part in cells.raw("slice_sizes").split("|") if part.strip()]
+    if not all(part.isdigit() and int(part) > 0 for part in parts):
+        raise cells.error(
+            "slice_sizes", f"{cells.raw('slice_sizes')!r} is not a list of device counts", "write e.g. 1|4|8"
+        )
+    sizes = tuple(int(part) for part in parts)
+    if list(sizes) != sorted(set(sizes)):
+        raise cells.error("slice_sizes", "counts must be ascending without repeats", "write e.g. 1|4|8")
+    return sizes
 
 
 def _offering(cells: _Cells) -> Offering:
@@ -387,10 +401,13 @@ _TABLE_SPECS: dict[TableName, _Table] = {
             "interconnect_bytes_per_s",
             "form_factor",
             "trains",
+            "slice_sizes",
             "source",
             "retrieved",
         ),
-        optional=frozenset({"aliases", "form_factor", "trains", "interconnect_bytes_per_s", *_FLOPS_COLUMNS}),
+        optional=frozenset(
+            {"aliases", "form_factor", "trains", "slice_sizes", "interconnect_bytes_per_s", *_FLOPS_COLUMNS}
+        ),
         parse=_accelerator,
     ),
     "offerings": _Table(

@@ -362,6 +362,8 @@ def _units(hardware: Sequence[_Hardware], c: TrainConstraints) -> tuple[list[tup
     units: list[tuple[int, int]] = []
     for h_index, h in enumerate(hardware):
         for n in instance_counts(h.devices_per_node, c.max_gpus):
+            if not h.accelerator.rents(n * h.devices_per_node):
+                continue  # no slice of that many chips (a 2-chip TPU v5e): nothing could run it
             if n * h.devices_per_node > 1 and h.accelerator.interconnect_bytes_per_s <= 0:
                 reason = (
                     f"interconnect bandwidth of {h.accelerator.name} is not in the catalog; planned on one device only"

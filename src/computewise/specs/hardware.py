@@ -44,6 +44,12 @@ class Accelerator:
     source: str
     retrieved: str  # ISO date
     trains: bool = True  # False for inference-only chips (Inferentia): the training planner skips them
+    # Device counts a job can rent of a chip sold one at a time (a Cloud TPU slice: no 2-chip v5e); () any.
+    slice_sizes: tuple[int, ...] = ()
+
+    def rents(self, devices: int) -> bool:
+        """Whether ``devices`` of this accelerator can be rented together (``slice_sizes``)."""
+        return not self.slice_sizes or devices in self.slice_sizes
 
     def peak_flops_for(self, dtype: Dtype) -> float:
         """Peak for a dtype, falling back the way frameworks do (tf32 -> fp32, fp16 <-> bf16)."""
