@@ -97,9 +97,10 @@ def searched() -> object:
     pytest.importorskip("transformers")
     from computewise.tune.search import TuneOptions, run_tune
 
+    # 3.6 MiB: ranks 2 and 8 fit at a micro-batch of 16 (3.05 and 3.25 MiB estimated), rank 32 (4.04 MiB) does not.
     options = TuneOptions(
-        space=SPACE, steps=3, min_steps=1, threads=1, device="cpu", lora_ranks=(2, 8), quality_tolerance=0.0,
-        record=False,
+        space=SPACE, steps=3, min_steps=1, threads=1, device="cpu", lora_ranks=(2, 8, 32), quality_tolerance=0.0,
+        memory_bytes=3.6 * 2**20, record=False,
     )  # fmt: skip
     return run_tune(LLAMA, options)
 
@@ -110,13 +111,15 @@ def test_each_rank_is_trained_and_judged_by_the_setups_evaluation(searched: obje
 
     assert isinstance(searched, TuneResult) and searched.lora is not None
     lora = searched.lora
-    assert [outcome.rank for outcome in lora.outcomes] == [2, 8]
+    assert [outcome.rank for outcome in lora.outcomes] == [2, 8, 32]
     assert lora.metric.startswith("TrainingSetup.evaluate") and not lora.higher_is_better
-    qualities = {outcome.rank: outcome.measured.quality for outcome in lora.outcomes}
+    unfit = lora.outcome(32)
+    assert unfit.verdict.startswith("not measured: does not fit: every configuration") and not unfit.qualifies
+    qualities = {outcome.rank: outcome.measured.quality for outcome in lora.outcomes if outcome.rank != 32}
     assert all(quality is not None and 0 < quality < 5 for quality in qualities.values()), qualities
     best_quality = min(qualities, key=lambda rank: qualities[rank] or 0.0)
     assert lora.reference == lora.picked == best_quality  # tolerance 0: the best quality, whatever the speeds
-    estimates = {outcome.rank: outcome.measured.estimated_memory_bytes or 0.0 for outcome in lora.outcomes}
+    estimates = {outcome.rank: outcome.measured.estimated_memory_bytes or 0.0 for outcome in lora.outcomes[:2]}
     assert estimates[8] > estimates[2]  # four times the adapters, their gradients and AdamW's moments
     assert {trial.lora_rank for trial in searched.trials} == {2, 8}
     assert [trial.number for trial in searched.trials] == list(range(1, len(searched.trials) + 1))
@@ -134,11 +137,11 @@ def test_the_json_and_the_report_show_every_rank(searched: object, json_schema: 
     assert isinstance(searched, TuneResult) and searched.lora is not None
     data = json.loads(json.dumps(searched.to_dict()))
     json_schema(data, "tune")
-    assert data["lora"]["picked_rank"] == searched.lora.picked and len(data["lora"]["ranks"]) == 2
+    assert data["lora"]["picked_rank"] == searched.lora.picked and len(data["lora"]["ranks"]) == 3
     assert all("lora_rank" in trial and "quality" in trial for trial in data["trials"])
     console = Console(record=True, width=160)
     print_tune(searched, console)
     text = console.export_text()
     assert "$ / 1M tokens" in text and "quality" in text and "picked: the cheapest rank" in text
-    assert f"LoRA rank         {searched.lora.picked}: the cheapest of 2 ranks" in text
+    assert f"LoRA rank         {searched.lora.picked}: the cheapest of 3 ranks" in text
     assert "rank 2, fp32, micro 16" in text and "rank 8, fp32, micro 16" in text

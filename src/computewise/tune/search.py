@@ -51,7 +51,7 @@ from typing import Any, Literal, Protocol
 
 from computewise.catalog import Catalog, load_catalog
 from computewise.catalog.calibration import calibration_catalog_paths, calibration_for, measured_peak_flops
-from computewise.errors import InputError, TuneError
+from computewise.errors import InputError, NothingFitsError, TuneError
 from computewise.estimate.assumptions import Assumptions
 from computewise.estimate.quote import PriceRequest
 from computewise.ledger import Ledger, NewRun, PriceSnapshot
@@ -450,8 +450,16 @@ def run_tune(
         )
 
     threads = options.threads or torch.get_num_threads()
-    by_rank = {rank: search_for(rank) for rank in options.lora_ranks}  # every rank checked before any trial
-    single = None if by_rank else search_for(None)
+    by_rank: dict[int, _Search] = {}
+    unfit: dict[int, NothingFitsError] = {}
+    for rank in options.lora_ranks:  # every rank checked before any trial
+        try:
+            by_rank[rank] = search_for(rank)
+        except NothingFitsError as error:  # judged as not measured, unless no rank fits
+            unfit[rank] = error
+    if unfit and not by_rank:
+        raise unfit[options.lora_ranks[0]]
+    single = None if options.lora_ranks else search_for(None)
     peak, peak_note = _peak(catalog, options.accelerator, hardware, device, options.calibration)
     row = priced_row(
         catalog,
@@ -466,13 +474,13 @@ def run_tune(
     price = row.price
     with contextlib.ExitStack() as recording:
         record = _recorded(recording, options, row)
-        lora = None
+        lora: RankSearch | None = None
         if single is not None:
             single.run()
+            search, searches = single, [single]
         else:
-            lora = _search_ranks(by_rank, setup, options.quality_tolerance, price.hourly_usd)
-        search = single or by_rank[lora.picked if lora is not None else options.lora_ranks[0]]
-        searches = [single] if single is not None else list(by_rank.values())
+            lora = _search_ranks(options.lora_ranks, by_rank, unfit, setup, options.quality_tolerance, price.hourly_usd)
+            search, searches = by_rank[lora.picked], list(by_rank.values())
         wall_s = time.perf_counter() - started_perf
         worth = _worth(search, search.profile, peak, options, price.hourly_usd, wall_s)
         result = TuneResult(
@@ -486,7 +494,7 @@ def run_tune(
             capacity=capacity,
             pruning=search.pruning,
             rungs=search.rungs,
-            trials=tuple(record for each in searches for record in each.records),
+            trials=tuple(trial for each in searches for trial in each.records),
             best=search.best,
             baseline=search.baseline,
             largest_batch=search.largest_batch,
@@ -509,14 +517,27 @@ def run_tune(
     return result
 
 
-def _search_ranks(by_rank: dict[int, _Search], setup: TrainingSetup, tolerance: float, hourly_usd: float) -> RankSearch:
+def _search_ranks(
+    ranks: Sequence[int],
+    by_rank: dict[int, _Search],
+    unfit: dict[int, NothingFitsError],
+    setup: TrainingSetup,
+    tolerance: float,
+    hourly_usd: float,
+) -> RankSearch:
     """Run each rank's search, numbering the trials on from the last rank's, and judge the ranks (``ranks``).
 
-    A rank whose every trial failed is judged as not measured; the others are still compared.
+    A rank that fits nowhere, or whose every trial failed, is judged as not measured; the others are
+    still compared.
     """
     measured: list[RankTrial] = []
     numbered = 0
-    for rank, search in by_rank.items():
+    for rank in ranks:
+        if rank in unfit:
+            message = f"does not fit: {unfit[rank].message}"
+            measured.append(RankTrial(rank, None, None, None, None, None, None, failure=message))
+            continue
+        search = by_rank[rank]
         search.first_number = numbered
         try:
             search.run()
