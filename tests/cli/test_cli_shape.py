@@ -39,7 +39,6 @@ LONG_VERBS: dict[str, str] = {
     "run": "171 lines: two journeys (here and --engine) in one function",
     "submit": "106 lines",
     "optimize": "102 lines",
-    "data bench": "88 lines",
 }
 
 # CLI modules that still import another CLI module (other than common), and what they import.

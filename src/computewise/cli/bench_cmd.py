@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.console import Console
 
-from computewise.cli.common import CatalogOption, HtmlOption, JsonOption, emit, progress_bar
+from computewise.cli.common import CatalogOption, HtmlOption, JsonOption, emit, progress_callback
 
 if TYPE_CHECKING:
     from computewise.bench.result import BenchResult
@@ -55,12 +55,7 @@ def bench(
     resolve_devices(device)  # a device that is not here fails before a minute of measuring
     options = BenchOptions(quick=quick, device=device, storage=storage, catalog_paths=tuple(catalog_paths or ()))
     stderr = Console(stderr=True)
-    with progress_bar("bench", stderr) as bar:
-        task_id = bar.add_task("starting", total=None)
-
-        def progress(description: str, done: int, total: int) -> None:
-            bar.update(task_id, description=description, completed=done, total=total)
-
+    with progress_callback("bench", stderr) as progress:
         result = run_bench(options, progress)
     emit(result, as_json, html, print_bench, bench_html)
     if save:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Protocol, TypeVar
@@ -55,6 +56,8 @@ DbOption = Annotated[
 ModelOption = Annotated[
     str, typer.Option("--model", "-m", help="Preset name, path to a config.json, or a parameter count (7.5B).")
 ]
+# --eval of optimize and distill, which grade the same way; each ends it with what 'agreement' compares against.
+EVAL_HELP = "package.module:function called as fn(predict) -> float (higher is better), or 'agreement' with "
 
 
 # One concept, one flag in every verb (issue 27): each old spelling (key) still parses, for one release,
@@ -310,6 +313,17 @@ def progress_bar(verb: str, console: Console, *extra_fields: str) -> Progress:
         console=console,
         transient=True,
     )
+
+
+@contextlib.contextmanager
+def progress_callback(
+    verb: str, console: Console, first: str = "starting"
+) -> Iterator[Callable[[str, int, int], None]]:
+    """``progress_bar`` as the callback the library's long calls take, ``(what, done, total)``; a total of 0 is
+    not known yet (``0/?``). ``first``: what the bar says before the first call."""
+    with progress_bar(verb, console) as bar:
+        task_id = bar.add_task(first, total=None)
+        yield lambda what, done, total: bar.update(task_id, description=what, completed=done, total=total or None)
 
 
 MethodOption = Annotated[

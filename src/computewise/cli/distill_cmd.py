@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from computewise.cli.common import JsonOption, bounded_float, bounded_int, print_document, progress_bar
+from computewise.cli.common import EVAL_HELP, JsonOption, bounded_float, bounded_int, print_document, progress_callback
 
 # The flags that take more than a line, one type each, so the verb's signature reads in a screen.
 _Student = Annotated[
@@ -30,12 +30,7 @@ _Out = Annotated[
     Path | None, typer.Option(help="Export the student (ONNX Runtime, FP32) and its manifest to this directory.")
 ]
 _EvalSpec = Annotated[
-    str,
-    typer.Option(
-        "--eval",
-        help="package.module:function called as fn(predict) -> float (higher is better), or 'agreement' "
-        "with the teacher (cosine for embeddings, top-1 for classifiers).",
-    ),
+    str, typer.Option("--eval", help=EVAL_HELP + "the teacher (cosine for embeddings, top-1 for classifiers).")
 ]
 _MaxDrop = Annotated[
     str, typer.Option(help="Quality the student may lose against the teacher: 5% (relative) or 0.05 (absolute).")
@@ -93,13 +88,8 @@ def distill(
         threads=threads,
     )
     stderr = Console(stderr=True)
-    with progress_bar("distill", stderr) as bar:
-        task_id = bar.add_task("loading the teacher", total=None)
-
-        def progress(what: str, done: int, total: int) -> None:
-            bar.update(task_id, description=what, completed=done, total=total)
-
+    with progress_callback("distill", stderr, "loading the teacher") as progress:
         result = run_distill(
             teacher, spec, inputs, out, options, metric_spec=eval_spec, max_drop=budget, progress=progress
         )
-    print_document(result.to_dict(), as_json, print_distill)
+    print_document(result, as_json, print_distill)

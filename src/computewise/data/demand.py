@@ -13,13 +13,48 @@ language model it must be one training sequence, or the comparison is between di
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 from computewise.data.result import Demand, Measurement, Verdict
 from computewise.errors import InputError
 from computewise.units import format_count
 
-__all__ = ["demand_from_model", "demand_from_plan", "demand_from_rate", "verdict"]
+__all__ = ["DemandRequest", "demand_from_model", "demand_from_plan", "demand_from_rate", "verdict"]
+
+
+@dataclass(frozen=True)
+class DemandRequest:
+    """What the job consumes as ``data bench``'s flags say it: a plan, a model on GPUs, or a rate; one at most."""
+
+    plan: Path | None = None
+    global_batch: int | None = None  # samples per optimizer step (a plan does not record it)
+    model: str | None = None
+    gpu: str | None = None
+    gpus: int = 1
+    seq_len: int | None = None
+    samples_per_s: float | None = None
+    catalog_paths: tuple[Path, ...] = ()
+
+    def demand(self) -> Demand | None:
+        """The ``Demand`` the flags describe (None: nothing said), refusing two sources or a model without a GPU."""
+        sources = (("--plan", self.plan), ("--model", self.model), ("--demand", self.samples_per_s))
+        given = [name for name, value in sources if value]
+        if len(given) > 1:
+            raise InputError(
+                f"{' and '.join(given)} both say what the job consumes", "give one of --plan, --model, --demand"
+            )
+        if (self.model is None) != (self.gpu is None):
+            raise InputError("--model and --gpu go together", "e.g. --model llama-3-8b --gpu h100 --gpus 8")
+        if self.plan is not None:
+            return demand_from_plan(self.plan, self.global_batch)
+        if self.model is not None and self.gpu is not None:
+            return demand_from_model(
+                self.model, self.gpu, self.gpus, self.seq_len, self.global_batch, self.catalog_paths
+            )
+        if self.samples_per_s is not None:
+            return demand_from_rate(self.samples_per_s)
+        return None
 
 
 def demand_from_rate(samples_per_s: float) -> Demand:
