@@ -36,8 +36,6 @@ LONG_VERBS: dict[str, str] = {
     "plan train": "131 lines, plan_cmd.py under change",
     "plan infer": "61 lines, plan_cmd.py under change",
     # Not thinned yet: each wants its flags as a typed request and one library call, as plan serve has.
-    "run": "171 lines: two journeys (here and --engine) in one function",
-    "submit": "106 lines",
     "optimize": "102 lines",
 }
 
@@ -45,9 +43,6 @@ LONG_VERBS: dict[str, str] = {
 CROSS_IMPORTS: dict[str, set[str]] = {
     # plan_cmd.py registers plan serve and plan federated from their own modules (under change, see above).
     "plan_cmd": {"plan_serve_cmd", "plan_federated_cmd"},
-    # run --engine shares submit's job resources; they belong in the library (scale) or common.
-    "run_cmd": {"run_on_engine", "submit_cmd"},
-    "run_on_engine": {"submit_cmd"},
 }
 
 
