@@ -135,7 +135,7 @@ def apply(
         with _Progress() as progress:
             result = apply_plan(plan, location, ledger, archive_dir, lambda i, _: progress.acted(i, total))
     if as_json:
-        emit_json(result.to_dict() if isinstance(result, ApplyResult) else {**plan.to_dict(), "dry_run": True})
+        emit_json(result.to_dict())
     else:
         print_apply(result, Console())
 

@@ -106,6 +106,7 @@ class RetentionPlan:
             "usd_per_month_saved": self.usd_per_month_saved,
             "kept": [{"path": path, "reason": reason} for path, reason in self.kept],
             "kept_counts": dict(self.kept_counts),
+            "dry_run": True,  # a plan changes nothing; ``ApplyResult.to_dict`` turns it False in place
         }
 
 
