@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -29,8 +30,12 @@ from computewise.account.budgets import budget_status
 from computewise.account.report import cost_report
 from computewise.account.totals import list_runs
 from computewise.catalog import load_catalog
+from computewise.estimate import Assumptions
+from computewise.estimate.figures import DeviceMemory
 from computewise.ledger import AttemptRow, Ledger, NewRun, SampleRow
+from computewise.models import resolve_model
 from computewise.monitor.summary import summarize
+from computewise.plan import InferConstraints, InferPlan, Plan, compare_onprem, plan_infer
 from computewise.plan.serve import ServePlan, TrafficProfile, plan_serving
 from computewise.report.accounts import anomalies_grid, budget_grid, cost_grid
 from computewise.report.attempts import attempts_grid, print_attempts
@@ -207,16 +212,12 @@ def _grids(name: str, data: Any) -> list[Grid]:
         "cost report": lambda report: [cost_grid(report)],
         "cost anomalies": lambda report: [anomalies_grid(report)],
         "budget status": lambda statuses: [budget_grid(statuses)],
-        "plan train": lambda d: [
-            option_grid(d["pareto"]),
-            option_grid(d["candidates"], True),
-            scaling_grid(d["scaling"]),
-        ],
-        "plan infer": lambda d: [option_grid(d["pareto"]), option_grid(d["candidates"], True)],
-        "plan compare-onprem": lambda d: [break_even_grid(d["break_even"])],
+        "plan train": lambda d: _plan_grids(Plan.from_dict(d)),
+        "plan infer": lambda d: _plan_grids(_infer_plan()),
+        "plan compare-onprem": lambda d: [break_even_grid(compare_onprem(load_catalog()))],
         "plan serve": lambda d: [serve_modes_grid(_serve_plan(d)), serve_schedule_grid(_serve_plan(d))],
-        "estimate train": lambda d: [memory_grid(d["memory"])],
-        "estimate infer": lambda d: [memory_grid(d["memory"])],
+        "estimate train": lambda d: [memory_grid(DeviceMemory(d["memory"]["per_device_bytes"]))],
+        "estimate infer": lambda d: [memory_grid(DeviceMemory(d["memory"]["per_device_bytes"]))],
         "estimate comm": lambda d: [comm_grid(d)],
         "catalog validate": lambda d: [
             files_grid(
@@ -227,6 +228,19 @@ def _grids(name: str, data: Any) -> list[Grid]:
         ],
     }
     return by_name[name](data)
+
+
+def _plan_grids(plan: Plan | InferPlan) -> list[Grid]:
+    scaling = [scaling_grid(plan.scaling)] if plan.kind == "train" else []
+    return [option_grid(plan.pareto), option_grid(plan.shown, True), *scaling]
+
+
+def _infer_plan() -> InferPlan:
+    """``plan infer`` as its command below asks it: the library's typed plan, which has no reader from --json."""
+    catalog = load_catalog()
+    constraints = InferConstraints(requests_per_s=20, input_len=512, output_len=128, mean_requests_per_s=5)
+    plan = plan_infer(resolve_model("llama-3-8b"), catalog, Assumptions.from_catalog(catalog), constraints)
+    return replace(plan, top=5)
 
 
 def _ledger_results(url: str, data: dict[str, Any]) -> dict[str, Any]:

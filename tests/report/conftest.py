@@ -11,11 +11,18 @@ from typing import Any
 
 import pytest
 
+from computewise.plan.infer import InferOption, InferPlan
+from computewise.plan.onprem import BreakEven
+from computewise.plan.result import Option, Plan, Rejection, ScalingPoint
+from computewise.specs import Pricing
+
 GB = 1e9
 H100_BYTES = 80e9  # 74.5 GiB as the CUDA allocator reports it
 
 
-def _memory(weights: float, gradients: float, optimizer: float, activations: float, kv: float, overhead: float) -> Any:
+def _memory(
+    weights: float, gradients: float, optimizer: float, activations: float, kv: float, overhead: float
+) -> dict[str, float]:
     parts = {
         "weights": weights,
         "gradients": gradients,
@@ -107,59 +114,62 @@ def infer_estimate() -> dict[str, Any]:
     }
 
 
-def _train_option(gpus: int, time_s: float, usd_per_h: float, pricing: str = "on-demand") -> dict[str, Any]:
-    instances = max(1, gpus // 8)
-    per_device = _memory(16.06 * GB / min(gpus, 8), 0.0, 12.045 * GB, 10.0 * GB, 0.0, 2.0 * GB)
-    return {
-        "accelerator": "h100-sxm",
-        "gpus": gpus,
-        "hardware": {"cloud": "aws", "instance_type": "p5.48xlarge", "instances": instances, "region": "us-east-1"},
-        "layout": {"dp": gpus, "tp": 1, "pp": 1, "zero": 1},
-        "job": {"precision": "bf16", "micro_batch": 2, "recompute": "selective"},
-        "memory": {"per_device_bytes": per_device, "capacity_bytes": H100_BYTES},
-        "compute": {"flops": 9.636e20, "mfu": 0.42},
-        "time": {"seconds": time_s},
-        "cost": {"usd": usd_per_h * time_s / 3600.0, "pricing": pricing, "usd_per_hour": usd_per_h},
-        "energy": {"kwh": 1873.4},
-        "co2": {"kg": 712.3},
-    }
+def _train_option(gpus: int, time_s: float, usd_per_h: float, pricing: Pricing = "on-demand") -> Option:
+    return Option(
+        accelerator="h100-sxm",
+        gpus=gpus,
+        instances=max(1, gpus // 8),
+        cloud="aws",
+        instance_type="p5.48xlarge",
+        region="us-east-1",
+        pricing=pricing,
+        usd_per_h=usd_per_h,
+        tp=1,
+        pp=1,
+        dp=gpus,
+        zero=1,
+        precision="bf16",
+        micro_batch=2,
+        recompute="selective",
+        memory_bytes=_memory(16.06 * GB / min(gpus, 8), 0.0, 12.045 * GB, 10.0 * GB, 0.0, 2.0 * GB),
+        capacity_bytes=H100_BYTES,
+        flops=9.636e20,
+        time_s=time_s,
+        cost_usd=usd_per_h * time_s / 3600.0,
+        energy_kwh=1873.4,
+        co2_kg=712.3,
+        mfu=0.42,
+    )
 
 
-def _rejections() -> list[dict[str, Any]]:
+def _rejections() -> list[Rejection]:
     memory = [
-        {
-            "accelerator": "l4",
-            "gpus": n,
-            "stage": "memory",
-            "reason": f"does not fit: {90 + n:.1f} GiB > 22.0 GiB on L4 (case {n})",
-            "candidates": 40,
-            "option": "",
-        }
+        Rejection("l4", n, "memory", f"does not fit: {90 + n:.1f} GiB > 22.0 GiB on L4 (case {n})", 40)
         for n in range(1, 15)
     ]
     deadline = [
-        {
-            "accelerator": "a10g",
-            "gpus": 8,
-            "stage": "deadline",
-            "reason": "fastest layout takes 41.3 d > deadline 7.0 d",
-            "candidates": 12,
-            "option": "1 x aws g5.48xlarge us-east-1 spot",
-        },
-        {
-            "accelerator": "a100-40gb",
-            "gpus": 8,
-            "stage": "deadline",
-            "reason": "fastest layout takes 9.2 d > deadline 7.0 d",
-            "candidates": 1,
-            "option": "1 x gcp a2-highgpu-8g us-central1 on-demand",
-        },
+        Rejection(
+            "a10g",
+            8,
+            "deadline",
+            "fastest layout takes 41.3 d > deadline 7.0 d",
+            12,
+            "1 x aws g5.48xlarge us-east-1 spot",
+        ),
+        Rejection(
+            "a100-40gb",
+            8,
+            "deadline",
+            "fastest layout takes 9.2 d > deadline 7.0 d",
+            1,
+            "1 x gcp a2-highgpu-8g us-central1 on-demand",
+        ),
     ]
     return memory + deadline
 
 
 @pytest.fixture
-def train_plan() -> dict[str, Any]:
+def train_plan() -> Plan:
     # Times from 2.8 h (128 GPUs) to 45 d (8 GPUs on spot with slowdowns): the frontier spans > 100x.
     candidates = [
         _train_option(128, 10_080.0, 1572.0),
@@ -172,88 +182,62 @@ def train_plan() -> dict[str, Any]:
         _train_option(8, 3_900_000.0, 1.0, pricing="spot"),
     ]
     candidates += [_train_option(8, 200_000.0 + 10_000.0 * i, 98.32) for i in range(7)]
-    pareto = [candidates[i] for i in (0, 1, 2, 3, 4, 5, 7)]
-    return {
-        "recommended": candidates[5],
-        "pareto": pareto,
-        "candidates": candidates,
-        "rejected": _rejections(),
-        "considered": 1234,
-        "feasible": len(candidates),
-        "scaling": [
-            {"gpus": 8, "time_s": 130_000.0, "cost_usd": 3550.4, "efficiency": 1.0},
-            {"gpus": 16, "time_s": 66_000.0, "cost_usd": 3604.3, "efficiency": 0.985},
-            {"gpus": 32, "time_s": 34_000.0, "cost_usd": 3714.5, "efficiency": 0.956},
-            {"gpus": 64, "time_s": 18_000.0, "cost_usd": 3933.0, "efficiency": 0.903},
-            {"gpus": 128, "time_s": 10_080.0, "cost_usd": 4401.6, "efficiency": 0.806},
-        ],
-    }
+    return Plan(
+        recommended=candidates[5],
+        pareto=tuple(candidates[i] for i in (0, 1, 2, 3, 4, 5, 7)),
+        candidates=tuple(candidates),
+        rejected=tuple(_rejections()),
+        considered=1234,
+        scaling=(
+            ScalingPoint(8, 130_000.0, 3550.4, 1.0),
+            ScalingPoint(16, 66_000.0, 3604.3, 0.985),
+            ScalingPoint(32, 34_000.0, 3714.5, 0.956),
+            ScalingPoint(64, 18_000.0, 3933.0, 0.903),
+            ScalingPoint(128, 10_080.0, 4401.6, 0.806),
+        ),
+    )
 
 
-def _infer_option(accelerator: str, latency_s: float, replicas: int, usd_per_h: float) -> dict[str, Any]:
-    return {
-        "accelerator": accelerator,
-        "hardware": {"cloud": "aws", "instance_type": "p5.48xlarge", "region": "us-east-1"},
-        "gpus": 1,
-        "replicas": replicas,
-        "job": {"precision": "fp8", "batch": 32},
-        "memory": {"per_device_bytes": _memory(8.03 * GB, 0.0, 0.0, 0.4 * GB, 8.6 * GB, 1.0 * GB)},
-        "time": {"seconds": latency_s, "requests_per_second_per_replica": 21.5},
-        "cost": {
-            "usd_per_1000_requests": replicas * usd_per_h / (200 * 3600.0) * 1000.0,
-            "usd_per_hour_per_replica": usd_per_h,
-            "always_on_usd_per_month": replicas * usd_per_h * 730.0,
-            "scale_to_zero_usd_per_month": 0.4 * replicas * usd_per_h * 730.0,
-        },
-    }
+def _infer_option(accelerator: str, latency_s: float, replicas: int, usd_per_h: float) -> InferOption:
+    return InferOption(
+        accelerator=accelerator,
+        cloud="aws",
+        instance_type="p5.48xlarge",
+        region="us-east-1",
+        gpus_per_replica=1,
+        precision="fp8",
+        batch=32,
+        replicas=replicas,
+        latency_s=latency_s,
+        requests_per_s_per_replica=21.5,
+        memory_bytes=_memory(8.03 * GB, 0.0, 0.0, 0.4 * GB, 8.6 * GB, 1.0 * GB),
+        usd_per_h_per_replica=usd_per_h,
+        usd_per_1000_requests=replicas * usd_per_h / (200 * 3600.0) * 1000.0,
+        always_on_usd_per_month=replicas * usd_per_h * 730.0,
+        scale_to_zero_usd_per_month=0.4 * replicas * usd_per_h * 730.0,
+    )
 
 
 @pytest.fixture
-def infer_plan() -> dict[str, Any]:
+def infer_plan() -> InferPlan:
+    # The cheapest is also the fastest here, so the frontier is the recommendation alone.
     candidates = [
-        _infer_option("h100-sxm", 1.9, 10, 12.29),
+        _infer_option("h100-sxm", 3.1, 10, 12.29),
         _infer_option("a100-80gb", 2.6, 14, 5.12),
-        _infer_option("l40s", 3.1, 19, 2.35),
+        _infer_option("l40s", 1.9, 19, 2.35),
     ]
-    candidates.sort(key=lambda o: o["cost"]["always_on_usd_per_month"])
-    return {
-        "recommended": candidates[0],
-        "pareto": [candidates[0]],
-        "candidates": candidates,
-        "rejected": [
-            {
-                "accelerator": "l4",
-                "gpus": 1,
-                "stage": "latency",
-                "reason": "fastest request takes 6.1 s > target 4.0 s",
-                "candidates": 27,
-                "option": "g6.xlarge",
-            }
-        ],
-        "considered": 324,
-        "feasible": 3,
-    }
+    candidates.sort(key=lambda o: o.always_on_usd_per_month)
+    return InferPlan(
+        recommended=candidates[0],
+        candidates=tuple(candidates),
+        rejected=(Rejection("l4", 1, "latency", "fastest request takes 6.1 s > target 4.0 s", 27, "g6.xlarge"),),
+        considered=324,
+    )
 
 
 @pytest.fixture
-def break_even_rows() -> list[dict[str, Any]]:
+def break_even_rows() -> list[BreakEven]:
     return [
-        {
-            "accelerator": "h100-sxm",
-            "accelerator_count": 8,
-            "owned_usd_per_hour_at_full_use": 21.7,
-            "pricing": "on-demand",
-            "rented_usd_per_hour": 98.32,
-            "rented_from": "aws p5.48xlarge us-east-1",
-            "break_even_utilization": 0.2207,
-        },
-        {
-            "accelerator": "h100-sxm",
-            "accelerator_count": 8,
-            "owned_usd_per_hour_at_full_use": 21.7,
-            "pricing": "reserved-3y",
-            "rented_usd_per_hour": 17.9,
-            "rented_from": "lambda gpu_8x_h100_sxm5 us-east-1",
-            "break_even_utilization": 1.21,
-        },
+        BreakEven("h100-sxm", 8, 21.7, "on-demand", 98.32, "aws p5.48xlarge us-east-1", 0.2207),
+        BreakEven("h100-sxm", 8, 21.7, "reserved-3y", 17.9, "lambda gpu_8x_h100_sxm5 us-east-1", 1.21),
     ]

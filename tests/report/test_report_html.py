@@ -6,6 +6,7 @@ import os
 import re
 import stat
 import sys
+from dataclasses import replace
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,8 @@ from typing import Any
 import pytest
 
 from computewise.errors import InputError
+from computewise.plan.infer import InferPlan
+from computewise.plan.result import Plan
 from computewise.report.html import estimate_html, plan_html, write_html
 from computewise.report.svg import ALERT
 from computewise.units import format_duration, format_flops, format_usd
@@ -119,7 +122,7 @@ def test_text_from_the_dict_is_escaped(train_estimate: dict[str, Any]) -> None:
     assert "a &lt; b &amp; c" in page
 
 
-def test_plan_page_has_frontier_scaling_and_tables(train_plan: dict[str, Any]) -> None:
+def test_plan_page_has_frontier_scaling_and_tables(train_plan: Plan) -> None:
     page = plan_html(train_plan)
     counts = _check_well_formed(page)
     _check_self_contained(page)
@@ -142,21 +145,20 @@ def test_plan_page_has_frontier_scaling_and_tables(train_plan: dict[str, Any]) -
     assert "polyline" in counts
 
 
-def test_plan_page_lists_every_rejection_by_stage(train_plan: dict[str, Any]) -> None:
+def test_plan_page_lists_every_rejection_by_stage(train_plan: Plan) -> None:
     text = _text(plan_html(train_plan))
     assert "memory: 560 candidate configurations (14 rejections)" in text
     assert "(case 14)" in text  # the page has room for all of them
     assert "deadline: 13 candidate configurations (2 rejections)" in text
 
 
-def test_plan_page_without_scaling(train_plan: dict[str, Any]) -> None:
-    del train_plan["scaling"]
-    page = plan_html(train_plan)
+def test_plan_page_without_scaling(train_plan: Plan) -> None:
+    page = plan_html(replace(train_plan, scaling=()))
     assert _check_well_formed(page)["svg"] == 2
     assert "time vs GPUs" not in page
 
 
-def test_infer_plan_page(infer_plan: dict[str, Any]) -> None:
+def test_infer_plan_page(infer_plan: InferPlan) -> None:
     page = plan_html(infer_plan)
     _check_well_formed(page)
     _check_self_contained(page)

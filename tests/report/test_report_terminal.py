@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from rich.console import Console
 
+from computewise.plan.infer import InferPlan
+from computewise.plan.onprem import BreakEven
+from computewise.plan.result import Plan
 from computewise.report.terminal import print_break_even, print_estimate, print_plan
 from computewise.units import format_bytes, format_duration, format_flops, format_usd
 
@@ -78,7 +82,7 @@ def test_strings_from_the_dict_are_not_markup(train_estimate: dict[str, Any]) ->
     assert "[red]not a style[/red]" in text
 
 
-def test_plan_shows_recommendation_frontier_candidates_and_search_size(train_plan: dict[str, Any]) -> None:
+def test_plan_shows_recommendation_frontier_candidates_and_search_size(train_plan: Plan) -> None:
     console = _console()
     print_plan(train_plan, console, top=10)
     text = console.export_text()
@@ -94,19 +98,18 @@ def test_plan_shows_recommendation_frontier_candidates_and_search_size(train_pla
     assert "considered 1234 candidate configurations, 15 feasible" in text
 
 
-def test_plan_shows_scaling_when_present(train_plan: dict[str, Any]) -> None:
+def test_plan_shows_scaling_when_present(train_plan: Plan) -> None:
     console = _console()
     print_plan(train_plan, console)
     text = console.export_text()
     assert "scaling of the recommended instance type" in text
     assert "81%" in text  # efficiency at 128 GPUs
-    del train_plan["scaling"]
     console = _console()
-    print_plan(train_plan, console)
+    print_plan(replace(train_plan, scaling=()), console)
     assert "scaling" not in console.export_text()
 
 
-def test_rejections_are_grouped_by_stage_and_capped(train_plan: dict[str, Any]) -> None:
+def test_rejections_are_grouped_by_stage_and_capped(train_plan: Plan) -> None:
     console = _console()
     print_plan(train_plan, console)
     text = console.export_text()
@@ -118,20 +121,20 @@ def test_rejections_are_grouped_by_stage_and_capped(train_plan: dict[str, Any]) 
     assert sum("does not fit" in line for line in text.splitlines()) <= 10
 
 
-def test_infer_plan_shows_replicas_and_monthly_cost(infer_plan: dict[str, Any]) -> None:
+def test_infer_plan_shows_replicas_and_monthly_cost(infer_plan: InferPlan) -> None:
     console = _console()
     print_plan(infer_plan, console)
     text = console.export_text()
-    recommended = infer_plan["recommended"]
-    assert f"{recommended['replicas']} replicas of 1 × {recommended['accelerator']}" in text
-    assert format_usd(recommended["cost"]["always_on_usd_per_month"]) + " always on" in text
+    recommended = infer_plan.recommended
+    assert f"{recommended.replicas} replicas of 1 × {recommended.accelerator}" in text
+    assert format_usd(recommended.always_on_usd_per_month) + " always on" in text
     assert "$/1000 req" in text
     assert "frontier" not in text  # an inference plan's frontier is only its recommendation
     assert "latency: 27 candidate configurations (1 rejection)" in text
     assert "considered 324 candidate configurations, 3 feasible" in text
 
 
-def test_break_even_says_when_owning_never_pays(break_even_rows: list[dict[str, Any]]) -> None:
+def test_break_even_says_when_owning_never_pays(break_even_rows: list[BreakEven]) -> None:
     console = _console()
     print_break_even(break_even_rows, console)
     text = console.export_text()

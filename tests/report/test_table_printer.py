@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import io
+from dataclasses import replace
 from typing import Any
 
 import pytest
 from rich.cells import cell_len
 from rich.console import Console
 
+from computewise.plan.infer import InferPlan
 from computewise.report.rows import Grid, plural, recommendation
 from computewise.report.scaletest import scaletest_grid
 from computewise.report.table import available_width, fit_widths, print_table
@@ -173,8 +175,8 @@ def test_scaletest_and_tune_tables_keep_their_numbers(width: int, build: Any, mo
     _whole_cells(grid, text, hidden)
 
 
-def test_counts_are_singular_at_one(infer_plan: dict[str, Any]) -> None:
-    one = {**infer_plan["recommended"], "replicas": 1}
+def test_counts_are_singular_at_one(infer_plan: InferPlan) -> None:
+    one = replace(infer_plan.recommended, replicas=1)
     hardware = dict(recommendation(one))["hardware"]
     assert hardware.startswith("1 replica of ") and "replicas" not in hardware
     assert plural(1, "process", "processes") == "1 process" and plural(2, "process", "processes") == "2 processes"

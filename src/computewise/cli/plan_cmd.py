@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -175,16 +176,15 @@ def train(
     result = plan_train(
         spec, catalog, assumptions, constraints, None if measured is None else {measured.device_slug: measured}
     )
-    data = result.to_dict(top=top or None)
-    if result.recommended.time_s > _YEAR_S:
-        data["warnings"] = [_long_run_warning(result.recommended.time_s)]
-    if global_batch is None:
-        data["notes"] = [*data.get("notes", []), default_global_batch_note(batch, seq)]
+    notes = [default_global_batch_note(batch, seq)] if global_batch is None else []
     for slug in sorted({option.accelerator for option in result.candidates}):
         used = measured if measured is not None and measured.device_slug == slug else find_calibration(slug)
         if used is not None:
-            data["notes"] = [*data.get("notes", []), f"{used.note}: {slug} timed with its measured peak and efficiency"]
-    emit(data, as_json, html, print_plan, plan_html)
+            notes.append(f"{used.note}: {slug} timed with its measured peak and efficiency")
+    long_run = result.recommended.time_s > _YEAR_S
+    warnings = (_long_run_warning(result.recommended.time_s),) if long_run else ()
+    plan = replace(result, top=top or None, warnings=warnings, notes=tuple(notes))
+    emit(plan, as_json, html, print_plan, plan_html)
 
 
 def _long_run_warning(time_s: float) -> str:
@@ -257,7 +257,7 @@ def infer(
         pricing=choice(pricing, CLOUD_PRICINGS, "--pricing"),
     )
     result = plan_infer(spec, catalog, assumptions, constraints)
-    emit(result.to_dict(top=top or None), as_json, html, print_plan, plan_html)
+    emit(replace(result, top=top or None), as_json, html, print_plan, plan_html)
 
 
 @app.command("compare-onprem")
@@ -279,15 +279,14 @@ def compare_onprem_cmd(
     rows = compare_onprem(catalog, tuple(catalog.accelerator(name).slug for name in gpu or ()))
     if not rows:
         raise InputError("no on-premises server in the catalog matches", "drop --gpu or add rows to onprem.csv")
-    data = [r.to_dict() for r in rows]
     if html is not None:
-        write_html(html, break_even_html(data))
+        write_html(html, break_even_html(rows))
     if as_json:
-        sys.stdout.write(json.dumps({"break_even": data}, indent=2) + "\n")
+        sys.stdout.write(json.dumps({"break_even": [r.to_dict() for r in rows]}, indent=2) + "\n")
     else:
         from rich.console import Console
 
-        print_break_even(data, Console())
+        print_break_even(rows, Console())
         if html is not None:
             Console(stderr=True).print(f"wrote {html}", highlight=False, markup=False)
 

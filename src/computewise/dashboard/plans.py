@@ -171,29 +171,26 @@ def _mtime(path: Path) -> float:
 
 
 def _frontier(plan: Plan) -> str:
-    d = plan.to_dict()
     points = len(plan.candidates) + (len(plan.pareto) if len(plan.pareto) > 1 else 0) + 1
-    return chart(frontier_svg(d), series="plan-frontier", points=points)
+    return chart(frontier_svg(plan), series="plan-frontier", points=points)
 
 
 def _scaling(plan: Plan) -> str:
     if not plan.scaling:
         return '<p class="muted">No scaling curve in this plan: it found one GPU count for the recommended type.</p>'
-    points = [p.to_dict() for p in plan.scaling]
-    time_svg, efficiency_svg = scaling_svgs(points)
+    time_svg, efficiency_svg = scaling_svgs(plan.scaling)
     finite = sum(1 for p in plan.scaling if math.isfinite(p.time_s))
     return (
         '<div class="charts">'
         + chart(time_svg, series="plan-scaling", points=finite)
         + chart(efficiency_svg, series="plan-efficiency", points=finite)
         + "</div>"
-        + grid_table(scaling_grid(points))
+        + grid_table(scaling_grid(plan.scaling))
     )
 
 
 def _plan_section(name: str, plan: Plan) -> str:
     """One plan: the recommendation, its frontier, its scaling curve, the frontier's options."""
-    d = plan.to_dict()
     return "\n".join(
         [
             f'<section class="plan" data-plan="{esc(name)}">',
@@ -201,13 +198,13 @@ def _plan_section(name: str, plan: Plan) -> str:
             f'<p class="muted">{plan.considered} configurations considered, {len(plan.candidates)} feasible '
             f"written, {len(plan.pareto)} on the frontier.</p>",
             '<h3 id="plan-recommended">Recommended</h3>',
-            pairs_table(recommendation(d["recommended"]), frozenset()),
+            pairs_table(recommendation(plan.recommended), frozenset()),
             "<h3>Cost vs time</h3>",
             _frontier(plan),
             "<h3>Scaling of the recommended instance type</h3>",
             _scaling(plan),
             "<h3>Frontier (fastest first)</h3>",
-            grid_table(option_grid(d["pareto"])),
+            grid_table(option_grid(plan.pareto)),
             "</section>",
         ]
     )

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
 
@@ -22,6 +22,7 @@ from computewise.errors import InfeasiblePlanError, InputError
 from computewise.estimate.arrays import col
 from computewise.estimate.assumptions import Assumptions
 from computewise.estimate.cost import server_w_per_device
+from computewise.estimate.figures import DeviceMemory
 from computewise.estimate.infer import (
     SERVING_EXECUTION,
     SERVING_FRAMEWORK,
@@ -68,6 +69,7 @@ class InferConstraints:
 
 @dataclass(frozen=True)
 class InferOption:
+    kind: ClassVar[Literal["infer"]] = "infer"  # tells it from a training ``plan.result.Option`` in the printers
     accelerator: str
     cloud: str
     instance_type: str
@@ -86,6 +88,11 @@ class InferOption:
     pricing: Pricing = "on-demand"
     rental: str = ""  # how the replicas' GPUs are rented (``Rental.describe``)
     shared: bool = False  # the replicas leave GPUs of an instance to other work and pay their share
+
+    @property
+    def device_memory(self) -> DeviceMemory:
+        """Per device, with no capacity: every option kept fits, so the printers show the total alone."""
+        return DeviceMemory(self.memory_bytes)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -114,10 +121,19 @@ class InferOption:
 
 @dataclass(frozen=True)
 class InferPlan:
+    """An inference plan: what ``plan infer --json`` prints, and what its table and report show."""
+
+    kind: ClassVar[Literal["infer"]] = "infer"  # tells it from a training ``plan.result.Plan`` in the printers
     recommended: InferOption
     candidates: tuple[InferOption, ...]
     rejected: tuple[Rejection, ...]
     considered: int
+    top: int | None = None  # candidates written and shown (``--top``); None: all
+
+    @property
+    def shown(self) -> tuple[InferOption, ...]:
+        """The candidates ``--top`` keeps, best first."""
+        return self.candidates if self.top is None else self.candidates[: self.top]
 
     @property
     def pareto(self) -> tuple[InferOption, ...]:
@@ -130,13 +146,12 @@ class InferPlan:
                 best_cost = option.usd_per_1000_requests
         return tuple(front)
 
-    def to_dict(self, top: int | None = None) -> dict[str, Any]:
-        candidates = self.candidates if top is None else self.candidates[:top]
+    def to_dict(self) -> dict[str, Any]:
         return {
             "schema_version": SCHEMA_VERSION,
             "recommended": self.recommended.to_dict(),
             "pareto": [o.to_dict() for o in self.pareto],
-            "candidates": [o.to_dict() for o in candidates],
+            "candidates": [o.to_dict() for o in self.shown],
             "rejected": [r.to_dict() for r in self.rejected],
             "considered": self.considered,
             "feasible": len(self.candidates),

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from typing import Any, ClassVar, Literal
 
 from computewise.errors import InputError
 from computewise.estimate.data_movement import DataMovement
+from computewise.estimate.figures import DeviceMemory
 from computewise.specs import PRICINGS, Pricing
 from computewise.specs.document import (
     SCHEMA_VERSION,
@@ -26,6 +27,7 @@ __all__ = ["Option", "Plan", "Rejection", "ScalingPoint", "merge_rejections", "p
 class Option:
     """One way to run the job: hardware, price, layout and what it costs."""
 
+    kind: ClassVar[Literal["train"]] = "train"  # tells it from a ``plan.infer.InferOption`` in the printers
     accelerator: str
     gpus: int
     instances: int
@@ -58,6 +60,10 @@ class Option:
     bottleneck: str = ""  # the part of the step to attack first, in words
     data: DataMovement | None = None  # moving the dataset here (plan train --data-region); in time_s and cost_usd
     method: str = "full"  # what trains: full | lora | qlora (see specs.FINETUNE_METHODS)
+
+    @property
+    def device_memory(self) -> DeviceMemory:
+        return DeviceMemory(self.memory_bytes, self.capacity_bytes)
 
     @property
     def label(self) -> str:
@@ -248,15 +254,25 @@ class Plan:
     Read back from a file written with ``--top``, ``candidates`` holds only the few that were written.
     """
 
+    kind: ClassVar[Literal["train"]] = "train"  # tells it from a ``plan.infer.InferPlan`` in the printers
     recommended: Option
     pareto: tuple[Option, ...]
     candidates: tuple[Option, ...]  # ranked, best first
     rejected: tuple[Rejection, ...]
     considered: int  # candidate configurations evaluated (layouts x offerings x pricings)
     scaling: tuple[ScalingPoint, ...] = ()
+    top: int | None = None  # candidates written and shown (``--top``); None: all
+    warnings: tuple[str, ...] = ()  # said before anything else (a run that takes years)
+    notes: tuple[str, ...] = ()  # defaults taken and calibrations used, said after the tables
+
+    @property
+    def shown(self) -> tuple[Option, ...]:
+        """The candidates ``--top`` keeps, best first."""
+        return self.candidates if self.top is None else self.candidates[: self.top]
 
     def to_dict(self, top: int | None = None) -> dict[str, Any]:
-        candidates = self.candidates if top is None else self.candidates[:top]
+        """The ``plan train --json`` document; ``top`` overrides the plan's own."""
+        candidates = self.shown if top is None else self.candidates[:top]
         return {
             "schema_version": SCHEMA_VERSION,
             "recommended": self.recommended.to_dict(),
@@ -266,7 +282,7 @@ class Plan:
             "considered": self.considered,
             "feasible": len(self.candidates),
             "scaling": [p.to_dict() for p in self.scaling],
-        }
+        } | _said(self.warnings, self.notes)
 
     @classmethod
     def from_dict(cls, data: object, source: str = "the plan") -> Plan:
@@ -293,7 +309,20 @@ class Plan:
                 ScalingPoint.from_dict(_object(p, "scaling", source), source)
                 for p in read_list(plan, "scaling", source)
             ),
+            warnings=_strings(plan, "warnings", source),
+            notes=_strings(plan, "notes", source),
         )
+
+
+def _said(warnings: Sequence[str], notes: Sequence[str]) -> dict[str, Any]:
+    """A plan's ``warnings`` and ``notes``, each written only when there is one (older plans had neither)."""
+    return ({"warnings": list(warnings)} if warnings else {}) | ({"notes": list(notes)} if notes else {})
+
+
+def _strings(data: Mapping[str, Any], key: str, source: str) -> tuple[str, ...]:
+    if key not in data:
+        return ()
+    return tuple(read_str({key: item}, key, source) for item in read_list(data, key, source))
 
 
 def _object(value: object, key: str, source: str) -> Mapping[str, Any]:

@@ -12,20 +12,20 @@ import os
 from collections.abc import Sequence
 from html import escape
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from computewise import __version__
 from computewise.errors import InputError
 from computewise.report.rows import (
     BREAK_EVEN_NOTE,
     Grid,
+    _dict_memory,
     break_even_grid,
     estimate_setup,
     estimate_summary,
     fit,
     format_share,
     group_rejections,
-    is_inference,
     memory_parts,
     memory_peaks,
     option_grid,
@@ -38,6 +38,12 @@ from computewise.report.rows import (
 )
 from computewise.report.svg import MUTED, PALETTE, Axis, Segment, Series, stacked_bar, use_log, xy_chart
 from computewise.units import format_bytes, format_usd
+
+if TYPE_CHECKING:
+    from computewise.estimate.figures import DeviceMemory
+    from computewise.plan.infer import InferOption, InferPlan
+    from computewise.plan.onprem import BreakEven
+    from computewise.plan.result import Option, Plan, Rejection, ScalingPoint
 
 __all__ = [
     "break_even_html",
@@ -131,12 +137,12 @@ def pairs_table(rows: Sequence[tuple[str, ...]], numeric: frozenset[int] = froze
     return f"<table>\n{body}\n</table>"
 
 
-def _memory(memory: dict[str, Any]) -> list[str]:
+def _memory(memory: DeviceMemory) -> list[str]:
     """Stacked bar against the device's capacity, the verdict, and the same numbers as a table."""
     parts = memory_parts(memory)
     total = sum(value for _, value in parts)
     segments = [Segment(label, value, _SEGMENT_COLORS[label]) for label, value in parts]
-    capacity = float(memory["capacity_bytes"]) if "capacity_bytes" in memory else None
+    capacity = memory.capacity_bytes
     chart = stacked_bar(
         "memory per device",
         segments,
@@ -167,7 +173,7 @@ def estimate_html(d: dict[str, Any]) -> str:
         "<h2>Summary</h2>",
         pairs_table(estimate_summary(d)),
         "<h2>Memory</h2>",
-        *_memory(d["memory"]),
+        *_memory(_dict_memory(d["memory"])),
         *_step(d),
         *_notes(d.get("notes", [])),
     ]
@@ -176,7 +182,7 @@ def estimate_html(d: dict[str, Any]) -> str:
 
 def _step(d: dict[str, Any]) -> list[str]:
     """Where one training step goes, and the part to attack first."""
-    rows = step_rows(d)
+    rows = step_rows({k: float(v) for k, v in d["time"].get("breakdown_seconds_per_step", {}).items()})
     if not rows:
         return []
     found = d["time"].get("bottleneck")
@@ -203,27 +209,25 @@ def _duration_axis(label: str, seconds: Sequence[float]) -> Axis:
     return Axis(label, lambda v: f"{v / size:g} {name}", unit=size)
 
 
-def _tip(option: dict[str, Any]) -> str:
+def _tip(option: Option | InferOption) -> str:
     # The tooltip repeats the table row, so a point on the chart can be found in the table.
-    return " · ".join(option_grid([option]).rows[0])
+    return " · ".join(option_grid((option,)).rows[0])
 
 
-def _frontier(d: dict[str, Any]) -> list[str]:
-    recommended = d["recommended"]
-    title = "cost vs latency" if is_inference(recommended) else "cost vs time"
-    return [f"<h2>{escape(title.capitalize())}</h2>", frontier_svg(d)]
+def _title(plan: Plan | InferPlan) -> str:
+    return "cost vs latency" if plan.kind == "infer" else "cost vs time"
 
 
-def frontier_svg(d: dict[str, Any]) -> str:
+def frontier_svg(plan: Plan | InferPlan) -> str:
     """Candidates in grey, the frontier joined in colour, the recommendation drawn large: the trade-off at a glance.
 
-    ``d`` is a plan document (``Plan.to_dict``); the dashboard's plan pages draw the same chart.
+    The candidates are those the plan shows (``--top``); the dashboard's plan pages draw the same chart.
     """
-    candidates, pareto = d.get("candidates", []), sorted(d.get("pareto", []), key=option_point)
-    recommended = d["recommended"]
+    candidates = plan.shown
+    pareto = sorted(plan.pareto, key=option_point)
+    recommended = plan.recommended
     points = [option_point(o) for o in [*candidates, *pareto, recommended]]
     x_label, y_label = point_labels(recommended)
-    title = "cost vs latency" if is_inference(recommended) else "cost vs time"
     series = [Series("candidates", tuple(map(option_point, candidates)), MUTED, tips=tuple(map(_tip, candidates)))]
     # A one-point frontier (an inference plan's) is the recommendation again.
     if len(pareto) > 1:
@@ -232,23 +236,23 @@ def frontier_svg(d: dict[str, Any]) -> str:
         )
     series.append(Series("recommended", (option_point(recommended),), PALETTE[1], radius=7, tips=(_tip(recommended),)))
     return xy_chart(
-        title,
+        _title(plan),
         series,
         _duration_axis(x_label, [p[0] for p in points]),
         Axis(y_label, format_usd, log=use_log([p[1] for p in points])),
     )
 
 
-def _scaling(scaling: Sequence[dict[str, Any]]) -> list[str]:
+def _scaling(scaling: Sequence[ScalingPoint]) -> list[str]:
     time_chart, efficiency_chart = scaling_svgs(scaling)
     return [f'<div class="charts">\n{time_chart}\n{efficiency_chart}\n</div>', grid_table(scaling_grid(scaling))]
 
 
-def scaling_svgs(scaling: Sequence[dict[str, Any]]) -> tuple[str, str]:
+def scaling_svgs(scaling: Sequence[ScalingPoint]) -> tuple[str, str]:
     """Time and efficiency against GPU count: where efficiency falls, communication is eating the extra GPUs."""
-    gpus = tuple(float(p["gpus"]) for p in scaling)
-    times = [float(p["time_s"]) for p in scaling]
-    efficiency = [float(p["efficiency"]) for p in scaling]
+    gpus = tuple(float(p.gpus) for p in scaling)
+    times = [p.time_s for p in scaling]
+    efficiency = [p.efficiency for p in scaling]
     # GPU counts double, so past 8x a log axis spaces them evenly.
     x = Axis("GPUs", lambda v: f"{v:g}", log=use_log(gpus, ratio=8), ticks=gpus)
     time_chart = xy_chart(
@@ -270,7 +274,7 @@ def scaling_svgs(scaling: Sequence[dict[str, Any]]) -> tuple[str, str]:
     return time_chart, efficiency_chart
 
 
-def _rejections(rejected: Sequence[dict[str, Any]]) -> list[str]:
+def _rejections(rejected: Sequence[Rejection]) -> list[str]:
     """Every rejection, folded by stage: a page has room for all of them, the reader opens what matters."""
     out: list[str] = []
     for group in group_rejections(rejected):
@@ -282,41 +286,38 @@ def _rejections(rejected: Sequence[dict[str, Any]]) -> list[str]:
     return ["<h2>Rejected</h2>", *out] if out else []
 
 
-def plan_html(d: dict[str, Any]) -> str:
+def plan_html(plan: Plan | InferPlan) -> str:
     """The ``plan`` report: recommendation, cost-vs-time frontier, scaling, candidates, rejections."""
-    recommended = d["recommended"]
-    candidates = d.get("candidates", [])
-    feasible = int(d.get("feasible", len(candidates)))
+    recommended = plan.recommended
+    candidates = plan.shown
+    feasible = len(plan.candidates)
     body = [
         "<h1>computewise plan</h1>",
-        f'<p class="muted">considered {d["considered"]} candidate configurations, {feasible} feasible</p>',
+        f'<p class="muted">considered {plan.considered} candidate configurations, {feasible} feasible</p>',
         "<h2>Recommended</h2>",
         pairs_table(recommendation(recommended), frozenset()),
-        *_memory(recommended["memory"]),
-        *_frontier(d),
+        *_memory(recommended.device_memory),
+        f"<h2>{escape(_title(plan).capitalize())}</h2>",
+        frontier_svg(plan),
     ]
-    pareto = d.get("pareto", [])
-    if len(pareto) > 1:
-        body += ["<h3>Frontier (fastest first)</h3>", grid_table(option_grid(pareto))]
-    if d.get("scaling"):
-        body += ["<h2>Scaling of the recommended instance type</h2>", *_scaling(d["scaling"])]
+    if len(plan.pareto) > 1:
+        body += ["<h3>Frontier (fastest first)</h3>", grid_table(option_grid(plan.pareto))]
+    if plan.kind == "train" and plan.scaling:
+        body += ["<h2>Scaling of the recommended instance type</h2>", *_scaling(plan.scaling)]
     if candidates:
         shown = f" (top {len(candidates)} of {feasible})" if feasible > len(candidates) else ""
         body += [f"<h2>Candidates{escape(shown)}</h2>", grid_table(option_grid(candidates, ranked=True))]
-    body += _rejections(d.get("rejected", []))
+    body += _rejections(plan.rejected)
     return page("computewise plan", body)
 
 
-def _break_even_chart(rows: Sequence[dict[str, Any]]) -> str:
+def _break_even_chart(rows: Sequence[BreakEven]) -> str:
     """Owned cost per used hour over the rental price, against utilization: owning wins below the 1.0 line."""
     utilizations = [u / 20 for u in range(2, 21)]  # 10 % to 100 %
     series = [
         Series(
-            f"{r['accelerator_count']} × {r['accelerator']} vs {r['pricing']}",
-            tuple(
-                (u, float(r["owned_usd_per_hour_at_full_use"]) / (u * float(r["rented_usd_per_hour"])))
-                for u in utilizations
-            ),
+            f"{r.accelerator_count} × {r.accelerator} vs {r.pricing}",
+            tuple((u, r.owned_usd_per_h_at_full_use / (u * r.rented_usd_per_h)) for u in utilizations),
             PALETTE[i % len(PALETTE)],
             line=True,
             radius=0,
@@ -332,7 +333,7 @@ def _break_even_chart(rows: Sequence[dict[str, Any]]) -> str:
     )
 
 
-def break_even_html(rows: Sequence[dict[str, Any]]) -> str:
+def break_even_html(rows: Sequence[BreakEven]) -> str:
     """The ``plan compare-onprem`` report: where owning beats renting, as a chart and the terminal's table."""
     body = [
         "<h1>computewise plan compare-onprem</h1>",

@@ -8,12 +8,19 @@ kind a dict is lives in :func:`is_inference`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
+from computewise.estimate.figures import MEMORY_PART_KEYS, DeviceMemory
 from computewise.specs.finetune import METHOD_NAMES
 from computewise.units import format_bytes, format_count, format_duration, format_flops, format_usd, plural
+
+if TYPE_CHECKING:
+    from computewise.estimate.data_movement import DataMovement
+    from computewise.plan.infer import InferOption
+    from computewise.plan.onprem import BreakEven
+    from computewise.plan.result import Option, Rejection, ScalingPoint
 
 __all__ = [
     "BREAK_EVEN_NOTE",
@@ -30,7 +37,6 @@ __all__ = [
     "format_kwh",
     "format_share",
     "group_rejections",
-    "is_inference",
     "memory_grid",
     "memory_parts",
     "memory_peaks",
@@ -44,15 +50,9 @@ __all__ = [
     "step_rows",
 ]
 
-# Keys of memory.per_device_bytes in the order a user reasons about them: state first, then per-step buffers.
-MEMORY_PARTS = (
-    ("weights", "weights"),
-    ("gradients", "gradients"),
-    ("optimizer_states", "optimizer states"),
-    ("activations", "activations"),
-    ("kv_cache", "KV cache"),
-    ("overhead", "overhead"),
-)
+# Parts of a device's memory (``DeviceMemory.per_device``) and their labels, in the order of MEMORY_PART_KEYS.
+_LABELS = ("weights", "gradients", "optimizer states", "activations", "KV cache", "overhead")
+MEMORY_PARTS = tuple(zip(MEMORY_PART_KEYS, _LABELS, strict=True))
 
 
 @dataclass(frozen=True)
@@ -83,7 +83,7 @@ class Fit:
 class RejectionGroup:
     stage: str
     candidates: int  # configurations removed at this stage, summed over its rejections
-    rejections: tuple[dict[str, Any], ...]
+    rejections: tuple[Rejection, ...]
 
     def counts(self) -> str:
         """``12 candidate configurations (3 rejections)``. A stage that held shapes back before the search
@@ -92,11 +92,6 @@ class RejectionGroup:
         if self.candidates == 0:
             return rejections
         return f"{plural(self.candidates, 'candidate configuration')} ({rejections})"
-
-
-def is_inference(d: dict[str, Any]) -> bool:
-    """Inference estimates and options price per request; training ones do not."""
-    return "usd_per_1000_requests" in d["cost"]
 
 
 def format_amount(value: float) -> str:
@@ -135,13 +130,13 @@ def format_share(share: float) -> str:
     return f"{share:.1%}"
 
 
-def memory_parts(memory: dict[str, Any]) -> list[tuple[str, float]]:
+def memory_parts(memory: DeviceMemory) -> list[tuple[str, float]]:
     """(label, bytes per device) of the non-zero parts: a zero row only says what the job does not do."""
-    per_device = memory["per_device_bytes"]
-    return [(label, float(per_device[key])) for key, label in MEMORY_PARTS if float(per_device.get(key, 0.0)) > 0]
+    per_device = memory.per_device
+    return [(label, per_device[key]) for key, label in MEMORY_PARTS if per_device.get(key, 0.0) > 0]
 
 
-def memory_grid(memory: dict[str, Any]) -> Grid:
+def memory_grid(memory: DeviceMemory) -> Grid:
     """Part, size and share of the per-device total, then the peaks (or the total) without a share."""
     parts = memory_parts(memory)
     total = sum(value for _, value in parts)
@@ -150,36 +145,29 @@ def memory_grid(memory: dict[str, Any]) -> Grid:
     return Grid(("part", "size", "share"), tuple(rows), frozenset({1, 2}))
 
 
-def memory_peaks(memory: dict[str, Any]) -> list[tuple[str, float]]:
+def memory_peaks(memory: DeviceMemory) -> list[tuple[str, float]]:
     """The step's peak, as PyTorch reports it (allocated, reserved), then what must fit on the card.
 
     The parts above it are each at their largest and need not coexist (gradients and activations do
-    not, without accumulation), so the peak can be less than their sum. Empty for older dicts.
+    not, without accumulation), so the peak can be less than their sum. Empty for figures without them.
     """
-    per_device = memory["per_device_bytes"]
+    per_device = memory.per_device
     if "allocated_peak" not in per_device:
         return []
     return [
-        ("peak allocated", float(per_device["allocated_peak"])),
-        ("peak reserved", float(per_device["reserved_peak"])),
-        ("total", _total(memory)),
+        ("peak allocated", per_device["allocated_peak"]),
+        ("peak reserved", per_device["reserved_peak"]),
+        ("total", memory.total),
     ]
 
 
-def _total(memory: dict[str, Any]) -> float:
-    per_device = memory["per_device_bytes"]
-    if "total" in per_device:
-        return float(per_device["total"])
-    return sum(float(per_device.get(key, 0.0)) for key, _ in MEMORY_PARTS)
-
-
-def fit(memory: dict[str, Any]) -> Fit:
+def fit(memory: DeviceMemory) -> Fit:
     """'fits: 31.2 GiB of 80.0 GiB' or 'does not fit: ...'; the estimate's own verdict wins over recomputing it."""
-    total = _total(memory)
-    if "capacity_bytes" not in memory:
+    total = memory.total
+    capacity = memory.capacity_bytes
+    if capacity is None:
         return Fit(None, f"{format_bytes(total)} per device")
-    capacity = float(memory["capacity_bytes"])
-    fits = bool(memory["fits"]) if "fits" in memory else total <= capacity
+    fits = memory.fits if memory.fits is not None else total <= capacity
     if fits:
         return Fit(True, f"fits: {format_bytes(total)} of {format_bytes(capacity)}")
     return Fit(False, f"does not fit: {format_bytes(total)} > {format_bytes(capacity)} per device")
@@ -190,75 +178,150 @@ _EXTRA_DEGREES = (("cp", "cp"), ("ep", "ep"), ("virtual_stages", "virtual stages
 _EXTRA_SHORT = (("cp", "cp"), ("ep", "ep"), ("virtual_stages", "v"))
 
 
-def _layout(layout: dict[str, Any]) -> str:
-    text = f"dp {layout['dp']} · tp {layout['tp']} · pp {layout['pp']}"
-    for key, name in _EXTRA_DEGREES:
-        if int(layout.get(key, 1)) > 1:
-            text += f" · {name} {layout[key]}"
-    if int(layout.get("zero", 0)):
-        text += f" · ZeRO-{layout['zero']}"
-    if layout.get("sequence_parallel"):
+class _Degrees(Protocol):
+    """A parallel layout's degrees: a ``specs.Parallelism`` or a plan's ``Option``."""
+
+    @property
+    def dp(self) -> int: ...
+    @property
+    def tp(self) -> int: ...
+    @property
+    def pp(self) -> int: ...
+    @property
+    def cp(self) -> int: ...
+    @property
+    def ep(self) -> int: ...
+    @property
+    def virtual_stages(self) -> int: ...
+    @property
+    def zero(self) -> int: ...
+
+
+def _extra(layout: _Degrees, names: Sequence[tuple[str, str]]) -> list[tuple[str, int]]:
+    degrees = {"cp": layout.cp, "ep": layout.ep, "virtual_stages": layout.virtual_stages}
+    return [(name, degrees[key]) for key, name in names if degrees[key] > 1]
+
+
+def _layout(layout: _Degrees, sequence_parallel: bool = False) -> str:
+    text = f"dp {layout.dp} · tp {layout.tp} · pp {layout.pp}"
+    for name, degree in _extra(layout, _EXTRA_DEGREES):
+        text += f" · {name} {degree}"
+    if layout.zero:
+        text += f" · ZeRO-{layout.zero}"
+    if sequence_parallel:
         text += " · sequence parallel"
     return text
 
 
-def _short_layout(layout: dict[str, Any], job: dict[str, Any]) -> str:
+def _short_layout(o: Option) -> str:
     """'dp8 tp1 pp1 z1 bf16 mb2': a table column has no room for the long form."""
-    parts = [f"dp{layout['dp']}", f"tp{layout['tp']}", f"pp{layout['pp']}"]
-    if job.get("method", "full") != "full":
-        parts.insert(0, str(job["method"]))
-    parts.extend(f"{short}{layout[key]}" for key, short in _EXTRA_SHORT if int(layout.get(key, 1)) > 1)
-    if int(layout.get("zero", 0)):
-        parts.append(f"z{layout['zero']}")
-    if "precision" in job:
-        parts.append(str(job["precision"]))
-    if "micro_batch" in job:
-        parts.append(f"mb{job['micro_batch']}")
+    parts = [f"dp{o.dp}", f"tp{o.tp}", f"pp{o.pp}"]
+    if o.method != "full":
+        parts.insert(0, o.method)
+    parts.extend(f"{short}{degree}" for short, degree in _extra(o, _EXTRA_SHORT))
+    if o.zero:
+        parts.append(f"z{o.zero}")
+    parts.append(o.precision)
+    parts.append(f"mb{o.micro_batch}")
     return " ".join(parts)
 
 
-def _job(job: dict[str, Any]) -> str:
-    """The job settings present in the dict, in a fixed order; train and infer jobs carry different keys."""
+def _job(
+    *,
+    method: str = "full",
+    rank: int | None = None,
+    precision: str | None = None,
+    counts: Sequence[tuple[str, int]] = (),
+    image_size: int | None = None,
+    tokens: float | None = None,
+    optimizer: str | None = None,
+    recompute: str | None = None,
+    attention: str | None = None,
+    framework: str | None = None,
+) -> str:
+    """The job settings a result has, in one fixed order; train and infer jobs have different ones."""
     parts: list[str] = []
-    method = job.get("method") or job.get("finetune", {}).get("method", "full")
     if method != "full":
-        rank = job.get("finetune", {}).get("rank")
         parts.append(METHOD_NAMES.get(method, method) + (f" rank {rank}" if rank else ""))
-    if "precision" in job:
-        parts.append(str(job["precision"]))
-    for key, label in (
-        ("micro_batch", "micro-batch"),
-        ("global_batch", "global batch"),
-        ("batch", "batch"),
-        ("seq_len", "sequence"),
-        ("context_len", "context"),
-        ("output_len", "output"),
-    ):
-        if key in job:
-            parts.append(f"{label} {job[key]}")
-    if job.get("image_size"):
-        parts.append(f"{job['image_size']}×{job['image_size']} images")
-    if "tokens" in job:
-        parts.append(f"{format_count(float(job['tokens']))} tokens")
-    if "optimizer" in job:
-        parts.append(str(job["optimizer"]))
-    if "recompute" in job:
-        parts.append(f"recompute {job['recompute']}")
-    if job.get("attention") == "triton":
+    if precision is not None:
+        parts.append(precision)
+    parts.extend(f"{label} {count}" for label, count in counts)
+    if image_size:
+        parts.append(f"{image_size}×{image_size} images")
+    if tokens is not None:
+        parts.append(f"{format_count(tokens)} tokens")
+    if optimizer is not None:
+        parts.append(optimizer)
+    if recompute is not None:
+        parts.append(f"recompute {recompute}")
+    if attention == "triton":
         parts.append("Triton flash attention")
-    elif job.get("flash_attention"):
+    elif attention == "flash":
         parts.append("flash attention")
-    if "framework" in job:
-        parts.append(f"{job['framework']} layout")
+    if framework is not None:
+        parts.append(f"{framework} layout")
     return ", ".join(parts)
+
+
+def _option_job(o: Option | InferOption) -> str:
+    if o.kind == "infer":
+        return _job(precision=o.precision, counts=[("batch", o.batch)])
+    counts = [("micro-batch", o.micro_batch)]
+    return _job(method=o.method, precision=o.precision, counts=counts, recompute=o.recompute, framework=o.framework)
+
+
+def _dict_job(job: dict[str, Any]) -> str:
+    counts = [
+        (label, int(job[key]))
+        for key, label in (
+            ("micro_batch", "micro-batch"),
+            ("global_batch", "global batch"),
+            ("batch", "batch"),
+            ("seq_len", "sequence"),
+            ("context_len", "context"),
+            ("output_len", "output"),
+        )
+        if key in job
+    ]
+    finetune = job.get("finetune", {})
+    attention = job.get("attention") or ("flash" if job.get("flash_attention") else None)
+    return _job(
+        method=job.get("method") or finetune.get("method", "full"),
+        rank=finetune.get("rank"),
+        precision=job.get("precision"),
+        counts=counts,
+        image_size=job.get("image_size"),
+        tokens=float(job["tokens"]) if "tokens" in job else None,
+        optimizer=job.get("optimizer"),
+        recompute=job.get("recompute"),
+        attention=attention,
+        framework=job.get("framework"),
+    )
+
+
+class _DictLayout:
+    def __init__(self, layout: dict[str, Any]) -> None:
+        self.dp, self.tp, self.pp = int(layout["dp"]), int(layout["tp"]), int(layout["pp"])
+        self.cp, self.ep = int(layout.get("cp", 1)), int(layout.get("ep", 1))
+        self.virtual_stages, self.zero = int(layout.get("virtual_stages", 1)), int(layout.get("zero", 0))
+
+
+def _dict_memory(memory: dict[str, Any]) -> DeviceMemory:
+    capacity = memory.get("capacity_bytes")
+    fits = memory.get("fits")
+    return DeviceMemory(
+        {k: float(v) for k, v in memory["per_device_bytes"].items()},
+        None if capacity is None else float(capacity),
+        None if fits is None else bool(fits),
+    )
 
 
 def estimate_setup(d: dict[str, Any]) -> str:
     """One line naming what was estimated, so a saved report says what it is about."""
     text = f"{d['model']} ({format_count(float(d['params']))} parameters) on {d['gpus']} × {d['accelerator']}"
     if "layout" in d:
-        text += f", {_layout(d['layout'])}"
-    job = _job(d.get("job", {}))
+        text += f", {_layout(_DictLayout(d['layout']), bool(d['layout'].get('sequence_parallel')))}"
+    job = _dict_job(d.get("job", {}))
     return f"{text}; {job}" if job else text
 
 
@@ -269,7 +332,7 @@ def estimate_summary(d: dict[str, Any]) -> list[tuple[str, str, str]]:
     rows: list[tuple[str, str, str]] = []
     if time.get("seconds") is None:  # it does not fit, or a link of unknown speed: memory and FLOPs only
         rows.append(("compute", format_flops(float(compute["flops"])), ""))
-        missing = "not shown: does not fit" if fit(d["memory"]).fits is False else "not available"
+        missing = "not shown: does not fit" if fit(_dict_memory(d["memory"])).fits is False else "not available"
         return [*rows, ("time, cost, energy, CO2", missing, "see the notes")]
     detail = f"MFU {float(compute['mfu']):.0%}" if "mfu" in compute else ""
     rows.append(("compute", format_flops(float(compute["flops"])), detail))
@@ -330,70 +393,64 @@ def _storage_rows(d: dict[str, Any]) -> list[tuple[str, str, str]]:
     ]
 
 
-def _hardware(option: dict[str, Any]) -> str:
-    hw = option["hardware"]
-    text = f"{hw['cloud']} {hw['instance_type']} {hw['region']}"
-    instances = int(hw.get("instances", 1))
+def _hardware(o: Option | InferOption) -> str:
+    text = f"{o.cloud} {o.instance_type} {o.region}"
+    instances = o.instances if o.kind == "train" else 1
     return f"{instances} × {text}" if instances > 1 else text
 
 
-def data_movement_text(data: dict[str, Any]) -> str:
+def data_movement_text(data: DataMovement) -> str:
     """The dataset's trip to the GPUs (egress, copy time, both already in the time and cost) and the read rate."""
-    size = f"{format_count(float(data['dataset_bytes']))}B"  # decimal, as the user gave it and clouds bill it
-    read = f"storage beside the GPUs must read {format_count(float(data['read_bytes_per_s']))}B/s"
-    if data["scope"] == "same-region":
-        return f"{size} already in {data['origin']}: no egress; {read}"
+    size = f"{format_count(data.dataset_bytes)}B"  # decimal, as the user gave it and clouds bill it
+    read = f"storage beside the GPUs must read {format_count(data.read_bytes_per_s)}B/s"
+    if data.scope == "same-region":
+        return f"{size} already in {data.origin}: no egress; {read}"
     return (
-        f"{size} copied from {data['origin']} ({data['scope']}, {format_usd(float(data['usd_per_gb']))}/GB): "
-        f"{format_usd(float(data['egress_usd']))} egress and {format_duration(float(data['transfer_seconds']))} "
+        f"{size} copied from {data.origin} ({data.scope}, {format_usd(data.usd_per_gb)}/GB): "
+        f"{format_usd(data.egress_usd)} egress and {format_duration(data.transfer_s)} "
         f"before training, in the time and cost above; {read}"
     )
 
 
-def recommendation(option: dict[str, Any]) -> list[tuple[str, str]]:
+def recommendation(o: Option | InferOption) -> list[tuple[str, str]]:
     """(label, value) lines that say what to rent, how to lay it out, and what it costs."""
-    job = _job(option.get("job", {}))
-    cost, time = option["cost"], option["time"]
-    lines = [("hardware", f"{option['gpus']} × {option['accelerator']} on {_hardware(option)}")]
-    if option["hardware"].get("rental"):
-        lines.append(("rental", str(option["hardware"]["rental"])))
-    if is_inference(option):
-        lines[0] = ("hardware", f"{plural(int(option['replicas']), 'replica')} of {lines[0][1]}")
+    job = _option_job(o)
+    hardware = f"{_gpus(o)} × {o.accelerator} on {_hardware(o)}"
+    if o.kind == "infer":
+        lines = [("hardware", f"{plural(o.replicas, 'replica')} of {hardware}")]
+        if o.rental:
+            lines.append(("rental", o.rental))
         lines.append(("job", job))
-        lines.append(("latency", f"{format_duration(float(time['seconds']))} per request"))
-        lines.append(("cost", f"{format_usd(float(cost['usd_per_1000_requests']))} per 1000 requests"))
+        lines.append(("latency", f"{format_duration(o.latency_s)} per request"))
+        lines.append(("cost", f"{format_usd(o.usd_per_1000_requests)} per 1000 requests"))
         lines.append(
             (
                 "per month",
-                f"{format_usd(float(cost['always_on_usd_per_month']))} always on, "
-                f"{format_usd(float(cost['scale_to_zero_usd_per_month']))} scaling to zero",
+                f"{format_usd(o.always_on_usd_per_month)} always on, "
+                f"{format_usd(o.scale_to_zero_usd_per_month)} scaling to zero",
             )
         )
     else:
-        lines.append(("layout", f"{_layout(option['layout'])}; {job}"))
-        lines.append(("time", format_duration(float(time["seconds"]))))
-        lines.append(
-            (
-                "cost",
-                f"{format_usd(float(cost['usd']))} {cost['pricing']} at {format_usd(float(cost['usd_per_hour']))}/h",
-            )
-        )
-        lines.append(
-            ("energy", f"{format_kwh(float(option['energy']['kwh']))}, {format_kg(float(option['co2']['kg']))} CO2")
-        )
-        if "mfu" in option.get("compute", {}):
-            lines.append(("MFU", f"{float(option['compute']['mfu']):.0%}"))
-        if "data" in option:
-            lines.append(("data", data_movement_text(option["data"])))
-        parts = step_rows(option)
+        lines = [("hardware", hardware)]
+        lines.append(("layout", f"{_layout(o)}; {job}"))
+        lines.append(("time", format_duration(o.time_s)))
+        lines.append(("cost", f"{format_usd(o.cost_usd)} {o.pricing} at {format_usd(o.usd_per_h)}/h"))
+        lines.append(("energy", f"{format_kwh(o.energy_kwh)}, {format_kg(o.co2_kg)} CO2"))
+        lines.append(("MFU", f"{o.mfu:.0%}"))
+        if o.data is not None:
+            lines.append(("data", data_movement_text(o.data)))
+        parts = step_rows(o.step_breakdown_s)
         if parts:
             shares = ", ".join(f"{part} {share}" for part, _, share in parts)
-            lines.append(("step", f"{format_duration(float(time['step_seconds']))}: {shares}"))
-        advice = time.get("bottleneck", {}).get("advice")
-        if advice:
-            lines.append(("attack", advice))
-    lines.append(("memory", fit(option["memory"]).text))
+            lines.append(("step", f"{format_duration(o.step_s)}: {shares}"))
+        if o.bottleneck:
+            lines.append(("attack", o.bottleneck))
+    lines.append(("memory", fit(o.device_memory).text))
     return lines
+
+
+def _gpus(o: Option | InferOption) -> int:
+    return o.gpus if o.kind == "train" else o.gpus_per_replica
 
 
 _TRAIN_HEADERS = ("GPUs", "hardware", "pricing", "layout", "time", "cost", "$/h", "MFU", "memory")
@@ -420,55 +477,49 @@ _WHOLE_HEADERS = frozenset({"GPUs", "pricing"})
 _DROP_HEADERS = ("$/h", "MFU", "memory", "egress", "layout", "pricing", "job", "$/mo to zero", "latency")
 
 
-def _train_row(o: dict[str, Any]) -> tuple[str, ...]:
-    cost, job = o["cost"], o.get("job", {})
-    mfu = o.get("compute", {}).get("mfu")
-    return (
-        f"{o['gpus']} × {o['accelerator']}",
+def _train_row(o: Option) -> tuple[str, ...]:
+    row: tuple[str, ...] = (
+        f"{o.gpus} × {o.accelerator}",
         _hardware(o),
-        str(cost["pricing"]),
-        _short_layout(o["layout"], job),
-        format_duration(float(o["time"]["seconds"])),
-        format_usd(float(cost["usd"])),
-        format_usd(float(cost["usd_per_hour"])),
-        f"{float(mfu):.0%}" if mfu is not None else "",
-        format_bytes(_total(o["memory"])),
+        o.pricing,
+        _short_layout(o),
+        format_duration(o.time_s),
+        format_usd(o.cost_usd),
+    )
+    if o.data is not None:  # the egress column, with --data-region
+        row += (format_usd(o.data.egress_usd) if o.data.egress_usd else "$0",)
+    return (*row, format_usd(o.usd_per_h), f"{o.mfu:.0%}", format_bytes(o.device_memory.total))
+
+
+def _infer_row(o: InferOption) -> tuple[str, ...]:
+    return (
+        str(o.replicas),
+        f"{o.gpus_per_replica} × {o.accelerator}",
+        _hardware(o),
+        _option_job(o),
+        format_duration(o.latency_s),
+        format_usd(o.usd_per_1000_requests),
+        format_usd(o.always_on_usd_per_month),
+        format_usd(o.scale_to_zero_usd_per_month),
+        format_bytes(o.device_memory.total),
     )
 
 
-def _train_data_row(o: dict[str, Any]) -> tuple[str, ...]:
-    row = _train_row(o)
-    egress_usd = float(o["data"]["egress_usd"])
-    return (*row[:6], format_usd(egress_usd) if egress_usd else "$0", *row[6:])
+def _row(o: Option | InferOption) -> tuple[str, ...]:
+    return _infer_row(o) if o.kind == "infer" else _train_row(o)
 
 
-def _infer_row(o: dict[str, Any]) -> tuple[str, ...]:
-    cost, job = o["cost"], o.get("job", {})
-    return (
-        str(o["replicas"]),
-        f"{o['gpus']} × {o['accelerator']}",
-        _hardware(o),
-        _job(job),
-        format_duration(float(o["time"]["seconds"])),
-        format_usd(float(cost["usd_per_1000_requests"])),
-        format_usd(float(cost["always_on_usd_per_month"])),
-        format_usd(float(cost["scale_to_zero_usd_per_month"])),
-        format_bytes(_total(o["memory"])),
-    )
-
-
-def option_grid(options: Sequence[dict[str, Any]], ranked: bool = False) -> Grid:
+def option_grid(options: Sequence[Option | InferOption], ranked: bool = False) -> Grid:
     """Candidates or the Pareto frontier as one table; columns follow the kind of the first option."""
-    inference = bool(options) and is_inference(options[0])
+    first = options[0] if options else None
     columns: tuple[str, ...]
-    row: Callable[[dict[str, Any]], tuple[str, ...]]
-    if inference:
-        columns, row = _INFER_HEADERS, _infer_row
-    elif options and "data" in options[0]:
-        columns, row = _TRAIN_DATA_HEADERS, _train_data_row
+    if first is not None and first.kind == "infer":
+        columns = _INFER_HEADERS
+    elif first is not None and first.data is not None:
+        columns = _TRAIN_DATA_HEADERS
     else:
-        columns, row = _TRAIN_HEADERS, _train_row
-    rows = tuple((str(rank), *row(o)) if ranked else row(o) for rank, o in enumerate(options, start=1))
+        columns = _TRAIN_HEADERS
+    rows = tuple((str(rank), *_row(o)) if ranked else _row(o) for rank, o in enumerate(options, start=1))
     headers = ("#", *columns) if ranked else columns
     return Grid(
         headers,
@@ -484,49 +535,39 @@ def _indices(headers: Sequence[str], names: Sequence[str]) -> tuple[int, ...]:
     return tuple(headers.index(name) for name in names if name in headers)
 
 
-def option_point(option: dict[str, Any]) -> tuple[float, float]:
+def option_point(o: Option | InferOption) -> tuple[float, float]:
     """(seconds, USD) placing an option on the cost-vs-time chart: job time and cost, or latency and $/1000 requests."""
-    cost = option["cost"]
-    usd = cost["usd_per_1000_requests"] if is_inference(option) else cost["usd"]
-    return float(option["time"]["seconds"]), float(usd)
+    if o.kind == "infer":
+        return o.latency_s, o.usd_per_1000_requests
+    return o.time_s, o.cost_usd
 
 
-def point_labels(option: dict[str, Any]) -> tuple[str, str]:
+def point_labels(o: Option | InferOption) -> tuple[str, str]:
     """Axis titles matching :func:`option_point`."""
-    if is_inference(option):
+    if o.kind == "infer":
         return "latency per request", "USD per 1000 requests"
     return "time to finish", "cost (USD)"
 
 
-def scaling_grid(scaling: Sequence[dict[str, Any]]) -> Grid:
+def scaling_grid(scaling: Sequence[ScalingPoint]) -> Grid:
     rows = tuple(
-        (
-            str(p["gpus"]),
-            format_duration(float(p["time_s"])),
-            format_usd(float(p["cost_usd"])),
-            f"{float(p['efficiency']):.0%}",
-        )
-        for p in scaling
+        (str(p.gpus), format_duration(p.time_s), format_usd(p.cost_usd), f"{p.efficiency:.0%}") for p in scaling
     )
     return Grid(("GPUs", "time", "cost", "efficiency"), rows, frozenset({0, 1, 2, 3}))
 
 
-def rejection_line(r: dict[str, Any]) -> str:
-    where = f" ({r['option']})" if r.get("option") else ""
-    count = int(r.get("candidates", 1))
-    many = f" [{count} candidates]" if count > 1 else ""
-    return f"{r['gpus']} × {r['accelerator']}{where}: {r['reason']}{many}"
+def rejection_line(r: Rejection) -> str:
+    where = f" ({r.option})" if r.option else ""
+    many = f" [{r.candidates} candidates]" if r.candidates > 1 else ""
+    return f"{r.gpus} × {r.accelerator}{where}: {r.reason}{many}"
 
 
-def group_rejections(rejected: Sequence[dict[str, Any]]) -> list[RejectionGroup]:
+def group_rejections(rejected: Sequence[Rejection]) -> list[RejectionGroup]:
     """By stage, in the order stages first appear, which is the order the planner applies its filters."""
-    groups: dict[str, list[dict[str, Any]]] = {}
+    groups: dict[str, list[Rejection]] = {}
     for r in rejected:
-        groups.setdefault(str(r["stage"]), []).append(r)
-    return [
-        RejectionGroup(stage, sum(int(r.get("candidates", 1)) for r in items), tuple(items))
-        for stage, items in groups.items()
-    ]
+        groups.setdefault(r.stage, []).append(r)
+    return [RejectionGroup(stage, sum(r.candidates for r in items), tuple(items)) for stage, items in groups.items()]
 
 
 def _utilization(value: float) -> str:
@@ -537,15 +578,15 @@ def _utilization(value: float) -> str:
 BREAK_EVEN_NOTE = "break-even utilization = owned cost per hour at full use / rental price of the same GPUs"
 
 
-def break_even_grid(rows: Sequence[dict[str, Any]]) -> Grid:
+def break_even_grid(rows: Sequence[BreakEven]) -> Grid:
     body = tuple(
         (
-            f"{r['accelerator_count']} × {r['accelerator']}",
-            str(r["pricing"]),
-            f"{format_usd(float(r['owned_usd_per_hour_at_full_use']))}/h",
-            f"{format_usd(float(r['rented_usd_per_hour']))}/h",
-            str(r["rented_from"]),
-            _utilization(float(r["break_even_utilization"])),
+            f"{r.accelerator_count} × {r.accelerator}",
+            r.pricing,
+            f"{format_usd(r.owned_usd_per_h_at_full_use)}/h",
+            f"{format_usd(r.rented_usd_per_h)}/h",
+            r.rented_from,
+            _utilization(r.break_even_utilization),
         )
         for r in rows
     )
@@ -553,11 +594,10 @@ def break_even_grid(rows: Sequence[dict[str, Any]]) -> Grid:
     return Grid(headers, body, frozenset({2, 3, 5}), whole=frozenset({0, 1}), drop_order=(4, 1))
 
 
-def step_rows(d: dict[str, Any]) -> list[tuple[str, str, str]]:
-    """(part, seconds, share) of one training step, largest first; empty for inference estimates."""
-    breakdown = d["time"].get("breakdown_seconds_per_step", {})
-    step_s = sum(float(v) for v in breakdown.values())
+def step_rows(breakdown: Mapping[str, float]) -> list[tuple[str, str, str]]:
+    """(part, seconds, share) of one training step by cause, largest first; empty where there is no breakdown."""
+    step_s = sum(breakdown.values())
     if step_s <= 0:
         return []
-    parts = sorted(((k, float(v)) for k, v in breakdown.items() if float(v) > 0), key=lambda kv: -kv[1])
+    parts = sorted(((k, v) for k, v in breakdown.items() if v > 0), key=lambda kv: -kv[1])
     return [(name.replace("_", " "), format_duration(seconds), f"{seconds / step_s:.0%}") for name, seconds in parts]

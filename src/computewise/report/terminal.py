@@ -8,7 +8,7 @@ Only rich is imported: the CLI prints these on every run and must start fast. Va
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich import box
 from rich.console import Console
@@ -19,6 +19,7 @@ from rich.text import Text
 from computewise.report.rows import (
     BREAK_EVEN_NOTE,
     Grid,
+    _dict_memory,
     break_even_grid,
     estimate_setup,
     estimate_summary,
@@ -32,6 +33,12 @@ from computewise.report.rows import (
     step_rows,
 )
 from computewise.report.table import print_details, print_table
+
+if TYPE_CHECKING:
+    from computewise.estimate.figures import DeviceMemory
+    from computewise.plan.infer import InferPlan
+    from computewise.plan.onprem import BreakEven
+    from computewise.plan.result import Plan, Rejection
 
 __all__ = ["MAX_REASONS", "print_break_even", "print_estimate", "print_plan"]
 
@@ -60,13 +67,13 @@ def _print_grid(grid: Grid, title: str, console: Console) -> None:
     print_table(grid, console)
 
 
-def _print_memory(memory: dict[str, Any], console: Console) -> None:
+def _print_memory(memory: DeviceMemory, console: Console) -> None:
     grid = memory_grid(memory)
     _heading("memory per device", console)
     print_table(grid, console, row_styles=["bold" if row[0] == "total" else "" for row in grid.rows])
 
 
-def _print_fit(memory: dict[str, Any], console: Console) -> None:
+def _print_fit(memory: DeviceMemory, console: Console) -> None:
     """Whether it fits, the first thing said: a configuration that does not fit is neither timed nor priced."""
     verdict = fit(memory)
     style = "red bold" if verdict.fits is False else "green" if verdict.fits else ""
@@ -84,8 +91,8 @@ def _print_notes(notes: Sequence[str], console: Console) -> None:
 def print_estimate(d: dict[str, Any], console: Console) -> None:
     """Whether it fits first, then memory, then what it takes: FLOPs, time, throughput, cost, energy, CO2."""
     console.print(Text(estimate_setup(d), style="bold"))
-    _print_fit(d["memory"], console)
-    _print_memory(d["memory"], console)
+    _print_fit(_dict_memory(d["memory"]), console)
+    _print_memory(_dict_memory(d["memory"]), console)
     console.print()
     print_details(estimate_summary(d), console)
     _print_step(d, console)
@@ -94,7 +101,7 @@ def print_estimate(d: dict[str, Any], console: Console) -> None:
 
 def _print_step(d: dict[str, Any], console: Console) -> None:
     """Where one training step goes, and the part to attack first."""
-    rows = step_rows(d)
+    rows = step_rows({k: float(v) for k, v in d["time"].get("breakdown_seconds_per_step", {}).items()})
     if not rows:
         return
     _heading("where a step goes", console)
@@ -104,7 +111,7 @@ def _print_step(d: dict[str, Any], console: Console) -> None:
         console.print(Text(f"→ {found['advice']}", style="bold"))
 
 
-def _print_rejections(rejected: Sequence[dict[str, Any]], console: Console) -> None:
+def _print_rejections(rejected: Sequence[Rejection], console: Console) -> None:
     """Each stage with its count, and a fair share of the reasons: one noisy stage must not hide the others."""
     groups = group_rejections(rejected)
     if not groups:
@@ -125,35 +132,33 @@ def _print_rejections(rejected: Sequence[dict[str, Any]], console: Console) -> N
             console.print(Text(f"    ... {hidden} more, see --json", style="dim"))
 
 
-def print_plan(d: dict[str, Any], console: Console, top: int = 10) -> None:
+def print_plan(plan: Plan | InferPlan, console: Console, top: int = 10) -> None:
     """Recommendation, frontier, top candidates, rejections, then the size of the search."""
     body = Table.grid(padding=(0, 2))
     body.add_column(style="bold")
     body.add_column()
-    for label, value in recommendation(d["recommended"]):
+    for label, value in recommendation(plan.recommended):
         body.add_row(Text(label), Text(value))
     console.print(Panel(body, title="recommended", title_align="left", box=box.ROUNDED, expand=False))
-    for warning in d.get("warnings", []):
+    for warning in plan.warnings if plan.kind == "train" else ():
         console.print(Text(f"warning: {warning}", style="yellow bold"))
-    pareto = d.get("pareto", [])
     # A one-point frontier is the recommendation again.
-    if len(pareto) > 1:
-        _print_grid(option_grid(pareto), "cost-vs-time frontier (fastest first)", console)
-    candidates = d.get("candidates", [])[:top]
-    feasible = int(d.get("feasible", len(candidates)))
+    if len(plan.pareto) > 1:
+        _print_grid(option_grid(plan.pareto), "cost-vs-time frontier (fastest first)", console)
+    candidates = plan.shown[:top]
+    feasible = len(plan.candidates)
     if candidates:
         title = f"top {len(candidates)} of {feasible} feasible" if feasible > len(candidates) else "candidates"
         _print_grid(option_grid(candidates, ranked=True), title, console)
-    scaling = d.get("scaling", [])
-    if scaling:
-        _print_grid(scaling_grid(scaling), "scaling of the recommended instance type", console)
-    _print_rejections(d.get("rejected", []), console)
-    _print_notes(d.get("notes", []), console)
+    if plan.kind == "train" and plan.scaling:
+        _print_grid(scaling_grid(plan.scaling), "scaling of the recommended instance type", console)
+    _print_rejections(plan.rejected, console)
+    _print_notes(plan.notes if plan.kind == "train" else (), console)
     console.print()
-    console.print(Text(f"considered {d['considered']} candidate configurations, {feasible} feasible", style="dim"))
+    console.print(Text(f"considered {plan.considered} candidate configurations, {feasible} feasible", style="dim"))
 
 
-def print_break_even(rows: Sequence[dict[str, Any]], console: Console) -> None:
+def print_break_even(rows: Sequence[BreakEven], console: Console) -> None:
     """Owning beats renting once the server is busy more than the break-even share of its hours."""
     if not rows:
         console.print(Text("no on-premises server with a rental price to compare", style="dim"))
