@@ -36,7 +36,6 @@ LONG_VERBS: dict[str, str] = {
     "plan train": "131 lines, plan_cmd.py under change",
     "plan infer": "61 lines, plan_cmd.py under change",
     # Not thinned yet: each wants its flags as a typed request and one library call, as plan serve has.
-    "optimize": "102 lines",
 }
 
 # CLI modules that still import another CLI module (other than common), and what they import.

@@ -55,7 +55,7 @@ from computewise.optimize.workspace import Built, Doctor, DynamicInt8, Workspace
 from computewise.system.cpu import usable_cpus
 from computewise.system.hardware import Hardware, detect_hardware
 
-__all__ = ["SUSPECT_RATIO", "SearchOptions", "SearchResult", "VariantResult", "loading", "run_search"]
+__all__ = ["SUSPECT_RATIO", "Progress", "SearchOptions", "SearchResult", "VariantResult", "loading", "run_search"]
 
 BASELINE = "baseline"
 # A speed-up above this, from software alone on the same CPU, usually means the baseline was timed badly.
@@ -175,6 +175,7 @@ class SearchResult:
     eval_examples: int
     calibration_examples: int
     notes: list[str] = field(default_factory=list)
+    exported_to: Path | None = None  # where ``optimize.run.optimize`` wrote the chosen variant, if it did
 
     def to_dict(self) -> dict[str, Any]:
         """Everything the report, ``--json`` and the manifest show; plain JSON types only."""
@@ -203,6 +204,7 @@ class SearchResult:
             "notes": self.notes,
             "warnings": self.warnings,
             "time_budget_s": self.options.time_budget_s,
+            "exported_to": None if self.exported_to is None else str(self.exported_to),
         }
 
     def variant(self, name: str) -> VariantResult:
@@ -284,6 +286,20 @@ class SearchResult:
                     f"(batch {sizes}); its figures are slower than on a quiet machine"
                 )
         return lines
+
+    def why_nothing_chosen(self) -> str:
+        """The reason no variant was chosen, in the terms of the rule that ruled them out (``choose``)."""
+        measured = [v for v in self.variants if v.name != BASELINE and v.status == "ok"]
+        if not measured:
+            return "no variant could be built and measured"
+        fits = [v for v in measured if v.meets_budget]
+        if not fits:
+            return "no variant meets the quality budget"
+        if not any(v.exportable for v in fits):
+            return "the variants within the quality budget cannot be exported"
+        if self.options.batch_invariant and not any(v.batch_invariant for v in fits):
+            return "no variant within the quality budget is batch-invariant"
+        return "no exportable variant within the quality budget is faster than the FP32 baseline"
 
 
 def _eligible(result: SearchResult, variant: VariantResult) -> bool:
