@@ -39,10 +39,7 @@ LONG_VERBS: dict[str, str] = {
 }
 
 # CLI modules that still import another CLI module (other than common), and what they import.
-CROSS_IMPORTS: dict[str, set[str]] = {
-    # plan_cmd.py registers plan serve and plan federated from their own modules (under change, see above).
-    "plan_cmd": {"plan_serve_cmd", "plan_federated_cmd"},
-}
+CROSS_IMPORTS: dict[str, set[str]] = {}
 
 
 def _commands(app: typer.Typer, prefix: str) -> Iterator[tuple[str, Callable[..., Any]]]:

@@ -43,6 +43,13 @@ VERBS: dict[str, tuple[str, str, dict[str, Any]]] = {
 }
 
 
+# Subcommands of a group that live in modules of their own, so that no CLI module imports another:
+# (group verb, subcommand, module under computewise.cli, its function). Listed after the group's own.
+SUBCOMMANDS: dict[str, tuple[tuple[str, str, str], ...]] = {
+    "plan": (("serve", "plan_serve_cmd", "plan_serve"), ("federated", "plan_federated_cmd", "plan_federated")),
+}
+
+
 # `-h` as well as `--help`, as most command-line tools take; click hands this to every subcommand's context.
 _CONTEXT: dict[str, Any] = {"help_option_names": ["-h", "--help"]}
 
@@ -73,11 +80,20 @@ def _root(
 def _add(target: typer.Typer, verb: str) -> None:
     """Import the module behind ``verb`` and register it on ``target``."""
     module_name, attribute, settings = VERBS[verb]
-    module = importlib.import_module(f"computewise.cli.{module_name}")
     if attribute == "app":
-        target.add_typer(module.app, name=verb)
+        target.add_typer(_group(verb), name=verb)
     else:
+        module = importlib.import_module(f"computewise.cli.{module_name}")
         target.command(verb, **settings)(getattr(module, attribute))
+
+
+@cache
+def _group(verb: str) -> typer.Typer:
+    """The group of subcommands behind ``verb``, with its ``SUBCOMMANDS`` added (once: the group is shared)."""
+    group: typer.Typer = importlib.import_module(f"computewise.cli.{VERBS[verb][0]}").app
+    for name, module_name, function in SUBCOMMANDS.get(verb, ()):
+        group.command(name)(getattr(importlib.import_module(f"computewise.cli.{module_name}"), function))
+    return group
 
 
 @cache

@@ -34,8 +34,6 @@ from computewise.cli.common import (
     sequence_length,
     training_tokens,
 )
-from computewise.cli.plan_federated_cmd import plan_federated
-from computewise.cli.plan_serve_cmd import plan_serve
 from computewise.errors import InputError
 from computewise.units import format_duration, parse_bytes, parse_duration_s, parse_positive_int, parse_usd
 
@@ -289,8 +287,3 @@ def compare_onprem_cmd(
         print_break_even(rows, Console())
         if html is not None:
             Console(stderr=True).print(f"wrote {html}", highlight=False, markup=False)
-
-
-# `plan serve` and `plan federated` live in their own modules; the plan group is where users find them.
-app.command("serve")(plan_serve)
-app.command("federated")(plan_federated)
