@@ -264,9 +264,8 @@ def _on_engine(request: EngineRun, price: PriceFlags, db: str | None, as_json: b
         line = f"computewise: attempt {event.number}{job} {event.state}{detail}"
         stderr.print(line, highlight=False, markup=False, emoji=False)
 
-    result = run_on_engine(
-        request, load_catalog(), price.request(), lambda: open_ledger(db, create=True), progress, partial(say, sys.stderr)
-    )
+    ledger = partial(open_ledger, db, create=True)  # opened once the request is checked
+    result = run_on_engine(request, load_catalog(), price.request(), ledger, progress, partial(say, sys.stderr))
     if as_json:
         emit_json(result.to_dict())
     else:
