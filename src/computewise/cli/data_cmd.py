@@ -13,7 +13,6 @@ from computewise.cli.common import (
     JsonOption,
     bounded_float,
     bounded_int,
-    emit_json,
     print_document,
     progress_callback,
 )
@@ -130,23 +129,6 @@ def convert(
 ) -> None:
     """Rewrite a row format as Parquet with pyarrow, and time reading both."""
     from computewise.data.convert import convert as run_convert
-    from computewise.report.prose import print_prose
-    from computewise.units import format_bytes, format_count
+    from computewise.report.data import print_convert
 
-    result = run_convert(source, target, batch_size)
-    if as_json:
-        emit_json(result.to_dict())
-        return
-    console = Console()
-    print_prose(
-        console,
-        f"wrote {result.target}: {format_count(result.rows)} rows, {format_bytes(result.target_bytes)} "
-        f"(from {format_bytes(result.source_bytes)}) in {result.convert_s:.2f} s",
-        markup=False,
-    )
-    print_prose(
-        console,
-        f"read back: {result.source_read_s:.2f} s as {Path(source).suffix.lstrip('.').upper() or 'text'}, "
-        f"{result.target_read_s:.2f} s as Parquet ({result.read_speedup:.1f}x faster)",
-        markup=False,
-    )
+    print_document(run_convert(source, target, batch_size), as_json, print_convert)

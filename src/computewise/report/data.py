@@ -1,7 +1,8 @@
-"""``computewise data bench``'s table: each loader configuration measured, the verdict against the job, the advice."""
+"""``computewise data``: bench's table (each loader configuration, the verdict, the advice) and convert's lines."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rich.console import Console
@@ -13,9 +14,10 @@ from computewise.report.table import print_table
 from computewise.units import format_bytes, format_count
 
 if TYPE_CHECKING:
+    from computewise.data.convert import ConvertResult
     from computewise.data.result import DataBenchResult, Measurement
 
-__all__ = ["data_bench_grid", "print_data_bench"]
+__all__ = ["data_bench_grid", "print_convert", "print_data_bench"]
 
 _HEADERS = ("workers", "prefetch", "pin", "samples/s", "read/s", "1st batch", "CPU/worker", "main CPU", "samples")
 
@@ -56,3 +58,19 @@ def print_data_bench(r: DataBenchResult, console: Console) -> None:
         print_prose(console, Text.assemble(f"- {advice.change}  ", (f"({how}: {advice.evidence})", "dim")))
     for note in r.notes:
         print_prose(console, f"note: {note}", style="dim", markup=False)
+
+
+def print_convert(r: ConvertResult, console: Console) -> None:
+    """What was written, and how much faster it reads back than the row format it came from."""
+    print_prose(
+        console,
+        f"wrote {r.target}: {format_count(r.rows)} rows, {format_bytes(r.target_bytes)} "
+        f"(from {format_bytes(r.source_bytes)}) in {r.convert_s:.2f} s",
+        markup=False,
+    )
+    print_prose(
+        console,
+        f"read back: {r.source_read_s:.2f} s as {Path(r.source).suffix.lstrip('.').upper() or 'text'}, "
+        f"{r.target_read_s:.2f} s as Parquet ({r.read_speedup:.1f}x faster)",
+        markup=False,
+    )
