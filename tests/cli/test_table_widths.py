@@ -31,6 +31,7 @@ from computewise.account.report import cost_report
 from computewise.account.totals import list_runs
 from computewise.catalog import load_catalog
 from computewise.estimate import Assumptions
+from computewise.estimate.comm_report import SWEEP_BYTES, CommEstimate, CommQuery, estimate_comm
 from computewise.estimate.figures import DeviceMemory
 from computewise.ledger import AttemptRow, Ledger, NewRun, SampleRow
 from computewise.models import resolve_model
@@ -218,7 +219,7 @@ def _grids(name: str, data: Any) -> list[Grid]:
         "plan serve": lambda d: [serve_modes_grid(_serve_plan(d)), serve_schedule_grid(_serve_plan(d))],
         "estimate train": lambda d: [memory_grid(DeviceMemory(d["memory"]["per_device_bytes"]))],
         "estimate infer": lambda d: [memory_grid(DeviceMemory(d["memory"]["per_device_bytes"]))],
-        "estimate comm": lambda d: [comm_grid(d)],
+        "estimate comm": lambda d: [comm_grid(_comm())],
         "catalog validate": lambda d: [
             files_grid(
                 tuple(
@@ -241,6 +242,13 @@ def _infer_plan() -> InferPlan:
     constraints = InferConstraints(requests_per_s=20, input_len=512, output_len=128, mean_requests_per_s=5)
     plan = plan_infer(resolve_model("llama-3-8b"), catalog, Assumptions.from_catalog(catalog), constraints)
     return replace(plan, top=5)
+
+
+def _comm() -> CommEstimate:
+    """``estimate comm`` as its command below asks it: the library's typed estimate, which has no reader from --json."""
+    catalog = load_catalog()
+    query = CommQuery(op="all-reduce", gpus=64, sizes_bytes=SWEEP_BYTES)
+    return estimate_comm(catalog, catalog.accelerator("h100"), query, Assumptions.from_catalog(catalog))
 
 
 def _ledger_results(url: str, data: dict[str, Any]) -> dict[str, Any]:

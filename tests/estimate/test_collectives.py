@@ -274,13 +274,13 @@ def test_parse_collective_accepts_spellings_and_suggests() -> None:
 
 def test_estimate_comm_picks_the_fastest_network_node_and_says_so(catalog: Catalog) -> None:
     query = CommQuery(op="all-reduce", gpus=64, sizes_bytes=(float(GIB),), cloud="aws")
-    data = estimate_comm(catalog, catalog.accelerator("h100"), query)
-    assert data["instance"]["instance_type"] == "p5.48xlarge"
-    assert data["instance"]["fabric"] == "efa"
-    assert data["nodes"] == 8
-    row = data["rows"][0]
-    assert row["busbw_bytes_per_s"] == pytest.approx(row["algbw_bytes_per_s"] * 2 * 63 / 64)
-    assert "2(n-1)/n" in data["formula"]
+    result = estimate_comm(catalog, catalog.accelerator("h100"), query)
+    assert result.instance.instance_type == "p5.48xlarge"
+    assert result.instance.fabric == "efa"
+    assert result.nodes == 8
+    row = result.rows[0]
+    assert row.busbw_bytes_per_s == pytest.approx(row.algbw_bytes_per_s * 2 * 63 / 64)
+    assert "2(n-1)/n" in result.formula
 
 
 @pytest.mark.parametrize(

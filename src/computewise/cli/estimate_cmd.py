@@ -405,11 +405,11 @@ def comm(
         cloud=cloud,
         instance_type=instance,
     )
-    data = estimate_comm(catalog, catalog.accelerator(gpu), query, assumptions)
+    result = estimate_comm(catalog, catalog.accelerator(gpu), query, assumptions)
     if as_json:
-        sys.stdout.write(json.dumps(data, indent=2) + "\n")
+        sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n")
     else:
-        print_comm(data, Console())
+        print_comm(result, Console())
 
 
 def _attention_kernel(attention: str | None, flash_attention: bool) -> AttentionKernel:

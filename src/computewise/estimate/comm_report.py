@@ -2,12 +2,13 @@
 
 Kept apart from ``collectives`` (the formulas) because it makes choices a person would make at a
 command line: which instance stands for "an H100 node on AWS", which sizes to sweep, which
-message to print when a network is unknown. The result is a JSON-ready dict for ``report``.
+message to print when a network is unknown. The result is a typed ``CommEstimate``, which ``report.comm``
+prints and whose ``to_dict`` is the ``--json`` document.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -31,7 +32,17 @@ if TYPE_CHECKING:
     from computewise.estimate.assumptions import Assumptions
     from computewise.specs.hardware import Accelerator, Offering
 
-__all__ = ["MAX_GPUS", "MAX_MESSAGE_BYTES", "SWEEP_BYTES", "CommQuery", "estimate_comm", "parse_collective"]
+__all__ = [
+    "MAX_GPUS",
+    "MAX_MESSAGE_BYTES",
+    "SWEEP_BYTES",
+    "CommEstimate",
+    "CommInstance",
+    "CommQuery",
+    "CommRow",
+    "estimate_comm",
+    "parse_collective",
+]
 
 MAX_GPUS = 1_000_000  # the largest clusters announced are ~10^5 GPUs; beyond 10^6 is a typo
 MAX_MESSAGE_BYTES = float(2**40)  # 1 TiB: more than any device's memory, so a unit mistake
@@ -100,24 +111,91 @@ def _pick_offering(catalog: Catalog, accelerator: Accelerator, query: CommQuery)
     )
 
 
-def _instance(offering: Offering | None, catalog: Catalog, devices: int) -> dict[str, Any]:
+@dataclass(frozen=True)
+class CommInstance:
+    """The node assumed: a catalog instance (its network and fabric), or, with none rented, one node of devices."""
+
+    devices_per_node: int
+    cloud: str | None = None  # None: no rented instance in the catalog
+    instance_type: str | None = None
+    network_bytes_per_s: float = 0.0
+    fabric: str | None = None
+    fabric_name: str | None = None
+    fabric_source: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        where = {"cloud": self.cloud, "instance_type": self.instance_type, "devices_per_node": self.devices_per_node}
+        if self.instance_type is None:
+            return {**where, "network_bytes_per_s": self.network_bytes_per_s}
+        fabric = {"fabric": self.fabric, "fabric_name": self.fabric_name, "fabric_source": self.fabric_source}
+        return {**where, "network_bytes_per_s": self.network_bytes_per_s, **fabric}
+
+
+@dataclass(frozen=True)
+class CommRow:
+    """One message size, as nccl-tests prints it: time, algorithm bandwidth and bus bandwidth."""
+
+    size_bytes: float
+    time_s: float
+    algbw_bytes_per_s: float
+    busbw_bytes_per_s: float
+
+
+@dataclass(frozen=True)
+class CommEstimate:
+    """``estimate comm``: the collective, the fabric it assumed, and one row per message size."""
+
+    op: Collective
+    gpus: int
+    ranks_per_node: int
+    nodes: int
+    accelerator: str
+    link_bytes_per_s: float
+    link_efficiency: float
+    network_efficiency: float
+    instance: CommInstance
+    peak_busbw_bytes_per_s: float
+    formula: str
+    rows: tuple[CommRow, ...]
+    notes: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "op": self.op,
+            "gpus": self.gpus,
+            "ranks_per_node": self.ranks_per_node,
+            "nodes": self.nodes,
+            "accelerator": self.accelerator,
+            "link_bytes_per_s": self.link_bytes_per_s,
+            "link_efficiency": self.link_efficiency,
+            "network_efficiency": self.network_efficiency,
+            "instance": self.instance.to_dict(),
+            "peak_busbw_bytes_per_s": self.peak_busbw_bytes_per_s,
+            "formula": self.formula,
+            "rows": [asdict(row) for row in self.rows],
+            "notes": list(self.notes),
+        }
+
+
+def _instance(offering: Offering | None, catalog: Catalog, devices: int) -> CommInstance:
     network = network_fabric_for(offering, catalog)
     if offering is None:
-        return {"cloud": None, "instance_type": None, "devices_per_node": devices, "network_bytes_per_s": 0.0}
-    return {
-        "cloud": offering.cloud,
-        "instance_type": offering.instance_type,
-        "devices_per_node": offering.accelerator_count,
-        "network_bytes_per_s": offering.network_bytes_per_s,
-        "fabric": offering.fabric or None,
-        "fabric_name": network.name if network is not None else None,
-        "fabric_source": network.source if network is not None else None,
-    }
+        return CommInstance(devices)
+    return CommInstance(
+        devices_per_node=offering.accelerator_count,
+        cloud=offering.cloud,
+        instance_type=offering.instance_type,
+        network_bytes_per_s=offering.network_bytes_per_s,
+        fabric=offering.fabric or None,
+        fabric_name=network.name if network is not None else None,
+        fabric_source=network.source if network is not None else None,
+    )
 
 
 def estimate_comm(
     catalog: Catalog, accelerator: Accelerator, query: CommQuery, assumptions: Assumptions | None = None
-) -> dict[str, Any]:
+) -> CommEstimate:
     """Time, algorithm and bus bandwidth of ``query.op`` for each size, with the fabric it assumed."""
     query.check()
     offering = _pick_offering(catalog, accelerator, query)
@@ -133,36 +211,35 @@ def estimate_comm(
     sizes = col(np.array(query.sizes_bytes))
     time_s = collective_s(query.op, sizes, col(float(query.gpus)), col(float(per_node)), fabric)
     factor = float(bus_factor(query.op, col(float(query.gpus))))
-    rows = [
-        {
-            "size_bytes": float(size),
-            "time_s": float(t),
-            "algbw_bytes_per_s": float(size / t) if t > 0 else 0.0,
-            "busbw_bytes_per_s": float(size / t * factor) if t > 0 else 0.0,
-        }
+    rows = tuple(
+        CommRow(
+            size_bytes=float(size),
+            time_s=float(t),
+            algbw_bytes_per_s=float(size / t) if t > 0 else 0.0,
+            busbw_bytes_per_s=float(size / t * factor) if t > 0 else 0.0,
+        )
         for size, t in zip(sizes, time_s, strict=True)
-    ]
+    )
     peak = float(bus_bytes_per_s(query.op, col(float(query.gpus)), col(float(per_node)), fabric))
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "op": query.op,
-        "gpus": query.gpus,
-        "ranks_per_node": per_node,
-        "nodes": -(-query.gpus // per_node),
-        "accelerator": accelerator.slug,
-        "link_bytes_per_s": accelerator.interconnect_bytes_per_s,
-        "link_efficiency": float(fabric.link_efficiency),
-        "network_efficiency": float(fabric.network_efficiency),
-        "instance": _instance(offering, catalog, devices),
-        "peak_busbw_bytes_per_s": peak,
-        "formula": (
+    return CommEstimate(
+        op=query.op,
+        gpus=query.gpus,
+        ranks_per_node=per_node,
+        nodes=-(-query.gpus // per_node),
+        accelerator=accelerator.slug,
+        link_bytes_per_s=accelerator.interconnect_bytes_per_s,
+        link_efficiency=float(fabric.link_efficiency),
+        network_efficiency=float(fabric.network_efficiency),
+        instance=_instance(offering, catalog, devices),
+        peak_busbw_bytes_per_s=peak,
+        formula=(
             f"time = {float(fabric.base_latency_s) * 1e6:.1f} us + hops x latency + bytes moved / bus bandwidth; "
             f"{_FORMULA[query.op]}, n = {query.gpus} (nccl-tests PERFORMANCE.md); inside a node the bus runs at "
             "link x link efficiency, across nodes at the group's share of the node's NICs x network efficiency"
         ),
-        "rows": rows,
-        "notes": _notes(query, per_node, devices),
-    }
+        rows=rows,
+        notes=tuple(_notes(query, per_node, devices)),
+    )
 
 
 def _notes(query: CommQuery, per_node: int, devices: int) -> list[str]:
