@@ -129,11 +129,11 @@ def judge_ranks(
         if trial.failure is not None or trial not in measured:
             return f"not measured: {trial.failure or 'no quality'}"
         if trial is picked:
-            return "picked: the cheapest rank within the quality tolerance"
+            return "picked"
         if trial not in qualifying:
             worse = shortfall(trial) / abs(quality(reference)) if quality(reference) else float("inf")
-            return f"quality {worse:.1%} worse than rank {reference.rank}'s (tolerance {tolerance:.1%})"
-        return f"within tolerance, but {throughput(picked) / throughput(trial):.2f}x slower than rank {picked.rank}"
+            return f"quality {worse:.1%} worse than rank {reference.rank}'s, over the {tolerance:.1%} tolerance"
+        return f"qualifies, but {throughput(picked) / throughput(trial):.2f}x slower than rank {picked.rank}"
 
     outcomes = tuple(
         RankOutcome(
