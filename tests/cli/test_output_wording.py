@@ -10,7 +10,7 @@ import sys
 
 from rich.console import Console
 
-from computewise.cli.common import progress_bar  # noqa: TID251
+from computewise.cli.common import progress_bar, progress_callback  # noqa: TID251
 from computewise.estimate.layout import layout_problem
 from computewise.models import resolve_model
 
@@ -54,3 +54,12 @@ def test_progress_before_the_total_is_known_shows_a_question_mark() -> None:
         bar.update(task, completed=2, total=8)
         bar.refresh()
     assert "0/?" in out.getvalue() and "2/8" in out.getvalue() and "None" not in out.getvalue()
+
+
+def test_the_progress_callback_reads_a_total_of_zero_as_not_known_yet() -> None:
+    """optimize reports (\"loading the model\", 0, 0) before it knows how many variants there are."""
+    out = io.StringIO()
+    with progress_callback("optimize", Console(file=out, force_terminal=True, width=100), "") as progress:
+        progress("loading the model", 0, 0)
+    text = out.getvalue()  # the bar's last drawing, as it stops
+    assert "loading the model" in text and "0/?" in text and "0/0" not in text
