@@ -57,7 +57,7 @@ def test_progress_before_the_total_is_known_shows_a_question_mark() -> None:
 
 
 def test_the_progress_callback_reads_a_total_of_zero_as_not_known_yet() -> None:
-    """optimize reports (\"loading the model\", 0, 0) before it knows how many variants there are."""
+    """optimize reports ("loading the model", 0, 0) before it knows how many variants there are."""
     out = io.StringIO()
     with progress_callback("optimize", Console(file=out, force_terminal=True, width=100), "") as progress:
         progress("loading the model", 0, 0)
