@@ -119,10 +119,11 @@ def print_audit(audit: StorageAudit, console: Console) -> None:
 
 def print_apply(result: RetentionPlan | ApplyResult, console: Console) -> None:
     """A retention plan (the dry run) or what an apply did, with each file's outcome."""
-    dry = isinstance(result, RetentionPlan)
+    applied = None if isinstance(result, RetentionPlan) else result
     plan = result if isinstance(result, RetentionPlan) else result.plan
+    dry = applied is None
     outcomes: tuple[str | None, ...] = (
-        (None,) * len(plan.actions) if isinstance(result, RetentionPlan) else tuple(o for o, _ in result.outcomes)
+        (None,) * len(plan.actions) if applied is None else tuple(outcome for outcome, _ in applied.outcomes)
     )
     verb = "would" if dry else "did"
     if not plan.actions:
@@ -146,15 +147,14 @@ def print_apply(result: RetentionPlan | ApplyResult, console: Console) -> None:
         console.print(f"kept {count:,}: {reason}", style="dim", highlight=False)
     if dry and plan.actions:
         console.print("dry run: nothing changed; add --apply to act", style="bold yellow")
-    elif not isinstance(result, RetentionPlan) and result.apply_id is not None:
-        done = result.done_totals()
+    elif applied is not None and applied.apply_id is not None:
+        done = applied.done_totals()
         freed = done.get("delete", {}).get("size_bytes", 0)
         moved = done.get("archive", {}).get("size_bytes", 0)
-        saved = sum(row["usd_per_month_saved"] for row in done.values())
         print_prose(
             console,
-            f"recorded as storage apply {result.apply_id} in the ledger: deleted {format_bytes(freed)}, "
-            f"archived {format_bytes(moved)}, {format_usd(saved)}/month saved",
+            f"recorded as storage apply {applied.apply_id} in the ledger: deleted {format_bytes(freed)}, "
+            f"archived {format_bytes(moved)}, {format_usd(applied.usd_per_month_saved_done)}/month saved",
             markup=False,
         )
 

@@ -62,6 +62,11 @@ class ApplyResult:
                 row["usd_per_month_saved"] += action.usd_per_month_saved
         return out
 
+    @property
+    def usd_per_month_saved_done(self) -> float:
+        """What the files acted on no longer cost a month (failed and skipped ones still do)."""
+        return sum(row["usd_per_month_saved"] for row in self.done_totals().values())
+
     def to_dict(self) -> dict[str, Any]:
         data = self.plan.to_dict()
         for row, (outcome, error) in zip(data["actions"], self.outcomes, strict=True):
@@ -73,7 +78,7 @@ class ApplyResult:
             dry_run=False,
             apply_id=self.apply_id,
             done=done,
-            usd_per_month_saved_done=sum(row["usd_per_month_saved"] for row in done.values()),
+            usd_per_month_saved_done=self.usd_per_month_saved_done,
         )
         return data
 
