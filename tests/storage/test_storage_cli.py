@@ -17,6 +17,7 @@ from typing import Any
 from storage_files import cli, write_checkpoint, write_file
 
 from computewise.ledger import Ledger
+from computewise.units import format_usd
 from gcs_server import GcsServer
 from s3_server import S3Server
 
@@ -256,3 +257,24 @@ def test_an_archive_folder_inside_the_tree_is_read_as_archived(tmp_path: Path) -
     assert [(run["run"], run["checkpoints"]) for run in after["runs"]] == [("runs/a", 3)]
     assert after["duplicates"]["groups"] == 0
     assert _json(cli(*apply, "--apply"))["actions"] == []
+
+
+def test_an_apply_prints_each_outcome_and_what_the_ledger_recorded(tmp_path: Path) -> None:
+    """The table of a real apply: an outcome per file, then the ledger's record of the bytes and $/month saved."""
+    root = tmp_path / "project"
+    write_file(root / "logs" / "train.log", 5000, 365)
+    write_file(root / "data" / "train.parquet", 2**20, 60)
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("archive: {after_days: 30, to: aws:s3-glacier-deep}\ndelete: {after_days: 180}\n")
+    db = tmp_path / "ledger.sqlite"
+
+    done = cli("storage", "apply", str(root), "--policy", str(policy), "--db", str(db), "--apply")
+
+    assert done.returncode == 0, done.stderr
+    with Ledger.open(str(db)) as ledger:
+        apply = ledger.storage_applies()[0]
+        saved = sum(row.usd_per_month_saved for row in ledger.storage_actions(apply.id))
+    text = " ".join(done.stdout.split())
+    assert "outcome" in text and "dry run" not in text
+    assert f"recorded as storage apply {apply.id} in the ledger: deleted" in text
+    assert f"{format_usd(saved)}/month saved" in text, text
