@@ -35,7 +35,7 @@ from computewise.cli.common import (
     training_tokens,
 )
 from computewise.errors import InputError
-from computewise.units import format_duration, parse_bytes, parse_duration_s, parse_positive_int, parse_usd
+from computewise.units import parse_bytes, parse_duration_s, parse_positive_int, parse_usd
 
 app = typer.Typer(help="Search accelerators, layouts and prices for the best way to run a job.", no_args_is_help=True)
 
@@ -49,7 +49,6 @@ TopOption = Annotated[
 
 # plan.train.DEFAULT_MAX_GPUS, spelled out so `--help` need not import numpy (a test keeps them equal).
 _DEFAULT_MAX_GPUS = 512
-_YEAR_S = 365.0 * 86400.0
 
 
 @app.command("train")
@@ -118,10 +117,11 @@ def train(
     html: HtmlOption = None,
 ) -> None:
     """Recommended configuration, cost-vs-time Pareto frontier, and every rejected option with its reason."""
-    from computewise.catalog.calibration import calibration_catalog_paths, find_calibration, load_calibration
+    from computewise.catalog.calibration import calibration_catalog_paths, load_calibration
     from computewise.estimate.data_movement import data_site
-    from computewise.estimate.train import default_global_batch, default_global_batch_note
-    from computewise.plan import CLOUD_PRICINGS, TRAIN_PRECISIONS, TrainConstraints, plan_train
+    from computewise.estimate.train import default_global_batch
+    from computewise.plan import CLOUD_PRICINGS, TRAIN_PRECISIONS, TrainConstraints
+    from computewise.plan.train_request import TrainRequest, plan_train_request
     from computewise.report.html import plan_html
     from computewise.report.terminal import print_plan
     from computewise.specs import OPTIMIZERS, PRECISIONS, PRICINGS
@@ -171,27 +171,8 @@ def train(
             lora_rank, lora_alpha, lora_targets, trained_modules, adapter_precision, quant_type, double_quant
         ).specs(methods),
     )
-    result = plan_train(
-        spec, catalog, assumptions, constraints, None if measured is None else {measured.device_slug: measured}
-    )
-    notes = [default_global_batch_note(batch, seq)] if global_batch is None else []
-    for slug in sorted({option.accelerator for option in result.candidates}):
-        used = measured if measured is not None and measured.device_slug == slug else find_calibration(slug)
-        if used is not None:
-            notes.append(f"{used.note}: {slug} timed with its measured peak and efficiency")
-    long_run = result.recommended.time_s > _YEAR_S
-    warnings = (_long_run_warning(result.recommended.time_s),) if long_run else ()
-    plan = replace(result, top=top or None, warnings=warnings, notes=tuple(notes))
-    emit(plan, as_json, html, print_plan, plan_html)
-
-
-def _long_run_warning(time_s: float) -> str:
-    """Without --deadline the cheapest run wins however slow it is; one that takes years is rarely what
-    the user meant, so it is said before anything else rather than left for them to read off a table."""
-    return (
-        f"the recommended run takes {time_s / _YEAR_S:.1f} years ({format_duration(time_s)}): "
-        "give a --deadline (e.g. --deadline 30d) or raise --max-gpus to plan a shorter one"
-    )
+    request = TrainRequest(spec, constraints, measured, top or None, default_batch=global_batch is None)
+    emit(plan_train_request(request, catalog, assumptions), as_json, html, print_plan, plan_html)
 
 
 @app.command("infer")

@@ -1,0 +1,64 @@
+"""``plan train`` as one call: the typed request in, the plan out, with what it says beside its tables.
+
+The CLI reads the flags into a :class:`TrainRequest`; :func:`plan_train_request` plans it and returns the
+:class:`~computewise.plan.result.Plan` with its notes (the default global batch, the calibrations used)
+and warnings (a run that takes years) added here, where the plan is built, not patched into its
+``--json`` document afterwards.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from computewise.catalog.calibration import find_calibration
+from computewise.estimate.train import default_global_batch_note
+from computewise.plan.train import TrainConstraints, plan_train
+from computewise.units import format_duration
+
+if TYPE_CHECKING:
+    from computewise.catalog import Catalog
+    from computewise.catalog.calibration import Calibration
+    from computewise.estimate import Assumptions
+    from computewise.plan.result import Plan
+    from computewise.specs import ModelSpec
+
+__all__ = ["TrainRequest", "plan_train_request"]
+
+_YEAR_S = 365.0 * 86400.0
+
+
+@dataclass(frozen=True)
+class TrainRequest:
+    """What ``plan train`` is asked."""
+
+    model: ModelSpec
+    constraints: TrainConstraints
+    calibration: Calibration | None = None  # --calibration: its accelerator timed with what bench measured
+    top: int | None = None  # candidates written and shown; None: all
+    default_batch: bool = False  # constraints.global_batch is the default, which a note then states
+
+
+def plan_train_request(request: TrainRequest, catalog: Catalog, assumptions: Assumptions) -> Plan:
+    measured = request.calibration
+    c = request.constraints
+    plan = plan_train(
+        request.model, catalog, assumptions, c, None if measured is None else {measured.device_slug: measured}
+    )
+    notes = [default_global_batch_note(c.global_batch, c.seq_len)] if request.default_batch else []
+    for slug in sorted({option.accelerator for option in plan.candidates}):
+        used = measured if measured is not None and measured.device_slug == slug else find_calibration(slug)
+        if used is not None:
+            notes.append(f"{used.note}: {slug} timed with its measured peak and efficiency")
+    time_s = plan.recommended.time_s
+    warnings = (_long_run_warning(time_s),) if time_s > _YEAR_S else ()
+    return replace(plan, top=request.top, warnings=warnings, notes=tuple(notes))
+
+
+def _long_run_warning(time_s: float) -> str:
+    """Without --deadline the cheapest run wins however slow it is; one that takes years is rarely what
+    the user meant, so it is said before anything else rather than left for them to read off a table."""
+    return (
+        f"the recommended run takes {time_s / _YEAR_S:.1f} years ({format_duration(time_s)}): "
+        "give a --deadline (e.g. --deadline 30d) or raise --max-gpus to plan a shorter one"
+    )
