@@ -7,6 +7,7 @@ import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 from rich.console import Console
 
@@ -33,6 +34,13 @@ def test_one_of_a_thing_is_singular() -> None:
     assert re.search(r"for 1 round\s*$", federated, re.MULTILINE), federated
     assert "1 rounds" not in federated and "1 local steps" not in federated
     assert "does not divide 1 GPU" in (layout_problem(resolve_model("gpt2"), 1, 2, 1, 8, 1) or "")
+
+
+def test_no_golden_output_counts_one_of_a_thing_in_the_plural() -> None:
+    """Every verb's README example as printed (tests/cli/golden/, kept current by test_golden_output)."""
+    one_in_plural = re.compile(r"(?<![\d.,])1 (GPUs|rounds|steps|runs|files|instances|replicas)\b")
+    for path in sorted((Path(__file__).parent / "golden").iterdir()):
+        assert not one_in_plural.search(path.read_text()), path
 
 
 def test_a_count_beyond_a_thousand_trillion_reads_as_typed() -> None:

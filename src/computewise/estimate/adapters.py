@@ -40,8 +40,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from computewise.errors import InputError
+from computewise.estimate.activations import composite_activation_bytes
 from computewise.estimate.arrays import FloatArray, col
-from computewise.estimate.memory import composite_activation_bytes, optimizer_state_bytes
+from computewise.estimate.memory import optimizer_state_bytes
 from computewise.estimate.quantized import dequant_bytes_moved, four_bit_weight_bytes
 from computewise.models.lora import LinearLayer, check_rank, lora_params, quantizable_linears, resolve_targets
 from computewise.specs import PAGED_OPTIMIZERS, FineTune, ModelSpec, Optimizer
@@ -184,7 +185,7 @@ class Adapters:
         rstd); the frozen weight's product saves nothing. Attention: the flash kernel's q, k, v and
         output at the activation width. MLP: the activation's input, and under a gated MLP the
         product's two operands, at the base layers' output width; what a composed activation keeps
-        beyond that (``memory.composite_activation_bytes``). Adapters: their own 16-bit input
+        beyond that (``activations.composite_activation_bytes``). Adapters: their own 16-bit input
         copy and ``lora_A``'s output. Adapter inputs are counted whole under TP (PEFT runs LoRA
         beside unsharded layers; TP with LoRA is rare).
         """

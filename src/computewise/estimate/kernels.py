@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
+from computewise.estimate.activations import composite_activation_traffic
 from computewise.estimate.arrays import FloatArray, col
 from computewise.estimate.assumptions import Assumptions
 from computewise.estimate.flops import OP_SELECTIVE, layer_matmuls
@@ -283,8 +284,11 @@ def _elementwise(
     hf_norm = (2 + 1 + 2 + 2) * _FP32 * h_tok + 6 * 4.0
     hf_casts = (3 + 2) * (residual + act) * h_tok
     hf_rotary = rotary * 10.0 * act * qk
-    hf_bytes = 2 * hf_norm + hf_casts + hf_rotary + 2 * act * d_attn / col(tp) + 2 * add + 2 * dropout + mlp_act
-    hf_kernels = 12.0 + 5.0 + 10.0 * rotary + 1.0 + 2.0 + 2 * drop + 1.0 + gated
+    # transformers' activation module: several kernels where it is a composition (``estimate.activations``).
+    composite = composite_activation_traffic(model, act)
+    hf_act = mlp_act + composite.bytes_per_element * f_tok
+    hf_bytes = 2 * hf_norm + hf_casts + hf_rotary + 2 * act * d_attn / col(tp) + 2 * add + 2 * dropout + hf_act
+    hf_kernels = 12.0 + 5.0 + 10.0 * rotary + 1.0 + 2.0 + 2 * drop + 1.0 + gated + composite.kernels
     fused = (col(framework) == _MEGATRON) | (col(execution) >= _COMPILE)
     hf = col(framework) == _TRANSFORMERS
     return _Elementwise(

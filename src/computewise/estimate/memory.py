@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
+from computewise.estimate.activations import composite_activation_bytes
 from computewise.estimate.arrays import FloatArray, col
 from computewise.estimate.flops import op_selective_saved_widths
 from computewise.specs import (
@@ -263,25 +264,6 @@ def framework_state_bytes(framework: FloatArray, weight_bytes: FloatArray, optim
         optimizer=np.where(amp, col(optimizer_bytes) - _FP32_BYTES, optimizer_bytes),
         cast=np.where(amp, _CAST_BYTES, 0.0),
     )
-
-
-# What transformers' Python-composed MLP activations (transformers/activations.py) keep for the backward
-# per element beyond a fused kernel's one saved input, as a CUDA step runs them:
-# - gelu_new (GPT-2, GPT-J, GPT-Neo, CodeGen, Phi-2), 0.5*x*(1 + tanh(c*(x + 0.044715*pow(x, 3)))): CUDA's
-#   autocast runs pow in fp32, so pow keeps an fp32 copy of x, tanh its fp32 output, and the last product
-#   0.5*x (in place of x) and the fp32 1 + tanh: three fp32 tensors more (so also without autocast);
-# - gelu_fast, 0.5*x*(1 + tanh(x*0.798*(1 + 0.044715*x*x))): no op leaves the input's width; the two inner
-#   products keep both factors each, tanh its output, the last product both: six tensors more;
-# - quick_gelu, x*sigmoid(1.702*x): the product keeps the sigmoid's output beside x: one more.
-_COMPOSITE_ACTIVATION_FP32_TENSORS = {"gelu_new": 3.0}
-_COMPOSITE_ACTIVATION_TENSORS = {"gelu_fast": 6.0, "quick_gelu": 1.0}
-
-
-def composite_activation_bytes(model: ModelSpec, act_bytes: FloatArray) -> FloatArray:
-    """Bytes per MLP element a Hugging Face module's composed activation keeps beyond a fused kernel."""
-    fp32_tensors = _COMPOSITE_ACTIVATION_FP32_TENSORS.get(model.activation, 0.0)
-    tensors = _COMPOSITE_ACTIVATION_TENSORS.get(model.activation, 0.0)
-    return fp32_tensors * _FP32_BYTES + tensors * col(act_bytes)
 
 
 def _uses_dropout(model: ModelSpec) -> bool:

@@ -63,7 +63,7 @@ from computewise.specs import (
     Pricing,
 )
 from computewise.specs.finetune import FULL_TRAINING
-from computewise.units import format_bytes, format_duration, format_usd
+from computewise.units import format_bytes, format_duration, format_usd, plural
 
 if TYPE_CHECKING:
     from computewise.catalog import Catalog
@@ -449,7 +449,7 @@ def _pair(
             runnable,
             "memory",
             f"does not fit: {format_bytes(need)} > {format_bytes(accelerator.memory_bytes)} on "
-            f"{accelerator.name} even with the leanest layout on {gpus} GPUs "
+            f"{accelerator.name} even with the leanest layout on {plural(gpus, 'GPU')} "
             f"({format_bytes(need - accelerator.memory_bytes)} over); {_MEMORY_FIXES[finetune.method]}",
         )
     return _Pairing(lo + np.flatnonzero((fits & timed[:, None]).reshape(-1)), runnable)
