@@ -73,13 +73,13 @@ class RunTotals:
                 sample_count=int(samples["sample_count"]),
                 sampled_s=float(samples["sampled_s"] or 0.0),
                 idle_s=float(samples["idle_s"] or 0.0),
-                cpu_percent_mean=_opt_float(samples["cpu_percent_mean"]),
-                gpu_util_pct_mean=_opt_float(samples["gpu_util_pct_mean"]),
+                cpu_percent_mean=optional_float(samples["cpu_percent_mean"]),
+                gpu_util_pct_mean=optional_float(samples["gpu_util_pct_mean"]),
                 energy_j=float(samples["energy_j"] or 0.0),
                 energy_measured=bool(samples["energy_measured"]),
                 peak_rss_bytes=_opt_int(samples["peak_rss_bytes"]),
                 peak_gpu_memory_bytes=_opt_int(samples["peak_gpu_memory_bytes"]),
-                last_sample_t_s=_opt_float(samples["last_sample_t_s"]),
+                last_sample_t_s=optional_float(samples["last_sample_t_s"]),
             )
         if attempts is None:
             return totals
@@ -87,7 +87,7 @@ class RunTotals:
             totals,
             attempt_count=int(attempts["attempt_count"]),
             attempts_closed_s=float(attempts["attempts_closed_s"] or 0.0),
-            attempt_open_since_s=_opt_float(attempts["attempt_open_since_s"]),
+            attempt_open_since_s=optional_float(attempts["attempt_open_since_s"]),
         )
 
 
@@ -157,7 +157,8 @@ def attempt_totals_query(run_ids: Sequence[int]) -> sa.Select[Any]:
     )
 
 
-def _opt_float(value: Any) -> float | None:
+def optional_float(value: Any) -> float | None:
+    """A nullable numeric column as a float, None kept: SQL aggregates over no rows, and unsampled figures, are NULL."""
     return None if value is None else float(value)
 
 

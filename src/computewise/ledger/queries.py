@@ -19,6 +19,7 @@ from typing import Any, Literal
 import sqlalchemy as sa
 
 from computewise.ledger import schema
+from computewise.ledger.aggregates import optional_float
 
 __all__ = [
     "RUN_SORTS",
@@ -78,9 +79,9 @@ class SampleBucket:
             cpu_percent=float(row["cpu_percent"]),
             rss_bytes=float(row["rss_bytes"]),
             host_memory_used_bytes=float(row["host_memory_used_bytes"]),
-            gpu_util_pct=_opt_float(row["gpu_util_pct"]),
-            gpu_memory_used_bytes=_opt_float(row["gpu_memory_used_bytes"]),
-            gpu_power_w=_opt_float(row["gpu_power_w"]),
+            gpu_util_pct=optional_float(row["gpu_util_pct"]),
+            gpu_memory_used_bytes=optional_float(row["gpu_memory_used_bytes"]),
+            gpu_power_w=optional_float(row["gpu_power_w"]),
             energy_j=float(row["energy_j"] or 0.0),
         )
 
@@ -100,14 +101,10 @@ class GpuBucket:
         return cls(
             gpu_index=int(row["gpu_index"]),
             t_s=float(row["t_s"]),
-            utilization_pct=_opt_float(row["utilization_pct"]),
-            memory_used_bytes=_opt_float(row["memory_used_bytes"]),
-            power_w=_opt_float(row["power_w"]),
+            utilization_pct=optional_float(row["utilization_pct"]),
+            memory_used_bytes=optional_float(row["memory_used_bytes"]),
+            power_w=optional_float(row["power_w"]),
         )
-
-
-def _opt_float(value: Any) -> float | None:
-    return None if value is None else float(value)
 
 
 def _filtered(query: sa.Select[Any], where: RunFilter) -> sa.Select[Any]:
