@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import signal
 import socket
 import sys
 import time
@@ -31,6 +30,7 @@ from computewise.dashboard.context import DashboardContext
 from computewise.errors import InputError, LedgerError
 from computewise.ledger import Ledger
 from computewise.serve.exposure import bind_listener, check_exposure, is_loopback
+from computewise.system.signals import stop_signals_to
 
 if TYPE_CHECKING:
     from computewise.catalog import Catalog
@@ -54,13 +54,8 @@ class _QuietServer(uvicorn.Server):
 
     @contextlib.contextmanager
     def capture_signals(self) -> Generator[None, None, None]:
-        signals = (signal.SIGINT, signal.SIGTERM)
-        original = {sig: signal.signal(sig, self.handle_exit) for sig in signals}
-        try:
+        with stop_signals_to(self.handle_exit):
             yield
-        finally:
-            for sig, handler in original.items():
-                signal.signal(sig, handler)
 
 
 def _check_exposure(host: str, token: str | None) -> None:

@@ -52,6 +52,7 @@ from computewise.serve.eventloop import fastest_loop, freeze_startup_heap
 from computewise.serve.exposure import bind_listener, check_exposure
 from computewise.serve.metrics import ServeMetrics
 from computewise.serve.runners import ModelRunner, load_runner
+from computewise.system.signals import stop_signals_to
 from computewise.units import format_bytes, format_duration
 
 __all__ = ["HEARTBEAT_S", "serve"]
@@ -136,13 +137,9 @@ class _DrainingServer(uvicorn.Server):
 
     @contextlib.contextmanager
     def capture_signals(self) -> Generator[None, None, None]:
-        signals = (signal.SIGINT, signal.SIGTERM)
-        original = {sig: signal.signal(sig, self.handle_exit) for sig in signals}
-        try:
+        """SIGTERM and Ctrl-C start the drain (``handle_exit``); unlike stock uvicorn, neither is re-raised after it."""
+        with stop_signals_to(self.handle_exit):
             yield
-        finally:
-            for sig, handler in original.items():
-                signal.signal(sig, handler)
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         if not self._state.draining:
