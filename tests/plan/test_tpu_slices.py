@@ -1,4 +1,4 @@
-"""Chips sold one at a time are planned only in the counts a slice has (issue 27: render every plan).
+"""TPU plans: only the chip counts a slice has (issue 27: render every plan), and unknown energy is not zero.
 
 Cloud TPU rents v5e in slices of 1, 4 or 8 chips on one host (more across hosts) and v4/v5p from 4
 chips up; a 2-chip v5e plan cannot be submitted to any engine. The sizes are catalog data
@@ -7,6 +7,7 @@ chips up; a 2-chip v5e plan cannot be submitted to any engine. The sizes are cat
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -48,3 +49,16 @@ def test_a_malformed_slice_list_names_the_cell(cell: str, tmp_path: Path) -> Non
     path.write_text(f"{HEADER}\n{row}\n", encoding="utf-8")
     with pytest.raises(CatalogError, match="slice_sizes"):
         load_catalog([path])
+
+
+def test_a_tpu_without_a_published_power_figure_has_unknown_energy_not_zero(
+    catalog: Catalog, assumptions: Assumptions
+) -> None:
+    """Issue 27: "unknown is never zero" (TPU v5e and v5p publish no TDP; v4 does)."""
+    constraints = TrainConstraints(tokens=1e9, seq_len=1024, global_batch=256, accelerators=("tpu-v5e",), max_gpus=8)
+    unknown = plan_train(preset("gpt2"), catalog, assumptions, constraints).recommended
+    assert unknown.energy_kwh is None and unknown.co2_kg is None
+    document = unknown.to_dict()
+    assert document["energy"]["kwh"] is None and document["co2"]["kg"] is None
+    known = plan_train(preset("gpt2"), catalog, assumptions, replace(constraints, accelerators=("tpu-v4",)))
+    assert known.recommended.energy_kwh is not None and known.recommended.energy_kwh > 0

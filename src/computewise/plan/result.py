@@ -16,6 +16,7 @@ from computewise.specs.document import (
     read_int,
     read_list,
     read_mapping,
+    read_optional_float,
     read_str,
     require_object,
 )
@@ -48,8 +49,8 @@ class Option:
     flops: float
     time_s: float
     cost_usd: float
-    energy_kwh: float
-    co2_kg: float
+    energy_kwh: float | None  # None: the accelerator publishes no power figure (unknown is never zero)
+    co2_kg: float | None
     mfu: float
     cp: int = 1  # context parallel: each sequence split over cp ranks; gpus = tp * pp * cp * dp
     ep: int = 1  # expert parallel inside the dp * cp ranks (MoE); adds no GPUs
@@ -139,8 +140,8 @@ class Option:
             flops=read_float(compute, "flops", source),
             time_s=read_float(time, "seconds", source),
             cost_usd=read_float(cost, "usd", source),
-            energy_kwh=read_float(read_mapping(data, "energy", source), "kwh", source),
-            co2_kg=read_float(read_mapping(data, "co2", source), "kg", source),
+            energy_kwh=read_optional_float(read_mapping(data, "energy", source), "kwh", source),
+            co2_kg=read_optional_float(read_mapping(data, "co2", source), "kg", source),
             mfu=read_float(compute, "mfu", source),
             cp=read_int(layout, "cp", source),
             ep=read_int(layout, "ep", source),

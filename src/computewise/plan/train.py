@@ -769,14 +769,18 @@ def _option(
     pricing, hourly = price.pricing, price.hourly_usd
     gpus = instances * h.devices_per_node
     time_s = float(columns.time_s[r] if pricing == "spot" else columns.steps[r] * columns.step_s[r])
-    kwh = float(
-        energy_kwh(
-            col(gpus),
-            col(server_w_per_device(h.accelerator, assumptions.server_host_power_fraction_of_tdp)),
-            assumptions.gpu_power_fraction_of_tdp,
-            col(time_s),
-            col(price.pue),
+    kwh = (
+        float(
+            energy_kwh(
+                col(gpus),
+                col(server_w_per_device(h.accelerator, assumptions.server_host_power_fraction_of_tdp)),
+                assumptions.gpu_power_fraction_of_tdp,
+                col(time_s),
+                col(price.pue),
+            )
         )
+        if h.accelerator.tdp_w > 0
+        else None  # no published power figure (TPU v5e, v5p): unknown, never zero
     )
     rows = layouts.rows
     tp, pp, cp = int(rows.tp[li]), int(rows.pp[li]), int(rows.cp[li])
@@ -803,7 +807,7 @@ def _option(
         time_s=time_s,
         cost_usd=instances * hourly * time_s / 3600.0,
         energy_kwh=kwh,
-        co2_kg=kwh * price.carbon.g_co2_per_kwh / 1000.0,
+        co2_kg=None if kwh is None else kwh * price.carbon.g_co2_per_kwh / 1000.0,
         mfu=float(columns.mfu[r]),
         cp=cp,
         ep=int(rows.ep[li]),
