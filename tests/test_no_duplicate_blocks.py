@@ -28,7 +28,6 @@ _BRACKETS = re.compile(r"^[()\[\]{},:]*$")
 KNOWN: dict[tuple[str, str], str] = {
     ("account/totals.py", "dashboard/views.py"): "the idle/utilisation keys of a run's totals",
     ("account/totals.py", "monitor/summary.py"): "a run's identity keys (id, kind, command, tags, status, ...)",
-    ("catalog/calibration.py", "train/config.py"): "write to a temporary file, then os.replace",
     ("cli/estimate_cmd.py", "cli/plan_cmd.py"): "the LoRA/QLoRA parameters of estimate train and plan train",
     ("cli/run_cmd.py", "cli/submit_cmd.py"): "the job resource parameters of run and submit",
     ("dashboard/layout.py", "report/html.py"): "the HTML page's head and tail",

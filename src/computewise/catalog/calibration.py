@@ -30,7 +30,6 @@ import json
 import math
 import os
 import re
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,6 +47,7 @@ from computewise.specs.document import (
     read_str,
     require_object,
 )
+from computewise.system.files import write_text_atomic
 
 __all__ = [
     "Calibration",
@@ -286,18 +286,6 @@ def companion_catalog_file(calibration_path: Path, calibration: Calibration) -> 
     return path if path.is_file() else None
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    """A temporary file in the same directory, then ``os.replace``: readers see the old file or the new one."""
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            stream.write(text)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
-
-
 def save(calibration: Calibration, directory: Path | None = None) -> Path:
     """Write ``calibration-<slug>.json`` (and the device's catalog row, if it carries one); the JSON's path."""
     target = Path(directory) if directory is not None else user_catalog_dir()
@@ -308,9 +296,9 @@ def save(calibration: Calibration, directory: Path | None = None) -> Path:
             writer = csv.DictWriter(buffer, fieldnames=_ACCELERATOR_COLUMNS, lineterminator="\n")
             writer.writeheader()
             writer.writerow(dict(calibration.device_row))
-            _write_atomic(target / f"accelerators-bench-{calibration.device_slug}.csv", buffer.getvalue())
+            write_text_atomic(target / f"accelerators-bench-{calibration.device_slug}.csv", buffer.getvalue())
         path = target / _file_name(calibration.device_slug)
-        _write_atomic(path, json.dumps(calibration.to_dict(), indent=2) + "\n")
+        write_text_atomic(path, json.dumps(calibration.to_dict(), indent=2) + "\n")
     except OSError as error:
         raise InputError(
             f"cannot write the calibration into {target}: {error.strerror or error}",

@@ -12,14 +12,13 @@ starts with them would fail (or silently ignore one) minutes later.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any, Literal, get_args
 
 from computewise.errors import ConfigError
 from computewise.specs.document import SCHEMA_VERSION, check_schema_version
+from computewise.system.files import write_text_atomic
 
 __all__ = ["CONFIG_FORMAT", "CompileMode", "PrecisionChoice", "TrainConfig", "load_config", "write_config"]
 
@@ -143,16 +142,7 @@ def write_config(config: TrainConfig, path: Path, **extra: Any) -> None:
     """Write ``config`` (and ``extra`` context such as the measured speed) atomically as JSON."""
     payload = {"schema_version": SCHEMA_VERSION, "format": CONFIG_FORMAT, "config": config.to_dict(), **extra}
     path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            json.dump(payload, stream, indent=2)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    write_text_atomic(path, json.dumps(payload, indent=2))
 
 
 def load_config(path: Path | str) -> TrainConfig:
