@@ -102,3 +102,14 @@ def test_missing_inputs_are_said_missing_before_the_model_loads(
     stderr = computewise(["optimize", "examples.digits:classifier", "--inputs", "missing.txt"], capsys, monkeypatch)
     assert "error: --inputs missing.txt: no such file To fix: check the path: --inputs takes sentences" in stderr
     assert ".npz" in stderr and "numpy.savez" not in stderr
+
+
+def test_plan_infer_names_the_accelerator_nobody_rents_instead_of_a_filter(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only --gpu was given, so "drop a filter" pointed nowhere; say that the catalog rents no such device."""
+    err = computewise(
+        ["plan", "infer", "-m", "gpt2", "--gpu", "jetson-xavier-nx", "--peak-rps", "10"], capsys, monkeypatch
+    )
+    assert "the catalog rents no jetson-xavier-nx" in err and "drop a filter" not in err
+    assert "computewise catalog list offerings" in err

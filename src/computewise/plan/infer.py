@@ -158,6 +158,24 @@ class InferPlan:
         }
 
 
+def _no_offering(catalog: Catalog, c: InferConstraints) -> InputError:
+    """Which filter left no offering: an accelerator nobody rents, or the cloud/region given with it."""
+    rented = {o.accelerator for o in catalog.offerings}
+    unrented = [slug for slug in c.accelerators if slug not in rented]
+    if c.accelerators and len(unrented) == len(c.accelerators):
+        return InputError(
+            f"the catalog rents no {', '.join(unrented)}",
+            "choose an accelerator that is rented (`computewise catalog list offerings`), "
+            "or add its offering in a catalog file",
+        )
+    where = " ".join((*c.clouds, *c.regions))
+    what = ", ".join(c.accelerators) or "accelerator"
+    return InputError(
+        f"the catalog rents no {what} in {where}",
+        "drop --cloud/--region, or run `computewise catalog list offerings` to see where it is sold",
+    )
+
+
 def plan_infer(model: ModelSpec, catalog: Catalog, assumptions: Assumptions, c: InferConstraints) -> InferPlan:
     utilization = assumptions.serving_target_utilization if c.target_utilization is None else c.target_utilization
     if not 0 < utilization <= 1:
@@ -170,7 +188,7 @@ def plan_infer(model: ModelSpec, catalog: Catalog, assumptions: Assumptions, c: 
         and (not c.regions or o.region in c.regions)
     ]
     if not offerings:
-        raise InputError("no offering matches the accelerator, cloud and region filters", "drop a filter")
+        raise _no_offering(catalog, c)
     cheapest_rental(offerings, 1, c.pricing, "the offerings the filters leave")  # none priced: says which are
     offerings = [o for o in offerings if o.usd_per_h(c.pricing) is not None]
     options: list[InferOption] = []
