@@ -46,7 +46,6 @@ KNOWN: dict[tuple[str, str], str] = {
     ("storage/audit.py", "storage/audit.py"): "to_dict as dict(self.__dict__) on three classes",
     ("storage/audit.py", "storage/retention.py"): "the start of two to_dict documents",
     ("storage/inventory.py", "storage/inventory.py"): "the progress report of two walks",
-    ("tune/search.py", "tune/search.py"): "top_steps on two classes",
 }
 
 

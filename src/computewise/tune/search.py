@@ -325,10 +325,6 @@ class TuneResult:
     lora: RankSearch | None = None  # the rank search, when --lora-ranks asked for one
 
     @property
-    def top_steps(self) -> int:
-        return self.rungs[-1].steps
-
-    @property
     def trial_s(self) -> float:
         return sum(record.result.wall_s for record in self.trials)
 
@@ -376,7 +372,7 @@ class TuneResult:
                 "pruned": len(self.pruning.dropped),
                 "eta": options.eta,
                 "rungs": [rung.to_dict() for rung in self.rungs],
-                "top_steps": self.top_steps,
+                "top_steps": self.rungs[-1].steps,
                 "warmup_steps": options.warmup_steps,
                 "compile_finalists": options.compile_finalists,
                 "staged_compile": self.staged_compile,
