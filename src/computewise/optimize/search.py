@@ -571,10 +571,10 @@ def loading(options: SearchOptions, what: str) -> Iterator[None]:
         with _torch_threads(options.threads or usable_cpus()), _alarm(options.deadline() - time.time()):
             yield
     except _OutOfTime:
-        raise InputError(
-            f"the time budget ({options.time_budget_s:g} s) ran out while loading {what}",
-            "raise --time-budget (loading alone takes longer on this machine), or pass --threads 1 if it is busy",
-        ) from None
+        fix = "raise --time-budget (loading alone takes longer on this machine)"
+        if options.threads != 1:  # one thread is what a busy machine loads fastest with; say it once only
+            fix += ", or pass --threads 1 if it is busy"
+        raise InputError(f"the time budget ({options.time_budget_s:g} s) ran out while loading {what}", fix) from None
 
 
 @contextlib.contextmanager
