@@ -138,6 +138,8 @@ def test_a_plan_file_sets_the_gpus_the_accelerator_the_processes_and_the_price(t
     )  # fmt: skip
     assert sky.returncode == 0, sky.stderr
     assert "use_spot: false" in sky.stdout and 'cpus: "4+"' in sky.stdout
+    assert best["cost"]["pricing"] == "spot"  # the cheapest 8-GPU plan: its summary says the job runs on demand
+    assert "run on demand as asked" in sky.stderr, sky.stderr
 
     clash = submit("--name", "ft", "--plan", str(plan_file), "--gpus", "2", "--dry-run", "--", "python", "t.py")
     assert clash.returncode == 2 and "--plan sets --gpus already" in clash.stderr

@@ -100,7 +100,11 @@ def _with_plan(
             f"cannot read the plan {plan}: {err}", "write it with `computewise plan train ... --json`"
         ) from err
     job = planned_job(Plan.from_dict(data, str(plan)), str(plan))
-    say(f"from {plan}: {job.summary}")
+    overridden = resources.spot is not None and resources.spot != job.spot
+    say(
+        f"from {plan}: {job.summary}"
+        + (f"; run {'on spot' if resources.spot else 'on demand'} as asked" if overridden else "")
+    )
     planned = dataclasses.replace(
         resources,
         gpus=job.gpus,
