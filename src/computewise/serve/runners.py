@@ -198,7 +198,18 @@ class ArtifactRunner:
         }
 
 
-class EntryPointRunner:
+class _OpaqueInputs:
+    """A runner that does not look into its inputs: each is taken as the client sent it and counts 1 toward
+    a batch's padded length, since there are no tokens to pad."""
+
+    def validate(self, item: Any) -> Any:
+        return item
+
+    def length(self, item: Any) -> int:
+        return 1
+
+
+class EntryPointRunner(_OpaqueInputs):
     """``package.module:function``: ``function()`` returns the model, a callable list -> list.
 
     Inputs are handed over as the client sent them (any JSON value): the function owns their
@@ -211,12 +222,6 @@ class EntryPointRunner:
         self.spec = spec
         self.name = name
         self._predict = predict
-
-    def validate(self, item: Any) -> Any:
-        return item
-
-    def length(self, item: Any) -> int:
-        return 1
 
     def run(self, items: list[Any]) -> list[Any]:
         outputs = self._predict(list(items))
@@ -231,19 +236,13 @@ class EntryPointRunner:
         return {"name": self.name, "kind": self.kind, "entry_point": self.spec}
 
 
-class EchoRunner:
+class EchoRunner(_OpaqueInputs):
     """Returns each input unchanged: the server's own overhead, with no model in the way."""
 
     kind = "echo"
 
     def __init__(self, name: str) -> None:
         self.name = name
-
-    def validate(self, item: Any) -> Any:
-        return item
-
-    def length(self, item: Any) -> int:
-        return 1
 
     def run(self, items: list[Any]) -> list[Any]:
         return list(items)
