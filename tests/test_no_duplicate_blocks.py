@@ -44,7 +44,6 @@ KNOWN: dict[tuple[str, str], str] = {
     ("storage/apply.py", "storage/retention.py"): "the per-action totals",
     ("storage/audit.py", "storage/audit.py"): "to_dict as dict(self.__dict__) on three classes",
     ("storage/audit.py", "storage/retention.py"): "the start of two to_dict documents",
-    ("storage/inventory.py", "storage/inventory.py"): "the progress report of two walks",
 }
 
 

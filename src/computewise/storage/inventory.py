@@ -275,10 +275,8 @@ def _walk_local(
                     )
                 )
                 total_bytes += info.st_size
-                if on_progress is not None and len(found) % _PROGRESS_EVERY == 0:
-                    on_progress(len(found), total_bytes)
-    if on_progress is not None:
-        on_progress(len(found), total_bytes)
+                _report(on_progress, found, total_bytes)
+    _report(on_progress, found, total_bytes, last=True)
     return found
 
 
@@ -317,11 +315,15 @@ def _list_objects(location: Location, markers: set[str], on_progress: Progress |
             )
         )
         total_bytes += size
-        if on_progress is not None and len(found) % _PROGRESS_EVERY == 0:
-            on_progress(len(found), total_bytes)
-    if on_progress is not None:
-        on_progress(len(found), total_bytes)
+        _report(on_progress, found, total_bytes)
+    _report(on_progress, found, total_bytes, last=True)
     return found
+
+
+def _report(on_progress: Progress | None, found: list[Entry], total_bytes: int, *, last: bool = False) -> None:
+    """A walk's progress every ``_PROGRESS_EVERY`` files, and once more at its end (``last``) with the totals."""
+    if on_progress is not None and (last or len(found) % _PROGRESS_EVERY == 0):
+        on_progress(len(found), total_bytes)
 
 
 # What fsspec's drivers call an object's modification time and storage class in a listing: s3fs
