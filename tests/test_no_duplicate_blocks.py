@@ -41,9 +41,6 @@ KNOWN: dict[tuple[str, str], str] = {
     ("plan/federated.py", "plan/federated.py"): "the federated job's fields declared twice",
     ("plan/train.py", "plan/train.py"): "two functions with the same parameters",
     ("report/svg.py", "report/svg.py"): "the <svg> element's opening lines",
-    ("storage/apply.py", "storage/retention.py"): "the per-action totals",
-    ("storage/audit.py", "storage/audit.py"): "to_dict as dict(self.__dict__) on three classes",
-    ("storage/audit.py", "storage/retention.py"): "the start of two to_dict documents",
 }
 
 

@@ -33,7 +33,7 @@ from computewise.ledger import Ledger, StorageAction, StorageOutcome
 from computewise.specs.document import SCHEMA_VERSION
 from computewise.storage.inventory import mark_archive
 from computewise.storage.location import Location
-from computewise.storage.retention import PlannedAction, RetentionPlan
+from computewise.storage.retention import PlannedAction, RetentionPlan, action_totals
 from computewise.system.user import current_user
 
 __all__ = ["ApplyResult", "apply_plan"]
@@ -53,14 +53,8 @@ class ApplyResult:
     outcomes: tuple[tuple[StorageOutcome, str | None], ...]
 
     def done_totals(self) -> dict[str, dict[str, float]]:
-        out: dict[str, dict[str, float]] = {}
-        for action, (outcome, _) in zip(self.plan.actions, self.outcomes, strict=True):
-            if outcome == "done":
-                row = out.setdefault(action.action, {"files": 0, "size_bytes": 0, "usd_per_month_saved": 0.0})
-                row["files"] += 1
-                row["size_bytes"] += action.entry.size_bytes
-                row["usd_per_month_saved"] += action.usd_per_month_saved
-        return out
+        pairs = zip(self.plan.actions, self.outcomes, strict=True)
+        return action_totals(action for action, (outcome, _) in pairs if outcome == "done")
 
     @property
     def usd_per_month_saved_done(self) -> float:

@@ -15,11 +15,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from computewise.specs.document import SCHEMA_VERSION
 from computewise.storage.duplicates import Duplicates, find_duplicates
 from computewise.storage.inventory import Checkpoint, Entry, Inventory, run_order, take_inventory
 from computewise.storage.kinds import KINDS
-from computewise.storage.location import Location
+from computewise.storage.location import Location, document_head
 from computewise.storage.pricing import Pricer
 from computewise.storage.retention import best_checkpoint, newest_checkpoint
 
@@ -29,8 +28,15 @@ _DAY_S = 86_400.0
 _TOP_DUPLICATES = 10
 
 
+class _FlatRow:
+    """A row of plain fields, written to JSON as they are, in the order they are declared."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
 @dataclass(frozen=True)
-class KindRow:
+class KindRow(_FlatRow):
     kind: str
     files: int
     size_bytes: int
@@ -39,24 +45,18 @@ class KindRow:
     median_age_days: float
     last_access_days: float | None  # since the most recent access of any file of the kind
 
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
-
 
 @dataclass(frozen=True)
-class ClassRow:
+class ClassRow(_FlatRow):
     storage_class: str
     files: int
     size_bytes: int
     usd_per_gib_month: float | None
     usd_per_month: float | None
 
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
-
 
 @dataclass(frozen=True)
-class RunSummary:
+class RunSummary(_FlatRow):
     """The checkpoints of one run: how many, the newest and the best by the manifest's metric.
 
     A run is a folder (``run``) and the ledger run its manifests name (``run_id``; None where they name
@@ -72,9 +72,6 @@ class RunSummary:
     best: str | None
     best_metric: float | None
     size_bytes: int
-
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
 
 
 @dataclass(frozen=True)
@@ -101,9 +98,7 @@ class StorageAudit:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "schema_version": SCHEMA_VERSION,
-            "location": self.location,
-            "as_of_s": self.as_of_s,
+            **document_head(self.location, self.as_of_s),
             "files": self.files,
             "size_bytes": self.size_bytes,
             "usd_per_month": self.usd_per_month,

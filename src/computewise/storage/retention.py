@@ -26,20 +26,27 @@ reads as an unfinished save, never a manifest that points at nothing.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from computewise.catalog.storage_prices import StoragePrice
 from computewise.errors import InputError
-from computewise.specs.document import SCHEMA_VERSION
 from computewise.storage.inuse import InUse
 from computewise.storage.inventory import KEEP_SUFFIX, Checkpoint, Entry, Inventory
-from computewise.storage.location import Location
+from computewise.storage.location import Location, document_head
 from computewise.storage.policy import Policy
 from computewise.storage.pricing import Pricer
 
-__all__ = ["Action", "PlannedAction", "RetentionPlan", "best_checkpoint", "newest_checkpoint", "plan_retention"]
+__all__ = [
+    "Action",
+    "PlannedAction",
+    "RetentionPlan",
+    "action_totals",
+    "best_checkpoint",
+    "newest_checkpoint",
+    "plan_retention",
+]
 
 Action = Literal["delete", "archive"]
 _DAY_S = 86_400.0
@@ -87,19 +94,11 @@ class RetentionPlan:
         return sum(action.usd_per_month_saved for action in self.actions)
 
     def totals(self) -> dict[str, dict[str, float]]:
-        out: dict[str, dict[str, float]] = {}
-        for action in self.actions:
-            row = out.setdefault(action.action, {"files": 0, "size_bytes": 0, "usd_per_month_saved": 0.0})
-            row["files"] += 1
-            row["size_bytes"] += action.entry.size_bytes
-            row["usd_per_month_saved"] += action.usd_per_month_saved
-        return out
+        return action_totals(self.actions)
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "schema_version": SCHEMA_VERSION,
-            "location": self.location,
-            "as_of_s": self.as_of_s,
+            **document_head(self.location, self.as_of_s),
             "policy": self.policy.to_dict(),
             "actions": [action.to_dict() for action in self.actions],
             "totals": self.totals(),
@@ -108,6 +107,17 @@ class RetentionPlan:
             "kept_counts": dict(self.kept_counts),
             "dry_run": True,  # a plan changes nothing; ``ApplyResult.to_dict`` turns it False in place
         }
+
+
+def action_totals(actions: Iterable[PlannedAction]) -> dict[str, dict[str, float]]:
+    """Files, bytes and $/month saved by action (delete, archive): of a plan, or of what an apply did."""
+    out: dict[str, dict[str, float]] = {}
+    for action in actions:
+        row = out.setdefault(action.action, {"files": 0, "size_bytes": 0, "usd_per_month_saved": 0.0})
+        row["files"] += 1
+        row["size_bytes"] += action.entry.size_bytes
+        row["usd_per_month_saved"] += action.usd_per_month_saved
+    return out
 
 
 def newest_checkpoint(checkpoints: Sequence[Checkpoint]) -> Checkpoint:
