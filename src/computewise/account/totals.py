@@ -110,15 +110,7 @@ class ListedRun:
     def to_dict(self) -> dict[str, Any]:
         run, cost = self.run, self.cost
         return {
-            "id": run.id,
-            "kind": run.kind,
-            "command": run.command,
-            "tags": run.tags,
-            "status": run.status,
-            "exit_code": run.exit_code,
-            "host": run.host,
-            "started_at_s": run.started_at_s,
-            "ended_at_s": run.ended_at_s,
+            **run.identity(),
             "duration_s": cost.duration_s,
             "cost_usd": cost.cost_usd,
             "gpu_hours": cost.gpu_hours,

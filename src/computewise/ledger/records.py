@@ -151,6 +151,20 @@ class RunRow:
     error: str | None
     summary: dict[str, Any] | None
 
+    def identity(self) -> dict[str, Any]:
+        """The keys that open every document about a run (``runs --json``, ``runs show --json``), in that order."""
+        return {
+            "id": self.id,
+            "kind": self.kind,
+            "command": self.command,
+            "tags": self.tags,
+            "status": self.status,
+            "exit_code": self.exit_code,
+            "host": self.host,
+            "started_at_s": self.started_at_s,
+            "ended_at_s": self.ended_at_s,
+        }
+
 
 @dataclass(frozen=True)
 class SampleRow:

@@ -55,15 +55,7 @@ class RunSummary:
         run = self.run
         return {
             "run": {
-                "id": run.id,
-                "kind": run.kind,
-                "command": run.command,
-                "tags": run.tags,
-                "status": run.status,
-                "exit_code": run.exit_code,
-                "host": run.host,
-                "started_at_s": run.started_at_s,
-                "ended_at_s": run.ended_at_s,
+                **run.identity(),
                 "gpu_count": run.gpu_count,
                 "gpu_name": run.gpu_name,
                 "accelerator": run.accelerator,
