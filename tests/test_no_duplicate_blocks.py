@@ -33,7 +33,6 @@ KNOWN: dict[tuple[str, str], str] = {
     ("estimate/kernels.py", "estimate/kernels.py"): "two functions with the same 12 array parameters",
     ("estimate/memory.py", "estimate/memory.py"): "functions with the same array parameters",
     ("estimate/single.py", "estimate/single.py"): "memory_per_device/fits and the quote keys of train and infer",
-    ("ledger/__init__.py", "ledger/records.py"): "the same __all__ names",
     ("ledger/records.py", "ledger/records.py"): "run fields and storage action fields declared twice",
     ("models/flop_counter.py", "models/flop_counter.py"): "two __torch_dispatch__-style signatures",
     ("monitor/sampler.py", "monitor/watch.py"): "the start of two __init__ signatures",
