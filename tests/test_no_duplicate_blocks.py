@@ -38,7 +38,6 @@ KNOWN: dict[tuple[str, str], str] = {
     ("monitor/sampler.py", "monitor/watch.py"): "the start of two __init__ signatures",
     ("plan/federated.py", "plan/federated.py"): "the federated job's fields declared twice",
     ("plan/train.py", "plan/train.py"): "two functions with the same parameters",
-    ("report/svg.py", "report/svg.py"): "the <svg> element's opening lines",
 }
 
 

@@ -88,6 +88,15 @@ def _text(x: float, y: float, text: str, anchor: str = "start", extra: str = "")
     return f'<text x="{_n(x)}" y="{_n(y)}" text-anchor="{anchor}" fill="currentColor"{extra}>{escape(text)}</text>'
 
 
+def _chart_head(width: int, height: int, title: str, left: float) -> list[str]:
+    """A chart's opening ``<svg>`` tag (its size, the title read aloud, the font) and its bold title at ``left``."""
+    return [
+        f'<svg class="chart" viewBox="0 0 {width} {height}" width="{width}" height="{height}" '
+        f'role="img" aria-label="{escape(title)}" {_FONT}>',
+        _text(left, 16, title, extra=' font-weight="bold" font-size="13"'),
+    ]
+
+
 def _nice_step(span: float) -> float:
     """1, 2 or 5 times a power of ten, nearest (geometrically) to a fifth of the span: steps one adds in one's head."""
     raw = span / 5
@@ -204,11 +213,7 @@ def xy_chart(title: str, series: Sequence[Series], x: Axis, y: Axis, width: int 
     left, right, top, bottom = 78.0, 16.0, 44.0 if named else 30.0, 46.0
     sx = _scale(xs, x, left, width - right)
     sy = _scale(ys, y, height - bottom, top)
-    out = [
-        f'<svg class="chart" viewBox="0 0 {width} {height}" width="{width}" height="{height}" '
-        f'role="img" aria-label="{escape(title)}" {_FONT}>',
-        _text(left, 16, title, extra=' font-weight="bold" font-size="13"'),
-    ]
+    out = _chart_head(width, height, title, left)
     legend_x = left
     for s in named:
         out.append(f'<circle cx="{_n(legend_x + 5)}" cy="30" r="4" fill="{s.color}"/>')
@@ -278,11 +283,7 @@ def stacked_bar(
     def px(value: float) -> float:
         return pad + value / scale_hi * (width - 2 * pad)
 
-    out = [
-        f'<svg class="chart" viewBox="0 0 {width} {height}" width="{width}" height="{height}" '
-        f'role="img" aria-label="{escape(title)}" {_FONT}>',
-        _text(pad, 16, title, extra=' font-weight="bold" font-size="13"'),
-    ]
+    out = _chart_head(width, height, title, pad)
     start = 0.0
     for s in segments:
         x0, x1 = px(start), px(start + s.value)
@@ -331,11 +332,7 @@ def stacked_columns(
     sy = _scale([0.0, max(totals) or 1.0], Axis(y.label, y.format, domain=y.domain, unit=y.unit), height - bottom, top)
     slot = (width - right - left) / len(categories)
     bar_w = max(1.0, slot * 0.8)
-    out = [
-        f'<svg class="chart" viewBox="0 0 {width} {height}" width="{width}" height="{height}" '
-        f'role="img" aria-label="{escape(title)}" {_FONT}>',
-        _text(left, 16, title, extra=' font-weight="bold" font-size="13"'),
-    ]
+    out = _chart_head(width, height, title, left)
     legend_x = left
     for c in named:
         out.append(f'<rect x="{_n(legend_x)}" y="25" width="10" height="10" fill="{c.color}"/>')
