@@ -30,9 +30,10 @@ from computewise.account.budgets import budget_status
 from computewise.account.report import cost_report
 from computewise.account.totals import list_runs
 from computewise.catalog import load_catalog
-from computewise.estimate import Assumptions
+from computewise.estimate import Assumptions, estimate_infer, estimate_train
 from computewise.estimate.comm_report import SWEEP_BYTES, CommEstimate, CommQuery, estimate_comm
-from computewise.estimate.figures import DeviceMemory
+from computewise.estimate.single import InferEstimate, TrainEstimate
+from computewise.estimate.train import default_global_batch
 from computewise.ledger import AttemptRow, Ledger, NewRun, SampleRow
 from computewise.models import resolve_model
 from computewise.monitor.summary import summarize
@@ -62,6 +63,7 @@ from computewise.report.rows import (
 from computewise.report.runs import runs_grid, summary_rows
 from computewise.report.serve import serve_modes_grid, serve_schedule_grid
 from computewise.report.table import print_table
+from computewise.specs import InferJob, Parallelism, TrainJob
 from computewise.system.user import current_user
 from prices import given_price
 
@@ -217,8 +219,8 @@ def _grids(name: str, data: Any) -> list[Grid]:
         "plan infer": lambda d: _plan_grids(_infer_plan()),
         "plan compare-onprem": lambda d: [break_even_grid(compare_onprem(load_catalog()))],
         "plan serve": lambda d: [serve_modes_grid(_serve_plan(d)), serve_schedule_grid(_serve_plan(d))],
-        "estimate train": lambda d: [memory_grid(DeviceMemory(d["memory"]["per_device_bytes"]))],
-        "estimate infer": lambda d: [memory_grid(DeviceMemory(d["memory"]["per_device_bytes"]))],
+        "estimate train": lambda e: [memory_grid(e.device_memory)],
+        "estimate infer": lambda e: [memory_grid(e.device_memory)],
         "estimate comm": lambda d: [comm_grid(_comm())],
         "catalog validate": lambda d: [
             files_grid(
@@ -242,6 +244,22 @@ def _infer_plan() -> InferPlan:
     constraints = InferConstraints(requests_per_s=20, input_len=512, output_len=128, mean_requests_per_s=5)
     plan = plan_infer(resolve_model("llama-3-8b"), catalog, Assumptions.from_catalog(catalog), constraints)
     return replace(plan, top=5)
+
+
+def _estimates() -> dict[str, TrainEstimate | InferEstimate]:
+    """``estimate train`` and ``estimate infer`` as their commands below ask them (the CLI's defaults spelt out):
+    the library's typed estimates, which have no reader from --json."""
+    catalog = load_catalog()
+    assumptions = Assumptions.from_catalog(catalog)
+    model = resolve_model("llama-3-8b")
+    global_batch = default_global_batch(4096, model.params, step_multiple=8)
+    job = TrainJob(tokens=20.0 * model.params, seq_len=4096, micro_batch=1, global_batch=global_batch)
+    train = estimate_train(model, catalog.accelerator("h100"), 8, job, Parallelism(dp=8), catalog, assumptions)
+    request = InferJob(batch=8, context_len=1024, output_len=256)
+    return {
+        "estimate train": train,
+        "estimate infer": estimate_infer(model, catalog.accelerator("l4"), request, catalog, assumptions),
+    }
 
 
 def _comm() -> CommEstimate:
@@ -339,7 +357,7 @@ def test_every_table_reads_at_80_and_100_columns(workdir: Path) -> None:
     assert all(r["code"] == 0 for r in results), [(r["argv"], r["code"]) for r in results if r["code"]]
     data = {name: json.loads(result["stdout"]) for name, result in zip(commands, results, strict=False)}
     assert len(data["runs"]["runs"]) == 20 and data["cost anomalies"]["anomalies"], "the ledger is realistic"
-    typed = _ledger_results(url, data)
+    typed = {**_ledger_results(url, data), **_estimates()}
     for result in results[len(commands) :]:
         name = next(n for n, argv in commands.items() if argv == result["argv"])
         where = f"{name} at COLUMNS={result['width']}"

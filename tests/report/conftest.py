@@ -1,20 +1,21 @@
-"""Hand-built estimate, plan and break-even dicts with the key structure of the real ``to_dict()`` output.
+"""Estimates as the estimators make them, and hand-built plans and break-evens.
 
-Built by hand on purpose: the report layer reads only these dicts, so its tests must not depend on
-the catalog or the estimators. Figures are realistic (Llama-3-8B on H100s) so that format edge
-cases (GiB vs GB, days vs hours, log axes) are the ones users see.
+The plans are built by hand so that their figures are fixed; the estimates are the real ones (Llama-3-8B on
+H100s), so that the printers read the same typed results the CLI hands them.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
+from computewise.catalog import Catalog
+from computewise.estimate import Assumptions, estimate_infer, estimate_train
+from computewise.estimate.single import InferEstimate, TrainEstimate
+from computewise.models import preset
 from computewise.plan.infer import InferOption, InferPlan
 from computewise.plan.onprem import BreakEven
 from computewise.plan.result import Option, Plan, Rejection, ScalingPoint
-from computewise.specs import Pricing
+from computewise.specs import InferJob, Parallelism, Pricing, TrainJob
 
 GB = 1e9
 H100_BYTES = 80e9  # 74.5 GiB as the CUDA allocator reports it
@@ -35,83 +36,25 @@ def _memory(
 
 
 @pytest.fixture
-def train_estimate() -> dict[str, Any]:
-    # Llama-3-8B, 20B tokens, 8 x H100 SXM, ZeRO-1 over 8 data-parallel ranks, bf16 + Adam.
-    per_device = _memory(16.06 * GB, 16.06 * GB, 12.045 * GB, 10.0 * GB, 0.0, 2.0 * GB)
-    return {
-        "model": "llama-3-8b",
-        "params": 8.03e9,
-        "accelerator": "h100-sxm",
-        "gpus": 8,
-        "layout": {"dp": 8, "tp": 1, "pp": 1, "zero": 1, "sequence_parallel": False},
-        "job": {
-            "tokens": 20e9,
-            "seq_len": 8192,
-            "micro_batch": 2,
-            "global_batch": 128,
-            "precision": "bf16",
-            "optimizer": "adamw",
-            "recompute": "selective",
-            "flash_attention": True,
-        },
-        "memory": {"per_device_bytes": per_device, "capacity_bytes": H100_BYTES, "fits": True},
-        "compute": {"flops": 9.636e20, "hardware_flops": 1.02e21, "mfu": 0.42, "utilization_assumed": 0.45},
-        "time": {
-            "seconds": 267_840.0,
-            "step_seconds": 14.0,
-            "steps": 19_073.0,
-            "compute_seconds_per_step": 13.1,
-            "comm_exposed_seconds_per_step": 0.9,
-            "pipeline_bubble_fraction": 0.0,
-            "spot_slowdown": 1.0,
-            "tokens_per_second": 74_672.0,
-        },
-        "cost": {
-            "usd": 7315.12,
-            "pricing": "on-demand",
-            "usd_per_hour": 98.32,
-            "hardware": "1 x aws p5.48xlarge us-east-1 on-demand",
-        },
-        "energy": {"kwh": 1873.4, "pue": 1.1},
-        "co2": {"kg": 712.3, "g_per_kwh": 380.0},
-        "storage": {
-            "read_bytes_per_second": 305e6,
-            "checkpoint_bytes": 112e9,
-            "checkpoint_interval_seconds": 3600.0,
-        },
-        "notes": ["1 x aws p5.48xlarge us-east-1 on-demand", "utilization 45% of peak bf16 FLOP/s assumed"],
-    }
+def train_estimate(catalog: Catalog, assumptions: Assumptions) -> TrainEstimate:
+    """Llama-3-8B, 20B tokens, 8 x H100 SXM, ZeRO-3 over 8 data-parallel ranks, bf16 + AdamW, as estimated."""
+    job = TrainJob(tokens=20e9, seq_len=2048, micro_batch=1, global_batch=256, recompute="full")
+    layout = Parallelism(dp=8, zero=3)
+    return estimate_train(preset("llama-3-8b"), catalog.accelerator("h100-sxm"), 8, job, layout, catalog, assumptions)
 
 
 @pytest.fixture
-def infer_estimate() -> dict[str, Any]:
-    per_device = _memory(16.06 * GB, 0.0, 0.0, 0.31 * GB, 2.15 * GB, 1.0 * GB)
-    return {
-        "model": "llama-3-8b",
-        "params": 8.03e9,
-        "accelerator": "h100-sxm",
-        "gpus": 1,
-        "job": {"batch": 8, "context_len": 2048, "output_len": 256, "precision": "bf16"},
-        "memory": {"per_device_bytes": per_device, "capacity_bytes": H100_BYTES, "fits": True},
-        "compute": {"flops": 4.2e13},
-        "time": {
-            "seconds": 3.42,
-            "time_to_first_token_seconds": 0.118,
-            "seconds_per_output_token": 0.0129,
-            "requests_per_second": 2.34,
-            "output_tokens_per_second": 599.0,
-        },
-        "cost": {
-            "usd": 0.0117,
-            "usd_per_1000_requests": 1.46,
-            "pricing": "on-demand",
-            "usd_per_hour": 12.29,
-            "hardware": "1/8 of aws p5.48xlarge us-east-1 on-demand",
-        },
-        "energy": {"kwh": 0.00067, "pue": 1.1},
-        "co2": {"kg": 0.00025, "g_per_kwh": 380.0},
-        "notes": ["1/8 of aws p5.48xlarge us-east-1 on-demand"],
-    }
+def unsharded_estimate(train_estimate: TrainEstimate, catalog: Catalog, assumptions: Assumptions) -> TrainEstimate:
+    """The same job with only the optimizer states sharded (ZeRO-1): 87 GiB a device, which does not fit."""
+    e = train_estimate
+    return estimate_train(e.model, e.accelerator, 8, e.job, Parallelism(dp=8, zero=1), catalog, assumptions)
+
+
+@pytest.fixture
+def infer_estimate(catalog: Catalog, assumptions: Assumptions) -> InferEstimate:
+    """Llama-3-8B answering batches of 8 prompts of 2048 tokens with 256 tokens each on one H100 SXM."""
+    job = InferJob(batch=8, context_len=2048, output_len=256, precision="bf16")
+    return estimate_infer(preset("llama-3-8b"), catalog.accelerator("h100-sxm"), job, catalog, assumptions)
 
 
 def _train_option(gpus: int, time_s: float, usd_per_h: float, pricing: Pricing = "on-demand") -> Option:

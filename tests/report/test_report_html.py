@@ -9,16 +9,16 @@ import sys
 from dataclasses import replace
 from html.parser import HTMLParser
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from computewise.errors import InputError
+from computewise.estimate.single import InferEstimate, TrainEstimate
 from computewise.plan.infer import InferPlan
 from computewise.plan.result import Plan
 from computewise.report.html import estimate_html, plan_html, write_html
 from computewise.report.svg import ALERT
-from computewise.units import format_duration, format_flops, format_usd
+from computewise.units import format_bytes, format_duration, format_flops, format_usd
 
 _VOID = {"meta", "link", "br", "hr", "img", "input", "col", "source", "wbr"}
 
@@ -68,7 +68,7 @@ def _text(page: str) -> str:
     return re.sub(r"<[^>]+>", "", page)
 
 
-def test_estimate_page_is_well_formed_and_self_contained(train_estimate: dict[str, Any]) -> None:
+def test_estimate_page_is_well_formed_and_self_contained(train_estimate: TrainEstimate) -> None:
     page = estimate_html(train_estimate)
     counts = _check_well_formed(page)
     _check_self_contained(page)
@@ -76,46 +76,41 @@ def test_estimate_page_is_well_formed_and_self_contained(train_estimate: dict[st
     assert counts["rect"] >= 5  # five non-zero memory parts plus their legend swatches
 
 
-def test_estimate_page_carries_the_terminal_numbers(train_estimate: dict[str, Any]) -> None:
+def test_estimate_page_carries_the_terminal_numbers(train_estimate: TrainEstimate) -> None:
     text = _text(estimate_html(train_estimate))
+    memory = train_estimate.device_memory
     for figure in (
-        "fits: 52.3 GiB of 74.5 GiB",
-        "capacity 74.5 GiB",
-        "28.6%",
-        format_flops(9.636e20),
-        format_duration(267_840.0),
-        "$7,315",
-        "1,873 kWh",
-        "712 kg",
-        "74.7K tokens/s",
-        "utilization 45% of peak bf16 FLOP/s assumed",
+        f"fits: {format_bytes(memory.total)} of {format_bytes(memory.capacity_bytes or 0)}",
+        f"capacity {format_bytes(memory.capacity_bytes or 0)}",
+        format_flops(train_estimate.flops),
+        format_duration(train_estimate.seconds or 0),
+        format_usd(train_estimate.usd or 0),
+        "tokens/s",
+        "Where a step goes",
+        train_estimate.advice,
+        train_estimate.notes[0],
     ):
         assert figure in text, figure
 
 
-def test_memory_over_capacity_is_drawn_red(train_estimate: dict[str, Any]) -> None:
-    memory = train_estimate["memory"]
-    memory["per_device_bytes"]["activations"] = 60e9
-    memory["per_device_bytes"]["total"] = 106.165e9
-    memory["fits"] = False
-    page = estimate_html(train_estimate)
-    assert 'class="bad">does not fit: 98.9 GiB &gt; 74.5 GiB per device' in page
+def test_memory_over_capacity_is_drawn_red(unsharded_estimate: TrainEstimate) -> None:
+    page = estimate_html(unsharded_estimate)
+    assert f'class="bad">does not fit: {format_bytes(unsharded_estimate.device_memory.total)} &gt; ' in page
     assert f'stroke="{ALERT}"' in page
 
 
-def test_infer_estimate_page(infer_estimate: dict[str, Any]) -> None:
+def test_infer_estimate_page(infer_estimate: InferEstimate) -> None:
     page = estimate_html(infer_estimate)
     _check_well_formed(page)
     _check_self_contained(page)
     text = _text(page)
     assert "KV cache" in text
-    assert "$1.46 per 1000 requests" in text
+    assert f"{format_usd(infer_estimate.usd_per_1000_requests or 0)} per 1000 requests" in text
 
 
-def test_text_from_the_dict_is_escaped(train_estimate: dict[str, Any]) -> None:
-    train_estimate["model"] = '<script>alert("x")</script>'
-    train_estimate["notes"] = ["a < b & c"]
-    page = estimate_html(train_estimate)
+def test_text_from_the_result_is_escaped(train_estimate: TrainEstimate) -> None:
+    model = replace(train_estimate.model, name='<script>alert("x")</script>')
+    page = estimate_html(replace(train_estimate, model=model, notes=("a < b & c",)))
     _check_well_formed(page)
     assert "<script" not in page
     assert "&lt;script&gt;" in page
@@ -170,7 +165,7 @@ def test_infer_plan_page(infer_plan: InferPlan) -> None:
     assert "frontier" not in text.lower()  # its one-point frontier is the recommendation again
 
 
-def test_write_html_writes_the_page(tmp_path: Path, train_estimate: dict[str, Any]) -> None:
+def test_write_html_writes_the_page(tmp_path: Path, train_estimate: TrainEstimate) -> None:
     page = estimate_html(train_estimate)
     target = tmp_path / "report.html"
     write_html(target, page)

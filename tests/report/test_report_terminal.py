@@ -1,12 +1,12 @@
-"""The terminal report shows the figures a user acts on, and only text, never markup, from the dicts."""
+"""The terminal report shows the figures a user acts on, and only text, never markup, from the results."""
 
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
 
 from rich.console import Console
 
+from computewise.estimate.single import InferEstimate, TrainEstimate
 from computewise.plan.infer import InferPlan
 from computewise.plan.onprem import BreakEven
 from computewise.plan.result import Plan
@@ -20,63 +20,60 @@ def _console(color: bool = False) -> Console:
     return Console(record=True, width=120, color_system=None)
 
 
-def test_train_estimate_shows_memory_breakdown_and_summary(train_estimate: dict[str, Any]) -> None:
+def test_train_estimate_shows_memory_breakdown_and_summary(train_estimate: TrainEstimate) -> None:
     console = _console()
     print_estimate(train_estimate, console)
     text = console.export_text()
-    assert "llama-3-8b (8.03B parameters) on 8 × h100-sxm, dp 8 · tp 1 · pp 1 · ZeRO-1" in text
+    assert "llama-3-8b (8.03B parameters) on 8 × h100-sxm, dp 8 · tp 1 · pp 1 · ZeRO-3" in text
     for part in ("weights", "gradients", "optimizer states", "activations", "overhead"):
         assert part in text
     assert "KV cache" not in text  # zero parts are left out
-    assert "15.0 GiB" in text  # 16.06 GB of weights
-    assert "28.6%" in text  # weights / 56.165 GB total
-    assert "fits: 52.3 GiB of 74.5 GiB" in text
-    assert format_flops(9.636e20) in text
-    assert "MFU 42%" in text
-    assert format_duration(267_840.0) in text  # 3.1 d
-    assert "19.1K steps of 14.0 s" in text
-    assert "74.7K tokens/s" in text
-    assert "$7,315" in text
-    assert "on-demand at $98.32/h" in text
-    assert "1,873 kWh" in text
-    assert "712 kg" in text
-    assert "380 g/kWh" in text
-    assert "checkpoint 104.3 GiB every 1.0 h" in text
-    assert "· utilization 45% of peak bf16 FLOP/s assumed" in text
+    memory = train_estimate.device_memory
+    assert f"fits: {format_bytes(memory.total)} of {format_bytes(memory.capacity_bytes or 0)}" in text
+    assert format_flops(train_estimate.flops) in text
+    assert f"MFU {train_estimate.mfu:.0%}" in text
+    assert format_duration(train_estimate.seconds or 0) in text
+    assert f"steps of {format_duration(train_estimate.step_seconds)}" in text
+    assert "tokens/s" in text
+    assert (
+        f"{format_usd(train_estimate.usd or 0)}  on-demand at {format_usd(train_estimate.usd_per_hour or 0)}/h" in text
+    )
+    assert "kWh" in text and "g/kWh" in text
+    assert f"checkpoint {format_bytes(train_estimate.checkpoint_bytes)} every" in text
+    assert "where a step goes" in text
+    assert f"→ {train_estimate.advice}" in " ".join(text.split())  # Rich wraps it at a space
 
 
-def test_memory_that_does_not_fit_is_red(train_estimate: dict[str, Any]) -> None:
-    memory = train_estimate["memory"]
-    memory["per_device_bytes"]["activations"] = 60e9
-    memory["per_device_bytes"]["total"] = 106.165e9
-    memory["fits"] = False
+def test_memory_that_does_not_fit_is_red(unsharded_estimate: TrainEstimate) -> None:
     console = _console(color=True)
-    print_estimate(train_estimate, console)
+    print_estimate(unsharded_estimate, console)
     styled = console.export_text(styles=True, clear=False)
     line = next(line for line in styled.splitlines() if "does not fit" in line)
     assert "31m" in line  # ANSI red
-    assert f"does not fit: {format_bytes(106.165e9)} > 74.5 GiB per device" in console.export_text()
+    text = console.export_text()
+    assert "not shown: does not fit" in text
+    assert "where a step goes" not in text  # nothing is timed
 
 
-def test_infer_estimate_shows_latency_throughput_and_price_per_request(infer_estimate: dict[str, Any]) -> None:
+def test_infer_estimate_shows_latency_throughput_and_price_per_request(infer_estimate: InferEstimate) -> None:
     console = _console()
     print_estimate(infer_estimate, console)
     text = console.export_text()
     assert "batch 8, context 2048, output 256" in text
     assert "KV cache" in text
     assert "gradients" not in text
-    assert "first token 118.0 ms, 12.9 ms per output token" in text
-    assert "2.34 requests/s" in text
-    assert "599 output tokens/s" in text
-    assert "$1.46 per 1000 requests" in text
-    assert "0.00067 kWh" in text
+    assert f"first token {format_duration(infer_estimate.time_to_first_token_seconds)}, " in text
+    assert f"{format_duration(infer_estimate.seconds_per_output_token)} per output token" in text
+    assert " requests/s" in text
+    assert " output tokens/s" in text
+    assert f"{format_usd(infer_estimate.usd_per_1000_requests or 0)} per 1000 requests" in text
+    assert "where a step goes" not in text
 
 
-def test_strings_from_the_dict_are_not_markup(train_estimate: dict[str, Any]) -> None:
-    train_estimate["model"] = "[bold]org[/bold]/model"
-    train_estimate["notes"] = ["[red]not a style[/red]"]
+def test_strings_from_the_result_are_not_markup(train_estimate: TrainEstimate) -> None:
+    model = replace(train_estimate.model, name="[bold]org[/bold]/model")
     console = _console()
-    print_estimate(train_estimate, console)
+    print_estimate(replace(train_estimate, model=model, notes=("[red]not a style[/red]",)), console)
     text = console.export_text()
     assert "[bold]org[/bold]/model" in text
     assert "[red]not a style[/red]" in text

@@ -22,12 +22,7 @@ MAX_UNTYPED = 68
 
 # Why each one is still untyped, by module. "CLI being thinned": the verb's module is being rewritten
 # (issue 28 item 2) and hands the printer its --json dict today; the printer moves to the typed result with it.
-UNTYPED: dict[str, frozenset[str]] = {
-    # estimate train|infer: the estimate's --json dict until the printers take TrainEstimate / InferEstimate.
-    "report/html.py": frozenset({"estimate_html"}),
-    "report/rows.py": frozenset({"estimate_setup", "estimate_summary"}),
-    "report/terminal.py": frozenset({"print_estimate"}),
-}
+UNTYPED: dict[str, frozenset[str]] = {}
 
 
 def _untyped() -> dict[str, set[str]]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -224,12 +225,11 @@ def train(
         utilization=mfu,
         calibration=measured,
     )
-    data = result.to_dict()
-    if global_batch is None:
-        data["notes"].append(default_global_batch_note(job.global_batch, seq))
-    if not tokens:
-        data["notes"].append(f"--tokens not given: 20 tokens per parameter ({job.tokens:.3g}), Chinchilla-optimal")
-    emit(data, as_json, html, print_estimate, estimate_html)
+    defaults = (
+        *([] if global_batch is not None else [default_global_batch_note(job.global_batch, seq)]),
+        *([] if tokens else [f"--tokens not given: 20 tokens per parameter ({job.tokens:.3g}), Chinchilla-optimal"]),
+    )
+    emit(replace(result, notes=(*result.notes, *defaults)), as_json, html, print_estimate, estimate_html)
 
 
 @app.command("infer")
@@ -313,7 +313,7 @@ def infer(
         region=region,
         instance_type=instance,
     )
-    emit(result.to_dict(), as_json, html, print_estimate, estimate_html)
+    emit(result, as_json, html, print_estimate, estimate_html)
 
 
 def _request_shape(

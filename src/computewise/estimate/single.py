@@ -3,19 +3,20 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
 
 import numpy as np
 
 from computewise.catalog.track_record import load_track_record, scope_for
 from computewise.errors import InputError
 from computewise.estimate.adapters import Adapters
-from computewise.estimate.arrays import col
+from computewise.estimate.arrays import FloatArray, col
 from computewise.estimate.assumptions import Assumptions
 from computewise.estimate.bottleneck import bottleneck
 from computewise.estimate.calibrated import calibrated_compute, calibration_note, matmul_sizes
 from computewise.estimate.collectives import fabric_for
 from computewise.estimate.cost import needs_host, server_w_per_device
+from computewise.estimate.figures import DeviceMemory
 from computewise.estimate.infer import InferColumns, InferRows, evaluate_infer, inference_weight_bytes
 from computewise.estimate.kernels import profile_shares
 from computewise.estimate.layout import check_layout
@@ -137,7 +138,9 @@ def _require_links(accelerator: Accelerator, gpus: int, hw: Quote) -> None:
 def _without_time(data: dict[str, Any], reason: str) -> dict[str, Any]:
     """An estimate that cannot be timed (links of unknown speed) or cannot run (it does not fit):
     memory and FLOPs stay, and every figure that depends on the time becomes None, so that nothing is
-    priced as if it could run."""
+    priced as if it could run. ``reason`` says why; "" leaves the estimate as it is."""
+    if not reason:
+        return data
     if "mfu" in data["compute"]:
         data["compute"] = {**data["compute"], "mfu": None}
     data["time"] = {"seconds": None, "unavailable": reason}
@@ -150,17 +153,20 @@ def _without_time(data: dict[str, Any], reason: str) -> dict[str, Any]:
     return data
 
 
-def _unrunnable(data: dict[str, Any], untimed: str, fix: str) -> dict[str, Any]:
-    """Why the estimate has no time, applied: memory that does not fit comes first (it cannot run at
-    all, whatever the links), then a link of unknown speed (``untimed``)."""
-    memory = data["memory"]
-    if not memory["fits"]:
-        untimed = (
-            f"does not fit: {format_bytes(memory['per_device_bytes']['total'])} > "
-            f"{format_bytes(memory['capacity_bytes'])} per device, so it cannot run as set up. To fix: {fix}"
-        )
-        data["notes"] = [f"memory and FLOPs only, no time, cost or energy: {untimed}", *data["notes"]]
-    return _without_time(data, untimed) if untimed else data
+def _does_not_fit(memory: MemoryBreakdown, accelerator: Accelerator, fix: str) -> str:
+    """Why a job that does not fit cannot run, with how to make it fit; "" when it fits. It comes before a
+    link of unknown speed: a job that cannot run at all is not timed whatever the links."""
+    if _fits(memory, accelerator):
+        return ""
+    return (
+        f"does not fit: {format_bytes(memory_dict(memory)['total'])} > "
+        f"{format_bytes(accelerator.memory_bytes)} per device, so it cannot run as set up. To fix: {fix}"
+    )
+
+
+def _with_fit_note(reason: str, notes: tuple[str, ...]) -> tuple[str, ...]:
+    """The notes, led by why nothing is timed where the job does not fit (``reason`` from ``_does_not_fit``)."""
+    return (f"memory and FLOPs only, no time, cost or energy: {reason}", *notes) if reason else notes
 
 
 # What shrinks a job's memory per device, for the note of one that does not fit.
@@ -340,8 +346,78 @@ def finetune_dict(adapters: Adapters | None) -> dict[str, Any]:
     }
 
 
+class _Columns(Protocol):
+    """What both estimators' columns have: the memory, and the cost and footprint of the job or batch."""
+
+    @property
+    def memory(self) -> MemoryBreakdown: ...
+    @property
+    def cost_usd(self) -> FloatArray: ...
+    @property
+    def energy_kwh(self) -> FloatArray: ...
+    @property
+    def co2_kg(self) -> FloatArray: ...
+
+
+class _Figures:
+    """What both estimates show, typed: time, price and footprint are None where they are not known (the job
+    does not fit, a link of unknown speed, no offering, no published TDP), never 0. The printers read these;
+    ``to_dict`` writes the same figures for ``--json``."""
+
+    model: ModelSpec
+    accelerator: Accelerator
+    quote: Quote
+    columns: _Columns
+    notes: tuple[str, ...]
+
+    @property
+    def unavailable(self) -> str:
+        """Why time, cost and energy are unknown; "" when they are known."""
+        raise NotImplementedError
+
+    @property
+    def _memory(self) -> MemoryBreakdown:
+        return self.columns.memory
+
+    @property
+    def usd(self) -> float | None:
+        return self._cost_figure(self.columns.cost_usd)
+
+    @property
+    def kwh(self) -> float | None:
+        return self._footprint_figure(self.columns.energy_kwh)
+
+    @property
+    def co2_kg(self) -> float | None:
+        return self._footprint_figure(self.columns.co2_kg)
+
+    def _figure(self, values: Any) -> float | None:
+        return None if self.unavailable else _scalar(values)
+
+    @property
+    def device_memory(self) -> DeviceMemory:
+        return DeviceMemory(
+            memory_dict(self._memory), self.accelerator.memory_bytes, _fits(self._memory, self.accelerator)
+        )
+
+    @property
+    def usd_per_hour(self) -> float | None:
+        return self.quote.hourly_usd if self.quote.priced else None
+
+    @property
+    def energy_counts(self) -> str:
+        return "whole server" if needs_host(self.accelerator) else "device"
+
+    def _footprint_figure(self, values: Any) -> float | None:
+        """Energy or CO2: None without a time or without a published TDP."""
+        return self._figure(values) if self.accelerator.tdp_w > 0 else None
+
+    def _cost_figure(self, values: Any) -> float | None:
+        return self._figure(values) if self.quote.priced else None
+
+
 @dataclass(frozen=True)
-class TrainEstimate:
+class TrainEstimate(_Figures):
     model: ModelSpec
     accelerator: Accelerator
     gpus: int
@@ -354,6 +430,63 @@ class TrainEstimate:
     untimed: str = ""  # why time, cost and energy are unknown (a link of unknown speed); "" when known
     scope: Scope = "single-gpu"  # the kind of run, for the error band it prints
     adapters: Adapters | None = None  # a LoRA/QLoRA job's adapters; None for full training
+    kind: ClassVar[Literal["train"]] = "train"  # tells it from an ``InferEstimate`` in the printers
+
+    @property
+    def unavailable(self) -> str:
+        fix = _TRAIN_FIX if self.adapters is None else _ADAPTER_FIX[self.adapters.finetune.method]
+        return _does_not_fit(self.columns.memory, self.accelerator, fix) or self.untimed
+
+    @property
+    def all_notes(self) -> tuple[str, ...]:
+        """The notes, led by why nothing is timed where the job does not fit."""
+        return _with_fit_note("" if self.fits else self.unavailable, self.notes)
+
+    @property
+    def seconds(self) -> float | None:
+        return self._figure(self.columns.time_s)
+
+    @property
+    def flops(self) -> float:
+        return _scalar(self.columns.model_flops)
+
+    @property
+    def mfu(self) -> float:
+        return _scalar(self.columns.mfu)
+
+    @property
+    def steps(self) -> float:
+        return _scalar(self.columns.steps)
+
+    @property
+    def step_seconds(self) -> float:
+        return _scalar(self.columns.step_s)
+
+    @property
+    def tokens_per_second(self) -> float:
+        return _scalar(self.columns.tokens_per_s)
+
+    @property
+    def read_bytes_per_second(self) -> float:
+        return _scalar(self.columns.read_bytes_per_s)
+
+    @property
+    def checkpoint_bytes(self) -> float:
+        return _scalar(self.columns.checkpoint_bytes)
+
+    @property
+    def checkpoint_interval_seconds(self) -> float:
+        return _scalar(self.columns.checkpoint_interval_s)
+
+    @property
+    def step_breakdown_s(self) -> dict[str, float]:
+        """Seconds of one step by cause; empty where the step is not timed."""
+        return {} if self.unavailable else self.columns.step.breakdown_s()
+
+    @property
+    def advice(self) -> str:
+        """The part of a step to attack first."""
+        return bottleneck(self.columns.step.breakdown_s(), _scalar(self.columns.compute_fraction)).sentence()
 
     @property
     def memory_per_device(self) -> dict[str, float]:
@@ -430,10 +563,9 @@ class TrainEstimate:
                 "checkpoint_bytes": _scalar(c.checkpoint_bytes),
                 "checkpoint_interval_seconds": _scalar(c.checkpoint_interval_s),
             },
-            "notes": list(self.notes),
+            "notes": list(self.all_notes),
         }
-        fix = _TRAIN_FIX if self.adapters is None else _ADAPTER_FIX[self.adapters.finetune.method]
-        return _without_price(_unrunnable(data, self.untimed, fix), self.quote)
+        return _without_price(_without_time(data, self.unavailable), self.quote)
 
 
 def estimate_train(
@@ -535,7 +667,7 @@ def estimate_train(
 
 
 @dataclass(frozen=True)
-class InferEstimate:
+class InferEstimate(_Figures):
     model: ModelSpec
     accelerator: Accelerator
     tp: int
@@ -544,6 +676,49 @@ class InferEstimate:
     columns: InferColumns
     notes: tuple[str, ...] = field(default_factory=tuple)
     scope: Scope = "single-gpu"  # the kind of run, for the error band it prints
+    kind: ClassVar[Literal["infer"]] = "infer"  # tells it from a ``TrainEstimate`` in the printers
+
+    @property
+    def unavailable(self) -> str:
+        return _does_not_fit(self.columns.memory, self.accelerator, _INFER_FIX)
+
+    @property
+    def all_notes(self) -> tuple[str, ...]:
+        """The notes, led by why nothing is timed where the job does not fit."""
+        return _with_fit_note(self.unavailable, self.notes)
+
+    @property
+    def input(self) -> str | None:
+        """What one request is to a model that generates nothing (``input_kind``); None for one that generates."""
+        return input_kind(self.model)
+
+    @property
+    def seconds(self) -> float | None:
+        return self._figure(self.columns.latency_s)
+
+    @property
+    def flops(self) -> float:
+        return _scalar(self.columns.flops)
+
+    @property
+    def requests_per_second(self) -> float:
+        return _scalar(self.columns.requests_per_s)
+
+    @property
+    def time_to_first_token_seconds(self) -> float:
+        return _scalar(self.columns.prefill_s)
+
+    @property
+    def seconds_per_output_token(self) -> float:
+        return _scalar(self.columns.decode_step_s)
+
+    @property
+    def output_tokens_per_second(self) -> float:
+        return _scalar(self.columns.output_tokens_per_s)
+
+    @property
+    def usd_per_1000_requests(self) -> float | None:
+        return self._cost_figure(self.columns.usd_per_1000_requests)
 
     @property
     def memory_per_device(self) -> dict[str, float]:
@@ -604,9 +779,9 @@ class InferEstimate:
                 "share_of_instance": self.quote.shared,
             },
             **_footprint(self.quote, self.accelerator, c.energy_kwh, c.co2_kg),
-            "notes": list(self.notes),
+            "notes": list(self.all_notes),
         }
-        return _without_price(_unrunnable(data, "", _INFER_FIX), self.quote)
+        return _without_price(_without_time(data, self.unavailable), self.quote)
 
 
 def estimate_infer(

@@ -12,14 +12,13 @@ import os
 from collections.abc import Sequence
 from html import escape
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from computewise import __version__
 from computewise.errors import InputError
 from computewise.report.rows import (
     BREAK_EVEN_NOTE,
     Grid,
-    _dict_memory,
     break_even_grid,
     estimate_setup,
     estimate_summary,
@@ -41,6 +40,7 @@ from computewise.units import format_bytes, format_usd
 
 if TYPE_CHECKING:
     from computewise.estimate.figures import DeviceMemory
+    from computewise.estimate.single import InferEstimate, TrainEstimate
     from computewise.plan.infer import InferOption, InferPlan
     from computewise.plan.onprem import BreakEven
     from computewise.plan.result import Option, Plan, Rejection, ScalingPoint
@@ -164,30 +164,28 @@ def _notes(notes: Sequence[str]) -> list[str]:
     return ["<h2>Notes</h2>", f'<ul class="muted">\n{items}\n</ul>']
 
 
-def estimate_html(d: dict[str, Any]) -> str:
+def estimate_html(e: TrainEstimate | InferEstimate) -> str:
     """The ``estimate`` report: setup, summary, memory breakdown against capacity, notes."""
-    setup = estimate_setup(d)
+    setup = estimate_setup(e)
     body = [
-        f"<h1>computewise estimate: {escape(str(d['model']))}</h1>",
+        f"<h1>computewise estimate: {escape(e.model.name)}</h1>",
         f'<p class="muted">{escape(setup)}</p>',
         "<h2>Summary</h2>",
-        pairs_table(estimate_summary(d)),
+        pairs_table(estimate_summary(e)),
         "<h2>Memory</h2>",
-        *_memory(_dict_memory(d["memory"])),
-        *_step(d),
-        *_notes(d.get("notes", [])),
+        *_memory(e.device_memory),
+        *(_step(e) if e.kind == "train" else ()),
+        *_notes(e.all_notes),
     ]
-    return page(f"computewise estimate: {d['model']}", body)
+    return page(f"computewise estimate: {e.model.name}", body)
 
 
-def _step(d: dict[str, Any]) -> list[str]:
+def _step(e: TrainEstimate) -> list[str]:
     """Where one training step goes, and the part to attack first."""
-    rows = step_rows({k: float(v) for k, v in d["time"].get("breakdown_seconds_per_step", {}).items()})
+    rows = step_rows(e.step_breakdown_s)
     if not rows:
         return []
-    found = d["time"].get("bottleneck")
-    advice = [f"<p><strong>{escape(found['advice'])}</strong></p>"] if found else []
-    return ["<h2>Where a step goes</h2>", pairs_table(rows), *advice]
+    return ["<h2>Where a step goes</h2>", pairs_table(rows), f"<p><strong>{escape(e.advice)}</strong></p>"]
 
 
 # Round human durations for a log time axis: 1 s, 10 s, 1 min, 10 min, 1 h, 6 h, 1 d, 1 week, 30 d, 1 year.

@@ -1,16 +1,14 @@
 """What the reports show, as plain strings, computed once so the terminal and the HTML page never disagree.
 
-Everything here reads the JSON-ready dicts (``estimate --json``, ``plan --json``); nothing
-imports the estimators or the planner, so a saved JSON file renders the same as a live run.
-Training and inference dicts share one shape but differ in a few keys; the one test for which
-kind a dict is lives in :func:`is_inference`.
+Everything here reads the typed results (``TrainEstimate`` / ``InferEstimate``, ``Plan`` / ``InferPlan``), whose
+``kind`` tells training from inference; they are imported for the type checker only, so printing starts fast.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from computewise.estimate.figures import MEMORY_PART_KEYS, DeviceMemory
 from computewise.specs.finetune import METHOD_NAMES
@@ -18,6 +16,7 @@ from computewise.units import format_bytes, format_count, format_duration, forma
 
 if TYPE_CHECKING:
     from computewise.estimate.data_movement import DataMovement
+    from computewise.estimate.single import InferEstimate, TrainEstimate
     from computewise.plan.infer import InferOption
     from computewise.plan.onprem import BreakEven
     from computewise.plan.result import Option, Rejection, ScalingPoint
@@ -270,125 +269,91 @@ def _option_job(o: Option | InferOption) -> str:
     return _job(method=o.method, precision=o.precision, counts=counts, recompute=o.recompute, framework=o.framework)
 
 
-def _dict_job(job: dict[str, Any]) -> str:
-    counts = [
-        (label, int(job[key]))
-        for key, label in (
-            ("micro_batch", "micro-batch"),
-            ("global_batch", "global batch"),
-            ("batch", "batch"),
-            ("seq_len", "sequence"),
-            ("context_len", "context"),
-            ("output_len", "output"),
-        )
-        if key in job
-    ]
-    finetune = job.get("finetune", {})
-    attention = job.get("attention") or ("flash" if job.get("flash_attention") else None)
+def _estimate_job(e: TrainEstimate | InferEstimate) -> str:
+    if e.kind == "infer":
+        job, kind = e.job, e.input
+        counts = [("batch", job.batch)]
+        if kind == "sequences":
+            counts.append(("sequence", job.context_len))
+        elif kind is None:
+            counts.extend([("context", job.context_len), ("output", job.output_len)])
+        image_size = e.model.image_size if kind == "images" else None
+        return _job(precision=job.precision, counts=counts, image_size=image_size, framework=job.framework)
+    t = e.job
+    adapted = e.adapters is not None
     return _job(
-        method=job.get("method") or finetune.get("method", "full"),
-        rank=finetune.get("rank"),
-        precision=job.get("precision"),
-        counts=counts,
-        image_size=job.get("image_size"),
-        tokens=float(job["tokens"]) if "tokens" in job else None,
-        optimizer=job.get("optimizer"),
-        recompute=job.get("recompute"),
-        attention=attention,
-        framework=job.get("framework"),
+        method=t.finetune.method if adapted else "full",
+        rank=t.finetune.rank if adapted else None,
+        precision=t.precision,
+        counts=[("micro-batch", t.micro_batch), ("global batch", t.global_batch), ("sequence", t.seq_len)],
+        tokens=float(t.tokens),
+        optimizer=t.optimizer,
+        recompute=t.recompute,
+        attention=t.attention,
+        framework=t.framework,
     )
 
 
-class _DictLayout:
-    def __init__(self, layout: dict[str, Any]) -> None:
-        self.dp, self.tp, self.pp = int(layout["dp"]), int(layout["tp"]), int(layout["pp"])
-        self.cp, self.ep = int(layout.get("cp", 1)), int(layout.get("ep", 1))
-        self.virtual_stages, self.zero = int(layout.get("virtual_stages", 1)), int(layout.get("zero", 0))
-
-
-def _dict_memory(memory: dict[str, Any]) -> DeviceMemory:
-    capacity = memory.get("capacity_bytes")
-    fits = memory.get("fits")
-    return DeviceMemory(
-        {k: float(v) for k, v in memory["per_device_bytes"].items()},
-        None if capacity is None else float(capacity),
-        None if fits is None else bool(fits),
-    )
-
-
-def estimate_setup(d: dict[str, Any]) -> str:
+def estimate_setup(e: TrainEstimate | InferEstimate) -> str:
     """One line naming what was estimated, so a saved report says what it is about."""
-    text = f"{d['model']} ({format_count(float(d['params']))} parameters) on {d['gpus']} × {d['accelerator']}"
-    if "layout" in d:
-        text += f", {_layout(_DictLayout(d['layout']), bool(d['layout'].get('sequence_parallel')))}"
-    job = _dict_job(d.get("job", {}))
+    gpus = e.gpus if e.kind == "train" else e.tp
+    text = f"{e.model.name} ({format_count(float(e.model.params))} parameters) on {gpus} × {e.accelerator.slug}"
+    if e.kind == "train":
+        text += f", {_layout(e.parallelism, e.parallelism.sequence_parallel)}"
+    job = _estimate_job(e)
     return f"{text}; {job}" if job else text
 
 
-def estimate_summary(d: dict[str, Any]) -> list[tuple[str, str, str]]:
+def _timing_rows(e: TrainEstimate | InferEstimate, seconds: float, unit: str) -> list[tuple[str, str, str]]:
+    """Time and throughput: steps for training; first token and per token, or per batch, for inference."""
+    time = format_duration(seconds)
+    if e.kind == "train":
+        steps = f"{format_count(e.steps)} steps of {format_duration(e.step_seconds)}"
+        return [("time", time, steps), ("throughput", f"{format_count(e.tokens_per_second)} tokens/s", "")]
+    requests = f"{format_amount(e.requests_per_second)} {unit}/s"
+    if e.input is not None:  # an image or encoder model: one forward pass per batch
+        return [("time", time, f"per batch of {e.job.batch} {unit}"), ("throughput", requests, "")]
+    first = (
+        f"first token {format_duration(e.time_to_first_token_seconds)}, "
+        f"{format_duration(e.seconds_per_output_token)} per output token"
+    )
+    tokens = f"{format_count(e.output_tokens_per_second)} output tokens/s"
+    return [("time", time, first), ("throughput", requests, tokens)]
+
+
+def estimate_summary(e: TrainEstimate | InferEstimate) -> list[tuple[str, str, str]]:
     """(quantity, value, detail) rows: FLOPs, time, throughput, cost, energy, CO2 and, for training, storage."""
-    compute, time, cost = d["compute"], d["time"], d["cost"]
-    unit = str(d.get("job", {}).get("input", "requests"))  # what one request is: images for an image model
-    rows: list[tuple[str, str, str]] = []
-    if time.get("seconds") is None:  # it does not fit, or a link of unknown speed: memory and FLOPs only
-        rows.append(("compute", format_flops(float(compute["flops"])), ""))
-        missing = "not shown: does not fit" if fit(_dict_memory(d["memory"])).fits is False else "not available"
-        return [*rows, ("time, cost, energy, CO2", missing, "see the notes")]
-    detail = f"MFU {float(compute['mfu']):.0%}" if "mfu" in compute else ""
-    rows.append(("compute", format_flops(float(compute["flops"])), detail))
-    if "steps" in time:
-        detail = f"{format_count(float(time['steps']))} steps of {format_duration(float(time['step_seconds']))}"
-    elif "time_to_first_token_seconds" in time:
-        detail = (
-            f"first token {format_duration(float(time['time_to_first_token_seconds']))}, "
-            f"{format_duration(float(time['seconds_per_output_token']))} per output token"
-        )
-    elif "requests_per_second" in time:  # an image or encoder model: one forward pass per batch
-        detail = f"per batch of {int(d['job']['batch'])} {unit}"
-    else:
-        detail = ""
-    rows.append(("time", format_duration(float(time["seconds"])), detail))
-    if "tokens_per_second" in time:
-        rows.append(("throughput", f"{format_count(float(time['tokens_per_second']))} tokens/s", ""))
-    if "requests_per_second" in time:
-        tokens = time.get("output_tokens_per_second")
-        rows.append(
-            (
-                "throughput",
-                f"{format_amount(float(time['requests_per_second']))} {unit}/s",
-                "" if tokens is None else f"{format_count(float(tokens))} output tokens/s",
-            )
-        )
-    if cost.get("usd") is None:  # no offering rents the accelerator: not available, never $0
+    flops = format_flops(e.flops)
+    unit = (e.input if e.kind == "infer" else None) or "requests"  # what one request is: images for an image model
+    seconds = e.seconds
+    if seconds is None:  # it does not fit, or a link of unknown speed: memory and FLOPs only
+        missing = "not shown: does not fit" if fit(e.device_memory).fits is False else "not available"
+        return [("compute", flops, ""), ("time, cost, energy, CO2", missing, "see the notes")]
+    mfu = f"MFU {e.mfu:.0%}" if e.kind == "train" else ""
+    rows = [("compute", flops, mfu), *_timing_rows(e, seconds, unit)]
+    if e.usd is None or e.usd_per_hour is None:  # no offering rents the accelerator: not available, never $0
         rows.append(("cost", "not available", "see the notes"))
     else:
-        detail = f"{cost['pricing']} at {format_usd(float(cost['usd_per_hour']))}/h"
-        if "usd_per_1000_requests" in cost:
-            detail += f", {format_usd(float(cost['usd_per_1000_requests']))} per 1000 {unit}"
-        rows.append(("cost", format_usd(float(cost["usd"])), detail))
-    energy, co2 = d["energy"], d["co2"]
-    if energy["kwh"] is None:  # no published TDP: not available, never 0
-        return [*rows, ("energy, CO2", "not available", "see the notes"), *_storage_rows(d)]
-    counted = ", ".join(
-        part for part in (energy.get("counts"), f"PUE {float(energy['pue']):.2f}" if "pue" in energy else "") if part
-    )
-    rows.append(("energy", format_kwh(float(energy["kwh"])), counted))
-    detail = f"{float(co2['g_per_kwh']):.0f} g/kWh" if "g_per_kwh" in co2 else ""
-    rows.append(("CO2", format_kg(float(co2["kg"])), detail))
-    return [*rows, *_storage_rows(d)]
+        detail = f"{e.quote.pricing} at {format_usd(e.usd_per_hour)}/h"
+        if e.kind == "infer" and e.usd_per_1000_requests is not None:
+            detail += f", {format_usd(e.usd_per_1000_requests)} per 1000 {unit}"
+        rows.append(("cost", format_usd(e.usd), detail))
+    if e.kwh is None or e.co2_kg is None:  # no published TDP: not available, never 0
+        return [*rows, ("energy, CO2", "not available", "see the notes"), *_storage_rows(e)]
+    rows.append(("energy", format_kwh(e.kwh), f"{e.energy_counts}, PUE {e.quote.pue:.2f}"))
+    rows.append(("CO2", format_kg(e.co2_kg), f"{e.quote.carbon.g_co2_per_kwh:.0f} g/kWh"))
+    return [*rows, *_storage_rows(e)]
 
 
-def _storage_rows(d: dict[str, Any]) -> list[tuple[str, str, str]]:
+def _storage_rows(e: TrainEstimate | InferEstimate) -> list[tuple[str, str, str]]:
     """A training estimate's read rate and checkpoints; none for inference."""
-    storage = d.get("storage")
-    if not storage:
+    if e.kind == "infer":
         return []
     return [
         (
             "storage",
-            f"{format_bytes(float(storage['read_bytes_per_second']))}/s read",
-            f"checkpoint {format_bytes(float(storage['checkpoint_bytes']))} "
-            f"every {format_duration(float(storage['checkpoint_interval_seconds']))}",
+            f"{format_bytes(e.read_bytes_per_second)}/s read",
+            f"checkpoint {format_bytes(e.checkpoint_bytes)} every {format_duration(e.checkpoint_interval_seconds)}",
         )
     ]
 
@@ -410,6 +375,13 @@ def data_movement_text(data: DataMovement) -> str:
         f"{format_usd(data.egress_usd)} egress and {format_duration(data.transfer_s)} "
         f"before training, in the time and cost above; {read}"
     )
+
+
+def _energy(o: Option) -> str:
+    """Energy and CO2 of a training option, or why they are unknown: an unknown is never printed as 0."""
+    if o.energy_kwh is None or o.co2_kg is None:
+        return "not available: the accelerator publishes no power figure (TDP)"
+    return f"{format_kwh(o.energy_kwh)}, {format_kg(o.co2_kg)} CO2"
 
 
 def recommendation(o: Option | InferOption) -> list[tuple[str, str]]:
@@ -435,7 +407,7 @@ def recommendation(o: Option | InferOption) -> list[tuple[str, str]]:
         lines.append(("layout", f"{_layout(o)}; {job}"))
         lines.append(("time", format_duration(o.time_s)))
         lines.append(("cost", f"{format_usd(o.cost_usd)} {o.pricing} at {format_usd(o.usd_per_h)}/h"))
-        lines.append(("energy", f"{format_kwh(o.energy_kwh)}, {format_kg(o.co2_kg)} CO2"))
+        lines.append(("energy", _energy(o)))
         lines.append(("MFU", f"{o.mfu:.0%}"))
         if o.data is not None:
             lines.append(("data", data_movement_text(o.data)))

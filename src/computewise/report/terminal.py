@@ -1,14 +1,14 @@
 """Compact Rich tables for ``estimate``, ``plan`` and ``compare-onprem``.
 
 Only rich is imported: the CLI prints these on every run and must start fast. Values come from
-:mod:`computewise.report.rows`, shared with the HTML page. Every string from the dicts is passed as
+:mod:`computewise.report.rows`, shared with the HTML page. Every string from the results is passed as
 ``Text``, never as markup, so a model name like ``[org]/llama`` cannot turn into a style tag.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rich import box
 from rich.console import Console
@@ -19,7 +19,6 @@ from rich.text import Text
 from computewise.report.rows import (
     BREAK_EVEN_NOTE,
     Grid,
-    _dict_memory,
     break_even_grid,
     estimate_setup,
     estimate_summary,
@@ -36,6 +35,7 @@ from computewise.report.table import print_details, print_table
 
 if TYPE_CHECKING:
     from computewise.estimate.figures import DeviceMemory
+    from computewise.estimate.single import InferEstimate, TrainEstimate
     from computewise.plan.infer import InferPlan
     from computewise.plan.onprem import BreakEven
     from computewise.plan.result import Plan, Rejection
@@ -88,27 +88,26 @@ def _print_notes(notes: Sequence[str], console: Console) -> None:
         console.print(Text(f"· {note}", style="dim"))
 
 
-def print_estimate(d: dict[str, Any], console: Console) -> None:
+def print_estimate(e: TrainEstimate | InferEstimate, console: Console) -> None:
     """Whether it fits first, then memory, then what it takes: FLOPs, time, throughput, cost, energy, CO2."""
-    console.print(Text(estimate_setup(d), style="bold"))
-    _print_fit(_dict_memory(d["memory"]), console)
-    _print_memory(_dict_memory(d["memory"]), console)
+    console.print(Text(estimate_setup(e), style="bold"))
+    _print_fit(e.device_memory, console)
+    _print_memory(e.device_memory, console)
     console.print()
-    print_details(estimate_summary(d), console)
-    _print_step(d, console)
-    _print_notes(d.get("notes", []), console)
+    print_details(estimate_summary(e), console)
+    if e.kind == "train":
+        _print_step(e, console)
+    _print_notes(e.all_notes, console)
 
 
-def _print_step(d: dict[str, Any], console: Console) -> None:
+def _print_step(e: TrainEstimate, console: Console) -> None:
     """Where one training step goes, and the part to attack first."""
-    rows = step_rows({k: float(v) for k, v in d["time"].get("breakdown_seconds_per_step", {}).items()})
+    rows = step_rows(e.step_breakdown_s)
     if not rows:
         return
     _heading("where a step goes", console)
     print_details(rows, console, numeric_detail=True)
-    found = d["time"].get("bottleneck")
-    if found:
-        console.print(Text(f"→ {found['advice']}", style="bold"))
+    console.print(Text(f"→ {e.advice}", style="bold"))
 
 
 def _print_rejections(rejected: Sequence[Rejection], console: Console) -> None:
