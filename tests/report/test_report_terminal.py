@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 from rich.console import Console
 
+from computewise.catalog import Catalog
+from computewise.estimate import Assumptions, estimate_train
 from computewise.estimate.single import InferEstimate, TrainEstimate
+from computewise.models import preset
 from computewise.plan.infer import InferPlan
 from computewise.plan.onprem import BreakEven
 from computewise.plan.result import Plan
 from computewise.report.terminal import print_break_even, print_estimate, print_plan
+from computewise.specs import Parallelism, TrainJob
 from computewise.units import format_bytes, format_duration, format_flops, format_usd
 
 
@@ -140,3 +145,25 @@ def test_break_even_says_when_owning_never_pays(break_even_rows: list[BreakEven]
     assert "22%" in text
     assert "never (renting is cheaper)" in text
     assert "lambda gpu_8x_h100_sxm5 us-east-1" in text  # one line, not wrapped at 120 columns
+
+
+def test_figures_that_are_not_known_read_not_available_never_zero(catalog: Catalog, assumptions: Assumptions) -> None:
+    """No offering rents the card: cost None on the result, "not available" printed; a link of unknown speed:
+    no time at all, so nothing that depends on it is printed."""
+    job = TrainJob(tokens=1e9, seq_len=1024, micro_batch=1, global_batch=8)
+    unpriced = estimate_train(
+        preset("gpt2"), catalog.accelerator("rtx-6000-ada"), 1, job, Parallelism(), catalog, assumptions
+    )
+    assert unpriced.seconds is not None and unpriced.usd is None and unpriced.usd_per_hour is None
+    console = _console()
+    print_estimate(unpriced, console)
+    assert re.search(r"cost +not available +see the notes", console.export_text())
+    untimed = estimate_train(
+        preset("gpt2"), catalog.accelerator("jetson-agx-orin-64gb"), 2, job, Parallelism(dp=2), catalog, assumptions
+    )
+    assert untimed.seconds is None and untimed.usd is None and untimed.kwh is None
+    console = _console()
+    print_estimate(untimed, console)
+    text = console.export_text()
+    assert re.search(r"time, cost, energy, CO2 +not available +see the notes", text)
+    assert "\ncost " not in text and "where a step goes" not in text
