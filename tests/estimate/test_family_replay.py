@@ -47,9 +47,7 @@ def _memory(row: dict[str, Any], catalog: Catalog, assumptions: Assumptions) -> 
 
 
 def _errors(catalog: Catalog, assumptions: Assumptions, peak: str, replayed: str) -> dict[str, float]:
-    return {
-        row["name"]: _memory(row, catalog, assumptions)[peak] / row[replayed] - 1.0 for row in ROWS
-    }
+    return {row["name"]: _memory(row, catalog, assumptions)[peak] / row[replayed] - 1.0 for row in ROWS}
 
 
 @pytest.mark.parametrize("row", ROWS, ids=[row["name"] for row in ROWS])
