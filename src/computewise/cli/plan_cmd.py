@@ -218,10 +218,6 @@ def infer(
 
     catalog, assumptions = load(catalog_paths)
     spec = model(model_name)
-    if rps <= 0 or (mean_rps is not None and not 0 < mean_rps <= rps):
-        raise InputError(
-            "--peak-rps must be > 0 and --mean-rps in (0, --peak-rps]", "e.g. --peak-rps 200 --mean-rps 60"
-        )
     constraints = InferConstraints(
         requests_per_s=rps,
         input_len=parse_positive_int(input_len, "--input-len"),

@@ -177,6 +177,11 @@ def _no_offering(catalog: Catalog, c: InferConstraints) -> InputError:
 
 
 def plan_infer(model: ModelSpec, catalog: Catalog, assumptions: Assumptions, c: InferConstraints) -> InferPlan:
+    mean_rps = c.mean_requests_per_s
+    if c.requests_per_s <= 0 or (mean_rps is not None and not 0 < mean_rps <= c.requests_per_s):
+        raise InputError(
+            "--peak-rps must be > 0 and --mean-rps in (0, --peak-rps]", "e.g. --peak-rps 200 --mean-rps 60"
+        )
     utilization = assumptions.serving_target_utilization if c.target_utilization is None else c.target_utilization
     if not 0 < utilization <= 1:
         raise InputError(f"target utilization must be in (0, 1], got {utilization}", "e.g. 0.65")
