@@ -60,7 +60,9 @@ def export_artifact(work: Path, sentences: list[str], variant: str = CPU_VARIANT
     out = work / "minilm"
     for attempt in (variant, FALLBACK_VARIANT):
         command = [sys.executable, "-m", "computewise.cli.app", "optimize", str(MODEL_DIR), "--inputs", str(inputs)]
-        command += ["--variants", attempt, "--batch-sizes", "1,8", "--out", str(out)]
+        # --force: the artifact is needed whether or not the variant timed faster than FP32 on this (possibly
+        # busy) machine; optimize exports only a winner otherwise, which made the export depend on timing luck.
+        command += ["--variants", attempt, "--batch-sizes", "1,8", "--out", str(out), "--force"]
         done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=600, check=False)
         if done.returncode == 0:
             return out
