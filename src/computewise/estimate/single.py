@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
 
@@ -359,7 +360,7 @@ class _Columns(Protocol):
     def co2_kg(self) -> FloatArray: ...
 
 
-class _Figures:
+class _Figures(ABC):
     """What both estimates show, typed: time, price and footprint are None where they are not known (the job
     does not fit, a link of unknown speed, no offering, no published TDP), never 0. The printers read these;
     ``to_dict`` writes the same figures for ``--json``."""
@@ -371,9 +372,9 @@ class _Figures:
     notes: tuple[str, ...]
 
     @property
+    @abstractmethod
     def unavailable(self) -> str:
-        """Why time, cost and energy are unknown; "" when they are known."""
-        raise NotImplementedError
+        """Why time, cost and energy are unknown; "" when they are known (each estimate has its own reasons)."""
 
     @property
     def _memory(self) -> MemoryBreakdown:
