@@ -17,13 +17,13 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from computewise.data.sources import Part, aligned_bytes, open_file, open_source, read_part
 from computewise.errors import InputError, MissingExtraError
-from computewise.specs.document import SCHEMA_VERSION
+from computewise.specs.codec import Document, Jsonable, json_field, json_property
 
 __all__ = ["ConvertResult", "columnar_speedup", "convert", "decode_rate"]
 
@@ -33,33 +33,27 @@ _ROW_GROUP_ROWS = 64 * 1024  # row groups small enough for several loader worker
 
 
 @dataclass(frozen=True)
-class ConvertResult:
+class ConvertResult(Jsonable):
+    json_document: ClassVar[Document] = Document(
+        "data-convert",
+        "computewise data convert --json",
+        "A CSV or JSON Lines file rewritten as Parquet (data.convert), with both reads timed in the same run.",
+    )
+
     source: str
     target: str
-    rows: int
-    source_bytes: int
-    target_bytes: int
-    convert_s: float
-    source_read_s: float
-    target_read_s: float
+    rows: int = field(metadata=json_field(minimum=1))
+    source_bytes: int = field(metadata=json_field(minimum=0))
+    target_bytes: int = field(metadata=json_field(minimum=0))
+    convert_s: float = field(metadata=json_field(minimum=0))
+    source_read_s: float = field(metadata=json_field(minimum=0))
+    target_read_s: float = field(metadata=json_field(minimum=0))
 
-    @property
+    @json_property(
+        minimum=0, description="source_read_s / target_read_s, both read into numpy columns in this process."
+    )
     def read_speedup(self) -> float:
         return self.source_read_s / self.target_read_s if self.target_read_s > 0 else float("inf")
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "schema_version": SCHEMA_VERSION,
-            "source": self.source,
-            "target": self.target,
-            "rows": self.rows,
-            "source_bytes": self.source_bytes,
-            "target_bytes": self.target_bytes,
-            "convert_s": self.convert_s,
-            "source_read_s": self.source_read_s,
-            "target_read_s": self.target_read_s,
-            "read_speedup": self.read_speedup,
-        }
 
 
 def _require_pyarrow() -> None:

@@ -1,0 +1,391 @@
+"""JSON documents from their types: one converter, one reader and one JSON Schema per frozen dataclass.
+
+A result class inherits ``Jsonable`` and gets ``to_dict`` (its JSON value) and ``from_dict`` (read
+back, every field checked) from its field types, so the layout is written once, as the type, and
+``docs/schemas`` is generated from the same type (``computewise.specs.schemas``) instead of being
+kept in step by hand. Fields are written in their order, by type: a nested dataclass as an object,
+a tuple or list as a list, ``dict[str, X]`` as an object, ``X | None`` as the value or null,
+``Literal`` as its value; numbers, strings and booleans as they are.
+
+What a hand-written ``to_dict`` did differently is said where the field is declared, so the bytes
+stay what readers already parse:
+
+- ``json_field(...)`` in ``field(metadata=...)``: a description for the schema, a JSON name other
+  than the attribute's, a key left out when None, a rounding, and JSON-Schema keywords (``minimum``,
+  ``enum``, ``min_items``... written snake_case);
+- ``@json_property(...)`` instead of ``@property``: a derived figure written beside the fields
+  (after the key ``after`` names, else at the end), never read back;
+- ``json_document: ClassVar[Document]`` on a class printed as a whole document: it is written
+  with ``schema_version`` first, refused when newer, and its schema gets a title and ``$id``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+import types
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar, Generic, Literal, Self, TypeVar, Union, get_args, get_origin, get_type_hints, overload
+
+from computewise.errors import InputError
+from computewise.specs.document import SCHEMA_VERSION, require_object
+
+__all__ = [
+    "Document",
+    "JsonProperty",
+    "Jsonable",
+    "document_schema",
+    "json_field",
+    "json_property",
+    "schema_text",
+]
+
+_SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
+_SCHEMA_BASE = "https://computewise.dev/schemas/"
+_VERSION_SCHEMA = {
+    "const": SCHEMA_VERSION,
+    "description": "Layout version of this document; a reader refuses a newer one by name. Absent in files "
+    "written before versions existed (read as 1).",
+}
+_PRIMITIVES: dict[type, str] = {bool: "boolean", int: "integer", float: "number", str: "string"}
+
+Owner = TypeVar("Owner")
+Value = TypeVar("Value")
+
+
+@dataclass(frozen=True)
+class Document:
+    """A class printed as a whole document: its schema file's name (``docs/schemas/<file>.schema.json``),
+    the command that prints it, and what it is, for the schema's readers."""
+
+    file: str
+    title: str
+    description: str
+
+
+@dataclass(frozen=True)
+class _Json:
+    """How one field or derived property differs from the default writing (see ``json_field``)."""
+
+    name: str | None = None
+    description: str | None = None
+    omit_none: bool = False
+    digits: int | None = None
+    schema: tuple[tuple[str, object], ...] = ()
+
+
+def _meta(
+    name: str | None, description: str | None, omit_none: bool, digits: int | None, schema: dict[str, object]
+) -> _Json:
+    camel = tuple((re.sub(r"_([a-z])", lambda m: m.group(1).upper(), key), value) for key, value in schema.items())
+    return _Json(name, description, omit_none, digits, camel)
+
+
+def json_field(
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    omit_none: bool = False,
+    digits: int | None = None,
+    **schema: object,
+) -> dict[str, Any]:
+    """``field(metadata=...)`` for a field written other than plainly: ``name`` its JSON key, ``omit_none``
+    leaves the key out when the value is None, ``digits`` rounds a number; ``schema`` adds JSON-Schema
+    keywords (``minimum=0``, ``enum=[...]``, ``min_items=1``)."""
+    return {"json": _meta(name, description, omit_none, digits, schema)}
+
+
+class JsonProperty(Generic[Owner, Value]):
+    """A read-only property that is also written into the JSON (made by ``json_property``)."""
+
+    def __init__(self, getter: Callable[[Owner], Value], meta: _Json, after: str | None) -> None:
+        self.getter = getter
+        self.meta = meta
+        self.after = after
+        self.name = getter.__name__
+        self.__doc__ = getter.__doc__
+
+    @overload
+    def __get__(self, instance: None, owner: type[Owner]) -> Self: ...
+
+    @overload
+    def __get__(self, instance: Owner, owner: type[Owner]) -> Value: ...
+
+    def __get__(self, instance: Owner | None, owner: type[Owner]) -> Self | Value:
+        return self if instance is None else self.getter(instance)
+
+
+def json_property(
+    *,
+    after: str | None = None,
+    name: str | None = None,
+    description: str | None = None,
+    omit_none: bool = False,
+    digits: int | None = None,
+    **schema: object,
+) -> Callable[[Callable[[Owner], Value]], JsonProperty[Owner, Value]]:
+    """``@property`` for a derived figure the JSON carries: written after the key ``after`` (else last)."""
+
+    def wrap(getter: Callable[[Owner], Value]) -> JsonProperty[Owner, Value]:
+        return JsonProperty(getter, _meta(name, description, omit_none, digits, schema), after)
+
+    return wrap
+
+
+@dataclass(frozen=True)
+class _Key:
+    """One key of a class's JSON: its attribute, its type and how it is written."""
+
+    attribute: str
+    type: Any
+    meta: _Json
+    field: dataclasses.Field[Any] | None  # None: a derived property
+
+    @property
+    def name(self) -> str:
+        return self.meta.name or self.attribute
+
+
+_KEYS: dict[type, tuple[_Key, ...]] = {}
+
+
+def _keys(cls: type) -> tuple[_Key, ...]:
+    """The JSON keys of a dataclass in the order they are written: fields, derived properties placed after theirs."""
+    if cls not in _KEYS:
+        _KEYS[cls] = _find_keys(cls)
+    return _KEYS[cls]
+
+
+def _find_keys(cls: type) -> tuple[_Key, ...]:
+    if not dataclasses.is_dataclass(cls):
+        raise TypeError(f"{cls.__name__} is not a dataclass")
+    hints = get_type_hints(cls)
+    keys = [_Key(f.name, hints[f.name], f.metadata.get("json", _Json()), f) for f in dataclasses.fields(cls)]
+    for klass in reversed(cls.__mro__):
+        for attribute, value in vars(klass).items():
+            if isinstance(value, JsonProperty):
+                kind = get_type_hints(value.getter)["return"]
+                key = _Key(attribute, kind, value.meta, None)
+                anchor = [k.name for k in keys].index(value.after) + 1 if value.after else len(keys)
+                keys.insert(anchor, key)
+    return tuple(keys)
+
+
+class Jsonable:
+    """A frozen dataclass whose JSON value, reading and schema come from its field types (see the module)."""
+
+    json_document: ClassVar[Document | None] = None
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"schema_version": SCHEMA_VERSION} if self.json_document is not None else {}
+        for key in _keys(type(self)):
+            value = getattr(self, key.attribute)
+            if value is None and key.meta.omit_none:
+                continue
+            if key.meta.digits is not None and isinstance(value, float):
+                value = round(value, key.meta.digits)
+            data[key.name] = _to_json(value)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: object, source: str = "") -> Self:
+        """The value ``to_dict`` wrote, every field checked: a malformed one is an ``InputError`` naming it
+        (and ``source``, the file it came from; the document's title when not said)."""
+        document = cls.json_document
+        value: Self = _read_object(cls, data, source or (document.title if document else cls.__name__), "")
+        return value
+
+
+def _to_json(value: object) -> Any:
+    to_dict = getattr(value, "to_dict", None)
+    if callable(to_dict):  # a Jsonable, or a class not yet converted that keeps its own
+        return to_dict()
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _to_json(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, tuple | list):
+        return [_to_json(item) for item in value]
+    if isinstance(value, Mapping):
+        return {str(k): _to_json(v) for k, v in value.items()}
+    return value
+
+
+# Reading back
+
+
+def _read_object(cls: type[Any], data: object, source: str, where: str) -> Any:
+    document = getattr(cls, "json_document", None)
+    mapping = (
+        require_object(data, document.title, source)
+        if isinstance(document, Document)
+        else _expect(data, Mapping, where, "a JSON object", source)
+    )
+    values = {}
+    for key in _keys(cls):
+        if key.field is None or not key.field.init:
+            continue
+        path = f"{where}.{key.name}" if where else key.name
+        if key.name not in mapping and _has_default(key.field):
+            continue
+        values[key.attribute] = _read(key.type, mapping.get(key.name), source, path)
+    return cls(**values)
+
+
+def _has_default(spec: dataclasses.Field[Any]) -> bool:
+    return spec.default is not dataclasses.MISSING or spec.default_factory is not dataclasses.MISSING
+
+
+def _read(kind: Any, value: object, source: str, where: str) -> Any:
+    origin = get_origin(kind)
+    if origin in (Union, types.UnionType):
+        options = [a for a in get_args(kind) if a is not type(None)]
+        if value is None and len(options) < len(get_args(kind)):
+            return None
+        return _read(options[0] if len(options) == 1 else Union[tuple(options)], value, source, where)  # noqa: UP007
+    if origin is Literal:
+        if value not in get_args(kind):
+            choices = ", ".join(repr(a) for a in get_args(kind))
+            raise InputError(f"{source}: {where} must be one of {choices}, got {_shown(value)}", _hint(where))
+        return value
+    if origin in (tuple, list):
+        items = _expect(value, list, where, "a JSON list", source)
+        read = [_read(get_args(kind)[0], item, source, f"{where}[{i}]") for i, item in enumerate(items)]
+        return tuple(read) if origin is tuple else read
+    if origin is dict:
+        mapping = _expect(value, Mapping, where, "a JSON object", source)
+        return {str(k): _read(get_args(kind)[1], v, source, f"{where}.{k}") for k, v in mapping.items()}
+    if kind is float:
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+            raise InputError(f"{source}: {where} must be a number, got {_shown(value)}", _hint(where))
+        return float(value)
+    if kind is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise InputError(f"{source}: {where} must be a whole number, got {_shown(value)}", _hint(where))
+        return value
+    if kind is bool:
+        return _expect(value, bool, where, "true or false", source)
+    if kind is str:
+        return _expect(value, str, where, "a string", source)
+    if isinstance(kind, type) and dataclasses.is_dataclass(kind):
+        return _read_object(kind, value, source, where)
+    raise TypeError(f"{where}: no JSON reading for {kind!r}")
+
+
+def _expect(value: object, kind: type[Any], where: str, what: str, source: str) -> Any:
+    if not isinstance(value, kind):
+        raise InputError(f"{source}: {where} must be {what}, got {_shown(value)}", _hint(where))
+    return value
+
+
+def _shown(value: object) -> str:
+    return "nothing" if value is None else repr(value) if isinstance(value, str | int | float) else type(value).__name__
+
+
+def _hint(where: str) -> str:
+    return f"the field {where!r} is written by computewise itself: pass the file it wrote, unedited"
+
+
+# The schema
+
+
+def document_schema(cls: type[Jsonable]) -> dict[str, Any]:
+    """The JSON Schema (draft 2020-12) of ``cls``'s documents; a class used twice is a ``$defs`` entry."""
+    document = cls.json_document
+    if document is None:
+        raise TypeError(f"{cls.__name__} is not a document (no json_document)")
+    uses: dict[type, int] = {}
+    _count(cls, uses)
+    shared = {kind for kind, count in uses.items() if count > 1}
+    defs = {_def_name(kind): _object_schema(kind, shared, inline=True) for kind in sorted(shared, key=_def_name)}
+    body = _object_schema(cls, shared, inline=True)
+    head: dict[str, Any] = {
+        "$schema": _SCHEMA_DIALECT,
+        "$id": f"{_SCHEMA_BASE}{document.file}.schema.json",
+        "title": document.title,
+        "description": document.description,
+        "type": "object",
+        "required": ["schema_version", *body["required"]],
+    }
+    if defs:
+        head["$defs"] = defs
+    head["properties"] = {"schema_version": _VERSION_SCHEMA, **body["properties"]}
+    return head
+
+
+def schema_text(cls: type[Jsonable]) -> str:
+    """The schema as committed in ``docs/schemas``: two-space indents, a final newline."""
+    import json
+
+    return json.dumps(document_schema(cls), indent=2, ensure_ascii=False) + "\n"
+
+
+def _count(kind: type, uses: dict[type, int]) -> None:
+    """How often each dataclass appears in the tree under ``kind`` (a key of one counts once per key)."""
+    for inner in _nested(kind):
+        uses[inner] = uses.get(inner, 0) + 1
+        if uses[inner] == 1:
+            _count(inner, uses)
+
+
+def _nested(kind: type) -> list[type]:
+    """The dataclasses directly inside ``kind``'s keys (through lists, unions and mappings)."""
+    found: list[type] = []
+    for key in _keys(kind):
+        stack = [key.type]
+        while stack:
+            current = stack.pop()
+            if isinstance(current, type) and dataclasses.is_dataclass(current):
+                found.append(current)
+            else:
+                stack.extend(reversed(get_args(current)))
+    return found
+
+
+def _def_name(kind: type) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", kind.__name__).lower()
+
+
+def _object_schema(kind: type, shared: set[type], inline: bool = False) -> dict[str, Any]:
+    if kind in shared and not inline:
+        return {"$ref": f"#/$defs/{_def_name(kind)}"}
+    if not issubclass(kind, Jsonable):
+        raise TypeError(f"{kind.__name__} is written by its own to_dict: convert it to Jsonable first")
+    keys = _keys(kind)
+    return {
+        "type": "object",
+        "required": [k.name for k in keys if not k.meta.omit_none],
+        "properties": {k.name: _key_schema(k, shared) for k in keys},
+    }
+
+
+def _key_schema(key: _Key, shared: set[type]) -> dict[str, Any]:
+    schema = {**_type_schema(key.type, shared), **dict(key.meta.schema)}
+    if key.meta.description:
+        schema["description"] = key.meta.description
+    return schema
+
+
+def _type_schema(kind: Any, shared: set[type]) -> dict[str, Any]:
+    origin = get_origin(kind)
+    if origin in (Union, types.UnionType):
+        options = [a for a in get_args(kind) if a is not type(None)]
+        inner = _type_schema(options[0] if len(options) == 1 else Union[tuple(options)], shared)  # noqa: UP007
+        if len(options) == len(get_args(kind)):
+            return {"anyOf": [_type_schema(a, shared) for a in options]}
+        if set(inner) == {"type"} and isinstance(inner["type"], str):
+            return {"type": [inner["type"], "null"]}
+        if set(inner) == {"enum"}:
+            return {"enum": [*inner["enum"], None]}
+        return {"oneOf": [{"type": "null"}, inner]}
+    if origin is Literal:
+        return {"enum": list(get_args(kind))}
+    if origin in (tuple, list):
+        return {"type": "array", "items": _type_schema(get_args(kind)[0], shared)}
+    if origin is dict:
+        return {"type": "object", "additionalProperties": _type_schema(get_args(kind)[1], shared)}
+    if kind in _PRIMITIVES:
+        return {"type": _PRIMITIVES[kind]}
+    if isinstance(kind, type) and dataclasses.is_dataclass(kind):
+        return _object_schema(kind, shared)
+    raise TypeError(f"no JSON Schema for {kind!r}")

@@ -1,0 +1,58 @@
+"""``python -m computewise.specs.schemas``: write ``docs/schemas`` from the document types (``--check`` compares).
+
+The documents whose layout is generated from their type (``specs.codec.Jsonable``), named by
+``package.module:Class`` and imported when asked: they live in the layers above ``specs``, which
+``specs`` itself never imports. ``tests/specs/test_generated_schemas.py`` holds every committed file to
+its generated text, so a changed type without a regenerated schema fails there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from pathlib import Path
+
+from computewise.specs.codec import Jsonable, schema_text
+
+__all__ = ["GENERATED", "documents", "main"]
+
+GENERATED = (
+    "computewise.data.convert:ConvertResult",
+    "computewise.data.result:DataBenchResult",
+)
+
+
+def documents() -> dict[str, type[Jsonable]]:
+    """Each generated schema's file name (``<file>.schema.json``) and the class it describes."""
+    found = {}
+    for name in GENERATED:
+        module, _, attribute = name.partition(":")
+        kind = getattr(importlib.import_module(module), attribute)
+        if not (isinstance(kind, type) and issubclass(kind, Jsonable) and kind.json_document is not None):
+            raise TypeError(f"{name} is not a Jsonable document")
+        found[f"{kind.json_document.file}.schema.json"] = kind
+    return found
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m computewise.specs.schemas", description=__doc__)
+    parser.add_argument("--out", type=Path, default=Path("docs/schemas"), help="the schemas directory")
+    parser.add_argument("--check", action="store_true", help="write nothing; exit 1 if a file differs")
+    args = parser.parse_args(argv)
+    stale = []
+    for file, kind in documents().items():
+        path = args.out / file
+        text = schema_text(kind)
+        if path.exists() and path.read_text(encoding="utf-8") == text:
+            continue
+        stale.append(path)
+        if not args.check:
+            path.write_text(text, encoding="utf-8")
+    for path in stale:
+        print(f"{'differs' if args.check else 'wrote'}: {path}")
+    return 1 if args.check and stale else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,119 @@
+"""The committed schemas are the ones their types generate, and the converter writes, reads and describes alike.
+
+The real documents are validated against these files where they are made (tests/data, tests/storage,
+tests/cli/test_json_documents.py...); here a small document of every shape the converter knows is
+written, validated against its own generated schema, read back, and refused when a field is wrong.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import ClassVar, Literal
+
+import jsonschema
+import pytest
+
+from computewise.errors import InputError
+from computewise.specs.codec import Document, Jsonable, document_schema, json_field, json_property, schema_text
+from computewise.specs.schemas import documents, main
+
+SCHEMAS = Path(__file__).resolve().parents[2] / "docs" / "schemas"
+
+
+@pytest.mark.parametrize("file", sorted(documents()))
+def test_every_generated_schema_is_committed_byte_for_byte(file: str) -> None:
+    committed = (SCHEMAS / file).read_text(encoding="utf-8")
+    assert committed == schema_text(documents()[file]), f"run: python -m computewise.specs.schemas ({file})"
+
+
+def test_the_check_mode_finds_a_stale_schema_and_writing_fixes_it(tmp_path: Path) -> None:
+    for file in documents():
+        (tmp_path / file).write_text((SCHEMAS / file).read_text(encoding="utf-8"), encoding="utf-8")
+    assert main(["--out", str(tmp_path), "--check"]) == 0
+    stale = tmp_path / sorted(documents())[0]
+    stale.write_text("{}\n", encoding="utf-8")
+    assert main(["--out", str(tmp_path), "--check"]) == 1
+    assert stale.read_text(encoding="utf-8") == "{}\n"  # --check writes nothing
+    assert main(["--out", str(tmp_path)]) == 0
+    assert main(["--out", str(tmp_path), "--check"]) == 0
+
+
+@dataclass(frozen=True)
+class Part(Jsonable):
+    name: str
+    share: float = field(metadata=json_field(minimum=0, maximum=1, description="Of the whole."))
+
+
+@dataclass(frozen=True)
+class Toy(Jsonable):
+    json_document: ClassVar[Document] = Document("toy", "computewise toy --json", "A document of every shape.")
+
+    count: int = field(metadata=json_field(minimum=1))
+    kind: Literal["a", "b"]
+    parts: tuple[Part, ...]
+    biggest: Part | None
+    by_name: dict[str, float]
+    note: str | None = field(default=None, metadata=json_field(omit_none=True))
+    seconds: float = field(default=0.0, metadata=json_field(name="elapsed_s", digits=2))
+    tags: tuple[str, ...] = ()
+
+    @json_property(after="count", description="count, doubled")
+    def double(self) -> int:
+        return 2 * self.count
+
+
+TOY = Toy(3, "a", (Part("x", 0.25), Part("y", 0.75)), Part("y", 0.75), {"x": 1.5}, seconds=1.23456, tags=("t",))
+
+
+def test_a_document_is_written_in_field_order_with_its_derived_keys_and_validates_against_its_schema() -> None:
+    data = TOY.to_dict()
+    assert list(data) == [
+        "schema_version",
+        "count",
+        "double",
+        "kind",
+        "parts",
+        "biggest",
+        "by_name",
+        "elapsed_s",
+        "tags",
+    ]
+    assert data["double"] == 6
+    assert data["elapsed_s"] == 1.23  # rounded; "note" left out while None
+    assert data["parts"] == [{"name": "x", "share": 0.25}, {"name": "y", "share": 0.75}]
+    schema = document_schema(Toy)
+    jsonschema.Draft202012Validator.check_schema(schema)
+    jsonschema.Draft202012Validator(schema).validate(json.loads(json.dumps(data)))
+    jsonschema.Draft202012Validator(schema).validate({**data, "note": "n", "biggest": None})
+    assert "note" not in schema["required"]
+    assert schema["$defs"]["part"]["properties"]["share"] == {
+        "type": "number", "minimum": 0, "maximum": 1, "description": "Of the whole."
+    }  # fmt: skip
+    assert schema["properties"]["biggest"] == {"oneOf": [{"type": "null"}, {"$ref": "#/$defs/part"}]}
+    assert not jsonschema.Draft202012Validator(schema).is_valid({**data, "kind": "c"})
+
+
+def test_a_document_reads_back_equal_and_a_key_added_later_takes_its_default() -> None:
+    written = TOY.to_dict()
+    assert Toy.from_dict(json.loads(json.dumps(written))) == Toy(**{**TOY.__dict__, "seconds": 1.23})
+    older = {k: v for k, v in written.items() if k not in ("tags", "elapsed_s", "schema_version")}
+    assert Toy.from_dict(older).tags == ()
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"count": "3"}, "toy.json: count must be a whole number, got '3'"),
+        ({"count": True}, "toy.json: count must be a whole number, got True"),
+        ({"kind": "c"}, "toy.json: kind must be one of 'a', 'b', got 'c'"),
+        ({"parts": [{"name": "x", "share": None}]}, "toy.json: parts[0].share must be a number, got nothing"),
+        ({"by_name": {"x": "fast"}}, "toy.json: by_name.x must be a number, got 'fast'"),
+        ({"biggest": []}, "toy.json: biggest must be a JSON object, got list"),
+        ({"schema_version": 2}, "toy.json: computewise toy --json has schema_version 2"),
+    ],
+)
+def test_a_malformed_field_is_refused_by_its_path(change: dict[str, object], message: str) -> None:
+    with pytest.raises(InputError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        Toy.from_dict({**TOY.to_dict(), **change}, "toy.json")
