@@ -24,6 +24,7 @@ ESTIMATOR_ASSUMPTIONS = (
     "slowest_device_share",
     "attention_share_of_matmul",
     "triton_attention_share_of_flash",
+    "flash_v1_attention_share_of_flash",
     "stream_bandwidth_fraction",
     "kernel_floor_s",
     "host_s_per_kernel_eager",

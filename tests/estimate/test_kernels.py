@@ -6,14 +6,23 @@ import numpy as np
 import pytest
 
 from computewise.estimate.arrays import col
-from computewise.estimate.kernels import HostCosts, KernelRates, StepKernels, gemm_s
+from computewise.estimate.kernels import (
+    HostCosts,
+    KernelRates,
+    StepKernels,
+    distinct_training_kernels,
+    gemm_s,
+    training_kernels,
+)
+from computewise.models import preset
+from computewise.specs import ATTENTION_KERNELS
 
 H100 = KernelRates(
     gemm_flops=col(731e12),  # bench.json: bf16 at 4096-8192
     attention_flops=col(365e12),
-    triton_attention_flops=col(200e12),
     stream_bytes_per_s=col(2965e9),  # bench.json: triad
     kernel_floor_s=col(2.5e-6),
+    attention_shares=(1.0, 1.0, 0.55, 0.44),  # unfused (unread), flash, triton, flash-v1
 )
 
 
@@ -60,8 +69,6 @@ def test_host_costs_follow_the_code_that_issues_the_kernels() -> None:
 def test_the_planners_distinct_rows_give_what_every_row_gives() -> None:
     """``distinct_training_kernels`` times each distinct row once: the same numbers as ``training_kernels``
     on every one of 3,000 rows that repeat a few hundred shapes, codes and rates."""
-    from computewise.estimate.kernels import distinct_training_kernels, training_kernels
-    from computewise.models import preset
 
     rng = np.random.default_rng(7)
     n = 3000
@@ -76,14 +83,14 @@ def test_the_planners_distinct_rows_give_what_every_row_gives() -> None:
         pick(2.0, 4.0),  # activation bytes
         pick(1.0, 2.0, 8.0),  # tp
         pick(0.0, 1.0),  # sequence parallel
-        pick(0.0, 1.0, 2.0),  # attention kernel
+        pick(0.0, 1.0, 2.0, 3.0),  # attention kernel
         pick(0.0, 1.0, 2.0, 3.0),  # recompute
         pick(0.0, 1.0, 2.0),  # framework
         pick(0.0, 1.0, 2.0),  # execution
         pick(0.0, 1.0),  # has the head
     )
     gemm = pick(731e12, 268e12)
-    rates = KernelRates(gemm, gemm * 0.5, gemm * 0.275, pick(2965e9, 1800e9), np.full(n, 2.5e-6))
+    rates = KernelRates(gemm, gemm * 0.5, pick(2965e9, 1800e9), np.full(n, 2.5e-6), (1.0, 1.0, 0.55, 0.44))
     model = preset("llama-3-8b")
     every = training_kernels(model, *columns, rates)
     distinct = distinct_training_kernels(model, *columns, rates)
@@ -91,3 +98,21 @@ def test_the_planners_distinct_rows_give_what_every_row_gives() -> None:
     for mine, theirs in ((distinct.plain, every.plain), (distinct.recomputed, every.recomputed)):
         np.testing.assert_allclose(mine.device_s, theirs.device_s, rtol=1e-12)
         np.testing.assert_allclose(mine.wall_s(host), theirs.wall_s(host), rtol=1e-12)
+
+
+def test_each_fused_attention_kernel_runs_at_its_share_of_flashattention_2() -> None:
+    """The attention core of one layer takes 1/share as long as FlashAttention-2's: the Triton kernel
+    (MPT) and the first FlashAttention (LLaMA's xformers kernel) are slower, and nothing else changes."""
+    model = preset("llama-2-7b")
+    cores: dict[str, float] = {}
+    for code, kernel in enumerate(ATTENTION_KERNELS):
+        tokens, seq_len, layers, act, tp, sp = col(4096.0), col(4096.0), col(32.0), col(2.0), col(1.0), col(0.0)
+        recompute = framework = execution = has_head = col(0.0)
+        microbatch = training_kernels(
+            model, tokens, seq_len, layers, act, tp, sp, col(code), recompute, framework, execution, has_head, H100
+        )
+        cores[kernel] = float(np.ravel(microbatch.plain.device_s)[0])
+    attention_s = (cores["flash-v1"] - cores["flash"]) / (1 / 0.44 - 1)
+    assert cores["triton"] - cores["flash"] == pytest.approx(attention_s * (1 / 0.55 - 1), rel=1e-9)
+    assert cores["flash"] < cores["triton"] < cores["flash-v1"]
+    assert cores["unfused"] > cores["flash"]

@@ -2,50 +2,50 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
+import dataclasses
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from computewise.cli.common import (
-    AdapterPrecisionOption,
     CatalogOption,
-    DoubleQuantOption,
     FineTuneFlags,
+    FlagGroup,
     HtmlOption,
     JsonOption,
-    LoraAlphaOption,
-    LoraRankOption,
-    LoraTargetsOption,
     MethodOption,
     ModelOption,
     OptimizerOption,
-    QuantTypeOption,
     SeqLenOption,
     TokensOption,
-    TrainedModulesOption,
     bounded_float,
     bounded_int,
     choice,
     emit,
+    flag_groups,
     load,
     model,
     sequence_length,
-    training_tokens,
 )
 from computewise.errors import InputError
 from computewise.specs import (
     ATTENTION_KERNELS,
-    Accelerator,
+    EXECUTIONS,
+    FRAMEWORKS,
+    OPTIMIZERS,
+    PRECISIONS,
+    PRICINGS,
+    RECOMPUTES,
     AttentionKernel,
-    InferJob,
-    ModelSpec,
     Parallelism,
     Precision,
-    TrainJob,
 )
-from computewise.units import parse_positive_int
+from computewise.units import parse_count, parse_positive_int
+
+if TYPE_CHECKING:
+    from computewise.estimate.quote import PriceRequest
 
 app = typer.Typer(help="Estimate memory, FLOPs, time, cost, energy and CO2 of one configuration.", no_args_is_help=True)
 
@@ -66,93 +66,124 @@ CalibrationOption = Annotated[
         help="A calibration file from `computewise bench --save` (default: the one saved for --gpu, if any).",
     ),
 ]
+_Pricing = Annotated[str, typer.Option(help="on-demand, spot, reserved-1y, reserved-3y or on-prem.")]
+_Region = Annotated[str | None, typer.Option(help="Price in this region only.")]
+_Instance = Annotated[str | None, typer.Option(help="Price this instance type.")]
+
+# The flags of estimate train, one type each, so the verb's signature reads in a screen.
+_Gpus = Annotated[str, typer.Option("--gpus", "-n", help="Number of accelerators.")]
+_MicroBatch = Annotated[str, typer.Option(help="Sequences per device per micro-step.")]
+_GlobalBatch = Annotated[
+    str | None,
+    typer.Option(
+        help="Sequences per optimizer step. Default: about 1M tokens at 8B parameters, growing with the model "
+        "(as plan train), rounded to a multiple of dp*micro-batch."
+    ),
+]
+_TrainPrecision = Annotated[str, typer.Option(help="auto (bf16, else fp16), bf16, fp16, fp32 or fp8.")]
+_Recompute = Annotated[
+    str,
+    typer.Option(
+        help="Activation recomputation: none, selective (Megatron's: the attention core), full, or "
+        "op-selective (PyTorch's op-level selective checkpointing as torchtitan runs it: every other "
+        "matmul's output and attention's output kept, the rest recomputed).",
+    ),
+]
+_FlashAttention = Annotated[
+    bool, typer.Option(hidden=True, help="Older name: --no-flash-attention is --attention unfused.")
+]
+_Attention = Annotated[
+    str | None,
+    typer.Option(
+        help="The attention kernel: flash (FlashAttention-2's CUDA kernels, as PyTorch SDPA, flash-attn and "
+        "Megatron run it), triton (FlashAttention written in Triton, e.g. llm-foundry's attn_impl triton: the "
+        "same memory, slower), flash-v1 (flash-attn 1.x or xformers' memory-efficient attention, as LLaMA "
+        "trained: the same memory, slower still) or unfused (the score matrix stored); default flash.",
+    ),
+]
+_TrainFramework = Annotated[
+    str,
+    typer.Option(
+        help="The code that runs the step, which decides its memory and its kernels: pytorch (autocast over "
+        "fp32 weights: plain AMP loops, FSDP, Lightning), transformers (the same layout in Hugging Face "
+        "modules: HF Trainer, PEFT; unfused norms and rotary, many more kernel launches), megatron (16-bit "
+        "weights and activations, fp32 master copy in the optimizer, fused kernels), or auto: megatron when "
+        "tp, pp, cp or ep > 1, else pytorch."
+    ),
+]
+_Mfu = Annotated[
+    float | None,
+    typer.Option(parser=bounded_float("--mfu"), help="Achieved fraction of peak FLOP/s, e.g. from one measured step."),
+]
 
 
-@app.command("train")
-def train(
-    model_name: ModelOption,
-    gpu: GpuOption,
-    gpus: Annotated[str, typer.Option("--gpus", "-n", help="Number of accelerators.")] = "1",
-    tokens: TokensOption = None,
-    seq_len: SeqLenOption = None,
-    micro_batch: Annotated[str, typer.Option(help="Sequences per device per micro-step.")] = "1",
-    global_batch: Annotated[
-        str | None,
-        typer.Option(
-            help="Sequences per optimizer step. Default: about 1M tokens at 8B parameters, growing with the model "
-            "(as plan train), rounded to a multiple of dp*micro-batch."
-        ),
-    ] = None,
-    precision: Annotated[str, typer.Option(help="auto (bf16, else fp16), bf16, fp16, fp32 or fp8.")] = "auto",
-    optimizer: OptimizerOption = "adamw",
-    zero: Annotated[int, typer.Option(parser=bounded_int("--zero"), help="ZeRO stage 0-3 (3 = FSDP full shard).")] = 0,
-    tp: Annotated[int, typer.Option(parser=bounded_int("--tp"), help="Tensor-parallel degree.")] = 1,
-    pp: Annotated[int, typer.Option(parser=bounded_int("--pp"), help="Pipeline-parallel degree.")] = 1,
+@dataclass(frozen=True)
+class _Layout(FlagGroup):
+    """How estimate train splits the model over the GPUs; dp is what the GPUs leave (the library's to work out)."""
+
+    zero: Annotated[int, typer.Option(parser=bounded_int("--zero"), help="ZeRO stage 0-3 (3 = FSDP full shard).")] = 0
+    tp: Annotated[int, typer.Option(parser=bounded_int("--tp"), help="Tensor-parallel degree.")] = 1
+    pp: Annotated[int, typer.Option(parser=bounded_int("--pp"), help="Pipeline-parallel degree.")] = 1
     cp: Annotated[
         int,
         typer.Option(parser=bounded_int("--cp"), help="Context-parallel degree: each sequence split over cp ranks."),
-    ] = 1,
+    ] = 1
     ep: Annotated[
         int, typer.Option(parser=bounded_int("--ep"), help="Expert-parallel degree for MoE models (within dp*cp).")
-    ] = 1,
+    ] = 1
     virtual_stages: Annotated[
         int,
         typer.Option(
             parser=bounded_int("--virtual-stages"),
             help="Model chunks per pipeline rank; > 1 is the interleaved 1F1B schedule.",
         ),
-    ] = 1,
-    sequence_parallel: Annotated[bool, typer.Option(help="Shard activations over tp too.")] = False,
-    recompute: Annotated[
-        str,
-        typer.Option(
-            help="Activation recomputation: none, selective (Megatron's: the attention core), full, or "
-            "op-selective (PyTorch's op-level selective checkpointing as torchtitan runs it: every other "
-            "matmul's output and attention's output kept, the rest recomputed).",
-        ),
-    ] = "none",
-    flash_attention: Annotated[
-        bool, typer.Option(hidden=True, help="Older name: --no-flash-attention is --attention unfused.")
-    ] = True,
-    attention: Annotated[
-        str | None,
-        typer.Option(
-            help="The attention kernel: flash (FlashAttention-2's CUDA kernels, as PyTorch SDPA, flash-attn and "
-            "Megatron run it), triton (FlashAttention written in Triton, e.g. llm-foundry's attn_impl triton: the "
-            "same memory, slower) or unfused (the score matrix stored); default flash.",
-        ),
-    ] = None,
-    framework: Annotated[
-        str,
-        typer.Option(
-            help="The code that runs the step, which decides its memory and its kernels: pytorch (autocast over "
-            "fp32 weights: plain AMP loops, FSDP, Lightning), transformers (the same layout in Hugging Face "
-            "modules: HF Trainer, PEFT; unfused norms and rotary, many more kernel launches), megatron (16-bit "
-            "weights and activations, fp32 master copy in the optimizer, fused kernels), or auto: megatron when "
-            "tp, pp, cp or ep > 1, else pytorch."
-        ),
-    ] = "auto",
-    execution: ExecutionOption = "eager",
-    pricing: Annotated[str, typer.Option(help="on-demand, spot, reserved-1y, reserved-3y or on-prem.")] = "on-demand",
+    ] = 1
+    sequence_parallel: Annotated[bool, typer.Option(help="Shard activations over tp too.")] = False
+
+    def parallelism(self) -> Parallelism:
+        return Parallelism(**dataclasses.asdict(self))
+
+
+@dataclass(frozen=True)
+class _TrainPrice(FlagGroup):
+    """Where estimate train rents its GPUs, as the library's ``PriceRequest``."""
+
+    pricing: _Pricing = "on-demand"
     cloud: Annotated[
         str | None, typer.Option(help="Price on this cloud only (aws, gcp, azure, lambda, coreweave).")
-    ] = None,
-    region: Annotated[str | None, typer.Option(help="Price in this region only.")] = None,
-    instance: Annotated[str | None, typer.Option(help="Price this instance type.")] = None,
-    mfu: Annotated[
-        float | None,
-        typer.Option(
-            parser=bounded_float("--mfu"), help="Achieved fraction of peak FLOP/s, e.g. from one measured step."
-        ),
-    ] = None,
+    ] = None
+    region: _Region = None
+    instance: _Instance = None
+
+    def request(self) -> PriceRequest:
+        from computewise.estimate.quote import PriceRequest
+
+        return PriceRequest(None, self.instance, self.cloud, self.region, choice(self.pricing, PRICINGS, "--pricing"))
+
+
+@app.command("train")
+@flag_groups
+def train(
+    *,
+    model_name: ModelOption,
+    gpu: GpuOption,
+    gpus: _Gpus = "1",
+    tokens: TokensOption = None,
+    seq_len: SeqLenOption = None,
+    micro_batch: _MicroBatch = "1",
+    global_batch: _GlobalBatch = None,
+    precision: _TrainPrecision = "auto",
+    optimizer: OptimizerOption = "adamw",
+    layout: _Layout,
+    recompute: _Recompute = "none",
+    flash_attention: _FlashAttention = True,
+    attention: _Attention = None,
+    framework: _TrainFramework = "auto",
+    execution: ExecutionOption = "eager",
+    price: _TrainPrice,
+    mfu: _Mfu = None,
     method: MethodOption = "full",
-    lora_rank: LoraRankOption = None,
-    lora_alpha: LoraAlphaOption = None,
-    lora_targets: LoraTargetsOption = None,
-    trained_modules: TrainedModulesOption = None,
-    adapter_precision: AdapterPrecisionOption = None,
-    quant_type: QuantTypeOption = None,
-    double_quant: DoubleQuantOption = None,
+    finetune: FineTuneFlags,
     catalog_paths: CatalogOption = None,
     calibration: CalibrationOption = None,
     as_json: JsonOption = False,
@@ -160,118 +191,86 @@ def train(
 ) -> None:
     """Memory per device, FLOPs, time, cost, energy and CO2 of one training configuration."""
     from computewise.catalog.calibration import calibration_catalog_paths, calibration_for
-    from computewise.estimate import estimate_train
-    from computewise.estimate.layout import default_framework
-    from computewise.estimate.train import default_global_batch, default_global_batch_note
+    from computewise.estimate.request import TrainEstimateRequest, estimate_train_request
     from computewise.report.html import estimate_html
     from computewise.report.terminal import print_estimate
-    from computewise.specs import EXECUTIONS, FRAMEWORKS, OPTIMIZERS, PRICINGS, RECOMPUTES
 
     catalog, assumptions = load([*(catalog_paths or ()), *calibration_catalog_paths(calibration)])
     spec = model(model_name)
     accelerator = catalog.accelerator(gpu)
-    measured = calibration_for(accelerator.slug, calibration, accelerator.aliases)
-    n_gpus = parse_positive_int(gpus, "--gpus")
-    if n_gpus % (tp * pp * cp):
-        raise InputError(
-            f"tp*pp*cp = {tp * pp * cp} does not divide --gpus {n_gpus}, so dp = gpus/(tp*pp*cp) is not whole",
-            "choose --tp, --pp and --cp whose product divides --gpus",
-        )
-    dp = n_gpus // (tp * pp * cp)
-    seq = sequence_length(seq_len, spec)
-    micro = parse_positive_int(micro_batch, "--micro-batch")
-    finetune = FineTuneFlags(
-        lora_rank, lora_alpha, lora_targets, trained_modules, adapter_precision, quant_type, double_quant
-    ).spec(method)
-    layout = Parallelism(
-        dp=dp,
-        tp=tp,
-        pp=pp,
-        zero=zero,
-        sequence_parallel=sequence_parallel,
-        cp=cp,
-        ep=ep,
-        virtual_stages=virtual_stages,
-    )
-    job = TrainJob(
-        tokens=training_tokens(tokens, spec),
-        seq_len=seq,
-        micro_batch=micro,
-        global_batch=parse_positive_int(global_batch, "--global-batch")
-        if global_batch is not None
-        else default_global_batch(seq, spec.params, step_multiple=dp * micro),
-        precision=_precision(precision, accelerator),
+    request = TrainEstimateRequest(
+        model=spec,
+        accelerator=accelerator,
+        gpus=parse_positive_int(gpus, "--gpus"),
+        layout=layout.parallelism(),
+        seq_len=sequence_length(seq_len, spec),
+        micro_batch=parse_positive_int(micro_batch, "--micro-batch"),
+        tokens=None if tokens is None else parse_count(tokens, "--tokens"),
+        global_batch=None if global_batch is None else parse_positive_int(global_batch, "--global-batch"),
+        precision=_precision(precision),
         optimizer=choice(optimizer, OPTIMIZERS, "--optimizer"),
         recompute=choice(recompute, RECOMPUTES, "--recompute"),
         attention=_attention_kernel(attention, flash_attention),
-        framework=default_framework(layout, finetune)
-        if framework == "auto"
-        else choice(framework, FRAMEWORKS, "--framework"),
+        framework=None if framework == "auto" else choice(framework, FRAMEWORKS, "--framework"),
         execution=choice(execution, EXECUTIONS, "--execution"),
-        finetune=finetune,
-    )
-    result = estimate_train(
-        spec,
-        accelerator,
-        n_gpus,
-        job,
-        layout,
-        catalog,
-        assumptions,
-        pricing=choice(pricing, PRICINGS, "--pricing"),
-        cloud=cloud,
-        region=region,
-        instance_type=instance,
+        finetune=finetune.spec(method),
+        price=price.request(),
         utilization=mfu,
-        calibration=measured,
+        calibration=calibration_for(accelerator.slug, calibration, accelerator.aliases),
     )
-    defaults = (
-        *([] if global_batch is not None else [default_global_batch_note(job.global_batch, seq)]),
-        *([] if tokens else [f"--tokens not given: 20 tokens per parameter ({job.tokens:.3g}), Chinchilla-optimal"]),
-    )
-    emit(replace(result, notes=(*result.notes, *defaults)), as_json, html, print_estimate, estimate_html)
+    emit(estimate_train_request(request, catalog, assumptions), as_json, html, print_estimate, estimate_html)
+
+
+# The flags of estimate infer.
+_ReplicaGpus = Annotated[
+    int,
+    typer.Option("--gpus", "-n", parser=bounded_int("--gpus"), help="Accelerators per replica (tensor parallel)."),
+]
+_Batch = Annotated[
+    str, typer.Option("--batch-size", "--batch", help="Requests per batch: sequences, or images for an image model.")
+]
+_InputLen = Annotated[
+    str | None,
+    typer.Option(
+        "--input-len",
+        "--context-len",
+        help="Prompt tokens per sequence (default 1024), or an encoder's tokens per sequence (default: the "
+        "model's, at most 4096). Not for image models.",
+    ),
+]
+_OutputLen = Annotated[
+    str | None, typer.Option(help="Generated tokens per sequence (default 256). Only for models that generate.")
+]
+_WeightPrecision = Annotated[str, typer.Option(help="Weights: auto (bf16, else fp16), bf16, fp16, fp32, fp8.")]
+_KvPrecision = Annotated[
+    str | None, typer.Option(help="KV cache: bf16 (default), fp16 or fp8. Only for models that generate.")
+]
+_InferFramework = Annotated[
+    str,
+    typer.Option(
+        help="pytorch (a generate() loop: only the last position's logits are kept) or transformers "
+        "(a plain Hugging Face forward: every position's logits, more kernel launches).",
+    ),
+]
+_Cloud = Annotated[str | None, typer.Option(help="Price on this cloud only.")]
 
 
 @app.command("infer")
 def infer(
     model_name: ModelOption,
     gpu: GpuOption,
-    gpus: Annotated[
-        int,
-        typer.Option("--gpus", "-n", parser=bounded_int("--gpus"), help="Accelerators per replica (tensor parallel)."),
-    ] = 1,
-    batch: Annotated[
-        str,
-        typer.Option("--batch-size", "--batch", help="Requests per batch: sequences, or images for an image model."),
-    ] = "1",
-    context_len: Annotated[
-        str | None,
-        typer.Option(
-            "--input-len",
-            "--context-len",
-            help="Prompt tokens per sequence (default 1024), or an encoder's tokens per sequence (default: the "
-            "model's, at most 4096). Not for image models.",
-        ),
-    ] = None,
-    output_len: Annotated[
-        str | None, typer.Option(help="Generated tokens per sequence (default 256). Only for models that generate.")
-    ] = None,
-    precision: Annotated[str, typer.Option(help="Weights: auto (bf16, else fp16), bf16, fp16, fp32, fp8.")] = "auto",
-    kv_precision: Annotated[
-        str | None, typer.Option(help="KV cache: bf16 (default), fp16 or fp8. Only for models that generate.")
-    ] = None,
-    framework: Annotated[
-        str,
-        typer.Option(
-            help="pytorch (a generate() loop: only the last position's logits are kept) or transformers "
-            "(a plain Hugging Face forward: every position's logits, more kernel launches).",
-        ),
-    ] = "pytorch",
+    gpus: _ReplicaGpus = 1,
+    batch: _Batch = "1",
+    context_len: _InputLen = None,
+    output_len: _OutputLen = None,
+    precision: _WeightPrecision = "auto",
+    kv_precision: _KvPrecision = None,
+    framework: _InferFramework = "pytorch",
     execution: ExecutionOption = "eager",
-    pricing: Annotated[str, typer.Option(help="on-demand, spot, reserved-1y, reserved-3y or on-prem.")] = "on-demand",
-    cloud: Annotated[str | None, typer.Option(help="Price on this cloud only.")] = None,
-    region: Annotated[str | None, typer.Option(help="Price in this region only.")] = None,
-    instance: Annotated[str | None, typer.Option(help="Price this instance type.")] = None,
+    pricing: _Pricing = "on-demand",
+    cloud: _Cloud = None,
+    region: _Region = None,
+    instance: _Instance = None,
     catalog_paths: CatalogOption = None,
     as_json: JsonOption = False,
     html: HtmlOption = None,
@@ -281,85 +280,31 @@ def infer(
     A model that generates (a decoder) is timed by its first token and each output token; an image or
     encoder model answers a batch of images or sequences in one forward pass.
     """
-    from computewise.estimate import estimate_infer
+    from computewise.estimate.quote import PriceRequest
+    from computewise.estimate.request import KV_PRECISIONS, InferEstimateRequest, estimate_infer_request
     from computewise.report.html import estimate_html
     from computewise.report.terminal import print_estimate
-    from computewise.specs import EXECUTIONS, PRICINGS
 
     catalog, assumptions = load(catalog_paths)
-    spec = model(model_name)
-    accelerator = catalog.accelerator(gpu)
-    if gpus < 1:
-        raise InputError(f"--gpus must be at least 1, got {gpus}", "use --gpus 1 for one device per replica")
-    input_len, generated, kv_bytes = _request_shape(spec, context_len, output_len, kv_precision)
-    job = InferJob(
+    request = InferEstimateRequest(
+        model=model(model_name),
+        accelerator=catalog.accelerator(gpu),
+        tp=gpus,
         batch=parse_positive_int(batch, "--batch-size"),
-        context_len=input_len,
-        output_len=generated,
-        precision=_precision(precision, accelerator),
-        kv_cache_bytes_per_value=kv_bytes,
+        input_len=None if context_len is None else parse_positive_int(context_len, "--input-len"),
+        output_len=None if output_len is None else parse_positive_int(output_len, "--output-len"),
+        kv_precision=None if kv_precision is None else choice(kv_precision, KV_PRECISIONS, "--kv-precision"),
+        precision=_precision(precision),
         framework=choice(framework, ("pytorch", "transformers"), "--framework"),
         execution=choice(execution, EXECUTIONS, "--execution"),
+        price=PriceRequest(None, instance, cloud, region, choice(pricing, PRICINGS, "--pricing")),
     )
-    result = estimate_infer(
-        spec,
-        accelerator,
-        job,
-        catalog,
-        assumptions,
-        tp=gpus,
-        pricing=choice(pricing, PRICINGS, "--pricing"),
-        cloud=cloud,
-        region=region,
-        instance_type=instance,
-    )
-    emit(result, as_json, html, print_estimate, estimate_html)
+    emit(estimate_infer_request(request, catalog, assumptions), as_json, html, print_estimate, estimate_html)
 
 
-def _request_shape(
-    spec: ModelSpec, input_len: str | None, output_len: str | None, kv_precision: str | None
-) -> tuple[int, int, float]:
-    """(tokens per input, generated tokens, KV-cache bytes per value) of one request.
-
-    A model that generates reads a prompt and writes tokens into its KV cache. An image or encoder
-    model answers each input in one forward pass: it has no output and no cache, and an image's
-    tokens are fixed by its size, so flags that would change them are refused rather than ignored.
-    """
-    from computewise.estimate.single import input_kind
-
-    kind = input_kind(spec)
-    if kind is None:
-        input_tokens = parse_positive_int("1024" if input_len is None else input_len, "--input-len")
-        generated = parse_positive_int("256" if output_len is None else output_len, "--output-len")
-        kv = choice("bf16" if kv_precision is None else kv_precision, ("bf16", "fp16", "fp8"), "--kv-precision")
-        return input_tokens, generated, 1.0 if kv == "fp8" else 2.0
-    given = [
-        flag
-        for flag, value in (
-            ("--input-len/--context-len", None if kind == "sequences" else input_len),
-            ("--output-len", output_len),
-            ("--kv-precision", kv_precision),
-        )
-        if value is not None
-    ]
-    if given:
-        raise InputError(
-            f"{spec.name} is {'an' if spec.architecture[0] in 'aeiou' else 'a'} {spec.architecture} model: it reads "
-            f"{kind}, a batch in one forward pass, and generates no tokens, so {' and '.join(given)} "
-            f"{'does' if len(given) == 1 else 'do'} not apply",
-            f"leave out {' and '.join(given)}; --batch sets the {kind} per batch"
-            + (", --input-len the tokens per sequence" if kind == "sequences" else ""),
-        )
-    if input_len is not None:
-        return parse_positive_int(input_len, "--input-len"), 0, 2.0
-    return sequence_length(None, spec), 0, 2.0
-
-
-def _precision(text: str, accelerator: Accelerator) -> Precision:
-    from computewise.estimate.single import default_precision
-    from computewise.specs import PRECISIONS
-
-    return default_precision(accelerator) if text == "auto" else choice(text, PRECISIONS, "--precision")
+def _precision(text: str) -> Precision | None:
+    """--precision: None for auto, which the library reads as the accelerator's default."""
+    return None if text == "auto" else choice(text, PRECISIONS, "--precision")
 
 
 @app.command("comm")

@@ -25,6 +25,7 @@ class Assumptions:
     slowest_device_share: float  # a synchronous multi-device step waits for its slowest device
     attention_share_of_matmul: float  # fused attention's rate over a large GEMM's
     triton_attention_share_of_flash: float  # FlashAttention in Triton over FlashAttention-2's CUDA kernels
+    flash_v1_attention_share_of_flash: float  # the first FlashAttention (and xformers') over FlashAttention-2
     stream_bandwidth_fraction: float  # an elementwise kernel's share of the data sheet's bandwidth
     kernel_floor_s: float
     host_s_per_kernel_eager: float

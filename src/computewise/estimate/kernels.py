@@ -62,7 +62,6 @@ __all__ = [
 _MEGATRON = float(FRAMEWORKS.index("megatron"))
 _TRANSFORMERS = float(FRAMEWORKS.index("transformers"))
 _COMPILE = float(EXECUTIONS.index("compile"))
-_TRITON_ATTENTION = float(ATTENTION_KERNELS.index("triton"))
 _GRAPHS = float(EXECUTIONS.index("cuda-graphs"))
 
 # A GEMM whose output has fewer than this many elements leaves SMs idle (132 SMs x 128 x 128 tiles
@@ -93,9 +92,11 @@ class KernelRates:
 
     gemm_flops: FloatArray  # a large GEMM at the job's precision
     attention_flops: FloatArray  # fused attention (FlashAttention-2), forward
-    triton_attention_flops: FloatArray  # FlashAttention written in Triton, forward
     stream_bytes_per_s: FloatArray  # an elementwise kernel's HBM bandwidth
     kernel_floor_s: FloatArray  # device time of the smallest kernel
+    # Each fused kernel's rate over FlashAttention-2's, in ATTENTION_KERNELS order (unfused attention is
+    # timed as its GEMMs and softmax instead, so its entry is never read).
+    attention_shares: tuple[float, ...]
 
     @classmethod
     def of(
@@ -121,12 +122,25 @@ class KernelRates:
         return cls(
             gemm_flops=gemm_flops,
             attention_flops=gemm_flops * assumptions.attention_share_of_matmul,
-            triton_attention_flops=gemm_flops
-            * assumptions.attention_share_of_matmul
-            * assumptions.triton_attention_share_of_flash,
             stream_bytes_per_s=np.where(bandwidth > 0, bandwidth * col(stream), np.inf),
             kernel_floor_s=col(assumptions.kernel_floor_s),
+            attention_shares=_attention_shares(assumptions),
         )
+
+    def fused_attention_flops(self, attention: FloatArray) -> FloatArray:
+        """The forward rate of each row's fused attention kernel (``attention``: its ATTENTION_KERNELS index)."""
+        shares: FloatArray = np.asarray(self.attention_shares)[col(attention).astype(np.intp)]
+        return self.attention_flops * shares
+
+
+def _attention_shares(assumptions: Assumptions) -> tuple[float, ...]:
+    """Each fused attention kernel's rate over FlashAttention-2's CUDA kernels, from the catalog's assumptions."""
+    shares: dict[str, float] = {
+        "flash": 1.0,
+        "triton": assumptions.triton_attention_share_of_flash,
+        "flash-v1": assumptions.flash_v1_attention_share_of_flash,
+    }
+    return tuple(shares.get(kernel, 1.0) for kernel in ATTENTION_KERNELS)
 
 
 def profile_shares(profile: KernelProfile | None, dtype: str, assumptions: Assumptions) -> tuple[float, float]:
@@ -339,8 +353,9 @@ def _layer_forward(
     heads = model.heads / col(tp)
     d = float(model.attention_head_dim)
     core_flops = 4.0 * tokens * attended * heads * d
-    fused_rate = np.where(col(attention) == _TRITON_ATTENTION, rates.triton_attention_flops, rates.attention_flops)
-    fused_core = StepKernels(core_flops / fused_rate + rates.kernel_floor_s, col(1.0) + 0.0 * tokens)
+    fused_core = StepKernels(
+        core_flops / rates.fused_attention_flops(attention) + rates.kernel_floor_s, col(1.0) + 0.0 * tokens
+    )
     # Unfused attention: QK^T and PV as batched GEMMs, softmax (and dropout) over the a*s^2 scores.
     drop = 0.0 if model.gated_ffn else 1.0
     scores_bytes = tokens * heads * 2.0 * attended * (2 * act + drop * (2 * act + 1))
@@ -493,7 +508,6 @@ def distinct_training_kernels(
     rate_columns = (
         rates.gemm_flops,
         rates.attention_flops,
-        rates.triton_attention_flops,
         rates.stream_bytes_per_s,
         rates.kernel_floor_s,
     )
@@ -502,10 +516,9 @@ def distinct_training_kernels(
         return training_kernels(model, *columns, rates, adapters)
     full = [np.broadcast_to(col(c), shape) for c in (*columns, *rate_columns)]
     first, index = _distinct_rows(full)
-    (t, s, lay, a, tp_, sp_, att, rec, fw, ex, head, gemm, flash, triton, stream, floor) = (c[first] for c in full)
-    micro = training_kernels(
-        model, t, s, lay, a, tp_, sp_, att, rec, fw, ex, head, KernelRates(gemm, flash, triton, stream, floor), adapters
-    )
+    (t, s, lay, a, tp_, sp_, att, rec, fw, ex, head, gemm, flash, stream, floor) = (c[first] for c in full)
+    distinct_rates = KernelRates(gemm, flash, stream, floor, rates.attention_shares)
+    micro = training_kernels(model, t, s, lay, a, tp_, sp_, att, rec, fw, ex, head, distinct_rates, adapters)
     return MicrobatchKernels(plain=micro.plain.take(index), recomputed=micro.recomputed.take(index))
 
 

@@ -255,6 +255,8 @@ def _job(
         parts.append(f"recompute {recompute}")
     if attention == "triton":
         parts.append("Triton flash attention")
+    elif attention == "flash-v1":
+        parts.append("FlashAttention-1")
     elif attention == "flash":
         parts.append("flash attention")
     if framework is not None:

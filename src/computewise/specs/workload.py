@@ -52,10 +52,12 @@ FRAMEWORKS: tuple[Framework, ...] = ("megatron", "pytorch", "transformers")
 Execution = Literal["eager", "compile", "cuda-graphs"]
 EXECUTIONS: tuple[Execution, ...] = ("eager", "compile", "cuda-graphs")
 # The attention kernel: none fused (the score matrix materialised), FlashAttention-2's CUDA kernels
-# (what PyTorch's SDPA, flash-attn and Megatron run), or FlashAttention written in Triton (llm-foundry's
-# attn_impl triton, ALiBi through a bias), which holds the same memory and runs slower.
-AttentionKernel = Literal["unfused", "flash", "triton"]
-ATTENTION_KERNELS: tuple[AttentionKernel, ...] = ("unfused", "flash", "triton")
+# (what PyTorch's SDPA, flash-attn and Megatron run), FlashAttention written in Triton (llm-foundry's
+# attn_impl triton, ALiBi through a bias), or the first FlashAttention (flash-attn 1.x, and xformers'
+# memory-efficient attention with its backward, as LLaMA trained in 2023). The fused kernels hold the
+# same memory; the older and the Triton ones run slower.
+AttentionKernel = Literal["unfused", "flash", "triton", "flash-v1"]
+ATTENTION_KERNELS: tuple[AttentionKernel, ...] = ("unfused", "flash", "triton", "flash-v1")
 
 
 @dataclass(frozen=True)
