@@ -8,7 +8,7 @@ allocation sequence of each memory row measured on a real H100 (``benchmarks/dat
 h100-2026-11-26``: the project's PyTorch ladder in ``validate.json`` and Hugging Face
 ``LlamaForCausalLM`` in ``hf-llama/truth.jsonl``) and runs it through a model of the allocator's
 placement rules, so the estimator's reserved figure (``estimate/memory.py``,
-``training_fragmentation_bytes`` and ``inference_fragmentation_bytes``) can be checked against a
+``training_fragmentation_bytes`` and ``prefill_memory``'s fragmentation) can be checked against a
 mechanism as well as against the measurements, and the mechanism against the measurements.
 
 Method

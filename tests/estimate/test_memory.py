@@ -10,11 +10,11 @@ from computewise.catalog import Catalog
 from computewise.estimate import Assumptions, estimate_train
 from computewise.estimate.arrays import col
 from computewise.estimate.memory import (
-    activation_bytes,
     activation_parts,
     expert_params,
     framework_state_bytes,
     model_state_bytes,
+    peak_activations,
 )
 from computewise.specs import Framework, ModelSpec, Parallelism, Precision, Recompute, TrainJob
 
@@ -207,7 +207,7 @@ def test_context_parallelism_halves_a_long_sequences_activations() -> None:
     assert _parts_first(BARE, cp=2.0) == pytest.approx(_parts_first(BARE) / 2, rel=1e-12)
     # Ring attention's K/V buffers are transient and small: under 1 % of the kept activations.
     args = [col(32768.0), col(1.0), col(1.0), col(1.0), col(0.0), col(0.0), col(1.0), col(2.0), col(1.0)]
-    with_ring = float(activation_bytes(BARE, *args, cp=col(2.0)))
+    with_ring = float(peak_activations(activation_parts(BARE, *args, cp=col(2.0))))
     assert with_ring == pytest.approx(_parts_first(BARE, cp=2.0), rel=0.01)
 
 

@@ -6,7 +6,7 @@ import pytest
 
 from computewise.estimate.arrays import col
 from computewise.estimate.flops import training_flops_per_token
-from computewise.estimate.memory import activation_bytes, kv_cache_bytes, model_state_bytes
+from computewise.estimate.memory import activation_parts, kv_cache_bytes, model_state_bytes, peak_activations
 from computewise.specs import ModelSpec
 
 GB = 1e9
@@ -90,17 +90,19 @@ def _gpt3_175b(vocab_size: int = 0) -> ModelSpec:
 
 def _activations(model: ModelSpec, *, tp: int, sequence_parallel: bool, recompute: int, flash: bool = False) -> float:
     return float(
-        activation_bytes(
-            model,
-            col(2048.0),
-            col(1.0),
-            tp=col(float(tp)),
-            pp=col(1.0),
-            sequence_parallel=col(float(sequence_parallel)),
-            recompute=col(float(recompute)),
-            flash_attention=col(float(flash)),
-            act_bytes=col(2.0),
-            microbatches_per_step=col(1.0),
+        peak_activations(
+            activation_parts(
+                model,
+                col(2048.0),
+                col(1.0),
+                tp=col(float(tp)),
+                pp=col(1.0),
+                sequence_parallel=col(float(sequence_parallel)),
+                recompute=col(float(recompute)),
+                flash_attention=col(float(flash)),
+                act_bytes=col(2.0),
+                microbatches_per_step=col(1.0),
+            )
         )
     )
 

@@ -21,9 +21,8 @@ from computewise.estimate.flops import attention_flops_per_token, forward_flops_
 from computewise.estimate.kernels import HostCosts, KernelRates, decode_kernels, prefill_kernels
 from computewise.estimate.memory import (
     MemoryBreakdown,
-    inference_fragmentation_bytes,
-    inference_workspace_bytes,
     kv_cache_bytes,
+    prefill_memory,
     with_overhead,
 )
 from computewise.specs import EXECUTIONS, FRAMEWORKS, ModelSpec
@@ -94,16 +93,10 @@ def evaluate_infer(model: ModelSpec, rows: InferRows, assumptions: Assumptions) 
     weights = model.params * rows.weight_bytes / tp
     final_tokens = rows.context_len + rows.output_len
     kv_cache = kv_cache_bytes(model, batch, final_tokens, rows.kv_bytes, tp)
-    workspace = inference_workspace_bytes(model, batch, rows.context_len, rows.act_bytes, tp, rows.all_logits)
+    transient = prefill_memory(model, batch, rows.context_len, rows.act_bytes, tp, rows.all_logits)
     zero = col(0.0) * tp
     memory = with_overhead(
-        weights,
-        zero,
-        zero,
-        workspace,
-        kv_cache,
-        inference_fragmentation_bytes(model, batch, rows.context_len, rows.act_bytes, tp, rows.all_logits),
-        assumptions.runtime_overhead_bytes,
+        weights, zero, zero, transient.workspace, kv_cache, transient.fragmentation, assumptions.runtime_overhead_bytes
     )
 
     per_token = 2.0 * matmul_params(model)

@@ -29,7 +29,7 @@ docs/ACCURACY.md) and checked against real H100 runs of Hugging Face's ``LlamaFo
 
 The reserved peak (``max_memory_reserved``, what an out-of-memory error is decided by) adds what the
 caching allocator holds beyond the live blocks (``training_fragmentation_bytes``,
-``inference_fragmentation_bytes``), from how PyTorch's ``CUDACachingAllocator`` places blocks: it
+``prefill_memory``), from how PyTorch's ``CUDACachingAllocator`` places blocks: it
 never returns a segment, carves each request from the smallest cached free block that fits (best
 fit), and otherwise takes a fresh segment of the request's size (rounded to 2 MiB; requests of 1-10
 MiB share 20 MiB segments, smaller ones 2 MiB segments).
@@ -66,21 +66,20 @@ __all__ = [
     "TRAINING_WORKSPACE_BYTES",
     "ActivationParts",
     "MemoryBreakdown",
+    "PrefillMemory",
     "StateBytes",
     "TrainingPeak",
-    "activation_bytes",
     "activation_parts",
     "bytes_per_value",
     "expert_params",
     "framework_state_bytes",
-    "inference_fragmentation_bytes",
-    "inference_workspace_bytes",
     "kv_cache_bytes",
     "layer_terms",
     "model_state_bytes",
     "optimizer_bytes_per_param",
     "optimizer_state_bytes",
     "peak_activations",
+    "prefill_memory",
     "training_fragmentation_bytes",
     "training_peak_bytes",
     "with_overhead",
@@ -469,47 +468,6 @@ def activation_parts(
     )
 
 
-def activation_bytes(
-    model: ModelSpec,
-    seq_len: FloatArray,
-    micro_batch: FloatArray,
-    tp: FloatArray,
-    pp: FloatArray,
-    sequence_parallel: FloatArray,
-    recompute: FloatArray,
-    flash_attention: FloatArray,
-    act_bytes: FloatArray,
-    microbatches_per_step: FloatArray,
-    *,
-    framework: FloatArray | None = None,
-    cp: FloatArray | None = None,
-    virtual_stages: FloatArray | None = None,
-) -> FloatArray:
-    """Peak activation bytes per device for one optimizer step: the larger stage's saved activations
-    plus the larger transient (a rebuilt layer, or the loss's 12 bytes per logit, never together).
-
-    The first pipeline stage holds min(pp, micro-batches) micro-batches of its L/pp layers, so its
-    peak equals L layers of one micro-batch (Korthikanti et al. section 4.2.3); the last stage
-    holds the logits.
-    """
-    parts = activation_parts(
-        model,
-        seq_len,
-        micro_batch,
-        tp,
-        pp,
-        sequence_parallel,
-        recompute,
-        flash_attention,
-        act_bytes,
-        microbatches_per_step,
-        framework=framework,
-        cp=cp,
-        virtual_stages=virtual_stages,
-    )
-    return peak_activations(parts)
-
-
 def _loss_forward(parts: ActivationParts, logits: FloatArray) -> FloatArray:
     """Bytes a stage computing ``logits`` holds at its loss's forward beyond the saved activations."""
     return parts.logit_forward_bytes * logits + np.where(logits > 0, parts.model_output, 0.0)
@@ -676,27 +634,25 @@ def kv_cache_bytes(
     return 2.0 * decoder_layers * kv_heads_per_device * model.attention_head_dim * col(kv_bytes) * kept * col(batch)
 
 
-def _prefill_terms(
-    model: ModelSpec, batch: FloatArray, prompt_len: FloatArray, act_bytes: FloatArray, tp: FloatArray
-) -> tuple[FloatArray, FloatArray, FloatArray]:
-    """A prefill's (widest layer's intermediates, head with every position's logits, last position's logits)."""
-    tokens = col(batch) * col(prompt_len)
-    width = 4 * model.hidden_size + (3 if model.gated_ffn else 2) * model.ffn_size * model.active_experts / col(tp)
-    layer = tokens * col(act_bytes) * width
-    head = tokens * col(act_bytes) * (model.hidden_size + model.vocab_size / col(tp))
-    last_logits = col(batch) * model.vocab_size * _LOSS_BYTES / col(tp)
-    return layer, head, last_logits
+@dataclass(frozen=True)
+class PrefillMemory:
+    """A prefill's transient bytes: what it allocates beyond the weights and the KV cache, and what the caching
+    allocator holds beyond that; one call gives both, since both come from the same layer and head terms."""
+
+    workspace: FloatArray
+    fragmentation: FloatArray
 
 
-def inference_workspace_bytes(
+def prefill_memory(
     model: ModelSpec,
     batch: FloatArray,
     prompt_len: FloatArray,
     act_bytes: FloatArray,
     tp: FloatArray,
     all_logits: FloatArray | None = None,
-) -> FloatArray:
-    """Transient bytes of a prefill: its widest layer's intermediates, the logits it keeps, cuBLAS's workspace.
+) -> PrefillMemory:
+    """Transient bytes of a prefill (``workspace``: its widest layer's intermediates, the logits it keeps,
+    cuBLAS's workspace) and the cached bytes its allocator holds beyond that allocated peak (``fragmentation``).
 
     Without autograd nothing is kept between layers, so a layer's peak is the widest single layer.
     ``all_logits`` (0/1, default 0) says which logits the forward returns. 0: the last position's
@@ -705,25 +661,8 @@ def inference_workspace_bytes(
     ``logits_to_keep=0`` and, without labels, no fp32 upcast in transformers 5); the forward then
     peaks at the LM head, whose input (the final norm's output) and output are live while the layers'
     transients are already freed.
-    """
-    if model.traced is not None and not model.is_transformer:
-        return model.traced.activation_bytes_per_sample * col(batch) * col(act_bytes) / model.traced.traced_dtype_bytes
-    layer, head, last_logits = _prefill_terms(model, batch, prompt_len, act_bytes, tp)
-    every = col(0.0) if all_logits is None else col(all_logits)
-    return np.where(every > 0, np.maximum(layer, head), layer + last_logits) + _BLAS_WORKSPACE_BYTES
 
-
-def inference_fragmentation_bytes(
-    model: ModelSpec,
-    batch: FloatArray,
-    prompt_len: FloatArray,
-    act_bytes: FloatArray,
-    tp: FloatArray,
-    all_logits: FloatArray | None = None,
-) -> FloatArray:
-    """Cached bytes a prefill's allocator holds beyond its allocated peak.
-
-    Every position's logits (``all_logits``) are one request larger than any block the layers freed,
+    Fragmentation: every position's logits are one request larger than any block the layers freed,
     so the head takes a fresh segment while the layers' segments stay cached: the allocator holds
     the widest layer and the head together, where the live peak is the larger of the two. With the
     last position's logits only, the allocated figure already counts both. No fitted constant.
@@ -734,10 +673,19 @@ def inference_fragmentation_bytes(
     prefills reserve 3-12 % more than this (``replay_allocator.py --bf16-weights``).
     """
     if model.traced is not None and not model.is_transformer:
-        return col(0.0) * col(batch)
-    layer, head, _ = _prefill_terms(model, batch, prompt_len, act_bytes, tp)
+        traced = model.traced
+        workspace = traced.activation_bytes_per_sample * col(batch) * col(act_bytes) / traced.traced_dtype_bytes
+        return PrefillMemory(workspace, col(0.0) * col(batch))
+    tokens = col(batch) * col(prompt_len)
+    width = 4 * model.hidden_size + (3 if model.gated_ffn else 2) * model.ffn_size * model.active_experts / col(tp)
+    layer = tokens * col(act_bytes) * width
+    head = tokens * col(act_bytes) * (model.hidden_size + model.vocab_size / col(tp))
+    last_logits = col(batch) * model.vocab_size * _LOSS_BYTES / col(tp)
     every = col(0.0) if all_logits is None else col(all_logits)
-    return np.where(every > 0, np.minimum(layer, head), 0.0)
+    return PrefillMemory(
+        workspace=np.where(every > 0, np.maximum(layer, head), layer + last_logits) + _BLAS_WORKSPACE_BYTES,
+        fragmentation=np.where(every > 0, np.minimum(layer, head), 0.0),
+    )
 
 
 def with_overhead(
@@ -751,7 +699,7 @@ def with_overhead(
     peak: FloatArray | None = None,
 ) -> MemoryBreakdown:
     """Add runtime overhead: the caching allocator's ``fragmentation`` (cached segments beyond the
-    live blocks at the peak: ``training_fragmentation_bytes``, ``inference_fragmentation_bytes``),
+    live blocks at the peak: ``training_fragmentation_bytes``, ``prefill_memory``),
     plus a fixed CUDA context that the allocator never sees.
 
     ``peak``: live tensor bytes at the step's peak when the parts do not all peak together.
