@@ -36,7 +36,6 @@ KNOWN: dict[tuple[str, str], str] = {
     ("models/flop_counter.py", "models/flop_counter.py"): "two __torch_dispatch__-style signatures",
     ("monitor/sampler.py", "monitor/watch.py"): "the start of two __init__ signatures",
     ("plan/federated.py", "plan/federated.py"): "the federated job's fields declared twice",
-    ("plan/train.py", "plan/train.py"): "two functions with the same parameters",
 }
 
 

@@ -534,56 +534,52 @@ def _calibrated(
     )
 
 
-def _evaluate(
-    model: ModelSpec,
-    c: TrainConstraints,
-    assumptions: Assumptions,
-    layouts: _Layouts,
-    memory: MemoryBreakdown,
-    hardware: Sequence[_Hardware],
-    layout_index: IntArray,
-    shape: IntArray,
-    adapters: Adapters | None,
-) -> TrainColumns:
-    """``evaluate_train`` on (layout, shape) rows."""
-    rows = layouts.rows.take(layout_index)
-    precision = layouts.precision[layout_index]
-    train_hardware = _train_hardware(hardware, shape, precision, assumptions)
-    calibrated = [(index, h.calibration) for index, h in enumerate(hardware) if h.calibration is not None]
-    if calibrated:
-        kinds = [h.accelerator.kind for h in hardware]
-        train_hardware = _calibrated(train_hardware, calibrated, shape, precision, model, rows, assumptions, kinds)
-    return evaluate_train(
-        model,
-        c.tokens,
-        rows,
-        train_hardware,
-        assumptions,
-        memory=_take_memory(memory, layout_index),
-        adapters=adapters,
-    )
+@dataclass(frozen=True)
+class _Timing:
+    """What timing one method's rows needs beyond the rows themselves: the model, the method's layouts, their
+    memory and adapters, and the machine shapes. Its rows are (layout, shape) index pairs, timed in chunks
+    for the search and again in full for the chosen ones."""
 
+    model: ModelSpec
+    c: TrainConstraints
+    assumptions: Assumptions
+    layouts: _Layouts
+    memory: MemoryBreakdown
+    hardware: Sequence[_Hardware]
+    adapters: Adapters | None
 
-def _times(
-    model: ModelSpec,
-    c: TrainConstraints,
-    assumptions: Assumptions,
-    layouts: _Layouts,
-    memory: MemoryBreakdown,
-    hardware: Sequence[_Hardware],
-    layout_index: IntArray,
-    shape: IntArray,
-    adapters: Adapters | None,
-) -> tuple[FloatArray, FloatArray]:
-    """(time without preemptions, time on spot) of every row, evaluated a chunk at a time."""
-    rows = len(layout_index)
-    base_s, spot_s = np.empty(rows), np.empty(rows)
-    for start in range(0, rows, _EVAL_CHUNK_ROWS):
-        part = slice(start, start + _EVAL_CHUNK_ROWS)
-        columns = _evaluate(model, c, assumptions, layouts, memory, hardware, layout_index[part], shape[part], adapters)
-        base_s[part] = columns.steps * columns.step_s
-        spot_s[part] = columns.time_s
-    return base_s, spot_s
+    def evaluate(self, layout_index: IntArray, shape: IntArray) -> TrainColumns:
+        """``evaluate_train`` on (layout, shape) rows."""
+        rows = self.layouts.rows.take(layout_index)
+        precision = self.layouts.precision[layout_index]
+        hardware, assumptions = self.hardware, self.assumptions
+        train_hardware = _train_hardware(hardware, shape, precision, assumptions)
+        calibrated = [(index, h.calibration) for index, h in enumerate(hardware) if h.calibration is not None]
+        if calibrated:
+            kinds = [h.accelerator.kind for h in hardware]
+            train_hardware = _calibrated(
+                train_hardware, calibrated, shape, precision, self.model, rows, assumptions, kinds
+            )
+        return evaluate_train(
+            self.model,
+            self.c.tokens,
+            rows,
+            train_hardware,
+            assumptions,
+            memory=_take_memory(self.memory, layout_index),
+            adapters=self.adapters,
+        )
+
+    def times(self, layout_index: IntArray, shape: IntArray) -> tuple[FloatArray, FloatArray]:
+        """(time without preemptions, time on spot) of every row, evaluated a chunk at a time."""
+        rows = len(layout_index)
+        base_s, spot_s = np.empty(rows), np.empty(rows)
+        for start in range(0, rows, _EVAL_CHUNK_ROWS):
+            part = slice(start, start + _EVAL_CHUNK_ROWS)
+            columns = self.evaluate(layout_index[part], shape[part])
+            base_s[part] = columns.steps * columns.step_s
+            spot_s[part] = columns.time_s
+        return base_s, spot_s
 
 
 def _fastest(time_s: FloatArray, sizes: IntArray) -> IntArray:
@@ -718,13 +714,14 @@ def _method_options(
     sizes = np.array([len(p) for p in pieces], dtype=np.int64)
     layout_index = np.concatenate(pieces) if pieces else np.empty(0, np.int64)
     shape = np.repeat(np.array([h for h, _ in units], dtype=np.int64), sizes)
-    base_s, spot_s = _times(model, c, assumptions, layouts, memory, hardware, layout_index, shape, adapters)
+    timing = _Timing(model, c, assumptions, layouts, memory, hardware, adapters)
+    base_s, spot_s = timing.times(layout_index, shape)
 
     # The fastest row of each unit, without preemptions and on spot; then their full columns.
     fastest = {False: _fastest(base_s, sizes), True: _fastest(spot_s, sizes)}
     chosen = np.unique(np.concatenate([fastest[False], fastest[True]]))
     chosen = chosen[chosen >= 0]
-    columns = _evaluate(model, c, assumptions, layouts, memory, hardware, layout_index[chosen], shape[chosen], adapters)
+    columns = timing.evaluate(layout_index[chosen], shape[chosen])
     position = {int(row): i for i, row in enumerate(chosen)}
     options: list[Option] = []
     for u, (h_index, n) in enumerate(units):
