@@ -32,8 +32,6 @@ MOST_LINES = 60
 LONG_VERBS: dict[str, str] = {
     # Their flags still become the library's request in the verb: each wants a typed request built by one
     # function and one library call, as plan serve has (plan/serve_request.py).
-    "estimate train": "161 lines",
-    "estimate infer": "81 lines",
     "plan train": "121 lines",
 }
 

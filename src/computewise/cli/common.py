@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import functools
+import inspect
 import json
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Protocol, TypeVar, get_type_hints
 
 import typer
 
@@ -264,18 +267,18 @@ def choice(value: str, allowed: tuple[Choice, ...], flag: str) -> Choice:
 
 def training_tokens(text: str | None, spec: ModelSpec) -> float:
     """--tokens, or 20 per parameter: the compute-optimal ratio of Hoffmann et al. 2022 (Chinchilla)."""
+    from computewise.estimate.request import chinchilla_tokens
     from computewise.units import parse_count
 
-    return parse_count(text, "--tokens") if text is not None else 20.0 * spec.params
+    return parse_count(text, "--tokens") if text is not None else chinchilla_tokens(spec)
 
 
 def sequence_length(text: str | None, spec: ModelSpec) -> int:
     """--seq-len, or the model's context capped at 4096; models without a sequence train on samples."""
+    from computewise.estimate.request import default_seq_len
     from computewise.units import parse_positive_int
 
-    if text is not None:
-        return parse_positive_int(text, "--seq-len")
-    return min(spec.max_seq_len, 4096) if spec.is_transformer else 1
+    return parse_positive_int(text, "--seq-len") if text is not None else default_seq_len(spec)
 
 
 def entry_config(text: str | None) -> dict[str, Any]:
@@ -373,21 +376,62 @@ DoubleQuantOption = Annotated[
 ]
 
 
+class FlagGroup:
+    """Flags that belong together, declared once for every verb that takes them: a frozen dataclass whose
+    fields are typed as a verb's parameters are (``Annotated[..., typer.Option(...)]``, with their defaults).
+
+    A verb decorated with :func:`flag_groups` takes the group as one parameter, the typed value the library
+    wants, instead of repeating its flags one by one in each signature."""
+
+
+def flag_groups(verb: Callable[..., None]) -> Callable[..., None]:
+    """``verb`` as Typer reads it: each parameter typed as a :class:`FlagGroup` is spread into the group's flags,
+    in its place (so ``--help`` lists them where the verb declares the group), and gathered back into the group
+    before ``verb`` is called."""
+    hints = get_type_hints(verb, include_extras=True)
+    parameters: list[inspect.Parameter] = []
+    groups: dict[str, tuple[type[FlagGroup], tuple[str, ...]]] = {}
+    for parameter in inspect.signature(verb).parameters.values():
+        hint = hints[parameter.name]
+        if not (isinstance(hint, type) and issubclass(hint, FlagGroup)):
+            parameters.append(parameter.replace(kind=inspect.Parameter.KEYWORD_ONLY, annotation=hint))
+            continue
+        flags = get_type_hints(hint, include_extras=True)
+        members = dataclasses.fields(hint)  # type: ignore[arg-type]  # a FlagGroup is a dataclass
+        groups[parameter.name] = (hint, tuple(member.name for member in members))
+        parameters += [
+            inspect.Parameter(
+                member.name, inspect.Parameter.KEYWORD_ONLY, default=member.default, annotation=flags[member.name]
+            )
+            for member in members
+        ]
+
+    @functools.wraps(verb)
+    def gathered(**given: Any) -> None:
+        for name, (group, members) in groups.items():
+            given[name] = group(**{member: given.pop(member) for member in members})
+        verb(**given)
+
+    gathered.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]  # what Typer reads
+    gathered.__annotations__ = {parameter.name: parameter.annotation for parameter in parameters}
+    return gathered
+
+
 @dataclass(frozen=True)
-class FineTuneFlags:
+class FineTuneFlags(FlagGroup):
     """The fine-tuning flags of ``estimate train`` and ``plan train`` as typed, turned into ``FineTune``s.
 
-    Every flag but ``--method`` describes adapters, so naming one for full training is refused rather
-    than silently ignored.
+    Every flag but ``--method`` (whose help differs between the two verbs) describes adapters, so naming one
+    for full training is refused rather than silently ignored.
     """
 
-    rank: int | None = None
-    alpha: float | None = None
-    targets: str | None = None
-    trained_modules: str | None = None
-    adapter_precision: str | None = None
-    quant_type: str | None = None
-    double_quant: bool | None = None
+    rank: LoraRankOption = None
+    alpha: LoraAlphaOption = None
+    targets: LoraTargetsOption = None
+    trained_modules: TrainedModulesOption = None
+    adapter_precision: AdapterPrecisionOption = None
+    quant_type: QuantTypeOption = None
+    double_quant: DoubleQuantOption = None
 
     def specs(self, methods: str) -> tuple[FineTune, ...]:
         """One ``FineTune`` per method of a comma list (``lora,qlora,full``), each once; the flags apply
