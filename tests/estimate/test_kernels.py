@@ -9,6 +9,7 @@ from computewise.estimate.arrays import col
 from computewise.estimate.kernels import (
     HostCosts,
     KernelRates,
+    MicrobatchShape,
     StepKernels,
     distinct_training_kernels,
     gemm_s,
@@ -92,8 +93,8 @@ def test_the_planners_distinct_rows_give_what_every_row_gives() -> None:
     gemm = pick(731e12, 268e12)
     rates = KernelRates(gemm, gemm * 0.5, pick(2965e9, 1800e9), np.full(n, 2.5e-6), (1.0, 1.0, 0.55, 0.44))
     model = preset("llama-3-8b")
-    every = training_kernels(model, *columns, rates)
-    distinct = distinct_training_kernels(model, *columns, rates)
+    every = training_kernels(model, MicrobatchShape(*columns), rates)
+    distinct = distinct_training_kernels(model, MicrobatchShape(*columns), rates)
     host = HostCosts(1.57e-5, 1.94e-5, 5.5e-5, 0.0, 5e-6, 5e-7).per_kernel_s(columns[8], columns[9], training=True)
     for mine, theirs in ((distinct.plain, every.plain), (distinct.recomputed, every.recomputed)):
         np.testing.assert_allclose(mine.device_s, theirs.device_s, rtol=1e-12)
@@ -106,11 +107,20 @@ def test_each_fused_attention_kernel_runs_at_its_share_of_flashattention_2() -> 
     model = preset("llama-2-7b")
     cores: dict[str, float] = {}
     for code, kernel in enumerate(ATTENTION_KERNELS):
-        tokens, seq_len, layers, act, tp, sp = col(4096.0), col(4096.0), col(32.0), col(2.0), col(1.0), col(0.0)
-        recompute = framework = execution = has_head = col(0.0)
-        microbatch = training_kernels(
-            model, tokens, seq_len, layers, act, tp, sp, col(code), recompute, framework, execution, has_head, H100
+        shape = MicrobatchShape(
+            tokens=col(4096.0),
+            seq_len=col(4096.0),
+            layers=col(32.0),
+            act=col(2.0),
+            tp=col(1.0),
+            sp=col(0.0),
+            attention=col(code),
+            recompute=col(0.0),
+            framework=col(0.0),
+            execution=col(0.0),
+            has_head=col(0.0),
         )
+        microbatch = training_kernels(model, shape, H100)
         cores[kernel] = float(np.ravel(microbatch.plain.device_s)[0])
     attention_s = (cores["flash-v1"] - cores["flash"]) / (1 / 0.44 - 1)
     assert cores["triton"] - cores["flash"] == pytest.approx(attention_s * (1 / 0.55 - 1), rel=1e-9)

@@ -30,7 +30,7 @@ synchronised over several devices runs its GEMMs at the sustained share of them
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -49,6 +49,7 @@ __all__ = [
     "HostCosts",
     "KernelRates",
     "MicrobatchKernels",
+    "MicrobatchShape",
     "StepKernels",
     "decode_kernels",
     "distinct_training_kernels",
@@ -426,30 +427,36 @@ def _unkept_matmul_share(model: ModelSpec) -> float:
     return sum(o * i for o, i in matmuls[1::2]) / sum(o * i for o, i in matmuls)
 
 
-def training_kernels(
-    model: ModelSpec,
-    tokens: FloatArray,
-    seq_len: FloatArray,
-    layers: FloatArray,
-    act: FloatArray,
-    tp: FloatArray,
-    sp: FloatArray,
-    attention: FloatArray,
-    recompute: FloatArray,
-    framework: FloatArray,
-    execution: FloatArray,
-    has_head: FloatArray,
-    rates: KernelRates,
-    adapters: Adapters | None = None,
-) -> MicrobatchKernels:
-    """One micro-batch's forward and backward on one device: ``tokens`` through ``layers`` layers.
+@dataclass(frozen=True)
+class MicrobatchShape:
+    """One device's micro-batch, per row: what ``training_kernels`` times. The codes are indices in
+    ``ATTENTION_KERNELS``, ``RECOMPUTES``, ``FRAMEWORKS`` and ``EXECUTIONS``."""
 
-    ``recompute`` 2 (full) repeats every layer's forward in the backward, 1 (selective) the
-    attention core, 3 (op-selective) the elementwise kernels and the matmuls whose outputs were not
-    kept. ``has_head`` (0/1): this device runs the LM head and the loss. ``adapters``: a LoRA/QLoRA
-    job, whose frozen matmuls compute input gradients only and whose adapters and dequantization
-    add their own kernels (``_adapter_forward``).
+    tokens: FloatArray  # tokens of one micro-batch on this device (after context parallelism)
+    seq_len: FloatArray
+    layers: FloatArray  # layers on this device
+    act: FloatArray  # bytes of an activation element
+    tp: FloatArray
+    sp: FloatArray  # sequence parallelism, 0/1
+    attention: FloatArray
+    recompute: FloatArray  # 2 (full) repeats every layer's forward in the backward, 1 (selective) the
+    # attention core, 3 (op-selective) the elementwise kernels and the matmuls whose outputs were not kept
+    framework: FloatArray
+    execution: FloatArray
+    has_head: FloatArray  # 0/1: this device runs the LM head and the loss
+
+    def columns(self) -> tuple[FloatArray, ...]:
+        return tuple(getattr(self, f.name) for f in fields(self))
+
+
+def training_kernels(
+    model: ModelSpec, shape: MicrobatchShape, rates: KernelRates, adapters: Adapters | None = None
+) -> MicrobatchKernels:
+    """One micro-batch's forward and backward on one device: ``shape.tokens`` through ``shape.layers`` layers,
+    recomputed as ``shape.recompute`` says. ``adapters``: a LoRA/QLoRA job, whose frozen matmuls compute
+    input gradients only and whose adapters and dequantization add their own kernels (``_adapter_forward``).
     """
+    tokens, seq_len, layers, act, tp, sp, attention, recompute, framework, execution, has_head = shape.columns()
     causal = 0.5 if model.architecture == "decoder" else 1.0
     attended = col(seq_len) * causal
     if model.sliding_window:
@@ -487,38 +494,26 @@ def training_kernels(
 
 
 def distinct_training_kernels(
-    model: ModelSpec,
-    tokens: FloatArray,
-    seq_len: FloatArray,
-    layers: FloatArray,
-    act: FloatArray,
-    tp: FloatArray,
-    sp: FloatArray,
-    attention: FloatArray,
-    recompute: FloatArray,
-    framework: FloatArray,
-    execution: FloatArray,
-    has_head: FloatArray,
-    rates: KernelRates,
-    adapters: Adapters | None = None,
+    model: ModelSpec, shape: MicrobatchShape, rates: KernelRates, adapters: Adapters | None = None
 ) -> MicrobatchKernels:
     """``training_kernels``, computed once per distinct row: a plan's million layouts share a few thousand
     micro-batch shapes, codes and rates, so its kernels are timed for those and spread back by index."""
-    columns = (tokens, seq_len, layers, act, tp, sp, attention, recompute, framework, execution, has_head)
+    columns = shape.columns()
     rate_columns = (
         rates.gemm_flops,
         rates.attention_flops,
         rates.stream_bytes_per_s,
         rates.kernel_floor_s,
     )
-    shape = np.broadcast_shapes(*(np.shape(c) for c in (*columns, *rate_columns)))
-    if len(shape) != 1 or shape[0] < _DISTINCT_MIN_ROWS:
-        return training_kernels(model, *columns, rates, adapters)
-    full = [np.broadcast_to(col(c), shape) for c in (*columns, *rate_columns)]
+    rows = np.broadcast_shapes(*(np.shape(c) for c in (*columns, *rate_columns)))
+    if len(rows) != 1 or rows[0] < _DISTINCT_MIN_ROWS:
+        return training_kernels(model, shape, rates, adapters)
+    full = [np.broadcast_to(col(c), rows) for c in (*columns, *rate_columns)]
     first, index = _distinct_rows(full)
-    (t, s, lay, a, tp_, sp_, att, rec, fw, ex, head, gemm, flash, stream, floor) = (c[first] for c in full)
+    distinct = [c[first] for c in full]
+    gemm, flash, stream, floor = distinct[len(columns) :]
     distinct_rates = KernelRates(gemm, flash, stream, floor, rates.attention_shares)
-    micro = training_kernels(model, t, s, lay, a, tp_, sp_, att, rec, fw, ex, head, distinct_rates, adapters)
+    micro = training_kernels(model, MicrobatchShape(*distinct[: len(columns)]), distinct_rates, adapters)
     return MicrobatchKernels(plain=micro.plain.take(index), recomputed=micro.recomputed.take(index))
 
 

@@ -39,6 +39,7 @@ from computewise.estimate.kernels import (
     HostCosts,
     KernelRates,
     MicrobatchKernels,
+    MicrobatchShape,
     StepKernels,
     distinct_training_kernels,
     optimizer_kernels,
@@ -214,22 +215,20 @@ def _compute_s(
 
         micro = MicrobatchKernels(plain=traced(model_per_token), recomputed=traced(hardware_per_token))
     else:
-        micro = distinct_training_kernels(
-            model,
-            rows.micro_batch * rows.seq_len / rows.cp,
-            rows.seq_len,
-            max(model.total_layers, 1) / rows.pp,
-            rows.weight_bytes,
-            rows.tp,
-            rows.sequence_parallel,
-            rows.attention,
-            rows.recompute,
-            rows.framework,
-            rows.execution,
-            1.0 / rows.pp,
-            rates,
-            adapters,
+        shape = MicrobatchShape(
+            tokens=rows.micro_batch * rows.seq_len / rows.cp,
+            seq_len=rows.seq_len,
+            layers=max(model.total_layers, 1) / rows.pp,
+            act=rows.weight_bytes,
+            tp=rows.tp,
+            sp=rows.sequence_parallel,
+            attention=rows.attention,
+            recompute=rows.recompute,
+            framework=rows.framework,
+            execution=rows.execution,
+            has_head=1.0 / rows.pp,
         )
+        micro = distinct_training_kernels(model, shape, rates, adapters)
     trained = model.params if adapters is None else adapters.trainable_params
     per_device = trained / (rows.tp * rows.pp)
     sharded = per_device / np.where(rows.zero >= 1, rows.dp, 1.0)
