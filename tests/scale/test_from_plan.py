@@ -67,7 +67,7 @@ def test_a_real_plan_file_becomes_its_recommended_job(catalog: Catalog, assumpti
     """What `plan train --json` writes, read back as `submit --plan` reads it."""
     constraints = TrainConstraints(tokens=2e9, seq_len=1024, global_batch=64, accelerators=("a10g", "l4"), max_gpus=8)
     plan = plan_train(preset("gpt2-medium"), catalog, assumptions, constraints)
-    text = json.dumps(plan.to_dict(top=3))
+    text = json.dumps(replace(plan, top=3).to_dict())
     job = planned_job(Plan.from_dict(json.loads(text), "plan.json"), "plan.json")
     best = plan.recommended
     assert (job.gpus, job.accelerator, job.hourly_usd) == (best.gpus, best.accelerator, best.usd_per_h)

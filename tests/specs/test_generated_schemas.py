@@ -16,7 +16,15 @@ import jsonschema
 import pytest
 
 from computewise.errors import InputError
-from computewise.specs.codec import Document, Jsonable, document_schema, json_field, json_property, schema_text
+from computewise.specs.codec import (
+    Document,
+    Jsonable,
+    Layout,
+    document_schema,
+    json_field,
+    json_property,
+    schema_text,
+)
 from computewise.specs.schemas import documents, main
 
 SCHEMAS = Path(__file__).resolve().parents[2] / "docs" / "schemas"
@@ -55,7 +63,7 @@ class Toy(Jsonable):
     parts: tuple[Part, ...]
     biggest: Part | None
     by_name: dict[str, float]
-    note: str | None = field(default=None, metadata=json_field(omit_none=True))
+    note: str | None = field(default=None, metadata=json_field(omit_empty=True))
     seconds: float = field(default=0.0, metadata=json_field(name="elapsed_s", digits=2))
     tags: tuple[str, ...] = ()
 
@@ -117,3 +125,44 @@ def test_a_document_reads_back_equal_and_a_key_added_later_takes_its_default() -
 def test_a_malformed_field_is_refused_by_its_path(change: dict[str, object], message: str) -> None:
     with pytest.raises(InputError, match=message.replace("[", r"\[").replace("]", r"\]")):
         Toy.from_dict({**TOY.to_dict(), **change}, "toy.json")
+
+
+@dataclass(frozen=True)
+class Grouped(Jsonable):
+    """Flat attributes written in nested objects, in another order than declared."""
+
+    json_document: ClassVar[Document] = Document("grouped", "grouped", "Grouped keys.")
+    json_layout: ClassVar[Layout] = ("gpus", ("cost", ("usd", ("per", ("hourly",)))), ("time", ("seconds",)))
+    seconds: float
+    usd: float | None
+    hourly: float = field(default=0.0, metadata=json_field(name="usd_per_hour"))
+    gpus: int = 1
+    memo: str = ""  # not in the layout: neither written nor read
+
+
+def test_a_layout_groups_flat_fields_and_reads_the_groups_before_their_values() -> None:
+    value = Grouped(2.5, None, 4.0, gpus=8, memo="kept here")
+    data = value.to_dict()
+    groups = {"cost": {"usd": None, "per": {"usd_per_hour": 4.0}}, "time": {"seconds": 2.5}}
+    assert data == {"schema_version": 1, "gpus": 8, **groups}
+    assert list(data) == ["schema_version", "gpus", "cost", "time"]
+    assert Grouped.from_dict(data) == Grouped(2.5, None, 4.0, gpus=8)
+    schema = document_schema(Grouped)
+    jsonschema.Draft202012Validator(schema).validate(data)
+    assert not jsonschema.Draft202012Validator(schema).is_valid({**data, "time": {}})
+    # The shape is checked before any value: a "time" that is not an object is named, not "seconds".
+    with pytest.raises(InputError, match=r"g\.json: time must be a JSON object, got 3"):
+        Grouped.from_dict({"cost": {"usd": "x", "per": {}}, "time": 3}, "g.json")
+    with pytest.raises(InputError, match=r"g\.json: cost\.usd must be a number, got 'x'"):
+        Grouped.from_dict({"cost": {"usd": "x", "per": {}}, "time": {"seconds": 1}}, "g.json")
+
+
+def test_a_layout_that_drops_a_field_without_a_default_is_refused() -> None:
+    @dataclass(frozen=True)
+    class Lost(Jsonable):
+        json_layout: ClassVar[Layout] = ("a",)
+        a: int
+        b: int
+
+    with pytest.raises(TypeError, match="leaves out b"):
+        Lost(1, 2).to_dict()

@@ -13,12 +13,11 @@ in the smallest unsigned integer that holds the vocabulary: 2 bytes up to 65,536
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal
 
 from computewise.errors import InputError, UnknownNameError
-from computewise.specs.document import read_float, read_str
+from computewise.specs.codec import Jsonable, json_field
 
 if TYPE_CHECKING:
     from computewise.catalog import Catalog
@@ -38,6 +37,7 @@ _SCOPES: tuple[EgressScope, ...] = ("same-region", "inter-region", "internet")
 
 _UINT16_VOCAB = 65_536
 _BYTES_PER_GB = 1e9  # cloud egress is billed per decimal GB
+_AT_LEAST_0 = json_field(minimum=0)
 
 
 @dataclass(frozen=True)
@@ -50,43 +50,21 @@ class DataSite:
 
 
 @dataclass(frozen=True)
-class DataMovement:
+class DataMovement(Jsonable):
     """What moving the dataset to one option's GPUs costs and takes, and the read rate training needs there."""
 
-    origin: str  # cloud:region of the dataset
-    dataset_bytes: float
+    origin: str = field(metadata=json_field(description="cloud:region holding the dataset"))
+    dataset_bytes: float = field(metadata=json_field(exclusive_minimum=0))
     scope: EgressScope
-    usd_per_gb: float
-    egress_usd: float
-    transfer_s: float
-    read_bytes_per_s: float
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "origin": self.origin,
-            "dataset_bytes": self.dataset_bytes,
-            "scope": self.scope,
-            "usd_per_gb": self.usd_per_gb,
-            "egress_usd": self.egress_usd,
-            "transfer_seconds": self.transfer_s,
-            "read_bytes_per_s": self.read_bytes_per_s,
-        }
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any], source: str) -> DataMovement:
-        scope = read_str(data, "scope", source)
-        known = next((s for s in _SCOPES if s == scope), None)
-        if known is None:
-            raise InputError(f"{source}: data.scope {scope!r} is not one of {', '.join(_SCOPES)}", "re-run plan")
-        return cls(
-            origin=read_str(data, "origin", source),
-            dataset_bytes=read_float(data, "dataset_bytes", source),
-            scope=known,
-            usd_per_gb=read_float(data, "usd_per_gb", source),
-            egress_usd=read_float(data, "egress_usd", source),
-            transfer_s=read_float(data, "transfer_seconds", source),
-            read_bytes_per_s=read_float(data, "read_bytes_per_s", source),
+    usd_per_gb: float = field(metadata=_AT_LEAST_0)
+    egress_usd: float = field(metadata=_AT_LEAST_0)
+    transfer_s: float = field(metadata=json_field(name="transfer_seconds", minimum=0))
+    read_bytes_per_s: float = field(
+        metadata=json_field(
+            minimum=0,
+            description="what storage beside the GPUs must sustain: training tokens per second x bytes per token id",
         )
+    )
 
 
 def data_site(catalog: Catalog, place: str, dataset_bytes: float) -> DataSite:

@@ -27,7 +27,20 @@ import re
 import types
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar, Generic, Literal, Self, TypeVar, Union, get_args, get_origin, get_type_hints, overload
+from typing import (
+    Any,
+    ClassVar,
+    Generic,
+    Literal,
+    Self,
+    TypeAlias,
+    TypeVar,
+    Union,
+    get_args,
+    get_origin,
+    get_type_hints,
+    overload,
+)
 
 from computewise.errors import InputError
 from computewise.specs.document import SCHEMA_VERSION, require_object
@@ -71,30 +84,38 @@ class _Json:
 
     name: str | None = None
     description: str | None = None
-    omit_none: bool = False
+    omit_empty: bool = False
     digits: int | None = None
+    written: bool = True
     schema: tuple[tuple[str, object], ...] = ()
 
 
 def _meta(
-    name: str | None, description: str | None, omit_none: bool, digits: int | None, schema: dict[str, object]
+    name: str | None,
+    description: str | None,
+    omit_empty: bool,
+    digits: int | None,
+    schema: dict[str, object],
+    written: bool = True,
 ) -> _Json:
     camel = tuple((re.sub(r"_([a-z])", lambda m: m.group(1).upper(), key), value) for key, value in schema.items())
-    return _Json(name, description, omit_none, digits, camel)
+    return _Json(name, description, omit_empty, digits, written, camel)
 
 
 def json_field(
     *,
     name: str | None = None,
     description: str | None = None,
-    omit_none: bool = False,
+    omit_empty: bool = False,
     digits: int | None = None,
+    written: bool = True,
     **schema: object,
 ) -> dict[str, Any]:
-    """``field(metadata=...)`` for a field written other than plainly: ``name`` its JSON key, ``omit_none``
-    leaves the key out when the value is None, ``digits`` rounds a number; ``schema`` adds JSON-Schema
-    keywords (``minimum=0``, ``enum=[...]``, ``min_items=1``)."""
-    return {"json": _meta(name, description, omit_none, digits, schema)}
+    """``field(metadata=...)`` for a field written other than plainly: ``name`` its JSON key, ``omit_empty``
+    leaves the key out when the value is None or empty, ``digits`` rounds a number, ``written=False`` reads
+    the key but leaves writing it to a ``json_property`` of that name; ``schema`` adds JSON-Schema keywords
+    (``minimum=0``, ``enum=[...]``, ``min_items=1``)."""
+    return {"json": _meta(name, description, omit_empty, digits, schema, written)}
 
 
 class JsonProperty(Generic[Owner, Value]):
@@ -122,14 +143,14 @@ def json_property(
     after: str | None = None,
     name: str | None = None,
     description: str | None = None,
-    omit_none: bool = False,
+    omit_empty: bool = False,
     digits: int | None = None,
     **schema: object,
 ) -> Callable[[Callable[[Owner], Value]], JsonProperty[Owner, Value]]:
     """``@property`` for a derived figure the JSON carries: written after the key ``after`` (else last)."""
 
     def wrap(getter: Callable[[Owner], Value]) -> JsonProperty[Owner, Value]:
-        return JsonProperty(getter, _meta(name, description, omit_none, digits, schema), after)
+        return JsonProperty(getter, _meta(name, description, omit_empty, digits, schema), after)
 
     return wrap
 
@@ -148,17 +169,44 @@ class _Key:
         return self.meta.name or self.attribute
 
 
-_KEYS: dict[type, tuple[_Key, ...]] = {}
+@dataclass(frozen=True)
+class _Group:
+    """A JSON object of its own inside a class's JSON, holding some of its keys (``json_layout``)."""
+
+    name: str
+    nodes: tuple[_Key | _Group, ...]
+
+
+Layout: TypeAlias = tuple[Union[str, tuple[str, "Layout"]], ...]  # noqa: UP007  # a recursive alias needs Union
+_TREES: dict[type, tuple[_Key | _Group, ...]] = {}
+
+
+def _tree(cls: type) -> tuple[_Key | _Group, ...]:
+    """The JSON of a dataclass in the order it is written: fields, derived properties placed after theirs;
+    or, where the class has a ``json_layout``, its keys in that layout's order and groups (a field it leaves
+    out is neither written nor read, so it needs a default)."""
+    if cls not in _TREES:
+        keys = _keys(cls)
+        layout: Layout | None = getattr(cls, "json_layout", None)
+        if layout is None:
+            _TREES[cls] = keys
+        else:
+            left = {k.attribute: k for k in keys}
+            _TREES[cls] = _arranged(layout, left)
+            unread = [k.attribute for k in left.values() if k.field and k.field.init and not _has_default(k.field)]
+            if unread:
+                raise TypeError(f"{cls.__name__}.json_layout leaves out {', '.join(unread)}, which has no default")
+    return _TREES[cls]
+
+
+def _arranged(layout: Layout, keys: dict[str, _Key]) -> tuple[_Key | _Group, ...]:
+    """``layout``'s keys taken out of ``keys``, grouped as it says."""
+    return tuple(
+        keys.pop(entry) if isinstance(entry, str) else _Group(entry[0], _arranged(entry[1], keys)) for entry in layout
+    )
 
 
 def _keys(cls: type) -> tuple[_Key, ...]:
-    """The JSON keys of a dataclass in the order they are written: fields, derived properties placed after theirs."""
-    if cls not in _KEYS:
-        _KEYS[cls] = _find_keys(cls)
-    return _KEYS[cls]
-
-
-def _find_keys(cls: type) -> tuple[_Key, ...]:
     if not dataclasses.is_dataclass(cls):
         raise TypeError(f"{cls.__name__} is not a dataclass")
     hints = get_type_hints(cls)
@@ -173,21 +221,20 @@ def _find_keys(cls: type) -> tuple[_Key, ...]:
     return tuple(keys)
 
 
+def _leaves(nodes: tuple[_Key | _Group, ...]) -> list[_Key]:
+    return [leaf for node in nodes for leaf in (_leaves(node.nodes) if isinstance(node, _Group) else [node])]
+
+
 class Jsonable:
     """A frozen dataclass whose JSON value, reading and schema come from its field types (see the module)."""
 
     json_document: ClassVar[Document | None] = None
+    json_description: ClassVar[str | None] = None  # for the schema of a class that is not a document
+    json_layout: ClassVar[Layout | None] = None  # keys in other groups and order than the fields'
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {"schema_version": SCHEMA_VERSION} if self.json_document is not None else {}
-        for key in _keys(type(self)):
-            value = getattr(self, key.attribute)
-            if value is None and key.meta.omit_none:
-                continue
-            if key.meta.digits is not None and isinstance(value, float):
-                value = round(value, key.meta.digits)
-            data[key.name] = _to_json(value)
-        return data
+        return data | _write(self, _tree(type(self)))
 
     @classmethod
     def from_dict(cls, data: object, source: str = "") -> Self:
@@ -196,6 +243,21 @@ class Jsonable:
         document = cls.json_document
         value: Self = _read_object(cls, data, source or (document.title if document else cls.__name__), "")
         return value
+
+
+def _write(instance: object, nodes: tuple[_Key | _Group, ...]) -> dict[str, Any]:
+    data: dict[str, Any] = {}
+    for node in nodes:
+        if isinstance(node, _Group):
+            data[node.name] = _write(instance, node.nodes)
+            continue
+        value = getattr(instance, node.attribute)
+        if not node.meta.written or (node.meta.omit_empty and (value is None or value in ((), [], {}, ""))):
+            continue
+        if node.meta.digits is not None and isinstance(value, float):
+            value = round(value, node.meta.digits)
+        data[node.name] = _to_json(value)
+    return data
 
 
 def _to_json(value: object) -> Any:
@@ -221,15 +283,27 @@ def _read_object(cls: type[Any], data: object, source: str, where: str) -> Any:
         if isinstance(document, Document)
         else _expect(data, Mapping, where, "a JSON object", source)
     )
-    values = {}
-    for key in _keys(cls):
-        if key.field is None or not key.field.init:
+    values: dict[str, Any] = {}
+    _read_nodes(_tree(cls), mapping, source, where, values)
+    return cls(**values)
+
+
+def _read_nodes(
+    nodes: tuple[_Key | _Group, ...], mapping: Mapping[str, Any], source: str, where: str, values: dict[str, Any]
+) -> None:
+    """Read ``nodes`` from ``mapping`` into ``values``: the groups' objects first (a document of another
+    shape is told by its shape), then the values."""
+    prefix = f"{where}." if where else ""
+    groups = [(g, _expect(mapping.get(g.name), Mapping, prefix + g.name, "a JSON object", source))
+              for g in nodes if isinstance(g, _Group)]  # fmt: skip
+    for key in nodes:
+        if isinstance(key, _Group) or key.field is None or not key.field.init:
             continue
-        path = f"{where}.{key.name}" if where else key.name
         if key.name not in mapping and _has_default(key.field):
             continue
-        values[key.attribute] = _read(key.type, mapping.get(key.name), source, path)
-    return cls(**values)
+        values[key.attribute] = _read(key.type, mapping.get(key.name), source, prefix + key.name)
+    for group, inner in groups:
+        _read_nodes(group.nodes, inner, source, prefix + group.name, values)
 
 
 def _has_default(spec: dataclasses.Field[Any]) -> bool:
@@ -331,7 +405,7 @@ def _count(kind: type, uses: dict[type, int]) -> None:
 def _nested(kind: type) -> list[type]:
     """The dataclasses directly inside ``kind``'s keys (through lists, unions and mappings)."""
     found: list[type] = []
-    for key in _keys(kind):
+    for key in _written(_leaves(_tree(kind))):
         stack = [key.type]
         while stack:
             current = stack.pop()
@@ -340,6 +414,10 @@ def _nested(kind: type) -> list[type]:
             else:
                 stack.extend(reversed(get_args(current)))
     return found
+
+
+def _written(keys: list[_Key]) -> list[_Key]:
+    return [k for k in keys if k.meta.written]
 
 
 def _def_name(kind: type) -> str:
@@ -351,16 +429,26 @@ def _object_schema(kind: type, shared: set[type], inline: bool = False) -> dict[
         return {"$ref": f"#/$defs/{_def_name(kind)}"}
     if not issubclass(kind, Jsonable):
         raise TypeError(f"{kind.__name__} is written by its own to_dict: convert it to Jsonable first")
-    keys = _keys(kind)
+    head = {"description": kind.json_description} if kind.json_description else {}
+    return head | _nodes_schema(_tree(kind), shared)
+
+
+def _nodes_schema(nodes: tuple[_Key | _Group, ...], shared: set[type]) -> dict[str, Any]:
+    shown = [n for n in nodes if isinstance(n, _Group) or n.meta.written]
     return {
         "type": "object",
-        "required": [k.name for k in keys if not k.meta.omit_none],
-        "properties": {k.name: _key_schema(k, shared) for k in keys},
+        "required": [n.name for n in shown if isinstance(n, _Group) or not n.meta.omit_empty],
+        "properties": {
+            n.name: _nodes_schema(n.nodes, shared) if isinstance(n, _Group) else _key_schema(n, shared) for n in shown
+        },
     }
 
 
 def _key_schema(key: _Key, shared: set[type]) -> dict[str, Any]:
-    schema = {**_type_schema(key.type, shared), **dict(key.meta.schema)}
+    kind = key.type
+    if key.meta.omit_empty and get_origin(kind) in (Union, types.UnionType):  # None is left out, never null
+        kind = Union[tuple(a for a in get_args(kind) if a is not type(None))]  # noqa: UP007
+    schema = {**_type_schema(kind, shared), **dict(key.meta.schema)}
     if key.meta.description:
         schema["description"] = key.meta.description
     return schema
