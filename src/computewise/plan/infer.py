@@ -13,8 +13,8 @@ is taken as on/off: the peak's replicas for mean/peak of the hours, none in the 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, ClassVar, Literal
 
 import numpy as np
 
@@ -36,7 +36,7 @@ from computewise.estimate.quote import offering_quote
 from computewise.estimate.single import memory_dict
 from computewise.plan.result import Rejection, merge_rejections
 from computewise.specs import ModelSpec, Precision, Pricing
-from computewise.specs.document import SCHEMA_VERSION
+from computewise.specs.codec import Document, Jsonable, Layout, json_field, json_property
 from computewise.units import format_bytes, format_duration, plural
 
 if TYPE_CHECKING:
@@ -68,74 +68,71 @@ class InferConstraints:
 
 
 @dataclass(frozen=True)
-class InferOption:
+class InferOption(Jsonable):
     kind: ClassVar[Literal["infer"]] = "infer"  # tells it from a training ``plan.result.Option`` in the printers
+    json_description: ClassVar[str] = "One accelerator and replica count for the traffic (plan.infer.InferOption)."
+    json_layout: ClassVar[Layout] = (
+        "accelerator",
+        ("hardware", ("cloud", "instance_type", "region", "rental", "shared")),
+        "gpus_per_replica",
+        "replicas",
+        ("job", ("precision", "batch")),
+        ("memory", ("memory_bytes",)),
+        ("time", ("latency_s", "requests_per_s_per_replica")),
+        (
+            "cost",
+            (
+                "usd_per_1000_requests",
+                "pricing",
+                "usd_per_h_per_replica",
+                "always_on_usd_per_month",
+                "scale_to_zero_usd_per_month",
+            ),
+        ),
+    )
     accelerator: str
     cloud: str
     instance_type: str
     region: str
-    gpus_per_replica: int
+    gpus_per_replica: int = field(metadata=json_field(name="gpus"))
     precision: str
     batch: int
     replicas: int
-    latency_s: float
-    requests_per_s_per_replica: float
-    memory_bytes: dict[str, float]
-    usd_per_h_per_replica: float
+    latency_s: float = field(metadata=json_field(name="seconds"))
+    requests_per_s_per_replica: float = field(metadata=json_field(name="requests_per_second_per_replica"))
+    memory_bytes: dict[str, float] = field(metadata=json_field(name="per_device_bytes"))
+    usd_per_h_per_replica: float = field(metadata=json_field(name="usd_per_hour_per_replica"))
     usd_per_1000_requests: float
     always_on_usd_per_month: float
     scale_to_zero_usd_per_month: float
     pricing: Pricing = "on-demand"
     rental: str = ""  # how the replicas' GPUs are rented (``Rental.describe``)
-    shared: bool = False  # the replicas leave GPUs of an instance to other work and pay their share
+    # the replicas leave GPUs of an instance to other work and pay their share
+    shared: bool = field(default=False, metadata=json_field(name="share_of_instance"))
 
     @property
     def device_memory(self) -> DeviceMemory:
         """Per device, with no capacity: every option kept fits, so the printers show the total alone."""
         return DeviceMemory(self.memory_bytes)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "accelerator": self.accelerator,
-            "hardware": {
-                "cloud": self.cloud,
-                "instance_type": self.instance_type,
-                "region": self.region,
-                "rental": self.rental,
-                "share_of_instance": self.shared,
-            },
-            "gpus": self.gpus_per_replica,
-            "replicas": self.replicas,
-            "job": {"precision": self.precision, "batch": self.batch},
-            "memory": {"per_device_bytes": self.memory_bytes},
-            "time": {"seconds": self.latency_s, "requests_per_second_per_replica": self.requests_per_s_per_replica},
-            "cost": {
-                "usd_per_1000_requests": self.usd_per_1000_requests,
-                "pricing": self.pricing,
-                "usd_per_hour_per_replica": self.usd_per_h_per_replica,
-                "always_on_usd_per_month": self.always_on_usd_per_month,
-                "scale_to_zero_usd_per_month": self.scale_to_zero_usd_per_month,
-            },
-        }
-
 
 @dataclass(frozen=True)
-class InferPlan:
+class InferPlan(Jsonable):
     """An inference plan: what ``plan infer --json`` prints, and what its table and report show."""
 
     kind: ClassVar[Literal["infer"]] = "infer"  # tells it from a training ``plan.result.Plan`` in the printers
+    json_document: ClassVar[Document] = Document(
+        "plan-infer",
+        "computewise plan infer --json",
+        "Accelerator and replicas for a traffic level (plan.infer.InferPlan).",
+    )
     recommended: InferOption
-    candidates: tuple[InferOption, ...]
+    candidates: tuple[InferOption, ...] = field(metadata=json_field(written=False))  # written: shown
     rejected: tuple[Rejection, ...]
     considered: int
-    top: int | None = None  # candidates written and shown (``--top``); None: all
+    top: int | None = field(default=None, metadata=json_field(written=False))  # candidates shown (--top); None: all
 
-    @property
-    def shown(self) -> tuple[InferOption, ...]:
-        """The candidates ``--top`` keeps, best first."""
-        return self.candidates if self.top is None else self.candidates[: self.top]
-
-    @property
+    @json_property(after="recommended")
     def pareto(self) -> tuple[InferOption, ...]:
         """Options no other beats on both latency and cost per request, fastest first."""
         front: list[InferOption] = []
@@ -146,16 +143,14 @@ class InferPlan:
                 best_cost = option.usd_per_1000_requests
         return tuple(front)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "schema_version": SCHEMA_VERSION,
-            "recommended": self.recommended.to_dict(),
-            "pareto": [o.to_dict() for o in self.pareto],
-            "candidates": [o.to_dict() for o in self.shown],
-            "rejected": [r.to_dict() for r in self.rejected],
-            "considered": self.considered,
-            "feasible": len(self.candidates),
-        }
+    @json_property(after="pareto", name="candidates")
+    def shown(self) -> tuple[InferOption, ...]:
+        """The candidates ``--top`` keeps, best first."""
+        return self.candidates if self.top is None else self.candidates[: self.top]
+
+    @json_property()
+    def feasible(self) -> int:
+        return len(self.candidates)
 
 
 def _no_offering(catalog: Catalog, c: InferConstraints) -> InputError:

@@ -20,6 +20,7 @@ __all__ = ["GENERATED", "documents", "main"]
 GENERATED = (
     "computewise.data.convert:ConvertResult",
     "computewise.data.result:DataBenchResult",
+    "computewise.plan.infer:InferPlan",
     "computewise.plan.result:Plan",
 )
 
