@@ -2,40 +2,40 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
+import dataclasses
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from computewise.cli.common import (
-    AdapterPrecisionOption,
     CatalogOption,
-    DoubleQuantOption,
     FineTuneFlags,
+    FlagGroup,
     HtmlOption,
     JsonOption,
-    LoraAlphaOption,
-    LoraRankOption,
-    LoraTargetsOption,
     ModelOption,
     OptimizerOption,
-    QuantTypeOption,
     SeqLenOption,
     TokensOption,
-    TrainedModulesOption,
     bounded_float,
     bounded_int,
     choice,
     emit,
-    exclusive,
+    flag_groups,
     load,
     model,
     sequence_length,
     training_tokens,
 )
 from computewise.errors import InputError
+from computewise.specs import OPTIMIZERS, PRECISIONS, PRICINGS
 from computewise.units import parse_bytes, parse_duration_s, parse_positive_int, parse_usd
+
+if TYPE_CHECKING:
+    from computewise.catalog import Catalog
+    from computewise.plan import TrainConstraints
 
 app = typer.Typer(help="Search accelerators, layouts and prices for the best way to run a job.", no_args_is_help=True)
 
@@ -50,128 +50,128 @@ TopOption = Annotated[
 # plan.train.DEFAULT_MAX_GPUS, spelled out so `--help` need not import numpy (a test keeps them equal).
 _DEFAULT_MAX_GPUS = 512
 
+# The flags of plan train, one type each, so the verb's signature reads in a screen.
+_GlobalBatch = Annotated[
+    str | None, typer.Option(help="Sequences per optimizer step. Default: 1M tokens at 8B, growing with the model.")
+]
+_Deadline = Annotated[str | None, typer.Option(help="Finish within: 72h, 3d, 90min.")]
+_Budget = Annotated[str | None, typer.Option(help="Spend at most: 5000, $2.5k.")]
+_MaxGpus = Annotated[
+    int,
+    typer.Option(
+        parser=bounded_int("--max-gpus"),
+        help="Largest number of accelerators to consider; raise it for frontier runs (up to 1,000,000).",
+    ),
+]
+_Optimize = Annotated[str, typer.Option(help="Rank by cost (under the deadline) or time.")]
+_Calibration = Annotated[
+    Path | None,
+    typer.Option(
+        "--calibration",
+        help="A calibration file from `computewise bench --save` for one accelerator "
+        "(default: those saved in the user catalog).",
+    ),
+]
+_DataRegion = Annotated[
+    str | None,
+    typer.Option(
+        "--data-region",
+        help="Where the dataset lives, cloud:region (aws:us-east-1): GPUs elsewhere add egress and copy time.",
+    ),
+]
+_DatasetSize = Annotated[
+    str | None, typer.Option("--dataset-size", help="Bytes to move with --data-region: 2TB, 500GiB.")
+]
+_Methods = Annotated[
+    str,
+    typer.Option(
+        "--method",
+        help="What trains: full, lora, qlora, or several to compare (lora,qlora,full): the cheapest wins.",
+    ),
+]
+
+
+@dataclass(frozen=True)
+class _Offerings(FlagGroup):
+    """The offerings plan train weighs: accelerators, clouds, regions, pricings and precisions."""
+
+    gpu: GpuFilter = None
+    cloud: CloudFilter = None
+    region: RegionFilter = None
+    spot: Annotated[bool, typer.Option("--spot", help="Only spot prices (default: every --pricing).")] = False
+    no_spot: Annotated[bool, typer.Option("--no-spot", help="Never spot prices.")] = False
+    pricing: Annotated[list[str] | None, typer.Option(help="Pricing models to consider (repeatable).")] = None
+    precision: Annotated[list[str] | None, typer.Option(help="Precisions to consider (repeatable; fp8 is opt-in).")] = (
+        None
+    )
+
+    def narrow(self, constraints: TrainConstraints, catalog: Catalog) -> TrainConstraints:
+        """``constraints`` searching only these offerings, each name checked against the catalog."""
+        from computewise.plan import TRAIN_PRECISIONS
+        from computewise.plan.train_request import offered_pricings
+
+        pricings = tuple(choice(p, PRICINGS, "--pricing") for p in self.pricing or ())
+        return dataclasses.replace(
+            constraints,
+            accelerators=tuple(catalog.accelerator(name).slug for name in self.gpu or ()),
+            clouds=tuple(catalog.cloud(c) for c in self.cloud or ()),
+            regions=tuple(catalog.region(r) for r in self.region or ()),
+            pricings=offered_pricings(pricings, spot=self.spot, no_spot=self.no_spot),
+            precisions=tuple(choice(p, PRECISIONS, "--precision") for p in self.precision or TRAIN_PRECISIONS),
+        )
+
 
 @app.command("train")
-def train(
+@flag_groups
+def plan_train(
+    *,
     model_name: ModelOption,
     tokens: TokensOption = None,
     seq_len: SeqLenOption = None,
-    global_batch: Annotated[
-        str | None, typer.Option(help="Sequences per optimizer step. Default: 1M tokens at 8B, growing with the model.")
-    ] = None,
+    global_batch: _GlobalBatch = None,
     optimizer: OptimizerOption = "adamw",
-    deadline: Annotated[str | None, typer.Option(help="Finish within: 72h, 3d, 90min.")] = None,
-    budget: Annotated[str | None, typer.Option(help="Spend at most: 5000, $2.5k.")] = None,
-    max_gpus: Annotated[
-        int,
-        typer.Option(
-            parser=bounded_int("--max-gpus"),
-            help="Largest number of accelerators to consider; raise it for frontier runs (up to 1,000,000).",
-        ),
-    ] = _DEFAULT_MAX_GPUS,
-    gpu: GpuFilter = None,
-    cloud: CloudFilter = None,
-    region: RegionFilter = None,
-    spot: Annotated[bool, typer.Option("--spot", help="Only spot prices (default: every --pricing).")] = False,
-    no_spot: Annotated[bool, typer.Option("--no-spot", help="Never spot prices.")] = False,
-    pricing: Annotated[list[str] | None, typer.Option(help="Pricing models to consider (repeatable).")] = None,
-    precision: Annotated[
-        list[str] | None, typer.Option(help="Precisions to consider (repeatable; fp8 is opt-in).")
-    ] = None,
-    optimize: Annotated[str, typer.Option(help="Rank by cost (under the deadline) or time.")] = "cost",
+    deadline: _Deadline = None,
+    budget: _Budget = None,
+    max_gpus: _MaxGpus = _DEFAULT_MAX_GPUS,
+    offerings: _Offerings,
+    optimize: _Optimize = "cost",
     top: TopOption = 10,
     catalog_paths: CatalogOption = None,
-    calibration: Annotated[
-        Path | None,
-        typer.Option(
-            "--calibration",
-            help="A calibration file from `computewise bench --save` for one accelerator "
-            "(default: those saved in the user catalog).",
-        ),
-    ] = None,
-    data_region: Annotated[
-        str | None,
-        typer.Option(
-            "--data-region",
-            help="Where the dataset lives, cloud:region (aws:us-east-1): GPUs elsewhere add egress and copy time.",
-        ),
-    ] = None,
-    dataset_size: Annotated[
-        str | None, typer.Option("--dataset-size", help="Bytes to move with --data-region: 2TB, 500GiB.")
-    ] = None,
-    methods: Annotated[
-        str,
-        typer.Option(
-            "--method",
-            help="What trains: full, lora, qlora, or several to compare (lora,qlora,full): the cheapest wins.",
-        ),
-    ] = "full",
-    lora_rank: LoraRankOption = None,
-    lora_alpha: LoraAlphaOption = None,
-    lora_targets: LoraTargetsOption = None,
-    trained_modules: TrainedModulesOption = None,
-    adapter_precision: AdapterPrecisionOption = None,
-    quant_type: QuantTypeOption = None,
-    double_quant: DoubleQuantOption = None,
+    calibration: _Calibration = None,
+    data_region: _DataRegion = None,
+    dataset_size: _DatasetSize = None,
+    methods: _Methods = "full",
+    finetune: FineTuneFlags,
     as_json: JsonOption = False,
     html: HtmlOption = None,
 ) -> None:
     """Recommended configuration, cost-vs-time Pareto frontier, and every rejected option with its reason."""
     from computewise.catalog.calibration import calibration_catalog_paths, load_calibration
-    from computewise.estimate.data_movement import data_site
     from computewise.estimate.train import default_global_batch
-    from computewise.plan import CLOUD_PRICINGS, TRAIN_PRECISIONS, TrainConstraints
-    from computewise.plan.train_request import TrainRequest, plan_train_request
+    from computewise.plan import TrainConstraints
+    from computewise.plan.train_request import TrainRequest, dataset_site, plan_train_request
     from computewise.report.html import plan_html
     from computewise.report.terminal import print_plan
-    from computewise.specs import OPTIMIZERS, PRECISIONS, PRICINGS
 
-    exclusive({"--spot": spot, "--no-spot": no_spot})
     catalog, assumptions = load([*(catalog_paths or ()), *calibration_catalog_paths(calibration)])
-    measured = None if calibration is None else load_calibration(calibration)
     spec = model(model_name)
-    pricings = tuple(choice(p, PRICINGS, "--pricing") for p in pricing or CLOUD_PRICINGS)
-    if spot:
-        pricings = ("spot",)
-    elif no_spot:
-        pricings = tuple(p for p in pricings if p != "spot")
-    if not pricings:
-        raise InputError("--no-spot removed the only --pricing given", "add --pricing on-demand")
-    if (data_region is None) != (dataset_size is None):
-        raise InputError(
-            "--data-region and --dataset-size go together", "e.g. --data-region aws:us-east-1 --dataset-size 2TB"
-        )
-    site = (
-        None
-        if data_region is None or dataset_size is None
-        else data_site(catalog, data_region, parse_bytes(dataset_size, "--dataset-size"))
-    )
     seq = sequence_length(seq_len, spec)
-    batch = (
-        parse_positive_int(global_batch, "--global-batch")
-        if global_batch is not None
-        else default_global_batch(seq, spec.params)
-    )
+    batch = None if global_batch is None else parse_positive_int(global_batch, "--global-batch")
+    dataset_bytes = None if dataset_size is None else parse_bytes(dataset_size, "--dataset-size")
     constraints = TrainConstraints(
         tokens=training_tokens(tokens, spec),
         seq_len=seq,
-        global_batch=batch,
+        global_batch=batch or default_global_batch(seq, spec.params),
         optimizer=choice(optimizer, OPTIMIZERS, "--optimizer"),
-        deadline_s=parse_duration_s(deadline, "--deadline") if deadline is not None else None,
-        budget_usd=parse_usd(budget, "--budget") if budget is not None else None,
+        deadline_s=None if deadline is None else parse_duration_s(deadline, "--deadline"),
+        budget_usd=None if budget is None else parse_usd(budget, "--budget"),
         max_gpus=max_gpus,
-        accelerators=tuple(catalog.accelerator(name).slug for name in gpu or ()),
-        clouds=tuple(catalog.cloud(c) for c in cloud or ()),
-        regions=tuple(catalog.region(r) for r in region or ()),
-        pricings=pricings,
-        precisions=tuple(choice(p, PRECISIONS, "--precision") for p in precision or TRAIN_PRECISIONS),
         objective=choice(optimize, ("cost", "time"), "--optimize"),
-        data=site,
-        methods=FineTuneFlags(
-            lora_rank, lora_alpha, lora_targets, trained_modules, adapter_precision, quant_type, double_quant
-        ).specs(methods),
+        data=dataset_site(catalog, data_region, dataset_bytes),
+        methods=finetune.specs(methods),
     )
-    request = TrainRequest(spec, constraints, measured, top or None, default_batch=global_batch is None)
+    measured = None if calibration is None else load_calibration(calibration)
+    request = TrainRequest(spec, offerings.narrow(constraints, catalog), measured, top or None, batch is None)
     emit(plan_train_request(request, catalog, assumptions), as_json, html, print_plan, plan_html)
 
 

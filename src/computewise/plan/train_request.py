@@ -12,18 +12,21 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from computewise.catalog.calibration import find_calibration
+from computewise.errors import InputError
+from computewise.estimate.data_movement import data_site
 from computewise.estimate.train import default_global_batch_note
-from computewise.plan.train import TrainConstraints, plan_train
+from computewise.plan.train import CLOUD_PRICINGS, TrainConstraints, plan_train
 from computewise.units import format_duration
 
 if TYPE_CHECKING:
     from computewise.catalog import Catalog
     from computewise.catalog.calibration import Calibration
     from computewise.estimate import Assumptions
+    from computewise.estimate.data_movement import DataSite
     from computewise.plan.result import Plan
-    from computewise.specs import ModelSpec
+    from computewise.specs import ModelSpec, Pricing
 
-__all__ = ["TrainRequest", "plan_train_request"]
+__all__ = ["TrainRequest", "dataset_site", "offered_pricings", "plan_train_request"]
 
 _YEAR_S = 365.0 * 86400.0
 
@@ -53,6 +56,30 @@ def plan_train_request(request: TrainRequest, catalog: Catalog, assumptions: Ass
     time_s = plan.recommended.time_s
     warnings = (_long_run_warning(time_s),) if time_s > _YEAR_S else ()
     return replace(plan, top=request.top, warnings=warnings, notes=tuple(notes))
+
+
+def offered_pricings(
+    given: tuple[Pricing, ...] = (), *, spot: bool = False, no_spot: bool = False
+) -> tuple[Pricing, ...]:
+    """The pricings to weigh: those given (default: every cloud pricing), only spot with ``spot``, or the given
+    ones less spot with ``no_spot``; none left is refused, since a plan over no price has nothing to rank."""
+    if spot and no_spot:
+        raise InputError("--spot and --no-spot contradict each other", "give only one of --spot, --no-spot")
+    if spot:
+        return ("spot",)
+    pricings = tuple(p for p in given or CLOUD_PRICINGS if not (no_spot and p == "spot"))
+    if not pricings:
+        raise InputError("--no-spot removed the only --pricing given", "add --pricing on-demand")
+    return pricings
+
+
+def dataset_site(catalog: Catalog, place: str | None, dataset_bytes: float | None) -> DataSite | None:
+    """Where the dataset lives (``--data-region``) with its size (``--dataset-size``): both, or neither."""
+    if (place is None) != (dataset_bytes is None):
+        raise InputError(
+            "--data-region and --dataset-size go together", "e.g. --data-region aws:us-east-1 --dataset-size 2TB"
+        )
+    return None if place is None or dataset_bytes is None else data_site(catalog, place, dataset_bytes)
 
 
 def _long_run_warning(time_s: float) -> str:
