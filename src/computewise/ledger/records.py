@@ -122,31 +122,16 @@ class NewRun:
     input_hash: str | None = None
 
 
-@dataclass(frozen=True)
-class RunRow:
-    """A run as the ledger holds it."""
+@dataclass(frozen=True, kw_only=True)
+class RunRow(NewRun):
+    """A run as the ledger holds it: what was known when it started (``NewRun``, declared once there), and
+    what the ledger added since (its id, heartbeat, end and outcome)."""
 
     id: int
-    kind: RunKind
-    command: str
-    argv: tuple[str, ...]
-    tags: dict[str, str]
-    host: str
-    pid: int
-    user: str
-    cwd: str
-    started_at_s: float
     ended_at_s: float | None
     heartbeat_at_s: float
     status: RunStatus
     exit_code: int | None
-    interval_s: float
-    price: PriceSnapshot
-    logical_cpus: int
-    gpu_count: int
-    gpu_name: str | None
-    accelerator: str | None
-    input_hash: str | None
     inferences: int
     error: str | None
     summary: dict[str, Any] | None
@@ -282,19 +267,13 @@ class StorageAction:
     usd_per_month_saved: float
 
 
-@dataclass(frozen=True)
-class StorageActionRow:
-    """A ``StorageAction`` as recorded, numbered within its apply, with what became of it."""
+@dataclass(frozen=True, kw_only=True)
+class StorageActionRow(StorageAction):
+    """A ``StorageAction`` as recorded (its fields declared once, there), numbered within its apply, with what
+    became of it."""
 
     apply_id: int
     number: int
-    path: str
-    action: str
-    kind: str
-    size_bytes: int
-    from_class: str
-    to_class: str | None
-    usd_per_month_saved: float
     outcome: StorageOutcome
     done_at_s: float | None
     error: str | None
