@@ -32,7 +32,6 @@ KNOWN: dict[tuple[str, str], str] = {
     ("estimate/single.py", "estimate/single.py"): "memory_per_device/fits and the quote keys of train and infer",
     ("models/flop_counter.py", "models/flop_counter.py"): "two __torch_dispatch__-style signatures",
     ("monitor/sampler.py", "monitor/watch.py"): "the start of two __init__ signatures",
-    ("plan/federated.py", "plan/federated.py"): "the federated job's fields declared twice",
 }
 
 

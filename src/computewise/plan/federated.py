@@ -45,6 +45,7 @@ __all__ = [
     "FederatedJob",
     "FederatedPlan",
     "FederatedRound",
+    "FederatedSetup",
     "ParticipationEffect",
     "RadioModel",
     "plan_federated",
@@ -69,28 +70,36 @@ class RadioModel:
 
 
 @dataclass(frozen=True)
-class FederatedJob:
-    """Everything a round depends on, as plain numbers (the CLI resolves names and prices)."""
+class FederatedSetup:
+    """The part of a federated job its plan repeats (the ``job`` of ``plan federated --json``, and the
+    server's price): declared once here for the job and the plan that both carry it."""
 
     model_name: str
     params: float
-    flops_per_sample: float  # training (forward + backward) FLOPs of one sample
     clients: int
     participation: float
     rounds: int
     local_steps: int
     local_batch: int
     client_device: str
+    uplink_bits_per_s: float
+    downlink_bits_per_s: float
+    topk_ratio: float
+    server_usd_per_h: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class FederatedJob(FederatedSetup):
+    """Everything a round depends on, as plain numbers (the CLI resolves names and prices): the setup, and
+    what the plan reads from the catalog but does not repeat."""
+
+    flops_per_sample: float  # training (forward + backward) FLOPs of one sample
     client_memory_bytes: float
     client_peak_flops: float
     client_mfu: float
     client_power_w: float
-    uplink_bits_per_s: float
-    downlink_bits_per_s: float
     compression: Compression
-    topk_ratio: float
     server_memory_bytes_per_s: float
-    server_usd_per_h: float
     radio: RadioModel
 
 
@@ -197,21 +206,10 @@ class ParticipationEffect:
 
 
 @dataclass(frozen=True)
-class FederatedPlan:
-    """A federated training plan: the chosen round, its totals, and the other compressions and participations."""
+class FederatedPlan(FederatedSetup):
+    """A federated training plan: its setup, the chosen round, its totals, and the other compressions and
+    participations."""
 
-    model_name: str
-    params: float
-    clients: int
-    participation: float
-    rounds: int
-    local_steps: int
-    local_batch: int
-    client_device: str
-    uplink_bits_per_s: float
-    downlink_bits_per_s: float
-    topk_ratio: float
-    server_usd_per_h: float
     chosen: FederatedRound
     compressions: tuple[FederatedRound, ...]  # every compression at the chosen participation
     participation_effect: tuple[ParticipationEffect, ...]
