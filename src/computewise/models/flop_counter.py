@@ -269,6 +269,23 @@ def _formulas(torch: Any) -> tuple[dict[Any, Formula], set[Any], set[Any]]:
     return formulas, fused | fused_backward, {aten.bmm, aten.baddbmm}
 
 
+# A mode's handler: the mode, the operator, its positional and its keyword arguments.
+_Handler = Callable[[Any, Any, Sequence[Any], Mapping[str, Any]], Any]
+
+
+def _mode_hook(handle: _Handler) -> Callable[..., Any]:
+    """A torch mode's hook that calls ``handle``. Torch calls ``__torch_function__`` and ``__torch_dispatch__``
+    alike, as ``(func, types, args=(), kwargs=None)``: that signature is written once, here; the handlers
+    read no ``types`` and get the keyword arguments as a mapping, never None."""
+
+    def hook(
+        mode: Any, func: Any, types: Sequence[type], args: Sequence[Any] = (), kwargs: Mapping[str, Any] | None = None
+    ) -> Any:
+        return handle(mode, func, args, kwargs or {})
+
+    return hook
+
+
 def _make_modes(counter: FlopCounter) -> tuple[Any, Any]:
     """Build the torch modes (classes live here so that torch is imported only when counting)."""
     try:
@@ -286,52 +303,40 @@ def _make_modes(counter: FlopCounter) -> tuple[Any, Any]:
     # FlopCounterMode never decomposes prim.device (it has no decomposition); neither do we.
     passthrough = {torch.ops.prim.device.default}
 
-    class AttentionCalls(TorchFunctionMode):
+    def attention_span(mode: Any, func: Any, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Any:
         """Marks the span of each attention call so the dispatch mode can attribute its ops."""
+        kind = attention_functions.get(func)
+        if kind is None:
+            return func(*args, **kwargs)
+        position = 5 if kind == "sdpa" else 24  # is_causal in each function's signature
+        flag = kwargs.get("is_causal", args[position] if len(args) > position else False)
+        counter._enter_call(kind, bool(flag))
+        try:
+            return func(*args, **kwargs)
+        finally:
+            counter._leave_call()
 
-        def __torch_function__(
-            self,
-            func: Any,
-            types: Sequence[type],
-            args: Sequence[Any] = (),
-            kwargs: Mapping[str, Any] | None = None,
-        ) -> Any:
-            kwargs = kwargs or {}
-            kind = attention_functions.get(func)
-            if kind is None:
-                return func(*args, **kwargs)
-            position = 5 if kind == "sdpa" else 24  # is_causal in each function's signature
-            flag = kwargs.get("is_causal", args[position] if len(args) > position else False)
-            counter._enter_call(kind, bool(flag))
-            try:
-                return func(*args, **kwargs)
-            finally:
-                counter._leave_call()
+    def count(mode: Any, func: Any, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Any:
+        """Counts each operator once, after decomposing composite ones as FlopCounterMode does."""
+        packet = func._overloadpacket
+        formula = formulas.get(packet)
+        if formula is None:
+            if func not in passthrough:
+                with mode:
+                    decomposed = func.decompose(*args, **kwargs)
+                if decomposed is not NotImplemented:
+                    return decomposed
+            return func(*args, **kwargs)
+        out = func(*args, **kwargs)
+        bound = _bind(func, args, kwargs)
+        fused_causal = bool(bound.get("is_causal", False)) if packet in fused else None
+        counter._record(formula(bound, out), is_batched_matmul=packet in batched, fused_causal=fused_causal)
+        return out
+
+    class AttentionCalls(TorchFunctionMode):
+        __torch_function__ = _mode_hook(attention_span)
 
     class CountFlops(TorchDispatchMode):  # type: ignore[no-untyped-call]  # torch leaves it untyped
-        """Counts each operator once, after decomposing composite ones as FlopCounterMode does."""
-
-        def __torch_dispatch__(
-            self,
-            func: Any,
-            types: Sequence[type],
-            args: Sequence[Any] = (),
-            kwargs: Mapping[str, Any] | None = None,
-        ) -> Any:
-            kwargs = kwargs or {}
-            packet = func._overloadpacket
-            formula = formulas.get(packet)
-            if formula is None:
-                if func not in passthrough:
-                    with self:
-                        decomposed = func.decompose(*args, **kwargs)
-                    if decomposed is not NotImplemented:
-                        return decomposed
-                return func(*args, **kwargs)
-            out = func(*args, **kwargs)
-            bound = _bind(func, args, kwargs)
-            fused_causal = bool(bound.get("is_causal", False)) if packet in fused else None
-            counter._record(formula(bound, out), is_batched_matmul=packet in batched, fused_causal=fused_causal)
-            return out
+        __torch_dispatch__ = _mode_hook(count)
 
     return AttentionCalls(), CountFlops()  # type: ignore[no-untyped-call]
