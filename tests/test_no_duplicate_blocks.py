@@ -30,7 +30,6 @@ KNOWN: dict[tuple[str, str], str] = {
     ("cli/run_cmd.py", "cli/submit_cmd.py"): "the job resource parameters of run and submit",
     ("dashboard/layout.py", "report/html.py"): "the HTML page's head and tail",
     ("estimate/single.py", "estimate/single.py"): "memory_per_device/fits and the quote keys of train and infer",
-    ("monitor/sampler.py", "monitor/watch.py"): "the start of two __init__ signatures",
 }
 
 

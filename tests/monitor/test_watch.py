@@ -9,9 +9,10 @@ from collections.abc import Callable, Sequence
 
 from computewise.catalog import Catalog
 from computewise.estimate.quote import PriceRequest
-from computewise.ledger import GpuSampleRow, Ledger, SampleRow
+from computewise.ledger import GpuSampleRow, Ledger, NewRun, SampleRow
 from computewise.monitor.gpu import NvmlGpuSource
 from computewise.monitor.pricing import DetectedHardware
+from computewise.monitor.recorded import RecordedRun
 from computewise.monitor.watch import Periodic, Watch, priced_row
 
 Spawn = Callable[..., subprocess.Popen[bytes]]
@@ -49,7 +50,7 @@ def test_a_price_computewise_chose_is_said_at_launch_with_how_to_give_it(catalog
 
 
 def test_a_watch_writes_every_sample_of_a_child_it_took_and_a_last_one_at_stop(
-    sqlite_ledger: Ledger, run_id: int, catalog: Catalog, spawn_python: Spawn, wait_for: WaitFor
+    sqlite_ledger: Ledger, new_run: Callable[..., NewRun], catalog: Catalog, spawn_python: Spawn, wait_for: WaitFor
 ) -> None:
     child = spawn_python("import time\ntime.sleep(60)")
     seen: list[SampleRow] = []
@@ -58,13 +59,13 @@ def test_a_watch_writes_every_sample_of_a_child_it_took_and_a_last_one_at_stop(
     def collect(row: SampleRow, gpu_rows: Sequence[GpuSampleRow]) -> None:
         seen.append(row)
 
+    run = RecordedRun(sqlite_ledger, new_run())
+    run.start()
     no_gpu = NvmlGpuSource(visible=())
-    watch = Watch(
-        sqlite_ledger, run_id, child.pid, no_gpu, catalog, 0.05, flush_s=0.2, on_error=errors.append, sinks=[collect]
-    ).start()
+    watch = Watch(run, child.pid, no_gpu, catalog, 0.05, flush_s=0.2, on_error=errors.append, sinks=[collect]).start()
     wait_for(lambda: len(seen) >= 3, "3 samples")
     watch.stop()
-    written = sqlite_ledger.samples(run_id)
+    written = sqlite_ledger.samples(run.run_id)
     assert len(written) == len(seen) >= 4  # the ticks and the last sample taken by stop()
     assert [row.t_s for row in written] == sorted(row.t_s for row in seen) and errors == []
 

@@ -150,9 +150,7 @@ def monitored_run(
                 record.declare(Ending.of_exit(error.exit_code, error=error.message))
             else:
                 forwarder.attach(child)
-                ended = _watch(
-                    ledger, catalog, gpu, options, record.run_id, row.price.hourly_usd, child, notifier, live, stream
-                )
+                ended = _watch(record, catalog, gpu, options, child, notifier, live, stream)
                 record.declare(Ending.of_exit(ended.exit_code, ended.signalled_by))
         # No summary is stored: it is a function of the rows, rebuilt by `runs show` whenever asked.
         ending, ended_s = record.finish(), record.ended_at_s or time.time()
@@ -186,18 +184,17 @@ def alert_commands_allowed(url: str) -> bool:
 
 
 def _watch(
-    ledger: Ledger,
+    record: RecordedRun,
     catalog: Catalog,
     gpu: GpuSource,
     options: RunOptions,
-    run_id: int,
-    hourly_usd: float,
     child: Child,
     notifier: Notifier,
     live: LiveSink | None,
     stream: TextIO,
 ) -> ChildExit:
     """Sample the child until it exits; every helper thread is stopped before returning."""
+    ledger, run_id, hourly_usd = record.ledger, record.run_id, record.row.price.hourly_usd
     sinks: list[Sink] = []
     metrics: MetricsServer | None = None
     if options.prometheus_port is not None:
@@ -216,8 +213,7 @@ def _watch(
 
         sinks.append(live_sink)
     watch = Watch(
-        ledger,
-        run_id,
+        record,
         child.pid,
         gpu,
         catalog,

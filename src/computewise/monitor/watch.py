@@ -22,12 +22,12 @@ from typing import TextIO
 
 from computewise.catalog import Catalog
 from computewise.estimate.quote import PriceRequest
-from computewise.ledger import Ledger, NewRun, RunKind
+from computewise.ledger import NewRun, RunKind
 from computewise.monitor.energy import EnergyModel
 from computewise.monitor.gpu import GpuSource
 from computewise.monitor.pricing import DetectedHardware, frozen_price
 from computewise.monitor.process import ExitUsage, ProcessTreeSampler
-from computewise.monitor.recorded import catalog_accelerator, new_run
+from computewise.monitor.recorded import RecordedRun, catalog_accelerator, new_run
 from computewise.monitor.sampler import LedgerWriter, Sampler, Sink
 
 __all__ = ["Periodic", "Watch", "priced_row", "say"]
@@ -79,8 +79,8 @@ def priced_row(
 
 
 class Watch:
-    """Samples the process tree of ``pid`` into run ``run_id`` every ``interval_s``: the sampler, the energy
-    model of the GPUs it sees and the ledger writer, started and stopped together.
+    """Samples the process tree of ``pid`` into ``run`` (started: its row is written) every ``interval_s``:
+    the sampler, the energy model of the GPUs it sees and the ledger writer, started and stopped together.
 
     ``sinks`` see every sample after the writer (Prometheus, an idle guard, a live line). A failed write
     calls ``on_error`` once per run of failures and never stops the watched work.
@@ -88,8 +88,7 @@ class Watch:
 
     def __init__(
         self,
-        ledger: Ledger,
-        run_id: int,
+        run: RecordedRun,
         pid: int,
         gpu: GpuSource,
         catalog: Catalog,
@@ -99,9 +98,11 @@ class Watch:
         on_error: Callable[[Exception], None],
         sinks: Sequence[Sink] = (),
     ) -> None:
-        self._writer = LedgerWriter(ledger, run_id, flush_s=flush_s, on_error=on_error)
+        self._writer = LedgerWriter(run.ledger, run.run_id, flush_s=flush_s, on_error=on_error)
         energy = EnergyModel.from_catalog(catalog, gpu.status().devices)
-        self._sampler = Sampler(run_id, ProcessTreeSampler(pid), gpu, energy, interval_s, sinks=[self._writer, *sinks])
+        self._sampler = Sampler(
+            run.run_id, ProcessTreeSampler(pid), gpu, energy, interval_s, sinks=[self._writer, *sinks]
+        )
 
     def start(self) -> Watch:
         self._writer.start()

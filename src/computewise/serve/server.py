@@ -154,13 +154,12 @@ class _RunRecord:
     inferences served."""
 
     def __init__(
-        self, ledger: Ledger, run_id: int, metrics: ServeMetrics, stream: TextIO, catalog: Catalog, gpu: GpuSource
+        self, record: RecordedRun, metrics: ServeMetrics, stream: TextIO, catalog: Catalog, gpu: GpuSource
     ) -> None:
-        self.ledger, self.run_id, self.metrics, self.stream = ledger, run_id, metrics, stream
+        self.ledger, self.run_id, self.metrics, self.stream = record.ledger, record.run_id, metrics, stream
         self._recorded = 0
         self._watch = Watch(
-            ledger,
-            run_id,
+            record,
             os.getpid(),  # the server is the job: its own process and any workers
             gpu,
             catalog,
@@ -168,7 +167,7 @@ class _RunRecord:
             flush_s=MAX_FLUSH_S,
             on_error=lambda e: say(stream, f"ledger write failed: {e}"),
         ).start()
-        self._beating = Periodic(self._beat, HEARTBEAT_S, f"computewise-serve-{run_id}").start()
+        self._beating = Periodic(self._beat, HEARTBEAT_S, f"computewise-serve-{self.run_id}").start()
 
     def flush(self) -> None:
         served = self.metrics.totals()["inferences"]
@@ -289,7 +288,7 @@ def _serve_bound(
             stream=stream,
         )
         with RecordedRun(ledger, row) as record:
-            run = _RunRecord(ledger, record.run_id, metrics, stream, catalog, gpu)
+            run = _RunRecord(record, metrics, stream, catalog, gpu)
             bound_host, bound_port = sock.getsockname()[:2]
             url = f"http://{f'[{bound_host}]' if ':' in bound_host else bound_host}:{bound_port}"
             config = uvicorn.Config(
