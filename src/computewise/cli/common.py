@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Protocol, TypeVar, get_type_hi
 import typer
 
 from computewise.errors import ComputewiseError, InputError
+from computewise.limits import ACCELERATOR_SHARE
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
     from computewise.estimate.quote import PriceRequest
     from computewise.ledger import Ledger
     from computewise.limits import Limit
+    from computewise.scale.job_request import JobRequest
     from computewise.specs import FineTune, ModelSpec
 
 Choice = TypeVar("Choice", bound=str)
@@ -495,6 +497,71 @@ class FineTuneFlags(FlagGroup):
                 "e.g. --trained-modules head,embeddings (new tokens need both)",
             )
         return names
+
+
+# -- submit and run --engine: the job's resources, declared once for both verbs ---------------------------------
+
+
+@dataclass(frozen=True)
+class JobFlags(FlagGroup):
+    """What a job submitted to an engine runs on (``submit``, ``run --engine``), turned into its ``JobRequest``."""
+
+    gpus: Annotated[
+        float,
+        typer.Option(
+            parser=bounded_float("--gpus", ACCELERATOR_SHARE),
+            help="GPUs: a count, or a fraction below 1 to share one (ray).",
+        ),
+    ] = 0
+    accelerator: Annotated[
+        str | None, typer.Option("--gpu", "-g", "--accelerator", help="Catalog accelerator, e.g. h100, a100-80gb.")
+    ] = None
+    cpus: Annotated[
+        float | None,
+        typer.Option(
+            parser=bounded_float("--cpus"),
+            help="CPU cores. Default: with --plan, the plan's share of its instance's vCPUs; else one per process.",
+        ),
+    ] = None
+    nproc: Annotated[
+        int,
+        typer.Option(parser=bounded_int("--nproc"), help="Processes on one node under torchrun (DDP/FSDP); 1: plain."),
+    ] = 1
+    plan: Annotated[
+        Path | None,
+        typer.Option(help="Take GPUs, accelerator, processes and price from `computewise plan train ... --json`."),
+    ] = None
+    memory: Annotated[str | None, typer.Option(help="Memory: 32GB, 64GiB.")] = None
+    checkpoint_uri: Annotated[
+        str | None, typer.Option(help="Checkpoint storage that survives the node: a shared path or a bucket URL.")
+    ] = None
+
+    def request(
+        self,
+        name: str,
+        command: Sequence[str],
+        tags: Sequence[str] | None,
+        max_restarts: int,
+        *,
+        image: str | None = None,
+        spot: bool | None = None,
+        hourly_usd: float | None = None,
+    ) -> JobRequest:
+        """``command`` as the job ``name`` on these resources, tagged, resubmitted at most ``max_restarts`` times."""
+        from computewise.scale.job_request import JobRequest, JobResources
+
+        resources = JobResources(self.gpus, self.accelerator, self.cpus, self.memory, self.nproc, spot)
+        return JobRequest(
+            name,
+            tuple(command),
+            resources,
+            self.plan,
+            tuple(tags or ()),
+            self.checkpoint_uri,
+            max_restarts,
+            image,
+            hourly_usd,
+        )
 
 
 # -- serve and deploy: the artifact and the batching and limit flags, declared once for both verbs -----------

@@ -19,16 +19,16 @@ from rich.console import Console
 from computewise.cli.common import (
     DbOption,
     HtmlOption,
+    JobFlags,
     JsonOption,
     PriceFlags,
-    bounded_float,
     bounded_int,
     emit,
     emit_json,
+    flag_groups,
     open_ledger,
     print_error,
 )
-from computewise.limits import ACCELERATOR_SHARE
 
 if TYPE_CHECKING:
     from computewise.catalog import Catalog
@@ -74,41 +74,14 @@ _Engine = Annotated[
     str | None,
     typer.Option(
         help="Job engine to submit to instead of watching here: local (a detached process) or ray. The job is "
-        "resubmitted after preemption (exit 75) and failures; the ledger keeps one run with its attempts."
+        "resubmitted after preemption (exit 75) and failures; the ledger keeps one run with its attempts. "
+        "The job's resources are the flags from --gpus to --checkpoint-uri."
     ),
 ]
 _Address = Annotated[
     str | None, typer.Option(envvar="RAY_ADDRESS", help="Ray dashboard address for --engine ray ($RAY_ADDRESS).")
 ]
 _Name = Annotated[str | None, typer.Option(help="Stable run name for --engine. Default: from the command.")]
-_Gpus = Annotated[
-    float,
-    typer.Option(
-        parser=bounded_float("--gpus", ACCELERATOR_SHARE),
-        help="GPUs for --engine: a count, or a fraction below 1 (ray).",
-    ),
-]
-_Accelerator = Annotated[
-    str | None, typer.Option("--gpu", "-g", "--accelerator", help="Catalog accelerator for --engine, e.g. h100.")
-]
-_Cpus = Annotated[
-    float | None,
-    typer.Option(
-        parser=bounded_float("--cpus"),
-        help="CPU cores for --engine. Default: with --plan, the plan's share of its instance's vCPUs; "
-        "else one per process.",
-    ),
-]
-_Nproc = Annotated[
-    int, typer.Option(parser=bounded_int("--nproc"), help="For --engine: processes on one node under torchrun.")
-]
-_Plan = Annotated[
-    Path | None, typer.Option(help="For --engine: GPUs, accelerator, processes and price from a plan's JSON.")
-]
-_Memory = Annotated[str | None, typer.Option(help="Memory for --engine: 32GB, 64GiB.")]
-_CheckpointUri = Annotated[
-    str | None, typer.Option(help="For --engine: checkpoint storage that survives the node (a shared path).")
-]
 _MaxRestarts = Annotated[
     int, typer.Option(parser=bounded_int("--max-restarts"), help="For --engine: resubmissions after failures.")
 ]
@@ -120,7 +93,9 @@ _MaxPreemptions = Annotated[
 ]
 
 
+@flag_groups
 def run(
+    *,
     command: _Command = None,
     tag: _Tag = None,
     interval: _Interval = "1s",
@@ -139,13 +114,7 @@ def run(
     engine: _Engine = None,
     address: _Address = None,
     name: _Name = None,
-    gpus: _Gpus = 0,
-    accelerator: _Accelerator = None,
-    cpus: _Cpus = None,
-    nproc: _Nproc = 1,
-    plan: _Plan = None,
-    memory: _Memory = None,
-    checkpoint_uri: _CheckpointUri = None,
+    resources: JobFlags,
     max_restarts: _MaxRestarts = 3,
     max_preemptions: _MaxPreemptions = 20,
     db: DbOption = None,
@@ -160,7 +129,6 @@ def run(
     from computewise.cli.common import refuse_option_as_command
     from computewise.errors import InputError
     from computewise.scale.engine_run import EngineRun
-    from computewise.scale.job_request import JobRequest, JobResources
     from computewise.units import parse_duration_s
 
     if not command:
@@ -168,8 +136,7 @@ def run(
     refuse_option_as_command(command, "run")
     price = PriceFlags(hourly_usd, instance, cloud, region, pricing)
     if engine is not None:
-        resources = JobResources(gpus, accelerator, cpus, memory, nproc)
-        job = JobRequest(name or "", tuple(command), resources, plan, tuple(tag or ()), checkpoint_uri, max_restarts)
+        job = resources.request(name or "", command, tag, max_restarts)
         poll_s = parse_duration_s(interval, "--interval")
         _on_engine(EngineRun(engine, address, job, max_preemptions, poll_s), price, db, as_json)
     idle = (idle_minutes, idle_action, idle_grace, idle_enforce)

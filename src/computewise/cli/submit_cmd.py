@@ -10,13 +10,11 @@ from __future__ import annotations
 import dataclasses
 import sys
 from functools import partial
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from computewise.cli.common import JsonOption, bounded_float, bounded_int, emit_json, refuse_option_as_command
-from computewise.limits import ACCELERATOR_SHARE
+from computewise.cli.common import JobFlags, JsonOption, bounded_int, emit_json, flag_groups, refuse_option_as_command
 
 if TYPE_CHECKING:
     from computewise.scale.engine import JobHandle, JobSpec
@@ -31,35 +29,6 @@ _Name = Annotated[
 ]
 _Engine = Annotated[
     str, typer.Option(help="Job engine: local (a child process), ray, kubernetes, slurm or skypilot (render only).")
-]
-_Gpus = Annotated[
-    float,
-    typer.Option(
-        parser=bounded_float("--gpus", ACCELERATOR_SHARE),
-        help="GPUs: a count, or a fraction below 1 to share one (ray).",
-    ),
-]
-_Accelerator = Annotated[
-    str | None, typer.Option("--gpu", "-g", "--accelerator", help="Catalog accelerator, e.g. h100, a100-80gb.")
-]
-_Cpus = Annotated[
-    float | None,
-    typer.Option(
-        parser=bounded_float("--cpus"),
-        help="CPU cores. Default: with --plan, the plan's share of its instance's vCPUs; else one per process.",
-    ),
-]
-_Nproc = Annotated[
-    int,
-    typer.Option(parser=bounded_int("--nproc"), help="Processes on one node under torchrun (DDP/FSDP); 1: plain."),
-]
-_Plan = Annotated[
-    Path | None,
-    typer.Option(help="Take GPUs, accelerator, processes and price from `computewise plan train ... --json`."),
-]
-_Memory = Annotated[str | None, typer.Option(help="Memory: 32GB, 64GiB.")]
-_CheckpointUri = Annotated[
-    str | None, typer.Option(help="Checkpoint storage that survives the node: a shared path or a bucket URL.")
 ]
 _Image = Annotated[str | None, typer.Option(help="Container image (kubernetes, skypilot).")]
 _Spot = Annotated[
@@ -83,17 +52,13 @@ _Address = Annotated[
 _DryRun = Annotated[bool, typer.Option("--dry-run", help="Print what would be submitted; submit nothing.")]
 
 
+@flag_groups
 def submit(
+    *,
     command: _Command,
     name: _Name,
     engine: _Engine = "local",
-    gpus: _Gpus = 0,
-    accelerator: _Accelerator = None,
-    cpus: _Cpus = None,
-    nproc: _Nproc = 1,
-    plan: _Plan = None,
-    memory: _Memory = None,
-    checkpoint_uri: _CheckpointUri = None,
+    resources: JobFlags,
     image: _Image = None,
     spot: _Spot = None,
     tag: _Tag = None,
@@ -106,7 +71,7 @@ def submit(
     """Submit a job to an engine; print its id (or, with --dry-run, the manifest)."""
     from computewise.errors import InputError
     from computewise.monitor.watch import say
-    from computewise.scale.job_request import JobRequest, JobResources, job_spec, render
+    from computewise.scale.job_request import job_spec, render
     from computewise.scale.registry import ENGINE_NAMES, get_engine
     from computewise.units import parse_usd
 
@@ -118,11 +83,8 @@ def submit(
             f"--{'' if spot else 'no-'}spot applies to --engine skypilot only",
             f"drop it: {engine} runs the job on the nodes the cluster has (select spot nodes there)",
         )
-    resources = JobResources(gpus, accelerator, cpus, memory, nproc, spot)
     price = parse_usd(hourly_usd, "--hourly-usd") if hourly_usd is not None else None
-    request = JobRequest(
-        name, tuple(command), resources, plan, tuple(tag or ()), checkpoint_uri, max_restarts, image, price
-    )
+    request = resources.request(name, command, tag, max_restarts, image=image, spot=spot, hourly_usd=price)
     spec, _ = job_spec(request, partial(say, sys.stderr))
     if dry_run:
         manifest = render(engine, spec)
