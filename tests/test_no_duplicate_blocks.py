@@ -27,7 +27,6 @@ _BRACKETS = re.compile(r"^[()\[\]{},:]*$")
 # Not yet assigned: each wants the shared lines in one place (a helper, a base class, a shared field group).
 KNOWN: dict[tuple[str, str], str] = {
     ("account/totals.py", "dashboard/views.py"): "the idle/utilisation keys of a run's totals",
-    ("dashboard/layout.py", "report/html.py"): "the HTML page's head and tail",
     ("estimate/single.py", "estimate/single.py"): "memory_per_device/fits and the quote keys of train and infer",
 }
 

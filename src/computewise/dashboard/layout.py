@@ -10,6 +10,7 @@ from __future__ import annotations
 from html import escape
 
 from computewise import __version__
+from computewise.report.html import document
 
 __all__ = ["NAV", "chart", "error_page", "esc", "page"]
 
@@ -93,27 +94,13 @@ def page(title: str, body_html: str, *, active: str) -> str:
     """A whole HTML document: the nav bar, ``active`` highlighted, and ``body_html`` in ``<main id="page-{active}">``.
 
     ``active`` is also the page's name in its ``<main>`` id, which the browser tests look for."""
-    return "\n".join(
-        [
-            "<!DOCTYPE html>",
-            '<html lang="en">',
-            "<head>",
-            '<meta charset="utf-8">',
-            '<meta name="viewport" content="width=device-width, initial-scale=1">',
-            f"<title>{esc(title)} · computewise</title>",
-            f"<style>\n{_CSS}\n</style>",
-            "</head>",
-            "<body>",
-            f'<header><span class="brand">computewise</span>{_nav(active)}</header>',
-            f'<main id="page-{esc(active)}">',
-            body_html,
-            "</main>",
-            f"<footer>computewise {esc(__version__)} · read-only view of the ledger</footer>",
-            "</body>",
-            "</html>",
-            "",
-        ]
-    )
+    body = [
+        f'<header><span class="brand">computewise</span>{_nav(active)}</header>',
+        f'<main id="page-{esc(active)}">',
+        body_html,
+        "</main>",
+    ]
+    return document(f"{title} · computewise", _CSS, body, f"computewise {__version__} · read-only view of the ledger")
 
 
 def error_page(status: int, message: str, hint: str | None, *, element_id: str, note: str = "") -> str:
