@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
 
 import numpy as np
 
-from computewise.catalog.track_record import load_track_record, scope_for
+from computewise.catalog.track_record import Kind, Scope, load_track_record, scope_for
 from computewise.errors import InputError
 from computewise.estimate.adapters import Adapters
 from computewise.estimate.arrays import FloatArray, col
@@ -27,6 +28,27 @@ from computewise.estimate.memory import (
 )
 from computewise.estimate.quantized import qlora_unsupported_reason
 from computewise.estimate.quote import Ask, PriceRequest, Quote, quote
+from computewise.estimate.sections import (
+    Accuracy,
+    AdapterTraining,
+    Bottleneck,
+    Co2,
+    Cost,
+    Energy,
+    ErrorBand,
+    FullTraining,
+    InferCompute,
+    InferCost,
+    InferJobSection,
+    InferTime,
+    LayoutSection,
+    MemorySection,
+    Storage,
+    TrainCompute,
+    TrainJobSection,
+    TrainTime,
+    Untimed,
+)
 from computewise.estimate.train import TrainColumns, TrainHardware, TrainLayout, evaluate_train
 from computewise.specs import (
     EXECUTIONS,
@@ -40,14 +62,13 @@ from computewise.specs import (
     Pricing,
     TrainJob,
 )
-from computewise.specs.document import SCHEMA_VERSION
+from computewise.specs.codec import Document, Jsonable, Layout, json_field, json_property
 from computewise.specs.finetune import METHOD_NAMES
 from computewise.units import format_bytes, format_count, plural
 
 if TYPE_CHECKING:
     from computewise.catalog import Catalog
     from computewise.catalog.calibration import Calibration
-    from computewise.catalog.track_record import Kind, Scope
 
 __all__ = [
     "InferEstimate",
@@ -136,24 +157,6 @@ def _require_links(accelerator: Accelerator, gpus: int, hw: Quote) -> None:
         raise InputError(*problem)
 
 
-def _without_time(data: dict[str, Any], reason: str) -> dict[str, Any]:
-    """An estimate that cannot be timed (links of unknown speed) or cannot run (it does not fit):
-    memory and FLOPs stay, and every figure that depends on the time becomes None, so that nothing is
-    priced as if it could run. ``reason`` says why; "" leaves the estimate as it is."""
-    if not reason:
-        return data
-    if "mfu" in data["compute"]:
-        data["compute"] = {**data["compute"], "mfu": None}
-    data["time"] = {"seconds": None, "unavailable": reason}
-    money = ("usd", "usd_per_1000_requests")
-    data["cost"] = {k: None if k in money else v for k, v in data["cost"].items()}
-    data["energy"] = {**data["energy"], "kwh": None}
-    data["co2"] = {**data["co2"], "kg": None}
-    if "storage" in data:
-        data["storage"] = {**data["storage"], "read_bytes_per_second": None, "checkpoint_interval_seconds": None}
-    return data
-
-
 def _does_not_fit(memory: MemoryBreakdown, accelerator: Accelerator, fix: str) -> str:
     """Why a job that does not fit cannot run, with how to make it fit; "" when it fits. It comes before a
     link of unknown speed: a job that cannot run at all is not timed whatever the links."""
@@ -187,18 +190,9 @@ _INFER_FIX = (
 )
 
 
-def _without_price(data: dict[str, Any], hw: Quote) -> dict[str, Any]:
-    """An accelerator no offering rents: every money figure becomes None, never 0; the notes say why."""
-    if hw.priced:
-        return data
-    money = ("usd", "usd_per_hour", "usd_per_1000_requests")
-    data["cost"] = {**{k: None if k in money else v for k, v in data["cost"].items()}, "unavailable": hw.explanation}
-    return data
-
-
-def _bottleneck_dict(columns: TrainColumns) -> dict[str, Any]:
+def _bottleneck(columns: TrainColumns) -> Bottleneck:
     found = bottleneck(columns.step.breakdown_s(), _scalar(columns.compute_fraction))
-    return {"part": found.part, "share": found.share, "advice": found.sentence()}
+    return Bottleneck(found.part, found.share, found.sentence())
 
 
 def _compute_note(columns: TrainColumns, utilization: float | None, precision: Precision) -> str:
@@ -210,23 +204,17 @@ def _compute_note(columns: TrainColumns, utilization: float | None, precision: P
     )
 
 
-def _track_record(scope: Scope, kind: Kind) -> dict[str, Any]:
+def accuracy(scope: Scope, kind: Kind) -> Accuracy:
     """How far estimates of this kind of run have been from measured ones (``catalog.track_record``)."""
     records = load_track_record()
-    section: dict[str, Any] = {"scope": scope}
-    for figure in ("time", "memory"):
+
+    def band(figure: Literal["time", "memory"]) -> ErrorBand | None:
         record = records.get((scope, kind, figure))
-        section[figure] = (
-            None
-            if record is None
-            else {
-                "median_abs_error": record.median_abs_error,
-                "worst_abs_error": record.worst_abs_error,
-                "measured_runs": record.rows,
-                "source": record.source,
-            }
-        )
-    return section
+        if record is None:
+            return None
+        return ErrorBand(record.median_abs_error, record.worst_abs_error, record.rows, record.source)
+
+    return Accuracy(scope, band("time"), band("memory"))
 
 
 def _percent(fraction: float) -> str:
@@ -235,44 +223,22 @@ def _percent(fraction: float) -> str:
 
 def track_record_note(scope: Scope, kind: Kind) -> str:
     """One line for the terminal: the error band of time and memory on measured runs of this kind."""
-    section = _track_record(scope, kind)
+    section = accuracy(scope, kind)
     what = {"train": "training", "infer": "inference"}[kind]
     parts = []
-    for figure in ("time", "memory"):
-        band = section[figure]
+    for figure, band in (("time", section.time), ("memory", section.memory)):
         if band is None:
             parts.append(f"{figure} not yet checked against a measured run of this kind")
         else:
             parts.append(
-                f"{figure} ±{_percent(band['median_abs_error'])} (median |error| over "
-                f"{plural(band['measured_runs'], 'measured run')}, worst {_percent(band['worst_abs_error'])})"
+                f"{figure} ±{_percent(band.median_abs_error)} (median |error| over "
+                f"{plural(band.measured_runs, 'measured run')}, worst {_percent(band.worst_abs_error)})"
             )
     return f"accuracy on {scope} {what} so far: " + "; ".join(parts) + " (docs/ACCURACY.md)"
 
 
 def _fits(memory: MemoryBreakdown, accelerator: Accelerator) -> bool:
     return memory_dict(memory)["total"] <= accelerator.memory_bytes
-
-
-def _memory_section(memory: MemoryBreakdown, accelerator: Accelerator) -> dict[str, Any]:
-    values = memory_dict(memory)
-    return {
-        "per_device_bytes": values,
-        "allocated_peak_bytes": values["allocated_peak"],
-        "reserved_peak_bytes": values["reserved_peak"],
-        "capacity_bytes": accelerator.memory_bytes,
-        "fits": _fits(memory, accelerator),
-    }
-
-
-def _footprint(hw: Quote, accelerator: Accelerator, kwh: Any, co2: Any) -> dict[str, Any]:
-    """Energy and CO2; None, never 0, for a device without a published TDP (the notes say so)."""
-    counts = "whole server" if needs_host(accelerator) else "device"
-    known = accelerator.tdp_w > 0
-    return {
-        "energy": {"kwh": _scalar(kwh) if known else None, "pue": hw.pue, "counts": counts},
-        "co2": {"kg": _scalar(co2) if known else None, "g_per_kwh": hw.carbon.g_co2_per_kwh},
-    }
 
 
 def _power_notes(accelerator: Accelerator, assumptions: Assumptions) -> list[str]:
@@ -328,23 +294,23 @@ def finetune_note(model: ModelSpec, adapters: Adapters) -> str:
     )
 
 
-def finetune_dict(adapters: Adapters | None) -> dict[str, Any]:
+def finetune_section(adapters: Adapters | None) -> FullTraining | AdapterTraining:
     """The ``job.finetune`` object of ``--json``: the method, and for adapters what they are."""
     if adapters is None:
-        return {"method": "full"}
+        return FullTraining()
     f = adapters.finetune
-    return {
-        "method": f.method,
-        "rank": f.rank,
-        "alpha": f.alpha,
-        "targets": list(f.targets),
-        "train_embeddings": f.train_embeddings,
-        "train_head": f.train_head,
-        "adapter_bytes": f.adapter_bytes,
-        "four_bit": f.four_bit if f.quantized else None,
-        "double_quant": f.double_quant if f.quantized else None,
-        "trainable_params": adapters.trainable_params,
-    }
+    return AdapterTraining(
+        method=f.method,
+        rank=f.rank,
+        alpha=f.alpha,
+        targets=f.targets,
+        train_embeddings=f.train_embeddings,
+        train_head=f.train_head,
+        adapter_bytes=f.adapter_bytes,
+        four_bit=f.four_bit if f.quantized else None,
+        double_quant=f.double_quant if f.quantized else None,
+        trainable_params=adapters.trainable_params,
+    )
 
 
 class _Columns(Protocol):
@@ -360,16 +326,19 @@ class _Columns(Protocol):
     def co2_kg(self) -> FloatArray: ...
 
 
-class _Figures(ABC):
+class _Figures(ABC, Jsonable):
     """What both estimates show, typed: time, price and footprint are None where they are not known (the job
     does not fit, a link of unknown speed, no offering, no published TDP), never 0. The printers read these;
-    ``to_dict`` writes the same figures for ``--json``."""
+    ``to_dict`` writes the same figures for ``--json``, as the sections of ``estimate.sections`` that the
+    ``json_property`` figures build and ``json_layout`` orders."""
 
     model: ModelSpec
     accelerator: Accelerator
     quote: Quote
     columns: _Columns
     notes: tuple[str, ...]
+    scope: Scope
+    kind: ClassVar[Kind]
 
     @property
     @abstractmethod
@@ -406,8 +375,51 @@ class _Figures(ABC):
         return self.quote.hourly_usd if self.quote.priced else None
 
     @property
-    def energy_counts(self) -> str:
+    def energy_counts(self) -> Literal["whole server", "device"]:
         return "whole server" if needs_host(self.accelerator) else "device"
+
+    @json_property(name="model")
+    def model_name(self) -> str:
+        return self.model.name
+
+    @json_property()
+    def params(self) -> int:
+        return self.model.params
+
+    @json_property(name="accelerator")
+    def accelerator_slug(self) -> str:
+        return self.accelerator.slug
+
+    @json_property(name="memory")
+    def memory_section(self) -> MemorySection:
+        values = memory_dict(self._memory)
+        return MemorySection(
+            values,
+            values["allocated_peak"],
+            values["reserved_peak"],
+            self.accelerator.memory_bytes,
+            _fits(self._memory, self.accelerator),
+        )
+
+    @json_property(name="accuracy")
+    def accuracy_section(self) -> Accuracy:
+        return accuracy(self.scope, self.kind)
+
+    @json_property(name="energy")
+    def energy_section(self) -> Energy:
+        return Energy(self.kwh, self.quote.pue, self.energy_counts)
+
+    @json_property(name="co2")
+    def co2_section(self) -> Co2:
+        return Co2(self.co2_kg, self.quote.carbon.g_co2_per_kwh)
+
+    @property
+    def _unpriced(self) -> str | None:
+        """Why every money figure is None (no offering rents the accelerator); None when priced."""
+        return None if self.quote.priced else self.quote.explanation
+
+    def _untimed(self) -> Untimed | None:
+        return Untimed(None, self.unavailable) if self.unavailable else None
 
     def _footprint_figure(self, values: Any) -> float | None:
         """Energy or CO2: None without a time or without a published TDP."""
@@ -419,6 +431,28 @@ class _Figures(ABC):
 
 @dataclass(frozen=True)
 class TrainEstimate(_Figures):
+    json_document: ClassVar[Document] = Document(
+        "estimate-train",
+        "computewise estimate train --json",
+        "One training configuration, every number broken down (estimate.single.TrainEstimate).",
+    )
+    json_layout: ClassVar[Layout] = (
+        "model_name",
+        "params",
+        "accelerator_slug",
+        "gpus",
+        "layout_section",
+        "job_section",
+        "memory_section",
+        "accuracy_section",
+        "compute_section",
+        "time_section",
+        "cost_section",
+        "energy_section",
+        "co2_section",
+        "storage_section",
+        "all_notes",
+    )
     model: ModelSpec
     accelerator: Accelerator
     gpus: int
@@ -438,7 +472,7 @@ class TrainEstimate(_Figures):
         fix = _TRAIN_FIX if self.adapters is None else _ADAPTER_FIX[self.adapters.finetune.method]
         return _does_not_fit(self.columns.memory, self.accelerator, fix) or self.untimed
 
-    @property
+    @json_property(name="notes")
     def all_notes(self) -> tuple[str, ...]:
         """The notes, led by why nothing is timed where the job does not fit."""
         return _with_fit_note("" if self.fits else self.unavailable, self.notes)
@@ -497,76 +531,67 @@ class TrainEstimate(_Figures):
     def fits(self) -> bool:
         return _fits(self.columns.memory, self.accelerator)
 
-    def to_dict(self) -> dict[str, Any]:
-        c = self.columns
+    @json_property(name="layout")
+    def layout_section(self) -> LayoutSection:
         p = self.parallelism
-        data: dict[str, Any] = {
-            "schema_version": SCHEMA_VERSION,
-            "model": self.model.name,
-            "params": self.model.params,
-            "accelerator": self.accelerator.slug,
-            "gpus": self.gpus,
-            "layout": {
-                "dp": p.dp,
-                "tp": p.tp,
-                "pp": p.pp,
-                "zero": p.zero,
-                "sequence_parallel": p.sequence_parallel,
-                "cp": p.cp,
-                "ep": p.ep,
-                "virtual_stages": p.virtual_stages,
-            },
-            "job": {
-                "tokens": self.job.tokens,
-                "seq_len": self.job.seq_len,
-                "micro_batch": self.job.micro_batch,
-                "global_batch": self.job.global_batch,
-                "precision": self.job.precision,
-                "optimizer": self.job.optimizer,
-                "recompute": self.job.recompute,
-                "flash_attention": self.job.flash_attention,
-                "attention": self.job.attention,
-                "framework": self.job.framework,
-                "execution": self.job.execution,
-                "finetune": finetune_dict(self.adapters),
-            },
-            "memory": _memory_section(self.columns.memory, self.accelerator),
-            "accuracy": _track_record(self.scope, "train"),
-            "compute": {
-                "flops": _scalar(c.model_flops),
-                "hardware_flops": _scalar(c.hardware_flops),
-                "mfu": _scalar(c.mfu),
-                "compute_fraction_of_peak": _scalar(c.compute_fraction),
-                "utilization_given": self.utilization,
-            },
-            "time": {
-                "seconds": _scalar(c.time_s),
-                "step_seconds": _scalar(c.step_s),
-                "steps": _scalar(c.steps),
-                "compute_seconds_per_step": _scalar(c.compute_s),
-                "comm_exposed_seconds_per_step": _scalar(c.comm_exposed_s),
-                "pipeline_bubble_fraction": _scalar(c.bubble_fraction),
-                "breakdown_seconds_per_step": c.step.breakdown_s(),
-                "bottleneck": _bottleneck_dict(c),
-                "spot_slowdown": _scalar(c.spot_slowdown),
-                "tokens_per_second": _scalar(c.tokens_per_s),
-            },
-            "cost": {
-                "usd": _scalar(c.cost_usd),
-                "pricing": self.quote.pricing,
-                "usd_per_hour": self.quote.hourly_usd,
-                "hardware": self.quote.explanation,
-                "share_of_instance": self.quote.shared,
-            },
-            **_footprint(self.quote, self.accelerator, c.energy_kwh, c.co2_kg),
-            "storage": {
-                "read_bytes_per_second": _scalar(c.read_bytes_per_s),
-                "checkpoint_bytes": _scalar(c.checkpoint_bytes),
-                "checkpoint_interval_seconds": _scalar(c.checkpoint_interval_s),
-            },
-            "notes": list(self.all_notes),
-        }
-        return _without_price(_without_time(data, self.unavailable), self.quote)
+        return LayoutSection(p.dp, p.tp, p.pp, p.zero, p.sequence_parallel, p.cp, p.ep, p.virtual_stages)
+
+    @json_property(name="job")
+    def job_section(self) -> TrainJobSection:
+        j = self.job
+        return TrainJobSection(
+            tokens=j.tokens,
+            seq_len=j.seq_len,
+            micro_batch=j.micro_batch,
+            global_batch=j.global_batch,
+            precision=j.precision,
+            optimizer=j.optimizer,
+            recompute=j.recompute,
+            flash_attention=j.flash_attention,
+            attention=j.attention,
+            framework=j.framework,
+            execution=j.execution,
+            finetune=finetune_section(self.adapters),
+        )
+
+    @json_property(name="compute")
+    def compute_section(self) -> TrainCompute:
+        c = self.columns
+        mfu = None if self.unavailable else _scalar(c.mfu)
+        return TrainCompute(
+            _scalar(c.model_flops), _scalar(c.hardware_flops), mfu, _scalar(c.compute_fraction), self.utilization
+        )
+
+    @json_property(name="time")
+    def time_section(self) -> TrainTime | Untimed:
+        c = self.columns
+        return self._untimed() or TrainTime(
+            seconds=_scalar(c.time_s),
+            step_seconds=_scalar(c.step_s),
+            steps=_scalar(c.steps),
+            compute_seconds_per_step=_scalar(c.compute_s),
+            comm_exposed_seconds_per_step=_scalar(c.comm_exposed_s),
+            pipeline_bubble_fraction=_scalar(c.bubble_fraction),
+            breakdown_seconds_per_step=c.step.breakdown_s(),
+            bottleneck=_bottleneck(c),
+            spot_slowdown=_scalar(c.spot_slowdown),
+            tokens_per_second=_scalar(c.tokens_per_s),
+        )
+
+    @json_property(name="cost")
+    def cost_section(self) -> Cost:
+        q = self.quote
+        return Cost(self.usd, q.pricing, self.usd_per_hour, q.explanation, q.shared, self._unpriced)
+
+    @json_property(name="storage")
+    def storage_section(self) -> Storage:
+        c = self.columns
+        timed = not self.unavailable
+        return Storage(
+            _scalar(c.read_bytes_per_s) if timed else None,
+            _scalar(c.checkpoint_bytes),
+            _scalar(c.checkpoint_interval_s) if timed else None,
+        )
 
 
 def estimate_train(
@@ -669,9 +694,42 @@ def estimate_train(
 
 @dataclass(frozen=True)
 class InferEstimate(_Figures):
+    json_document: ClassVar[Document] = Document(
+        "estimate-infer",
+        "computewise estimate infer --json",
+        "One serving replica: memory, latency, throughput and $ per 1000 requests (estimate.single.InferEstimate).",
+    )
+    # A timed model that generates tokens has its first-token and per-token figures.
+    json_constraints: ClassVar[Mapping[str, object]] = {
+        "if": {
+            "properties": {"job": {"required": ["output_len"]}, "time": {"properties": {"seconds": {"type": "number"}}}}
+        },
+        "then": {
+            "properties": {
+                "time": {
+                    "required": ["output_tokens_per_second", "seconds_per_output_token", "time_to_first_token_seconds"]
+                }
+            }
+        },
+    }
+    json_layout: ClassVar[Layout] = (
+        "model_name",
+        "params",
+        "accelerator_slug",
+        "tp",
+        "job_section",
+        "memory_section",
+        "accuracy_section",
+        "compute_section",
+        "time_section",
+        "cost_section",
+        "energy_section",
+        "co2_section",
+        "all_notes",
+    )
     model: ModelSpec
     accelerator: Accelerator
-    tp: int
+    tp: int = field(metadata=json_field(name="gpus"))
     job: InferJob
     quote: Quote
     columns: InferColumns
@@ -683,7 +741,7 @@ class InferEstimate(_Figures):
     def unavailable(self) -> str:
         return _does_not_fit(self.columns.memory, self.accelerator, _INFER_FIX)
 
-    @property
+    @json_property(name="notes")
     def all_notes(self) -> tuple[str, ...]:
         """The notes, led by why nothing is timed where the job does not fit."""
         return _with_fit_note(self.unavailable, self.notes)
@@ -729,60 +787,51 @@ class InferEstimate(_Figures):
     def fits(self) -> bool:
         return _fits(self.columns.memory, self.accelerator)
 
-    def _job_dict(self) -> dict[str, Any]:
+    @json_property(name="job")
+    def job_section(self) -> InferJobSection:
         """A prompt and an output for a model that generates; what one input is for one that does not."""
+        j = self.job
         kind = input_kind(self.model)
-        shape: dict[str, Any] = {"context_len": self.job.context_len, "output_len": self.job.output_len}
+        shape = InferJobSection(j.batch, j.precision, j.framework, j.execution)
+        if kind is None:
+            return replace(shape, context_len=j.context_len, output_len=j.output_len)
         if kind == "images":
-            shape = {"input": kind, "image_size": self.model.image_size}
-        elif kind is not None:
-            shape = {"input": kind, **({"seq_len": self.job.context_len} if kind == "sequences" else {})}
-        return {
-            "batch": self.job.batch,
-            **shape,
-            "precision": self.job.precision,
-            "framework": self.job.framework,
-            "execution": self.job.execution,
-        }
+            return replace(shape, input=kind, image_size=self.model.image_size)
+        return replace(shape, input=kind, seq_len=j.context_len if kind == "sequences" else None)
 
-    def _time_dict(self) -> dict[str, Any]:
+    @json_property(name="compute")
+    def compute_section(self) -> InferCompute:
+        return InferCompute(_scalar(self.columns.flops))
+
+    @json_property(name="time")
+    def time_section(self) -> InferTime | Untimed:
         """Latency of one batch and requests per second; first-token and per-token figures where tokens are made."""
         c = self.columns
+        untimed = self._untimed()
+        if untimed is not None:
+            return untimed
+        time = InferTime(_scalar(c.latency_s), _scalar(c.requests_per_s))
         if input_kind(self.model) is not None:
-            return {"seconds": _scalar(c.latency_s), "requests_per_second": _scalar(c.requests_per_s)}
-        return {
-            "seconds": _scalar(c.latency_s),
-            "time_to_first_token_seconds": _scalar(c.prefill_s),
-            "seconds_per_output_token": _scalar(c.decode_step_s),
-            "requests_per_second": _scalar(c.requests_per_s),
-            "output_tokens_per_second": _scalar(c.output_tokens_per_s),
-        }
+            return time
+        return replace(
+            time,
+            time_to_first_token_seconds=_scalar(c.prefill_s),
+            seconds_per_output_token=_scalar(c.decode_step_s),
+            output_tokens_per_second=_scalar(c.output_tokens_per_s),
+        )
 
-    def to_dict(self) -> dict[str, Any]:
-        c = self.columns
-        data: dict[str, Any] = {
-            "schema_version": SCHEMA_VERSION,
-            "model": self.model.name,
-            "params": self.model.params,
-            "accelerator": self.accelerator.slug,
-            "gpus": self.tp,
-            "job": self._job_dict(),
-            "memory": _memory_section(self.columns.memory, self.accelerator),
-            "accuracy": _track_record(self.scope, "infer"),
-            "compute": {"flops": _scalar(c.flops)},
-            "time": self._time_dict(),
-            "cost": {
-                "usd": _scalar(c.cost_usd),
-                "usd_per_1000_requests": _scalar(c.usd_per_1000_requests),
-                "pricing": self.quote.pricing,
-                "usd_per_hour": self.quote.hourly_usd,
-                "hardware": self.quote.explanation,
-                "share_of_instance": self.quote.shared,
-            },
-            **_footprint(self.quote, self.accelerator, c.energy_kwh, c.co2_kg),
-            "notes": list(self.all_notes),
-        }
-        return _without_price(_without_time(data, self.unavailable), self.quote)
+    @json_property(name="cost")
+    def cost_section(self) -> InferCost:
+        q = self.quote
+        return InferCost(
+            self.usd,
+            q.pricing,
+            self.usd_per_hour,
+            q.explanation,
+            q.shared,
+            self._unpriced,
+            usd_per_1000_requests=self.usd_per_1000_requests,
+        )
 
 
 def estimate_infer(

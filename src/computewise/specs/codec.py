@@ -184,18 +184,11 @@ _TREES: dict[type, tuple[_Key | _Group, ...]] = {}
 def _tree(cls: type) -> tuple[_Key | _Group, ...]:
     """The JSON of a dataclass in the order it is written: fields, derived properties placed after theirs;
     or, where the class has a ``json_layout``, its keys in that layout's order and groups (a field it leaves
-    out is neither written nor read, so it needs a default)."""
+    out is neither written nor read: ``from_dict`` needs a default for it)."""
     if cls not in _TREES:
         keys = _keys(cls)
         layout: Layout | None = getattr(cls, "json_layout", None)
-        if layout is None:
-            _TREES[cls] = keys
-        else:
-            left = {k.attribute: k for k in keys}
-            _TREES[cls] = _arranged(layout, left)
-            unread = [k.attribute for k in left.values() if k.field and k.field.init and not _has_default(k.field)]
-            if unread:
-                raise TypeError(f"{cls.__name__}.json_layout leaves out {', '.join(unread)}, which has no default")
+        _TREES[cls] = keys if layout is None else _arranged(layout, {k.attribute: k for k in keys})
     return _TREES[cls]
 
 
@@ -231,6 +224,7 @@ class Jsonable:
     json_document: ClassVar[Document | None] = None
     json_description: ClassVar[str | None] = None  # for the schema of a class that is not a document
     json_layout: ClassVar[Layout | None] = None  # keys in other groups and order than the fields'
+    json_constraints: ClassVar[Mapping[str, object]] = {}  # schema keywords across keys (oneOf, if/then)
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {"schema_version": SCHEMA_VERSION} if self.json_document is not None else {}
@@ -384,7 +378,7 @@ def document_schema(cls: type[Jsonable]) -> dict[str, Any]:
     if defs:
         head["$defs"] = defs
     head["properties"] = {"schema_version": _VERSION_SCHEMA, **body["properties"]}
-    return head
+    return head | dict(cls.json_constraints)
 
 
 def schema_text(cls: type[Jsonable]) -> str:
@@ -430,7 +424,7 @@ def _object_schema(kind: type, shared: set[type], inline: bool = False) -> dict[
     if not issubclass(kind, Jsonable):
         raise TypeError(f"{kind.__name__} is written by its own to_dict: convert it to Jsonable first")
     head = {"description": kind.json_description} if kind.json_description else {}
-    return head | _nodes_schema(_tree(kind), shared)
+    return head | _nodes_schema(_tree(kind), shared) | dict(kind.json_constraints)
 
 
 def _nodes_schema(nodes: tuple[_Key | _Group, ...], shared: set[type]) -> dict[str, Any]:
@@ -458,9 +452,9 @@ def _type_schema(kind: Any, shared: set[type]) -> dict[str, Any]:
     origin = get_origin(kind)
     if origin in (Union, types.UnionType):
         options = [a for a in get_args(kind) if a is not type(None)]
-        inner = _type_schema(options[0] if len(options) == 1 else Union[tuple(options)], shared)  # noqa: UP007
         if len(options) == len(get_args(kind)):
             return {"anyOf": [_type_schema(a, shared) for a in options]}
+        inner = _type_schema(options[0] if len(options) == 1 else Union[tuple(options)], shared)  # noqa: UP007
         if set(inner) == {"type"} and isinstance(inner["type"], str):
             return {"type": [inner["type"], "null"]}
         if set(inner) == {"enum"}:
@@ -474,6 +468,8 @@ def _type_schema(kind: Any, shared: set[type]) -> dict[str, Any]:
         return {"type": "object", "additionalProperties": _type_schema(get_args(kind)[1], shared)}
     if kind in _PRIMITIVES:
         return {"type": _PRIMITIVES[kind]}
+    if kind is type(None):  # a key that is always null in this shape (an untimed estimate's seconds)
+        return {"type": "null"}
     if isinstance(kind, type) and dataclasses.is_dataclass(kind):
         return _object_schema(kind, shared)
     raise TypeError(f"no JSON Schema for {kind!r}")

@@ -20,6 +20,8 @@ __all__ = ["GENERATED", "documents", "main"]
 GENERATED = (
     "computewise.data.convert:ConvertResult",
     "computewise.data.result:DataBenchResult",
+    "computewise.estimate.single:InferEstimate",
+    "computewise.estimate.single:TrainEstimate",
     "computewise.plan.infer:InferPlan",
     "computewise.plan.result:Plan",
 )
