@@ -1,0 +1,66 @@
+"""``estimate.request``: a None field of an estimate's request takes its default there, and the notes say which."""
+
+from __future__ import annotations
+
+import pytest
+
+from computewise.catalog import Catalog
+from computewise.errors import InputError
+from computewise.estimate import Assumptions
+from computewise.estimate.request import (
+    InferEstimateRequest,
+    TrainEstimateRequest,
+    estimate_infer_request,
+    estimate_train_request,
+)
+from computewise.estimate.train import default_global_batch
+from computewise.models import preset
+from computewise.specs import Parallelism
+
+
+def test_a_train_request_leaves_dp_to_the_gpus_and_states_its_defaults(
+    catalog: Catalog, assumptions: Assumptions
+) -> None:
+    model = preset("llama-3-8b")
+    request = TrainEstimateRequest(model, catalog.accelerator("h100"), 16, Parallelism(tp=2, pp=2), seq_len=4096)
+    result = estimate_train_request(request, catalog, assumptions)
+    assert (result.parallelism.dp, result.parallelism.tp, result.parallelism.pp) == (4, 2, 2)
+    assert result.job.global_batch == default_global_batch(4096, model.params, step_multiple=4)
+    assert (result.job.tokens, result.job.precision, result.job.framework) == (20 * model.params, "bf16", "megatron")
+    assert any(note.startswith(f"global batch {result.job.global_batch} sequences") for note in result.notes)
+    assert "--tokens not given: 20 tokens per parameter (1.61e+11), Chinchilla-optimal" in result.notes
+
+
+def test_a_train_request_that_names_its_batch_and_tokens_gets_no_note_of_them(
+    catalog: Catalog, assumptions: Assumptions
+) -> None:
+    request = TrainEstimateRequest(
+        preset("gpt2"), catalog.accelerator("h100"), 8, Parallelism(), seq_len=1024, global_batch=64, tokens=1e9
+    )
+    result = estimate_train_request(request, catalog, assumptions)
+    assert (result.parallelism.dp, result.job.global_batch, result.job.tokens) == (8, 64, 1e9)
+    assert not [note for note in result.notes if "global batch" in note or "--tokens" in note]
+
+
+def test_a_split_that_does_not_divide_the_gpus_is_refused(catalog: Catalog, assumptions: Assumptions) -> None:
+    request = TrainEstimateRequest(preset("gpt2"), catalog.accelerator("h100"), 6, Parallelism(tp=4), seq_len=1024)
+    with pytest.raises(InputError, match=r"tp\*pp\*cp = 4 does not divide --gpus 6") as refused:
+        estimate_train_request(request, catalog, assumptions)
+    assert refused.value.hint == "choose --tp, --pp and --cp whose product divides --gpus"
+
+
+def test_an_infer_request_takes_the_shape_of_its_kind_of_model(catalog: Catalog, assumptions: Assumptions) -> None:
+    t4 = catalog.accelerator("t4")
+    decoder = estimate_infer_request(InferEstimateRequest(preset("gpt2"), t4, kv_precision="fp8"), catalog, assumptions)
+    assert (decoder.job.context_len, decoder.job.output_len, decoder.job.kv_cache_bytes_per_value) == (1024, 256, 1.0)
+    assert decoder.job.precision == "fp16"  # a T4 has no bf16
+    encoder = estimate_infer_request(InferEstimateRequest(preset("bert-base"), t4), catalog, assumptions)
+    assert (encoder.job.context_len, encoder.job.output_len) == (512, 0)  # BERT's max_position_embeddings
+
+
+def test_an_infer_request_refuses_an_output_for_a_model_that_generates_nothing(
+    catalog: Catalog, assumptions: Assumptions
+) -> None:
+    request = InferEstimateRequest(preset("resnet-50"), catalog.accelerator("t4"), output_len=16)
+    with pytest.raises(InputError, match="generates no tokens, so --output-len does not apply"):
+        estimate_infer_request(request, catalog, assumptions)
