@@ -19,9 +19,9 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -35,7 +35,7 @@ from computewise.optimize.predictors import TorchPredictor, predict_all
 from computewise.optimize.quality import DropBudget, Metric, load_metric
 from computewise.optimize.search import SearchOptions, SearchResult, run_search
 from computewise.optimize.source import ModelSource, load_source
-from computewise.specs.document import SCHEMA_VERSION
+from computewise.specs.codec import Document, Jsonable, json_field, json_property
 
 __all__ = [
     "EXPORTED_VARIANT",
@@ -46,6 +46,9 @@ __all__ = [
     "epoch_batches",
     "without_dropout",
 ]
+
+_AT_LEAST_0 = json_field(minimum=0)
+_AT_LEAST_1 = json_field(minimum=1)
 
 EXPORTED_VARIANT = "ort-all"  # FP32 ONNX Runtime with every graph optimisation: the teacher's precision
 Progress = Callable[[str, int, int], None]
@@ -72,42 +75,46 @@ class DistillOptions:
 
 
 @dataclass(frozen=True)
-class SpeedFigure:
+class SpeedFigure(Jsonable):
     """Teacher and student at one batch size, both as the exported variant on this machine."""
 
-    batch_size: int
-    teacher_items_per_s: float
-    student_items_per_s: float
-    teacher_p50_ms: float
-    student_p50_ms: float
+    batch_size: int = field(metadata=_AT_LEAST_1)
+    teacher_items_per_s: float = field(metadata=_AT_LEAST_0)
+    student_items_per_s: float = field(metadata=_AT_LEAST_0)
+    teacher_p50_ms: float = field(metadata=_AT_LEAST_0)
+    student_p50_ms: float = field(metadata=_AT_LEAST_0)
 
-    @property
+    @json_property(minimum=0)
     def throughput_speedup(self) -> float:
         return self.student_items_per_s / self.teacher_items_per_s
 
-    @property
+    @json_property(minimum=0)
     def latency_speedup(self) -> float:
         return self.teacher_p50_ms / self.student_p50_ms
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self) | {"throughput_speedup": self.throughput_speedup, "latency_speedup": self.latency_speedup}
-
 
 @dataclass(frozen=True)
-class DistillResult:
+class DistillResult(Jsonable):
     """What ``distill`` did and what came of it: the ``distill --json`` document."""
 
+    json_document: ClassVar[Document] = Document(
+        "distill",
+        "computewise distill --json",
+        "A distillation: the student, how it was trained, its grade against the teacher on held-aside inputs, "
+        "both timed as the same exported variant, what it cost (distill.run.DistillResult).",
+    )
+
     teacher: str
-    student: str
+    student: str = field(metadata=json_field(description="the --student spec: layers=K or width=F"))
     student_description: str
-    task: str
-    teacher_parameters: int
-    student_parameters: int
-    train_examples: int
-    held_out_examples: int
-    epochs: int
-    steps: int
-    train_time_s: float
+    task: str = field(metadata=json_field(enum=["embedding", "classifier", "regressor"]))
+    teacher_parameters: int = field(metadata=_AT_LEAST_1)
+    student_parameters: int = field(metadata=_AT_LEAST_1)
+    train_examples: int = field(metadata=_AT_LEAST_1)
+    held_out_examples: int = field(metadata=_AT_LEAST_1)
+    epochs: int = field(metadata=_AT_LEAST_1)
+    steps: int = field(metadata=_AT_LEAST_1)
+    train_time_s: float = field(metadata=_AT_LEAST_0)
     first_loss: float
     last_loss: float
     metric: str
@@ -116,18 +123,16 @@ class DistillResult:
     student_quality: float
     student_worst: float | None
     meets_budget: bool
-    variant: str
+    variant: str = field(
+        metadata=json_field(description="the optimize variant both were timed as and the student exported as")
+    )
     speeds: tuple[SpeedFigure, ...]
-    wall_time_s: float
-    usd_per_hour: float  # the machine that distilled, as ``estimate.quote`` prices its vCPUs
-    cost_usd: float  # wall_time_s at usd_per_hour
+    wall_time_s: float = field(metadata=_AT_LEAST_0)
+    # the machine that distilled, as ``estimate.quote`` prices its vCPUs
+    usd_per_hour: float = field(metadata=_AT_LEAST_0)
+    cost_usd: float = field(metadata=_AT_LEAST_0)  # wall_time_s at usd_per_hour
     price_explanation: str
     exported_to: str | None
-
-    def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["speeds"] = [speed.to_dict() for speed in self.speeds]
-        return {"schema_version": SCHEMA_VERSION} | data
 
 
 def distill(

@@ -20,6 +20,7 @@ __all__ = ["GENERATED", "documents", "main"]
 GENERATED = (
     "computewise.data.convert:ConvertResult",
     "computewise.data.result:DataBenchResult",
+    "computewise.distill.run:DistillResult",
     "computewise.estimate.single:InferEstimate",
     "computewise.estimate.single:TrainEstimate",
     "computewise.plan.infer:InferPlan",

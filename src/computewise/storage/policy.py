@@ -26,9 +26,10 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, ClassVar, cast
 
 from computewise.errors import InputError
+from computewise.specs.codec import Jsonable, Layout
 from computewise.storage.inventory import ARCHIVE_FOLDER
 from computewise.storage.kinds import KINDS, Kind
 
@@ -44,7 +45,7 @@ _EXAMPLE = "e.g.\nkeep_last: 3\narchive: {after_days: 30, to: aws:s3-glacier-ir}
 
 
 @dataclass(frozen=True)
-class ArchiveRule:
+class ArchiveRule(Jsonable):
     after_days: float
     to: str
     folder: str
@@ -52,38 +53,22 @@ class ArchiveRule:
 
 
 @dataclass(frozen=True)
-class DeleteRule:
+class DeleteRule(Jsonable):
     after_days: float
     kinds: tuple[Kind, ...]
 
 
 @dataclass(frozen=True)
-class Policy:
+class Policy(Jsonable):
     """A checked policy, with the file it came from and that file's SHA-256 (recorded with each apply)."""
+
+    json_layout: ClassVar[Layout] = ("source", "sha256", "keep_last", "archive", "delete")
 
     keep_last: int
     archive: ArchiveRule | None
     delete: DeleteRule | None
     source: str
     sha256: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "source": self.source,
-            "sha256": self.sha256,
-            "keep_last": self.keep_last,
-            "archive": None
-            if self.archive is None
-            else {
-                "after_days": self.archive.after_days,
-                "to": self.archive.to,
-                "folder": self.archive.folder,
-                "kinds": list(self.archive.kinds),
-            },
-            "delete": None
-            if self.delete is None
-            else {"after_days": self.delete.after_days, "kinds": list(self.delete.kinds)},
-        }
 
 
 def read_policy(path: Path) -> Policy:

@@ -8,29 +8,20 @@ already saved: it sits beside compute spend as what the bill no longer carries.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from computewise.ledger import Ledger
+from computewise.specs.codec import Jsonable
 
 __all__ = ["StorageSavings", "storage_savings"]
 
 
 @dataclass(frozen=True)
-class StorageSavings:
+class StorageSavings(Jsonable):
     deleted_files: int
     deleted_bytes: int
     archived_files: int
     archived_bytes: int
     usd_per_month_saved: float
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "deleted_files": self.deleted_files,
-            "deleted_bytes": self.deleted_bytes,
-            "archived_files": self.archived_files,
-            "archived_bytes": self.archived_bytes,
-            "usd_per_month_saved": self.usd_per_month_saved,
-        }
 
 
 def storage_savings(ledger: Ledger, since_s: float | None, until_s: float) -> StorageSavings:
