@@ -8,8 +8,8 @@ prints and whose ``to_dict`` is the ``--json`` document.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
@@ -25,7 +25,7 @@ from computewise.estimate.collectives import (
     network_fabric_for,
     require_network,
 )
-from computewise.specs.document import SCHEMA_VERSION
+from computewise.specs.codec import Document, Jsonable, Layout
 
 if TYPE_CHECKING:
     from computewise.catalog import Catalog
@@ -40,6 +40,7 @@ __all__ = [
     "CommInstance",
     "CommQuery",
     "CommRow",
+    "RentedInstance",
     "estimate_comm",
     "parse_collective",
 ]
@@ -112,9 +113,10 @@ def _pick_offering(catalog: Catalog, accelerator: Accelerator, query: CommQuery)
 
 
 @dataclass(frozen=True)
-class CommInstance:
-    """The node assumed: a catalog instance (its network and fabric), or, with none rented, one node of devices."""
+class CommInstance(Jsonable):
+    """The node assumed: one node of devices where the catalog rents none (a ``RentedInstance`` where it does)."""
 
+    json_layout: ClassVar[Layout] = ("cloud", "instance_type", "devices_per_node", "network_bytes_per_s")
     devices_per_node: int
     cloud: str | None = None  # None: no rented instance in the catalog
     instance_type: str | None = None
@@ -123,16 +125,16 @@ class CommInstance:
     fabric_name: str | None = None
     fabric_source: str | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        where = {"cloud": self.cloud, "instance_type": self.instance_type, "devices_per_node": self.devices_per_node}
-        if self.instance_type is None:
-            return {**where, "network_bytes_per_s": self.network_bytes_per_s}
-        fabric = {"fabric": self.fabric, "fabric_name": self.fabric_name, "fabric_source": self.fabric_source}
-        return {**where, "network_bytes_per_s": self.network_bytes_per_s, **fabric}
+
+@dataclass(frozen=True)
+class RentedInstance(CommInstance):
+    """A catalog instance: its network, and the fabric it is timed on (None where the catalog names none)."""
+
+    json_layout: ClassVar[Layout] = (*CommInstance.json_layout, "fabric", "fabric_name", "fabric_source")
 
 
 @dataclass(frozen=True)
-class CommRow:
+class CommRow(Jsonable):
     """One message size, as nccl-tests prints it: time, algorithm bandwidth and bus bandwidth."""
 
     size_bytes: float
@@ -142,8 +144,14 @@ class CommRow:
 
 
 @dataclass(frozen=True)
-class CommEstimate:
+class CommEstimate(Jsonable):
     """``estimate comm``: the collective, the fabric it assumed, and one row per message size."""
+
+    json_document: ClassVar[Document] = Document(
+        "estimate-comm",
+        "computewise estimate comm --json",
+        "Time and nccl-tests bus bandwidth of one collective over message sizes (estimate.comm_report).",
+    )
 
     op: Collective
     gpus: int
@@ -159,30 +167,12 @@ class CommEstimate:
     rows: tuple[CommRow, ...]
     notes: tuple[str, ...]
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "schema_version": SCHEMA_VERSION,
-            "op": self.op,
-            "gpus": self.gpus,
-            "ranks_per_node": self.ranks_per_node,
-            "nodes": self.nodes,
-            "accelerator": self.accelerator,
-            "link_bytes_per_s": self.link_bytes_per_s,
-            "link_efficiency": self.link_efficiency,
-            "network_efficiency": self.network_efficiency,
-            "instance": self.instance.to_dict(),
-            "peak_busbw_bytes_per_s": self.peak_busbw_bytes_per_s,
-            "formula": self.formula,
-            "rows": [asdict(row) for row in self.rows],
-            "notes": list(self.notes),
-        }
-
 
 def _instance(offering: Offering | None, catalog: Catalog, devices: int) -> CommInstance:
     network = network_fabric_for(offering, catalog)
     if offering is None:
         return CommInstance(devices)
-    return CommInstance(
+    return RentedInstance(
         devices_per_node=offering.accelerator_count,
         cloud=offering.cloud,
         instance_type=offering.instance_type,

@@ -21,6 +21,7 @@ GENERATED = (
     "computewise.data.convert:ConvertResult",
     "computewise.data.result:DataBenchResult",
     "computewise.distill.run:DistillResult",
+    "computewise.estimate.comm_report:CommEstimate",
     "computewise.estimate.single:InferEstimate",
     "computewise.estimate.single:TrainEstimate",
     "computewise.plan.infer:InferPlan",
