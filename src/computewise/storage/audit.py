@@ -12,13 +12,14 @@ import statistics
 import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import ClassVar
 
-from computewise.storage.duplicates import Duplicates, find_duplicates
+from computewise.specs.codec import Document, Jsonable, Layout, json_field, json_property
+from computewise.storage.duplicates import DuplicateGroup, Duplicates, find_duplicates
 from computewise.storage.inventory import Checkpoint, Entry, Inventory, run_order, take_inventory
 from computewise.storage.kinds import KINDS
-from computewise.storage.location import Location, document_head
+from computewise.storage.location import Location
 from computewise.storage.pricing import Pricer
 from computewise.storage.retention import best_checkpoint, newest_checkpoint
 
@@ -28,18 +29,14 @@ _DAY_S = 86_400.0
 _TOP_DUPLICATES = 10
 
 
-class _FlatRow:
-    """A row of plain fields, written to JSON as they are, in the order they are declared."""
-
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+_AT_LEAST_0 = json_field(minimum=0)
 
 
 @dataclass(frozen=True)
-class KindRow(_FlatRow):
-    kind: str
-    files: int
-    size_bytes: int
+class KindRow(Jsonable):
+    kind: str = field(metadata=json_field(enum=list(KINDS)))
+    files: int = field(metadata=_AT_LEAST_0)
+    size_bytes: int = field(metadata=_AT_LEAST_0)
     usd_per_month: float
     oldest_days: float
     median_age_days: float
@@ -47,85 +44,121 @@ class KindRow(_FlatRow):
 
 
 @dataclass(frozen=True)
-class ClassRow(_FlatRow):
+class ClassRow(Jsonable):
     storage_class: str
-    files: int
-    size_bytes: int
+    files: int = field(metadata=_AT_LEAST_0)
+    size_bytes: int = field(metadata=_AT_LEAST_0)
     usd_per_gib_month: float | None
     usd_per_month: float | None
 
 
 @dataclass(frozen=True)
-class RunSummary(_FlatRow):
+class RunSummary(Jsonable):
     """The checkpoints of one run: how many, the newest and the best by the manifest's metric.
 
     A run is a folder (``run``) and the ledger run its manifests name (``run_id``; None where they name
     none, or the checkpoints have no manifest), so a folder two runs wrote into is two rows.
     """
 
-    run: str
-    run_id: int | None
-    checkpoints: int
+    run: str = field(metadata=json_field(description="the folder holding the run's checkpoints"))
+    run_id: int | None = field(
+        metadata=json_field(
+            description="the ledger run that wrote them, as their computewise.train manifests record it; null where "
+            "they record none (a folder and a run id together are one run)"
+        )
+    )
+    checkpoints: int = field(metadata=_AT_LEAST_0)
     recognised: bool
     newest: str
     newest_step: int | None
     best: str | None
     best_metric: float | None
-    size_bytes: int
+    size_bytes: int = field(metadata=_AT_LEAST_0)
 
 
 @dataclass(frozen=True)
-class StorageAudit:
+class StorageAudit(Jsonable):
+    json_document: ClassVar[Document] = Document(
+        "storage-audit",
+        "computewise storage audit --json",
+        "Files under a folder or object prefix by kind, storage class and run, duplicates by content hash, and "
+        "$/month at catalog storage prices (storage.audit.StorageAudit).",
+    )
+    json_layout: ClassVar[Layout] = (
+        "location",
+        "as_of_s",
+        "files",
+        "size_bytes",
+        "usd_per_month",
+        "unpriced_files",
+        "default_class",
+        "region",
+        "walk_s",
+        "hash_s",
+        ("access_times", ("access_times_kept", "access_note")),
+        "kinds",
+        "classes",
+        "runs",
+        (
+            "duplicates",
+            (
+                "duplicate_groups",
+                "wasted_bytes",
+                "duplicate_usd_per_month",
+                "hashed_files",
+                "hashed_bytes",
+                "unreadable_files",
+                "top_duplicates",
+            ),
+        ),
+        "keep_markers",
+        "skipped",
+    )
+
     location: str
     as_of_s: float
-    files: int
-    size_bytes: int
+    files: int = field(metadata=_AT_LEAST_0)
+    size_bytes: int = field(metadata=_AT_LEAST_0)
     usd_per_month: float
-    unpriced_files: int
+    unpriced_files: int = field(metadata=_AT_LEAST_0)
     default_class: str
     region: str
     walk_s: float
     hash_s: float
-    access_times_kept: bool
-    access_note: str
+    access_times_kept: bool = field(metadata=json_field(name="kept"))
+    access_note: str = field(metadata=json_field(name="note"))
     kinds: tuple[KindRow, ...]
     classes: tuple[ClassRow, ...]
     runs: tuple[RunSummary, ...]
     duplicates: Duplicates
-    duplicate_usd_per_month: float
-    keep_markers: int
+    duplicate_usd_per_month: float = field(metadata=json_field(name="usd_per_month"))
+    keep_markers: int = field(metadata=_AT_LEAST_0)
     skipped: tuple[str, ...]
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            **document_head(self.location, self.as_of_s),
-            "files": self.files,
-            "size_bytes": self.size_bytes,
-            "usd_per_month": self.usd_per_month,
-            "unpriced_files": self.unpriced_files,
-            "default_class": self.default_class,
-            "region": self.region,
-            "walk_s": self.walk_s,
-            "hash_s": self.hash_s,
-            "access_times": {"kept": self.access_times_kept, "note": self.access_note},
-            "kinds": [row.to_dict() for row in self.kinds],
-            "classes": [row.to_dict() for row in self.classes],
-            "runs": [row.to_dict() for row in self.runs],
-            "duplicates": {
-                "groups": len(self.duplicates.groups),
-                "wasted_bytes": self.duplicates.wasted_bytes,
-                "usd_per_month": self.duplicate_usd_per_month,
-                "hashed_files": self.duplicates.hashed_files,
-                "hashed_bytes": self.duplicates.hashed_bytes,
-                "unreadable_files": self.duplicates.unreadable,
-                "top": [
-                    {"sha256": g.sha256, "size_bytes": g.size_bytes, "paths": list(g.paths)}
-                    for g in self.duplicates.groups[:_TOP_DUPLICATES]
-                ],
-            },
-            "keep_markers": self.keep_markers,
-            "skipped": list(self.skipped),
-        }
+    @json_property(name="groups", minimum=0)
+    def duplicate_groups(self) -> int:
+        return len(self.duplicates.groups)
+
+    @json_property(minimum=0)
+    def wasted_bytes(self) -> int:
+        return self.duplicates.wasted_bytes
+
+    @json_property(minimum=0)
+    def hashed_files(self) -> int:
+        return self.duplicates.hashed_files
+
+    @json_property(minimum=0)
+    def hashed_bytes(self) -> int:
+        return self.duplicates.hashed_bytes
+
+    @json_property(minimum=0)
+    def unreadable_files(self) -> int:
+        return self.duplicates.unreadable
+
+    @json_property(name="top")
+    def top_duplicates(self) -> tuple[DuplicateGroup, ...]:
+        """The groups that waste the most bytes."""
+        return self.duplicates.groups[:_TOP_DUPLICATES]
 
 
 def build_audit(

@@ -18,9 +18,10 @@ import os
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from computewise.specs.codec import Jsonable, json_field
 from computewise.storage.inventory import Entry
 from computewise.storage.location import Location
 
@@ -34,12 +35,12 @@ Progress = Callable[[int, int], None]
 
 
 @dataclass(frozen=True)
-class DuplicateGroup:
+class DuplicateGroup(Jsonable):
     """Files with the same content: every copy past the first is ``wasted_bytes``."""
 
-    sha256: str
-    size_bytes: int
-    paths: tuple[str, ...]
+    sha256: str = field(metadata=json_field(pattern="^[0-9a-f]{64}$"))
+    size_bytes: int = field(metadata=json_field(minimum=0))
+    paths: tuple[str, ...] = field(metadata=json_field(min_items=2))
 
     @property
     def wasted_bytes(self) -> int:
