@@ -30,14 +30,14 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal, Self
 
 from computewise.bench.timing import Measured
 from computewise.errors import ComputewiseError, InputError, MissingExtraError
-from computewise.specs.document import read_int, read_mapping, read_str
+from computewise.specs.codec import Jsonable, json_field
 from computewise.system.ports import free_port
 from computewise.units import format_bytes
 
@@ -68,46 +68,36 @@ _WORKER_MODULE = "computewise.bench.collective_worker"
 
 
 @dataclass(frozen=True)
-class CollectiveFigure:
+class CollectiveFigure(Jsonable):
     """One collective at one message size: its time per call and its algorithm and bus bandwidths."""
 
-    op: str
-    backend: str
-    world_size: int
-    message_bytes: int
+    json_description: ClassVar[str] = (
+        "One collective at one message size, nccl-tests' algbw and busbw (bench.collectives.CollectiveFigure)."
+    )
+    op: str = field(metadata=json_field(enum=list(OPS)))
+    backend: str = field(metadata=json_field(enum=["gloo", "nccl"]))
+    world_size: int = field(metadata=json_field(minimum=1))
+    message_bytes: int = field(metadata=json_field(minimum=0))
     time_s: Measured
     algbw_gb_per_s: float
     busbw_gb_per_s: float
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "op": self.op,
-            "backend": self.backend,
-            "world_size": self.world_size,
-            "message_bytes": self.message_bytes,
-            "time_s": self.time_s.to_dict(),
-            "algbw_gb_per_s": self.algbw_gb_per_s,
-            "busbw_gb_per_s": self.busbw_gb_per_s,
-        }
-
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any], source: str = "bench result") -> CollectiveFigure:
+    def from_dict(cls, data: object, source: str = "bench result") -> Self:
         """Read a figure back; the bandwidths are recomputed from the time, so they cannot disagree with it."""
-        op = read_str(data, "op", source)
-        if op not in OPS:
+        read = super().from_dict(data, source)
+        if read.op not in OPS:
             raise InputError(
-                f"{source}: op must be one of {', '.join(OPS)}, got {op!r}",
+                f"{source}: op must be one of {', '.join(OPS)}, got {read.op!r}",
                 "pass the JSON that computewise bench wrote, unedited",
             )
-        world_size = read_int(data, "world_size", source)
-        message_bytes = read_int(data, "message_bytes", source)
-        time_s = Measured.from_dict(read_mapping(data, "time_s", source), source)
-        if world_size < 2 or message_bytes < 1 or time_s.median <= 0:
+        if read.world_size < 2 or read.message_bytes < 1 or read.time_s.median <= 0:
             raise InputError(
                 f"{source}: a collective needs world_size >= 2, message_bytes >= 1 and a positive time",
                 "pass the JSON that computewise bench wrote, unedited",
             )
-        return _figure(op, read_str(data, "backend", source), world_size, message_bytes, time_s)
+        algbw, busbw = _bandwidths(read.op, read.world_size, read.message_bytes, read.time_s)
+        return replace(read, algbw_gb_per_s=algbw, busbw_gb_per_s=busbw)
 
 
 def bus_factor(op: str, world_size: int) -> float:
@@ -165,16 +155,14 @@ def measure_collectives(
 
 
 def _figure(op: str, backend: str, world_size: int, message_bytes: int, time_s: Measured) -> CollectiveFigure:
+    algbw, busbw = _bandwidths(op, world_size, message_bytes, time_s)
+    return CollectiveFigure(op, backend, world_size, message_bytes, time_s, algbw, busbw)
+
+
+def _bandwidths(op: str, world_size: int, message_bytes: int, time_s: Measured) -> tuple[float, float]:
+    """Algorithm and bus bandwidth in GB/s of ``message_bytes`` moved in ``time_s``'s median."""
     algbw_gb_per_s = message_bytes / time_s.median / 1e9
-    return CollectiveFigure(
-        op=op,
-        backend=backend,
-        world_size=world_size,
-        message_bytes=message_bytes,
-        time_s=time_s,
-        algbw_gb_per_s=algbw_gb_per_s,
-        busbw_gb_per_s=algbw_gb_per_s * bus_factor(op, world_size),
-    )
+    return algbw_gb_per_s, algbw_gb_per_s * bus_factor(op, world_size)
 
 
 def _check_request(world_size: int, sizes_bytes: Sequence[int], device: str) -> str:

@@ -21,12 +21,13 @@ skipped and the progress callback says why.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any, Literal, cast
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
 
 from computewise.bench.timing import Measured, time_repeats
 from computewise.catalog.calibration import equivalent_matmul_size
 from computewise.errors import SetupError
+from computewise.specs.codec import Jsonable, json_field
 
 __all__ = [
     "REFERENCE_ENTRY_POINT",
@@ -46,16 +47,19 @@ StepKind = Literal["train", "infer"]
 
 
 @dataclass(frozen=True)
-class ReferenceStep:
+class ReferenceStep(Jsonable):
     """One reference step: its median time and what that means in TFLOP/s and MFU.
 
     ``matmul_size`` is the side of the square matmul with the same FLOPs as the step's typical
     matmul (``equivalent_matmul_size``): the key the calibration interpolates on.
     """
 
+    json_description: ClassVar[str] = (
+        "A reference training or inference step of examples/tiny_gpt.py (bench.reference.ReferenceStep)."
+    )
     kind: StepKind
     model: str
-    width: int
+    width: int = field(metadata=json_field(minimum=1))
     device: str
     dtype: str
     step_s: Measured
@@ -63,36 +67,6 @@ class ReferenceStep:
     mfu: float | None
     flops: float  # per step, ``estimate.flops``
     matmul_size: float
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "model": self.model,
-            "width": self.width,
-            "device": self.device,
-            "dtype": self.dtype,
-            "step_s": self.step_s.to_dict(),
-            "tflops": self.tflops,
-            "mfu": self.mfu,
-            "flops": self.flops,
-            "matmul_size": self.matmul_size,
-        }
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> ReferenceStep:
-        mfu = data.get("mfu")
-        return cls(
-            kind=cast("StepKind", str(data["kind"])),
-            model=str(data["model"]),
-            width=int(data["width"]),
-            device=str(data["device"]),
-            dtype=str(data["dtype"]),
-            step_s=Measured.from_dict(data["step_s"]),
-            tflops=float(data["tflops"]),
-            mfu=None if mfu is None else float(mfu),
-            flops=float(data["flops"]),
-            matmul_size=float(data["matmul_size"]),
-        )
 
 
 def reference_config(width: int) -> dict[str, Any]:

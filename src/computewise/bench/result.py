@@ -8,28 +8,14 @@ figure sits beside each one so a reader can judge it without the catalog at hand
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import ClassVar
 
+from computewise.bench.collectives import CollectiveFigure
+from computewise.bench.reference import ReferenceStep
+from computewise.bench.storage import StorageFigure
 from computewise.bench.timing import Measured
-from computewise.specs.document import (
-    SCHEMA_VERSION,
-    read_bool,
-    read_float,
-    read_int,
-    read_list,
-    read_mapping,
-    read_optional_float,
-    read_optional_str,
-    read_str,
-    require_object,
-)
-
-if TYPE_CHECKING:
-    from computewise.bench.collectives import CollectiveFigure
-    from computewise.bench.reference import ReferenceStep
-    from computewise.bench.storage import StorageFigure
+from computewise.specs.codec import Document, Jsonable, Layout, json_field, json_property
 
 __all__ = [
     "BUSY_SPREAD",
@@ -37,64 +23,47 @@ __all__ = [
     "BenchResult",
     "Comparison",
     "Device",
+    "EfficiencyPoint",
     "LaunchFigure",
     "MatmulFigure",
     "MatmulPoint",
     "Skipped",
 ]
 
-_SOURCE = "bench result"
 # A figure whose high end is this many times its low end was measured on a busy machine (``busy_figures``).
 BUSY_SPREAD = 2.0
 
 
 @dataclass(frozen=True)
-class Device:
+class Device(Jsonable):
     """One measured device: ``cpu`` or ``cuda:N``, the name its driver gives, and its catalog row if one matched."""
 
-    device: str
+    json_description: ClassVar[str] = "One measured device (bench.result.Device)."
+    device: str = field(metadata=json_field(pattern="^(cpu|cuda:[0-9]+)$"))
     name: str
     catalog_slug: str | None
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"device": self.device, "name": self.name, "catalog_slug": self.catalog_slug}
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any], source: str = _SOURCE) -> Device:
-        return cls(
-            read_str(data, "device", source),
-            read_str(data, "name", source),
-            read_optional_str(data, "catalog_slug", source),
-        )
-
 
 @dataclass(frozen=True)
-class MatmulPoint:
+class MatmulPoint(Jsonable):
     """Dense square matmul of one size: ``2 * size**3`` FLOP per product, over the measured time."""
 
-    size: int
+    json_description: ClassVar[str] = "One size."
+    size: int = field(metadata=json_field(minimum=1))
     dtype: str
     tflops: Measured
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"size": self.size, "dtype": self.dtype, "tflops": self.tflops.to_dict()}
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any], source: str = _SOURCE) -> MatmulPoint:
-        return cls(
-            read_int(data, "size", source),
-            read_str(data, "dtype", source),
-            Measured.from_dict(read_mapping(data, "tflops", source), source),
-        )
-
 
 @dataclass(frozen=True)
-class MatmulFigure:
+class MatmulFigure(Jsonable):
     """One dtype on one device: the sweep by size, its best median, and the data sheet's peak (None: no row)."""
 
+    json_description: ClassVar[str] = (
+        "One dtype's sweep on one device (bench.result.MatmulFigure): 2 n^3 FLOP per square product."
+    )
     device: str
-    dtype: str
-    points: tuple[MatmulPoint, ...]
+    dtype: str = field(metadata=json_field(enum=["fp32", "tf32", "bf16", "fp16", "int8"]))
+    points: tuple[MatmulPoint, ...] = field(metadata=json_field(min_items=1))
     peak_tflops: float
     datasheet_tflops: float | None
 
@@ -104,81 +73,53 @@ class MatmulFigure:
             return tuple((p.size, 0.0) for p in self.points)
         return tuple((p.size, p.tflops.median / self.peak_tflops) for p in self.points)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "device": self.device,
-            "dtype": self.dtype,
-            "points": [p.to_dict() for p in self.points],
-            "peak_tflops": self.peak_tflops,
-            "datasheet_tflops": self.datasheet_tflops,
-            "efficiency": [{"size": size, "fraction": fraction} for size, fraction in self.efficiency()],
-        }
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any], source: str = _SOURCE) -> MatmulFigure:
-        return cls(
-            device=read_str(data, "device", source),
-            dtype=read_str(data, "dtype", source),
-            points=tuple(MatmulPoint.from_dict(_object(p, source), source) for p in read_list(data, "points", source)),
-            peak_tflops=read_float(data, "peak_tflops", source),
-            datasheet_tflops=read_optional_float(data, "datasheet_tflops", source),
-        )
+    @json_property(name="efficiency")
+    def efficiency_points(self) -> tuple[EfficiencyPoint, ...]:
+        return tuple(EfficiencyPoint(size, fraction) for size, fraction in self.efficiency())
 
 
 @dataclass(frozen=True)
-class BandwidthFigure:
+class EfficiencyPoint(Jsonable):
+    json_description: ClassVar[str] = "A size's median over the best median of the sweep."
+    size: int = field(metadata=json_field(minimum=1))
+    fraction: float = field(metadata=json_field(minimum=0))
+
+
+@dataclass(frozen=True)
+class BandwidthFigure(Jsonable):
     """A memory or copy bandwidth: ``triad`` (STREAM, 12 bytes per float32 element), or ``h2d``/``d2h`` copies."""
 
+    json_description: ClassVar[str] = (
+        "STREAM triad (12 bytes per float32 element) or a host<->device copy (bench.result.BandwidthFigure)."
+    )
     device: str
-    kind: str  # "triad", "h2d-pinned", "h2d-pageable", "d2h-pinned", "d2h-pageable"
+    kind: str = field(metadata=json_field(enum=["triad", "h2d-pinned", "h2d-pageable", "d2h-pinned", "d2h-pageable"]))
     gb_per_s: Measured
     datasheet_gb_per_s: float | None
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "device": self.device,
-            "kind": self.kind,
-            "gb_per_s": self.gb_per_s.to_dict(),
-            "datasheet_gb_per_s": self.datasheet_gb_per_s,
-        }
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any], source: str = _SOURCE) -> BandwidthFigure:
-        return cls(
-            read_str(data, "device", source),
-            read_str(data, "kind", source),
-            Measured.from_dict(read_mapping(data, "gb_per_s", source), source),
-            read_optional_float(data, "datasheet_gb_per_s", source),
-        )
-
 
 @dataclass(frozen=True)
-class LaunchFigure:
+class LaunchFigure(Jsonable):
     """Seconds per launch of a one-element kernel (``bench.launch``): queued back to back, and synchronised alone."""
+
+    json_description: ClassVar[str] = (
+        "Seconds per launch of a one-element kernel (bench.result.LaunchFigure): back_to_back_s with calls queued "
+        "in a loop between one pair of synchronisations (the host's issue rate), synchronised_s with each call "
+        "followed by a synchronisation (the round trip)."
+    )
 
     device: str
     back_to_back_s: Measured
     synchronised_s: Measured
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "device": self.device,
-            "back_to_back_s": self.back_to_back_s.to_dict(),
-            "synchronised_s": self.synchronised_s.to_dict(),
-        }
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any], source: str = _SOURCE) -> LaunchFigure:
-        return cls(
-            read_str(data, "device", source),
-            Measured.from_dict(read_mapping(data, "back_to_back_s", source), source),
-            Measured.from_dict(read_mapping(data, "synchronised_s", source), source),
-        )
-
 
 @dataclass(frozen=True)
-class Comparison:
+class Comparison(Jsonable):
     """A measured figure against the data sheet, in words; ``low`` flags one far below what the part can do."""
+
+    json_description: ClassVar[str] = (
+        "A figure against the data sheet, in words; low: far below it (bench.result.Comparison)."
+    )
 
     device: str
     figure: str  # "bf16 matmul", "memory bandwidth (triad)"
@@ -186,44 +127,51 @@ class Comparison:
     low: bool
     text: str
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"device": self.device, "figure": self.figure, "share": self.share, "low": self.low, "text": self.text}
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any], source: str = _SOURCE) -> Comparison:
-        return cls(
-            read_str(data, "device", source),
-            read_str(data, "figure", source),
-            read_float(data, "share", source),
-            read_bool(data, "low", source),
-            read_str(data, "text", source),
-        )
-
 
 @dataclass(frozen=True)
-class Skipped:
+class Skipped(Jsonable):
     """A figure not measured here, and why (no fast kernel, no GPU), so its absence is never silent."""
+
+    json_description: ClassVar[str] = "A figure not measured here, and why (bench.result.Skipped)."
 
     device: str
     figure: str
     reason: str
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"device": self.device, "figure": self.figure, "reason": self.reason}
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any], source: str = _SOURCE) -> Skipped:
-        return cls(read_str(data, "device", source), read_str(data, "figure", source), read_str(data, "reason", source))
-
 
 @dataclass(frozen=True)
-class BenchResult:
+class BenchResult(Jsonable):
     """Everything one ``computewise bench`` measured on one host, with the data-sheet comparisons."""
 
+    json_document: ClassVar[Document] = Document(
+        "bench",
+        "computewise bench --json",
+        "What computewise bench measured on one host (bench.result.BenchResult), with the data-sheet comparisons. "
+        "Rates are decimal: TFLOP/s = 1e12 FLOP/s (int8: 1e12 integer ops/s), GB/s = 1e9 bytes/s. "
+        "catalog.calibration.Calibration.from_bench_dict reads it for --save.",
+    )
+    json_layout: ClassVar[Layout] = (
+        "host",
+        "date",
+        "cpu",
+        "threads",
+        "quick",
+        "catalog_slug",
+        "devices",
+        "matmul",
+        "bandwidth",
+        "launch",
+        "collectives",
+        "storage",
+        "reference",
+        "comparisons",
+        "skipped",
+        "notes",
+    )
     host: str
-    date: str  # ISO 8601 UTC, when the run started
+    date: str = field(metadata=json_field(description="ISO 8601 UTC time the run started"))
     cpu: str
-    threads: int
+    threads: int = field(metadata=json_field(minimum=1, description="torch's intra-op threads for the CPU figures"))
     quick: bool
     devices: tuple[Device, ...]
     matmul: tuple[MatmulFigure, ...]
@@ -234,8 +182,12 @@ class BenchResult:
     comparisons: tuple[Comparison, ...]
     skipped: tuple[Skipped, ...]
     notes: tuple[str, ...]
-    launch: tuple[LaunchFigure, ...] = ()  # absent from results written before launch latency was measured
-    schema_version: int = SCHEMA_VERSION
+    launch: tuple[LaunchFigure, ...] = field(
+        default=(),
+        metadata=json_field(
+            description="Launch latency per device (bench.launch); absent from results written before it was measured."
+        ),
+    )
 
     @property
     def main_device(self) -> Device:
@@ -243,7 +195,7 @@ class BenchResult:
         gpus = [d for d in self.devices if d.device != "cpu"]
         return (gpus or list(self.devices) or [Device("cpu", self.cpu, None)])[0]
 
-    @property
+    @json_property(description="the catalog row of the main device (first GPU, else the CPU); null: none matched")
     def catalog_slug(self) -> str | None:
         """The catalog row of the main device."""
         return self.main_device.catalog_slug
@@ -272,58 +224,3 @@ class BenchResult:
             for what, m, unit in measured
             if m.spread >= BUSY_SPREAD
         )
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "schema_version": self.schema_version,
-            "host": self.host,
-            "date": self.date,
-            "cpu": self.cpu,
-            "threads": self.threads,
-            "quick": self.quick,
-            "catalog_slug": self.catalog_slug,
-            "devices": [d.to_dict() for d in self.devices],
-            "matmul": [f.to_dict() for f in self.matmul],
-            "bandwidth": [f.to_dict() for f in self.bandwidth],
-            "launch": [f.to_dict() for f in self.launch],
-            "collectives": [f.to_dict() for f in self.collectives],
-            "storage": [f.to_dict() for f in self.storage],
-            "reference": [f.to_dict() for f in self.reference],
-            "comparisons": [c.to_dict() for c in self.comparisons],
-            "skipped": [s.to_dict() for s in self.skipped],
-            "notes": list(self.notes),
-        }
-
-    @classmethod
-    def from_dict(cls, data: object, source: str = _SOURCE) -> BenchResult:
-        from computewise.bench.collectives import CollectiveFigure
-        from computewise.bench.reference import ReferenceStep
-        from computewise.bench.storage import StorageFigure
-
-        d = require_object(data, "computewise bench --json", source)
-
-        def objects(key: str) -> list[Mapping[str, Any]]:
-            return [_object(item, source) for item in read_list(d, key, source)]
-
-        return cls(
-            host=read_str(d, "host", source),
-            date=read_str(d, "date", source),
-            cpu=read_str(d, "cpu", source),
-            threads=read_int(d, "threads", source),
-            quick=read_bool(d, "quick", source),
-            devices=tuple(Device.from_dict(x, source) for x in objects("devices")),
-            matmul=tuple(MatmulFigure.from_dict(x, source) for x in objects("matmul")),
-            bandwidth=tuple(BandwidthFigure.from_dict(x, source) for x in objects("bandwidth")),
-            collectives=tuple(CollectiveFigure.from_dict(x) for x in objects("collectives")),
-            storage=tuple(StorageFigure.from_dict(x) for x in objects("storage")),
-            reference=tuple(ReferenceStep.from_dict(x) for x in objects("reference")),
-            comparisons=tuple(Comparison.from_dict(x, source) for x in objects("comparisons")),
-            skipped=tuple(Skipped.from_dict(x, source) for x in objects("skipped")),
-            notes=tuple(str(n) for n in read_list(d, "notes", source)),
-            launch=tuple(LaunchFigure.from_dict(x, source) for x in objects("launch")) if "launch" in d else (),
-            schema_version=read_int(d, "schema_version", source),
-        )
-
-
-def _object(item: object, source: str) -> Mapping[str, Any]:
-    return require_object(item, "an entry of computewise bench --json", source)

@@ -30,14 +30,14 @@ import os
 import secrets
 import shutil
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import ClassVar, Literal, Self
 
 from computewise.bench.timing import Measured
 from computewise.errors import ComputewiseError, InputError
-from computewise.specs.document import read_int, read_mapping, read_str
+from computewise.specs.codec import Jsonable, json_field
 from computewise.units import format_bytes
 
 __all__ = [
@@ -71,44 +71,32 @@ _SEED = 17  # the random offsets are the same on every run, so two runs read the
 
 
 @dataclass(frozen=True)
-class StorageFigure:
+class StorageFigure(Jsonable):
     """Read throughput (decimal GB/s) of one access pattern on one directory's storage."""
 
+    json_description: ClassVar[str] = "Reads of one file in --storage PATH (bench.storage.StorageFigure)."
     path: str
     pattern: Pattern
-    block_bytes: int
-    file_bytes: int
+    block_bytes: int = field(metadata=json_field(minimum=0))
+    file_bytes: int = field(metadata=json_field(minimum=0))
     gb_per_s: Measured
-    cache: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "path": self.path,
-            "pattern": self.pattern,
-            "block_bytes": self.block_bytes,
-            "file_bytes": self.file_bytes,
-            "gb_per_s": self.gb_per_s.to_dict(),
-            "cache": self.cache,
-        }
+    cache: str = field(
+        metadata=json_field(
+            enum=list(CACHE_METHODS),
+            description="How the page cache was kept out of the reads (bench.storage.CACHE_METHODS).",
+        )
+    )
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any], source: str = "bench result") -> StorageFigure:
-        pattern = read_str(data, "pattern", source)
-        cache = read_str(data, "cache", source)
-        if pattern not in ("sequential", "random") or cache not in CACHE_METHODS:
+    def from_dict(cls, data: object, source: str = "bench result") -> Self:
+        read = super().from_dict(data, source)
+        if read.cache not in CACHE_METHODS:
             raise InputError(
-                f"{source}: storage pattern must be sequential or random and cache one of"
-                f" {', '.join(repr(method) for method in CACHE_METHODS)}; got {pattern!r} and {cache!r}",
+                f"{source}: a storage figure needs its cache one of "
+                f"{', '.join(repr(method) for method in CACHE_METHODS)}; got {read.cache!r}",
                 "pass the JSON that computewise bench wrote, unedited",
             )
-        return cls(
-            path=read_str(data, "path", source),
-            pattern=cast(Pattern, pattern),
-            block_bytes=read_int(data, "block_bytes", source),
-            file_bytes=read_int(data, "file_bytes", source),
-            gb_per_s=Measured.from_dict(read_mapping(data, "gb_per_s", source), source),
-            cache=cache,
-        )
+        return read
 
 
 def measure_storage(

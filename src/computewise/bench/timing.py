@@ -21,12 +21,12 @@ from __future__ import annotations
 import math
 import statistics
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import ClassVar, Self
 
 from computewise.errors import InputError
-from computewise.specs.document import read_float, read_int
+from computewise.specs.codec import Jsonable, json_field
 
 __all__ = ["CALL_S", "Measured", "calls_to_fill", "device_sync", "time_back_to_back", "time_repeats"]
 
@@ -37,13 +37,17 @@ _GRAPH_WARMUP = 3  # eager calls on the capture stream before capture: cuBLAS ha
 
 
 @dataclass(frozen=True)
-class Measured:
+class Measured(Jsonable):
     """A median over ``repeats`` measurements and their spread, in the unit of the field that holds it."""
 
+    json_description: ClassVar[str] = (
+        "A median over repeats after warm-up, with its spread: min/max below 10 repeats, p10/p90 from 10 on "
+        "(bench.timing.Measured)."
+    )
     median: float
     low: float
     high: float
-    repeats: int
+    repeats: int = field(metadata=json_field(minimum=1))
 
     @classmethod
     def of(cls, values: Sequence[float]) -> Measured:
@@ -63,17 +67,10 @@ class Measured:
         """How many times the high end of the spread is the low end (1.0: every repeat alike; inf: a zero low)."""
         return self.high / self.low if self.low > 0 else math.inf
 
-    def to_dict(self) -> dict[str, float | int]:
-        return {"median": self.median, "low": self.low, "high": self.high, "repeats": self.repeats}
-
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any], source: str = "bench result") -> Measured:
-        measured = cls(
-            median=read_float(data, "median", source),
-            low=read_float(data, "low", source),
-            high=read_float(data, "high", source),
-            repeats=read_int(data, "repeats", source),
-        )
+    def from_dict(cls, data: object, source: str = "bench result") -> Self:
+        """The fields, then their order: a repeat at least, and low <= median <= high."""
+        measured = super().from_dict(data, source)
         if measured.repeats < 1 or not measured.low <= measured.median <= measured.high:
             raise InputError(
                 f"{source}: a measurement needs repeats >= 1 and low <= median <= high, got {measured.to_dict()}",

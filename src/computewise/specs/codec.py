@@ -336,8 +336,14 @@ def _read(kind: Any, value: object, source: str, where: str) -> Any:
     if kind is str:
         return _expect(value, str, where, "a string", source)
     if isinstance(kind, type) and dataclasses.is_dataclass(kind):
+        if issubclass(kind, Jsonable) and _own_reader(kind):  # it checks more than its fields' types
+            return kind.from_dict(_expect(value, Mapping, where, "a JSON object", source), source)
         return _read_object(kind, value, source, where)
     raise TypeError(f"{where}: no JSON reading for {kind!r}")
+
+
+def _own_reader(kind: type[Jsonable]) -> bool:
+    return kind.from_dict.__func__ is not Jsonable.from_dict.__func__  # type: ignore[attr-defined]
 
 
 def _expect(value: object, kind: type[Any], where: str, what: str, source: str) -> Any:

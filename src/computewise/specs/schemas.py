@@ -18,6 +18,7 @@ from computewise.specs.codec import Jsonable, schema_text
 __all__ = ["GENERATED", "documents", "main"]
 
 GENERATED = (
+    "computewise.bench.result:BenchResult",
     "computewise.data.convert:ConvertResult",
     "computewise.data.result:DataBenchResult",
     "computewise.distill.run:DistillResult",
