@@ -167,3 +167,27 @@ def test_a_layout_that_drops_a_field_is_written_without_it_and_read_back_only_wi
     assert Lost(1, 2).to_dict() == {"a": 1}
     with pytest.raises(TypeError, match="missing 1 required positional argument: 'b'"):
         Lost.from_dict({"a": 1})
+
+
+@dataclass(frozen=True)
+class Ordered(Jsonable):
+    low: float
+    high: float
+
+    @classmethod
+    def from_dict(cls, data: object, source: str = "") -> Ordered:
+        read = super().from_dict(data, source)
+        if read.low > read.high:
+            raise InputError(f"{source}: low > high", "swap them")
+        return read
+
+
+@dataclass(frozen=True)
+class Holder(Jsonable):
+    spans: tuple[Ordered, ...]
+
+
+def test_a_nested_class_with_its_own_reader_is_read_by_it() -> None:
+    assert Holder.from_dict({"spans": [{"low": 1, "high": 2}]}) == Holder((Ordered(1.0, 2.0),))
+    with pytest.raises(InputError, match=r"h\.json: low > high"):
+        Holder.from_dict({"spans": [{"low": 1, "high": 2}, {"low": 3, "high": 2}]}, "h.json")
