@@ -32,8 +32,8 @@ from __future__ import annotations
 import difflib
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
 
@@ -54,7 +54,7 @@ from computewise.estimate.single import default_precision
 from computewise.limits import BATCH, LATENCY_MS, SEQUENCE_TOKENS, Limit
 from computewise.plan.serve import replicas_needed
 from computewise.specs import ModelSpec, Pricing
-from computewise.specs.document import SCHEMA_VERSION, check_schema_version
+from computewise.specs.codec import Document, Jsonable, Layout, json_field, json_property
 from computewise.units import check_range, format_bytes
 
 if TYPE_CHECKING:
@@ -70,6 +70,8 @@ __all__ = [
     "plan_pipeline",
     "stage_latency_s",
 ]
+
+_AT_LEAST_1 = json_field(minimum=1)
 
 StageSource = Literal["model", "latency", "loadtest"]
 _STAGE_KEYS = (
@@ -133,81 +135,37 @@ class Measured:
 
 
 @dataclass(frozen=True)
-class StagePlan:
+class StagePlan(Jsonable):
     """One stage placed and sized for the traffic."""
 
     name: str
     source: StageSource
     accelerator: str
-    gpus: int
-    batch: int
+    gpus: int = field(metadata=_AT_LEAST_1)
+    batch: int = field(metadata=_AT_LEAST_1)
     fan_out: float
     calls_per_s: float
     capacity_rps_per_replica: float
     service_s: float  # one batch
-    replicas: int
+    replicas: int = field(metadata=_AT_LEAST_1)
     utilization: float  # calls per replica / capacity
     p50_s: float
     p99_s: float
     usd_per_h_per_replica: float
     price: str
 
-    @property
+    @json_property(after="usd_per_h_per_replica")
     def usd_per_h(self) -> float:
         return self.replicas * self.usd_per_h_per_replica
 
-    @property
+    @json_property(after="usd_per_h")
     def max_pipeline_rps(self) -> float:
         """Pipeline requests/s these replicas sustain at full capacity."""
         return self.replicas * self.capacity_rps_per_replica / self.fan_out
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "source": self.source,
-            "accelerator": self.accelerator,
-            "gpus": self.gpus,
-            "batch": self.batch,
-            "fan_out": self.fan_out,
-            "calls_per_s": self.calls_per_s,
-            "capacity_rps_per_replica": self.capacity_rps_per_replica,
-            "service_s": self.service_s,
-            "replicas": self.replicas,
-            "utilization": self.utilization,
-            "p50_s": self.p50_s,
-            "p99_s": self.p99_s,
-            "usd_per_h_per_replica": self.usd_per_h_per_replica,
-            "usd_per_h": self.usd_per_h,
-            "max_pipeline_rps": self.max_pipeline_rps,
-            "price": self.price,
-        }
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> StagePlan:
-        source = str(d["source"])
-        if source not in ("model", "latency", "loadtest"):
-            raise InputError(f"unknown stage source {source!r}", "use model, latency or loadtest")
-        return cls(
-            name=str(d["name"]),
-            source=source,  # type: ignore[arg-type]  # one of the three, checked above
-            accelerator=str(d["accelerator"]),
-            gpus=int(d["gpus"]),
-            batch=int(d["batch"]),
-            fan_out=float(d["fan_out"]),
-            calls_per_s=float(d["calls_per_s"]),
-            capacity_rps_per_replica=float(d["capacity_rps_per_replica"]),
-            service_s=float(d["service_s"]),
-            replicas=int(d["replicas"]),
-            utilization=float(d["utilization"]),
-            p50_s=float(d["p50_s"]),
-            p99_s=float(d["p99_s"]),
-            usd_per_h_per_replica=float(d["usd_per_h_per_replica"]),
-            price=str(d["price"]),
-        )
-
 
 @dataclass(frozen=True)
-class Alternative:
+class Alternative(Jsonable):
     """A stage moved to another accelerator: cheaper, and the pipeline still within its SLO."""
 
     stage: str
@@ -217,44 +175,42 @@ class Alternative:
     saves_usd_per_1000_requests: float
     p99_s: float  # end-to-end, with this stage moved
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "stage": self.stage,
-            "accelerator": self.accelerator,
-            "replicas": self.replicas,
-            "usd_per_h": self.usd_per_h,
-            "saves_usd_per_1000_requests": self.saves_usd_per_1000_requests,
-            "p99_s": self.p99_s,
-        }
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> Alternative:
-        return cls(
-            str(d["stage"]),
-            str(d["accelerator"]),
-            int(d["replicas"]),
-            float(d["usd_per_h"]),
-            float(d["saves_usd_per_1000_requests"]),
-            float(d["p99_s"]),
-        )
-
 
 @dataclass(frozen=True)
-class PipelinePlan:
+class PipelinePlan(Jsonable):
+    json_document: ClassVar[Document] = Document(
+        "plan-pipeline",
+        "computewise plan serve --pipeline FILE --json",
+        "A multi-stage pipeline sized and priced for a traffic level (plan.pipeline.PipelinePlan): replicas per "
+        "stage, the bottleneck, end-to-end p99, $ per 1000 requests, cheaper placements.",
+    )
+    json_layout: ClassVar[Layout] = (
+        "rps",
+        "target_utilization",
+        "slo_p99_s",
+        "meets_slo",
+        "stages",
+        "bottleneck_name",
+        ("latency", ("p99_s", "p99_upper_s", "latency_rule")),
+        "usd_per_h",
+        "usd_per_1000_requests",
+        "alternatives",
+        "notes",
+    )
     rps: float
     target_utilization: float
     slo_p99_s: float | None
-    stages: tuple[StagePlan, ...]
+    stages: tuple[StagePlan, ...] = field(metadata=json_field(min_items=1))
     p99_s: float  # end-to-end, stages independent (Reich 1957)
-    p99_upper_s: float  # sum of the stage p99s
+    p99_upper_s: float = field(metadata=json_field(name="p99_upper_bound_s"))  # sum of the stage p99s
     alternatives: tuple[Alternative, ...]
     notes: tuple[str, ...]
 
-    @property
+    @json_property(name="usd_per_hour")
     def usd_per_h(self) -> float:
         return sum(s.usd_per_h for s in self.stages)
 
-    @property
+    @json_property()
     def usd_per_1000_requests(self) -> float:
         return _per_1000(self.usd_per_h, self.rps)
 
@@ -262,51 +218,20 @@ class PipelinePlan:
     def bottleneck(self) -> StagePlan:
         return min(self.stages, key=lambda s: (s.max_pipeline_rps, -s.usd_per_h))
 
-    @property
+    @json_property(name="bottleneck")
+    def bottleneck_name(self) -> str:
+        return self.bottleneck.name
+
+    @json_property()
     def meets_slo(self) -> bool | None:
         return None if self.slo_p99_s is None else self.p99_s <= self.slo_p99_s
 
-    @property
+    @json_property(name="rule")
     def latency_rule(self) -> str:
         """How ``p99_s`` adds the stages up, in words: the JSON and the tables both say it."""
         return (
             "stages independent (tandem M/M/1 queues, Reich 1957): p99 of the sum of stage latencies; "
             "the sum of stage p99s is an upper bound"
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "schema_version": SCHEMA_VERSION,
-            "rps": self.rps,
-            "target_utilization": self.target_utilization,
-            "slo_p99_s": self.slo_p99_s,
-            "meets_slo": self.meets_slo,
-            "stages": [s.to_dict() for s in self.stages],
-            "bottleneck": self.bottleneck.name,
-            "latency": {
-                "p99_s": self.p99_s,
-                "p99_upper_bound_s": self.p99_upper_s,
-                "rule": self.latency_rule,
-            },
-            "usd_per_hour": self.usd_per_h,
-            "usd_per_1000_requests": self.usd_per_1000_requests,
-            "alternatives": [a.to_dict() for a in self.alternatives],
-            "notes": list(self.notes),
-        }
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any], source: str = "plan serve --pipeline JSON") -> PipelinePlan:
-        check_schema_version(d, "plan serve --pipeline --json", source)
-        slo = d["slo_p99_s"]
-        return cls(
-            rps=float(d["rps"]),
-            target_utilization=float(d["target_utilization"]),
-            slo_p99_s=None if slo is None else float(slo),
-            stages=tuple(StagePlan.from_dict(s) for s in d["stages"]),
-            p99_s=float(d["latency"]["p99_s"]),
-            p99_upper_s=float(d["latency"]["p99_upper_bound_s"]),
-            alternatives=tuple(Alternative.from_dict(a) for a in d["alternatives"]),
-            notes=tuple(str(n) for n in d["notes"]),
         )
 
 

@@ -26,6 +26,7 @@ GENERATED = (
     "computewise.estimate.single:InferEstimate",
     "computewise.estimate.single:TrainEstimate",
     "computewise.plan.infer:InferPlan",
+    "computewise.plan.pipeline:PipelinePlan",
     "computewise.plan.result:Plan",
     "computewise.storage.audit:StorageAudit",
 )
