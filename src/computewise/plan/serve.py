@@ -32,6 +32,7 @@ import numpy as np
 from computewise.errors import InputError
 from computewise.plan.infer import HOURS_PER_MONTH
 from computewise.plan.spendcap import Demand, SpendCap, cap_spend
+from computewise.specs.codec import Jsonable, json_property
 from computewise.specs.document import SCHEMA_VERSION
 from computewise.specs.loadtest import LoadtestRun, MaxRateSearch
 from computewise.units import plural
@@ -101,7 +102,7 @@ class LoadtestCapacity:
 
 
 @dataclass(frozen=True)
-class ModeCost:
+class ModeCost(Jsonable):
     """One way of paying for the traffic: average replicas kept up, and what that costs."""
 
     mode: str  # "always-on" | "autoscaled" | "scale-to-zero"
@@ -112,21 +113,13 @@ class ModeCost:
     start_up_replica_hours_per_month: float  # billed while cold-started replicas boot, before they serve
     basis: str  # how the replica-hours were counted
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "mode": self.mode,
-            "average_replicas": self.average_replicas,
-            "replica_hours_per_month": self.average_replicas * HOURS_PER_MONTH,
-            "monthly_usd": self.monthly_usd,
-            "usd_per_1000_requests": self.usd_per_1000_requests,
-            "cold_starts_per_month": self.cold_starts_per_month,
-            "start_up_replica_hours_per_month": self.start_up_replica_hours_per_month,
-            "basis": self.basis,
-        }
+    @json_property(after="average_replicas")
+    def replica_hours_per_month(self) -> float:
+        return self.average_replicas * HOURS_PER_MONTH
 
 
 @dataclass(frozen=True)
-class HourPlan:
+class HourPlan(Jsonable):
     """One hour of the schedule: the traffic, and the replicas each elastic mode runs."""
 
     hour: int
@@ -134,15 +127,6 @@ class HourPlan:
     autoscaled_replicas: int
     scale_to_zero_replicas: int
     utilization: float  # of the autoscaled replicas' full capacity; 0 when none run
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "hour": self.hour,
-            "rps": self.rps,
-            "autoscaled_replicas": self.autoscaled_replicas,
-            "scale_to_zero_replicas": self.scale_to_zero_replicas,
-            "utilization": self.utilization,
-        }
 
 
 @dataclass(frozen=True)

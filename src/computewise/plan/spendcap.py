@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
 
 from computewise.errors import InputError
+from computewise.specs.codec import Jsonable, json_field, json_property
 from computewise.units import format_usd
 
 __all__ = ["CapAlert", "CappedHour", "Demand", "QueueLatency", "SpendCap", "cap_alert", "cap_spend", "capped_replicas"]
@@ -43,19 +43,16 @@ class Demand:
 
 
 @dataclass(frozen=True)
-class QueueLatency:
+class QueueLatency(Jsonable):
     """Median and p99 response time of one replica at one utilization, by M/M/1 (module docstring)."""
 
     utilization: float  # of the replica's capacity C
     p50_s: float
     p99_s: float
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"utilization": self.utilization, "p50_s": self.p50_s, "p99_s": self.p99_s}
-
 
 @dataclass(frozen=True)
-class CappedHour:
+class CappedHour(Jsonable):
     """An hour in which the traffic wants more replicas than the cap buys."""
 
     hour: int | None
@@ -67,25 +64,13 @@ class CappedHour:
     utilization: float  # served load per replica / its capacity
     latency: QueueLatency | None  # None without a measured latency
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "hour": self.hour,
-            "demand_rps": self.demand_rps,
-            "wanted_replicas": self.wanted_replicas,
-            "replicas": self.replicas,
-            "served_rps": self.served_rps,
-            "refused_share": self.refused_share,
-            "utilization": self.utilization,
-            "latency": None if self.latency is None else self.latency.to_dict(),
-        }
-
 
 @dataclass(frozen=True)
-class SpendCap:
+class SpendCap(Jsonable):
     """What ``--max-usd-per-hour`` allows and what it costs in the hours it binds."""
 
     max_usd_per_hour: float
-    hourly_usd_per_replica: float
+    hourly_usd_per_replica: float = field(metadata=json_field(name="usd_per_hour_per_replica"))
     max_replicas: int
     capped_hours: tuple[CappedHour, ...]
     refused_requests_per_month: float | None  # None without an hourly profile (how long the peak lasts is unknown)
@@ -93,35 +78,27 @@ class SpendCap:
     planned_latency: QueueLatency | None  # at the target utilization, uncapped
     service_rate_per_s: float | None  # mu of the M/M/1 model, per replica
 
-    @property
-    def binding(self) -> bool:
-        return bool(self.capped_hours)
-
-    @property
+    @json_property(after="max_replicas")
     def max_spend_usd_per_hour(self) -> float:
         """What the capped replicas cost per hour: at most the cap."""
         return self.max_replicas * self.hourly_usd_per_replica
+
+    @json_property(after="max_spend_usd_per_hour")
+    def binding(self) -> bool:
+        return bool(self.capped_hours)
 
     @property
     def worst(self) -> CappedHour | None:
         """The capped hour that refuses the largest share of its requests."""
         return max(self.capped_hours, key=lambda h: (h.refused_share, h.demand_rps), default=None)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "max_usd_per_hour": self.max_usd_per_hour,
-            "usd_per_hour_per_replica": self.hourly_usd_per_replica,
-            "max_replicas": self.max_replicas,
-            "max_spend_usd_per_hour": self.max_spend_usd_per_hour,
-            "binding": self.binding,
-            "capped_hours": [h.to_dict() for h in self.capped_hours],
-            "refused_requests_per_month": self.refused_requests_per_month,
-            "refused_share_of_month": self.refused_share_of_month,
-            "planned_latency": None if self.planned_latency is None else self.planned_latency.to_dict(),
-            "service_rate_per_s": self.service_rate_per_s,
-            "latency_model": "M/M/1 (Kleinrock 1975): response time exponential with rate mu - lambda; "
-            "mu = capacity + ln 2 / median latency at capacity",
-        }
+    @json_property()
+    def latency_model(self) -> str:
+        """How ``planned_latency`` and each capped hour's latency were computed."""
+        return (
+            "M/M/1 (Kleinrock 1975): response time exponential with rate mu - lambda; "
+            "mu = capacity + ln 2 / median latency at capacity"
+        )
 
 
 def capped_replicas(max_usd_per_hour: float, hourly_usd_per_replica: float, min_replicas: int) -> int:
@@ -219,7 +196,7 @@ _LONGEST_MONTH_S = 31 * 86400.0
 
 
 @dataclass(frozen=True)
-class CapAlert:
+class CapAlert(Jsonable):
     """A budget threshold that warns ``lead_s`` ahead of a spend-capped deployment using up its budget.
 
     Under a cap of X $/h spend cannot grow faster than X, so once a month's spend reaches
@@ -234,16 +211,6 @@ class CapAlert:
     threshold_pct: float | None  # None: the budget lasts less than lead_s at the cap, so no threshold warns in time
     hours_at_cap: float  # how long the whole budget lasts at the cap
     never_runs_out: bool  # the cap held for the longest month (31 days) stays within the budget
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "monthly_usd": self.monthly_usd,
-            "max_usd_per_hour": self.max_usd_per_hour,
-            "lead_s": self.lead_s,
-            "threshold_pct": self.threshold_pct,
-            "hours_at_cap": self.hours_at_cap,
-            "never_runs_out": self.never_runs_out,
-        }
 
 
 def cap_alert(monthly_usd: float, max_usd_per_hour: float, lead_s: float) -> CapAlert:
