@@ -25,13 +25,14 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from types import TracebackType
 
 import numpy as np
 import psutil
 
 from computewise.optimize.feeds import Batch, Feed, batches_of
+from computewise.specs.codec import Jsonable, json_property
 
 __all__ = ["CONTENDED_SHARE", "BatchSpeed", "PeakMemory", "measure_speed"]
 
@@ -44,7 +45,7 @@ _BUSY_FIELDS = ("user", "nice", "system", "irq", "softirq", "steal")
 
 
 @dataclass(frozen=True)
-class BatchSpeed:
+class BatchSpeed(Jsonable):
     """One batch size: latency per call (arrival order) and throughput in arrival and length-sorted order."""
 
     batch_size: int
@@ -60,12 +61,9 @@ class BatchSpeed:
     # whether every pass was contended, so that even the kept figure is slower than a quiet machine's
     contended: bool = False
 
-    @property
+    @json_property()
     def best_items_per_s(self) -> float:
         return max(self.items_per_s, self.sorted_items_per_s or 0.0)
-
-    def to_dict(self) -> dict[str, float | int | bool | None]:
-        return asdict(self) | {"best_items_per_s": self.best_items_per_s}
 
 
 class _CpuWatch:

@@ -25,6 +25,7 @@ from computewise.errors import ComputewiseError, VariantSkipped
 from computewise.optimize.feeds import Batch, Feed
 from computewise.optimize.predictors import predict_all
 from computewise.optimize.source import ModelSource
+from computewise.specs.codec import Jsonable
 from computewise.system.hardware import Hardware
 
 __all__ = ["Built", "Doctor", "DynamicInt8", "Workspace", "first_line", "quiet_tools"]
@@ -96,21 +97,13 @@ class Built:
 
 
 @dataclass
-class Doctor:
+class Doctor(Jsonable):
     """What the export looked like to ONNX Runtime."""
 
     exporter: str = ""
     fused_operators: dict[str, int] = field(default_factory=dict)
     attention_fused: bool | None = None
     notes: list[str] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "exporter": self.exporter,
-            "fused_operators": self.fused_operators,
-            "attention_fused": self.attention_fused,
-            "notes": self.notes,
-        }
 
 
 class Workspace:

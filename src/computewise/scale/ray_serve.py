@@ -40,7 +40,7 @@ import re
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -51,6 +51,7 @@ from computewise.serve.batcher import BatchRecord
 from computewise.serve.exposure import check_exposure
 from computewise.serve.metrics import ServeMetrics
 from computewise.serve.runners import ModelRunner, load_runner, model_name
+from computewise.specs.codec import Jsonable
 
 if TYPE_CHECKING:
     from ray.serve import Application
@@ -130,7 +131,7 @@ class RayServeOptions:
 
 
 @dataclass(frozen=True)
-class RayServeDeployment:
+class RayServeDeployment(Jsonable):
     """A running application: where to send requests and how it was deployed."""
 
     url: str  # the base URL: the routes of `computewise serve` are under it
@@ -142,9 +143,6 @@ class RayServeDeployment:
     max_ongoing_requests: int
     autoscaling_config: dict[str, Any] | None
     notes: tuple[str, ...] = ()
-
-    def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "notes": list(self.notes)}
 
 
 # -- the scaling file ------------------------------------------------------------------------------

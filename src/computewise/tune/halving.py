@@ -18,19 +18,18 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from computewise.specs.codec import Jsonable
+
 __all__ = ["HalvingOutcome", "Rung", "plan_rungs", "successive_halving"]
 
 
 @dataclass(frozen=True)
-class Rung:
+class Rung(Jsonable):
     """One rung: its position, the measured steps each candidate gets, and at most how many candidates run."""
 
     index: int
     steps: int
     candidates: int
-
-    def to_dict(self) -> dict[str, int]:
-        return {"index": self.index, "steps": self.steps, "candidates": self.candidates}
 
 
 @dataclass

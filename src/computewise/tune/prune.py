@@ -42,6 +42,7 @@ from computewise.estimate.memory import bytes_per_value, model_state_bytes, opti
 from computewise.models.hf_config import from_hf_config
 from computewise.models.trace import measure_module
 from computewise.specs import FineTune, ModelSpec, Optimizer
+from computewise.specs.codec import Jsonable, json_property
 from computewise.specs.finetune import FULL_TRAINING
 from computewise.train.config import TrainConfig
 from computewise.train.setup import TrainingSetup
@@ -127,7 +128,7 @@ def _with_adapters(profile: ModelProfile) -> ModelProfile:
 
 
 @dataclass(frozen=True)
-class MemoryEstimate:
+class MemoryEstimate(Jsonable):
     """Predicted peak bytes of one configuration on one device."""
 
     weights_bytes: float
@@ -136,7 +137,7 @@ class MemoryEstimate:
     activations_bytes: float
     overhead_bytes: float
 
-    @property
+    @json_property()
     def total_bytes(self) -> float:
         return (
             self.weights_bytes
@@ -145,16 +146,6 @@ class MemoryEstimate:
             + self.activations_bytes
             + self.overhead_bytes
         )
-
-    def to_dict(self) -> dict[str, float]:
-        return {
-            "weights_bytes": self.weights_bytes,
-            "gradients_bytes": self.gradients_bytes,
-            "optimizer_bytes": self.optimizer_bytes,
-            "activations_bytes": self.activations_bytes,
-            "overhead_bytes": self.overhead_bytes,
-            "total_bytes": self.total_bytes,
-        }
 
 
 @dataclass(frozen=True)
