@@ -35,7 +35,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
+
+from computewise.specs.codec import Jsonable, json_property
 
 __all__ = [
     "LAUNCH_BOUND_SHARE",
@@ -76,7 +78,7 @@ class Probe:
 
 
 @dataclass(frozen=True)
-class GrowthPoint:
+class GrowthPoint(Jsonable):
     """One micro-batch size growth considered, and what became of it."""
 
     micro: int
@@ -85,18 +87,9 @@ class GrowthPoint:
     step_s: float | None = None
     message: str | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "micro": self.micro,
-            "outcome": self.outcome,
-            "samples_per_s": self.samples_per_s,
-            "step_s": self.step_s,
-            "message": self.message,
-        }
-
 
 @dataclass(frozen=True)
-class Growth:
+class Growth(Jsonable):
     """The sizes growth went through, the fastest one, and why it stopped."""
 
     points: tuple[GrowthPoint, ...]
@@ -108,7 +101,7 @@ class Growth:
     def measured(self) -> tuple[GrowthPoint, ...]:
         return tuple(point for point in self.points if point.outcome == "measured")
 
-    @property
+    @json_property(after="best")
     def largest_fitting(self) -> int | None:
         """The largest size measured to fit (it may be slower than ``best``)."""
         return max((point.micro for point in self.measured), default=None)
@@ -123,15 +116,6 @@ class Growth:
             return ()
         below = [point.micro for point in self.measured if point.micro < self.best]
         return (max(below), self.best) if below else (self.best,)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "points": [point.to_dict() for point in self.points],
-            "best": self.best,
-            "largest_fitting": self.largest_fitting,
-            "stopped": self.stopped,
-            "global_batch_size": self.global_batch_size,
-        }
 
 
 def start_size(global_batch_size: int) -> int:
@@ -211,21 +195,13 @@ def _stop_for(point: GrowthPoint) -> Stop:
 
 
 @dataclass(frozen=True)
-class HostBound:
+class HostBound(Jsonable):
     """The launch-bound verdict: the fixed share of one micro-batch's time at ``micro``, from two sizes."""
 
     micro: int
     fixed_share: float
     fixed_step_s: float  # the fixed part summed over one optimizer step's micro-batches: what CUDA graphs could save
     launch_bound: bool
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "micro": self.micro,
-            "fixed_share": self.fixed_share,
-            "fixed_step_s": self.fixed_step_s,
-            "launch_bound": self.launch_bound,
-        }
 
 
 def host_bound(growth: Growth) -> HostBound | None:

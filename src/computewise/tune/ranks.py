@@ -19,10 +19,11 @@ training loss). Here the ranks are judged:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from computewise.errors import TuneError
+from computewise.specs.codec import Jsonable, json_field
 
 __all__ = ["DEFAULT_QUALITY_TOLERANCE", "RankOutcome", "RankSearch", "RankTrial", "judge_ranks"]
 
@@ -75,28 +76,18 @@ class RankOutcome:
 
 
 @dataclass(frozen=True)
-class RankSearch:
+class RankSearch(Jsonable):
     """The ranks tried, how quality was measured and compared, and the rank picked."""
 
     metric: str
     higher_is_better: bool
     tolerance: float
-    reference: int
-    picked: int
-    outcomes: tuple[RankOutcome, ...]
+    reference: int = field(metadata=json_field(name="reference_rank"))
+    picked: int = field(metadata=json_field(name="picked_rank"))
+    outcomes: tuple[RankOutcome, ...] = field(metadata=json_field(name="ranks"))
 
     def outcome(self, rank: int) -> RankOutcome:
         return next(outcome for outcome in self.outcomes if outcome.rank == rank)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "metric": self.metric,
-            "higher_is_better": self.higher_is_better,
-            "tolerance": self.tolerance,
-            "reference_rank": self.reference,
-            "picked_rank": self.picked,
-            "ranks": [outcome.to_dict() for outcome in self.outcomes],
-        }
 
 
 def judge_ranks(
