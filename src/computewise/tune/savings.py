@@ -22,9 +22,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from computewise.errors import InputError
+from computewise.specs.codec import Jsonable, Layout, json_property
 from computewise.specs.document import (
     read_float,
     read_int,
@@ -32,7 +33,6 @@ from computewise.specs.document import (
     read_optional_float,
     read_optional_int,
     read_optional_str,
-    read_str,
 )
 from computewise.train.config import TrainConfig
 
@@ -73,8 +73,21 @@ def break_even_hours(naive_step_s: float, tuned_step_s: float, tuning_s: float) 
 
 
 @dataclass(frozen=True)
-class RunSaving:
+class RunSaving(Jsonable):
     """A planned run at the naive and at the tuned configuration, and what the difference is worth."""
+
+    json_layout: ClassVar[Layout] = (
+        "basis",
+        "naive_hours",
+        "tuned_hours",
+        "saved_hours",
+        "hourly_usd",
+        "naive_usd",
+        "tuned_usd",
+        "saved_usd",
+        "tuning_cost_usd",
+        "net_saved_usd",
+    )
 
     basis: Literal["run-hours", "tokens"]
     naive_hours: float
@@ -82,54 +95,26 @@ class RunSaving:
     hourly_usd: float
     tuning_cost_usd: float
 
-    @property
+    @json_property()
     def saved_hours(self) -> float:
         return self.naive_hours - self.tuned_hours
 
-    @property
+    @json_property()
     def saved_usd(self) -> float:
         return self.saved_hours * self.hourly_usd
 
-    @property
+    @json_property()
     def net_saved_usd(self) -> float:
         """The saving after paying for the tuning itself."""
         return self.saved_usd - self.tuning_cost_usd
 
-    @property
+    @json_property()
     def naive_usd(self) -> float:
         return self.naive_hours * self.hourly_usd
 
-    @property
+    @json_property()
     def tuned_usd(self) -> float:
         return self.tuned_hours * self.hourly_usd
-
-    def to_dict(self) -> dict[str, float | str]:
-        return {
-            "basis": self.basis,
-            "naive_hours": self.naive_hours,
-            "tuned_hours": self.tuned_hours,
-            "saved_hours": self.saved_hours,
-            "hourly_usd": self.hourly_usd,
-            "naive_usd": self.naive_usd,
-            "tuned_usd": self.tuned_usd,
-            "saved_usd": self.saved_usd,
-            "tuning_cost_usd": self.tuning_cost_usd,
-            "net_saved_usd": self.net_saved_usd,
-        }
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any], source: str = "the tuning") -> RunSaving:
-        text = read_str(data, "basis", source)
-        if text not in ("run-hours", "tokens"):
-            raise InputError(f"{source}: plan.basis must be 'run-hours' or 'tokens', got {text!r}")
-        basis: Literal["run-hours", "tokens"] = "tokens" if text == "tokens" else "run-hours"
-        return cls(
-            basis,
-            read_float(data, "naive_hours", source),
-            read_float(data, "tuned_hours", source),
-            read_float(data, "hourly_usd", source),
-            read_float(data, "tuning_cost_usd", source),
-        )
 
 
 def plan_saving(
