@@ -11,12 +11,20 @@ What a hand-written ``to_dict`` did differently is said where the field is decla
 stay what readers already parse:
 
 - ``json_field(...)`` in ``field(metadata=...)``: a description for the schema, a JSON name other
-  than the attribute's, a key left out when None, a rounding, and JSON-Schema keywords (``minimum``,
-  ``enum``, ``min_items``... written snake_case);
+  than the attribute's, a key left out when None or empty, a rounding, a key read but written by a
+  property, and JSON-Schema keywords (``minimum``, ``enum``, ``min_items``... written snake_case);
 - ``@json_property(...)`` instead of ``@property``: a derived figure written beside the fields
   (after the key ``after`` names, else at the end), never read back;
+- ``json_layout: ClassVar[Layout]``: the keys (fields and properties, by attribute) in another order,
+  some gathered in nested objects (``("time", ("time_s", "step_s"))``), as flat values are often
+  written grouped; a field it leaves out is neither written nor read;
 - ``json_document: ClassVar[Document]`` on a class printed as a whole document: it is written
-  with ``schema_version`` first, refused when newer, and its schema gets a title and ``$id``.
+  with ``schema_version`` first, refused when newer, and its schema gets a title and ``$id``;
+  ``json_description`` describes a class inside one, ``json_constraints`` adds the schema keywords
+  that tie keys together (``oneOf``, ``if``/``then``).
+
+A class that checks more than its fields' types (low <= median <= high) overrides ``from_dict``,
+calling ``super().from_dict`` first; the reader uses that override wherever the class is nested.
 """
 
 from __future__ import annotations
@@ -125,7 +133,6 @@ class JsonProperty(Generic[Owner, Value]):
         self.getter = getter
         self.meta = meta
         self.after = after
-        self.name = getter.__name__
         self.__doc__ = getter.__doc__
 
     @overload
