@@ -191,3 +191,24 @@ def test_a_nested_class_with_its_own_reader_is_read_by_it() -> None:
     assert Holder.from_dict({"spans": [{"low": 1, "high": 2}]}) == Holder((Ordered(1.0, 2.0),))
     with pytest.raises(InputError, match=r"h\.json: low > high"):
         Holder.from_dict({"spans": [{"low": 1, "high": 2}, {"low": 3, "high": 2}]}, "h.json")
+
+
+@dataclass(frozen=True)
+class Flat(Jsonable):
+    json_document: ClassVar[Document] = Document("flat", "flat", "A part's keys at the top level.")
+
+    label: str
+    part: Part = field(metadata=json_field(inline=True))
+    done: bool = False
+
+
+def test_an_inline_field_writes_reads_and_describes_its_keys_in_place() -> None:
+    value = Flat("l", Part("x", 0.5), done=True)
+    data = value.to_dict()
+    assert list(data) == ["schema_version", "label", "name", "share", "done"]
+    assert Flat.from_dict(data) == value
+    schema = document_schema(Flat)
+    assert schema["required"] == ["schema_version", "label", "name", "share", "done"]
+    jsonschema.Draft202012Validator(schema).validate(data)
+    with pytest.raises(InputError, match="share must be a number"):
+        Flat.from_dict({**data, "share": "half"})

@@ -95,6 +95,7 @@ class _Json:
     omit_empty: bool = False
     digits: int | None = None
     written: bool = True
+    inline: bool = False
     schema: tuple[tuple[str, object], ...] = ()
 
 
@@ -105,9 +106,10 @@ def _meta(
     digits: int | None,
     schema: dict[str, object],
     written: bool = True,
+    inline: bool = False,
 ) -> _Json:
     camel = tuple((re.sub(r"_([a-z])", lambda m: m.group(1).upper(), key), value) for key, value in schema.items())
-    return _Json(name, description, omit_empty, digits, written, camel)
+    return _Json(name, description, omit_empty, digits, written, inline, camel)
 
 
 def json_field(
@@ -117,13 +119,15 @@ def json_field(
     omit_empty: bool = False,
     digits: int | None = None,
     written: bool = True,
+    inline: bool = False,
     **schema: object,
 ) -> dict[str, Any]:
     """``field(metadata=...)`` for a field written other than plainly: ``name`` its JSON key, ``omit_empty``
     leaves the key out when the value is None or empty, ``digits`` rounds a number, ``written=False`` reads
-    the key but leaves writing it to a ``json_property`` of that name; ``schema`` adds JSON-Schema keywords
-    (``minimum=0``, ``enum=[...]``, ``min_items=1``)."""
-    return {"json": _meta(name, description, omit_empty, digits, schema, written)}
+    the key but leaves writing it to a ``json_property`` of that name, ``inline`` writes a nested class's
+    keys in place of its own; ``schema`` adds JSON-Schema keywords (``minimum=0``, ``enum=[...]``,
+    ``min_items=1``)."""
+    return {"json": _meta(name, description, omit_empty, digits, schema, written, inline)}
 
 
 class JsonProperty(Generic[Owner, Value]):
@@ -257,7 +261,10 @@ def _write(instance: object, nodes: tuple[_Key | _Group, ...]) -> dict[str, Any]
             continue
         if node.meta.digits is not None and isinstance(value, float):
             value = round(value, node.meta.digits)
-        data[node.name] = _to_json(value)
+        if node.meta.inline:
+            data.update(_to_json(value))
+        else:
+            data[node.name] = _to_json(value)
     return data
 
 
@@ -299,6 +306,9 @@ def _read_nodes(
               for g in nodes if isinstance(g, _Group)]  # fmt: skip
     for key in nodes:
         if isinstance(key, _Group) or key.field is None or not key.field.init:
+            continue
+        if key.meta.inline:
+            values[key.attribute] = _read(key.type, mapping, source, where)
             continue
         if key.name not in mapping and _has_default(key.field):
             continue
@@ -441,14 +451,20 @@ def _object_schema(kind: type, shared: set[type], inline: bool = False) -> dict[
 
 
 def _nodes_schema(nodes: tuple[_Key | _Group, ...], shared: set[type]) -> dict[str, Any]:
-    shown = [n for n in nodes if isinstance(n, _Group) or n.meta.written]
-    return {
-        "type": "object",
-        "required": [n.name for n in shown if isinstance(n, _Group) or not n.meta.omit_empty],
-        "properties": {
-            n.name: _nodes_schema(n.nodes, shared) if isinstance(n, _Group) else _key_schema(n, shared) for n in shown
-        },
-    }
+    required: list[str] = []
+    properties: dict[str, Any] = {}
+    for node in nodes:
+        if isinstance(node, _Group):
+            required.append(node.name)
+            properties[node.name] = _nodes_schema(node.nodes, shared)
+        elif node.meta.inline:  # the nested class's keys, in its place
+            inner = _object_schema(node.type, shared, inline=True)
+            required.extend(inner["required"])
+            properties.update(inner["properties"])
+        elif node.meta.written:
+            required.extend([] if node.meta.omit_empty else [node.name])
+            properties[node.name] = _key_schema(node, shared)
+    return {"type": "object", "required": required, "properties": properties}
 
 
 def _key_schema(key: _Key, shared: set[type]) -> dict[str, Any]:

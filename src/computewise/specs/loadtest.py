@@ -11,28 +11,27 @@ Two documents: ``LoadtestRun`` (one rate, ``loadtest --json``) and ``MaxRateSear
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import dataclass, field
+from typing import ClassVar, Self
 
 from computewise.errors import InputError
+from computewise.specs.codec import Document, Jsonable, Layout, json_field, json_property
 from computewise.specs.document import (
-    SCHEMA_VERSION,
-    read_bool,
     read_float,
     read_int,
-    read_list,
     read_optional_float,
-    read_str,
     require_object,
 )
 
 __all__ = ["LoadResult", "LoadtestRun", "MaxRateSearch", "Probe", "RateSpread", "read_loadtest"]
 
 _DOCUMENT = "`computewise loadtest URL --json`"
+# Both documents share one schema (docs/schemas/loadtest.schema.json, written by hand: one of the two).
+_LOADTEST = Document("loadtest", _DOCUMENT, "A load test: one rate or --find-max.")
 
 
 @dataclass(frozen=True)
-class LoadResult:
+class LoadResult(Jsonable):
     """What one open-loop run measured; rates are fractions of ``sent``."""
 
     rate_rps: float
@@ -62,11 +61,10 @@ class LoadResult:
             and self.rejection_rate < max_rejection_rate
         )
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any], source: str = "loadtest result") -> LoadResult:
+    def from_dict(cls, data: object, source: str = "loadtest result") -> Self:
+        """Read back; older files lack ``wall_s``, ``error_kinds`` and ``repeat_ratio`` (or hold null)."""
+        data = require_object(data, _DOCUMENT, source)
         kinds = data.get("error_kinds", {})
         if not isinstance(kinds, Mapping) or not all(isinstance(n, int) for n in kinds.values()):
             raise InputError(f"{source}: error_kinds must map error kinds to counts", f"pass what {_DOCUMENT} writes")
@@ -91,38 +89,25 @@ class LoadResult:
 
 
 @dataclass(frozen=True)
-class LoadtestRun:
+class LoadtestRun(Jsonable):
     """``loadtest --json`` at one rate: the URL and what the run measured (its fields at the top level)."""
 
+    json_document: ClassVar[Document] = _LOADTEST
+
     url: str
-    result: LoadResult
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"schema_version": SCHEMA_VERSION, "url": self.url, **self.result.to_dict()}
-
-    @classmethod
-    def from_dict(cls, data: object, source: str = "loadtest result") -> LoadtestRun:
-        run = require_object(data, _DOCUMENT, source)
-        return cls(read_str(run, "url", source), LoadResult.from_dict(run, source))
+    result: LoadResult = field(metadata=json_field(inline=True))
 
 
 @dataclass(frozen=True)
-class Probe:
+class Probe(Jsonable):
     """One probe of ``--find-max``: what it measured and whether that met the SLO."""
 
-    result: LoadResult
+    result: LoadResult = field(metadata=json_field(inline=True))
     meets_slo: bool
-
-    def to_dict(self) -> dict[str, Any]:
-        return self.result.to_dict() | {"meets_slo": self.meets_slo}
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any], source: str = "loadtest result") -> Probe:
-        return cls(LoadResult.from_dict(data, source), read_bool(data, "meets_slo", source))
 
 
 @dataclass(frozen=True)
-class RateSpread:
+class RateSpread(Jsonable):
     """How far to trust a ``--find-max`` answer: the bracket the true capacity lies in, and the lowest rate's probes.
 
     ``low_rps`` met the SLO (the answer), ``high_rps`` is the lowest rate above it that missed (None:
@@ -136,27 +121,27 @@ class RateSpread:
     lowest_probes: int
     lowest_passed: int
 
-    @property
+    @json_property()
     def relative(self) -> float | None:
         """(high - low) / low: the width of the bracket as a share of the answer."""
         if self.low_rps is None or self.high_rps is None:
             return None
         return (self.high_rps - self.low_rps) / self.low_rps
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self) | {"relative": self.relative}
-
 
 @dataclass(frozen=True)
-class MaxRateSearch:
+class MaxRateSearch(Jsonable):
     """``loadtest --find-max --json``: the highest rate within the p99 SLO (None: not even the first), every probe."""
+
+    json_document: ClassVar[Document] = _LOADTEST
+    json_layout: ClassVar[Layout] = ("url", "slo_p99_ms", "max_rate_rps", "best", "spread", "probes")
 
     url: str
     slo_p99_ms: float
     max_rate_rps: float | None
     probes: tuple[Probe, ...]
 
-    @property
+    @json_property()
     def spread(self) -> RateSpread:
         """The bracket and the lowest rate's probes, read off the probes themselves."""
         first = self.probes[0].result.rate_rps if self.probes else None
@@ -171,38 +156,11 @@ class MaxRateSearch:
             lowest_passed=sum(p.meets_slo for p in lowest),
         )
 
-    @property
+    @json_property()
     def best(self) -> LoadResult | None:
         """The last probe run at ``max_rate_rps``: the measurement the capacity stands on."""
         return next(
             (p.result for p in reversed(self.probes) if p.meets_slo and p.result.rate_rps == self.max_rate_rps), None
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        best = self.best
-        return {
-            "schema_version": SCHEMA_VERSION,
-            "url": self.url,
-            "slo_p99_ms": self.slo_p99_ms,
-            "max_rate_rps": self.max_rate_rps,
-            "best": best.to_dict() if best is not None else None,
-            "spread": self.spread.to_dict(),
-            "probes": [p.to_dict() for p in self.probes],
-        }
-
-    @classmethod
-    def from_dict(cls, data: object, source: str = "loadtest result") -> MaxRateSearch:
-        search = require_object(data, _DOCUMENT, source)
-        probes = []
-        for probe in read_list(search, "probes", source):
-            if not isinstance(probe, Mapping):
-                raise InputError(f"{source}: every probe must be a JSON object", f"pass what {_DOCUMENT} writes")
-            probes.append(Probe.from_dict(probe, source))
-        return cls(
-            url=read_str(search, "url", source),
-            slo_p99_ms=read_float(search, "slo_p99_ms", source),
-            max_rate_rps=read_optional_float(search, "max_rate_rps", source),
-            probes=tuple(probes),
         )
 
 
