@@ -12,7 +12,8 @@ stay what readers already parse:
 
 - ``json_field(...)`` in ``field(metadata=...)``: a description for the schema, a JSON name other
   than the attribute's, a key left out when None or empty, a rounding, a key read but written by a
-  property, and JSON-Schema keywords (``minimum``, ``enum``, ``min_items``... written snake_case);
+  property, a nested class's keys written in place of its own (``inline``), and JSON-Schema keywords
+  (``minimum``, ``enum``, ``min_items``... written snake_case);
 - ``@json_property(...)`` instead of ``@property``: a derived figure written beside the fields
   (after the key ``after`` names, else at the end), never read back;
 - ``json_layout: ClassVar[Layout]``: the keys (fields and properties, by attribute) in another order,
