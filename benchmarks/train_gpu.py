@@ -251,7 +251,7 @@ def grow(
         trial = measure("growth", workload, config_at(micro), device, warmup, max(2, steps // 2), peak)
         trials.append(trial)
         if trial.status == "ok" and trial.step_s:
-            return Probe("ok", workload.global_batch / trial.step_s, trial.step_s)
+            return Probe("measured", workload.global_batch / trial.step_s, trial.step_s)
         return Probe("oom" if trial.status == "oom" else "failed", message=trial.message)
 
     return trials, grow_micro_batch(workload.global_batch, fits, probe, start)

@@ -56,7 +56,7 @@ class Part(Jsonable):
 
 @dataclass(frozen=True)
 class Toy(Jsonable):
-    json_document: ClassVar[Document] = Document("toy", "computewise toy --json", "A document of every shape.")
+    json_document: ClassVar[Document] = Document("toy", "toy --json", "A document of every shape.")
 
     count: int = field(metadata=json_field(minimum=1))
     kind: Literal["a", "b"]

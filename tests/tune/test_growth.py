@@ -23,7 +23,7 @@ def timed(fixed_s: float, per_sample_s: float, global_batch: int) -> Callable[[i
 
     def measure(micro: int) -> Probe:
         step_s = (global_batch // micro) * (fixed_s + micro * per_sample_s)
-        return Probe("ok", global_batch / step_s, step_s)
+        return Probe("measured", global_batch / step_s, step_s)
 
     return measure
 
@@ -48,7 +48,9 @@ def test_one_size_read_slow_does_not_stop_the_growth() -> None:
 
     def measure(micro: int) -> Probe:  # a busy machine: the trial at 4 reads half its speed
         answer = steady(micro)
-        return Probe("ok", (answer.samples_per_s or 0.0) / 2, (answer.step_s or 0.0) * 2) if micro == 4 else answer
+        return (
+            Probe("measured", (answer.samples_per_s or 0.0) / 2, (answer.step_s or 0.0) * 2) if micro == 4 else answer
+        )
 
     growth = grow_micro_batch(64, lambda micro: True, measure)
     assert growth.stopped == "global batch" and growth.best == 64

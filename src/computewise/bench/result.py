@@ -145,8 +145,8 @@ class BenchResult(Jsonable):
 
     json_document: ClassVar[Document] = Document(
         "bench",
-        "computewise bench --json",
-        "What computewise bench measured on one host (bench.result.BenchResult), with the data-sheet comparisons. "
+        "bench --json",
+        "What `computewise bench` measured on one host (bench.result.BenchResult), with the data-sheet comparisons. "
         "Rates are decimal: TFLOP/s = 1e12 FLOP/s (int8: 1e12 integer ops/s), GB/s = 1e9 bytes/s. "
         "catalog.calibration.Calibration.from_bench_dict reads it for --save.",
     )

@@ -36,7 +36,7 @@ _ROW_GROUP_ROWS = 64 * 1024  # row groups small enough for several loader worker
 class ConvertResult(Jsonable):
     json_document: ClassVar[Document] = Document(
         "data-convert",
-        "computewise data convert --json",
+        "data convert --json",
         "A CSV or JSON Lines file rewritten as Parquet (data.convert), with both reads timed in the same run.",
     )
 

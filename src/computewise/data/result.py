@@ -100,7 +100,7 @@ class DataBenchResult(Jsonable):
 
     json_document: ClassVar[Document] = Document(
         "data-bench",
-        "computewise data bench --json",
+        "data bench --json",
         "A data loader measured at 1, 2, 4... workers (data.bench), compared with what the job consumes "
         "(data.demand), with advice (data.advice).",
     )

@@ -99,7 +99,7 @@ class DistillResult(Jsonable):
 
     json_document: ClassVar[Document] = Document(
         "distill",
-        "computewise distill --json",
+        "distill --json",
         "A distillation: the student, how it was trained, its grade against the teacher on held-aside inputs, "
         "both timed as the same exported variant, what it cost (distill.run.DistillResult).",
     )

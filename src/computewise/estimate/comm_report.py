@@ -149,7 +149,7 @@ class CommEstimate(Jsonable):
 
     json_document: ClassVar[Document] = Document(
         "estimate-comm",
-        "computewise estimate comm --json",
+        "estimate comm --json",
         "Time and nccl-tests bus bandwidth of one collective over message sizes (estimate.comm_report).",
     )
 

@@ -433,7 +433,7 @@ class _Figures(ABC, Jsonable):
 class TrainEstimate(_Figures):
     json_document: ClassVar[Document] = Document(
         "estimate-train",
-        "computewise estimate train --json",
+        "estimate train --json",
         "One training configuration, every number broken down (estimate.single.TrainEstimate).",
     )
     json_layout: ClassVar[Layout] = (
@@ -696,7 +696,7 @@ def estimate_train(
 class InferEstimate(_Figures):
     json_document: ClassVar[Document] = Document(
         "estimate-infer",
-        "computewise estimate infer --json",
+        "estimate infer --json",
         "One serving replica: memory, latency, throughput and $ per 1000 requests (estimate.single.InferEstimate).",
     )
     # A timed model that generates tokens has its first-token and per-token figures.

@@ -123,7 +123,7 @@ class InferPlan(Jsonable):
     kind: ClassVar[Literal["infer"]] = "infer"  # tells it from a training ``plan.result.Plan`` in the printers
     json_document: ClassVar[Document] = Document(
         "plan-infer",
-        "computewise plan infer --json",
+        "plan infer --json",
         "Accelerator and replicas for a traffic level (plan.infer.InferPlan).",
     )
     recommended: InferOption

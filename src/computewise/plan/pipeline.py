@@ -180,7 +180,7 @@ class Alternative(Jsonable):
 class PipelinePlan(Jsonable):
     json_document: ClassVar[Document] = Document(
         "plan-pipeline",
-        "computewise plan serve --pipeline FILE --json",
+        "plan serve --pipeline FILE --json",
         "A multi-stage pipeline sized and priced for a traffic level (plan.pipeline.PipelinePlan): replicas per "
         "stage, the bottleneck, end-to-end p99, $ per 1000 requests, cheaper placements.",
     )

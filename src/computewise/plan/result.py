@@ -179,7 +179,7 @@ class Plan(Jsonable):
     kind: ClassVar[Literal["train"]] = "train"  # tells it from a ``plan.infer.InferPlan`` in the printers
     json_document: ClassVar[Document] = Document(
         "plan-train",
-        "computewise plan train --json",
+        "plan train --json",
         "The training plan (plan.result.Plan): recommendation, cost-vs-time frontier, candidates, rejections. "
         "`submit --plan` and `run --backend ... --plan` read it back with Plan.from_dict.",
     )

@@ -51,8 +51,7 @@ from typing import (
     overload,
 )
 
-from computewise.errors import InputError
-from computewise.specs.document import SCHEMA_VERSION, require_object
+from computewise.specs.document import SCHEMA_VERSION, require_object, wrong_value
 
 __all__ = [
     "Document",
@@ -83,8 +82,13 @@ class Document:
     the command that prints it, and what it is, for the schema's readers."""
 
     file: str
-    title: str
+    command: str  # after ``computewise``: a verb and the flags that print it, e.g. "estimate train --json"
     description: str
+
+    @property
+    def title(self) -> str:
+        """The schema's title, and the name a reading error gives the document."""
+        return f"computewise {self.command}"
 
 
 @dataclass(frozen=True)
@@ -332,7 +336,7 @@ def _read(kind: Any, value: object, source: str, where: str) -> Any:
     if origin is Literal:
         if value not in get_args(kind):
             choices = ", ".join(repr(a) for a in get_args(kind))
-            raise InputError(f"{source}: {where} must be one of {choices}, got {_shown(value)}", _hint(where))
+            raise wrong_value(source, where, f"one of {choices}", value)
         return value
     if origin in (tuple, list):
         items = _expect(value, list, where, "a JSON list", source)
@@ -343,11 +347,11 @@ def _read(kind: Any, value: object, source: str, where: str) -> Any:
         return {str(k): _read(get_args(kind)[1], v, source, f"{where}.{k}") for k, v in mapping.items()}
     if kind is float:
         if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-            raise InputError(f"{source}: {where} must be a number, got {_shown(value)}", _hint(where))
+            raise wrong_value(source, where, "a number", value)
         return float(value)
     if kind is int:
         if isinstance(value, bool) or not isinstance(value, int):
-            raise InputError(f"{source}: {where} must be a whole number, got {_shown(value)}", _hint(where))
+            raise wrong_value(source, where, "a whole number", value)
         return value
     if kind is bool:
         return _expect(value, bool, where, "true or false", source)
@@ -366,16 +370,8 @@ def _own_reader(kind: type[Jsonable]) -> bool:
 
 def _expect(value: object, kind: type[Any], where: str, what: str, source: str) -> Any:
     if not isinstance(value, kind):
-        raise InputError(f"{source}: {where} must be {what}, got {_shown(value)}", _hint(where))
+        raise wrong_value(source, where, what, value)
     return value
-
-
-def _shown(value: object) -> str:
-    return "nothing" if value is None else repr(value) if isinstance(value, str | int | float) else type(value).__name__
-
-
-def _hint(where: str) -> str:
-    return f"the field {where!r} is written by computewise itself: pass the file it wrote, unedited"
 
 
 # The schema

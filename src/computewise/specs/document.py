@@ -30,6 +30,7 @@ __all__ = [
     "read_optional_str",
     "read_str",
     "require_object",
+    "wrong_value",
 ]
 
 SCHEMA_VERSION = 1
@@ -65,42 +66,42 @@ def check_schema_version(data: Mapping[str, Any], document: str, source: str) ->
 def read_mapping(data: Mapping[str, Any], key: str, source: str) -> Mapping[str, Any]:
     value = data.get(key)
     if not isinstance(value, Mapping):
-        raise InputError(f"{source}: {key} must be a JSON object, got {_shown(value)}", _hint(key))
+        raise wrong_value(source, key, "a JSON object", value)
     return value
 
 
 def read_list(data: Mapping[str, Any], key: str, source: str) -> Sequence[Any]:
     value = data.get(key)
     if not isinstance(value, list):
-        raise InputError(f"{source}: {key} must be a JSON list, got {_shown(value)}", _hint(key))
+        raise wrong_value(source, key, "a JSON list", value)
     return value
 
 
 def read_str(data: Mapping[str, Any], key: str, source: str) -> str:
     value = data.get(key)
     if not isinstance(value, str):
-        raise InputError(f"{source}: {key} must be a string, got {_shown(value)}", _hint(key))
+        raise wrong_value(source, key, "a string", value)
     return value
 
 
 def read_bool(data: Mapping[str, Any], key: str, source: str) -> bool:
     value = data.get(key)
     if not isinstance(value, bool):
-        raise InputError(f"{source}: {key} must be true or false, got {_shown(value)}", _hint(key))
+        raise wrong_value(source, key, "true or false", value)
     return value
 
 
 def read_int(data: Mapping[str, Any], key: str, source: str) -> int:
     value = data.get(key)
     if isinstance(value, bool) or not isinstance(value, int):
-        raise InputError(f"{source}: {key} must be a whole number, got {_shown(value)}", _hint(key))
+        raise wrong_value(source, key, "a whole number", value)
     return value
 
 
 def read_float(data: Mapping[str, Any], key: str, source: str) -> float:
     value = read_optional_float(data, key, source)
     if value is None:
-        raise InputError(f"{source}: {key} must be a number, got nothing", _hint(key))
+        raise wrong_value(source, key, "a number", None)
     return value
 
 
@@ -110,7 +111,7 @@ def read_optional_float(data: Mapping[str, Any], key: str, source: str) -> float
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise InputError(f"{source}: {key} must be a number, got {_shown(value)}", _hint(key))
+        raise wrong_value(source, key, "a number", value)
     return float(value)
 
 
@@ -122,9 +123,13 @@ def read_optional_str(data: Mapping[str, Any], key: str, source: str) -> str | N
     return None if data.get(key) is None else read_str(data, key, source)
 
 
-def _shown(value: object) -> str:
-    return "nothing" if value is None else repr(value) if isinstance(value, str | int | float) else type(value).__name__
-
-
-def _hint(key: str) -> str:
-    return f"the field {key!r} is written by computewise itself: pass the file it wrote, unedited"
+def wrong_value(source: str, key: str, expected: str, value: object) -> InputError:
+    """The error for a field of a file computewise wrote that holds something else than ``expected``:
+    what it holds, and that the fix is the file as written (every reader of documents says the same)."""
+    shown = (
+        "nothing" if value is None else repr(value) if isinstance(value, str | int | float) else type(value).__name__
+    )
+    return InputError(
+        f"{source}: {key} must be {expected}, got {shown}",
+        f"the field {key!r} is written by computewise itself: pass the file it wrote, unedited",
+    )

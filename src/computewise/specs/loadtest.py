@@ -27,7 +27,7 @@ __all__ = ["LoadResult", "LoadtestRun", "MaxRateSearch", "Probe", "RateSpread", 
 
 _DOCUMENT = "`computewise loadtest URL --json`"
 # Both documents share one schema (docs/schemas/loadtest.schema.json, written by hand: one of the two).
-_LOADTEST = Document("loadtest", _DOCUMENT, "A load test: one rate or --find-max.")
+_LOADTEST = Document("loadtest", "loadtest URL --json", "A load test: one rate or --find-max.")
 
 
 @dataclass(frozen=True)

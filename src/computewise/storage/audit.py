@@ -80,7 +80,7 @@ class RunSummary(Jsonable):
 class StorageAudit(Jsonable):
     json_document: ClassVar[Document] = Document(
         "storage-audit",
-        "computewise storage audit --json",
+        "storage audit --json",
         "Files under a folder or object prefix by kind, storage class and run, duplicates by content hash, and "
         "$/month at catalog storage prices (storage.audit.StorageAudit).",
     )

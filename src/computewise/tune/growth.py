@@ -35,9 +35,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import ClassVar, Literal
 
-from computewise.specs.codec import Jsonable, json_property
+from computewise.specs.codec import Jsonable, Layout, json_property
 
 __all__ = [
     "LAUNCH_BOUND_SHARE",
@@ -68,24 +68,22 @@ Stop = Literal["memory model", "out of memory", "throughput", "global batch", "f
 
 
 @dataclass(frozen=True)
-class Probe:
-    """What one growth trial answered: ``ok`` with samples/s and the step time, or ``oom``/``failed``."""
+class Probe(Jsonable):
+    """What one growth trial answered: ``measured`` with samples/s and the step time, or ``oom``/``failed``
+    with the trial's message. Growth itself answers ``does-not-fit`` where the memory model refuses a size."""
 
-    status: Literal["ok", "oom", "failed"]
-    samples_per_s: float | None = None
-    step_s: float | None = None
-    message: str | None = None
-
-
-@dataclass(frozen=True)
-class GrowthPoint(Jsonable):
-    """One micro-batch size growth considered, and what became of it."""
-
-    micro: int
     outcome: Outcome
     samples_per_s: float | None = None
     step_s: float | None = None
     message: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class GrowthPoint(Probe):
+    """One micro-batch size growth considered, and what became of it."""
+
+    micro: int
+    json_layout: ClassVar[Layout] = ("micro", "outcome", "samples_per_s", "step_s", "message")
 
 
 @dataclass(frozen=True)
@@ -140,11 +138,10 @@ def grow_micro_batch(
         if micro in points:  # bisection may come back to a size doubling measured
             return points[micro]
         if not fits(micro):
-            point = GrowthPoint(micro, "does-not-fit", message="the memory estimate exceeds the device")
+            point = GrowthPoint("does-not-fit", message="the memory estimate exceeds the device", micro=micro)
         else:
             answer = measure(micro)
-            outcome: Outcome = "measured" if answer.status == "ok" else answer.status
-            point = GrowthPoint(micro, outcome, answer.samples_per_s, answer.step_s, answer.message)
+            point = GrowthPoint(answer.outcome, answer.samples_per_s, answer.step_s, answer.message, micro=micro)
         points[micro] = point
         return point
 

@@ -683,7 +683,7 @@ class _Search:
             record = self._trial(runner, config, self._estimate(config), "batch-growth", None, steps)
             result = record.result
             if record.ok:
-                return Probe("ok", result.samples_per_s, result.median_step_s)
+                return Probe("measured", result.samples_per_s, result.median_step_s)
             return Probe("oom" if result.status == "oom" else "failed", message=result.message)
 
         self.growth = growth = grow_micro_batch(global_batch, fits, measure)
