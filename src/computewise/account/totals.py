@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from computewise.ledger import Ledger, RunRow, RunStatus, RunTotals
+from computewise.specs.codec import Jsonable
 
 __all__ = ["ListedRun", "RunCost", "RunListing", "list_runs", "price_run", "price_runs", "run_end_s"]
 
@@ -26,8 +27,8 @@ _J_PER_KWH = 3.6e6
 
 
 @dataclass(frozen=True)
-class RunCost:
-    """The money, GPU-hours, energy and carbon of one run."""
+class RunCost(Jsonable):
+    """The money, GPU-hours, energy and carbon of one run; its JSON is its fields, in order."""
 
     run_id: int
     duration_s: float
@@ -40,21 +41,6 @@ class RunCost:
     idle_cost_usd: float
     gpu_util_pct_mean: float | None
     cpu_percent_mean: float | None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "run_id": self.run_id,
-            "duration_s": self.duration_s,
-            "cost_usd": self.cost_usd,
-            "gpu_hours": self.gpu_hours,
-            "energy_kwh": self.energy_kwh,
-            "energy_measured": self.energy_measured,
-            "co2_kg": self.co2_kg,
-            "idle_s": self.idle_s,
-            "idle_cost_usd": self.idle_cost_usd,
-            "gpu_util_pct_mean": self.gpu_util_pct_mean,
-            "cpu_percent_mean": self.cpu_percent_mean,
-        }
 
 
 def run_end_s(run: RunRow, now_s: float) -> float:

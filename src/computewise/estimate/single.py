@@ -326,6 +326,19 @@ class _Columns(Protocol):
     def co2_kg(self) -> FloatArray: ...
 
 
+# The sections both estimates write, in this order, between what identifies the job and what is theirs alone.
+_SECTIONS: Layout = (
+    "job_section",
+    "memory_section",
+    "accuracy_section",
+    "compute_section",
+    "time_section",
+    "cost_section",
+    "energy_section",
+    "co2_section",
+)
+
+
 class _Figures(ABC, Jsonable):
     """What both estimates show, typed: time, price and footprint are None where they are not known (the job
     does not fit, a link of unknown speed, no offering, no published TDP), never 0. The printers read these;
@@ -348,6 +361,14 @@ class _Figures(ABC, Jsonable):
     @property
     def _memory(self) -> MemoryBreakdown:
         return self.columns.memory
+
+    @property
+    def memory_per_device(self) -> dict[str, float]:
+        return memory_dict(self.columns.memory)
+
+    @property
+    def fits(self) -> bool:
+        return _fits(self.columns.memory, self.accelerator)
 
     @property
     def usd(self) -> float | None:
@@ -442,14 +463,7 @@ class TrainEstimate(_Figures):
         "accelerator_slug",
         "gpus",
         "layout_section",
-        "job_section",
-        "memory_section",
-        "accuracy_section",
-        "compute_section",
-        "time_section",
-        "cost_section",
-        "energy_section",
-        "co2_section",
+        *_SECTIONS,
         "storage_section",
         "all_notes",
     )
@@ -522,14 +536,6 @@ class TrainEstimate(_Figures):
     def advice(self) -> str:
         """The part of a step to attack first."""
         return bottleneck(self.columns.step.breakdown_s(), _scalar(self.columns.compute_fraction)).sentence()
-
-    @property
-    def memory_per_device(self) -> dict[str, float]:
-        return memory_dict(self.columns.memory)
-
-    @property
-    def fits(self) -> bool:
-        return _fits(self.columns.memory, self.accelerator)
 
     @json_property(name="layout")
     def layout_section(self) -> LayoutSection:
@@ -717,14 +723,7 @@ class InferEstimate(_Figures):
         "params",
         "accelerator_slug",
         "tp",
-        "job_section",
-        "memory_section",
-        "accuracy_section",
-        "compute_section",
-        "time_section",
-        "cost_section",
-        "energy_section",
-        "co2_section",
+        *_SECTIONS,
         "all_notes",
     )
     model: ModelSpec
@@ -778,14 +777,6 @@ class InferEstimate(_Figures):
     @property
     def usd_per_1000_requests(self) -> float | None:
         return self._cost_figure(self.columns.usd_per_1000_requests)
-
-    @property
-    def memory_per_device(self) -> dict[str, float]:
-        return memory_dict(self.columns.memory)
-
-    @property
-    def fits(self) -> bool:
-        return _fits(self.columns.memory, self.accelerator)
 
     @json_property(name="job")
     def job_section(self) -> InferJobSection:
