@@ -40,7 +40,7 @@ from computewise.estimate.activations import composite_activation_traffic
 from computewise.estimate.arrays import FloatArray, col
 from computewise.estimate.assumptions import Assumptions
 from computewise.estimate.flops import OP_SELECTIVE, layer_matmuls
-from computewise.specs import ATTENTION_KERNELS, EXECUTIONS, FRAMEWORKS, KernelProfile, ModelSpec
+from computewise.specs import ATTENTION_KERNELS, EXECUTIONS, FRAMEWORKS, AttentionKernel, KernelProfile, ModelSpec
 
 if TYPE_CHECKING:
     from computewise.estimate.adapters import Adapters
@@ -135,13 +135,16 @@ class KernelRates:
 
 
 def _attention_shares(assumptions: Assumptions) -> tuple[float, ...]:
-    """Each fused attention kernel's rate over FlashAttention-2's CUDA kernels, from the catalog's assumptions."""
-    shares: dict[str, float] = {
+    """Each attention kernel's rate over FlashAttention-2's CUDA kernels, from the catalog's assumptions; the
+    unfused entry is never read (its GEMMs and softmax are timed instead). Keyed by every kernel, so a new
+    one without a rate fails here rather than running at FlashAttention-2's."""
+    shares: dict[AttentionKernel, float] = {
+        "unfused": 1.0,
         "flash": 1.0,
         "triton": assumptions.triton_attention_share_of_flash,
         "flash-v1": assumptions.flash_v1_attention_share_of_flash,
     }
-    return tuple(shares.get(kernel, 1.0) for kernel in ATTENTION_KERNELS)
+    return tuple(shares[kernel] for kernel in ATTENTION_KERNELS)
 
 
 def profile_shares(profile: KernelProfile | None, dtype: str, assumptions: Assumptions) -> tuple[float, float]:

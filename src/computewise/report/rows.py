@@ -225,6 +225,10 @@ def _short_layout(o: Option) -> str:
     return " ".join(parts)
 
 
+# How a job's attention kernel reads in its settings line; unfused attention is not named.
+_ATTENTION_WORDS = {"flash": "flash attention", "triton": "Triton flash attention", "flash-v1": "FlashAttention-1"}
+
+
 def _job(
     *,
     method: str = "full",
@@ -253,12 +257,8 @@ def _job(
         parts.append(optimizer)
     if recompute is not None:
         parts.append(f"recompute {recompute}")
-    if attention == "triton":
-        parts.append("Triton flash attention")
-    elif attention == "flash-v1":
-        parts.append("FlashAttention-1")
-    elif attention == "flash":
-        parts.append("flash attention")
+    if attention in _ATTENTION_WORDS:
+        parts.append(_ATTENTION_WORDS[attention])
     if framework is not None:
         parts.append(f"{framework} layout")
     return ", ".join(parts)
