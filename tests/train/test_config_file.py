@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -46,3 +47,16 @@ def test_a_compile_mode_without_compile_is_refused_naming_both() -> None:
     with pytest.raises(ConfigError, match="compile_mode=max-autotune contradicts compile=False") as refused:
         TrainConfig(compile_mode="max-autotune")
     assert refused.value.hint == "set compile=True or drop compile_mode"
+
+
+def test_a_setting_that_is_no_setting_or_of_the_wrong_type_is_refused_naming_it_and_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "typo.json"
+    write_config(TrainConfig(), path)
+    written = json.loads(path.read_text())
+    path.write_text(json.dumps(written | {"config": written["config"] | {"precison": "bf16"}}))
+    with pytest.raises(ConfigError, match="unknown training setting\\(s\\): precison") as refused:
+        load_config(path)
+    assert refused.value.hint is not None and "precision" in refused.value.hint
+    path.write_text(json.dumps(written | {"config": written["config"] | {"micro_batch_size": "8"}}))
+    with pytest.raises(InputError, match=re.escape(f"{path}: micro_batch_size must be a whole number, got '8'")):
+        load_config(path)

@@ -12,11 +12,12 @@ starts with them would fail (or silently ignore one) minutes later.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any, ClassVar, Literal, Self, get_args
 
 from computewise.errors import ConfigError
+from computewise.specs.codec import Jsonable, json_field, json_property
 from computewise.specs.document import SCHEMA_VERSION, check_schema_version
 from computewise.system.files import write_text_atomic
 
@@ -31,7 +32,7 @@ CONFIG_FORMAT = "computewise.train-config/1"
 
 
 @dataclass(frozen=True)
-class TrainConfig:
+class TrainConfig(Jsonable):
     """How to run the steps: precision, batch split, memory savers, compilation, data loading.
 
     ``micro_batch_size`` None means the whole global batch in one step (no accumulation).
@@ -39,6 +40,10 @@ class TrainConfig:
     ``persistent_workers`` only mean something with workers, so asking for them without is an error.
     ``compile_mode`` is the mode ``torch.compile`` is given, so it needs ``compile``.
     """
+
+    json_description: ClassVar[str] = "A training configuration (train.config.TrainConfig)."
+    # A key that is not a setting is refused (from_dict), so a typo is never silently ignored.
+    json_constraints: ClassVar[dict[str, object]] = {"additionalProperties": False}
 
     precision: PrecisionChoice = "auto"
     micro_batch_size: int | None = None
@@ -51,7 +56,7 @@ class TrainConfig:
     prefetch_factor: int | None = None
     persistent_workers: bool = False
     grad_clip_norm: float | None = None
-    compile_mode: CompileMode = "default"
+    compile_mode: CompileMode = field(default="default", metadata=json_field(written=False))
 
     def __post_init__(self) -> None:
         if self.precision not in get_args(PrecisionChoice):
@@ -105,27 +110,27 @@ class TrainConfig:
         """Whether compilation records CUDA graphs (reduce-overhead and max-autotune do)."""
         return self.compile and self.compile_mode in ("reduce-overhead", "max-autotune")
 
-    def to_dict(self) -> dict[str, Any]:
-        """Every setting; ``compile_mode`` only when not the default, so files without one stay readable
-        by earlier versions (their format has no such key)."""
-        values = asdict(self)
-        if self.compile_mode == "default":
-            del values["compile_mode"]
-        return values
+    @json_property(
+        name="compile_mode",
+        omit_empty=True,
+        description="torch.compile's mode; written only when not the default (reduce-overhead and "
+        "max-autotune record CUDA graphs).",
+    )
+    def written_compile_mode(self) -> CompileMode | None:
+        """``compile_mode`` only when not the default, so files without one stay readable by earlier
+        versions (their format has no such key)."""
+        return None if self.compile_mode == "default" else self.compile_mode
 
     @classmethod
-    def from_dict(cls, values: dict[str, Any]) -> TrainConfig:
-        """Build from a JSON-ready dict; unknown keys are errors (a typo must not be ignored)."""
+    def from_dict(cls, data: object, source: str = "") -> Self:
+        """Read every setting's type, and refuse a key that is no setting (a typo must not be ignored)."""
         known = {f.name for f in fields(cls)}
-        unknown = sorted(set(values) - known)
+        unknown = sorted(set(data) - known) if isinstance(data, dict) else []
         if unknown:
             raise ConfigError(
                 f"unknown training setting(s): {', '.join(unknown)}", f"known settings: {', '.join(sorted(known))}"
             )
-        try:
-            return cls(**values)
-        except TypeError as failure:
-            raise ConfigError(f"bad training configuration: {failure}") from failure
+        return super().from_dict(data, source)
 
     def describe(self) -> str:
         """One line naming only what differs from the defaults, for tables and progress bars."""
@@ -165,4 +170,4 @@ def load_config(path: Path | str) -> TrainConfig:
             f"{path} is not a computewise training configuration (expected format {CONFIG_FORMAT!r})",
             "write it with `computewise tune ENTRY --out FILE` or computewise.train.write_config",
         )
-    return TrainConfig.from_dict(payload["config"])
+    return TrainConfig.from_dict(payload["config"], str(path))

@@ -20,20 +20,11 @@ fields that ``run_tune``, the ledger summary and ``--json`` read, and that ``fro
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
+from dataclasses import dataclass, field
+from typing import ClassVar, Literal, Self
 
-from computewise.errors import InputError
-from computewise.specs.codec import Jsonable, Layout, json_property
-from computewise.specs.document import (
-    read_float,
-    read_int,
-    read_mapping,
-    read_optional_float,
-    read_optional_int,
-    read_optional_str,
-)
+from computewise.specs.codec import Jsonable, Layout, json_field, json_property
+from computewise.specs.document import read_float, read_mapping, require_object
 from computewise.train.config import TrainConfig
 
 __all__ = [
@@ -140,8 +131,10 @@ def plan_saving(
 
 
 @dataclass(frozen=True)
-class Measured:
+class Measured(Jsonable):
     """One configuration as the search measured it (the winner or a reference), with its MFU."""
+
+    json_description: ClassVar[str] = "A configuration as measured (tune.savings.Measured)."
 
     trial: int
     config: TrainConfig
@@ -154,82 +147,46 @@ class Measured:
     estimated_memory_bytes: float
     mfu: float | None
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "trial": self.trial,
-            "config": self.config.to_dict(),
-            "describe": self.config.describe(),
-            "median_step_s": self.median_step_s,
-            "samples_per_s": self.samples_per_s,
-            "tokens_per_s": self.tokens_per_s,
-            "warmup_s": self.warmup_s,
-            "peak_memory_bytes": self.peak_memory_bytes,
-            "peak_memory_kind": self.peak_memory_kind,
-            "estimated_memory_bytes": self.estimated_memory_bytes,
-            "mfu": self.mfu,
-        }
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any], source: str = "the tuning") -> Measured:
-        return cls(
-            trial=read_int(data, "trial", source),
-            config=TrainConfig.from_dict(dict(read_mapping(data, "config", source))),
-            median_step_s=read_optional_float(data, "median_step_s", source),
-            samples_per_s=read_optional_float(data, "samples_per_s", source),
-            tokens_per_s=read_optional_float(data, "tokens_per_s", source),
-            warmup_s=read_optional_float(data, "warmup_s", source),
-            peak_memory_bytes=read_optional_int(data, "peak_memory_bytes", source),
-            peak_memory_kind=read_optional_str(data, "peak_memory_kind", source),
-            estimated_memory_bytes=read_float(data, "estimated_memory_bytes", source),
-            mfu=read_optional_float(data, "mfu", source),
-        )
+    @json_property(after="config")
+    def describe(self) -> str:
+        """The configuration in one line, as the report names it."""
+        return self.config.describe()
 
 
 @dataclass(frozen=True)
-class TuneWorth:
-    """What the tuned configuration is worth against the references, computed once when the result is built."""
+class TuneWorth(Jsonable):
+    """What the tuned configuration is worth against the references, computed once when the result is built.
+
+    Its JSON is the worth's keys of ``tune --json``; the tuning's cost is written with the tuning's other
+    figures (``tuning.cost_usd``), so it is read from there and not written here.
+    """
+
+    json_layout: ClassVar[Layout] = (
+        "best",
+        "baseline",
+        "largest_batch",
+        ("speedup", ("speedup_vs_baseline", "speedup_vs_largest_batch")),
+        "plan",
+        "break_even_hours",
+        "tuning_cost_usd",
+    )
 
     best: Measured
     baseline: Measured | None
     largest_batch: Measured | None
-    speedup_vs_baseline: float | None
-    speedup_vs_largest_batch: float | None
-    tuning_cost_usd: float
+    speedup_vs_baseline: float | None = field(metadata=json_field(name="vs_baseline"))
+    speedup_vs_largest_batch: float | None = field(metadata=json_field(name="vs_largest_batch"))
+    tuning_cost_usd: float = field(metadata=json_field(written=False))
     plan: RunSaving | None
     break_even_hours: float | None
 
-    def to_dict(self) -> dict[str, Any]:
-        """The worth's keys of ``tune --json`` (best, baseline, largest_batch, speedup, plan, break_even_hours)."""
-        return {
-            "best": self.best.to_dict(),
-            "baseline": self.baseline.to_dict() if self.baseline is not None else None,
-            "largest_batch": self.largest_batch.to_dict() if self.largest_batch is not None else None,
-            "speedup": {"vs_baseline": self.speedup_vs_baseline, "vs_largest_batch": self.speedup_vs_largest_batch},
-            "plan": self.plan.to_dict() if self.plan is not None else None,
-            "break_even_hours": self.break_even_hours,
-        }
-
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any], source: str = "the tuning") -> TuneWorth:
-        """Read back from ``tune --json`` (the tuning's cost from its ``tuning`` section)."""
-
-        def measured(key: str) -> Measured | None:
-            return None if data.get(key) is None else Measured.from_dict(read_mapping(data, key, source), source)
-
-        speedups = read_mapping(data, "speedup", source)
-        best = measured("best")
-        if best is None:
-            raise InputError(f"{source}: best must be a JSON object, got nothing", "pass what `tune --json` wrote")
-        return cls(
-            best=best,
-            baseline=measured("baseline"),
-            largest_batch=measured("largest_batch"),
-            speedup_vs_baseline=read_optional_float(speedups, "vs_baseline", source),
-            speedup_vs_largest_batch=read_optional_float(speedups, "vs_largest_batch", source),
-            tuning_cost_usd=read_float(read_mapping(data, "tuning", source), "cost_usd", source),
-            plan=None if data.get("plan") is None else RunSaving.from_dict(read_mapping(data, "plan", source), source),
-            break_even_hours=read_optional_float(data, "break_even_hours", source),
-        )
+    def from_dict(cls, data: object, source: str = "") -> Self:
+        """Read back from ``tune --json``, the tuning's cost from its ``tuning`` section."""
+        source = source or "the tuning"
+        document = require_object(data, "`computewise tune --json`", source)
+        cost = read_float(read_mapping(document, "tuning", source), "cost_usd", source)
+        return super().from_dict({**document, "tuning_cost_usd": cost}, source)
 
 
 def tune_worth(
