@@ -11,7 +11,7 @@ contributes the part of its cost incurred inside it. Means are weighted by what 
     usd_per_1k_inferences= 1000 x Σ whole-run cost / Σ inferences over serving runs (kind serve) in the window
 
 The two unit costs use whole runs (what one run costs), not window shares; a run still running
-counts with its cost so far. The result is a frozen value with ``to_dict()`` and ``csv_rows()``;
+counts with its cost so far. The result is a frozen value (``specs.codec.Jsonable``: ``to_dict()``) with ``csv_rows()``;
 printing belongs to the CLI.
 """
 
@@ -19,14 +19,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import ClassVar
 
 from computewise.account.periods import iso_utc
 from computewise.account.spend import PricedRun, priced_runs
 from computewise.account.tags import NO_TAG, parse_group_keys
 from computewise.errors import InputError
 from computewise.ledger import Ledger, RunRow
+from computewise.specs.codec import Jsonable, Layout, json_field, json_property
 
 __all__ = ["CSV_COLUMNS", "CostReport", "CostRow", "GroupOf", "cost_report", "group_report"]
 
@@ -58,35 +59,53 @@ CSV_COLUMNS = (
 """Metric columns of ``CostReport.csv_rows`` after one column per grouping key."""
 
 
+_COUNT = json_field(minimum=0)
+
+
 @dataclass(frozen=True)
-class CostRow:
+class CostRow(Jsonable):
     """One group's spend in the window (or the totals over all groups)."""
 
+    json_description: ClassVar[str] = "account.report.CostRow: one group's spend in the window, or the total"
+    # The group's pairs are written as one object first (``labels``), then the metrics in the CSV's order.
+    json_layout: ClassVar[Layout] = ("labels", *CSV_COLUMNS)
+
     group: tuple[tuple[str, str], ...]
-    runs: int
-    running: int
+    runs: int = field(metadata=_COUNT)
+    running: int = field(metadata=_COUNT)
     cost_usd: float
     gpu_hours: float
     energy_kwh: float
-    energy_all_measured: bool
+    energy_all_measured: bool = field(
+        metadata=json_field(description="Every run's energy was measured, none estimated.")
+    )
     co2_kg: float
-    gpu_util_pct_mean: float | None
-    cpu_percent_mean: float | None
+    gpu_util_pct_mean: float | None = field(
+        metadata=json_field(description="Weighted by GPU-hours in the window; null when no run has GPU samples.")
+    )
+    cpu_percent_mean: float | None = field(
+        metadata=json_field(description="Weighted by hours in the window; null when no run has samples.")
+    )
     idle_s: float
     idle_cost_usd: float
-    assumed_price_runs: int
-    training_runs: int
-    usd_per_training_run: float | None
-    serving_runs: int
-    inferences: int
-    usd_per_1k_inferences: float | None
+    assumed_price_runs: int = field(metadata=_COUNT)
+    training_runs: int = field(metadata=_COUNT)
+    usd_per_training_run: float | None = field(
+        metadata=json_field(description="Whole-run cost per training run (kind command or track); null when none.")
+    )
+    serving_runs: int = field(metadata=_COUNT)
+    inferences: int = field(metadata=_COUNT)
+    usd_per_1k_inferences: float | None = field(
+        metadata=json_field(description="Whole-run cost of serving runs per 1000 inferences; null when none.")
+    )
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"group": dict(self.group), **{name: getattr(self, name) for name in CSV_COLUMNS}}
+    @json_property(name="group", description="The group's tag values by key ({} for the total).")
+    def labels(self) -> dict[str, str]:
+        return dict(self.group)
 
 
 @dataclass(frozen=True)
-class CostReport:
+class CostReport(Jsonable):
     """Rows sorted by cost (highest first), then group; ``total`` sums every run once."""
 
     by: tuple[str, ...]
@@ -96,18 +115,18 @@ class CostReport:
     rows: tuple[CostRow, ...]
     total: CostRow
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "by": list(self.by),
-            "since_s": self.since_s,
-            "since": None if self.since_s is None else iso_utc(self.since_s),
-            "until_s": self.until_s,
-            "until": iso_utc(self.until_s),
-            "now_s": self.now_s,
-            "attribution": "accrual: each run's cost is spread evenly over its wall time; the window gets its share",
-            "rows": [row.to_dict() for row in self.rows],
-            "total": self.total.to_dict(),
-        }
+    @json_property(after="since_s", description="since_s in ISO 8601 UTC; null for all time.")
+    def since(self) -> str | None:
+        return None if self.since_s is None else iso_utc(self.since_s)
+
+    @json_property(after="until_s", description="until_s in ISO 8601 UTC.")
+    def until(self) -> str:
+        return iso_utc(self.until_s)
+
+    @json_property(after="now_s")
+    def attribution(self) -> str:
+        """How a run's cost is split between windows (``account.spend``)."""
+        return "accrual: each run's cost is spread evenly over its wall time; the window gets its share"
 
     def csv_rows(self, include_total: bool = False) -> list[list[str]]:
         """A header then one row per group; numbers unformatted, None as an empty cell."""
