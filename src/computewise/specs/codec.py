@@ -377,35 +377,55 @@ def _expect(value: object, kind: type[Any], where: str, what: str, source: str) 
 # The schema
 
 
-def document_schema(cls: type[Jsonable]) -> dict[str, Any]:
-    """The JSON Schema (draft 2020-12) of ``cls``'s documents; a class used twice is a ``$defs`` entry."""
-    document = cls.json_document
+def document_schema(*classes: type[Jsonable]) -> dict[str, Any]:
+    """The JSON Schema (draft 2020-12) of the documents ``classes`` write: one class's, or one of several
+    classes' where one command prints two shapes (they share one ``Document``; each is a ``$defs`` entry).
+    A class used twice is a ``$defs`` entry too."""
+    documents = {kind.json_document for kind in classes}
+    document = documents.pop() if len(documents) == 1 else None
     if document is None:
-        raise TypeError(f"{cls.__name__} is not a document (no json_document)")
-    uses: dict[type, int] = {}
-    _count(cls, uses)
+        names = ", ".join(kind.__name__ for kind in classes)
+        raise TypeError(f"{names}: not one document (each needs the same json_document)")
+    several = len(classes) > 1
+    uses: dict[type, int] = {kind: 2 for kind in classes} if several else {}  # each shape is a $defs entry
+    for kind in classes:
+        _count(kind, uses)
     shared = {kind for kind, count in uses.items() if count > 1}
-    defs = {_def_name(kind): _object_schema(kind, shared, inline=True) for kind in sorted(shared, key=_def_name)}
-    body = _object_schema(cls, shared, inline=True)
+    defs = {
+        _def_name(kind): _versioned(_object_schema(kind, shared, inline=True)) if kind in classes else
+        _object_schema(kind, shared, inline=True)
+        for kind in sorted(shared, key=_def_name)
+    }  # fmt: skip
     head: dict[str, Any] = {
         "$schema": _SCHEMA_DIALECT,
         "$id": f"{_SCHEMA_BASE}{document.file}.schema.json",
         "title": document.title,
         "description": document.description,
-        "type": "object",
-        "required": ["schema_version", *body["required"]],
     }
+    if several:
+        return head | {"oneOf": [{"$ref": f"#/$defs/{_def_name(kind)}"} for kind in classes], "$defs": defs}
+    (kind,) = classes
+    body = _versioned(_object_schema(kind, shared, inline=True))
+    head |= {"type": "object", "required": body["required"]}
     if defs:
         head["$defs"] = defs
-    head["properties"] = {"schema_version": _VERSION_SCHEMA, **body["properties"]}
-    return head | dict(cls.json_constraints)
+    head["properties"] = body["properties"]
+    return head | dict(kind.json_constraints)
 
 
-def schema_text(cls: type[Jsonable]) -> str:
+def _versioned(body: dict[str, Any]) -> dict[str, Any]:
+    """A document's object schema: ``schema_version`` first among its keys."""
+    return body | {
+        "required": ["schema_version", *body["required"]],
+        "properties": {"schema_version": _VERSION_SCHEMA, **body["properties"]},
+    }
+
+
+def schema_text(*classes: type[Jsonable]) -> str:
     """The schema as committed in ``docs/schemas``: two-space indents, a final newline."""
     import json
 
-    return json.dumps(document_schema(cls), indent=2, ensure_ascii=False) + "\n"
+    return json.dumps(document_schema(*classes), indent=2, ensure_ascii=False) + "\n"
 
 
 def _count(kind: type, uses: dict[type, int]) -> None:

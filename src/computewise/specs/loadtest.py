@@ -26,30 +26,46 @@ from computewise.specs.document import (
 __all__ = ["LoadResult", "LoadtestRun", "MaxRateSearch", "Probe", "RateSpread", "read_loadtest"]
 
 _DOCUMENT = "`computewise loadtest URL --json`"
-# Both documents share one schema (docs/schemas/loadtest.schema.json, written by hand: one of the two).
-_LOADTEST = Document("loadtest", "loadtest URL --json", "A load test: one rate or --find-max.")
+# Both documents share one schema (docs/schemas/loadtest.schema.json): one of the two.
+_LOADTEST = Document(
+    "loadtest",
+    "loadtest URL --json",
+    "A load test: one rate (LoadtestRun, the result's fields at the top level) or --find-max (MaxRateSearch). "
+    "`plan serve --loadtest` reads either.",
+)
+_PERCENTILE = "Over the 2xx answers; null when none came back."
 
 
 @dataclass(frozen=True)
 class LoadResult(Jsonable):
     """What one open-loop run measured; rates are fractions of ``sent``."""
 
-    rate_rps: float
-    duration_s: float
-    sent: int
-    ok: int
-    rejected: int
-    errors: int
-    throughput_rps: float
-    p50_ms: float | None
-    p95_ms: float | None
-    p99_ms: float | None
-    max_ms: float | None
-    error_rate: float
-    rejection_rate: float
-    wall_s: float = 0.0
+    json_description: ClassVar[str] = "What one open-loop run measured; rates are fractions of sent."
+
+    rate_rps: float = field(metadata=json_field(minimum=0, description="The offered rate, requests per second."))
+    duration_s: float = field(metadata=json_field(minimum=0))
+    sent: int = field(metadata=json_field(minimum=0))
+    ok: int = field(metadata=json_field(minimum=0, description="Answers with a 2xx status."))
+    rejected: int = field(metadata=json_field(minimum=0, description="Answers with 429: the server shed load."))
+    errors: int = field(metadata=json_field(minimum=0))
+    throughput_rps: float = field(metadata=json_field(minimum=0))
+    p50_ms: float | None = field(metadata=json_field(description=_PERCENTILE))
+    p95_ms: float | None = field(metadata=json_field(description=_PERCENTILE))
+    p99_ms: float | None = field(metadata=json_field(description=_PERCENTILE))
+    max_ms: float | None = field(metadata=json_field(description=_PERCENTILE))
+    error_rate: float = field(metadata=json_field(minimum=0, maximum=1))
+    rejection_rate: float = field(metadata=json_field(minimum=0, maximum=1))
+    wall_s: float = field(
+        default=0.0,
+        metadata=json_field(minimum=0, description="The run's wall time, the wait for late answers included."),
+    )
     error_kinds: dict[str, int] = field(default_factory=dict)
-    repeat_ratio: float = 0.0  # share of the requests that repeated an earlier body (``loadtest --repeat-ratio``)
+    repeat_ratio: float = field(
+        default=0.0,
+        metadata=json_field(
+            minimum=0, maximum=1, description="Share of the requests that repeated an earlier body (--repeat-ratio)."
+        ),
+    )
 
     def meets(self, slo_p99_ms: float, max_error_rate: float = 0.01, max_rejection_rate: float = 0.01) -> bool:
         """The server sustained this rate: p99 within the SLO, errors and rejections under their ceilings."""
@@ -93,6 +109,7 @@ class LoadtestRun(Jsonable):
     """``loadtest --json`` at one rate: the URL and what the run measured (its fields at the top level)."""
 
     json_document: ClassVar[Document] = _LOADTEST
+    json_description: ClassVar[str] = "`loadtest --json`: one rate, the result's fields beside the URL."
 
     url: str
     result: LoadResult = field(metadata=json_field(inline=True))
@@ -116,12 +133,17 @@ class RateSpread(Jsonable):
     how many of them met the SLO.
     """
 
+    json_description: ClassVar[str] = (
+        "The capacity lies between low_rps (met the SLO) and high_rps (the lowest rate above it that missed; "
+        "null: none did); the first rate's probes (more than one: it failed and was retried)."
+    )
+
     low_rps: float | None
     high_rps: float | None
-    lowest_probes: int
-    lowest_passed: int
+    lowest_probes: int = field(metadata=json_field(minimum=0))
+    lowest_passed: int = field(metadata=json_field(minimum=0))
 
-    @json_property()
+    @json_property(description="(high_rps - low_rps) / low_rps")
     def relative(self) -> float | None:
         """(high - low) / low: the width of the bracket as a share of the answer."""
         if self.low_rps is None or self.high_rps is None:
@@ -134,11 +156,14 @@ class MaxRateSearch(Jsonable):
     """``loadtest --find-max --json``: the highest rate within the p99 SLO (None: not even the first), every probe."""
 
     json_document: ClassVar[Document] = _LOADTEST
+    json_description: ClassVar[str] = "`loadtest --find-max --json`: every probe and the highest rate within the SLO."
     json_layout: ClassVar[Layout] = ("url", "slo_p99_ms", "max_rate_rps", "best", "spread", "probes")
 
     url: str
-    slo_p99_ms: float
-    max_rate_rps: float | None
+    slo_p99_ms: float = field(metadata=json_field(exclusive_minimum=0))
+    max_rate_rps: float | None = field(
+        metadata=json_field(description="Highest rate that met the SLO; null when not even the first did.")
+    )
     probes: tuple[Probe, ...]
 
     @json_property()
@@ -156,7 +181,7 @@ class MaxRateSearch(Jsonable):
             lowest_passed=sum(p.meets_slo for p in lowest),
         )
 
-    @json_property()
+    @json_property(description="The last probe at max_rate_rps: the measurement the capacity stands on.")
     def best(self) -> LoadResult | None:
         """The last probe run at ``max_rate_rps``: the measurement the capacity stands on."""
         return next(

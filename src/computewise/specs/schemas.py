@@ -19,6 +19,7 @@ __all__ = ["GENERATED", "documents", "main"]
 
 GENERATED = (
     "computewise.bench.result:BenchResult",
+    "computewise.dashboard.views:RunsView",
     "computewise.data.convert:ConvertResult",
     "computewise.data.result:DataBenchResult",
     "computewise.distill.run:DistillResult",
@@ -28,19 +29,23 @@ GENERATED = (
     "computewise.plan.infer:InferPlan",
     "computewise.plan.pipeline:PipelinePlan",
     "computewise.plan.result:Plan",
+    "computewise.specs.loadtest:LoadtestRun",
+    "computewise.specs.loadtest:MaxRateSearch",
     "computewise.storage.audit:StorageAudit",
 )
 
 
-def documents() -> dict[str, type[Jsonable]]:
-    """Each generated schema's file name (``<file>.schema.json``) and the class it describes."""
-    found = {}
+def documents() -> dict[str, tuple[type[Jsonable], ...]]:
+    """Each generated schema's file name (``<file>.schema.json``) and the classes it describes: one, or
+    several that share a ``Document`` (one command printing two shapes), in ``GENERATED``'s order."""
+    found: dict[str, tuple[type[Jsonable], ...]] = {}
     for name in GENERATED:
         module, _, attribute = name.partition(":")
         kind = getattr(importlib.import_module(module), attribute)
         if not (isinstance(kind, type) and issubclass(kind, Jsonable) and kind.json_document is not None):
             raise TypeError(f"{name} is not a Jsonable document")
-        found[f"{kind.json_document.file}.schema.json"] = kind
+        file = f"{kind.json_document.file}.schema.json"
+        found[file] = (*found.get(file, ()), kind)
     return found
 
 
@@ -50,9 +55,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="write nothing; exit 1 if a file differs")
     args = parser.parse_args(argv)
     stale = []
-    for file, kind in documents().items():
+    for file, kinds in documents().items():
         path = args.out / file
-        text = schema_text(kind)
+        text = schema_text(*kinds)
         if path.exists() and path.read_text(encoding="utf-8") == text:
             continue
         stale.append(path)
