@@ -17,7 +17,7 @@ from computewise.dashboard.context import DashboardContext
 from computewise.dashboard.layout import esc, page
 from computewise.dashboard.overview import empty_state, run_rows
 from computewise.dashboard.params import parse_choice, parse_day_s, parse_int, parse_tag_filters
-from computewise.dashboard.views import RunsQuery, RunsView, runs_view
+from computewise.dashboard.views import MAX_PER_PAGE, RunsQuery, RunsView, runs_view
 from computewise.errors import InputError
 from computewise.ledger import RUN_KINDS, RUN_STATUSES
 from computewise.ledger.queries import RUN_SORTS, RunFilter, RunSort
@@ -31,7 +31,6 @@ if TYPE_CHECKING:
 
 __all__ = ["MAX_PER_PAGE", "parse_runs_query", "routes"]
 
-MAX_PER_PAGE = 500
 MAX_PAGE = 1_000_000
 _MAX_TEXT_CHARS = 200
 _COLUMNS: tuple[tuple[str, RunSort | None, bool], ...] = (

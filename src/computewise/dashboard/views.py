@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from computewise.account.anomalies import history_start_s, spend_anomalies
 from computewise.account.budgets import BudgetStatus, budget_status, budget_window_start_s
@@ -23,15 +23,17 @@ from computewise.account.report import group_report
 from computewise.account.spend import PricedRun, overlapping, priced_runs
 from computewise.account.tags import NO_TAG
 from computewise.account.totals import RunCost, price_runs, run_end_s
-from computewise.ledger import Ledger, RunRow
+from computewise.ledger import Ledger, RunKind, RunRow, RunStatus
 from computewise.ledger.queries import RunFilter, RunSort
 from computewise.ledger.store import STALE_HEARTBEATS, STALE_MIN_S
+from computewise.specs.codec import Document, Jsonable, Layout, json_field, json_property
 from computewise.specs.document import SCHEMA_VERSION
 
 if TYPE_CHECKING:
     from computewise.catalog import Catalog
 
 __all__ = [
+    "MAX_PER_PAGE",
     "MAX_POINTS",
     "OVERVIEW_DAYS",
     "OverviewView",
@@ -46,6 +48,7 @@ __all__ = [
     "runs_view",
 ]
 
+MAX_PER_PAGE = 500  # runs on one page of a list (the query string's per_page)
 MAX_POINTS = 500  # per series: more than a chart 640 px wide can show, few enough to draw at once
 OVERVIEW_DAYS = 30
 TOP_ANOMALIES = 5
@@ -53,23 +56,26 @@ RUNNING_SHOWN = 20
 
 
 @dataclass(frozen=True)
-class RunItem:
+class RunItem(Jsonable):
     """One row of a run list: who, what, when, and what it cost so far."""
 
+    json_description: ClassVar[str] = "One run of a list (dashboard.views.RunItem)."
     id: int
-    kind: str
+    kind: RunKind
     command: str
     tags: dict[str, str]
-    status: str
+    status: RunStatus
     user: str
     host: str
     started_at_s: float
     ended_at_s: float | None
     gpu_count: int
-    duration_s: float
-    cost_usd: float
-    gpu_hours: float
-    idle_cost_usd: float
+    duration_s: float = field(metadata=json_field(minimum=0, description="billed duration (account.totals.price_run)"))
+    cost_usd: float = field(
+        metadata=json_field(minimum=0, description="account.totals.price_run, up to now for a running run")
+    )
+    gpu_hours: float = field(metadata=json_field(minimum=0))
+    idle_cost_usd: float = field(metadata=json_field(minimum=0))
     gpu_util_pct_mean: float | None
     cpu_percent_mean: float | None
 
@@ -94,26 +100,9 @@ class RunItem:
             cpu_percent_mean=cost.cpu_percent_mean,
         )
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "kind": self.kind,
-            "command": self.command,
-            "tags": dict(self.tags),
-            "status": self.status,
-            "user": self.user,
-            "host": self.host,
-            "started_at": iso_utc(self.started_at_s),
-            "started_at_s": self.started_at_s,
-            "ended_at_s": self.ended_at_s,
-            "gpu_count": self.gpu_count,
-            "duration_s": self.duration_s,
-            "cost_usd": self.cost_usd,
-            "gpu_hours": self.gpu_hours,
-            "idle_cost_usd": self.idle_cost_usd,
-            "gpu_util_pct_mean": self.gpu_util_pct_mean,
-            "cpu_percent_mean": self.cpu_percent_mean,
-        }
+    @json_property(after="host", description="UTC, YYYY-MM-DDTHH:MM:SSZ")
+    def started_at(self) -> str:
+        return iso_utc(self.started_at_s)
 
 
 def _items(ledger: Ledger, runs: list[RunRow], now_s: float) -> list[RunItem]:
@@ -225,56 +214,42 @@ def _group_label(group: dict[str, str], key: str | None) -> str:
 
 
 @dataclass(frozen=True)
-class RunsQuery:
-    """A run list as the query string asks for it (already parsed and checked)."""
+class RunsQuery(Jsonable):
+    """A run list as the query string asks for it (already parsed and checked).
 
-    where: RunFilter = field(default_factory=RunFilter)
+    Its JSON says ``order`` (``asc``/``desc``) as the query string does, in place of ``descending``.
+    """
+
+    json_layout: ClassVar[Layout] = ("where", "sort", "order", "page", "per_page")
+    where: RunFilter = field(default_factory=RunFilter, metadata=json_field(inline=True))
     sort: RunSort = "started"
     descending: bool = True
-    page: int = 1
-    per_page: int = 50
+    page: int = field(default=1, metadata=json_field(minimum=1))
+    per_page: int = field(default=50, metadata=json_field(minimum=1, maximum=MAX_PER_PAGE))
 
-    def to_dict(self) -> dict[str, Any]:
-        where = self.where
-        return {
-            "q": where.text,
-            "tags": dict(where.tags),
-            "status": where.status,
-            "kind": where.kind,
-            "since_s": where.since_s,
-            "until_s": where.until_s,
-            "sort": self.sort,
-            "order": "desc" if self.descending else "asc",
-            "page": self.page,
-            "per_page": self.per_page,
-        }
+    @json_property()
+    def order(self) -> Literal["asc", "desc"]:
+        return "desc" if self.descending else "asc"
 
 
 @dataclass(frozen=True)
-class RunsView:
+class RunsView(Jsonable):
     """One page of the matching runs, how many match, and what all of them cost together."""
 
+    json_document: ClassVar[Document] = Document(
+        "dashboard-runs",
+        "dashboard: GET /api/runs",
+        "One page of the runs matching the query, how many match, and what all of them cost together "
+        "(dashboard.views.RunsView).",
+    )
     query: RunsQuery
     now_s: float
-    matched: int
-    pages: int
-    total_cost_usd: float
-    total_gpu_hours: float
-    runs: tuple[RunItem, ...]
+    matched: int = field(metadata=json_field(minimum=0))
+    pages: int = field(metadata=json_field(minimum=1))
+    total_cost_usd: float = field(metadata=json_field(minimum=0))
+    total_gpu_hours: float = field(metadata=json_field(minimum=0))
     ledger_empty: bool
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "schema_version": SCHEMA_VERSION,
-            "query": self.query.to_dict(),
-            "now_s": self.now_s,
-            "matched": self.matched,
-            "pages": self.pages,
-            "total_cost_usd": self.total_cost_usd,
-            "total_gpu_hours": self.total_gpu_hours,
-            "ledger_empty": self.ledger_empty,
-            "runs": [item.to_dict() for item in self.runs],
-        }
+    runs: tuple[RunItem, ...]
 
 
 def runs_view(ledger: Ledger, query: RunsQuery, now_s: float) -> RunsView:
@@ -386,7 +361,7 @@ def _series(
 
 
 @dataclass(frozen=True)
-class RunProgress:
+class RunProgress(Jsonable):
     """What a live page watches: a change of any field means new samples or a new status.
 
     ``over`` holds once the run has ended, or when its monitor fell silent for as long as the
@@ -400,16 +375,6 @@ class RunProgress:
     last_sample_s: float | None
     heartbeat_at_s: float
     over: bool
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "run_id": self.run_id,
-            "status": self.status,
-            "sample_count": self.sample_count,
-            "last_sample_s": self.last_sample_s,
-            "heartbeat_at_s": self.heartbeat_at_s,
-            "over": self.over,
-        }
 
 
 def run_progress(ledger: Ledger, run_id: int, now_s: float) -> RunProgress:

@@ -12,7 +12,6 @@ page shows still come from ``price_run`` itself, this expression only orders the
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -20,6 +19,7 @@ import sqlalchemy as sa
 
 from computewise.ledger import schema
 from computewise.ledger.aggregates import optional_float
+from computewise.specs.codec import Jsonable, json_field
 
 __all__ = [
     "RUN_SORTS",
@@ -39,15 +39,16 @@ RUN_SORTS: tuple[RunSort, ...] = ("started", "cost", "duration", "name", "status
 
 
 @dataclass(frozen=True)
-class RunFilter:
+class RunFilter(Jsonable):
     """Which runs a list shows: every given condition must hold (tags AND-ed).
 
     ``text`` matches, case-insensitively, a substring of the command or of any ``key=value`` tag;
-    ``since_s``/``until_s`` bound the start time, ``[since_s, until_s)``.
+    ``since_s``/``until_s`` bound the start time, ``[since_s, until_s)``. Its JSON (``q`` for the text, as
+    in the query string) is where the dashboard's ``/api/runs`` says what it filtered by.
     """
 
-    text: str | None = None
-    tags: Mapping[str, str] = field(default_factory=dict)
+    text: str | None = field(default=None, metadata=json_field(name="q"))
+    tags: dict[str, str] = field(default_factory=dict)
     status: str | None = None
     kind: str | None = None
     since_s: float | None = None
