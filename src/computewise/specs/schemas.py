@@ -20,7 +20,6 @@ __all__ = ["GENERATED", "documents", "main"]
 GENERATED = (
     "computewise.bench.result:BenchResult",
     "computewise.dashboard.views:RunsView",
-    "computewise.dashboard.views:RunsView",
     "computewise.data.convert:ConvertResult",
     "computewise.data.result:DataBenchResult",
     "computewise.distill.run:DistillResult",
