@@ -13,6 +13,7 @@ import pytest
 
 pytest.importorskip("torch")
 
+from computewise.errors import InputError
 from computewise.train.config import TrainConfig
 from computewise.tune.trial import TrialRequest, TrialResult, TrialRunner
 
@@ -185,3 +186,11 @@ def test_requests_and_results_round_trip_through_json() -> None:
     result = TrialResult("ok", step_times_s=(0.2, 0.1, 0.3), global_batch_size=32, tokens_per_sample=10)
     assert result.median_step_s == 0.2 and result.samples_per_s == pytest.approx(160.0)
     assert TrialResult.from_dict(result.to_dict()) == result
+
+
+def test_a_result_from_an_older_trial_process_still_reads_and_a_malformed_one_is_named() -> None:
+    """A trial server of an older install answers without the keys added since (cpu_s, threads, quality)."""
+    older = {"status": "ok", "message": None, "step_times_s": [0.2, 0.4], "wall_s": 1.5, "median_step_s": 0.3}
+    assert TrialResult.from_dict(older) == TrialResult("ok", step_times_s=(0.2, 0.4), wall_s=1.5)
+    with pytest.raises(InputError, match="step_times_s\\[1\\] must be a number, got 'slow'"):
+        TrialResult.from_dict({**older, "step_times_s": [0.2, "slow"]})

@@ -52,6 +52,7 @@ from types import TracebackType
 from typing import IO, Any, Literal
 
 from computewise.errors import ComputewiseError
+from computewise.specs.codec import Jsonable, json_field, json_property
 from computewise.specs.finetune import FineTune
 from computewise.train.config import TrainConfig
 
@@ -88,8 +89,12 @@ class TrialRequest:
 
 
 @dataclass(frozen=True)
-class TrialResult:
-    """What a trial measured; ``step_times_s`` are the measured steps only (warm-up is ``warmup_s``)."""
+class TrialResult(Jsonable):
+    """What a trial measured; ``step_times_s`` are the measured steps only (warm-up is ``warmup_s``).
+
+    Its JSON is what the trial process answers, and every trial's figures in ``tune --json``: the
+    derived speeds are written after the fields and not read back.
+    """
 
     status: TrialStatus
     message: str | None = None
@@ -105,43 +110,24 @@ class TrialResult:
     global_batch_size: int | None = None
     tokens_per_sample: int | None = None
     threads: int | None = None
-    quality: float | None = None  # a rank search's quality measure after the trial (module docstring)
+    # A rank search's quality measure after the trial (module docstring); written only where one was measured.
+    quality: float | None = field(default=None, metadata=json_field(omit_empty=True))
 
-    @property
+    @json_property()
     def median_step_s(self) -> float | None:
         return statistics.median(self.step_times_s) if self.step_times_s else None
 
-    @property
+    @json_property()
     def samples_per_s(self) -> float | None:
         median = self.median_step_s
         if median is None or not median > 0 or self.global_batch_size is None:
             return None
         return self.global_batch_size / median
 
-    @property
+    @json_property()
     def tokens_per_s(self) -> float | None:
         samples = self.samples_per_s
         return None if samples is None or self.tokens_per_sample is None else samples * self.tokens_per_sample
-
-    def to_dict(self) -> dict[str, Any]:
-        """The result as ``tune --json`` has always written it; ``quality`` only where a rank search measured one."""
-        values = asdict(self)
-        if self.quality is None:
-            del values["quality"]
-        return {
-            **values,
-            "step_times_s": list(self.step_times_s),
-            "median_step_s": self.median_step_s,
-            "samples_per_s": self.samples_per_s,
-            "tokens_per_s": self.tokens_per_s,
-        }
-
-    @classmethod
-    def from_dict(cls, values: dict[str, Any]) -> TrialResult:
-        known = {name for name in cls.__dataclass_fields__}
-        kept = {key: value for key, value in values.items() if key in known}
-        kept["step_times_s"] = tuple(kept.get("step_times_s", ()))
-        return cls(**kept)
 
 
 def run_trial(request: TrialRequest) -> TrialResult:
@@ -323,8 +309,7 @@ def _forked(request: TrialRequest) -> TrialResult:
             "timeout", f"no result within {request.timeout_s:.0f} s; the trial was killed", wall_s=wall_s
         )
     if payload:
-        result = TrialResult.from_dict(json.loads(payload))
-        return TrialResult(**{**asdict(result), "wall_s": wall_s})
+        return replace(TrialResult.from_dict(json.loads(payload)), wall_s=wall_s)
     return _died(os.waitstatus_to_exitcode(wait_status), request.log_path, wall_s)
 
 
@@ -401,8 +386,7 @@ def _in_new_interpreter(request: TrialRequest) -> TrialResult:
         log.close()
     wall_s = time.perf_counter() - started
     if done.stdout.strip():
-        result = TrialResult.from_dict(json.loads(done.stdout))
-        return TrialResult(**{**asdict(result), "wall_s": wall_s})
+        return replace(TrialResult.from_dict(json.loads(done.stdout)), wall_s=wall_s)
     return _died(done.returncode, request.log_path, wall_s)
 
 
