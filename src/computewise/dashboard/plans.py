@@ -17,18 +17,19 @@ from __future__ import annotations
 import json
 import math
 import stat
-from collections.abc import Sequence
-from dataclasses import dataclass
-from datetime import UTC, datetime
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, ClassVar
 from urllib.parse import quote, unquote
 
+from computewise.account.periods import iso_utc
 from computewise.dashboard.context import DashboardContext
 from computewise.dashboard.layout import chart, esc, page
 from computewise.errors import InputError
 from computewise.report.html import frontier_svg, grid_table, pairs_table, scaling_svgs
 from computewise.report.rows import option_grid, recommendation, scaling_grid
+from computewise.specs.codec import Document, Jsonable, json_field, json_property
 from computewise.specs.document import SCHEMA_VERSION
 from computewise.units import format_duration, format_usd
 
@@ -39,7 +40,17 @@ if TYPE_CHECKING:
 
     from computewise.plan.result import Plan
 
-__all__ = ["MAX_PLAN_BYTES", "PlanFile", "list_plans", "plan_path", "read_plan", "read_plan_text", "routes"]
+__all__ = [
+    "MAX_PLAN_BYTES",
+    "PlanFile",
+    "PlanSummary",
+    "PlansView",
+    "list_plans",
+    "plan_path",
+    "read_plan",
+    "read_plan_text",
+    "routes",
+]
 
 MAX_PLAN_BYTES = 32 * 1024 * 1024  # `plan train --top 0` over the whole catalog writes a few MB; 32 MB is not a plan
 MAX_LISTED = 500  # files listed from one folder
@@ -47,42 +58,69 @@ _WRITE_HINT = "write it with `computewise plan train ... --json > plan.json`"
 
 
 @dataclass(frozen=True)
-class PlanFile:
-    """One ``*.json`` file of the plans folder: the plan, or why it could not be read and how to fix that."""
+class PlanSummary(Jsonable):
+    """What the list shows of a plan: its recommended option, and how many options it weighed."""
 
+    recommended: str
+    accelerator: str
+    gpus: int = field(metadata=json_field(minimum=0))
+    time_s: float
+    cost_usd: float
+    considered: int = field(metadata=json_field(minimum=0))
+    feasible: int = field(metadata=json_field(minimum=0))
+    pareto: int = field(metadata=json_field(minimum=0))
+
+    @classmethod
+    def of(cls, plan: Plan) -> PlanSummary:
+        option = plan.recommended
+        return cls(
+            recommended=option.label,
+            accelerator=option.accelerator,
+            gpus=option.gpus,
+            time_s=option.time_s,
+            cost_usd=option.cost_usd,
+            considered=plan.considered,
+            feasible=len(plan.candidates),
+            pareto=len(plan.pareto),
+        )
+
+
+@dataclass(frozen=True)
+class PlanFile(Jsonable):
+    """One ``*.json`` file of the plans folder: the plan's summary, or why it could not be read and how to fix that.
+
+    ``modified`` is the file's modification time (UTC, whole seconds); ``summary`` is absent when ``ok`` is not.
+    """
+
+    json_constraints: ClassVar[Mapping[str, object]] = {
+        "if": {"properties": {"ok": {"const": True}}},
+        "then": {"required": ["summary"]},
+    }
     name: str
-    size_bytes: int
-    modified_s: float
-    plan: Plan | None
+    size_bytes: int = field(metadata=json_field(minimum=0))
+    modified: str
     error: str | None = None
     hint: str | None = None
+    summary: PlanSummary | None = field(default=None, metadata=json_field(omit_empty=True))
 
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "name": self.name,
-            "size_bytes": self.size_bytes,
-            "modified": datetime.fromtimestamp(self.modified_s, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "ok": self.plan is not None,
-            "error": self.error,
-            "hint": self.hint,
-        }
-        if self.plan is not None:
-            out["summary"] = _summary(self.plan)
-        return out
+    @json_property(after="modified")
+    def ok(self) -> bool:
+        return self.summary is not None
 
 
-def _summary(plan: Plan) -> dict[str, Any]:
-    option = plan.recommended
-    return {
-        "recommended": option.label,
-        "accelerator": option.accelerator,
-        "gpus": option.gpus,
-        "time_s": option.time_s,
-        "cost_usd": option.cost_usd,
-        "considered": plan.considered,
-        "feasible": len(plan.candidates),
-        "pareto": len(plan.pareto),
-    }
+@dataclass(frozen=True)
+class PlansView(Jsonable):
+    """The plans folder (None: the dashboard was started without one) and its files, by name."""
+
+    json_document: ClassVar[Document] = Document(
+        "dashboard-plans",
+        "dashboard: GET /api/plans",
+        "The `plan train --json` files in --plans-dir (dashboard.plans.PlansView, each a PlanFile): each read with "
+        "plan.result.Plan.from_dict, or the reader's error and its fix. /api/plans/view?file=NAME answers "
+        "{schema_version, name, plan} with the plan-train document.",
+    )
+    plans_dir: str | None
+    plans: tuple[PlanFile, ...]
 
 
 def read_plan_text(text: str | bytes, source: str) -> Plan:
@@ -145,11 +183,11 @@ def list_plans(plans_dir: Path) -> tuple[PlanFile, ...]:
                 continue
             plan = read_plan(plans_dir, path.name)
         except InputError as exc:
-            out.append(PlanFile(path.name, _size(path), _mtime(path), None, exc.message, exc.hint))
+            out.append(PlanFile(path.name, _size(path), iso_utc(_mtime(path)), exc.message, exc.hint))
         except OSError as exc:
-            out.append(PlanFile(path.name, 0, 0.0, None, f"cannot read {path.name}: {exc.strerror}", None))
+            out.append(PlanFile(path.name, 0, iso_utc(0.0), f"cannot read {path.name}: {exc.strerror}"))
         else:
-            out.append(PlanFile(path.name, info.st_size, info.st_mtime, plan))
+            out.append(PlanFile(path.name, info.st_size, iso_utc(info.st_mtime), summary=PlanSummary.of(plan)))
     return tuple(out)
 
 
@@ -251,13 +289,13 @@ def _list_html(context: DashboardContext, files: Sequence[PlanFile]) -> str:
         rows = []
         for f in files:
             link = quote(f.name)
-            if f.plan is not None:
-                s = _summary(f.plan)
+            s = f.summary
+            if s is not None:
                 rows.append(
                     f'<tr data-plan="{esc(f.name)}"><td><a href="/plans/view?file={esc(link)}">{esc(f.name)}</a></td>'
-                    f"<td>{esc(s['recommended'])}</td><td class=num>{s['gpus']}</td>"
-                    f"<td class=num>{esc(format_duration(s['time_s']))}</td>"
-                    f"<td class=num>{esc(format_usd(s['cost_usd']))}</td><td class=num>{s['pareto']}</td></tr>"
+                    f"<td>{esc(s.recommended)}</td><td class=num>{s.gpus}</td>"
+                    f"<td class=num>{esc(format_duration(s.time_s))}</td>"
+                    f"<td class=num>{esc(format_usd(s.cost_usd))}</td><td class=num>{s.pareto}</td></tr>"
                 )
             else:
                 hint = f"<br><strong>To fix:</strong> {esc(f.hint)}" if f.hint else ""
@@ -266,7 +304,7 @@ def _list_html(context: DashboardContext, files: Sequence[PlanFile]) -> str:
                     f'<td colspan="5" class="plan-error" style="color:var(--bad)"><strong>error:</strong> '
                     f"{esc(f.error)}{hint}</td></tr>"
                 )
-        readable = [f.name for f in files if f.plan is not None]
+        readable = [f.name for f in files if f.ok]
 
         def options(selected: int) -> str:
             return "".join(
@@ -375,9 +413,7 @@ async def _list_api(request: Request) -> Response:
     context = _context(request)
     files = await run_in_threadpool(_files, context)
     plans_dir = None if context.plans_dir is None else str(context.plans_dir)
-    return JSONResponse(
-        {"schema_version": SCHEMA_VERSION, "plans_dir": plans_dir, "plans": [f.to_dict() for f in files]}
-    )
+    return JSONResponse(PlansView(plans_dir, files).to_dict())
 
 
 async def _view_page(request: Request) -> Response:
@@ -444,7 +480,12 @@ async def _render_api(request: Request) -> Response:
     name = unquote(request.headers.get("x-plan-name", "")).strip()[:255] or "the uploaded plan"
     plan = read_plan_text(b"".join(chunks), name)
     return JSONResponse(
-        {"schema_version": SCHEMA_VERSION, "name": name, "summary": _summary(plan), "html": _plan_section(name, plan)}
+        {
+            "schema_version": SCHEMA_VERSION,
+            "name": name,
+            "summary": PlanSummary.of(plan).to_dict(),
+            "html": _plan_section(name, plan),
+        }
     )
 
 

@@ -19,6 +19,7 @@ __all__ = ["GENERATED", "documents", "main"]
 
 GENERATED = (
     "computewise.bench.result:BenchResult",
+    "computewise.dashboard.plans:PlansView",
     "computewise.dashboard.views:RunsView",
     "computewise.data.convert:ConvertResult",
     "computewise.data.result:DataBenchResult",
