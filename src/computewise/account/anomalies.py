@@ -38,17 +38,18 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import ClassVar
 
 from computewise.account.periods import DAY_S, day_start_s, iso_day, iso_utc
 from computewise.account.spend import PricedRun, overlapping, priced_runs
-from computewise.account.tags import NO_TAG, parse_group_keys
+from computewise.account.tags import NO_TAG, TagGroup, parse_group_keys
 from computewise.errors import InputError
 from computewise.ledger import Ledger
+from computewise.specs.codec import Jsonable, Layout, json_field, json_property
 
-__all__ = ["Anomaly", "AnomalyReport", "SpendAnomaly", "detect", "history_start_s", "spend_anomalies"]
+__all__ = ["Anomaly", "AnomalyReport", "GroupSpend", "SpendAnomaly", "detect", "history_start_s", "spend_anomalies"]
 
 _MAD_TO_Z = 0.6745  # the MAD of a normal distribution is 0.6745 standard deviations
 _SHORT_HISTORY_DAYS = 3.0  # the floor widens by (1 + 3 / n) while the history holds n days
@@ -123,60 +124,74 @@ def _weekend_offsets(logs: Sequence[float], weekend: list[bool] | None, i: int, 
 
 
 @dataclass(frozen=True)
-class SpendAnomaly:
+class SpendAnomaly(TagGroup, Jsonable):
     """A flagged day of one group's spend."""
+
+    json_description: ClassVar[str] = "A day of one group's spend far above what its trailing days make normal."
+    json_layout: ClassVar[Layout] = ("labels", "day", "day_start_s", "spend_usd", "expected_usd", "score", "ratio")
 
     group: tuple[tuple[str, str], ...]
     day_start_s: float
     spend_usd: float
-    expected_usd: float
-    score: float
+    expected_usd: float = field(metadata=json_field(description="The spend the trailing window makes normal."))
+    score: float = field(metadata=json_field(description="The robust z-score; flagged above the threshold."))
 
-    @property
+    @json_property(description="The day's spend over the expected one; null when nothing was expected.")
     def ratio(self) -> float | None:
-        """The day's spend over the expected one; None when nothing was expected."""
         return self.spend_usd / self.expected_usd if self.expected_usd > 0 else None
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "group": dict(self.group),
-            "day": iso_day(self.day_start_s),
-            "day_start_s": self.day_start_s,
-            "spend_usd": self.spend_usd,
-            "expected_usd": self.expected_usd,
-            "score": self.score,
-            "ratio": self.ratio,
-        }
+    @json_property(description="The day, YYYY-MM-DD (UTC).")
+    def day(self) -> str:
+        return iso_day(self.day_start_s)
 
 
 @dataclass(frozen=True)
-class AnomalyReport:
+class GroupSpend(TagGroup, Jsonable):
+    """One group's spend per day, oldest first (the report's ``days``)."""
+
+    json_layout: ClassVar[Layout] = ("labels", "daily_usd")
+
+    group: tuple[tuple[str, str], ...]
+    daily_usd: tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class AnomalyReport(Jsonable):
     """Daily spend per group from ``first_day_s`` to today, and the anomalies found since ``since_s``."""
+
+    json_layout: ClassVar[Layout] = (
+        "by", "since", "since_s", "now_s", "window", "threshold", "method", "days", "group_spend", "anomalies",
+    )  # fmt: skip
 
     by: tuple[str, ...]
     since_s: float
     now_s: float
-    window: int
+    window: int = field(metadata=json_field(name="window_days", minimum=1))
     threshold: float
-    first_day_s: float
-    series: tuple[tuple[tuple[tuple[str, str], ...], tuple[float, ...]], ...]
+    first_day_s: float  # not written: ``days`` names each day
+    series: tuple[tuple[tuple[tuple[str, str], ...], tuple[float, ...]], ...]  # written as ``group_spend``
     anomalies: tuple[SpendAnomaly, ...]
 
-    def to_dict(self) -> dict[str, Any]:
-        days = len(self.series[0][1]) if self.series else 0
-        return {
-            "by": list(self.by),
-            "since": iso_utc(self.since_s),
-            "since_s": self.since_s,
-            "now_s": self.now_s,
-            "window_days": self.window,
-            "threshold": self.threshold,
-            "method": "robust z = 0.6745 (ln(spend + $1) - expected) / max(MAD, floor) over the trailing window, "
-            "weekend offset removed",
-            "days": [iso_day(self.first_day_s + k * DAY_S) for k in range(days)],
-            "series": [{"group": dict(group), "daily_usd": list(values)} for group, values in self.series],
-            "anomalies": [a.to_dict() for a in self.anomalies],
-        }
+    @json_property(description="since_s in ISO 8601 UTC: anomalies are those of the days since then.")
+    def since(self) -> str:
+        return iso_utc(self.since_s)
+
+    @json_property()
+    def method(self) -> str:
+        """How a day is scored (the module docstring)."""
+        return (
+            "robust z = 0.6745 (ln(spend + $1) - expected) / max(MAD, floor) over the trailing window, "
+            "weekend offset removed"
+        )
+
+    @json_property(description="The days of every series' daily_usd, YYYY-MM-DD (UTC), oldest first.")
+    def days(self) -> list[str]:
+        count = len(self.series[0][1]) if self.series else 0
+        return [iso_day(self.first_day_s + k * DAY_S) for k in range(count)]
+
+    @json_property(name="series", description="Each group's spend per day, groups sorted by their tag values.")
+    def group_spend(self) -> tuple[GroupSpend, ...]:
+        return tuple(GroupSpend(group, daily) for group, daily in self.series)
 
     def csv_rows(self) -> list[list[str]]:
         """A header then one row per anomaly."""

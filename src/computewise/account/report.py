@@ -24,7 +24,7 @@ from typing import ClassVar
 
 from computewise.account.periods import iso_utc
 from computewise.account.spend import PricedRun, priced_runs
-from computewise.account.tags import NO_TAG, parse_group_keys
+from computewise.account.tags import NO_TAG, TagGroup, parse_group_keys
 from computewise.errors import InputError
 from computewise.ledger import Ledger, RunRow
 from computewise.specs.codec import Jsonable, Layout, json_field, json_property
@@ -63,7 +63,7 @@ _COUNT = json_field(minimum=0)
 
 
 @dataclass(frozen=True)
-class CostRow(Jsonable):
+class CostRow(TagGroup, Jsonable):
     """One group's spend in the window (or the totals over all groups)."""
 
     json_description: ClassVar[str] = "account.report.CostRow: one group's spend in the window, or the total"
@@ -98,10 +98,6 @@ class CostRow(Jsonable):
     usd_per_1k_inferences: float | None = field(
         metadata=json_field(description="Whole-run cost of serving runs per 1000 inferences; null when none.")
     )
-
-    @json_property(name="group", description="The group's tag values by key ({} for the total).")
-    def labels(self) -> dict[str, str]:
-        return dict(self.group)
 
 
 @dataclass(frozen=True)

@@ -13,11 +13,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from computewise.errors import InputError
+from computewise.specs.codec import json_property
 
 __all__ = [
     "ALL_SCOPE",
     "NO_TAG",
     "Scope",
+    "TagGroup",
     "parse_group_keys",
     "parse_scope",
     "parse_tag",
@@ -100,6 +102,17 @@ class Scope:
 
     def as_dict(self) -> dict[str, str]:
         return dict(self.tags)
+
+
+class TagGroup:
+    """A figure of one group of runs, ``group`` its ``(key, value)`` pairs in the ``--by`` order: kept as pairs
+    so groups sort and compare, written in JSON as one object (``{"team": "nlp"}``) by ``labels``."""
+
+    group: tuple[tuple[str, str], ...]
+
+    @json_property(name="group", description="The group's value of each grouping key ({} where none is named).")
+    def labels(self) -> dict[str, str]:
+        return dict(self.group)
 
 
 def parse_scope(text: str) -> Scope:
