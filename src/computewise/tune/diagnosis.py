@@ -9,8 +9,8 @@ and, where MFU is low and none of those applies, the time a step spends outside 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
+from computewise.specs.codec import Jsonable, json_property
 from computewise.tune.growth import Growth, HostBound
 from computewise.tune.savings import Measured
 from computewise.tune.space import DeviceKind
@@ -23,20 +23,17 @@ LOW_MFU = 0.3
 
 
 @dataclass(frozen=True)
-class Diagnosis:
+class Diagnosis(Jsonable):
     """The launch-bound measurement and verdict, and the limits of the winner's MFU, in words."""
 
     host: HostBound | None
     verdict: str | None
     limits: tuple[str, ...]
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "host": self.host.to_dict() if self.host is not None else None,
-            "launch_bound": self.host.launch_bound if self.host is not None else None,
-            "verdict": self.verdict,
-            "limits": list(self.limits),
-        }
+    @json_property(after="host")
+    def launch_bound(self) -> bool | None:
+        """The host's verdict beside its measurement, None where it was not measured."""
+        return self.host.launch_bound if self.host is not None else None
 
 
 def diagnose(device: DeviceKind, growth: Growth | None, host: HostBound | None, best: Measured) -> Diagnosis:

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, ClassVar
 
 from computewise.errors import ComputewiseError, ConfigError, InputError, ModelConfigError, NothingFitsError, SetupError
 from computewise.estimate.adapters import Adapters
@@ -42,7 +42,7 @@ from computewise.estimate.memory import bytes_per_value, model_state_bytes, opti
 from computewise.models.hf_config import from_hf_config
 from computewise.models.trace import measure_module
 from computewise.specs import FineTune, ModelSpec, Optimizer
-from computewise.specs.codec import Jsonable, json_property
+from computewise.specs.codec import Jsonable, Layout, json_property
 from computewise.specs.finetune import FULL_TRAINING
 from computewise.train.config import TrainConfig
 from computewise.train.setup import TrainingSetup
@@ -66,8 +66,25 @@ _AUTOCAST_COPY_BYTES = 2.0  # autocast caches one 16-bit copy of each weight a m
 
 
 @dataclass(frozen=True)
-class ModelProfile:
-    """What one trace of the setup's loss says about its memory and work, per sample."""
+class ModelProfile(Jsonable):
+    """What one trace of the setup's loss says about its memory and work, per sample.
+
+    Its JSON (``tune --json``'s ``model``) is the trace's figures; what the setup fine-tunes and the shape
+    its adapters are counted on stay out of it.
+    """
+
+    json_layout: ClassVar[Layout] = (
+        "name",
+        "params",
+        "optimizer",
+        "activation_bytes_per_sample",
+        "checkpointed_activation_bytes_per_sample",
+        "forward_flops_per_sample",
+        "has_convolutions",
+        "global_batch_size",
+        "tokens_per_sample",
+        "notes",
+    )
 
     name: str
     params: int
@@ -91,20 +108,6 @@ class ModelProfile:
             has_blocks=self.checkpointed_activation_bytes_per_sample is not None,
             global_batch_size=self.global_batch_size,
         )
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "params": self.params,
-            "optimizer": self.optimizer,
-            "activation_bytes_per_sample": self.activation_bytes_per_sample,
-            "checkpointed_activation_bytes_per_sample": self.checkpointed_activation_bytes_per_sample,
-            "forward_flops_per_sample": self.forward_flops_per_sample,
-            "has_convolutions": self.has_convolutions,
-            "global_batch_size": self.global_batch_size,
-            "tokens_per_sample": self.tokens_per_sample,
-            "notes": list(self.notes),
-        }
 
     def with_rank(self, rank: int) -> ModelProfile:
         """The profile of the same setup with LoRA adapters of ``rank`` (alpha / rank kept): a rank search's trial.

@@ -20,10 +20,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import ClassVar
 
 from computewise.errors import TuneError
-from computewise.specs.codec import Jsonable, json_field
+from computewise.specs.codec import Jsonable, Layout, json_field
 
 __all__ = ["DEFAULT_QUALITY_TOLERANCE", "RankOutcome", "RankSearch", "RankTrial", "judge_ranks"]
 
@@ -31,8 +31,21 @@ DEFAULT_QUALITY_TOLERANCE = 0.01  # 1 % of the best rank's quality: the noise of
 
 
 @dataclass(frozen=True)
-class RankTrial:
-    """What the search of one rank measured with its fastest trial (None figures: every trial failed)."""
+class RankTrial(Jsonable):
+    """What the search of one rank measured with its fastest trial (None figures: every trial failed).
+
+    Its JSON leaves out ``failure``: a rank's outcome says it in its verdict.
+    """
+
+    json_layout: ClassVar[Layout] = (
+        "rank",
+        "trial",
+        "samples_per_s",
+        "tokens_per_s",
+        "peak_memory_bytes",
+        "estimated_memory_bytes",
+        "quality",
+    )
 
     rank: int
     trial: int | None
@@ -45,10 +58,10 @@ class RankTrial:
 
 
 @dataclass(frozen=True)
-class RankOutcome:
+class RankOutcome(Jsonable):
     """One rank judged: its measurement, its price per unit of work, whether it qualifies and why (not) picked."""
 
-    measured: RankTrial
+    measured: RankTrial = field(metadata=json_field(inline=True))
     usd_per_million_tokens: float | None
     usd_per_thousand_samples: float | None
     qualifies: bool
@@ -57,22 +70,6 @@ class RankOutcome:
     @property
     def rank(self) -> int:
         return self.measured.rank
-
-    def to_dict(self) -> dict[str, Any]:
-        m = self.measured
-        return {
-            "rank": m.rank,
-            "trial": m.trial,
-            "samples_per_s": m.samples_per_s,
-            "tokens_per_s": m.tokens_per_s,
-            "peak_memory_bytes": m.peak_memory_bytes,
-            "estimated_memory_bytes": m.estimated_memory_bytes,
-            "quality": m.quality,
-            "usd_per_million_tokens": self.usd_per_million_tokens,
-            "usd_per_thousand_samples": self.usd_per_thousand_samples,
-            "qualifies": self.qualifies,
-            "verdict": self.verdict,
-        }
 
 
 @dataclass(frozen=True)

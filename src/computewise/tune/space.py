@@ -20,11 +20,12 @@ is dropped with a note instead.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from itertools import product
-from typing import Literal, cast, get_args
+from typing import ClassVar, Literal, cast, get_args
 
 from computewise.errors import SpaceError
+from computewise.specs.codec import Jsonable, Layout, json_field
 from computewise.system.hardware import Hardware
 from computewise.train.config import CompileMode, TrainConfig
 from computewise.train.precision import Precision
@@ -67,21 +68,35 @@ class ModelFacts:
 
 
 @dataclass(frozen=True)
-class SearchSpace:
+class SearchSpace(Jsonable):
     """The choices per dimension; ``micro_batch_sizes`` None means the micro-batch is grown (``growth``).
 
     The grid compiles in the first of ``compile_modes``; the others are tried on the winner only
-    (``search``), where their compilation can pay for itself.
+    (``search``), where their compilation can pay for itself. Its JSON names each dimension as
+    ``--space`` does, the compile modes beside ``compile``.
     """
 
+    json_layout: ClassVar[Layout] = (
+        "device",
+        "precisions",
+        "micro_batch_sizes",
+        "activation_checkpointing",
+        "compile",
+        "compile_modes",
+        "channels_last",
+        "loader_workers",
+        "fused_optimizer",
+        "notes",
+    )
+
     device: DeviceKind
-    precisions: tuple[Precision, ...]
-    micro_batch_sizes: tuple[int, ...] | None
-    activation_checkpointing: tuple[bool, ...]
+    precisions: tuple[Precision, ...] = field(metadata=json_field(name="precision"))
+    micro_batch_sizes: tuple[int, ...] | None = field(metadata=json_field(name="micro"))
+    activation_checkpointing: tuple[bool, ...] = field(metadata=json_field(name="checkpointing"))
     compile: tuple[bool, ...]
     channels_last: tuple[bool, ...]
-    loader_workers: tuple[int, ...]
-    fused_optimizer: tuple[bool, ...]
+    loader_workers: tuple[int, ...] = field(metadata=json_field(name="workers"))
+    fused_optimizer: tuple[bool, ...] = field(metadata=json_field(name="fused"))
     compile_modes: tuple[CompileMode, ...] = ("default",)
     notes: tuple[str, ...] = ()
 
@@ -157,20 +172,6 @@ class SearchSpace:
                 )
             )
         return configs
-
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "device": self.device,
-            "precision": list(self.precisions),
-            "micro": None if self.micro_batch_sizes is None else list(self.micro_batch_sizes),
-            "checkpointing": list(self.activation_checkpointing),
-            "compile": list(self.compile),
-            "compile_modes": list(self.compile_modes),
-            "channels_last": list(self.channels_last),
-            "workers": list(self.loader_workers),
-            "fused": list(self.fused_optimizer),
-            "notes": list(self.notes),
-        }
 
 
 def default_space(
