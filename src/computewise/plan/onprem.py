@@ -10,12 +10,13 @@ list for an accelerator are left out, never compared at $0.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from computewise.estimate.pricing import cheapest_rental
 from computewise.estimate.quote import owned_usd_per_h
 from computewise.specs import Pricing
+from computewise.specs.codec import Jsonable, json_field
 
 if TYPE_CHECKING:
     from computewise.catalog import Catalog
@@ -24,25 +25,16 @@ __all__ = ["BreakEven", "compare_onprem"]
 
 
 @dataclass(frozen=True)
-class BreakEven:
+class BreakEven(Jsonable):
+    """One owned server against renting the same accelerators at one pricing: where owning starts to pay."""
+
     accelerator: str
     accelerator_count: int
-    owned_usd_per_h_at_full_use: float
+    owned_usd_per_h_at_full_use: float = field(metadata=json_field(name="owned_usd_per_hour_at_full_use"))
     pricing: Pricing
-    rented_usd_per_h: float
+    rented_usd_per_h: float = field(metadata=json_field(name="rented_usd_per_hour"))
     rented_from: str
     break_even_utilization: float  # > 1: renting is always cheaper
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "accelerator": self.accelerator,
-            "accelerator_count": self.accelerator_count,
-            "owned_usd_per_hour_at_full_use": self.owned_usd_per_h_at_full_use,
-            "pricing": self.pricing,
-            "rented_usd_per_hour": self.rented_usd_per_h,
-            "rented_from": self.rented_from,
-            "break_even_utilization": self.break_even_utilization,
-        }
 
 
 def compare_onprem(

@@ -24,16 +24,15 @@ import io
 import math
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any, Literal
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 
 from computewise.errors import InputError
 from computewise.plan.infer import HOURS_PER_MONTH
 from computewise.plan.spendcap import Demand, SpendCap, cap_spend
-from computewise.specs.codec import Jsonable, json_property
-from computewise.specs.document import SCHEMA_VERSION
+from computewise.specs.codec import Jsonable, Layout, json_field, json_property
 from computewise.specs.loadtest import LoadtestRun, MaxRateSearch
 from computewise.units import plural
 
@@ -46,6 +45,7 @@ __all__ = [
     "HpaMetric",
     "LoadtestCapacity",
     "ModeCost",
+    "ServeMode",
     "ServePlan",
     "TrafficProfile",
     "capacity_from_loadtest",
@@ -68,15 +68,19 @@ _HIGH_UTILIZATION = 0.85
 _K8S_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
 
 HpaMetric = Literal["rps", "cpu"]
+ServeMode = Literal["always-on", "autoscaled", "scale-to-zero"]
 
 
 @dataclass(frozen=True)
-class TrafficProfile:
+class TrafficProfile(Jsonable):
     """Requests per second offered to the whole service: peak, mean, and optionally one value per hour.
 
     ``hourly_rps`` is a profile that repeats (a day of 24 values, a week of 168, ...); ``first_hour``
-    only labels the schedule with the hours the user wrote.
+    only labels the schedule with the hours the user wrote. The plan's JSON gives the profile's length,
+    not its values: the schedule lists them with the replicas of each hour.
     """
+
+    json_layout: ClassVar[Layout] = ("peak_rps", "mean_rps", "hours_in_profile", "requests_per_month")
 
     peak_rps: float
     mean_rps: float
@@ -89,6 +93,14 @@ class TrafficProfile:
         if not values:
             raise InputError("the traffic profile has no hours", "give at least one hour,rps row")
         return cls(max(values), sum(values) / len(values), values, first_hour)
+
+    @json_property()
+    def hours_in_profile(self) -> int | None:
+        return None if self.hourly_rps is None else len(self.hourly_rps)
+
+    @json_property()
+    def requests_per_month(self) -> float:
+        return self.mean_rps * 3600.0 * HOURS_PER_MONTH
 
 
 @dataclass(frozen=True)
@@ -105,7 +117,7 @@ class LoadtestCapacity:
 class ModeCost(Jsonable):
     """One way of paying for the traffic: average replicas kept up, and what that costs."""
 
-    mode: str  # "always-on" | "autoscaled" | "scale-to-zero"
+    mode: ServeMode
     average_replicas: float
     monthly_usd: float
     usd_per_1000_requests: float
@@ -130,24 +142,41 @@ class HourPlan(Jsonable):
 
 
 @dataclass(frozen=True)
-class ServePlan:
-    """Replicas and cost of serving a traffic profile, and the autoscaler settings that carry the plan out."""
+class ServePlan(Jsonable):
+    """Replicas and cost of serving a traffic profile, and the autoscaler settings that carry the plan out.
 
-    capacity_rps_per_replica: float
+    Its JSON is the body of ``plan serve --json`` (``plan.serve_request.PlannedServing``), which writes the
+    spend cap and the notes itself: with the budget and the request's notes, which this plan does not know.
+    """
+
+    json_layout: ClassVar[Layout] = (
+        ("capacity", ("capacity_rps_per_replica", "target_utilization", "rps_per_replica_at_target", "latency_s",
+                      "capacity_source")),
+        "traffic",
+        ("price", ("hourly_usd_per_replica", "hours_per_month", "price_source")),
+        ("replicas", ("replicas_at_peak", "replicas_at_mean", "min_replicas")),
+        "cold_start_s",
+        ("modes", ("always_on", "autoscaled", "scale_to_zero")),
+        "schedule",
+    )  # fmt: skip
+
+    capacity_rps_per_replica: float = field(metadata=json_field(name="rps_per_replica"))
     target_utilization: float
-    hourly_usd_per_replica: float
-    min_replicas: int
+    hourly_usd_per_replica: float = field(metadata=json_field(name="usd_per_hour_per_replica"))
+    min_replicas: int = field(metadata=json_field(name="min"))
     cold_start_s: float
     latency_s: float | None
     traffic: TrafficProfile
-    replicas_at_peak: int
-    replicas_at_mean: int
-    always_on: ModeCost
+    replicas_at_peak: int = field(metadata=json_field(name="at_peak"))
+    replicas_at_mean: int = field(metadata=json_field(name="at_mean"))
+    always_on: ModeCost = field(metadata=json_field(name="always-on"))
     autoscaled: ModeCost
-    scale_to_zero: ModeCost
+    scale_to_zero: ModeCost = field(metadata=json_field(name="scale-to-zero"))
     schedule: tuple[HourPlan, ...] | None
-    notes: tuple[str, ...]
+    notes: tuple[str, ...] = ()
     spend_cap: SpendCap | None = None  # --max-usd-per-hour: replicas held under it, and what it costs
+    capacity_source: str = field(default="", metadata=json_field(name="source", omit_empty=True))  # for the reader
+    price_source: str = field(default="", metadata=json_field(name="source", omit_empty=True))
 
     @property
     def max_replicas(self) -> int:
@@ -156,14 +185,19 @@ class ServePlan:
             return self.replicas_at_peak
         return min(self.replicas_at_peak, self.spend_cap.max_replicas)
 
-    @property
+    @json_property()
     def rps_per_replica_at_target(self) -> float:
         """The load each replica is planned for: capacity x target utilization."""
         return self.capacity_rps_per_replica * self.target_utilization
 
+    @json_property()
+    def hours_per_month(self) -> float:
+        """The month every monthly figure is counted in (730 h), written so a reader need not know it."""
+        return HOURS_PER_MONTH
+
     @property
     def requests_per_month(self) -> float:
-        return self.traffic.mean_rps * 3600.0 * HOURS_PER_MONTH
+        return self.traffic.requests_per_month
 
     @property
     def usd_per_1000_requests(self) -> dict[str, float]:
@@ -187,30 +221,6 @@ class ServePlan:
         if self.latency_s is None:
             return RAY_DEFAULT_TARGET_ONGOING_REQUESTS
         return max(round(self.rps_per_replica_at_target * self.latency_s, 2), 0.01)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "schema_version": SCHEMA_VERSION,
-            "capacity": {
-                "rps_per_replica": self.capacity_rps_per_replica,
-                "target_utilization": self.target_utilization,
-                "rps_per_replica_at_target": self.rps_per_replica_at_target,
-                "latency_s": self.latency_s,
-            },
-            "traffic": {
-                "peak_rps": self.traffic.peak_rps,
-                "mean_rps": self.traffic.mean_rps,
-                "hours_in_profile": None if self.traffic.hourly_rps is None else len(self.traffic.hourly_rps),
-                "requests_per_month": self.requests_per_month,
-            },
-            "price": {"usd_per_hour_per_replica": self.hourly_usd_per_replica, "hours_per_month": HOURS_PER_MONTH},
-            "replicas": {"at_peak": self.replicas_at_peak, "at_mean": self.replicas_at_mean, "min": self.min_replicas},
-            "cold_start_s": self.cold_start_s,
-            "modes": {m.mode: m.to_dict() for m in self.modes},
-            "schedule": None if self.schedule is None else [h.to_dict() for h in self.schedule],
-            "spend_cap": None if self.spend_cap is None else self.spend_cap.to_dict(),
-            "notes": list(self.notes),
-        }
 
     def hpa_manifest(
         self, name: str, metric: HpaMetric = "rps", namespace: str | None = None, metric_name: str = HPA_METRIC_NAME
@@ -318,7 +328,7 @@ class _Price:
 
     def mode(
         self,
-        name: str,
+        name: ServeMode,
         average_replicas: float,
         basis: str,
         cold_starts: float | None = None,
@@ -350,6 +360,8 @@ def plan_serving(
     scale_to_zero_cold_start_s: float,
     latency_s: float | None = None,
     max_usd_per_hour: float | None = None,
+    capacity_source: str = "",
+    price_source: str = "",
 ) -> ServePlan:
     """Replicas at peak and mean, and the monthly cost (730 h) and $ per 1000 requests of each serving mode.
 
@@ -361,6 +373,8 @@ def plan_serving(
 
     ``max_usd_per_hour`` caps the replicas of every mode at what it buys (``plan.spendcap``); the hours
     that want more are answered in part, the rest refused with 429, and the plan says how much.
+
+    ``capacity_source`` and ``price_source`` say where the capacity and the price came from, for the JSON.
     """
     _validate(capacity_rps_per_replica, traffic, hourly_usd_per_replica, target_utilization, min_replicas)
     if scale_to_zero_cold_start_s < 0 or not math.isfinite(scale_to_zero_cold_start_s):
@@ -457,6 +471,8 @@ def plan_serving(
         schedule=schedule,
         notes=tuple(notes),
         spend_cap=spend_cap,
+        capacity_source=capacity_source,
+        price_source=price_source,
     )
 
 

@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import ClassVar
 
 from computewise.errors import InputError
 from computewise.plan.serve import ServePlan, TrafficProfile
+from computewise.specs.codec import Jsonable, json_field, json_property
 
 __all__ = ["CacheSaving", "cache_saving", "miss_traffic"]
 
@@ -36,10 +37,16 @@ def miss_traffic(traffic: TrafficProfile, hit_ratio: float) -> TrafficProfile:
 
 
 @dataclass(frozen=True)
-class CacheSaving:
+class CacheSaving(Jsonable):
     """Replicas and monthly bills without and with the cache, for each serving mode."""
 
-    hit_ratio: float
+    json_description: ClassVar[str] = (
+        "With --cache-hit-ratio (plan.serve_cache.CacheSaving): replicas and monthly USD per mode without and with "
+        "a prediction cache answering hit_ratio of the requests; cached_usd_per_1000_requests is over all "
+        "requests, hits included."
+    )
+
+    hit_ratio: float = field(metadata=json_field(minimum=0, exclusive_maximum=1))
     replicas_at_peak: int
     cached_replicas_at_peak: int
     replicas_at_mean: int
@@ -48,28 +55,15 @@ class CacheSaving:
     cached_monthly_usd: dict[str, float]
     cached_usd_per_1000_requests: dict[str, float]
 
-    @property
+    @json_property(after="cached_monthly_usd")
     def saved_monthly_usd(self) -> dict[str, float]:
         return {mode: self.monthly_usd[mode] - self.cached_monthly_usd[mode] for mode in self.monthly_usd}
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "hit_ratio": self.hit_ratio,
-            "replicas_at_peak": self.replicas_at_peak,
-            "cached_replicas_at_peak": self.cached_replicas_at_peak,
-            "replicas_at_mean": self.replicas_at_mean,
-            "cached_replicas_at_mean": self.cached_replicas_at_mean,
-            "monthly_usd": self.monthly_usd,
-            "cached_monthly_usd": self.cached_monthly_usd,
-            "saved_monthly_usd": self.saved_monthly_usd,
-            "cached_usd_per_1000_requests": self.cached_usd_per_1000_requests,
-        }
 
 
 def cache_saving(uncached: ServePlan, cached: ServePlan, hit_ratio: float) -> CacheSaving:
     """Compare ``uncached`` with ``cached``, the same plan made for ``miss_traffic(traffic, hit_ratio)``."""
     all_requests = uncached.requests_per_month
-    per_1000 = {
+    per_1000: dict[str, float] = {
         mode.mode: mode.monthly_usd / all_requests * 1000.0 if all_requests > 0 else 0.0 for mode in cached.modes
     }
     return CacheSaving(

@@ -9,19 +9,20 @@ price come from and every note in the order the user reads them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, ClassVar
 
 from computewise.errors import InputError
 from computewise.plan.serve import LoadtestCapacity, ServePlan, TrafficProfile, plan_serving
 from computewise.plan.serve_cache import CacheSaving, cache_saving, miss_traffic
-from computewise.plan.spendcap import CapAlert, cap_alert
+from computewise.plan.spendcap import CapAlert, SpendCap, cap_alert
+from computewise.specs.codec import Document, Jsonable, Layout, json_field, json_property
 
 if TYPE_CHECKING:
     from computewise.estimate import Assumptions
     from computewise.estimate.quote import Quote
 
-__all__ = ["CapBudget", "PlannedServing", "ServeRequest", "plan_serve_request"]
+__all__ = ["CapBudget", "CappedSpend", "PlannedServing", "ServeRequest", "plan_serve_request"]
 
 
 @dataclass(frozen=True)
@@ -45,13 +46,13 @@ class ServeRequest:
 
 
 @dataclass(frozen=True)
-class CapBudget:
+class CapBudget(Jsonable):
     """``--monthly-usd`` under a spend cap: the alert the cap makes reliable, and the commands that set it up."""
 
-    alert: CapAlert
+    alert: CapAlert = field(metadata=json_field(inline=True))
     scope: str  # the tag scope of the deployment's runs, deployment=NAME
 
-    @property
+    @json_property()
     def command(self) -> str:
         """The ``budget set`` that fires the alert (and one at 100 %)."""
         alert = self.alert
@@ -60,39 +61,51 @@ class CapBudget:
             f"computewise budget set --scope {self.scope} --monthly-usd {alert.monthly_usd:g} --alert-at {thresholds}"
         )
 
-    @property
+    @json_property()
     def serve_tag(self) -> str:
         """What ``serve`` needs so its runs fall in the budget's scope."""
         return f"--tag {self.scope}"
 
-    def to_dict(self) -> dict[str, Any]:
-        return self.alert.to_dict() | {"scope": self.scope, "command": self.command, "serve_tag": self.serve_tag}
+
+@dataclass(frozen=True)
+class CappedSpend(Jsonable):
+    """The ``spend_cap`` of ``plan serve --json``: the cap's plan and, with ``--monthly-usd``, its budget."""
+
+    json_description: ClassVar[str] = (
+        "--max-usd-per-hour: the replicas it buys and, in each hour that wants more, the 429s and latency "
+        "(plan.spendcap.SpendCap)."
+    )
+
+    cap: SpendCap = field(metadata=json_field(inline=True))
+    budget: CapBudget | None = field(default=None, metadata=json_field(omit_empty=True))
 
 
 @dataclass(frozen=True)
-class PlannedServing:
-    """The plan of a request and, with a cache hit ratio, what the cache saves; with a budget, its alert."""
+class PlannedServing(Jsonable):
+    """The plan of a request and, with a cache hit ratio, what the cache saves; with a budget, its alert.
+
+    Its JSON is the plan's, then the spend cap with its budget, every note and the cache: the request
+    itself is not written (the plan says where its capacity and price came from), so it is not read back.
+    """
+
+    json_document: ClassVar[Document] = Document(
+        "plan-serve",
+        "plan serve --json",
+        "Replicas and monthly cost of serving a measured model (plan.serve.ServePlan), with the files written.",
+    )
+    json_layout: ClassVar[Layout] = ("plan", "spend_cap", "notes", "cache")
 
     request: ServeRequest
-    plan: ServePlan
-    cache: CacheSaving | None = None
+    plan: ServePlan = field(metadata=json_field(inline=True))
+    cache: CacheSaving | None = field(default=None, metadata=json_field(omit_empty=True))
     budget: CapBudget | None = None
 
-    @property
-    def capacity_source(self) -> str:
-        return self.request.capacity.description
+    @json_property()
+    def spend_cap(self) -> CappedSpend | None:
+        cap = self.plan.spend_cap
+        return None if cap is None else CappedSpend(cap, self.budget)
 
-    @property
-    def price_source(self) -> str:
-        """How a replica was priced: the quote's explanation and, from the catalog, its source and date."""
-        price = self.request.price
-        return (
-            ("one instance per replica: " if self.request.per_instance else "")
-            + price.explanation
-            + (f" ({price.source}, retrieved {price.retrieved})" if price.offering is not None else "")
-        )
-
-    @property
+    @json_property()
     def notes(self) -> list[str]:
         """The capacity's and traffic's notes, the plan's, then the cache's."""
         request = self.request
@@ -103,17 +116,6 @@ class PlannedServing:
                 "costs the HTTP layer (the configs written above are for all requests)"
             )
         return notes
-
-    def to_dict(self) -> dict[str, Any]:
-        data = self.plan.to_dict()
-        data["capacity"]["source"] = self.capacity_source
-        data["price"]["source"] = self.price_source
-        data["notes"] = self.notes
-        if self.cache is not None:
-            data["cache"] = self.cache.to_dict()
-        if self.budget is not None:
-            data["spend_cap"]["budget"] = self.budget.to_dict()
-        return data
 
 
 def plan_serve_request(request: ServeRequest, assumptions: Assumptions) -> PlannedServing:
@@ -133,12 +135,24 @@ def plan_serve_request(request: ServeRequest, assumptions: Assumptions) -> Plann
             scale_to_zero_cold_start_s=assumptions.serving_cold_start_s if cold_start_s is None else cold_start_s,
             latency_s=request.capacity.latency_s if request.latency_s is None else request.latency_s,
             max_usd_per_hour=request.max_usd_per_hour,
+            capacity_source=request.capacity.description,
+            price_source=_price_source(request),
         )
 
     plan = planned(request.traffic)
     ratio = request.cache_hit_ratio
     cache = None if ratio is None else cache_saving(plan, planned(miss_traffic(request.traffic, ratio)), ratio)
     return PlannedServing(request, plan, cache, _budget(request, plan))
+
+
+def _price_source(request: ServeRequest) -> str:
+    """How a replica was priced: the quote's explanation and, from the catalog, its source and date."""
+    price = request.price
+    return (
+        ("one instance per replica: " if request.per_instance else "")
+        + price.explanation
+        + (f" ({price.source}, retrieved {price.retrieved})" if price.offering is not None else "")
+    )
 
 
 def _budget(request: ServeRequest, plan: ServePlan) -> CapBudget | None:

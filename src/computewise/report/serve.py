@@ -188,10 +188,10 @@ def serve_plan_pairs(planned: PlannedServing) -> list[tuple[str, str]]:
         (
             "capacity",
             f"{plan.capacity_rps_per_replica:g} requests/s per replica, planned at {plan.target_utilization:.0%} "
-            f"= {plan.rps_per_replica_at_target:.3g} requests/s ({planned.capacity_source})",
+            f"= {plan.rps_per_replica_at_target:.3g} requests/s ({plan.capacity_source})",
         ),
         ("traffic", f"peak {plan.traffic.peak_rps:g}, mean {plan.traffic.mean_rps:.3g} requests/s"),
-        ("price", f"{format_usd(plan.hourly_usd_per_replica)}/h per replica ({planned.price_source})"),
+        ("price", f"{format_usd(plan.hourly_usd_per_replica)}/h per replica ({plan.price_source})"),
         (
             "replicas",
             f"{plan.replicas_at_peak} at peak, {plan.replicas_at_mean} at mean (min {plan.min_replicas})",

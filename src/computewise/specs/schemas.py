@@ -19,6 +19,7 @@ __all__ = ["GENERATED", "documents", "main"]
 
 GENERATED = (
     "computewise.bench.result:BenchResult",
+    "computewise.dashboard.costs:CostsView",
     "computewise.dashboard.plans:PlansView",
     "computewise.dashboard.views:RunsView",
     "computewise.data.convert:ConvertResult",
@@ -30,6 +31,7 @@ GENERATED = (
     "computewise.plan.infer:InferPlan",
     "computewise.plan.pipeline:PipelinePlan",
     "computewise.plan.result:Plan",
+    "computewise.plan.serve_request:PlannedServing",
     "computewise.specs.loadtest:LoadtestRun",
     "computewise.specs.loadtest:MaxRateSearch",
     "computewise.storage.audit:StorageAudit",
