@@ -18,9 +18,9 @@ import bisect
 import math
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, ClassVar
 from urllib.parse import urlencode
 
 from computewise.account.periods import day_start_s, iso_utc, month_start_s, next_month_start_s, parse_time_s
@@ -34,7 +34,7 @@ from computewise.ledger import Ledger, RunRow
 from computewise.report.accounts import cost_grid, csv_text
 from computewise.report.html import grid_table
 from computewise.report.svg import MUTED, PALETTE, Axis, Column, stacked_columns
-from computewise.specs.document import SCHEMA_VERSION
+from computewise.specs.codec import Document, Jsonable, Layout, json_field, json_property
 from computewise.units import format_usd
 
 if TYPE_CHECKING:
@@ -70,49 +70,52 @@ class CostsQuery:
 
 
 @dataclass(frozen=True)
-class Period:
-    """One bar of the chart: ``[start_s, end_s)`` clipped to the window."""
+class Period(Jsonable):
+    """One bar of the chart: ``[start_s, end_s)`` clipped to the window, written as UTC times."""
 
+    json_description: ClassVar[str] = (
+        "[start, end) in UTC, clipped to the window; label YYYY-MM-DD, YYYY-Www or YYYY-MM"
+    )
+    json_layout: ClassVar[Layout] = ("label", "start", "end")
     label: str
     start_s: float
     end_s: float
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"label": self.label, "start": iso_utc(self.start_s), "end": iso_utc(self.end_s)}
+    @json_property()
+    def start(self) -> str:
+        return iso_utc(self.start_s)
+
+    @json_property()
+    def end(self) -> str:
+        return iso_utc(self.end_s)
 
 
 @dataclass(frozen=True)
-class GroupSeries:
+class GroupSeries(Jsonable):
     """A group's spend per period, in the order of ``CostsView.periods``."""
 
+    json_description: ClassVar[str] = "one group's USD per period, in the order of `periods`; same order as report.rows"
     group: str
     cost_usd: tuple[float, ...]
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"group": self.group, "cost_usd": list(self.cost_usd)}
-
 
 @dataclass(frozen=True)
-class CostsView:
+class CostsView(Jsonable):
     """The table (``report``), the per-period series of every group, and the tag keys one could group by."""
 
-    by: str
-    period: str
-    report: CostReport
+    json_document: ClassVar[Document] = Document(
+        "dashboard-costs",
+        "dashboard: GET /api/costs",
+        "Spend by one tag key (or kind, user, gpu) over a window (dashboard.costs.CostsView). `report` is the "
+        "document `computewise cost report --json` prints for the same --by, --since and --until; `series` spreads "
+        "the same priced runs over `periods` by accrual, so a group's values add up to its row.",
+    )
+    by: str = field(metadata=json_field(description="a tag key, or kind, user, gpu (a field of the run)"))
+    period: str = field(metadata=json_field(enum=list(PERIODS)))
     periods: tuple[Period, ...]
     series: tuple[GroupSeries, ...]  # same order as report.rows: highest spend first
     tag_keys: tuple[str, ...]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "schema_version": SCHEMA_VERSION,
-            "by": self.by,
-            "period": self.period,
-            "periods": [p.to_dict() for p in self.periods],
-            "series": [s.to_dict() for s in self.series],
-            "tag_keys": list(self.tag_keys),
-            "report": self.report.to_dict(),
-        }
+    report: CostReport = field(metadata=json_field(description="as `cost report --json` (account.report.CostReport)"))
 
 
 def parse_costs_query(params: Mapping[str, str], now_s: float) -> CostsQuery:
@@ -147,13 +150,14 @@ def costs_view(ledger: Ledger, query: CostsQuery, now_s: float) -> CostsView:
     first_s = min((r.run.started_at_s for r in runs), default=query.until_s - 30 * 86400.0)
     periods = _periods(query.since_s if query.since_s is not None else first_s, query.until_s, query.period)
     series = _series(runs, group_of, by, periods, [_label(row.group, by) for row in report.rows])
-    return CostsView(by, query.period, report, periods, series, tuple(sorted(set(tag_counts) - set(RUN_FIELDS))))
+    tag_keys = tuple(sorted(set(tag_counts) - set(RUN_FIELDS)))
+    return CostsView(by=by, period=query.period, periods=periods, series=series, tag_keys=tag_keys, report=report)
 
 
 def _group_of(by: str) -> GroupOf:
-    field = RUN_FIELDS.get(by)
-    if field is not None:
-        return lambda run: ((by, field(run)),)
+    run_field = RUN_FIELDS.get(by)
+    if run_field is not None:
+        return lambda run: ((by, run_field(run)),)
     return lambda run: ((by, run.tags.get(by, NO_TAG)),)
 
 
