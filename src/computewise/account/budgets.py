@@ -22,8 +22,8 @@ from __future__ import annotations
 import math
 import shlex
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import ClassVar
 
 from computewise.account.alerts import Alert, Notifier, parse_webhook_url
 from computewise.account.periods import DAY_S, iso_utc, month_period, month_start_s, next_month_start_s
@@ -31,6 +31,7 @@ from computewise.account.spend import PricedRun, overlapping, priced_runs
 from computewise.account.tags import Scope, parse_scope
 from computewise.errors import InputError
 from computewise.ledger import BudgetRow, Ledger
+from computewise.specs.codec import Jsonable, Layout, json_field, json_property
 from computewise.units import format_usd, parse_usd
 
 __all__ = [
@@ -47,73 +48,104 @@ __all__ = [
 BURN_WINDOW_MAX_S = 7 * DAY_S
 BURN_WINDOW_MIN_S = DAY_S
 _MAX_PCT = 1000.0
+_COUNT = json_field(minimum=0)
 
 
 @dataclass(frozen=True)
-class BudgetStatus:
+class BudgetStatus(Jsonable):
     """Where one budget stands at ``now_s``."""
+
+    json_description: ClassVar[str] = "One budget's month to date and forecast (account.budgets.BudgetStatus)."
+    # The budget's own settings first, then the month's figures; the Scope and the instants as seconds are
+    # written as the budget's scope text and ISO 8601 times.
+    json_layout: ClassVar[Layout] = (
+        "budget_id", "scope_text", "monthly_usd", "alert_at_pct", "webhook", "command", "period", "month_start",
+        "month_end", "now_s", "spent_usd", "pct_used", "remaining_usd", "exhausted", "runs", "running",
+        "burn_rate_usd_per_day", "burn_window_s", "burn_rate_basis", "projected_month_end_usd", "runs_out_at_s",
+        "runs_out_at", "ran_out_at_s", "ran_out_at", "fired_pct",
+    )  # fmt: skip
 
     budget: BudgetRow
     scope: Scope
-    period: str
+    period: str = field(metadata=json_field(description="The budget's month, YYYY-MM (UTC)."))
     month_start_s: float
     month_end_s: float
     now_s: float
-    spent_usd: float
-    runs: int
-    running: int
+    spent_usd: float = field(metadata=json_field(description="Accrued this month in the scope's runs."))
+    runs: int = field(metadata=_COUNT)
+    running: int = field(metadata=_COUNT)
     burn_rate_usd_per_day: float
     burn_window_s: float
     projected_month_end_usd: float
-    runs_out_at_s: float | None  # the forecast, while money is left
-    ran_out_at_s: float | None  # when the spend reached the budget, once it has (exhausted)
-    fired_pct: tuple[float, ...]
+    runs_out_at_s: float | None = field(  # the forecast, while money is left
+        metadata=json_field(description="When the burn rate spends the rest, if before the month ends.")
+    )
+    ran_out_at_s: float | None = field(  # when the spend reached the budget, once it has (exhausted)
+        metadata=json_field(description="When this month's spend reached the budget, once it has.")
+    )
+    fired_pct: tuple[float, ...] = field(metadata=json_field(description="Thresholds already alerted this month."))
 
-    @property
+    @json_property(minimum=0)
+    def budget_id(self) -> int:
+        return self.budget.id
+
+    @json_property(name="scope", description="The runs it covers: all, or KEY=VALUE[,KEY=VALUE...].")
+    def scope_text(self) -> str:
+        return self.budget.scope
+
+    @json_property()
+    def monthly_usd(self) -> float:
+        return self.budget.monthly_usd
+
+    @json_property(description="Percentages of monthly_usd that raise an alert.")
+    def alert_at_pct(self) -> tuple[float, ...]:
+        return self.budget.alert_at_pct
+
+    @json_property(description="Alerts are posted to a webhook (its URL is not written).")
+    def webhook(self) -> bool:
+        return self.budget.webhook_url is not None
+
+    @json_property(description="The command each alert runs; null when none.")
+    def command(self) -> str | None:
+        return self.budget.command
+
+    @json_property()
+    def month_start(self) -> str:
+        return iso_utc(self.month_start_s)
+
+    @json_property()
+    def month_end(self) -> str:
+        return iso_utc(self.month_end_s)
+
+    @json_property()
     def pct_used(self) -> float:
         return 100.0 * self.spent_usd / self.budget.monthly_usd
 
-    @property
+    @json_property()
     def remaining_usd(self) -> float:
         return self.budget.monthly_usd - self.spent_usd
 
-    @property
+    @json_property()
     def exhausted(self) -> bool:
         return self.spent_usd >= self.budget.monthly_usd
+
+    @json_property()
+    def burn_rate_basis(self) -> str:
+        """What the burn rate averages (the module docstring)."""
+        return "trailing window of burn_window_s seconds ending now (1 to 7 days)"
+
+    @json_property()
+    def runs_out_at(self) -> str | None:
+        return None if self.runs_out_at_s is None else iso_utc(self.runs_out_at_s)
+
+    @json_property()
+    def ran_out_at(self) -> str | None:
+        return None if self.ran_out_at_s is None else iso_utc(self.ran_out_at_s)
 
     @property
     def crossed_pct(self) -> tuple[float, ...]:
         """Thresholds at or below the spend so far (fired or about to be)."""
         return tuple(p for p in self.budget.alert_at_pct if self.pct_used >= p)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "budget_id": self.budget.id,
-            "scope": self.budget.scope,
-            "monthly_usd": self.budget.monthly_usd,
-            "alert_at_pct": list(self.budget.alert_at_pct),
-            "webhook": self.budget.webhook_url is not None,
-            "command": self.budget.command,
-            "period": self.period,
-            "month_start": iso_utc(self.month_start_s),
-            "month_end": iso_utc(self.month_end_s),
-            "now_s": self.now_s,
-            "spent_usd": self.spent_usd,
-            "pct_used": self.pct_used,
-            "remaining_usd": self.remaining_usd,
-            "exhausted": self.exhausted,
-            "runs": self.runs,
-            "running": self.running,
-            "burn_rate_usd_per_day": self.burn_rate_usd_per_day,
-            "burn_window_s": self.burn_window_s,
-            "burn_rate_basis": "trailing window of burn_window_s seconds ending now (1 to 7 days)",
-            "projected_month_end_usd": self.projected_month_end_usd,
-            "runs_out_at_s": self.runs_out_at_s,
-            "runs_out_at": None if self.runs_out_at_s is None else iso_utc(self.runs_out_at_s),
-            "ran_out_at_s": self.ran_out_at_s,
-            "ran_out_at": None if self.ran_out_at_s is None else iso_utc(self.ran_out_at_s),
-            "fired_pct": list(self.fired_pct),
-        }
 
 
 def parse_alert_at(text: str | Sequence[float]) -> tuple[float, ...]:
