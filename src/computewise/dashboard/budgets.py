@@ -16,8 +16,8 @@ history is ``Ledger.alerts``, newest first, with how each delivery went.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, ClassVar, Literal
 
 from computewise.account.budgets import BudgetStatus, budget_status
 from computewise.account.periods import iso_utc
@@ -26,7 +26,7 @@ from computewise.dashboard.layout import chart, esc, page
 from computewise.ledger import AlertRow, Ledger
 from computewise.report.accounts import budget_grid
 from computewise.report.svg import ALERT, PALETTE, Segment, stacked_bar
-from computewise.specs.document import SCHEMA_VERSION
+from computewise.specs.codec import Document, Jsonable, Layout, json_field, json_property
 from computewise.units import format_usd
 
 if TYPE_CHECKING:
@@ -34,12 +34,24 @@ if TYPE_CHECKING:
     from starlette.responses import Response
     from starlette.routing import BaseRoute
 
-__all__ = ["MAX_ALERTS", "BudgetsView", "budget_state", "budgets_view", "routes"]
+__all__ = [
+    "MAX_ALERTS",
+    "AlertItem",
+    "BudgetState",
+    "BudgetsView",
+    "StatedBudget",
+    "budget_state",
+    "budgets_view",
+    "routes",
+]
 
 MAX_ALERTS = 500  # the newest shown; the ledger keeps them all (`computewise budget status --json` has the month's)
 
 
-def budget_state(status: BudgetStatus) -> str:
+BudgetState = Literal["ok", "warning", "at risk", "exceeded"]
+
+
+def budget_state(status: BudgetStatus) -> BudgetState:
     """One word for a budget (rules in the module docstring)."""
     if status.exhausted:
         return "exceeded"
@@ -50,44 +62,58 @@ def budget_state(status: BudgetStatus) -> str:
     return "ok"
 
 
-def _alert_dict(alert: AlertRow) -> dict[str, Any]:
-    return {
-        "id": alert.id,
-        "kind": alert.kind,
-        "scope": alert.scope,
-        "budget_id": alert.budget_id,
-        "run_id": alert.run_id,
-        "period": alert.period,
-        "threshold_pct": alert.threshold_pct,
-        "message": alert.message,
-        "fired_at_s": alert.fired_at_s,
-        "fired_at": iso_utc(alert.fired_at_s),
-        "delivery": dict(alert.delivery),
-    }
+@dataclass(frozen=True)
+class StatedBudget(Jsonable):
+    """A budget as ``computewise budget status --json`` prints it, and its state (``budget_state``)."""
+
+    status: BudgetStatus = field(metadata=json_field(inline=True))
+
+    @json_property(description="dashboard.budgets.budget_state")
+    def state(self) -> BudgetState:
+        return budget_state(self.status)
 
 
 @dataclass(frozen=True)
-class BudgetsView:
+class AlertItem(AlertRow, Jsonable):
+    """An alert of the history: the ledger's row, and when it fired as a UTC time."""
+
+    @classmethod
+    def of(cls, alert: AlertRow) -> AlertItem:
+        return cls(**vars(alert))
+
+    @json_property(after="fired_at_s")
+    def fired_at(self) -> str:
+        return iso_utc(self.fired_at_s)
+
+
+@dataclass(frozen=True)
+class BudgetsView(Jsonable):
     """Every budget's status and state, and the newest alerts first (``alerts_total`` counts them all)."""
 
+    json_document: ClassVar[Document] = Document(
+        "dashboard-budgets",
+        "dashboard: GET /api/budgets",
+        "Every budget as `computewise budget status --json` prints it (account.budgets.BudgetStatus) plus its "
+        "state, and the newest alerts first (dashboard.budgets.BudgetsView).",
+    )
+    json_layout: ClassVar[Layout] = ("now", "stated", "alerts", "alerts_total")  # the instant written in UTC
     now_s: float
     budgets: tuple[BudgetStatus, ...]
-    alerts: tuple[AlertRow, ...]
-    alerts_total: int
+    alerts: tuple[AlertItem, ...]
+    alerts_total: int = field(metadata=json_field(minimum=0))
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "schema_version": SCHEMA_VERSION,
-            "now": iso_utc(self.now_s),
-            "budgets": [{**s.to_dict(), "state": budget_state(s)} for s in self.budgets],
-            "alerts": [_alert_dict(a) for a in self.alerts],
-            "alerts_total": self.alerts_total,
-        }
+    @json_property()
+    def now(self) -> str:
+        return iso_utc(self.now_s)
+
+    @json_property(name="budgets")
+    def stated(self) -> tuple[StatedBudget, ...]:
+        return tuple(StatedBudget(status) for status in self.budgets)
 
 
 def budgets_view(ledger: Ledger, now_s: float) -> BudgetsView:
     alerts = ledger.alerts()
-    newest = tuple(reversed(alerts[-MAX_ALERTS:]))
+    newest = tuple(AlertItem.of(alert) for alert in reversed(alerts[-MAX_ALERTS:]))
     return BudgetsView(now_s, tuple(budget_status(ledger, now_s)), newest, len(alerts))
 
 
