@@ -47,7 +47,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, ClassVar, Literal, Protocol
 
 from computewise.catalog import Catalog, load_catalog
 from computewise.catalog.calibration import calibration_catalog_paths, calibration_for, measured_peak_flops
@@ -58,6 +58,7 @@ from computewise.ledger import Ledger, NewRun, PriceSnapshot
 from computewise.monitor.pricing import DetectedHardware
 from computewise.monitor.recorded import RecordedRun
 from computewise.monitor.watch import priced_row
+from computewise.specs.codec import Jsonable, Layout, json_field, json_property
 from computewise.specs.document import SCHEMA_VERSION
 from computewise.specs.hardware import Accelerator
 from computewise.system.hardware import Hardware, detect_hardware
@@ -263,35 +264,48 @@ class TuneProgress:
 
 
 @dataclass(frozen=True)
-class TrialRecord:
-    """One trial as the search ran it."""
+class TrialRecord(Jsonable):
+    """One trial as the search ran it.
+
+    Its JSON (an item of ``tune --json``'s ``trials``) carries the estimate's total only and the result's
+    keys in place, so it is written, not read back: ``from_dict`` asks for the ``estimate`` it does not hold.
+    """
+
+    json_layout: ClassVar[Layout] = (
+        "number",
+        "stage",
+        "rung",
+        "steps",
+        "config",
+        "describe",
+        "lora_rank",
+        "estimate",
+        "estimated_memory_bytes",
+        "result",
+    )
 
     number: int
     stage: Stage
     rung: int | None
     steps: int
     config: TrainConfig
-    estimate: MemoryEstimate
-    result: TrialResult
-    lora_rank: int | None = None  # the rank it trained, in a rank search
+    estimate: MemoryEstimate = field(metadata=json_field(written=False))
+    result: TrialResult = field(metadata=json_field(inline=True))
+    # The rank it trained, in a rank search; written only there.
+    lora_rank: int | None = field(default=None, metadata=json_field(omit_empty=True, minimum=1))
 
     @property
     def ok(self) -> bool:
         return self.result.status == "ok" and self.result.median_step_s is not None
 
-    def to_dict(self) -> dict[str, Any]:
-        rank = {"lora_rank": self.lora_rank} if self.lora_rank is not None else {}
-        return {
-            "number": self.number,
-            "stage": self.stage,
-            "rung": self.rung,
-            "steps": self.steps,
-            "config": self.config.to_dict(),
-            "describe": self.config.describe(),
-            **rank,
-            "estimated_memory_bytes": self.estimate.total_bytes,
-            **self.result.to_dict(),
-        }
+    @json_property()
+    def describe(self) -> str:
+        """The configuration in one line, as the report names it."""
+        return self.config.describe()
+
+    @json_property()
+    def estimated_memory_bytes(self) -> float:
+        return self.estimate.total_bytes
 
 
 @dataclass(frozen=True)
