@@ -10,7 +10,7 @@ from collections.abc import Callable
 import pytest
 
 from computewise.cli.app import main  # noqa: TID251
-from computewise.plan.federated import FederatedPlan
+from computewise.plan.federated_request import PlannedFederation
 
 CLI = [sys.executable, "-m", "computewise.cli.app"]
 BASE = (
@@ -29,7 +29,9 @@ def test_json_matches_its_schema_and_reads_back(json_schema: Callable[[object, s
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
     json_schema(data, "plan-federated")
-    plan = FederatedPlan.from_dict(data)
+    planned = PlannedFederation.from_dict(data)
+    assert planned.to_dict() == data  # the whole document reads back, what was assumed too
+    plan = planned.plan
     assert plan.chosen.participants == 100 and plan.chosen.compression == "int8"
     # GPT-2 small: 124,439,808 parameters; 4 bytes each down at 100 Mbit/s = 39.8 s, 1 byte each up at 20 Mbit/s
     assert plan.chosen.download_s == pytest.approx(124_439_808 * 4 * 8 / 100e6)

@@ -32,11 +32,11 @@ before activations. A model larger than the device's memory is refused, not plan
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Any, Literal
+from dataclasses import dataclass, field
+from typing import ClassVar, Literal
 
 from computewise.errors import InputError
-from computewise.specs.document import SCHEMA_VERSION, check_schema_version
+from computewise.specs.codec import Jsonable, Layout, json_field, json_property
 from computewise.units import format_bytes
 
 __all__ = [
@@ -74,13 +74,13 @@ class FederatedSetup:
     """The part of a federated job its plan repeats (the ``job`` of ``plan federated --json``, and the
     server's price): declared once here for the job and the plan that both carry it."""
 
-    model_name: str
+    model_name: str = field(metadata=json_field(name="model"))
     params: float
-    clients: int
-    participation: float
-    rounds: int
-    local_steps: int
-    local_batch: int
+    clients: int = field(metadata=json_field(minimum=1))
+    participation: float = field(metadata=json_field(exclusive_minimum=0, maximum=1))
+    rounds: int = field(metadata=json_field(minimum=1))
+    local_steps: int = field(metadata=json_field(minimum=1))
+    local_batch: int = field(metadata=json_field(minimum=1))
     client_device: str
     uplink_bits_per_s: float
     downlink_bits_per_s: float
@@ -113,11 +113,11 @@ def update_bytes(params: float, compression: Compression, topk_ratio: float) -> 
 
 
 @dataclass(frozen=True)
-class FederatedRound:
+class FederatedRound(Jsonable):
     """One round under one compression: its parts in seconds, its bytes, and one client's energy."""
 
     compression: Compression
-    participants: int
+    participants: int = field(metadata=json_field(minimum=1))
     download_bytes_per_client: float
     upload_bytes_per_client: float
     download_s: float
@@ -127,56 +127,21 @@ class FederatedRound:
     client_compute_j: float
     client_radio_j: float
 
-    @property
+    @json_property(after="aggregation_s")
     def round_s(self) -> float:
         return self.download_s + self.compute_s + self.upload_s + self.aggregation_s
 
-    @property
+    @json_property(after="upload_bytes_per_client")
     def bytes_per_round(self) -> float:
         return self.participants * (self.download_bytes_per_client + self.upload_bytes_per_client)
 
-    @property
+    @json_property()
     def client_j(self) -> float:
         return self.client_compute_j + self.client_radio_j
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "compression": self.compression,
-            "participants": self.participants,
-            "download_bytes_per_client": self.download_bytes_per_client,
-            "upload_bytes_per_client": self.upload_bytes_per_client,
-            "bytes_per_round": self.bytes_per_round,
-            "download_s": self.download_s,
-            "compute_s": self.compute_s,
-            "upload_s": self.upload_s,
-            "aggregation_s": self.aggregation_s,
-            "round_s": self.round_s,
-            "client_compute_j": self.client_compute_j,
-            "client_radio_j": self.client_radio_j,
-            "client_j": self.client_j,
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> FederatedRound:
-        compression = str(data["compression"])
-        if compression not in COMPRESSIONS:
-            raise InputError(f"unknown compression {compression!r}", f"use one of {', '.join(COMPRESSIONS)}")
-        return cls(
-            compression=compression,
-            participants=int(data["participants"]),
-            download_bytes_per_client=float(data["download_bytes_per_client"]),
-            upload_bytes_per_client=float(data["upload_bytes_per_client"]),
-            download_s=float(data["download_s"]),
-            compute_s=float(data["compute_s"]),
-            upload_s=float(data["upload_s"]),
-            aggregation_s=float(data["aggregation_s"]),
-            client_compute_j=float(data["client_compute_j"]),
-            client_radio_j=float(data["client_radio_j"]),
-        )
-
 
 @dataclass(frozen=True)
-class ParticipationEffect:
+class ParticipationEffect(Jsonable):
     """The chosen compression at another participation: bytes and energy scale with the participants."""
 
     participation: float
@@ -185,105 +150,47 @@ class ParticipationEffect:
     client_energy_j_total: float
     wall_s: float
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "participation": self.participation,
-            "participants": self.participants,
-            "bytes_total": self.bytes_total,
-            "client_energy_j_total": self.client_energy_j_total,
-            "wall_s": self.wall_s,
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ParticipationEffect:
-        return cls(
-            float(data["participation"]),
-            int(data["participants"]),
-            float(data["bytes_total"]),
-            float(data["client_energy_j_total"]),
-            float(data["wall_s"]),
-        )
-
 
 @dataclass(frozen=True)
-class FederatedPlan(FederatedSetup):
+class FederatedPlan(FederatedSetup, Jsonable):
     """A federated training plan: its setup, the chosen round, its totals, and the other compressions and
-    participations."""
+    participations. Its JSON is the body of ``plan federated --json`` (``federated_request.PlannedFederation``)."""
 
-    chosen: FederatedRound
+    json_layout: ClassVar[Layout] = (
+        ("job", ("model_name", "params", "clients", "participation", "rounds", "local_steps", "local_batch",
+                 "client_device", "uplink_bits_per_s", "downlink_bits_per_s", "topk_ratio")),
+        "chosen",
+        ("total", ("wall_s", "bytes_total", "server_usd_per_h", "server_usd", "client_energy_j_total",
+                   "client_energy_kwh")),
+        "compressions",
+        "participation_effect",
+        "notes",
+    )  # fmt: skip
+
+    chosen: FederatedRound = field(metadata=json_field(name="round"))
     compressions: tuple[FederatedRound, ...]  # every compression at the chosen participation
     participation_effect: tuple[ParticipationEffect, ...]
     notes: tuple[str, ...]
 
-    @property
+    @json_property()
     def wall_s(self) -> float:
         return self.rounds * self.chosen.round_s
 
-    @property
+    @json_property(name="bytes")
     def bytes_total(self) -> float:
         return self.rounds * self.chosen.bytes_per_round
 
-    @property
+    @json_property()
     def server_usd(self) -> float:
         return self.server_usd_per_h * self.wall_s / 3600.0
 
-    @property
+    @json_property(name="client_energy_j")
     def client_energy_j_total(self) -> float:
         return self.rounds * self.chosen.participants * self.chosen.client_j
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "schema_version": SCHEMA_VERSION,
-            "job": {
-                "model": self.model_name,
-                "params": self.params,
-                "clients": self.clients,
-                "participation": self.participation,
-                "rounds": self.rounds,
-                "local_steps": self.local_steps,
-                "local_batch": self.local_batch,
-                "client_device": self.client_device,
-                "uplink_bits_per_s": self.uplink_bits_per_s,
-                "downlink_bits_per_s": self.downlink_bits_per_s,
-                "topk_ratio": self.topk_ratio,
-            },
-            "round": self.chosen.to_dict(),
-            "total": {
-                "wall_s": self.wall_s,
-                "bytes": self.bytes_total,
-                "server_usd_per_h": self.server_usd_per_h,
-                "server_usd": self.server_usd,
-                "client_energy_j": self.client_energy_j_total,
-                "client_energy_kwh": self.client_energy_j_total / 3.6e6,
-            },
-            "compressions": [r.to_dict() for r in self.compressions],
-            "participation_effect": [p.to_dict() for p in self.participation_effect],
-            "notes": list(self.notes),
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any], source: str = "plan federated JSON") -> FederatedPlan:
-        """Read ``to_dict``'s document back (``plan federated --json``); a newer layout is refused by name."""
-        check_schema_version(data, "plan federated --json", source)
-        job, total = data["job"], data["total"]
-        return cls(
-            model_name=str(job["model"]),
-            params=float(job["params"]),
-            clients=int(job["clients"]),
-            participation=float(job["participation"]),
-            rounds=int(job["rounds"]),
-            local_steps=int(job["local_steps"]),
-            local_batch=int(job["local_batch"]),
-            client_device=str(job["client_device"]),
-            uplink_bits_per_s=float(job["uplink_bits_per_s"]),
-            downlink_bits_per_s=float(job["downlink_bits_per_s"]),
-            topk_ratio=float(job["topk_ratio"]),
-            server_usd_per_h=float(total["server_usd_per_h"]),
-            chosen=FederatedRound.from_dict(data["round"]),
-            compressions=tuple(FederatedRound.from_dict(r) for r in data["compressions"]),
-            participation_effect=tuple(ParticipationEffect.from_dict(p) for p in data["participation_effect"]),
-            notes=tuple(str(n) for n in data["notes"]),
-        )
+    @json_property()
+    def client_energy_kwh(self) -> float:
+        return self.client_energy_j_total / 3.6e6
 
 
 def participants(clients: int, participation: float) -> int:

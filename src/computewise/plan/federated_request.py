@@ -9,18 +9,19 @@ supplied.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, ClassVar
 
 from computewise.estimate.arrays import col
 from computewise.estimate.flops import training_flops_per_token
 from computewise.estimate.quote import Ask, PriceRequest, quote
 from computewise.plan.federated import Compression, FederatedJob, FederatedPlan, RadioModel, plan_federated
+from computewise.specs.codec import Document, Jsonable, Layout, json_field
+from computewise.specs.hardware import Dtype
 
 if TYPE_CHECKING:
     from computewise.catalog import Catalog
     from computewise.specs import ModelSpec
-    from computewise.specs.hardware import Dtype
 
 __all__ = ["FederatedRequest", "PlannedFederation", "plan_federated_request"]
 
@@ -48,32 +49,37 @@ class FederatedRequest:
     instance: str | None = None
 
 
+_ASSUMED = ("client_precision", "client_power_w", "client_source", "sequence_tokens", "server_price", "radio_source")
+
+
 @dataclass(frozen=True)
-class PlannedFederation:
+class PlannedFederation(Jsonable):
     """The plan and what the catalog supplied for it (the client's precision and power, the server's price)."""
 
-    plan: FederatedPlan
-    client_precision: Dtype
-    client_power_w: float
-    client_source: str
-    sequence_tokens: int
-    server_price: str
-    radio_source: str
+    json_document: ClassVar[Document] = Document(
+        "plan-federated",
+        "plan federated --json",
+        "Time, bytes, server cost and client energy of federated averaging rounds (plan.federated.FederatedPlan), "
+        "with what was assumed.",
+    )
+    json_layout: ClassVar[Layout] = ("plan", ("assumed", _ASSUMED))
+
+    plan: FederatedPlan = field(metadata=json_field(inline=True))
+    client_precision: Dtype = field(
+        metadata=json_field(
+            description="Assumed: the client trains in fp16 where its device has fp16 peaks, else in fp32."
+        )
+    )
+    client_power_w: float = field(metadata=json_field(description="Assumed: the client device's power (its TDP)."))
+    client_source: str = field(metadata=json_field(description="Where the client device's figures come from."))
+    sequence_tokens: int = field(metadata=json_field(description="Tokens per sample the FLOPs were counted for."))
+    server_price: str = field(metadata=json_field(description="How the server was priced."))
+    radio_source: str = field(metadata=json_field(description="Where the radio energy model comes from."))
 
     @property
     def assumed(self) -> dict[str, object]:
         """What the catalog supplied, by name: the ``assumed`` object of ``--json`` and the notes under the tables."""
-        return {
-            "client_precision": self.client_precision,
-            "client_power_w": self.client_power_w,
-            "client_source": self.client_source,
-            "sequence_tokens": self.sequence_tokens,
-            "server_price": self.server_price,
-            "radio_source": self.radio_source,
-        }
-
-    def to_dict(self) -> dict[str, Any]:
-        return self.plan.to_dict() | {"assumed": self.assumed}
+        return {name: getattr(self, name) for name in _ASSUMED}
 
 
 def plan_federated_request(catalog: Catalog, request: FederatedRequest) -> PlannedFederation:

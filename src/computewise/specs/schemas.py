@@ -28,6 +28,7 @@ GENERATED = (
     "computewise.estimate.comm_report:CommEstimate",
     "computewise.estimate.single:InferEstimate",
     "computewise.estimate.single:TrainEstimate",
+    "computewise.plan.federated_request:PlannedFederation",
     "computewise.plan.infer:InferPlan",
     "computewise.plan.pipeline:PipelinePlan",
     "computewise.plan.result:Plan",
