@@ -42,6 +42,7 @@ from typing import Any, TextIO
 
 from computewise.errors import InputError
 from computewise.ledger import Ledger
+from computewise.specs.codec import Jsonable
 
 __all__ = ["Alert", "Notifier", "parse_webhook_url"]
 
@@ -51,8 +52,10 @@ _TAIL_CHARS = 500
 
 
 @dataclass(frozen=True)
-class Alert:
-    """What fired: ``alert_id`` is the ledger's id (None when it was not recorded)."""
+class Alert(Jsonable):
+    """What fired: ``alert_id`` is the ledger's id (None when it was not recorded). Its JSON, its fields in order,
+    is the webhook's body (with ``text``) and the command's stdin; ``details`` is the budget's status or the idle
+    run's figures, as their own JSON."""
 
     alert_id: int | None
     kind: str
@@ -62,18 +65,6 @@ class Alert:
     period: str | None = None
     threshold_pct: float | None = None
     details: Mapping[str, Any] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "alert_id": self.alert_id,
-            "kind": self.kind,
-            "message": self.message,
-            "fired_at_s": self.fired_at_s,
-            "scope": self.scope,
-            "period": self.period,
-            "threshold_pct": self.threshold_pct,
-            "details": dict(self.details),
-        }
 
 
 def parse_webhook_url(text: str) -> str:

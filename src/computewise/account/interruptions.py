@@ -21,10 +21,11 @@ leaves the added cost unknown (None): its attempts and billed time still show.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import ClassVar
 
 from computewise.ledger import AttemptRow, StepRow
+from computewise.specs.codec import Jsonable, json_field
 
 __all__ = ["InterruptionCost", "billed_s", "interruption_cost"]
 
@@ -32,29 +33,22 @@ _S_PER_H = 3600.0
 
 
 @dataclass(frozen=True)
-class InterruptionCost:
-    """The attempts of one logical run, their billed time, and what the interruptions among them added."""
+class InterruptionCost(Jsonable):
+    """The attempts of one logical run, their billed time, and what the interruptions among them added; its JSON
+    is its fields, in order (the formulas: the module docstring; None: the job recorded no steps)."""
 
-    attempts: int
-    interruptions: int
-    billed_s: float
+    json_description: ClassVar[str] = (
+        "What the interruptions of a resubmitted run added (account.interruptions); null figures: no steps recorded."
+    )
+
+    attempts: int = field(metadata=json_field(minimum=0))
+    interruptions: int = field(metadata=json_field(minimum=0))
+    billed_s: float = field(metadata=json_field(description="The attempts' summed wall time: what was paid for."))
     lost_s: float | None
     restart_s: float | None
     added_s: float | None
     added_usd: float | None
     redone_steps: int | None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "attempts": self.attempts,
-            "interruptions": self.interruptions,
-            "billed_s": self.billed_s,
-            "lost_s": self.lost_s,
-            "restart_s": self.restart_s,
-            "added_s": self.added_s,
-            "added_usd": self.added_usd,
-            "redone_steps": self.redone_steps,
-        }
 
 
 def billed_s(attempts: Sequence[AttemptRow], now_s: float) -> float:
