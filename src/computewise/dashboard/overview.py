@@ -140,7 +140,7 @@ def _budgets(view: OverviewView) -> str:
 
 def _spend_chart(view: OverviewView) -> str:
     labels = [day[5:] for day in view.days]  # MM-DD: the year is in the page title
-    columns = [Column(label, daily, PALETTE[i % len(PALETTE)]) for i, (label, daily) in enumerate(view.spend_by_day)]
+    columns = [Column(s.group, s.daily_usd, PALETTE[i % len(PALETTE)]) for i, s in enumerate(view.spend_by_day)]
     title = f"spend per day, last {len(view.days)} days" + (f", by {view.stack}" if view.stack else "")
     svg = stacked_columns(title, labels, columns, Axis("USD per day", format_usd))
     options = "".join(
@@ -164,11 +164,11 @@ def _anomalies(view: OverviewView) -> str:
     else:
         rows = "".join(
             "<tr>"
-            f"<td>{esc(' '.join(f'{k}={v}' for k, v in a['group'].items()) or 'all runs')}</td>"
-            f"<td>{esc(a['day'])}</td>"
-            f'<td class="num">{esc(format_usd(a["spend_usd"]))}</td>'
-            f'<td class="num">{esc(format_usd(a["expected_usd"]))}</td>'
-            f'<td class="num">{a["score"]:.1f}</td></tr>'
+            f"<td>{esc(' '.join(f'{k}={v}' for k, v in a.group) or 'all runs')}</td>"
+            f"<td>{esc(a.day)}</td>"
+            f'<td class="num">{esc(format_usd(a.spend_usd))}</td>'
+            f'<td class="num">{esc(format_usd(a.expected_usd))}</td>'
+            f'<td class="num">{a.score:.1f}</td></tr>'
             for a in view.anomalies
         )
         body = (

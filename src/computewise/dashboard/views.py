@@ -16,7 +16,7 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from computewise.account.anomalies import history_start_s, spend_anomalies
+from computewise.account.anomalies import SpendAnomaly, history_start_s, spend_anomalies
 from computewise.account.budgets import BudgetStatus, budget_status, budget_window_start_s
 from computewise.account.periods import DAY_S, day_start_s, iso_day, iso_utc, month_period, month_start_s
 from computewise.account.report import group_report
@@ -36,6 +36,7 @@ __all__ = [
     "MAX_PER_PAGE",
     "MAX_POINTS",
     "OVERVIEW_DAYS",
+    "DailySpend",
     "OverviewView",
     "RunItem",
     "RunProgress",
@@ -113,47 +114,53 @@ def _items(ledger: Ledger, runs: list[RunRow], now_s: float) -> list[RunItem]:
 
 
 @dataclass(frozen=True)
-class OverviewView:
+class DailySpend(Jsonable):
+    """One stacked series of the overview's chart: a group's spend on each of its days, oldest first."""
+
+    group: str
+    daily_usd: tuple[float, ...]
+
+
+_AT_LEAST_0 = json_field(minimum=0)
+
+
+@dataclass(frozen=True)
+class OverviewView(Jsonable):
     """This month's spend against the budgets, the last ``OVERVIEW_DAYS`` days of spend stacked by a tag,
     the biggest anomalies, and the runs running now. ``total_runs`` 0 is the empty ledger."""
 
+    json_document: ClassVar[Document] = Document(
+        "dashboard-overview",
+        "dashboard: GET /api/overview",
+        "This month's spend, GPU-hours and idle cost, the budgets with their forecast, the last 30 days of spend "
+        "stacked by a tag, the top anomalies and the runs running now (dashboard.views.OverviewView). total_runs 0 "
+        "is the empty ledger.",
+    )
     now_s: float
-    period: str
-    month_start_s: float
-    total_runs: int
-    spend_month_usd: float
-    gpu_hours_month: float
-    idle_cost_month_usd: float
-    runs_month: int
+    period: str = field(metadata=json_field(pattern="^[0-9]{4}-[0-9]{2}$"))
+    total_runs: int = field(metadata=_AT_LEAST_0)
+    spend_month_usd: float = field(metadata=_AT_LEAST_0)
+    gpu_hours_month: float = field(metadata=_AT_LEAST_0)
+    idle_cost_month_usd: float = field(metadata=_AT_LEAST_0)
+    runs_month: int = field(metadata=_AT_LEAST_0)
     budgets: tuple[BudgetStatus, ...]
-    stack: str | None
-    stack_keys: tuple[str, ...]
-    days: tuple[str, ...]
-    spend_by_day: tuple[tuple[str, tuple[float, ...]], ...]  # (group label, daily USD), biggest first
-    anomalies: tuple[dict[str, Any], ...]
+    stack: str | None = field(
+        metadata=json_field(description="the tag key the daily spend is stacked by; null: one series of all runs")
+    )
+    stack_keys: tuple[str, ...] = field(metadata=json_field(description="every tag key, most common first"))
+    days: tuple[str, ...] = field(
+        metadata=json_field(items={"type": "string", "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}$"})
+    )
+    spend_by_day: tuple[DailySpend, ...]  # biggest first
+    anomalies: tuple[SpendAnomaly, ...] = field(
+        metadata=json_field(description="the biggest, as `cost anomalies --json` prints each")
+    )
     running: tuple[RunItem, ...]
-    running_total: int
+    running_total: int = field(metadata=_AT_LEAST_0)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "schema_version": SCHEMA_VERSION,
-            "now_s": self.now_s,
-            "period": self.period,
-            "month_start": iso_utc(self.month_start_s),
-            "total_runs": self.total_runs,
-            "spend_month_usd": self.spend_month_usd,
-            "gpu_hours_month": self.gpu_hours_month,
-            "idle_cost_month_usd": self.idle_cost_month_usd,
-            "runs_month": self.runs_month,
-            "budgets": [status.to_dict() for status in self.budgets],
-            "stack": self.stack,
-            "stack_keys": list(self.stack_keys),
-            "days": list(self.days),
-            "spend_by_day": [{"group": group, "daily_usd": list(daily)} for group, daily in self.spend_by_day],
-            "anomalies": [dict(a) for a in self.anomalies],
-            "running": [item.to_dict() for item in self.running],
-            "running_total": self.running_total,
-        }
+    @json_property(after="period")
+    def month_start(self) -> str:
+        return iso_utc(month_start_s(self.now_s))
 
 
 def overview_view(ledger: Ledger, now_s: float, stack: str | None) -> OverviewView:
@@ -181,7 +188,6 @@ def overview_view(ledger: Ledger, now_s: float, stack: str | None) -> OverviewVi
     return OverviewView(
         now_s=now_s,
         period=month_period(now_s),
-        month_start_s=month_from_s,
         total_runs=total_runs,
         spend_month_usd=month.cost_usd,
         gpu_hours_month=month.gpu_hours,
@@ -191,8 +197,8 @@ def overview_view(ledger: Ledger, now_s: float, stack: str | None) -> OverviewVi
         stack=stack_key,
         stack_keys=keys,
         days=tuple(iso_day(since_s + k * DAY_S) for k in range(OVERVIEW_DAYS)),
-        spend_by_day=tuple((label, tuple(daily)) for label, daily in series if any(v > 0 for v in daily)),
-        anomalies=tuple(a.to_dict() for a in top),
+        spend_by_day=tuple(DailySpend(label, tuple(daily)) for label, daily in series if any(v > 0 for v in daily)),
+        anomalies=tuple(top),
         running=tuple(_priced_items(ledger, running, priced, now_s)),
         running_total=ledger.count_runs(running_where),
     )
