@@ -7,6 +7,7 @@ the weak-scaling arithmetic, the prediction's shape, and that a hung rank is sto
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -21,6 +22,7 @@ from computewise.train.config import TrainConfig
 from computewise.tune.scaletest import (
     CPU_LINK_BYTES_PER_S,
     ScaleOptions,
+    ScaleTestResult,
     _check_world_sizes,
     _Hardware,
     _measure,
@@ -129,6 +131,7 @@ def test_one_and_two_processes_under_torchrun(monkeypatch: pytest.MonkeyPatch) -
     data = result.to_dict()
     assert data["rows"][1]["rank_median_step_s"] == list(two.rank_median_step_s)
     assert data["stops_paying_at"] in (None, 2)
+    assert ScaleTestResult.from_dict(json.loads(json.dumps(data))) == result  # what --json printed reads back
 
 
 def test_a_hung_rank_is_stopped_and_killed_by_pid(

@@ -35,11 +35,12 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from computewise.errors import ScaleTestError
+from computewise.specs.codec import Jsonable
 from computewise.system.cpu import cpu_model_name, usable_cpus
 from computewise.system.ports import free_port
 from computewise.train.config import TrainConfig
@@ -107,7 +108,7 @@ class ScaleOptions:
 
 
 @dataclass(frozen=True)
-class Link:
+class Link(Jsonable):
     """The bandwidth the prediction moves gradients over, and where the figure comes from."""
 
     name: str
@@ -116,7 +117,7 @@ class Link:
 
 
 @dataclass(frozen=True)
-class WorldSizeResult:
+class WorldSizeResult(Jsonable):
     """One world size: measured (``status`` ok) or why not, beside the prediction."""
 
     nproc: int
@@ -137,7 +138,7 @@ class WorldSizeResult:
 
 
 @dataclass(frozen=True)
-class ScaleTestResult:
+class ScaleTestResult(Jsonable):
     """Every world size measured, the link assumed, and the first N where scaling stops paying."""
 
     entry: str
@@ -158,12 +159,6 @@ class ScaleTestResult:
     predicted_stops_paying_at: int | None
     efficiency_floor: float
     warnings: tuple[str, ...]
-
-    def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["rows"] = [asdict(row) | {"rank_median_step_s": list(row.rank_median_step_s)} for row in self.rows]
-        data["warnings"] = list(self.warnings)
-        return data
 
 
 @dataclass(frozen=True)
