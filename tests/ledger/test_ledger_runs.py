@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -9,6 +10,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import psutil
@@ -44,6 +46,19 @@ def test_a_run_round_trips(ledger: Ledger, new_run: MakeRun, sample_rows: MakeSa
     assert [s.step for s in ledger.steps(run_id)] == [0, 1, 2]
     assert [r.id for r in ledger.runs(tags={"team": "nlp"})] == [run_id]
     assert ledger.runs(tags={"team": "cv"}) == []
+
+
+def test_a_price_stored_before_keys_were_added_still_reads(ledger: Ledger, new_run: MakeRun) -> None:
+    # The price is JSON in the runs table, written by PriceSnapshot.to_dict: keys added since read as their default.
+    run_id = ledger.start_run(new_run())
+    price = ledger.run(run_id).price
+    optional = ("cloud", "instance_type", "pricing", "region", "retrieved")
+    older = {key: value for key, value in price.to_dict().items() if key not in optional}
+    with ledger.engine.begin() as connection:
+        connection.execute(
+            sa.text("UPDATE runs SET price = :price WHERE id = :id"), {"price": json.dumps(older), "id": run_id}
+        )
+    assert ledger.run(run_id).price == replace(price, **dict.fromkeys(optional))
 
 
 def test_foreign_keys_are_enforced(ledger: Ledger, sample_rows: MakeSamples) -> None:

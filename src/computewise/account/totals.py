@@ -15,11 +15,11 @@ run's dollars, kWh and idle cost are the same number wherever they appear.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import ClassVar
 
 from computewise.ledger import Ledger, RunRow, RunStatus, RunTotals
-from computewise.specs.codec import Jsonable
+from computewise.specs.codec import Jsonable, Layout, json_field, json_property
 
 __all__ = ["ListedRun", "RunCost", "RunListing", "list_runs", "price_run", "price_runs", "run_end_s"]
 
@@ -87,32 +87,37 @@ def price_runs(ledger: Ledger, runs: Iterable[RunRow], now_s: float) -> list[Run
 
 
 @dataclass(frozen=True)
-class ListedRun:
-    """One line of ``computewise runs``: the run and what it cost."""
+class ListedRun(Jsonable):
+    """One line of ``computewise runs``: the run and what it cost (of its cost, the four figures the list shows)."""
 
-    run: RunRow
+    json_layout: ClassVar[Layout] = ("run", "duration_s", "cost_usd", "gpu_hours", "energy_kwh")
+
+    run: RunRow = field(metadata=json_field(inline=True))
     cost: RunCost
 
-    def to_dict(self) -> dict[str, Any]:
-        run, cost = self.run, self.cost
-        return {
-            **run.identity(),
-            "duration_s": cost.duration_s,
-            "cost_usd": cost.cost_usd,
-            "gpu_hours": cost.gpu_hours,
-            "energy_kwh": cost.energy_kwh,
-        }
+    @json_property()
+    def duration_s(self) -> float:
+        return self.cost.duration_s
+
+    @json_property()
+    def cost_usd(self) -> float:
+        return self.cost.cost_usd
+
+    @json_property()
+    def gpu_hours(self) -> float:
+        return self.cost.gpu_hours
+
+    @json_property()
+    def energy_kwh(self) -> float:
+        return self.cost.energy_kwh
 
 
 @dataclass(frozen=True)
-class RunListing:
+class RunListing(Jsonable):
     """The runs ``computewise runs`` lists, newest first, and the ledger they were read from."""
 
-    ledger: str
+    ledger: str = field(metadata=json_field(description="The ledger's URL."))
     runs: tuple[ListedRun, ...]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"ledger": self.ledger, "runs": [run.to_dict() for run in self.runs]}
 
 
 def list_runs(

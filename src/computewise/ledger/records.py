@@ -8,7 +8,9 @@ money US dollars. Frozen so a row read back can be passed around without defensi
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
+
+from computewise.specs.codec import Jsonable, Layout, json_field
 
 __all__ = [
     "ATTEMPT_OUTCOMES",
@@ -57,17 +59,20 @@ STORAGE_OUTCOMES: tuple[StorageOutcome, ...] = ("planned", "done", "vanished", "
 
 
 @dataclass(frozen=True)
-class PriceSnapshot:
+class PriceSnapshot(Jsonable):
     """The price a run was charged at, copied into the ledger so later catalog edits never rewrite history.
 
     ``assumed`` is True when the user gave no price and computewise picked one; ``explanation``
-    says what was assumed, in words the summary prints as is.
+    says what was assumed, in words the summary prints as is. Its JSON (its fields, in order) is what the
+    ledger stores, so ``from_dict`` reads every run ever recorded: keys are only ever added, with a default.
     """
 
-    hourly_usd: float
+    json_description: ClassVar[str] = "The price the run was charged at, as taken at launch (ledger.PriceSnapshot)."
+
+    hourly_usd: float = field(metadata=json_field(minimum=0))
     source: str
     explanation: str
-    assumed: bool
+    assumed: bool = field(metadata=json_field(description="computewise picked the price: the user gave none."))
     cloud: str | None = None
     instance_type: str | None = None
     pricing: str | None = None
@@ -78,26 +83,6 @@ class PriceSnapshot:
     carbon_g_per_kwh: float = field(kw_only=True)
     carbon_source: str = field(kw_only=True)
     pue: float = field(kw_only=True)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "hourly_usd": self.hourly_usd,
-            "source": self.source,
-            "explanation": self.explanation,
-            "assumed": self.assumed,
-            "cloud": self.cloud,
-            "instance_type": self.instance_type,
-            "pricing": self.pricing,
-            "region": self.region,
-            "retrieved": self.retrieved,
-            "carbon_g_per_kwh": self.carbon_g_per_kwh,
-            "carbon_source": self.carbon_source,
-            "pue": self.pue,
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> PriceSnapshot:
-        return cls(**data)
 
 
 @dataclass(frozen=True)
@@ -123,9 +108,18 @@ class NewRun:
 
 
 @dataclass(frozen=True, kw_only=True)
-class RunRow(NewRun):
+class RunRow(NewRun, Jsonable):
     """A run as the ledger holds it: what was known when it started (``NewRun``, declared once there), and
-    what the ledger added since (its id, heartbeat, end and outcome)."""
+    what the ledger added since (its id, heartbeat, end and outcome).
+
+    Its JSON is the keys that open every document about a run (``runs --json``, ``runs show --json``), in that
+    order; the rest of the row is in those documents' own keys, or not written. It is not read back.
+    """
+
+    json_description: ClassVar[str] = "The run (ledger.RunRow)."
+    json_layout: ClassVar[Layout] = (
+        "id", "kind", "command", "tags", "status", "exit_code", "host", "started_at_s", "ended_at_s",
+    )  # fmt: skip
 
     id: int
     ended_at_s: float | None
@@ -135,20 +129,6 @@ class RunRow(NewRun):
     inferences: int
     error: str | None
     summary: dict[str, Any] | None
-
-    def identity(self) -> dict[str, Any]:
-        """The keys that open every document about a run (``runs --json``, ``runs show --json``), in that order."""
-        return {
-            "id": self.id,
-            "kind": self.kind,
-            "command": self.command,
-            "tags": self.tags,
-            "status": self.status,
-            "exit_code": self.exit_code,
-            "host": self.host,
-            "started_at_s": self.started_at_s,
-            "ended_at_s": self.ended_at_s,
-        }
 
 
 @dataclass(frozen=True)
@@ -241,8 +221,11 @@ class AlertRow:
 
 
 @dataclass(frozen=True)
-class AttemptRow:
-    """One submission of a logical run to an engine (``number`` from 1); open while ``ended_at_s`` is None."""
+class AttemptRow(Jsonable):
+    """One submission of a logical run to an engine (``number`` from 1); open while ``ended_at_s`` is None.
+    Its JSON is its fields, in order."""
+
+    json_description: ClassVar[str] = "One submission of the run to an engine (ledger.AttemptRow)."
 
     run_id: int
     number: int

@@ -55,7 +55,7 @@ class RunSummary:
         run = self.run
         return {
             "run": {
-                **run.identity(),
+                **run.to_dict(),
                 "gpu_count": run.gpu_count,
                 "gpu_name": run.gpu_name,
                 "accelerator": run.accelerator,
