@@ -27,7 +27,6 @@ from computewise.ledger import Ledger, RunKind, RunRow, RunStatus
 from computewise.ledger.queries import RunFilter, RunSort
 from computewise.ledger.store import STALE_HEARTBEATS, STALE_MIN_S
 from computewise.specs.codec import Document, Jsonable, Layout, json_field, json_property
-from computewise.specs.document import SCHEMA_VERSION
 
 if TYPE_CHECKING:
     from computewise.catalog import Catalog
@@ -281,35 +280,33 @@ def runs_view(ledger: Ledger, query: RunsQuery, now_s: float) -> RunsView:
 
 
 @dataclass(frozen=True)
-class RunView:
+class RunView(Jsonable):
     """A run's page: ``runs show``'s summary, and its series averaged into at most ``MAX_POINTS`` buckets.
 
-    ``series`` maps a chart name (``cpu``, ``memory``, ``power``, ``cost``, ``gpuN-util``,
-    ``gpuN-memory``) to ``(seconds since start, value)`` points.
+    ``summary`` is what ``runs show --json`` prints, less its thinned series, written in place: ``series``
+    maps a chart name (``cpu``, ``memory``, ``power``, ``cost``, ``gpuN-util``, ``gpuN-memory``) to
+    ``(seconds since start, value)`` points instead. Its schema stays hand-written while the summary and
+    ``track`` are free-form objects (``dict[str, Any]``), which the converter has no schema for.
     """
 
-    summary: dict[str, Any]
+    json_document: ClassVar[Document] = Document(
+        "dashboard-run",
+        "dashboard: GET /api/runs/{id}",
+        "One run: what `computewise runs show ID --json` prints (monitor.summary.RunSummary, without its thinned "
+        "series), plus its time series averaged in the database into at most 500 points each, and what track() "
+        "reported (dashboard.views.RunView).",
+    )
+    summary: dict[str, Any] = field(metadata=json_field(inline=True))
     sample_count: int
     bucket_s: float
-    series: dict[str, tuple[tuple[float, float], ...]]
     live: bool
     track: dict[str, Any] | None  # what track() reported at the end (steps, throughput, MFU), if it ran
+    series: dict[str, tuple[tuple[float, float], ...]]
 
     @property
     def run(self) -> dict[str, Any]:
         run: dict[str, Any] = self.summary["run"]
         return run
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "schema_version": SCHEMA_VERSION,
-            **{key: value for key, value in self.summary.items() if key != "series"},
-            "sample_count": self.sample_count,
-            "bucket_s": self.bucket_s,
-            "live": self.live,
-            "track": self.track,
-            "series": {name: [list(point) for point in points] for name, points in self.series.items()},
-        }
 
 
 def run_view(ledger: Ledger, catalog: Catalog, run_id: int, now_s: float) -> RunView:
@@ -326,7 +323,7 @@ def run_view(ledger: Ledger, catalog: Catalog, run_id: int, now_s: float) -> Run
         bucket_s = max(run.interval_s, (last_s - first_s) / MAX_POINTS) * (1 + 1e-9) + 1e-9
         series = _series(ledger, run, first_s, bucket_s, summary.cost, now_s)
     return RunView(
-        summary=summary.to_dict(),
+        summary={key: value for key, value in summary.to_dict().items() if key != "series"},
         sample_count=count,
         bucket_s=bucket_s,
         series=series,
