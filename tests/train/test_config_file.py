@@ -4,20 +4,37 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 
+import jsonschema
 import pytest
 
 from computewise.errors import ConfigError, InputError
-from computewise.train.config import TrainConfig, load_config, write_config
+from computewise.train.config import ConfigFile, TrainConfig, load_config, write_config
 
 
-def test_a_written_configuration_reads_back_and_says_its_version(tmp_path: Path) -> None:
+def test_a_written_configuration_reads_back_and_says_its_version(
+    tmp_path: Path, json_schema: Callable[[object, str], None]
+) -> None:
     config = TrainConfig(precision="bf16", micro_batch_size=4, loader_workers=2, pin_memory=True)
     write_config(config, tmp_path / "best.json", entry="examples.tiny_gpt:setup")
     written = json.loads((tmp_path / "best.json").read_text())
     assert written["schema_version"] == 1 and written["entry"] == "examples.tiny_gpt:setup"
     assert load_config(tmp_path / "best.json") == config
+    json_schema(written, "tune-config")
+    assert ConfigFile.from_dict(written) == ConfigFile(config=config, entry="examples.tiny_gpt:setup")
+    write_config(TrainConfig(), tmp_path / "bare.json")
+    assert "entry" not in json.loads((tmp_path / "bare.json").read_text())
+
+
+def test_the_schema_refuses_settings_the_configuration_refuses(json_schema: Callable[[object, str], None]) -> None:
+    """The generated tune-config schema holds the same bounds as TrainConfig's own checks."""
+    file = ConfigFile(config=TrainConfig(loader_workers=2, prefetch_factor=2)).to_dict()
+    json_schema(file, "tune-config")
+    for setting in ({"micro_batch_size": 0}, {"prefetch_factor": 0}, {"grad_clip_norm": 0.0}, {"speed": "max"}):
+        with pytest.raises(jsonschema.ValidationError):
+            json_schema(file | {"config": file["config"] | setting}, "tune-config")
 
 
 def test_a_file_from_before_versions_still_reads(tmp_path: Path) -> None:

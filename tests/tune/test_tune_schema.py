@@ -18,9 +18,10 @@ SCHEMAS = Path(__file__).resolve().parents[2] / "docs" / "schemas"
 
 
 def _config_definition(schema: dict[str, object]) -> dict[str, object]:
+    """The configuration's definition: ``config`` in the hand-written tune schema, ``train_config`` where generated."""
     definitions = schema["$defs"]
     assert isinstance(definitions, dict)
-    config: dict[str, object] = definitions["config"]
+    config: dict[str, object] = definitions.get("train_config") or definitions["config"]
     return config
 
 

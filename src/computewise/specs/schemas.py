@@ -21,6 +21,7 @@ GENERATED = (
     "computewise.bench.result:BenchResult",
     "computewise.dashboard.costs:CostsView",
     "computewise.dashboard.plans:PlansView",
+    "computewise.dashboard.views:OverviewView",
     "computewise.dashboard.views:RunsView",
     "computewise.data.convert:ConvertResult",
     "computewise.data.result:DataBenchResult",
@@ -36,6 +37,7 @@ GENERATED = (
     "computewise.specs.loadtest:LoadtestRun",
     "computewise.specs.loadtest:MaxRateSearch",
     "computewise.storage.audit:StorageAudit",
+    "computewise.tune.savings:TunedConfigFile",
 )
 
 

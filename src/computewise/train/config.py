@@ -14,21 +14,29 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, ClassVar, Literal, Self, get_args
+from typing import ClassVar, Final, Literal, Self, get_args
 
 from computewise.errors import ConfigError
-from computewise.specs.codec import Jsonable, json_field, json_property
-from computewise.specs.document import SCHEMA_VERSION, check_schema_version
+from computewise.specs.codec import Document, Jsonable, json_field, json_property
+from computewise.specs.document import check_schema_version
 from computewise.system.files import write_text_atomic
 
-__all__ = ["CONFIG_FORMAT", "CompileMode", "PrecisionChoice", "TrainConfig", "load_config", "write_config"]
+__all__ = [
+    "CONFIG_FORMAT",
+    "CompileMode",
+    "ConfigFile",
+    "PrecisionChoice",
+    "TrainConfig",
+    "load_config",
+    "write_config",
+]
 
 PrecisionChoice = Literal["auto", "fp32", "tf32", "bf16", "fp16"]
 # ``torch.compile``'s modes: reduce-overhead records CUDA graphs (one launch replays a whole step's
 # kernels), max-autotune benchmarks kernel choices while compiling (and records CUDA graphs too).
 CompileMode = Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"]
 # The file format tag: a file written by a newer computewise with another layout is refused, not misread.
-CONFIG_FORMAT = "computewise.train-config/1"
+CONFIG_FORMAT: Final = "computewise.train-config/1"
 
 
 @dataclass(frozen=True)
@@ -46,16 +54,20 @@ class TrainConfig(Jsonable):
     json_constraints: ClassVar[dict[str, object]] = {"additionalProperties": False}
 
     precision: PrecisionChoice = "auto"
-    micro_batch_size: int | None = None
+    micro_batch_size: int | None = field(
+        default=None, metadata=json_field(minimum=1, description="Samples per step; null: the whole global batch.")
+    )
     activation_checkpointing: bool = False
     compile: bool = False
     channels_last: bool = False
     fused_optimizer: bool = False
-    loader_workers: int = 0
+    loader_workers: int = field(
+        default=0, metadata=json_field(minimum=0, description="Loader processes; 0 loads in the training process.")
+    )
     pin_memory: bool = False
-    prefetch_factor: int | None = None
+    prefetch_factor: int | None = field(default=None, metadata=json_field(minimum=1))
     persistent_workers: bool = False
-    grad_clip_norm: float | None = None
+    grad_clip_norm: float | None = field(default=None, metadata=json_field(exclusive_minimum=0))
     compile_mode: CompileMode = field(default="default", metadata=json_field(written=False))
 
     def __post_init__(self) -> None:
@@ -143,11 +155,35 @@ class TrainConfig(Jsonable):
         return ", ".join(parts) or "defaults"
 
 
-def write_config(config: TrainConfig, path: Path, **extra: Any) -> None:
-    """Write ``config`` (and ``extra`` context such as the measured speed) atomically as JSON."""
-    payload = {"schema_version": SCHEMA_VERSION, "format": CONFIG_FORMAT, "config": config.to_dict(), **extra}
+@dataclass(frozen=True, kw_only=True)
+class ConfigFile(Jsonable):
+    """The file ``write_config`` writes and ``load_config`` reads: a configuration, tagged with its format so
+    that a file of another layout is refused, not misread, and the entry point it was tuned for.
+
+    ``tune --out`` writes a ``tune.savings.TunedConfigFile``, which adds what the search measured.
+    """
+
+    json_document: ClassVar[Document | None] = Document(
+        "tune-config",
+        "tune --out FILE",
+        "The tuned training configuration, read by computewise.train.load_config (and `scaletest --train-config`).",
+    )
+
+    format: Literal["computewise.train-config/1"] = field(
+        default=CONFIG_FORMAT, metadata=json_field(description="The file's layout; another one is refused by name.")
+    )
+    config: TrainConfig
+    entry: str | None = field(
+        default=None, metadata=json_field(omit_empty=True, description="The entry point (module:function) tuned.")
+    )
+
+
+def write_config(config: TrainConfig | ConfigFile, path: Path, *, entry: str | None = None) -> None:
+    """Write ``config`` atomically as JSON: a configuration (and the ``entry`` point it is for), or a whole
+    file such as the one ``tune --out`` writes with its measurements."""
+    document = config if isinstance(config, ConfigFile) else ConfigFile(config=config, entry=entry)
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(path, json.dumps(payload, indent=2))
+    write_text_atomic(path, json.dumps(document.to_dict(), indent=2))
 
 
 def load_config(path: Path | str) -> TrainConfig:

@@ -25,13 +25,14 @@ from typing import ClassVar, Literal, Self
 
 from computewise.specs.codec import Jsonable, Layout, json_field, json_property
 from computewise.specs.document import read_float, read_mapping, require_object
-from computewise.train.config import TrainConfig
+from computewise.train.config import ConfigFile, TrainConfig
 
 __all__ = [
     "TRAIN_FLOPS_PER_FORWARD",
     "Measured",
     "RunSaving",
     "TuneWorth",
+    "TunedConfigFile",
     "break_even_hours",
     "mfu",
     "plan_saving",
@@ -187,6 +188,15 @@ class TuneWorth(Jsonable):
         document = require_object(data, "`computewise tune --json`", source)
         cost = read_float(read_mapping(document, "tuning", source), "cost_usd", source)
         return super().from_dict({**document, "tuning_cost_usd": cost}, source)
+
+
+@dataclass(frozen=True, kw_only=True)
+class TunedConfigFile(ConfigFile):
+    """What ``tune --out`` writes: the winner's configuration file, with the winner as the search measured it."""
+
+    measured: Measured | None = field(
+        default=None, metadata=json_field(omit_empty=True, description="The winner as the search measured it.")
+    )
 
 
 def tune_worth(

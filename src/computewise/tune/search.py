@@ -79,7 +79,7 @@ from computewise.tune.prune import (
     prune,
 )
 from computewise.tune.ranks import DEFAULT_QUALITY_TOLERANCE, RankSearch, RankTrial, judge_ranks
-from computewise.tune.savings import Measured, TuneWorth, mfu, tune_worth
+from computewise.tune.savings import Measured, TunedConfigFile, TuneWorth, mfu, tune_worth
 from computewise.tune.space import DeviceKind, SearchSpace, default_space, parse_space
 from computewise.tune.trial import TrialResult, TrialRunner
 from computewise.units import format_duration
@@ -521,7 +521,9 @@ def run_tune(
             lora=lora,
         )
         if options.out is not None:
-            write_config(search.best.config, options.out, entry=entry, measured=result.worth.best.to_dict())
+            write_config(
+                TunedConfigFile(config=search.best.config, entry=entry, measured=result.worth.best), options.out
+            )
         if record is not None:
             record.declare(summary=_ledger_summary(result))
     return result
