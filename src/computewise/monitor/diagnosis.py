@@ -27,9 +27,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import ClassVar
 
 from computewise.ledger import SampleRow
+from computewise.specs.codec import Jsonable, json_property
 from computewise.units import format_duration, format_usd, plural
 
 __all__ = [
@@ -83,29 +84,29 @@ class UsageStats:
 
 
 @dataclass(frozen=True)
-class Finding:
+class Finding(Jsonable):
     """One line of diagnosis: what we see, the numbers behind it, what to try."""
+
+    json_description: ClassVar[str] = "One line of the diagnosis (monitor.diagnosis.Finding)."
 
     verdict: str
     evidence: str
     advice: str
 
-    def to_dict(self) -> dict[str, str]:
-        return {"verdict": self.verdict, "evidence": self.evidence, "advice": self.advice}
-
 
 @dataclass(frozen=True)
-class IdlePeriod:
+class IdlePeriod(Jsonable):
+    """A stretch of idle samples and what it cost."""
+
+    json_description: ClassVar[str] = "A stretch of idle samples and what it cost (monitor.diagnosis.IdlePeriod)."
+
     start_s: float
     end_s: float
     cost_usd: float
 
-    @property
+    @json_property(after="end_s")
     def duration_s(self) -> float:
         return self.end_s - self.start_s
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"start_s": self.start_s, "end_s": self.end_s, "duration_s": self.duration_s, "cost_usd": self.cost_usd}
 
 
 def data_bench_command(

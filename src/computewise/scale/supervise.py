@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from types import FrameType
+from typing import ClassVar
 
 from computewise.account.interruptions import InterruptionCost, interruption_cost
 from computewise.account.totals import RunCost, price_run
@@ -39,6 +40,7 @@ from computewise.ledger.records import RunStatus
 from computewise.monitor.pricing import DetectedHardware, frozen_price
 from computewise.monitor.recorded import RUN_ID_ENV, Ending, RecordedRun, new_run
 from computewise.scale.engine import JobExit, JobHandle, JobSpec, JobStatus, Resources, Supervisable
+from computewise.specs.codec import Jsonable, Layout, json_property
 
 __all__ = ["DEFAULT_MAX_PREEMPTIONS", "AttemptEvent", "SupervisedRun", "job_price", "supervise"]
 
@@ -60,8 +62,14 @@ class AttemptEvent:
 
 
 @dataclass(frozen=True)
-class SupervisedRun:
-    """The logical run when it is over: its status, the last exit code, every attempt and what it all cost."""
+class SupervisedRun(Jsonable):
+    """The logical run when it is over: its status, the last exit code, every attempt and what it all cost
+    (``run --engine --json``: of the price, its hourly figure and explanation; the log tail is printed, not written)."""
+
+    json_layout: ClassVar[Layout] = (
+        "run_id", "name", "backend", "status", "exit_code", "attempts", "interruption", "cost", "hourly_usd",
+        "price_explanation",
+    )  # fmt: skip
 
     run_id: int
     name: str
@@ -74,19 +82,13 @@ class SupervisedRun:
     price: PriceSnapshot
     log_tail: str
 
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "run_id": self.run_id,
-            "name": self.name,
-            "backend": self.backend,
-            "status": self.status,
-            "exit_code": self.exit_code,
-            "attempts": [dataclasses.asdict(attempt) for attempt in self.attempts],
-            "interruption": self.interruption.to_dict(),
-            "cost": self.cost.to_dict(),
-            "hourly_usd": self.price.hourly_usd,
-            "price_explanation": self.price.explanation,
-        }
+    @json_property(description="The price snapshot's hourly price.")
+    def hourly_usd(self) -> float:
+        return self.price.hourly_usd
+
+    @json_property(description="How that price was chosen.")
+    def price_explanation(self) -> str:
+        return self.price.explanation
 
 
 def job_price(catalog: Catalog, request: PriceRequest, resources: Resources) -> PriceSnapshot:
