@@ -34,7 +34,8 @@ from computewise.catalog import Catalog
 from computewise.dashboard import run_page
 from computewise.dashboard.app import create_app
 from computewise.dashboard.context import DashboardContext
-from computewise.dashboard.views import MAX_POINTS
+from computewise.dashboard.runs import parse_runs_query
+from computewise.dashboard.views import MAX_POINTS, RunsQuery
 from computewise.ledger import GpuSampleRow, Ledger, NewRun, RunRow, SampleRow, StepRow
 
 CLI = [sys.executable, "-m", "computewise.cli.app"]
@@ -342,6 +343,14 @@ def test_the_api_documents_match_their_schemas(
     json_schema(client.get("/api/runs", params={"per_page": 2}).json(), "dashboard-runs")
     for run_id in ids.values():
         json_schema(client.get(f"/api/runs/{run_id}").json(), "dashboard-run")
+
+
+def test_a_runs_query_reads_back_from_the_json_it_is_echoed_as() -> None:
+    """``/api/runs`` echoes its query in the words of the query string; read back, it is the same query."""
+    query = parse_runs_query({"q": "big", "sort": "cost", "order": "asc", "page": "2", "per_page": "5"}, ["team=nlp"])
+    echoed = json.loads(json.dumps(query.to_dict()))
+    assert echoed["order"] == "asc" and echoed["q"] == "big" and echoed["tags"] == {"team": "nlp"}
+    assert RunsQuery.from_dict(echoed) == query
 
 
 def test_a_token_is_required_everywhere_and_a_link_turns_into_a_cookie(

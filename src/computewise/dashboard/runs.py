@@ -72,7 +72,7 @@ def parse_runs_query(params: QueryParams | dict[str, str], tags: Sequence[str] =
             until_s=until_s,
         ),
         sort=sort,  # type: ignore[arg-type]  # one of RUN_SORTS, checked just above
-        descending=order == "desc",
+        order=order,  # type: ignore[arg-type]  # asc or desc, checked just above
         page=parse_int(params.get("page"), "page", default=1, low=1, high=MAX_PAGE),
         per_page=parse_int(params.get("per_page"), "per_page", default=50, low=1, high=MAX_PER_PAGE),
     )

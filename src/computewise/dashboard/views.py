@@ -26,7 +26,7 @@ from computewise.account.totals import RunCost, price_runs, run_end_s
 from computewise.ledger import Ledger, RunKind, RunRow, RunStatus
 from computewise.ledger.queries import RunFilter, RunSort
 from computewise.ledger.store import STALE_HEARTBEATS, STALE_MIN_S
-from computewise.specs.codec import Document, Jsonable, Layout, json_field, json_property
+from computewise.specs.codec import Document, Jsonable, json_field, json_property
 
 if TYPE_CHECKING:
     from computewise.catalog import Catalog
@@ -220,21 +220,17 @@ def _group_label(group: dict[str, str], key: str | None) -> str:
 
 @dataclass(frozen=True)
 class RunsQuery(Jsonable):
-    """A run list as the query string asks for it (already parsed and checked).
+    """A run list as the query string asks for it (already parsed and checked); its JSON is the same words."""
 
-    Its JSON says ``order`` (``asc``/``desc``) as the query string does, in place of ``descending``.
-    """
-
-    json_layout: ClassVar[Layout] = ("where", "sort", "order", "page", "per_page")
     where: RunFilter = field(default_factory=RunFilter, metadata=json_field(inline=True))
     sort: RunSort = "started"
-    descending: bool = True
+    order: Literal["asc", "desc"] = "desc"
     page: int = field(default=1, metadata=json_field(minimum=1))
     per_page: int = field(default=50, metadata=json_field(minimum=1, maximum=MAX_PER_PAGE))
 
-    @json_property()
-    def order(self) -> Literal["asc", "desc"]:
-        return "desc" if self.descending else "asc"
+    @property
+    def descending(self) -> bool:
+        return self.order == "desc"
 
 
 @dataclass(frozen=True)
