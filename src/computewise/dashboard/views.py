@@ -1,4 +1,5 @@
-"""What the overview, runs and run pages show, as typed read-only results (the ``/api`` JSON is their ``to_dict``).
+"""What the overview, runs and run pages show, as typed read-only results (the ``/api`` JSON is their ``to_dict``,
+written by ``specs.codec`` from their fields, as are ``docs/schemas/dashboard-{overview,runs}.schema.json``).
 
 No figure is computed here that ``account`` or ``monitor`` already computes: dollars come from
 ``account.totals.price_run`` (through ``priced_runs``, ``group_report`` (what ``cost_report`` sums),
