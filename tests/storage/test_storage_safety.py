@@ -121,7 +121,8 @@ def test_a_checkpoint_whose_manifest_names_a_running_run_is_never_touched(
     done = [write_checkpoint(root / "ckpt", step + 1, None, 300, run_id=finished) for step in (100, 200, 300)]
     untracked = [write_checkpoint(root / "ckpt", step + 2, None, 300) for step in (100, 200)]  # no run id: no claim
     plan = _plan(root, policy, ledger)
-    claimed = {Path(kept).name for kept, reason in plan.kept if reason.startswith(f"written by running run {running}")}
+    running_reason = f"written by running run {running}"
+    claimed = {Path(kept.path).name for kept in plan.kept if kept.reason.startswith(running_reason)}
     assert claimed == {path.name for pair in mine for path in pair}
 
     _apply(root, policy, ledger)

@@ -137,10 +137,10 @@ def print_apply(result: RetentionPlan | ApplyResult, console: Console) -> None:
             )
         )
         _print_actions(list(zip(plan.actions, outcomes, strict=True)), dry, console)
-        for action, row in sorted(plan.totals().items()):
+        for action, row in sorted(plan.totals.items()):
             console.print(
-                f"{action}: {plural(int(row['files']), 'file')}, {format_bytes(row['size_bytes'])}, "
-                f"{format_usd(row['usd_per_month_saved'])}/month",
+                f"{action}: {plural(row.files, 'file')}, {format_bytes(row.size_bytes)}, "
+                f"{format_usd(row.usd_per_month_saved)}/month",
                 highlight=False,
             )
     for reason, count in dict(plan.kept_counts).items():
@@ -148,9 +148,8 @@ def print_apply(result: RetentionPlan | ApplyResult, console: Console) -> None:
     if dry and plan.actions:
         console.print("dry run: nothing changed; add --apply to act", style="bold yellow")
     elif applied is not None and applied.apply_id is not None:
-        done = applied.done_totals()
-        freed = done.get("delete", {}).get("size_bytes", 0)
-        moved = done.get("archive", {}).get("size_bytes", 0)
+        done = applied.done
+        freed, moved = (done[action].size_bytes if action in done else 0 for action in ("delete", "archive"))
         print_prose(
             console,
             f"recorded as storage apply {applied.apply_id} in the ledger: deleted {format_bytes(freed)}, "

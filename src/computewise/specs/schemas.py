@@ -19,6 +19,7 @@ __all__ = ["GENERATED", "documents", "main"]
 
 GENERATED = (
     "computewise.bench.result:BenchResult",
+    "computewise.catalog.calibration:Calibration",
     "computewise.dashboard.costs:CostsView",
     "computewise.dashboard.plans:PlansView",
     "computewise.dashboard.views:OverviewView",
@@ -36,7 +37,9 @@ GENERATED = (
     "computewise.plan.serve_request:PlannedServing",
     "computewise.specs.loadtest:LoadtestRun",
     "computewise.specs.loadtest:MaxRateSearch",
+    "computewise.storage.apply:ApplyResult",
     "computewise.storage.audit:StorageAudit",
+    "computewise.storage.retention:RetentionPlan",
     "computewise.tune.savings:TunedConfigFile",
 )
 

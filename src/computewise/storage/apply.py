@@ -25,18 +25,26 @@ import shutil
 import socket
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import ClassVar
 
 from computewise.ledger import Ledger, StorageAction, StorageOutcome
-from computewise.specs.document import SCHEMA_VERSION
+from computewise.specs.codec import Document, Jsonable, Layout, json_field, json_property
 from computewise.storage.inventory import mark_archive
 from computewise.storage.location import Location
-from computewise.storage.retention import PlannedAction, RetentionPlan, action_totals
+from computewise.storage.policy import Policy
+from computewise.storage.retention import (
+    STORAGE_APPLY,
+    ActionTotal,
+    KeptFile,
+    PlannedAction,
+    RetentionPlan,
+    action_totals,
+)
 from computewise.system.user import current_user
 
-__all__ = ["ApplyResult", "apply_plan"]
+__all__ = ["AppliedAction", "ApplyResult", "apply_plan"]
 
 _FLUSH_EVERY = 200
 _FLUSH_S = 1.0
@@ -45,36 +53,79 @@ BeforeAction = Callable[[int, PlannedAction], None]
 
 
 @dataclass(frozen=True)
-class ApplyResult:
-    """What an apply did: each planned action's outcome, and the ledger's id for it (None: nothing to do)."""
+class AppliedAction(Jsonable):
+    """A planned action and what became of it."""
+
+    planned: PlannedAction = field(metadata=json_field(inline=True))
+    outcome: StorageOutcome
+    error: str | None
+
+
+@dataclass(frozen=True)
+class ApplyResult(Jsonable):
+    """What an apply did: each planned action's outcome, and the ledger's id for it (None: nothing to do).
+
+    Its JSON is the plan's, each action with its outcome, then what was done: the keys the plan writes are
+    taken from it one by one, since each action's object gains two keys.
+    """
+
+    json_document: ClassVar[Document] = STORAGE_APPLY
+    json_layout: ClassVar[Layout] = (
+        "location", "as_of_s", "policy", "actions", "totals", "usd_per_month_saved", "kept", "kept_counts", "dry_run",
+        "apply_id", "done", "usd_per_month_saved_done",
+    )  # fmt: skip
 
     plan: RetentionPlan
     apply_id: int | None
     outcomes: tuple[tuple[StorageOutcome, str | None], ...]
 
-    def done_totals(self) -> dict[str, dict[str, float]]:
-        pairs = zip(self.plan.actions, self.outcomes, strict=True)
-        return action_totals(action for action, (outcome, _) in pairs if outcome == "done")
+    @json_property()
+    def location(self) -> str:
+        return self.plan.location
 
-    @property
+    @json_property()
+    def as_of_s(self) -> float:
+        return self.plan.as_of_s
+
+    @json_property()
+    def policy(self) -> Policy:
+        return self.plan.policy
+
+    @json_property()
+    def actions(self) -> tuple[AppliedAction, ...]:
+        pairs = zip(self.plan.actions, self.outcomes, strict=True)
+        return tuple(AppliedAction(action, outcome, error) for action, (outcome, error) in pairs)
+
+    @json_property(property_names={"enum": ["delete", "archive"]})
+    def totals(self) -> dict[str, ActionTotal]:
+        return self.plan.totals
+
+    @json_property()
+    def usd_per_month_saved(self) -> float:
+        return self.plan.usd_per_month_saved
+
+    @json_property()
+    def kept(self) -> tuple[KeptFile, ...]:
+        return self.plan.kept
+
+    @json_property()
+    def kept_counts(self) -> dict[str, int]:
+        return self.plan.kept_counts
+
+    @json_property(const=False)
+    def dry_run(self) -> bool:
+        return False
+
+    @json_property(property_names={"enum": ["delete", "archive"]})
+    def done(self) -> dict[str, ActionTotal]:
+        """The totals of the actions done (failed, skipped and vanished ones are not)."""
+        return action_totals(action for action, (outcome, _) in zip(self.plan.actions, self.outcomes, strict=True)
+                             if outcome == "done")  # fmt: skip
+
+    @json_property()
     def usd_per_month_saved_done(self) -> float:
         """What the files acted on no longer cost a month (failed and skipped ones still do)."""
-        return sum(row["usd_per_month_saved"] for row in self.done_totals().values())
-
-    def to_dict(self) -> dict[str, Any]:
-        data = self.plan.to_dict()
-        for row, (outcome, error) in zip(data["actions"], self.outcomes, strict=True):
-            row["outcome"] = outcome
-            row["error"] = error
-        done = self.done_totals()
-        data.update(
-            schema_version=SCHEMA_VERSION,
-            dry_run=False,
-            apply_id=self.apply_id,
-            done=done,
-            usd_per_month_saved_done=self.usd_per_month_saved_done,
-        )
-        return data
+        return sum(row.usd_per_month_saved for row in self.done.values())
 
 
 def apply_plan(

@@ -13,10 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from computewise.errors import InputError
-from computewise.specs.document import SCHEMA_VERSION
 from computewise.system.objectstore import is_url, locate, open_store
 
-__all__ = ["Location", "document_head", "open_location"]
+__all__ = ["Location", "open_location"]
 
 # Object stores whose classes the price table knows. S3 and GCS listings say each object's class, and
 # an apply can change it (archive); Azure's are listed and priced at the command line's class only.
@@ -80,11 +79,6 @@ class Location:
             raise OSError(str(error)) from error
         finally:
             self.fs.invalidate_cache(f"{bucket}/{key}")
-
-
-def document_head(location: str, as_of_s: float) -> dict[str, Any]:
-    """The first keys of every storage document (audit, retention plan, apply): its schema, where and as of when."""
-    return {"schema_version": SCHEMA_VERSION, "location": location, "as_of_s": as_of_s}
 
 
 def open_location(text: str) -> Location:

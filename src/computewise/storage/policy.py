@@ -24,12 +24,12 @@ import difflib
 import hashlib
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, cast
 
 from computewise.errors import InputError
-from computewise.specs.codec import Jsonable, Layout
+from computewise.specs.codec import Jsonable, Layout, json_field
 from computewise.storage.inventory import ARCHIVE_FOLDER
 from computewise.storage.kinds import KINDS, Kind
 
@@ -64,7 +64,7 @@ class Policy(Jsonable):
 
     json_layout: ClassVar[Layout] = ("source", "sha256", "keep_last", "archive", "delete")
 
-    keep_last: int
+    keep_last: int = field(metadata=json_field(minimum=1))
     archive: ArchiveRule | None
     delete: DeleteRule | None
     source: str

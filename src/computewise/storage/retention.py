@@ -27,19 +27,24 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from typing import Any, Literal
+from dataclasses import dataclass, field
+from typing import ClassVar, Literal
 
 from computewise.catalog.storage_prices import StoragePrice
 from computewise.errors import InputError
+from computewise.specs.codec import Document, Jsonable, Layout, json_field, json_property
 from computewise.storage.inuse import InUse
 from computewise.storage.inventory import KEEP_SUFFIX, Checkpoint, Entry, Inventory
-from computewise.storage.location import Location, document_head
+from computewise.storage.kinds import Kind
+from computewise.storage.location import Location
 from computewise.storage.policy import Policy
 from computewise.storage.pricing import Pricer
 
 __all__ = [
+    "STORAGE_APPLY",
     "Action",
+    "ActionTotal",
+    "KeptFile",
     "PlannedAction",
     "RetentionPlan",
     "action_totals",
@@ -50,11 +55,26 @@ __all__ = [
 
 Action = Literal["delete", "archive"]
 _DAY_S = 86_400.0
+STORAGE_APPLY = Document(
+    "storage-apply",
+    "storage apply --json",
+    "A retention plan (dry run) or what an apply did: each file deleted or archived with its reason, outcome and "
+    "$/month saved; what the safety rules kept (storage.retention.RetentionPlan, storage.apply.ApplyResult).",
+)  # one command, two shapes: the plan, and ApplyResult
 
 
 @dataclass(frozen=True)
-class PlannedAction:
-    """One file to delete or archive, why, and what it saves a month."""
+class PlannedAction(Jsonable):
+    """One file to delete or archive, why, and what it saves a month.
+
+    Its JSON names the file by its path, kind and size, not by the whole inventory entry, so it is
+    written only: nothing reads a plan back (an apply plans again).
+    """
+
+    json_layout: ClassVar[Layout] = (
+        "path", "relative", "kind", "action", "size_bytes", "age_days", "from_class", "to_class",
+        "usd_per_month_saved", "reason",
+    )  # fmt: skip
 
     entry: Entry
     action: Action
@@ -65,59 +85,78 @@ class PlannedAction:
     age_days: float
     reason: str
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "path": self.entry.path,
-            "relative": self.entry.relative,
-            "kind": self.entry.kind,
-            "action": self.action,
-            "size_bytes": self.entry.size_bytes,
-            "age_days": self.age_days,
-            "from_class": self.from_class,
-            "to_class": self.to_class,
-            "usd_per_month_saved": self.usd_per_month_saved,
-            "reason": self.reason,
-        }
+    @json_property()
+    def path(self) -> str:
+        return self.entry.path
+
+    @json_property(
+        description="The path under the audited folder or prefix (for an archived file, where it was before archiving)."
+    )
+    def relative(self) -> str:
+        return self.entry.relative
+
+    @json_property()
+    def kind(self) -> Kind:
+        return self.entry.kind
+
+    @json_property(minimum=0)
+    def size_bytes(self) -> int:
+        return self.entry.size_bytes
 
 
 @dataclass(frozen=True)
-class RetentionPlan:
+class ActionTotal(Jsonable):
+    """The files of one action (delete or archive), their bytes and what they save a month."""
+
+    files: int = field(metadata=json_field(minimum=0))
+    size_bytes: int = field(metadata=json_field(minimum=0))
+    usd_per_month_saved: float
+
+
+@dataclass(frozen=True)
+class KeptFile(Jsonable):
+    """A file a safety rule kept, and the rule."""
+
+    path: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class RetentionPlan(Jsonable):
+    """What a policy would do to a location: every action, and why every other file stays (the dry run)."""
+
+    json_document: ClassVar[Document] = STORAGE_APPLY
+
     location: str
     as_of_s: float
     policy: Policy
     actions: tuple[PlannedAction, ...]
-    kept: tuple[tuple[str, str], ...]  # (path, reason) of every file a safety rule kept
-    kept_counts: tuple[tuple[str, int], ...]  # reason -> files, safety rules and "younger than the policy's ages"
+    kept: tuple[KeptFile, ...]  # every file a safety rule kept
+    kept_counts: dict[str, int]  # reason -> files, safety rules and "younger than the policy's ages"
 
-    @property
+    @json_property(after="actions", property_names={"enum": ["delete", "archive"]})
+    def totals(self) -> dict[str, ActionTotal]:
+        return action_totals(self.actions)
+
+    @json_property(after="totals")
     def usd_per_month_saved(self) -> float:
         return sum(action.usd_per_month_saved for action in self.actions)
 
-    def totals(self) -> dict[str, dict[str, float]]:
-        return action_totals(self.actions)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            **document_head(self.location, self.as_of_s),
-            "policy": self.policy.to_dict(),
-            "actions": [action.to_dict() for action in self.actions],
-            "totals": self.totals(),
-            "usd_per_month_saved": self.usd_per_month_saved,
-            "kept": [{"path": path, "reason": reason} for path, reason in self.kept],
-            "kept_counts": dict(self.kept_counts),
-            "dry_run": True,  # a plan changes nothing; ``ApplyResult.to_dict`` turns it False in place
-        }
+    @json_property(const=True)
+    def dry_run(self) -> bool:
+        """A plan changes nothing (``ApplyResult`` is what an apply did)."""
+        return True
 
 
-def action_totals(actions: Iterable[PlannedAction]) -> dict[str, dict[str, float]]:
+def action_totals(actions: Iterable[PlannedAction]) -> dict[str, ActionTotal]:
     """Files, bytes and $/month saved by action (delete, archive): of a plan, or of what an apply did."""
-    out: dict[str, dict[str, float]] = {}
+    grouped: dict[str, list[PlannedAction]] = {}
     for action in actions:
-        row = out.setdefault(action.action, {"files": 0, "size_bytes": 0, "usd_per_month_saved": 0.0})
-        row["files"] += 1
-        row["size_bytes"] += action.entry.size_bytes
-        row["usd_per_month_saved"] += action.usd_per_month_saved
-    return out
+        grouped.setdefault(action.action, []).append(action)
+    return {
+        name: ActionTotal(len(group), sum(a.entry.size_bytes for a in group), sum(a.usd_per_month_saved for a in group))
+        for name, group in grouped.items()
+    }
 
 
 def newest_checkpoint(checkpoints: Sequence[Checkpoint]) -> Checkpoint:
@@ -167,12 +206,12 @@ def plan_retention(
     }
     units = _units(inventory)
     actions: list[PlannedAction] = []
-    kept: list[tuple[str, str]] = []
+    kept: list[KeptFile] = []
     counts: Counter[str] = Counter()
     for unit in units:
         reason = _safety_reason(unit, in_use, written_by, tagged, protected)
         if reason is not None:
-            kept.extend((entry.path, reason) for entry in unit)
+            kept.extend(KeptFile(entry.path, reason) for entry in unit)
             counts[reason.split(" (")[0]] += len(unit)
             continue
         age_days = (as_of_s - max(entry.mtime_s for entry in unit)) / _DAY_S
@@ -187,7 +226,7 @@ def plan_retention(
         policy=policy,
         actions=tuple(actions),
         kept=tuple(kept),
-        kept_counts=tuple(sorted(counts.items())),
+        kept_counts=dict(sorted(counts.items())),
     )
 
 
