@@ -21,6 +21,7 @@ from computewise.catalog.calibration import (
     Calibration,
     calibration_catalog_paths,
     calibration_for,
+    curve,
     equivalent_matmul_size,
     find_calibration,
     load_calibration,
@@ -93,11 +94,11 @@ def test_from_bench_dict_takes_every_measured_figure() -> None:
     calibration = Calibration.from_bench_dict(bench_dict(), memory_bytes=8e9)
     assert calibration.device_slug == "cpu-box-1"
     assert calibration.peak_flops == {"fp32": pytest.approx(0.15e12)}
-    assert calibration.matmul_curves["fp32"] == ((128.0, 0.5), (256.0, 0.8), (512.0, 1.0))
+    assert calibration.matmul_curves["fp32"] == curve(((128.0, 0.5), (256.0, 0.8), (512.0, 1.0)))
     assert calibration.memory_bandwidth_bytes_per_s == pytest.approx(12.5e9)
     # Training steps only, as the share of the fp32 peak their FLOPs reached: 1.8e9 / 0.04 / 0.15e12.
-    assert [size for size, _ in calibration.step_curve] == [203.2, 322.5]
-    assert [fraction for _, fraction in calibration.step_curve] == pytest.approx([0.3, 0.4])
+    assert [point.size for point in calibration.step_curve] == [203.2, 322.5]
+    assert [point.fraction for point in calibration.step_curve] == pytest.approx([0.3, 0.4])
     assert calibration.source == "computewise bench on box-1, 2026-11-24"
     assert calibration.note.startswith("utilization measured by bench on 2026-11-24")
 
@@ -182,7 +183,7 @@ def test_missing_and_non_json_files_are_input_errors(tmp_path: Path) -> None:
 
 def test_interpolation_is_linear_in_log_size_and_flat_beyond_the_ends() -> None:
     calibration = replace(
-        Calibration.from_bench_dict(bench_dict(), memory_bytes=8e9), step_curve=((128.0, 0.2), (512.0, 0.6))
+        Calibration.from_bench_dict(bench_dict(), memory_bytes=8e9), step_curve=curve(((128.0, 0.2), (512.0, 0.6)))
     )
     measured = calibrated_compute(calibration, "fp32", np.array([64.0, 256.0, 4096.0]), whole_steps=True)
     assert measured is not None and measured.whole_step

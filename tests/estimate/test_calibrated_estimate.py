@@ -25,7 +25,7 @@ import pytest
 
 from computewise.bench.reference import tiny_gpt_spec
 from computewise.catalog import load_catalog
-from computewise.catalog.calibration import Calibration, equivalent_matmul_size, save
+from computewise.catalog.calibration import Calibration, Curve, curve, equivalent_matmul_size, save
 from computewise.estimate import Assumptions, estimate_train
 from computewise.estimate.flops import training_flops_per_token
 from computewise.specs import Parallelism, TrainJob
@@ -33,16 +33,17 @@ from computewise.specs import Parallelism, TrainJob
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CONFIG = {"n_layer": 2, "n_head": 2, "n_embd": 96, "block_size": 64, "vocab_size": 512, "global_batch": 32}
 PEAK_FLOPS = 1e11
+STEP_CURVE = curve(((200.0, 0.2), (400.0, 0.6)))
 
 
-def calibration(step_curve: tuple[tuple[float, float], ...] = ((200.0, 0.2), (400.0, 0.6))) -> Calibration:
+def calibration(step_curve: Curve = STEP_CURVE) -> Calibration:
     return Calibration(
         device_slug="cpu-box-1",
         device_name="AMD EPYC",
         host="box-1",
         date="2026-11-24",
         peak_flops={"fp32": PEAK_FLOPS},
-        matmul_curves={"fp32": ((128.0, 0.5), (1024.0, 1.0))},
+        matmul_curves={"fp32": curve(((128.0, 0.5), (1024.0, 1.0)))},
         step_curve=step_curve,
         memory_bandwidth_bytes_per_s=10e9,
         device_row={
@@ -188,8 +189,8 @@ def test_plan_train_times_a_calibrated_accelerator_as_estimate_train_does() -> N
         device_slug="l4",
         device_name="NVIDIA L4",
         peak_flops={"fp32": 20e12, "bf16": 90e12},
-        matmul_curves={"bf16": ((256.0, 0.3), (4096.0, 0.9))},
-        step_curve=((256.0, 0.2), (2048.0, 0.5)),
+        matmul_curves={"bf16": curve(((256.0, 0.3), (4096.0, 0.9)))},
+        step_curve=curve(((256.0, 0.2), (2048.0, 0.5))),
         memory_bandwidth_bytes_per_s=250e9,
         device_row=None,
     )

@@ -30,30 +30,25 @@ import json
 import math
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, Self
 
 from computewise.catalog.loader import user_catalog_dir
 from computewise.errors import InputError
-from computewise.specs.document import (
-    SCHEMA_VERSION,
-    check_schema_version,
-    read_float,
-    read_list,
-    read_mapping,
-    read_optional_float,
-    read_str,
-    require_object,
-)
+from computewise.specs.codec import Document, Jsonable, json_field, json_property
+from computewise.specs.document import read_float, read_list, read_mapping, read_str, require_object
 from computewise.system.files import write_text_atomic
 
 __all__ = [
     "Calibration",
+    "Curve",
+    "CurvePoint",
     "calibration_catalog_paths",
     "calibration_for",
     "companion_catalog_file",
+    "curve",
     "equivalent_matmul_size",
     "find_calibration",
     "load_calibration",
@@ -61,14 +56,12 @@ __all__ = [
     "save",
 ]
 
-_DOCUMENT = "calibration"
 _ACCELERATOR_COLUMNS = (
     "slug", "name", "vendor", "kind", "aliases", "memory_bytes", "memory_bandwidth_bytes_per_s",
     "fp32_flops", "tf32_flops", "bf16_flops", "fp16_flops", "fp8_flops", "int8_flops",
     "tdp_w", "interconnect_bytes_per_s", "form_factor", "trains", "source", "retrieved",
 )  # fmt: skip
 _ROW_DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8")
-Curve = tuple[tuple[float, float], ...]
 _MAX_SHARE = 20.0  # of the sweep's peak: beyond it the file was edited or the timing broken
 
 
@@ -81,23 +74,90 @@ def equivalent_matmul_size(tokens_per_microbatch: float, hidden: float) -> float
     return float(math.cbrt(max(tokens_per_microbatch, 1.0) * max(hidden, 1.0) ** 2))
 
 
+@dataclass(frozen=True, order=True)
+class CurvePoint(Jsonable):
+    """One point of an efficiency curve: a square matmul's size (or a training step's equivalent one) and the
+    share of the peak it reached."""
+
+    json_description: ClassVar[str] = "A matmul size (or a step's equivalent one) and the share of the peak it reached."
+
+    size: float = field(metadata=json_field(exclusive_minimum=0))
+    fraction: float = field(metadata=json_field(exclusive_minimum=0, maximum=_MAX_SHARE))
+
+    @classmethod
+    def from_dict(cls, data: object, source: str = "") -> Self:
+        """A point as bench wrote it: a size above 0 and a share in (0, 20] (beyond, the file was edited)."""
+        point = super().from_dict(data, source)
+        # A share above 1 is real when a step beats the sweep's dtype (TF32 inside an fp32 step on a GPU).
+        if point.size <= 0 or not 0 < point.fraction <= _MAX_SHARE:
+            raise InputError(
+                f"{source or 'calibration'}: an efficiency point needs size > 0 and 0 < fraction <= {_MAX_SHARE:g}, "
+                f"got {point.size}, {point.fraction}",
+                "pass the file computewise bench --save wrote, unedited",
+            )
+        return point
+
+
+Curve = tuple[CurvePoint, ...]
+
+
+def curve(points: Iterable[tuple[float, float]]) -> Curve:
+    """A curve from ``(size, fraction)`` pairs, smallest size first."""
+    return tuple(sorted(CurvePoint(size, fraction) for size, fraction in points))
+
+
 @dataclass(frozen=True)
-class Calibration:
+class Calibration(Jsonable):
     """Measured peaks and efficiency of one device on one host, with where they came from."""
 
-    device_slug: str
+    json_document: ClassVar[Document] = Document(
+        "calibration",
+        "bench --save",
+        "Measured peaks and efficiency of one device (catalog.calibration.Calibration), saved as "
+        "calibration-<device>.json in the user catalog directory and read by estimate train when it estimates "
+        "that device or is given --calibration FILE.",
+    )
+
+    device_slug: str = field(
+        metadata=json_field(
+            description="The catalog accelerator it calibrates (cpu-HOST for a device the catalog lacks)."
+        )
+    )
     device_name: str
     host: str
-    date: str  # ISO date of the bench run (YYYY-MM-DD)
-    peak_flops: Mapping[str, float]  # per dtype, FLOP/s, the sweep's best median
-    matmul_curves: Mapping[str, Curve]  # per dtype: (matmul size, fraction of peak_flops[dtype])
-    step_curve: Curve  # (equivalent matmul size, fraction of peak_flops["fp32"]) of whole training steps
-    memory_bandwidth_bytes_per_s: float | None
-    device_row: Mapping[str, str] | None = None  # an accelerators.csv row when the catalog has none
-    launch_s: float | None = None  # host seconds per kernel launch, back to back (bench.launch)
-    schema_version: int = field(default=SCHEMA_VERSION)
+    date: str = field(metadata=json_field(description="ISO date of the bench run (YYYY-MM-DD)."))
+    peak_flops: dict[str, float] = field(  # the sweep's best median
+        metadata=json_field(
+            description="Best measured matmul FLOP/s per dtype.",
+            additional_properties={"type": "number", "exclusiveMinimum": 0},
+        )
+    )
+    matmul_curves: dict[str, Curve] = field(
+        metadata=json_field(description="Per dtype: the share of the peak a square matmul of each size reaches.")
+    )
+    step_curve: Curve = field(
+        metadata=json_field(
+            description="Share of the fp32 peak whole reference training steps reached, by equivalent matmul size."
+        )
+    )
+    memory_bandwidth_bytes_per_s: float | None = field(metadata=json_field(description="The STREAM-triad bandwidth."))
+    device_row: dict[str, str] | None = field(  # an accelerators.csv row when the catalog has none
+        default=None,
+        metadata=json_field(
+            description="An accelerators.csv row (column name to cell text) for a device the catalog lacks; also "
+            "written as accelerators-bench-<slug>.csv."
+        ),
+    )
+    launch_s: float | None = field(  # host seconds per kernel launch, back to back (bench.launch)
+        default=None,
+        metadata=json_field(
+            exclusive_minimum=0,
+            description="Host seconds per kernel launch from torch, queued back to back (bench's launch figure); "
+            "null in calibrations written before it was measured (the oldest lack the key, and still read).",
+        ),
+    )
 
-    @property
+    @json_property(after="date", description="computewise bench on HOST, DATE")
     def source(self) -> str:
         return f"computewise bench on {self.host}, {self.date}"
 
@@ -105,47 +165,6 @@ class Calibration:
     def note(self) -> str:
         """What the estimators print when they use it."""
         return f"utilization measured by bench on {self.date} ({self.host}, {self.device_name})"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "schema_version": self.schema_version,
-            "device_slug": self.device_slug,
-            "device_name": self.device_name,
-            "host": self.host,
-            "date": self.date,
-            "source": self.source,
-            "peak_flops": dict(self.peak_flops),
-            "matmul_curves": {
-                dtype: [{"size": s, "fraction": f} for s, f in curve] for dtype, curve in self.matmul_curves.items()
-            },
-            "step_curve": [{"size": s, "fraction": f} for s, f in self.step_curve],
-            "memory_bandwidth_bytes_per_s": self.memory_bandwidth_bytes_per_s,
-            "device_row": None if self.device_row is None else dict(self.device_row),
-            "launch_s": self.launch_s,
-        }
-
-    @classmethod
-    def from_dict(cls, data: object, source: str = _DOCUMENT) -> Calibration:
-        d = require_object(data, "calibration", source)
-        check_schema_version(d, "calibration", source)
-        row = d.get("device_row")
-        if row is not None and not isinstance(row, Mapping):
-            raise InputError(f"{source}: device_row must be an object or null", "pass the file bench --save wrote")
-        return cls(
-            device_slug=read_str(d, "device_slug", source),
-            device_name=read_str(d, "device_name", source),
-            host=read_str(d, "host", source),
-            date=read_str(d, "date", source),
-            peak_flops={str(k): float(v) for k, v in read_mapping(d, "peak_flops", source).items()},
-            matmul_curves={
-                str(dtype): _curve(points, source) for dtype, points in read_mapping(d, "matmul_curves", source).items()
-            },
-            step_curve=_curve(read_list(d, "step_curve", source), source),
-            memory_bandwidth_bytes_per_s=read_optional_float(d, "memory_bandwidth_bytes_per_s", source),
-            device_row=None if row is None else {str(k): str(v) for k, v in row.items()},
-            launch_s=read_optional_float(d, "launch_s", source),
-            schema_version=int(d["schema_version"]),
-        )
 
     @classmethod
     def from_bench_dict(cls, result: Mapping[str, Any], memory_bytes: float | None = None) -> Calibration:
@@ -208,7 +227,7 @@ class Calibration:
             date=day,
             peak_flops=peaks,
             matmul_curves=curves,
-            step_curve=tuple(sorted(step_curve)),
+            step_curve=curve(step_curve),
             memory_bandwidth_bytes_per_s=bandwidth,
             device_row=row,
             launch_s=launch_s,
@@ -216,19 +235,7 @@ class Calibration:
 
 
 def _curve(points: Sequence[Any], source: str) -> Curve:
-    curve = []
-    for item in points:
-        point = require_object(item, "efficiency point", source)
-        size, fraction = read_float(point, "size", source), read_float(point, "fraction", source)
-        # A share above 1 is real when a step beats the sweep's dtype (TF32 inside an fp32 step on a GPU).
-        if size <= 0 or not 0 < fraction <= _MAX_SHARE:
-            raise InputError(
-                f"{source}: an efficiency point needs size > 0 and 0 < fraction <= {_MAX_SHARE:g}, "
-                f"got {size}, {fraction}",
-                "pass the file computewise bench --save wrote, unedited",
-            )
-        curve.append((size, fraction))
-    return tuple(sorted(curve))
+    return tuple(sorted(CurvePoint.from_dict(point, source) for point in points))
 
 
 def _slugify(text: str) -> str:

@@ -72,7 +72,7 @@ def matmul_sizes(
 def _interpolate(curve: Curve, sizes: FloatArray) -> FloatArray:
     """Linear in log size between the curve's points, flat beyond its ends."""
     points = sorted(curve)
-    return np.interp(np.log(sizes), np.log([s for s, _ in points]), [f for _, f in points])
+    return np.interp(np.log(sizes), np.log([p.size for p in points]), [p.fraction for p in points])
 
 
 def calibrated_compute(
