@@ -9,6 +9,7 @@ Kubernetes HPA manifest, a Ray Serve autoscaling config, an HTML report.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
     from computewise.estimate.quote import Quote
     from computewise.plan.pipeline import Measured, PipelineSpec
     from computewise.plan.serve import HpaMetric, LoadtestCapacity, ServePlan, TrafficProfile
-    from computewise.plan.serve_request import PlannedServing
+    from computewise.plan.serve_request import PlannedServing, WrittenFiles
 
 _HPA_METRICS: tuple[HpaMetric, ...] = ("rps", "cpu")
 
@@ -232,7 +233,7 @@ def plan_serve(
     files = _Files(name, hpa, hpa_metric, namespace, ray_config, html)
     configs = files.configs(planned.plan)  # every file rendered before any is written: a bad --name writes none
     written = files.write(configs, planned)
-    document = planned.to_dict() | {"written": files.names()}
+    document = dataclasses.replace(planned, written=files.names()).to_dict()
     print_document(document, as_json, lambda _, console: print_serve_plan(planned, console), written)
 
 
@@ -260,10 +261,11 @@ class _Files:
             outputs.append((self.ray_config, json.dumps(plan.ray_serve_config(self.name), indent=2) + "\n", "ray.json"))
         return outputs
 
-    def names(self) -> dict[str, str | None]:
+    def names(self) -> WrittenFiles:
         """The ``written`` object of ``--json``: each file asked for, or None."""
-        names = {"hpa": _name(self.hpa), "ray_config": _name(self.ray_config)}
-        return names if self.html is None else names | {"html": str(self.html)}
+        from computewise.plan.serve_request import WrittenFiles
+
+        return WrittenFiles(_name(self.hpa), _name(self.ray_config), _name(self.html))
 
     def write(self, configs: list[tuple[Path, str, str]], planned: PlannedServing) -> list[Path]:
         """Write the configs and the HTML report of ``planned`` (each atomically); the paths written."""

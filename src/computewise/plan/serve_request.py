@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from computewise.estimate import Assumptions
     from computewise.estimate.quote import Quote
 
-__all__ = ["CapBudget", "CappedSpend", "PlannedServing", "ServeRequest", "plan_serve_request"]
+__all__ = ["CapBudget", "CappedSpend", "PlannedServing", "ServeRequest", "WrittenFiles", "plan_serve_request"]
 
 
 @dataclass(frozen=True)
@@ -81,11 +81,25 @@ class CappedSpend(Jsonable):
 
 
 @dataclass(frozen=True)
+class WrittenFiles(Jsonable):
+    """The files ``plan serve`` wrote beside its answer, each None where not asked for (``--html`` only when it was)."""
+
+    json_description: ClassVar[str] = (
+        "The files written beside the answer (--hpa, --ray-config; --html only when given), null where not asked for."
+    )
+
+    hpa: str | None
+    ray_config: str | None
+    html: str | None = field(default=None, metadata=json_field(omit_empty=True))
+
+
+@dataclass(frozen=True)
 class PlannedServing(Jsonable):
     """The plan of a request and, with a cache hit ratio, what the cache saves; with a budget, its alert.
 
-    Its JSON is the plan's, then the spend cap with its budget, every note and the cache: the request
-    itself is not written (the plan says where its capacity and price came from), so it is not read back.
+    Its JSON is the plan's, then the spend cap with its budget, every note, the cache and the files the CLI
+    wrote: the request itself is not written (the plan says where its capacity and price came from), so it
+    is not read back.
     """
 
     json_document: ClassVar[Document] = Document(
@@ -93,12 +107,13 @@ class PlannedServing(Jsonable):
         "plan serve --json",
         "Replicas and monthly cost of serving a measured model (plan.serve.ServePlan), with the files written.",
     )
-    json_layout: ClassVar[Layout] = ("plan", "spend_cap", "notes", "cache")
+    json_layout: ClassVar[Layout] = ("plan", "spend_cap", "notes", "cache", "written")
 
     request: ServeRequest
     plan: ServePlan = field(metadata=json_field(inline=True))
     cache: CacheSaving | None = field(default=None, metadata=json_field(omit_empty=True))
     budget: CapBudget | None = None
+    written: WrittenFiles | None = field(default=None, metadata=json_field(omit_empty=True))  # set by the CLI
 
     @json_property()
     def spend_cap(self) -> CappedSpend | None:
