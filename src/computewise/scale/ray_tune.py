@@ -49,6 +49,7 @@ from typing import Any, Literal, Protocol
 
 from computewise.errors import InputError, JobEngineError, MissingExtraError, TuneError
 from computewise.scale.ray_cluster import connected, gcs_address, last_line, nodes, probe
+from computewise.specs.codec import Jsonable, json_property
 from computewise.train.config import TrainConfig
 from computewise.tune.halving import HalvingOutcome, Rung
 from computewise.tune.search import HalvingObserver, TrialExecutorFactory, TrialSettings
@@ -77,7 +78,7 @@ _ORDER_SEED = 0
 
 
 @dataclass(frozen=True)
-class AshaTrial:
+class AshaTrial(Jsonable):
     """One trial of an ASHA search: where it stopped and why.
 
     ``stopped_early``: ASHA stopped it at a rung before ``max_iterations`` (not the trainable
@@ -90,19 +91,13 @@ class AshaTrial:
     stopped_early: bool
     error: str | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "config": self.config,
-            "iterations": self.iterations,
-            "value": self.value,
-            "stopped_early": self.stopped_early,
-            "error": self.error,
-        }
-
 
 @dataclass(frozen=True)
-class AshaResult:
-    """What an ASHA search found: the best configuration by its last reported metric, and every trial."""
+class AshaResult(Jsonable):
+    """What an ASHA search found: the best configuration by its last reported metric, and every trial.
+
+    Written, not read back: a trial's configuration is whatever the search space held (free-form JSON).
+    """
 
     metric: str
     mode: Mode
@@ -116,24 +111,18 @@ class AshaResult:
     def stopped_early(self) -> tuple[AshaTrial, ...]:
         return tuple(trial for trial in self.trials if trial.stopped_early)
 
-    @property
+    @json_property(after="best_value")
     def iterations(self) -> int:
         """Iterations run in all; ``len(trials) * max_iterations`` is what running every trial out would cost."""
         return sum(trial.iterations for trial in self.trials)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "metric": self.metric,
-            "mode": self.mode,
-            "max_iterations": self.max_iterations,
-            "best_config": self.best_config,
-            "best_value": self.best_value,
-            "iterations": self.iterations,
-            "iterations_without_stopping": len(self.trials) * self.max_iterations,
-            "stopped_early": len(self.stopped_early),
-            "trials": [trial.to_dict() for trial in self.trials],
-            "wall_s": self.wall_s,
-        }
+    @json_property(after="iterations")
+    def iterations_without_stopping(self) -> int:
+        return len(self.trials) * self.max_iterations
+
+    @json_property(after="iterations_without_stopping", name="stopped_early")
+    def stopped_early_count(self) -> int:
+        return len(self.stopped_early)
 
 
 def asha_search(

@@ -58,8 +58,7 @@ from computewise.ledger import Ledger, NewRun, PriceSnapshot
 from computewise.monitor.pricing import DetectedHardware
 from computewise.monitor.recorded import RecordedRun
 from computewise.monitor.watch import priced_row
-from computewise.specs.codec import Jsonable, Layout, json_field, json_property
-from computewise.specs.document import SCHEMA_VERSION
+from computewise.specs.codec import Document, Jsonable, Layout, json_field, json_property
 from computewise.specs.hardware import Accelerator
 from computewise.system.hardware import Hardware, detect_hardware
 from computewise.train.config import CompileMode, TrainConfig, write_config
@@ -92,6 +91,7 @@ __all__ = [
     "TrialExecutorFactory",
     "TrialRecord",
     "TrialSettings",
+    "TuneDocument",
     "TuneOptions",
     "TuneProgress",
     "TuneResult",
@@ -362,67 +362,159 @@ class TuneResult:
         return self.peak_note if self.profile.forward_flops_per_sample is not None else "no FLOPs traced"
 
     def to_dict(self) -> dict[str, Any]:
-        """What ``tune --json`` prints: serialised fields only, the worth computed when the result was built."""
+        """What ``tune --json`` prints (``TuneDocument``)."""
+        return self.document().to_dict()
+
+    def document(self) -> TuneDocument:
+        """The ``tune --json`` document: the search's figures, the worth computed when the result was built."""
         options = self.options
         peak = None
         if self.peak is not None:
             accelerator, how = self.peak
-            peak = {"accelerator": accelerator.slug, "name": accelerator.name, "how": how, "source": accelerator.source}
-        return {
-            "schema_version": SCHEMA_VERSION,
-            "entry": self.entry,
-            "setup_config": options.setup_config,
-            "device": {
-                "kind": self.device,
-                "name": self.device_name,
-                "threads": self.threads,
-                "capacity_bytes": self.capacity.bytes,
-                "capacity_source": self.capacity.source,
-            },
-            "model": self.profile.to_dict(),
-            "space": self.space.to_dict(),
-            "search": {
-                "configs": len(self.pruning.kept) + len(self.pruning.dropped),
-                "pruned": len(self.pruning.dropped),
-                "eta": options.eta,
-                "rungs": [rung.to_dict() for rung in self.rungs],
-                "top_steps": self.rungs[-1].steps,
-                "warmup_steps": options.warmup_steps,
-                "compile_finalists": options.compile_finalists,
-                "staged_compile": self.staged_compile,
-                "backend": self.backend,
-                "growth": self.growth.to_dict() if self.growth is not None else None,
-            },
-            "pruned": [
-                {
-                    "config": config.to_dict(),
-                    "describe": config.describe(),
-                    "estimated_memory_bytes": e.total_bytes,
-                    "reason": why,
-                }
-                for config, e, why in self.pruning.dropped
-            ],
-            "trials": [record.to_dict() for record in self.trials],
-            **self.worth.to_dict(),
-            "mfu": {
-                "peak": peak,
-                "note": self.mfu_note,
-            },
-            "tuning": {
-                "wall_s": self.wall_s,
-                "trial_s": self.trial_s,
-                "trial_cpu_s": self.trial_cpu_s,
-                "trials": len(self.trials),
-                "hourly_usd": self.price.hourly_usd,
-                "price_explanation": self.price.explanation,
-                "cost_usd": self.worth.tuning_cost_usd,
-            },
-            "diagnosis": self.diagnosis.to_dict() if self.diagnosis is not None else None,
-            "ledger_run_id": self.ledger_run_id,
-            "out": str(options.out) if options.out is not None else None,
-            "notes": list(self.notes),
-            **({"lora": self.lora.to_dict()} if self.lora is not None else {}),
-        }
+            peak = PeakBasis(accelerator.slug, accelerator.name, how, accelerator.source)
+        return TuneDocument(
+            entry=self.entry,
+            setup_config=options.setup_config,
+            device=TuneDevice(self.device, self.device_name, self.threads, self.capacity.bytes, self.capacity.source),
+            model=self.profile,
+            space=self.space,
+            search=SearchSummary(
+                configs=len(self.pruning.kept) + len(self.pruning.dropped),
+                pruned=len(self.pruning.dropped),
+                eta=options.eta,
+                rungs=self.rungs,
+                top_steps=self.rungs[-1].steps,
+                warmup_steps=options.warmup_steps,
+                compile_finalists=options.compile_finalists,
+                staged_compile=self.staged_compile,
+                backend=self.backend,
+                growth=self.growth,
+            ),
+            pruned=tuple(PrunedConfig(config, e.total_bytes, why) for config, e, why in self.pruning.dropped),
+            trials=self.trials,
+            worth=self.worth,
+            mfu=MfuBasis(peak, self.mfu_note),
+            tuning=TuningCost(
+                wall_s=self.wall_s,
+                trial_s=self.trial_s,
+                trial_cpu_s=self.trial_cpu_s,
+                trials=len(self.trials),
+                hourly_usd=self.price.hourly_usd,
+                price_explanation=self.price.explanation,
+                cost_usd=self.worth.tuning_cost_usd,
+            ),
+            diagnosis=self.diagnosis,
+            ledger_run_id=self.ledger_run_id,
+            out=str(options.out) if options.out is not None else None,
+            notes=self.notes,
+            lora=self.lora,
+        )
+
+
+@dataclass(frozen=True)
+class TuneDevice(Jsonable):
+    """The device the trials ran on, and the memory a configuration was allowed."""
+
+    kind: DeviceKind
+    name: str | None
+    threads: int
+    capacity_bytes: float
+    capacity_source: str
+
+
+@dataclass(frozen=True)
+class SearchSummary(Jsonable):
+    """How the search ran: the configurations tried and pruned, its rungs, where the trials ran, the batch growth."""
+
+    configs: int
+    pruned: int
+    eta: int
+    rungs: tuple[Rung, ...]
+    top_steps: int
+    warmup_steps: int
+    compile_finalists: int
+    staged_compile: bool
+    backend: dict[str, Any]
+    growth: Growth | None
+
+
+@dataclass(frozen=True)
+class PrunedConfig(Jsonable):
+    """A configuration pruned before any trial, and why (it cannot fit, or a leaner one fits as well)."""
+
+    config: TrainConfig
+    estimated_memory_bytes: float
+    reason: str
+
+    @json_property(after="config")
+    def describe(self) -> str:
+        """The configuration in one line, as the report names it."""
+        return self.config.describe()
+
+
+@dataclass(frozen=True)
+class PeakBasis(Jsonable):
+    """The accelerator whose peak MFU divides by, how it was found, and the peak's source."""
+
+    accelerator: str
+    name: str
+    how: str
+    source: str
+
+
+@dataclass(frozen=True)
+class MfuBasis(Jsonable):
+    """Which peak MFU is measured against, or why there is none."""
+
+    peak: PeakBasis | None
+    note: str
+
+
+@dataclass(frozen=True)
+class TuningCost(Jsonable):
+    """What the tuning itself took: time, trials and dollars at the price it ran at."""
+
+    wall_s: float
+    trial_s: float
+    trial_cpu_s: float
+    trials: int
+    hourly_usd: float
+    price_explanation: str
+    cost_usd: float
+
+
+@dataclass(frozen=True)
+class TuneDocument(Jsonable):
+    """What ``tune --json`` prints, built by ``TuneResult.document``.
+
+    It is written, not read back (the setup's settings and the backend are free-form JSON, and a trial keeps
+    only its estimate's total); ``TuneWorth.from_dict`` reads its worth. Its schema stays hand-written until
+    the converter describes free-form JSON.
+    """
+
+    json_document: ClassVar[Document | None] = Document(
+        "tune",
+        "tune --json",
+        "The tuning: search, trials, the winner against its references and what it is worth (tune.search.TuneResult; "
+        "the worth is tune.savings.TuneWorth, read back with TuneWorth.from_dict).",
+    )
+
+    entry: str
+    setup_config: dict[str, Any]
+    device: TuneDevice
+    model: ModelProfile
+    space: SearchSpace
+    search: SearchSummary
+    pruned: tuple[PrunedConfig, ...]
+    trials: tuple[TrialRecord, ...]
+    worth: TuneWorth = field(metadata=json_field(inline=True))
+    mfu: MfuBasis
+    tuning: TuningCost
+    diagnosis: Diagnosis | None
+    ledger_run_id: int | None
+    out: str | None
+    notes: tuple[str, ...]
+    lora: RankSearch | None = field(default=None, metadata=json_field(omit_empty=True))
 
 
 def run_tune(
