@@ -10,6 +10,7 @@ from collections.abc import Callable
 import pytest
 
 from computewise.cli.app import main  # noqa: TID251
+from computewise.errors import InputError
 from computewise.plan.federated_request import PlannedFederation
 
 CLI = [sys.executable, "-m", "computewise.cli.app"]
@@ -31,6 +32,8 @@ def test_json_matches_its_schema_and_reads_back(json_schema: Callable[[object, s
     json_schema(data, "plan-federated")
     planned = PlannedFederation.from_dict(data)
     assert planned.to_dict() == data  # the whole document reads back, what was assumed too
+    with pytest.raises(InputError, match="schema_version 2, this computewise reads up to 1"):
+        PlannedFederation.from_dict({**data, "schema_version": 2})
     plan = planned.plan
     assert plan.chosen.participants == 100 and plan.chosen.compression == "int8"
     # GPT-2 small: 124,439,808 parameters; 4 bytes each down at 100 Mbit/s = 39.8 s, 1 byte each up at 20 Mbit/s
