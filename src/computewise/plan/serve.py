@@ -175,8 +175,12 @@ class ServePlan(Jsonable):
     schedule: tuple[HourPlan, ...] | None
     notes: tuple[str, ...] = ()
     spend_cap: SpendCap | None = None  # --max-usd-per-hour: replicas held under it, and what it costs
-    capacity_source: str = field(default="", metadata=json_field(name="source", omit_empty=True))  # for the reader
-    price_source: str = field(default="", metadata=json_field(name="source", omit_empty=True))
+    capacity_source: str = field(
+        default="", metadata=json_field(name="source", omit_empty=True, description="--capacity-rps, or the loadtest.")
+    )
+    price_source: str = field(
+        default="", metadata=json_field(name="source", omit_empty=True, description="The quote, and its catalog row.")
+    )
 
     @property
     def max_replicas(self) -> int:
