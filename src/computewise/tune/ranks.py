@@ -47,7 +47,7 @@ class RankTrial(Jsonable):
         "quality",
     )
 
-    rank: int
+    rank: int = field(metadata=json_field(minimum=1))
     trial: int | None
     samples_per_s: float | None
     tokens_per_s: float | None
@@ -76,11 +76,18 @@ class RankOutcome(Jsonable):
 class RankSearch(Jsonable):
     """The ranks tried, how quality was measured and compared, and the rank picked."""
 
+    json_description: ClassVar[str] = (
+        "The LoRA rank search (--lora-ranks only; absent otherwise): each rank's fastest trial, price and quality, "
+        "and the rank picked, the cheapest whose quality is within the tolerance of the best (tune.ranks.RankSearch)."
+    )
+
     metric: str
     higher_is_better: bool
-    tolerance: float
-    reference: int = field(metadata=json_field(name="reference_rank"))
-    picked: int = field(metadata=json_field(name="picked_rank"))
+    tolerance: float = field(metadata=json_field(minimum=0, exclusive_maximum=1))
+    reference: int = field(
+        metadata=json_field(name="reference_rank", minimum=1, description="The rank of the best quality.")
+    )
+    picked: int = field(metadata=json_field(name="picked_rank", minimum=1))
     outcomes: tuple[RankOutcome, ...] = field(metadata=json_field(name="ranks"))
 
     def outcome(self, rank: int) -> RankOutcome:

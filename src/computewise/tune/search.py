@@ -292,7 +292,12 @@ class TrialRecord(Jsonable):
     estimate: MemoryEstimate = field(metadata=json_field(written=False))
     result: TrialResult = field(metadata=json_field(inline=True))
     # The rank it trained, in a rank search; written only there.
-    lora_rank: int | None = field(default=None, metadata=json_field(omit_empty=True, minimum=1))
+    lora_rank: int | None = field(
+        default=None,
+        metadata=json_field(
+            omit_empty=True, minimum=1, description="The LoRA rank the trial trained (a --lora-ranks search only)."
+        ),
+    )
 
     @property
     def ok(self) -> bool:

@@ -111,7 +111,14 @@ class TrialResult(Jsonable):
     tokens_per_sample: int | None = None
     threads: int | None = None
     # A rank search's quality measure after the trial (module docstring); written only where one was measured.
-    quality: float | None = field(default=None, metadata=json_field(omit_empty=True))
+    quality: float | None = field(
+        default=None,
+        metadata=json_field(
+            omit_empty=True,
+            description="The quality measured after the trial (a --lora-ranks search only): the setup's evaluate, "
+            "else the last step's training loss.",
+        ),
+    )
 
     @json_property()
     def median_step_s(self) -> float | None:
