@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 import jsonschema
 import pytest
@@ -249,3 +249,34 @@ def test_classes_sharing_a_document_get_one_schema_that_is_one_of_them() -> None
     assert not validator.is_valid({**single, "part": {"name": "x"}})
     with pytest.raises(TypeError, match="Single, Toy: not one document"):
         document_schema(Single, Toy)
+
+
+@dataclass(frozen=True)
+class Measured(Jsonable):
+    name: str
+    series: tuple[float, ...] = ()
+    stats: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Shown(Jsonable):
+    json_document: ClassVar[Document] = Document("shown", "shown --json", "A summary without its series.")
+
+    run: str
+    measured: Measured = field(metadata=json_field(inline=True, without=("series",)))
+    raw: Any = None
+
+
+def test_an_inline_class_can_leave_keys_out_and_any_is_free_form_json() -> None:
+    value = Shown("r1", Measured("m", (1.0, 2.0), {"steps": [1, {"loss": 0.5}]}), raw=[1, "two", None])
+    data = value.to_dict()
+    assert data == {
+        "schema_version": 1, "run": "r1", "name": "m", "stats": {"steps": [1, {"loss": 0.5}]}, "raw": [1, "two", None]
+    }  # fmt: skip
+    assert Shown.from_dict(data) == Shown("r1", Measured("m", (), {"steps": [1, {"loss": 0.5}]}), [1, "two", None])
+    schema = document_schema(Shown)
+    assert schema["required"] == ["schema_version", "run", "name", "stats", "raw"]
+    assert "series" not in schema["properties"]
+    assert schema["properties"]["stats"] == {"type": "object"} and schema["properties"]["raw"] == {}
+    jsonschema.Draft202012Validator(schema).validate(data)
+    assert not jsonschema.Draft202012Validator(schema).is_valid({**data, "stats": []})

@@ -5,7 +5,8 @@ back, every field checked) from its field types, so the layout is written once, 
 ``docs/schemas`` is generated from the same type (``computewise.specs.schemas``) instead of being
 kept in step by hand. Fields are written in their order, by type: a nested dataclass as an object,
 a tuple or list as a list, ``dict[str, X]`` as an object, ``X | None`` as the value or null,
-``Literal`` as its value; numbers, strings and booleans as they are.
+``Literal`` as its value; numbers, strings and booleans as they are; ``Any`` is free-form JSON, written
+and read as it is (the schema says nothing of it).
 
 What a hand-written ``to_dict`` did differently is said where the field is declared, so the bytes
 stay what readers already parse:
@@ -101,6 +102,7 @@ class _Json:
     digits: int | None = None
     written: bool = True
     inline: bool = False
+    without: tuple[str, ...] = ()  # an inline class's keys left out
     schema: tuple[tuple[str, object], ...] = ()
 
 
@@ -112,9 +114,10 @@ def _meta(
     schema: dict[str, object],
     written: bool = True,
     inline: bool = False,
+    without: tuple[str, ...] = (),
 ) -> _Json:
     camel = tuple((re.sub(r"_([a-z])", lambda m: m.group(1).upper(), key), value) for key, value in schema.items())
-    return _Json(name, description, omit_empty, digits, written, inline, camel)
+    return _Json(name, description, omit_empty, digits, written, inline, without, camel)
 
 
 def json_field(
@@ -125,14 +128,16 @@ def json_field(
     digits: int | None = None,
     written: bool = True,
     inline: bool = False,
+    without: tuple[str, ...] = (),
     **schema: object,
 ) -> dict[str, Any]:
     """``field(metadata=...)`` for a field written other than plainly: ``name`` its JSON key, ``omit_empty``
     leaves the key out when the value is None or empty, ``digits`` rounds a number, ``written=False`` reads
     the key but leaves writing it to a ``json_property`` of that name, ``inline`` writes a nested class's
-    keys in place of its own; ``schema`` adds JSON-Schema keywords (``minimum=0``, ``enum=[...]``,
+    keys in place of its own (``without`` those named: the nested class reads them as their defaults);
+    ``schema`` adds JSON-Schema keywords (``minimum=0``, ``enum=[...]``,
     ``min_items=1``)."""
-    return {"json": _meta(name, description, omit_empty, digits, schema, written, inline)}
+    return {"json": _meta(name, description, omit_empty, digits, schema, written, inline, without)}
 
 
 class JsonProperty(Generic[Owner, Value]):
@@ -267,7 +272,7 @@ def _write(instance: object, nodes: tuple[_Key | _Group, ...]) -> dict[str, Any]
         if node.meta.digits is not None and isinstance(value, float):
             value = round(value, node.meta.digits)
         if node.meta.inline:
-            data.update(_to_json(value))
+            data.update((k, v) for k, v in _to_json(value).items() if k not in node.meta.without)
         else:
             data[node.name] = _to_json(value)
     return data
@@ -327,6 +332,8 @@ def _has_default(spec: dataclasses.Field[Any]) -> bool:
 
 
 def _read(kind: Any, value: object, source: str, where: str) -> Any:
+    if kind is Any:  # free-form JSON (a delivery's response, a framework's own stats): taken as it is
+        return value
     origin = get_origin(kind)
     if origin in (Union, types.UnionType):
         options = [a for a in get_args(kind) if a is not type(None)]
@@ -476,8 +483,8 @@ def _nodes_schema(nodes: tuple[_Key | _Group, ...], shared: set[type]) -> dict[s
             properties[node.name] = _nodes_schema(node.nodes, shared)
         elif node.meta.inline:  # the nested class's keys, in its place
             inner = _object_schema(node.type, shared, inline=True)
-            required.extend(inner["required"])
-            properties.update(inner["properties"])
+            required.extend(k for k in inner["required"] if k not in node.meta.without)
+            properties.update((k, v) for k, v in inner["properties"].items() if k not in node.meta.without)
         elif node.meta.written:
             required.extend([] if node.meta.omit_empty else [node.name])
             properties[node.name] = _key_schema(node, shared)
@@ -511,7 +518,10 @@ def _type_schema(kind: Any, shared: set[type]) -> dict[str, Any]:
     if origin in (tuple, list):
         return {"type": "array", "items": _type_schema(get_args(kind)[0], shared)}
     if origin is dict:
-        return {"type": "object", "additionalProperties": _type_schema(get_args(kind)[1], shared)}
+        values = _type_schema(get_args(kind)[1], shared)
+        return {"type": "object", "additionalProperties": values} if values else {"type": "object"}
+    if kind is Any:
+        return {}
     if kind in _PRIMITIVES:
         return {"type": _PRIMITIVES[kind]}
     if kind is type(None):  # a key that is always null in this shape (an untimed estimate's seconds)
