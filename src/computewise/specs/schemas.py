@@ -20,6 +20,7 @@ __all__ = ["GENERATED", "documents", "main"]
 GENERATED = (
     "computewise.bench.result:BenchResult",
     "computewise.catalog.calibration:Calibration",
+    "computewise.dashboard.budgets:BudgetsView",
     "computewise.dashboard.costs:CostsView",
     "computewise.dashboard.plans:PlansView",
     "computewise.dashboard.views:OverviewView",
