@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
 from computewise.errors import InputError
-from computewise.train.config import TrainConfig
+from computewise.train.config import TrainConfig, load_config, write_config
 from computewise.tune.savings import (
     Measured,
     RunSaving,
+    TunedConfigFile,
     TuneWorth,
     break_even_hours,
     mfu,
@@ -18,6 +20,8 @@ from computewise.tune.savings import (
     speedup,
     tune_worth,
 )
+
+DATA = Path(__file__).parent / "data"
 
 
 def test_speedup_and_mfu() -> None:
@@ -86,3 +90,12 @@ def test_a_worth_without_its_winner_is_refused_by_name() -> None:
     document = {**tune_worth(TUNED, None, None, 2.0, 60.0).to_dict(), "tuning": {"cost_usd": 0.0}, "best": None}
     with pytest.raises(InputError, match="best must be a JSON object"):
         TuneWorth.from_dict(document, "tune.json")
+
+
+def test_a_tune_out_file_written_before_the_typed_document_reads_and_is_written_alike(tmp_path: Path) -> None:
+    """``data/tune-out-before-codec.json`` is what ``tune --out`` wrote when the file was a hand-built dict."""
+    old = DATA / "tune-out-before-codec.json"
+    document = TunedConfigFile.from_dict(json.loads(old.read_text()), str(old))
+    assert document.measured is not None and document.measured.config == document.config == load_config(old)
+    write_config(document, tmp_path / "again.json")
+    assert (tmp_path / "again.json").read_text() == old.read_text()
