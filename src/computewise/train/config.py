@@ -12,6 +12,7 @@ starts with them would fail (or silently ignore one) minutes later.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import ClassVar, Final, Literal, Self, get_args
@@ -137,7 +138,7 @@ class TrainConfig(Jsonable):
     def from_dict(cls, data: object, source: str = "") -> Self:
         """Read every setting's type, and refuse a key that is no setting (a typo must not be ignored)."""
         known = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - known) if isinstance(data, dict) else []
+        unknown = sorted(set(data) - known) if isinstance(data, Mapping) else []
         if unknown:
             raise ConfigError(
                 f"unknown training setting(s): {', '.join(unknown)}", f"known settings: {', '.join(sorted(known))}"
