@@ -315,7 +315,7 @@ class TrialRecord(Jsonable):
 
 @dataclass(frozen=True)
 class TuneResult:
-    """Everything the search found, JSON-ready through ``to_dict`` (what the report and ``--json`` print)."""
+    """Everything the search found, for the report; ``--json`` prints its ``document()``, a ``TuneDocument``."""
 
     entry: str
     options: TuneOptions
