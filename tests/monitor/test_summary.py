@@ -50,9 +50,10 @@ def test_a_sleeping_job_with_a_busy_exit_instant_is_waiting_not_compute_bound(
 
     # Time-weighted by hand: 200 % for 0.01 s of 4.01 s.
     expected_cpu_percent = 200.0 * 0.01 / 4.01
-    assert summary.stats["cpu_percent"]["mean"] == pytest.approx(expected_cpu_percent)
+    assert summary.stats.cpu_percent is not None
+    assert summary.stats.cpu_percent.mean == pytest.approx(expected_cpu_percent)
     # 4 of 4.01 s at 0 %: 0 % for 95 % of the time; the 10 ms spike is the maximum, not the p95
-    assert summary.stats["cpu_percent"]["p95"] == 0.0 and summary.stats["cpu_percent"]["max"] == 200.0
+    assert summary.stats.cpu_percent.p95 == 0.0 and summary.stats.cpu_percent.highest == 200.0
     assert summary.usage.cpu_percent_run_mean == pytest.approx(expected_cpu_percent)
     assert summary.usage.busy_s == pytest.approx(0.01) and summary.usage.run_s == pytest.approx(4.01)
     [finding] = summary.findings
@@ -76,8 +77,9 @@ def test_a_job_busy_on_every_core_then_idle_is_compute_bound_while_busy(
 
     summary = summarize(sqlite_ledger, run_id, 1022.0)
 
-    assert summary.stats["cpu_percent"]["mean"] == pytest.approx(190.0 * 12 / 22)
-    assert summary.stats["cpu_percent"]["p50"] == 190.0  # 12 of 22 s at 190 %: over half the time
+    assert summary.stats.cpu_percent is not None
+    assert summary.stats.cpu_percent.mean == pytest.approx(190.0 * 12 / 22)
+    assert summary.stats.cpu_percent.p50 == 190.0  # 12 of 22 s at 190 %: over half the time
     [finding, *_] = summary.findings
     assert finding.verdict == "CPU compute-bound"
     assert "while busy (12.0 s of 22.0 s) the job's processes used 190 % CPU" in finding.evidence

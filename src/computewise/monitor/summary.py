@@ -8,10 +8,9 @@ resubmitted through ``computewise run --engine`` also lists its attempts and wha
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any, Literal
+from dataclasses import dataclass, field
+from typing import ClassVar, Literal
 
 import numpy as np
 
@@ -19,7 +18,7 @@ from computewise.account.interruptions import InterruptionCost, interruption_cos
 from computewise.account.totals import RunCost, price_run
 from computewise.catalog import Catalog
 from computewise.errors import UnknownNameError
-from computewise.ledger import AttemptRow, GpuSampleRow, Ledger, RunRow, SampleRow, StepRow
+from computewise.ledger import AttemptRow, GpuSampleRow, Ledger, PriceSnapshot, RunRow, SampleRow, StepRow
 from computewise.monitor.diagnosis import (
     Finding,
     IdlePeriod,
@@ -28,52 +27,125 @@ from computewise.monitor.diagnosis import (
     diagnose,
     idle_periods,
 )
+from computewise.specs.codec import Jsonable, Layout, json_field, json_property
 
-__all__ = ["RunSummary", "summarize"]
+__all__ = ["RunHead", "RunSummary", "Spread", "StepStats", "Utilization", "summarize"]
 
 _MAX_SERIES_POINTS = 600
 
 
+_COUNT = json_field(minimum=0)
+
+
 @dataclass(frozen=True)
-class RunSummary:
+class Spread(Jsonable):
+    """A figure over a run's samples: its mean and quantiles over time (each sample weighs the interval it
+    covers), its extremes per sample."""
+
+    json_description: ClassVar[str] = "Mean and quantiles over time (each sample weighs its interval); min and max."
+
+    mean: float
+    p50: float
+    p95: float
+    lowest: float = field(metadata=json_field(name="min"))
+    highest: float = field(metadata=json_field(name="max"))
+
+
+@dataclass(frozen=True)
+class Utilization(Jsonable):
+    """What the run used, over all its samples (the diagnosis judges the busy ones: ``UsageStats``)."""
+
+    json_description: ClassVar[str] = "What the run used, over all its samples (null: not sampled)."
+
+    samples: int = field(metadata=_COUNT)
+    gpu_util_pct: Spread | None
+    gpu_util_pct_by_gpu: dict[str, float] = field(metadata=json_field(description="Mean per GPU index."))
+    cpu_percent: Spread | None = field(metadata=json_field(description="Of one core, the whole process tree."))
+    host_cpu_percent_mean: float | None
+    busy_s: float = field(metadata=json_field(description="The span the diagnosis judged: samples not idle."))
+    logical_cpus: int = field(metadata=_COUNT)
+    peak_rss_bytes: int | None
+    peak_gpu_memory_bytes: int | None
+    gpu_power_w_mean: float | None
+    disk_read_bytes: int = field(metadata=_COUNT)
+    disk_write_bytes: int = field(metadata=_COUNT)
+    net_recv_bytes: int = field(metadata=_COUNT)
+    net_sent_bytes: int = field(metadata=_COUNT)
+
+
+@dataclass(frozen=True)
+class StepStats(Jsonable):
+    """The steps ``track()`` recorded: where their time went and the work they did."""
+
+    json_description: ClassVar[str] = "The steps track() recorded: data wait against compute, and throughput."
+
+    steps: int = field(metadata=_COUNT)
+    data_wait_s: float
+    compute_s: float
+    data_wait_share: float | None
+    samples_per_s: float | None
+    tokens_per_s: float | None
+
+
+@dataclass(frozen=True)
+class RunHead(Jsonable):
+    """The run as its summary opens: the keys of every document about a run, then its GPUs and error."""
+
+    json_layout: ClassVar[Layout] = ("run", "gpu_count", "gpu_name", "accelerator", "error")
+
+    run: RunRow = field(metadata=json_field(inline=True))
+
+    @json_property(minimum=0)
+    def gpu_count(self) -> int:
+        return self.run.gpu_count
+
+    @json_property()
+    def gpu_name(self) -> str | None:
+        return self.run.gpu_name
+
+    @json_property()
+    def accelerator(self) -> str | None:
+        return self.run.accelerator
+
+    @json_property()
+    def error(self) -> str | None:
+        return self.run.error
+
+
+@dataclass(frozen=True)
+class RunSummary(Jsonable):
+    """What ``runs show ID`` (and ``run`` at its end) prints: the run, its price and cost, what it used and why
+    it was slow; its JSON opens with the run and its price, then the cost's keys in place."""
+
+    json_layout: ClassVar[Layout] = (
+        "head", "price", "cost", "energy_basis", "stats", "findings", "idle", "idle_text", "steps", "series",
+        "attempts", "interruption", "child_stdout",
+    )  # fmt: skip
+
     run: RunRow
-    cost: RunCost
+    cost: RunCost = field(metadata=json_field(inline=True))
     energy_basis: str
-    usage: UsageStats
-    stats: dict[str, Any]
-    findings: tuple[Finding, ...]
-    idle: tuple[IdlePeriod, ...]
+    usage: UsageStats  # not written: what the diagnosis judged
+    stats: Utilization = field(metadata=json_field(name="utilization"))
+    findings: tuple[Finding, ...] = field(metadata=json_field(name="diagnosis"))
+    idle: tuple[IdlePeriod, ...] = field(metadata=json_field(name="idle_periods"))
     idle_text: str | None
-    steps: dict[str, Any] | None
-    series: dict[str, list[float | None]]
+    steps: StepStats | None
+    series: dict[str, list[float | None]] = field(
+        metadata=json_field(description="Thinned time series for the plots: seconds since start and each figure.")
+    )
     attempts: tuple[AttemptRow, ...] = ()
     interruption: InterruptionCost | None = None
     # Where ``computewise run`` sent the command's own stdout (stderr under --json); None: not a fresh run's.
-    child_stdout: Literal["stdout", "stderr"] | None = None
+    child_stdout: Literal["stdout", "stderr"] | None = field(default=None, metadata=json_field(omit_empty=True))
 
-    def to_dict(self) -> dict[str, Any]:
-        run = self.run
-        return {
-            "run": {
-                **run.to_dict(),
-                "gpu_count": run.gpu_count,
-                "gpu_name": run.gpu_name,
-                "accelerator": run.accelerator,
-                "error": run.error,
-            },
-            "price": run.price.to_dict(),
-            **self.cost.to_dict(),
-            "energy_basis": self.energy_basis,
-            "utilization": self.stats,
-            "diagnosis": [f.to_dict() for f in self.findings],
-            "idle_periods": [p.to_dict() for p in self.idle],
-            "idle_text": self.idle_text,
-            "steps": self.steps,
-            "series": self.series,
-            "attempts": [dataclasses.asdict(attempt) for attempt in self.attempts],
-            "interruption": self.interruption.to_dict() if self.interruption is not None else None,
-            **({} if self.child_stdout is None else {"child_stdout": self.child_stdout}),
-        }
+    @json_property(name="run")
+    def head(self) -> RunHead:
+        return RunHead(self.run)
+
+    @json_property()
+    def price(self) -> PriceSnapshot:
+        return self.run.price
 
 
 def summarize(ledger: Ledger, run_id: int, now_s: float, catalog: Catalog | None = None) -> RunSummary:
@@ -170,19 +242,13 @@ def _usage(
     )
 
 
-def _percentiles(samples: Sequence[SampleRow], value: Callable[[SampleRow], float | None]) -> dict[str, float] | None:
+def _percentiles(samples: Sequence[SampleRow], value: Callable[[SampleRow], float | None]) -> Spread | None:
     """Mean and quantiles over time (each sample weighs the interval it covers); min and max per sample."""
     pairs = sorted((v, s.interval_s) for s in samples if (v := value(s)) is not None)
     mean = _time_mean(samples, value)
     if not pairs or mean is None:
         return None
-    return {
-        "mean": mean,
-        "p50": _time_quantile(pairs, 0.50),
-        "p95": _time_quantile(pairs, 0.95),
-        "min": pairs[0][0],
-        "max": pairs[-1][0],
-    }
+    return Spread(mean, _time_quantile(pairs, 0.50), _time_quantile(pairs, 0.95), pairs[0][0], pairs[-1][0])
 
 
 def _time_quantile(sorted_pairs: Sequence[tuple[float, float]], share: float) -> float:
@@ -198,38 +264,38 @@ def _time_quantile(sorted_pairs: Sequence[tuple[float, float]], share: float) ->
     return sorted_pairs[-1][0]
 
 
-def _stats(samples: Sequence[SampleRow], gpu_rows: Sequence[GpuSampleRow], usage: UsageStats) -> dict[str, Any]:
+def _stats(samples: Sequence[SampleRow], gpu_rows: Sequence[GpuSampleRow], usage: UsageStats) -> Utilization:
     per_gpu: dict[int, list[float]] = {}
     for row in gpu_rows:
         if row.utilization_pct is not None:
             per_gpu.setdefault(row.gpu_index, []).append(row.utilization_pct)
     written = samples[-1].write_bytes - samples[0].write_bytes if samples else 0
     read = samples[-1].read_bytes - samples[0].read_bytes if samples else 0
-    return {
-        "samples": len(samples),
-        "gpu_util_pct": _percentiles(samples, lambda s: s.gpu_util_pct),
-        "gpu_util_pct_by_gpu": {str(i): float(np.mean(v)) for i, v in sorted(per_gpu.items())},
-        "cpu_percent": _percentiles(samples, lambda s: s.cpu_percent),
-        "host_cpu_percent_mean": _time_mean(samples, lambda s: s.host_cpu_percent),
-        "busy_s": usage.busy_s,  # the span the diagnosis judged (samples that were not idle)
-        "logical_cpus": usage.logical_cpus,
-        "peak_rss_bytes": max((s.rss_bytes for s in samples), default=None),
-        "peak_gpu_memory_bytes": max(
+    return Utilization(
+        samples=len(samples),
+        gpu_util_pct=_percentiles(samples, lambda s: s.gpu_util_pct),
+        gpu_util_pct_by_gpu={str(i): float(np.mean(v)) for i, v in sorted(per_gpu.items())},
+        cpu_percent=_percentiles(samples, lambda s: s.cpu_percent),
+        host_cpu_percent_mean=_time_mean(samples, lambda s: s.host_cpu_percent),
+        busy_s=usage.busy_s,
+        logical_cpus=usage.logical_cpus,
+        peak_rss_bytes=max((s.rss_bytes for s in samples), default=None),
+        peak_gpu_memory_bytes=max(
             (s.gpu_memory_used_bytes for s in samples if s.gpu_memory_used_bytes is not None), default=None
         ),
-        "gpu_power_w_mean": _mean([s.gpu_power_w for s in samples if s.gpu_power_w is not None]),
-        "disk_read_bytes": max(0, read),
-        "disk_write_bytes": max(0, written),
-        "net_recv_bytes": max(0, samples[-1].net_recv_bytes - samples[0].net_recv_bytes) if samples else 0,
-        "net_sent_bytes": max(0, samples[-1].net_sent_bytes - samples[0].net_sent_bytes) if samples else 0,
-    }
+        gpu_power_w_mean=_mean([s.gpu_power_w for s in samples if s.gpu_power_w is not None]),
+        disk_read_bytes=max(0, read),
+        disk_write_bytes=max(0, written),
+        net_recv_bytes=max(0, samples[-1].net_recv_bytes - samples[0].net_recv_bytes) if samples else 0,
+        net_sent_bytes=max(0, samples[-1].net_sent_bytes - samples[0].net_sent_bytes) if samples else 0,
+    )
 
 
 def _mean(values: Sequence[float]) -> float | None:
     return float(np.mean(values)) if values else None
 
 
-def _step_stats(steps: Sequence[StepRow]) -> dict[str, Any] | None:
+def _step_stats(steps: Sequence[StepRow]) -> StepStats | None:
     if not steps:
         return None
     data_wait = sum(s.data_wait_s for s in steps)
@@ -237,14 +303,14 @@ def _step_stats(steps: Sequence[StepRow]) -> dict[str, Any] | None:
     total = data_wait + compute
     samples = sum(s.samples or 0 for s in steps)
     tokens = sum(s.tokens or 0 for s in steps)
-    return {
-        "steps": len(steps),
-        "data_wait_s": data_wait,
-        "compute_s": compute,
-        "data_wait_share": data_wait / total if total > 0 else None,
-        "samples_per_s": samples / total if total > 0 and samples else None,
-        "tokens_per_s": tokens / total if total > 0 and tokens else None,
-    }
+    return StepStats(
+        steps=len(steps),
+        data_wait_s=data_wait,
+        compute_s=compute,
+        data_wait_share=data_wait / total if total > 0 else None,
+        samples_per_s=samples / total if total > 0 and samples else None,
+        tokens_per_s=tokens / total if total > 0 and tokens else None,
+    )
 
 
 def _series(samples: Sequence[SampleRow]) -> dict[str, list[float | None]]:

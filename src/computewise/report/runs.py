@@ -61,40 +61,36 @@ def summary_rows(summary: RunSummary) -> list[tuple[str, str, str]]:
         ("energy", format_kwh(cost.energy_kwh), f"{summary.energy_basis}; PUE {price.pue:.2f}"),
         ("CO2", format_kg(cost.co2_kg), f"{price.carbon_g_per_kwh:.0f} gCO2/kWh"),
     ]
-    gpu_util = util.get("gpu_util_pct")
+    gpu_util = util.gpu_util_pct
     if gpu_util:
-        rows.append(
-            ("GPU utilization", _pct(gpu_util["mean"]), f"p50 {_pct(gpu_util['p50'])}, p95 {_pct(gpu_util['p95'])}")
-        )
+        rows.append(("GPU utilization", _pct(gpu_util.mean), f"p50 {_pct(gpu_util.p50)}, p95 {_pct(gpu_util.p95)}"))
     elif run.gpu_count == 0:
         rows.append(("GPU utilization", "n/a", "no NVIDIA GPU was visible to the run"))
-    cpu = util.get("cpu_percent")
+    cpu = util.cpu_percent
     if cpu:
         rows.append(
             (
                 "CPU",
-                f"{cpu['mean']:.0f} %",
-                f"of one core; p95 {cpu['p95']:.0f} %; {plural(util['logical_cpus'], 'logical CPU')}",
+                f"{cpu.mean:.0f} %",
+                f"of one core; p95 {cpu.p95:.0f} %; {plural(util.logical_cpus, 'logical CPU')}",
             )
         )
-    if util.get("peak_rss_bytes") is not None:
-        rows.append(("peak memory", format_bytes(util["peak_rss_bytes"]), "resident, whole process tree"))
-    if util.get("peak_gpu_memory_bytes") is not None:
-        rows.append(("peak GPU memory", format_bytes(util["peak_gpu_memory_bytes"]), "all GPUs"))
+    if util.peak_rss_bytes is not None:
+        rows.append(("peak memory", format_bytes(util.peak_rss_bytes), "resident, whole process tree"))
+    if util.peak_gpu_memory_bytes is not None:
+        rows.append(("peak GPU memory", format_bytes(util.peak_gpu_memory_bytes), "all GPUs"))
     rows.append(
         (
             "disk / network",
-            f"{format_bytes(util['disk_read_bytes'])} read",
-            f"{format_bytes(util['disk_write_bytes'])} written; network {format_bytes(util['net_recv_bytes'])} in",
+            f"{format_bytes(util.disk_read_bytes)} read",
+            f"{format_bytes(util.disk_write_bytes)} written; network {format_bytes(util.net_recv_bytes)} in",
         )
     )
     rows.append(("idle", format_duration(cost.idle_s), f"{format_usd(cost.idle_cost_usd)} of the cost"))
     steps = summary.steps
     if steps:
-        share = steps["data_wait_share"]
-        rows.append(
-            ("steps", str(steps["steps"]), "" if share is None else f"{share:.0%} of step time waiting for data")
-        )
+        share = steps.data_wait_share
+        rows.append(("steps", str(steps.steps), "" if share is None else f"{share:.0%} of step time waiting for data"))
     return rows
 
 
