@@ -32,8 +32,6 @@ from computewise.specs.codec import Jsonable, Layout, json_field, json_property
 __all__ = ["RunHead", "RunSummary", "Spread", "StepStats", "Utilization", "summarize"]
 
 _MAX_SERIES_POINTS = 600
-
-
 _COUNT = json_field(minimum=0)
 
 
