@@ -140,8 +140,8 @@ def test_the_chosen_variant_fits_the_budget_and_beats_the_baseline(digits_search
     assert key(chosen) > key(baseline)
     fitting = [v for v in digits_search.variants if v.status == "ok" and v.meets_budget and v.name != "baseline"]
     assert key(chosen) == max(key(v) for v in fitting)
-    speedup = digits_search.speedup(chosen)["throughput"]
-    assert speedup is not None and speedup > 0
+    speedup = digits_search.speedup(chosen)
+    assert speedup is not None and speedup.throughput is not None and speedup.throughput > 0
 
 
 def test_a_batch_invariance_requirement_is_respected(digits_search: SearchResult) -> None:
@@ -186,17 +186,16 @@ def test_a_speedup_above_50x_is_flagged_as_suspect(digits_search: SearchResult) 
     variants = [dataclasses.replace(v, speeds=slowed) if v is baseline else v for v in digits_search.variants]
     replayed = dataclasses.replace(digits_search, variants=variants)
     gains = replayed.speedup(chosen)
-    assert gains["throughput"] is not None and gains["throughput"] > SUSPECT_RATIO
-    assert gains["suspect"] is True
+    assert gains.throughput is not None and gains.throughput > SUSPECT_RATIO
+    assert gains.suspect is True
     assert any(w.startswith(f"{chosen.name}: a speed-up above 50x") for w in replayed.warnings)
     out = io.StringIO()
     print_optimize(replayed, Console(file=out, width=400, color_system=None))
     text = out.getvalue()
-    assert f"{gains['throughput']:.2f}x (suspect)" in text and "warnings" in text
+    assert f"{gains.throughput:.2f}x (suspect)" in text and "warnings" in text
     honest = digits_search.speedup(chosen)
-    assert honest["suspect"] == any(
-        r > SUSPECT_RATIO for r in (honest["throughput"], honest["latency"]) if r is not None
-    )
+    assert honest is not None
+    assert honest.suspect == any(r > SUSPECT_RATIO for r in (honest.throughput, honest.latency) if r is not None)
 
 
 def test_the_latency_target_ranks_by_p50_at_the_smallest_batch(digits_search: SearchResult) -> None:

@@ -121,7 +121,7 @@ def test_a_selective_variant_follows_the_fastest_miss(minilm_search: SearchResul
     assert len(variant.built.kept_fp32) < len(layers)
     assert variant.built.quantized_from is not None and variant.built.quantized_from[0] == base_graph
     assert f"except the {len(variant.built.kept_fp32)} most sensitive of {len(layers)} layers" in variant.recipe[-1]
-    assert variant.to_dict()["kept_fp32"] == variant.built.kept_fp32
+    assert variant.summary(None).kept_fp32 == tuple(variant.built.kept_fp32)
 
 
 def test_the_chosen_variant_keeps_every_sentence_close(minilm_search: SearchResult) -> None:
@@ -154,18 +154,19 @@ def test_speedups_compare_the_same_batching_and_sorting_is_its_own_figure(minilm
     for variant in minilm_search.variants:
         mine, gains = variant.speed_at(8), minilm_search.speedup(variant)
         assert mine is not None and mine.sorted_items_per_s is not None
-        assert gains["throughput"] == pytest.approx(mine.items_per_s / base.items_per_s)
-        assert gains["sorted_throughput"] == pytest.approx(mine.sorted_items_per_s / base.sorted_items_per_s)
-        assert gains["sorting"] == pytest.approx(mine.sorted_items_per_s / mine.items_per_s)
+        assert gains.throughput == pytest.approx(mine.items_per_s / base.items_per_s)
+        assert gains.sorted_throughput == pytest.approx(mine.sorted_items_per_s / base.sorted_items_per_s)
+        assert gains.sorting == pytest.approx(mine.sorted_items_per_s / mine.items_per_s)
     baseline = minilm_search.speedup(minilm_search.variant("baseline"))
-    assert baseline["throughput"] == pytest.approx(1.0) and baseline["sorted_throughput"] == pytest.approx(1.0)
+    assert baseline is not None
+    assert baseline.throughput == pytest.approx(1.0) and baseline.sorted_throughput == pytest.approx(1.0)
     grid = optimize_grid(minilm_search)
     chosen = minilm_search.chosen
     assert chosen is not None
     row = next(row for row in grid.rows if row[0].endswith(chosen.name))
     gains = minilm_search.speedup(chosen)
-    assert row[grid.headers.index("x throughput")].startswith(f"{gains['throughput']:.2f}x")
-    assert row[grid.headers.index("x sorted")].startswith(f"{gains['sorted_throughput']:.2f}x")
+    assert row[grid.headers.index("x throughput")].startswith(f"{gains.throughput:.2f}x")
+    assert row[grid.headers.index("x sorted")].startswith(f"{gains.sorted_throughput:.2f}x")
 
 
 def test_requiring_batch_invariance_never_chooses_a_variant_that_is_not(minilm_search: SearchResult) -> None:

@@ -117,8 +117,7 @@ def _manifest(result: SearchResult, variant: VariantResult, staging: Path, force
             "export another variant (--variants), or keep the FP32 model",
         )
     source = result.source
-    summary = result.to_dict()
-    row = next(v for v in summary["variants"] if v["name"] == variant.name)
+    row = result.summary().variant(variant.name)
     manifest: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
         "manifest_version": MANIFEST_VERSION,
@@ -130,8 +129,8 @@ def _manifest(result: SearchResult, variant: VariantResult, staging: Path, force
         "kept_fp32": built.kept_fp32,
         "quality": {
             "metric": result.metric.name,
-            "value": row["quality"],
-            "worst": row["quality_worst"],
+            "value": row.quality,
+            "worst": row.quality_worst,
             "baseline": result.baseline_quality,
             "max_drop": str(result.metric.budget),
         },
@@ -139,8 +138,8 @@ def _manifest(result: SearchResult, variant: VariantResult, staging: Path, force
         "forced": forced,
         "batch_invariant": variant.batch_invariant,
         "batching": "length-sorted" if isinstance(source.feed, TextFeed) else "arrival",
-        "speeds": row["speeds"],
-        "speedup": row["speedup"],
+        "speeds": [speed.to_dict() for speed in row.speeds],
+        "speedup": None if row.speedup is None else row.speedup.to_dict(),
         "hardware": result.hardware.to_dict(),
         "created_by": _versions(),
         "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

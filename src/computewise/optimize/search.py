@@ -51,6 +51,7 @@ from computewise.optimize.predictors import predict_all
 from computewise.optimize.quality import INVARIANCE_COSINE, Metric, Score, agreement
 from computewise.optimize.selective import build_selective
 from computewise.optimize.source import ModelSource
+from computewise.optimize.summary import MetricLine, ModelLine, OptimizeSummary, Speedup, VariantStatus, VariantSummary
 from computewise.optimize.workspace import Built, Doctor, DynamicInt8, Workspace, first_line
 from computewise.system.cpu import usable_cpus
 from computewise.system.hardware import Hardware, detect_hardware
@@ -102,7 +103,7 @@ class VariantResult:
 
     name: str
     family: str
-    status: str  # "ok" | "failed" | "skipped"
+    status: VariantStatus
     reason: str | None = None
     recipe: list[str] = field(default_factory=list)
     quality: Score | None = None
@@ -135,30 +136,32 @@ class VariantResult:
     def export_blocker(self) -> str | None:
         return None if self.built is None else self.built.export_blocker
 
-    def to_dict(self) -> dict[str, Any]:
+    def summary(self, speedup: Speedup | None) -> VariantSummary:
+        """This variant's figures, with its ``speedup`` over the baseline (the search computes it)."""
         built = self.built
-        return {
-            "name": self.name,
-            "family": self.family,
-            "status": self.status,
-            "reason": self.reason,
-            "recipe": self.recipe,
-            "quality": None if self.quality is None else self.quality.value,
-            "quality_worst": None if self.quality is None else self.quality.worst,
-            "meets_budget": self.meets_budget,
-            "batch_invariance": self.invariance,
-            "batch_invariant": self.batch_invariant,
-            "speeds": [speed.to_dict() for speed in self.speeds],
-            "peak_memory_bytes": self.peak_memory_bytes,
-            "size_bytes": self.size_bytes,
-            "load_time_s": self.load_time_s,
-            "build_time_s": self.build_time_s,
-            "kept_fp32": self.kept_fp32,
-            "format": None if built is None else built.format,
-            "exportable": self.exportable,
-            "export_blocker": self.export_blocker,
-            "providers": [] if built is None else list(built.providers),
-        }
+        return VariantSummary(
+            name=self.name,
+            family=self.family,
+            status=self.status,
+            reason=self.reason,
+            recipe=tuple(self.recipe),
+            quality=None if self.quality is None else self.quality.value,
+            quality_worst=None if self.quality is None else self.quality.worst,
+            meets_budget=self.meets_budget,
+            batch_invariance=self.invariance,
+            batch_invariant=self.batch_invariant,
+            speeds=tuple(self.speeds),
+            peak_memory_bytes=self.peak_memory_bytes,
+            size_bytes=self.size_bytes,
+            load_time_s=self.load_time_s,
+            build_time_s=self.build_time_s,
+            kept_fp32=None if self.kept_fp32 is None else tuple(self.kept_fp32),
+            format=None if built is None else built.format,
+            exportable=self.exportable,
+            export_blocker=self.export_blocker,
+            providers=() if built is None else tuple(built.providers),
+            speedup=speedup,
+        )
 
 
 @dataclass
@@ -177,35 +180,38 @@ class SearchResult:
     notes: list[str] = field(default_factory=list)
     exported_to: Path | None = None  # where ``optimize.run.optimize`` wrote the chosen variant, if it did
 
-    def to_dict(self) -> dict[str, Any]:
-        """Everything the report, ``--json`` and the manifest show; plain JSON types only."""
-        chosen = self.chosen
+    def summary(self) -> OptimizeSummary:
+        """Everything ``--json`` and the manifest show, as plain data."""
         best_quality, best_speed = self.best_quality, self.best_speed
-        return {
-            "model": {"source": self.source.description, "kind": self.source.kind, "task": self.source.task},
-            "hardware": self.hardware.to_dict(),
-            "metric": {
-                "name": self.metric.name,
-                "baseline": self.baseline_quality,
-                "max_drop": str(self.metric.budget),
-                "allowed_drop": self.metric.budget.allowed(self.baseline_quality),
-                "item_floor": self.metric.item_floor,
-                "eval_examples": self.eval_examples,
-                "calibration_examples": self.calibration_examples,
-            },
-            "target": self.options.target,
-            "batch_sizes": list(self.options.batch_sizes),
-            "batch_invariant_required": self.options.batch_invariant,
-            "variants": [v.to_dict() | {"speedup": self.speedup(v) if v.speeds else None} for v in self.variants],
-            "chosen": None if chosen is None else chosen.name,
-            "best_quality": None if best_quality is None else best_quality.name,
-            "best_speed": None if best_speed is None else best_speed.name,
-            "doctor": self.doctor.to_dict(),
-            "notes": self.notes,
-            "warnings": self.warnings,
-            "time_budget_s": self.options.time_budget_s,
-            "exported_to": None if self.exported_to is None else str(self.exported_to),
-        }
+        return OptimizeSummary(
+            model=ModelLine(self.source.description, self.source.kind, self.source.task),
+            hardware=self.hardware,
+            metric=MetricLine(
+                name=self.metric.name,
+                baseline=self.baseline_quality,
+                max_drop=str(self.metric.budget),
+                allowed_drop=self.metric.budget.allowed(self.baseline_quality),
+                item_floor=self.metric.item_floor,
+                eval_examples=self.eval_examples,
+                calibration_examples=self.calibration_examples,
+            ),
+            target=self.options.target,
+            batch_sizes=self.options.batch_sizes,
+            batch_invariant_required=self.options.batch_invariant,
+            variants=tuple(v.summary(self.speedup(v)) for v in self.variants),
+            chosen=None if self.chosen is None else self.chosen.name,
+            best_quality=None if best_quality is None else best_quality.name,
+            best_speed=None if best_speed is None else best_speed.name,
+            doctor=self.doctor,
+            notes=tuple(self.notes),
+            warnings=tuple(self.warnings),
+            time_budget_s=self.options.time_budget_s,
+            exported_to=None if self.exported_to is None else str(self.exported_to),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """``optimize --json``: the summary's JSON (``summary`` is the typed value)."""
+        return self.summary().to_dict()
 
     def variant(self, name: str) -> VariantResult:
         return next(v for v in self.variants if v.name == name)
@@ -235,14 +241,12 @@ class SearchResult:
         graded = [v for v in self.variants if v.status == "ok" and v.quality and v.name != BASELINE]
         return max(graded, key=lambda v: (v.quality.value if v.quality else 0.0, self.speed_key(v)), default=None)
 
-    def speedup(self, variant: VariantResult) -> dict[str, Any]:
-        """Against the baseline at the same batching: what the model change buys, sorting left out.
-
-        ``throughput``: items/s at the largest batch, both in arrival order; ``sorted_throughput``:
-        both length-sorted (text only); ``latency``: the baseline's p50 at the smallest batch over the
-        variant's; ``sorting``: what length-sorting alone gives this variant. ``suspect`` marks a
-        ratio above ``SUSPECT_RATIO``; ``contended`` a figure timed while other processes held the CPUs.
-        """
+    def speedup(self, variant: VariantResult) -> Speedup | None:
+        """Against the baseline at the same batching (see ``Speedup``): throughput at the largest batch, in
+        arrival order and (text only) both length-sorted, p50 latency at the smallest, and what length-sorting
+        alone gives this variant. None for a variant never timed."""
+        if not variant.speeds:
+            return None
         base = self.variant(BASELINE)
         large, small = self.options.largest_batch, min(self.options.batch_sizes)
         base_large, mine_large = base.speed_at(large), variant.speed_at(large)
@@ -255,24 +259,24 @@ class SearchResult:
         latency = base_small.p50_ms / mine_small.p50_ms if base_small and mine_small else None
         ratios = [r for r in (throughput, sorted_throughput, latency) if r is not None]
         timed = [s for s in (base_large, mine_large, base_small, mine_small) if s is not None]
-        return {
-            "throughput": throughput,
-            "sorted_throughput": sorted_throughput,
-            "latency": latency,
-            "sorting": sorting,
-            "suspect": any(r > SUSPECT_RATIO or r < 1 / SUSPECT_RATIO for r in ratios),
-            "contended": any(s.contended for s in timed),
-        }
+        return Speedup(
+            throughput=throughput,
+            sorted_throughput=sorted_throughput,
+            latency=latency,
+            sorting=sorting,
+            suspect=any(r > SUSPECT_RATIO or r < 1 / SUSPECT_RATIO for r in ratios),
+            contended=any(s.contended for s in timed),
+        )
 
     @property
     def warnings(self) -> list[str]:
         """What a reader must know before trusting the speed columns: suspect ratios, contended timings."""
         lines = []
         for v in self.variants:
-            if v.status != "ok" or not v.speeds:
+            speedup = self.speedup(v)
+            if v.status != "ok" or speedup is None:
                 continue
-            gains = self.speedup(v)
-            if gains["suspect"] and v.name != BASELINE:
+            if speedup.suspect and v.name != BASELINE:
                 lines.append(
                     f"{v.name}: a speed-up above {SUSPECT_RATIO:g}x from software alone is suspect; "
                     "the baseline was probably timed under contention: re-run on a quiet machine (or with --threads 1)"

@@ -141,9 +141,10 @@ def _bytes(n_bytes: int | None) -> str:
     return format_bytes(n_bytes) if n_bytes else ""
 
 
-def _speedup(r: SearchResult, v: VariantResult) -> dict[str, Any]:
-    """The search's speed-ups against the baseline; empty for a variant never timed."""
-    return r.speedup(v) if v.speeds else {}
+def _ratios(r: SearchResult, v: VariantResult) -> tuple[float | None, float | None, float | None, bool]:
+    """The speed-ups over the baseline (throughput, both length-sorted, latency) and whether they are suspect."""
+    s = r.speedup(v)
+    return (None, None, None, False) if s is None else (s.throughput, s.sorted_throughput, s.latency, s.suspect)
 
 
 def _note(r: SearchResult, v: VariantResult) -> str:
@@ -184,9 +185,8 @@ def _row(r: SearchResult, v: VariantResult) -> tuple[str, ...]:
     for size in r.options.batch_sizes:
         speed = v.speed_at(size)
         speeds += [_ms(speed.p50_ms), _throughput_cell(speed)] if speed else ["", ""]
-    speedup = _speedup(r, v)
-    suspect = bool(speedup.get("suspect"))
-    sorted_column = [_times(speedup.get("sorted_throughput"), suspect)] if _has_sorted(r) else []
+    throughput, sorted_throughput, latency, suspect = _ratios(r, v)
+    sorted_column = [_times(sorted_throughput, suspect)] if _has_sorted(r) else []
     return (
         name,
         status,
@@ -195,9 +195,9 @@ def _row(r: SearchResult, v: VariantResult) -> tuple[str, ...]:
         _yes_no(v.meets_budget),
         _invariant_cell(v),
         *speeds,
-        _times(speedup.get("throughput"), suspect),
+        _times(throughput, suspect),
         *sorted_column,
-        _times(speedup.get("latency"), suspect),
+        _times(latency, suspect),
         _bytes(v.size_bytes),
         _bytes(v.peak_memory_bytes),
         note,
@@ -206,7 +206,7 @@ def _row(r: SearchResult, v: VariantResult) -> tuple[str, ...]:
 
 def _has_sorted(r: SearchResult) -> bool:
     """Whether length-sorted order was timed (text models at a batch size above one)."""
-    return any(_speedup(r, v).get("sorted_throughput") is not None for v in r.variants)
+    return any(_ratios(r, v)[1] is not None for v in r.variants)
 
 
 def _headers(r: SearchResult) -> tuple[str, ...]:
@@ -273,13 +273,13 @@ def _setup(r: SearchResult) -> list[tuple[str, str]]:
 
 
 def _gains(r: SearchResult, v: VariantResult) -> str:
-    speedup = _speedup(r, v)
+    throughput, sorted_throughput, latency, _ = _ratios(r, v)
     parts = []
-    if speedup.get("throughput") is not None:
-        same = f" ({speedup['sorted_throughput']:.2f}x both length-sorted)" if speedup.get("sorted_throughput") else ""
-        parts.append(f"{speedup['throughput']:.2f}x throughput at batch {max(r.options.batch_sizes)}{same}")
-    if speedup.get("latency") is not None:
-        parts.append(f"{speedup['latency']:.2f}x lower p50 latency at batch {min(r.options.batch_sizes)}")
+    if throughput is not None:
+        same = f" ({sorted_throughput:.2f}x both length-sorted)" if sorted_throughput else ""
+        parts.append(f"{throughput:.2f}x throughput at batch {max(r.options.batch_sizes)}{same}")
+    if latency is not None:
+        parts.append(f"{latency:.2f}x lower p50 latency at batch {min(r.options.batch_sizes)}")
     return ", ".join(parts)
 
 
