@@ -280,3 +280,18 @@ def test_an_inline_class_can_leave_keys_out_and_any_is_free_form_json() -> None:
     assert schema["properties"]["stats"] == {"type": "object"} and schema["properties"]["raw"] == {}
     jsonschema.Draft202012Validator(schema).validate(data)
     assert not jsonschema.Draft202012Validator(schema).is_valid({**data, "stats": []})
+
+
+@dataclass(frozen=True)
+class Signature(Jsonable):
+    json_document: ClassVar[Document] = Document("signature", "signature", "Axes named or sized.")
+
+    shape: tuple[int | str | None, ...]
+
+
+def test_a_union_of_types_reads_as_the_first_that_fits_and_its_schema_allows_each() -> None:
+    assert Signature.from_dict({"shape": ["batch", 3, None]}) == Signature(("batch", 3, None))
+    with pytest.raises(InputError, match=r"s\.json: shape\[1\] must be a string, got 2\.5"):
+        Signature.from_dict({"shape": [1, 2.5]}, "s.json")
+    items = document_schema(Signature)["properties"]["shape"]["items"]
+    assert items == {"oneOf": [{"type": "null"}, {"anyOf": [{"type": "integer"}, {"type": "string"}]}]}

@@ -4,9 +4,9 @@ A result class inherits ``Jsonable`` and gets ``to_dict`` (its JSON value) and `
 back, every field checked) from its field types, so the layout is written once, as the type, and
 ``docs/schemas`` is generated from the same type (``computewise.specs.schemas``) instead of being
 kept in step by hand. Fields are written in their order, by type: a nested dataclass as an object,
-a tuple or list as a list, ``dict[str, X]`` as an object, ``X | None`` as the value or null,
-``Literal`` as its value; numbers, strings and booleans as they are; ``Any`` is free-form JSON, written
-and read as it is (the schema says nothing of it).
+a tuple or list as a list, ``dict[str, X]`` as an object, ``X | None`` as the value or null (``X | Y``
+read as the first of them that fits), ``Literal`` as its value; numbers, strings and booleans as they
+are; ``Any`` is free-form JSON, written and read as it is (the schema says nothing of it).
 
 What a hand-written ``to_dict`` did differently is said where the field is declared, so the bytes
 stay what readers already parse:
@@ -52,6 +52,7 @@ from typing import (
     overload,
 )
 
+from computewise.errors import InputError
 from computewise.specs.document import SCHEMA_VERSION, require_object, wrong_value
 
 __all__ = [
@@ -339,7 +340,12 @@ def _read(kind: Any, value: object, source: str, where: str) -> Any:
         options = [a for a in get_args(kind) if a is not type(None)]
         if value is None and len(options) < len(get_args(kind)):
             return None
-        return _read(options[0] if len(options) == 1 else Union[tuple(options)], value, source, where)  # noqa: UP007
+        for option in options[:-1]:  # ``int | str``: the first type that reads it
+            try:
+                return _read(option, value, source, where)
+            except InputError:
+                continue
+        return _read(options[-1], value, source, where)
     if origin is Literal:
         if value not in get_args(kind):
             choices = ", ".join(repr(a) for a in get_args(kind))
