@@ -36,7 +36,6 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
@@ -64,7 +63,7 @@ class Alert(Jsonable):
     scope: str | None = None
     period: str | None = None
     threshold_pct: float | None = None
-    details: Mapping[str, Any] = field(default_factory=dict)
+    details: dict[str, Any] = field(default_factory=dict)
 
 
 def parse_webhook_url(text: str) -> str:
