@@ -76,7 +76,7 @@ async def _page(request: Request) -> Response:
     view = await _load(request)
     if isinstance(view, Response):
         return view
-    return HTMLResponse(page(f"run {view.run['id']}", run_html(view), active="runs"))
+    return HTMLResponse(page(f"run {view.run.id}", run_html(view), active="runs"))
 
 
 async def _events(request: Request) -> Response:

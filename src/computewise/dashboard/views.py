@@ -27,6 +27,7 @@ from computewise.account.totals import RunCost, price_runs, run_end_s
 from computewise.ledger import Ledger, RunKind, RunRow, RunStatus
 from computewise.ledger.queries import RunFilter, RunSort
 from computewise.ledger.store import STALE_HEARTBEATS, STALE_MIN_S
+from computewise.monitor.summary import RunSummary, summarize
 from computewise.specs.codec import Document, Jsonable, json_field, json_property
 
 if TYPE_CHECKING:
@@ -282,8 +283,7 @@ class RunView(Jsonable):
 
     ``summary`` is what ``runs show --json`` prints, less its thinned series, written in place: ``series``
     maps a chart name (``cpu``, ``memory``, ``power``, ``cost``, ``gpuN-util``, ``gpuN-memory``) to
-    ``(seconds since start, value)`` points instead. Its schema stays hand-written while the summary and
-    ``track`` are free-form objects (``dict[str, Any]``), which the converter has no schema for.
+    ``(seconds since start, value)`` points instead.
     """
 
     json_document: ClassVar[Document] = Document(
@@ -293,23 +293,32 @@ class RunView(Jsonable):
         "series), plus its time series averaged in the database into at most 500 points each, and what track() "
         "reported (dashboard.views.RunView).",
     )
-    summary: dict[str, Any] = field(metadata=json_field(inline=True))
-    sample_count: int
-    bucket_s: float
-    live: bool
-    track: dict[str, Any] | None  # what track() reported at the end (steps, throughput, MFU), if it ran
-    series: dict[str, tuple[tuple[float, float], ...]]
+    summary: RunSummary = field(metadata=json_field(inline=True, without=("series",)))
+    sample_count: int = field(metadata=json_field(minimum=0))
+    bucket_s: float = field(
+        metadata=json_field(minimum=0, description="Seconds of samples each point averages (0: no samples).")
+    )
+    live: bool = field(
+        metadata=json_field(description="The run is running: /api/runs/{id}/events streams its progress.")
+    )
+    track: dict[str, Any] | None = field(
+        metadata=json_field(description="What track() reported at the end (steps, throughput, MFU), if it ran.")
+    )
+    series: dict[str, tuple[tuple[float, float], ...]] = field(
+        metadata=json_field(
+            description="Per chart (cpu, memory, power, cost, gpuN-util, gpuN-memory), (seconds since start, value) "
+            "points, each the mean of a bucket.",
+            property_names={"pattern": "^(cpu|memory|power|cost|gpu[0-9]+-(util|memory))$"},
+        )
+    )
 
     @property
-    def run(self) -> dict[str, Any]:
-        run: dict[str, Any] = self.summary["run"]
-        return run
+    def run(self) -> RunRow:
+        return self.summary.run
 
 
 def run_view(ledger: Ledger, catalog: Catalog, run_id: int, now_s: float) -> RunView:
     """Raises ``InputError`` for an unknown run id (the CLI's message)."""
-    from computewise.monitor.summary import summarize  # numpy: a third of the server's start, paid on first use
-
     summary = summarize(ledger, run_id, now_s, catalog)
     run = summary.run
     count, first_s, last_s = ledger.sample_span(run_id)
@@ -320,7 +329,7 @@ def run_view(ledger: Ledger, catalog: Catalog, run_id: int, now_s: float) -> Run
         bucket_s = max(run.interval_s, (last_s - first_s) / MAX_POINTS) * (1 + 1e-9) + 1e-9
         series = _series(ledger, run, first_s, bucket_s, summary.cost, now_s)
     return RunView(
-        summary={key: value for key, value in summary.to_dict().items() if key != "series"},
+        summary=summary,
         sample_count=count,
         bucket_s=bucket_s,
         series=series,

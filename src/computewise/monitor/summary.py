@@ -12,8 +12,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
-import numpy as np
-
 from computewise.account.interruptions import InterruptionCost, interruption_cost
 from computewise.account.totals import RunCost, price_run
 from computewise.catalog import Catalog
@@ -203,6 +201,8 @@ def _time_mean(samples: Sequence[SampleRow], value: Callable[[SampleRow], float 
     A plain mean would let the last sample, which may cover a few milliseconds of a job's exit, weigh as
     much as a whole second: a sleeping job's teardown then reads as a busy CPU.
     """
+    import numpy as np  # here, not at the top: the dashboard imports this module and starts faster without it
+
     pairs = [(v, s.interval_s) for s in samples if (v := value(s)) is not None]
     weight_s = sum(w for _, w in pairs)
     if not pairs:
@@ -251,6 +251,8 @@ def _percentiles(samples: Sequence[SampleRow], value: Callable[[SampleRow], floa
 
 def _time_quantile(sorted_pairs: Sequence[tuple[float, float]], share: float) -> float:
     """The smallest value the job was at or below for ``share`` of the time ((value, seconds), sorted)."""
+    import numpy as np
+
     total_s = sum(seconds for _, seconds in sorted_pairs)
     if total_s <= 0:
         return float(np.percentile([v for v, _ in sorted_pairs], 100.0 * share))
@@ -263,6 +265,8 @@ def _time_quantile(sorted_pairs: Sequence[tuple[float, float]], share: float) ->
 
 
 def _stats(samples: Sequence[SampleRow], gpu_rows: Sequence[GpuSampleRow], usage: UsageStats) -> Utilization:
+    import numpy as np
+
     per_gpu: dict[int, list[float]] = {}
     for row in gpu_rows:
         if row.utilization_pct is not None:
@@ -290,6 +294,8 @@ def _stats(samples: Sequence[SampleRow], gpu_rows: Sequence[GpuSampleRow], usage
 
 
 def _mean(values: Sequence[float]) -> float | None:
+    import numpy as np
+
     return float(np.mean(values)) if values else None
 
 

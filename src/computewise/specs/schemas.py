@@ -24,6 +24,7 @@ GENERATED = (
     "computewise.dashboard.costs:CostsView",
     "computewise.dashboard.plans:PlansView",
     "computewise.dashboard.views:OverviewView",
+    "computewise.dashboard.views:RunView",
     "computewise.dashboard.views:RunsView",
     "computewise.data.convert:ConvertResult",
     "computewise.data.result:DataBenchResult",
