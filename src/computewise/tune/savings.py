@@ -29,6 +29,7 @@ from computewise.train.config import ConfigFile, TrainConfig
 
 __all__ = [
     "TRAIN_FLOPS_PER_FORWARD",
+    "DescribedConfig",
     "Measured",
     "RunSaving",
     "TuneWorth",
@@ -131,8 +132,20 @@ def plan_saving(
     return RunSaving(basis, naive_hours, tuned_hours, hourly_usd, tuning_cost_usd)
 
 
+class DescribedConfig(Jsonable):
+    """A row of the search that holds a configuration and writes it named in one line right after it, so the
+    JSON's reader sees the name the report prints; the measured and the pruned configurations share it."""
+
+    config: TrainConfig
+
+    @json_property(after="config")
+    def describe(self) -> str:
+        """The configuration in one line, as the report names it."""
+        return self.config.describe()
+
+
 @dataclass(frozen=True)
-class Measured(Jsonable):
+class Measured(DescribedConfig):
     """One configuration as the search measured it (the winner or a reference), with its MFU."""
 
     json_description: ClassVar[str] = "A configuration as measured (tune.savings.Measured)."
@@ -147,11 +160,6 @@ class Measured(Jsonable):
     peak_memory_kind: str | None
     estimated_memory_bytes: float
     mfu: float | None
-
-    @json_property(after="config")
-    def describe(self) -> str:
-        """The configuration in one line, as the report names it."""
-        return self.config.describe()
 
 
 @dataclass(frozen=True)

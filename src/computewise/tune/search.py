@@ -78,7 +78,7 @@ from computewise.tune.prune import (
     prune,
 )
 from computewise.tune.ranks import DEFAULT_QUALITY_TOLERANCE, RankSearch, RankTrial, judge_ranks
-from computewise.tune.savings import Measured, TunedConfigFile, TuneWorth, mfu, tune_worth
+from computewise.tune.savings import DescribedConfig, Measured, TunedConfigFile, TuneWorth, mfu, tune_worth
 from computewise.tune.space import DeviceKind, SearchSpace, default_space, parse_space
 from computewise.tune.trial import TrialResult, TrialRunner
 from computewise.units import format_duration
@@ -444,17 +444,12 @@ class SearchSummary(Jsonable):
 
 
 @dataclass(frozen=True)
-class PrunedConfig(Jsonable):
+class PrunedConfig(DescribedConfig):
     """A configuration pruned before any trial, and why (it cannot fit, or a leaner one fits as well)."""
 
     config: TrainConfig
     estimated_memory_bytes: float
     reason: str
-
-    @json_property(after="config")
-    def describe(self) -> str:
-        """The configuration in one line, as the report names it."""
-        return self.config.describe()
 
 
 @dataclass(frozen=True)
