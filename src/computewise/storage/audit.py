@@ -27,8 +27,6 @@ __all__ = ["ClassRow", "KindRow", "RunSummary", "StorageAudit", "audit_location"
 
 _DAY_S = 86_400.0
 _TOP_DUPLICATES = 10
-
-
 _AT_LEAST_0 = json_field(minimum=0)
 
 
