@@ -117,7 +117,8 @@ def test_terminal_names_every_variant_marks_the_winner_and_gives_the_verdict(dig
     chosen = _chosen(digits)
     assert f"★ {chosen.name}" in text
     gains = digits.speedup(chosen)
-    throughput, latency = gains["throughput"], gains["latency"]
+    assert gains is not None
+    throughput, latency = gains.throughput, gains.latency
     assert f"★ chosen: {chosen.name}: {throughput:.2f}x throughput at batch 32" in flat
     assert f"{latency:.2f}x lower p50 latency at batch 1" in flat
     # the header: what was measured, judged how, on what
