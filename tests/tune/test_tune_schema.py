@@ -18,10 +18,10 @@ SCHEMAS = Path(__file__).resolve().parents[2] / "docs" / "schemas"
 
 
 def _config_definition(schema: dict[str, object]) -> dict[str, object]:
-    """The configuration's definition: ``config`` in the hand-written tune schema, ``train_config`` where generated."""
+    """The configuration's definition: ``train_config`` (``train.config.TrainConfig``) in both generated schemas."""
     definitions = schema["$defs"]
     assert isinstance(definitions, dict)
-    config: dict[str, object] = definitions.get("train_config") or definitions["config"]
+    config: dict[str, object] = definitions["train_config"]
     return config
 
 

@@ -43,6 +43,7 @@ GENERATED = (
     "computewise.storage.audit:StorageAudit",
     "computewise.storage.retention:RetentionPlan",
     "computewise.tune.savings:TunedConfigFile",
+    "computewise.tune.search:TuneDocument",
 )
 
 

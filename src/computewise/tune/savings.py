@@ -69,6 +69,7 @@ def break_even_hours(naive_step_s: float, tuned_step_s: float, tuning_s: float) 
 class RunSaving(Jsonable):
     """A planned run at the naive and at the tuned configuration, and what the difference is worth."""
 
+    json_description: ClassVar[str] = "The planned run at naive and tuned speed (tune.savings.RunSaving)."
     json_layout: ClassVar[Layout] = (
         "basis",
         "naive_hours",
