@@ -29,6 +29,7 @@ from computewise.optimize.search import (
     run_search,
 )
 from computewise.optimize.source import ModelSource, load_source
+from computewise.optimize.summary import OptimizeSummary
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("onnxruntime")
@@ -152,8 +153,12 @@ def test_a_batch_invariance_requirement_is_respected(digits_search: SearchResult
     assert chosen is None or chosen.batch_invariant
 
 
-def test_to_dict_is_plain_json_with_every_variant(digits_search: SearchResult) -> None:
+def test_to_dict_is_plain_json_with_every_variant(
+    digits_search: SearchResult, json_schema: Callable[[object, str], None]
+) -> None:
     report = json.loads(json.dumps(digits_search.to_dict()))
+    json_schema(report, "optimize")
+    assert OptimizeSummary.from_dict(report) == digits_search.summary()  # the document reads back whole
     assert [v["name"] for v in report["variants"]] == [v.name for v in digits_search.variants]
     assert digits_search.chosen is not None
     assert report["chosen"] == digits_search.chosen.name

@@ -51,7 +51,15 @@ from computewise.optimize.predictors import predict_all
 from computewise.optimize.quality import INVARIANCE_COSINE, Metric, Score, agreement
 from computewise.optimize.selective import build_selective
 from computewise.optimize.source import ModelSource
-from computewise.optimize.summary import MetricLine, ModelLine, OptimizeSummary, Speedup, VariantStatus, VariantSummary
+from computewise.optimize.summary import (
+    HardwareLine,
+    MetricLine,
+    ModelLine,
+    OptimizeSummary,
+    Speedup,
+    VariantStatus,
+    VariantSummary,
+)
 from computewise.optimize.workspace import Built, Doctor, DynamicInt8, Workspace, first_line
 from computewise.system.cpu import usable_cpus
 from computewise.system.hardware import Hardware, detect_hardware
@@ -185,7 +193,7 @@ class SearchResult:
         best_quality, best_speed = self.best_quality, self.best_speed
         return OptimizeSummary(
             model=ModelLine(self.source.description, self.source.kind, self.source.task),
-            hardware=self.hardware,
+            hardware=HardwareLine.of(self.hardware),
             metric=MetricLine(
                 name=self.metric.name,
                 baseline=self.baseline_quality,

@@ -16,7 +16,7 @@ from computewise.optimize.workspace import Doctor
 from computewise.specs.codec import Document, Jsonable, json_field
 from computewise.system.hardware import Hardware
 
-__all__ = ["MetricLine", "ModelLine", "OptimizeSummary", "Speedup", "VariantStatus", "VariantSummary"]
+__all__ = ["HardwareLine", "MetricLine", "ModelLine", "OptimizeSummary", "Speedup", "VariantStatus", "VariantSummary"]
 
 VariantStatus = Literal["ok", "failed", "skipped"]
 _RATIO = "Variant over baseline; null where either was not timed."
@@ -83,6 +83,38 @@ class VariantSummary(Jsonable):
 
 
 @dataclass(frozen=True)
+class HardwareLine(Jsonable):
+    """The machine the variants were timed on, as the report and the manifest name it.
+
+    ``system.hardware.Hardware`` lives below the codec's layer, so its JSON is this view of it: the CPU
+    features that decide a variant rather than every flag."""
+
+    json_description: ClassVar[str] = "The machine the variants were built and timed on."
+
+    cpu: str
+    cpu_features: tuple[str, ...] = field(
+        metadata=json_field(description="The CPU flags that decide a variant (VNNI, BF16, AMX), in a fixed order.")
+    )
+    vnni: bool = field(metadata=json_field(description="INT8 dot-product instructions (AVX512-VNNI, AVX-VNNI, AMX)."))
+    threads: int = field(metadata=json_field(minimum=1))
+    cuda_device: str | None
+    providers: tuple[str, ...] = field(metadata=json_field(description="ONNX Runtime's execution providers here."))
+    notes: tuple[str, ...]
+
+    @classmethod
+    def of(cls, hardware: Hardware) -> HardwareLine:
+        return cls(
+            cpu=hardware.cpu,
+            cpu_features=tuple(hardware.cpu_features),
+            vnni=hardware.has_vnni,
+            threads=hardware.threads,
+            cuda_device=hardware.cuda_device,
+            providers=hardware.providers,
+            notes=hardware.notes,
+        )
+
+
+@dataclass(frozen=True)
 class ModelLine(Jsonable):
     """The model optimized: where it came from, its kind and task."""
 
@@ -116,7 +148,7 @@ class OptimizeSummary(Jsonable):
     )
 
     model: ModelLine
-    hardware: Hardware
+    hardware: HardwareLine
     metric: MetricLine
     target: str = field(metadata=json_field(enum=["throughput", "latency"]))
     batch_sizes: tuple[int, ...]

@@ -52,17 +52,6 @@ class Hardware:
         """The flags that decide a variant (VNNI, BF16, ...), in a fixed order: what the report names."""
         return [flag for flag in _REPORTED_FLAGS if flag in self.cpu_flags]
 
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "cpu": self.cpu,
-            "cpu_features": self.cpu_features,
-            "vnni": self.has_vnni,
-            "threads": self.threads,
-            "cuda_device": self.cuda_device,
-            "providers": list(self.providers),
-            "notes": list(self.notes),
-        }
-
 
 def _cuda_device() -> str | None:
     try:
