@@ -38,12 +38,13 @@ lint: install-dev
 # the dashboard's browser tests drive, and prometheus, which scrapes `run` and `serve` in the Grafana test.
 # --dist loadgroup keeps the tests marked xdist_group("ray") on one worker: one local Ray cluster, not two.
 # COMPUTEWISE_SKYPILOT_PYTHON is SkyPilot's venv, and with it SkyPilot's validator is required, not skipped.
+# --durations=30 prints the slowest tests at the end, so the CI log shows what to trim when the suite nears 45 min.
 test: lint install-skypilot
 	bash scripts/ensure-postgres.sh
 	bash scripts/ensure-browser.sh
 	bash scripts/ensure-prometheus.sh
 	COMPUTEWISE_REQUIRE_POSTGRES=1 COMPUTEWISE_REQUIRE_BROWSER=1 COMPUTEWISE_REQUIRE_PROMETHEUS=1 \
-	COMPUTEWISE_SKYPILOT_PYTHON=$(CURDIR)/$(SKY_VENV)/bin/python $(BIN)/pytest -n 2 --dist loadgroup
+	COMPUTEWISE_SKYPILOT_PYTHON=$(CURDIR)/$(SKY_VENV)/bin/python $(BIN)/pytest -n 2 --dist loadgroup --durations=30
 
 demo: install
 	$(BIN)/computewise plan train --model llama-3-8b --tokens 20B --deadline 7d
