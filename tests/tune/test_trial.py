@@ -194,3 +194,25 @@ def test_a_result_from_an_older_trial_process_still_reads_and_a_malformed_one_is
     assert TrialResult.from_dict(older) == TrialResult("ok", step_times_s=(0.2, 0.4), wall_s=1.5)
     with pytest.raises(InputError, match="step_times_s\\[1\\] must be a number, got 'slow'"):
         TrialResult.from_dict({**older, "step_times_s": [0.2, "slow"]})
+
+
+def test_a_request_keeps_the_bytes_the_tuner_sends_and_an_older_or_malformed_one_is_read_by_field() -> None:
+    """The line a trial process reads: the setup's settings as the user wrote them (nested, nulls kept), every
+    key in its order; an older tuner's request (before lora_rank) reads with the default; a wrong key is named."""
+    settings = {"preset": "smoke", "nested": {"x": [1, 2.5, None, {"y": "z"}], "t": True}, "empty": {}}
+    request = TrialRequest("m:f", settings, TrainConfig(precision="fp32"), "cuda:0", steps=5, log_path="t.log")
+    line = json.dumps(request.to_dict())
+    assert line == (
+        '{"entry": "m:f", "setup_config": {"preset": "smoke", "nested": {"x": [1, 2.5, null, {"y": "z"}], "t": true},'
+        ' "empty": {}}, "config": {"precision": "fp32", "micro_batch_size": null, "activation_checkpointing": false,'
+        ' "compile": false, "channels_last": false, "fused_optimizer": false, "loader_workers": 0, "pin_memory": false,'
+        ' "prefetch_factor": null, "persistent_workers": false, "grad_clip_norm": null}, "device": "cuda:0",'
+        ' "steps": 5, "warmup_steps": 2, "threads": 1, "timeout_s": 600.0, "log_path": "t.log", "lora_rank": null}'
+    )
+    assert TrialRequest.from_dict(json.loads(line)) == request
+    older = {k: v for k, v in json.loads(line).items() if k != "lora_rank"}
+    assert TrialRequest.from_dict(older) == request
+    with pytest.raises(InputError, match="steps must be a whole number, got '5'"):
+        TrialRequest.from_dict({**older, "steps": "5"})
+    with pytest.raises(InputError, match="precision must be one of 'auto', 'fp32'"):
+        TrialRequest.from_dict({**older, "config": {"precision": "fp7"}})

@@ -46,7 +46,7 @@ import subprocess
 import sys
 import time
 import traceback
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any, Literal
@@ -66,8 +66,13 @@ _OOM_MARKERS = ("out of memory", "can't allocate memory", "cannot allocate memor
 
 
 @dataclass(frozen=True)
-class TrialRequest:
-    """What to run: the entry point and its settings, one configuration, and how long to measure it."""
+class TrialRequest(Jsonable):
+    """What to run: the entry point and its settings, one configuration, and how long to measure it.
+
+    Its JSON is the line the tuner sends a trial process; the setup's settings are the user's free-form JSON,
+    passed on as they are. A request of an older tuner, without the keys added since (``lora_rank``), reads
+    with their defaults.
+    """
 
     entry: str
     setup_config: dict[str, Any]
@@ -79,13 +84,6 @@ class TrialRequest:
     timeout_s: float = 600.0
     log_path: str | None = None
     lora_rank: int | None = None  # a rank search's rank, replacing the setup's; None: the setup as it is
-
-    def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "config": self.config.to_dict()}
-
-    @classmethod
-    def from_dict(cls, values: dict[str, Any]) -> TrialRequest:
-        return cls(**{**values, "config": TrainConfig.from_dict(values["config"])})
 
 
 @dataclass(frozen=True)
