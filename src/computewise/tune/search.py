@@ -487,9 +487,9 @@ class TuningCost(Jsonable):
 class TuneDocument(Jsonable):
     """What ``tune --json`` prints, built by ``TuneResult.document``.
 
-    It is written, not read back (the setup's settings and the backend are free-form JSON, and a trial keeps
-    only its estimate's total); ``TuneWorth.from_dict`` reads its worth. Its schema stays hand-written until
-    the converter describes free-form JSON.
+    It is written, not read back (a trial keeps only its estimate's total); ``TuneWorth.from_dict`` reads its
+    worth. ``docs/schemas/tune.schema.json`` is generated from it, the setup's settings and the backend as any
+    JSON object.
     """
 
     json_document: ClassVar[Document | None] = Document(
