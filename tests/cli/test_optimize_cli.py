@@ -198,7 +198,7 @@ def test_minilm_artifact_loads_and_embeds_like_the_report_says(tmp_path: Path) -
     assert "ort-int8-s8-channel" in result.stdout and "Attention" in result.stdout
     assert "<svg" in html.read_text()
     artifact = load_artifact(out)
-    assert artifact.manifest["tokenizer"] == "tokenizer" and artifact.manifest["batching"] == "length-sorted"
+    assert artifact.manifest.tokenizer == "tokenizer" and artifact.manifest.batching == "length-sorted"
     embeddings = artifact.predict(["A quiet morning by the lake.", "The server returned an error."])
     assert embeddings.shape == (2, 384)
     assert np.allclose(np.linalg.norm(embeddings, axis=1), 1.0, atol=1e-2)

@@ -182,12 +182,12 @@ def test_cache_identity_follows_batch_invariance_and_the_artifact_sha(minilm_art
 
     runner = load_runner(str(minilm_artifact))
     assert isinstance(runner, ArtifactRunner)
-    assert runner.artifact.manifest["batch_invariant"] is True
+    assert runner.artifact.manifest.batch_invariant is True
     identity = cache_identity(runner)
     assert cache_identity(load_runner("echo")) == "echo"
 
     def with_manifest(**changes: Any) -> ArtifactRunner:
-        artifact = replace(runner.artifact, manifest={**runner.artifact.manifest, **changes})
+        artifact = replace(runner.artifact, manifest=replace(runner.artifact.manifest, **changes))
         return ArtifactRunner(artifact, runner.name)
 
     # Another export (another model SHA-256) never shares entries.

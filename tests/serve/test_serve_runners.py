@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -12,10 +13,13 @@ import numpy as np
 import pytest
 
 from computewise.errors import InputError, InvalidInput, ModelConfigError
-from computewise.optimize.artifact import MANIFEST_VERSION, load_artifact
+from computewise.optimize.artifact import load_artifact
+from computewise.optimize.manifest import ArtifactManifest, TensorSignature
 from computewise.serve.runners import ArtifactRunner, load_runner
 
 pytest.importorskip("onnxruntime")
+
+_EXPORTED_MANIFEST = Path(__file__).parents[1] / "optimize" / "data" / "manifest-onnx.json"
 
 
 def _invalid(runner: Any, item: Any) -> InvalidInput:
@@ -131,24 +135,20 @@ def _two_input_artifact(directory: Path) -> Path:
     model.ir_version = 8
     directory.mkdir()
     onnx.save(model, str(directory / "model.onnx"))
-    manifest = {
-        "manifest_version": MANIFEST_VERSION,
-        "variant": "hand-made",
-        "format": "onnx",
-        "task": "regressor",
-        "file": "model.onnx",
-        "sha256": hashlib.sha256((directory / "model.onnx").read_bytes()).hexdigest(),
-        "providers": ["CPUExecutionProvider"],
-        "graph_optimization_level": "all",
-        "tokenizer": None,
-        "max_length": None,
-        "inputs": [
-            {"name": "a", "dtype": "tensor(float)", "shape": ["batch", 2]},
-            {"name": "ids", "dtype": "tensor(int64)", "shape": ["batch", 3]},
-        ],
-        "outputs": [{"name": "output", "dtype": "tensor(float)", "shape": ["batch", 5]}],
-    }
-    (directory / "manifest.json").write_text(json.dumps(manifest))
+    # every other key as an export writes it
+    exported = ArtifactManifest.from_dict(json.loads(_EXPORTED_MANIFEST.read_text()), str(_EXPORTED_MANIFEST))
+    manifest = replace(
+        exported,
+        variant="hand-made",
+        task="regressor",
+        sha256=hashlib.sha256((directory / "model.onnx").read_bytes()).hexdigest(),
+        inputs=(
+            TensorSignature("a", "tensor(float)", ("batch", 2)),
+            TensorSignature("ids", "tensor(int64)", ("batch", 3)),
+        ),
+        outputs=(TensorSignature("output", "tensor(float)", ("batch", 5)),),
+    )
+    (directory / "manifest.json").write_text(json.dumps(manifest.to_dict()))
     return directory
 
 

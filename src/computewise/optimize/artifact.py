@@ -4,7 +4,8 @@
 the directory is assembled under a hidden sibling name and renamed into place; a previous artifact
 is swapped out only after the new one is complete, and a directory that is not an artifact is never
 overwritten. The manifest records the SHA-256 of the model file, and ``load_artifact`` refuses a
-model that does not match it.
+model that does not match it. The manifest is a typed ``ArtifactManifest`` (``optimize.manifest``),
+written and read by ``specs.codec``, so a malformed one is refused naming the field and the file.
 
 Every artifact is self-contained: an ONNX winner carries its graph, a PyTorch winner (BF16 on a
 CPU with AMX, say) its TorchScript program in its own dtype, the very file the search timed. Nothing
@@ -30,15 +31,15 @@ from typing import Any
 from computewise import __version__
 from computewise.errors import InputError, MissingExtraError, ModelConfigError
 from computewise.optimize.feeds import Batch, TextFeed
+from computewise.optimize.manifest import MANIFEST_VERSION, ArtifactManifest, ManifestQuality, TensorSignature
 from computewise.optimize.predictors import OrtPredictor, ProgramPredictor, ort_session
 from computewise.optimize.search import SearchResult, VariantResult
-from computewise.specs.document import SCHEMA_VERSION, require_object
+from computewise.specs.document import require_object
 from computewise.system.cpu import usable_cpus
 
 __all__ = ["MANIFEST_NAME", "MANIFEST_VERSION", "Artifact", "load_artifact", "write_artifact"]
 
 MANIFEST_NAME = "manifest.json"
-MANIFEST_VERSION = 1
 _PROGRAM_FILE = "model.pt"
 _ONNX_FILE = "model.onnx"
 # NumPy dtypes of the feed as ONNX spells them, so both formats describe their inputs alike
@@ -79,26 +80,24 @@ def _versions() -> dict[str, str]:
     return versions
 
 
-def _signature(model_file: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def _signature(model_file: Path) -> tuple[tuple[TensorSignature, ...], tuple[TensorSignature, ...]]:
     session = ort_session(str(model_file), ["CPUExecutionProvider"], threads=1)
 
-    def describe(items: Any) -> list[dict[str, Any]]:
-        return [{"name": item.name, "dtype": item.type, "shape": list(item.shape)} for item in items]
+    def describe(items: Any) -> tuple[TensorSignature, ...]:
+        return tuple(TensorSignature(item.name, item.type, tuple(item.shape)) for item in items)
 
     return describe(session.get_inputs()), describe(session.get_outputs())
 
 
-def _program_signature(result: SearchResult, names: tuple[str, ...]) -> list[dict[str, Any]]:
+def _program_signature(result: SearchResult, names: tuple[str, ...]) -> tuple[TensorSignature, ...]:
     """A TorchScript program's inputs as the feed makes them: batch axis first, text's sequence axis free."""
     example = result.source.feed.batch([0])
     signature = []
     for name in names:
         array = example[name]
-        shape: list[Any] = ["batch", *(["sequence"] if result.source.is_text else list(array.shape[1:]))]
-        signature.append(
-            {"name": name, "dtype": _SIGNATURE_DTYPES.get(str(array.dtype), str(array.dtype)), "shape": shape}
-        )
-    return signature
+        shape = ("batch", *(["sequence"] if result.source.is_text else [int(size) for size in array.shape[1:]]))
+        signature.append(TensorSignature(name, _SIGNATURE_DTYPES.get(str(array.dtype), str(array.dtype)), shape))
+    return tuple(signature)
 
 
 def _source_text(description: str) -> str:
@@ -107,7 +106,8 @@ def _source_text(description: str) -> str:
     return str(path.resolve()) if path.exists() else description
 
 
-def _manifest(result: SearchResult, variant: VariantResult, staging: Path, forced: bool) -> dict[str, Any]:
+def _manifest(result: SearchResult, variant: VariantResult, staging: Path, forced: bool) -> ArtifactManifest:
+    """The model file (and tokenizer) copied into ``staging``, and the manifest that describes them."""
     built = variant.built
     if built is None:
         raise InputError(f"variant {variant.name} was not built, so it cannot be exported")
@@ -117,65 +117,57 @@ def _manifest(result: SearchResult, variant: VariantResult, staging: Path, force
             "export another variant (--variants), or keep the FP32 model",
         )
     source = result.source
-    row = result.summary().variant(variant.name)
-    manifest: dict[str, Any] = {
-        "schema_version": SCHEMA_VERSION,
-        "manifest_version": MANIFEST_VERSION,
-        "variant": variant.name,
-        "format": built.format,
-        "task": source.task,
-        "source": _source_text(source.description),
-        "recipe": built.recipe,
-        "kept_fp32": built.kept_fp32,
-        "quality": {
-            "metric": result.metric.name,
-            "value": row.quality,
-            "worst": row.quality_worst,
-            "baseline": result.baseline_quality,
-            "max_drop": str(result.metric.budget),
-        },
-        "meets_budget": variant.meets_budget,
-        "forced": forced,
-        "batch_invariant": variant.batch_invariant,
-        "batching": "length-sorted" if isinstance(source.feed, TextFeed) else "arrival",
-        "speeds": [speed.to_dict() for speed in row.speeds],
-        "speedup": None if row.speedup is None else row.speedup.to_dict(),
-        "hardware": result.hardware.to_dict(),
-        "created_by": _versions(),
-        "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "tokenizer": None,
-        "max_length": source.max_length,
-    }
-    if built.format == "onnx":
-        shutil.copyfile(built.model_file, staging / _ONNX_FILE)
-        inputs, outputs = _signature(staging / _ONNX_FILE)
-        manifest |= {
-            "file": _ONNX_FILE,
-            "sha256": _sha256(staging / _ONNX_FILE),
-            "providers": list(built.providers),
-            "graph_optimization_level": built.graph_level,
-            "inputs": inputs,
-            "outputs": outputs,
-        }
-    else:
-        shutil.copyfile(built.model_file, staging / _PROGRAM_FILE)
-        manifest |= {
-            "file": _PROGRAM_FILE,
-            "sha256": _sha256(staging / _PROGRAM_FILE),
-            "dtype": built.torch_recipe.get("dtype"),
-            "device": built.torch_recipe.get("device", "cpu"),
-            "torch_recipe": built.torch_recipe,
-            "positional": built.program_positional,
-            "inputs": _program_signature(result, built.program_inputs),
-        }
-    if source.tokenizer_dir is not None:
-        target = staging / "tokenizer"
-        target.mkdir()
-        for name in _TOKENIZER_FILES:
-            if (source.tokenizer_dir / name).is_file():
-                shutil.copyfile(source.tokenizer_dir / name, target / name)
-        manifest["tokenizer"] = "tokenizer"
-    return manifest
+    summary = result.summary()
+    row = summary.variant(variant.name)
+    onnx = built.format == "onnx"
+    model = staging / (_ONNX_FILE if onnx else _PROGRAM_FILE)
+    shutil.copyfile(built.model_file, model)
+    inputs, outputs = _signature(model) if onnx else (_program_signature(result, built.program_inputs), ())
+    return ArtifactManifest(
+        manifest_version=MANIFEST_VERSION,
+        variant=variant.name,
+        format=built.format,
+        task=source.task,
+        source=_source_text(source.description),
+        recipe=row.recipe,
+        kept_fp32=row.kept_fp32,
+        quality=ManifestQuality(
+            result.metric.name, row.quality, row.quality_worst, result.baseline_quality, str(result.metric.budget)
+        ),
+        meets_budget=variant.meets_budget,
+        forced=forced,
+        batch_invariant=variant.batch_invariant,
+        batching="length-sorted" if isinstance(source.feed, TextFeed) else "arrival",
+        speeds=row.speeds,
+        speedup=row.speedup,
+        hardware=summary.hardware,
+        created_by=_versions(),
+        created_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        tokenizer=_copy_tokenizer(source.tokenizer_dir, staging),
+        max_length=source.max_length,
+        file=model.name,
+        sha256=_sha256(model),
+        providers=row.providers if onnx else (),
+        graph_optimization_level=built.graph_level if onnx else None,
+        dtype=None if onnx else built.torch_recipe.get("dtype"),
+        device=None if onnx else built.torch_recipe.get("device", "cpu"),
+        torch_recipe={} if onnx else built.torch_recipe,
+        positional=None if onnx else built.program_positional,
+        inputs=inputs,
+        outputs=outputs,
+    )
+
+
+def _copy_tokenizer(tokenizer_dir: Path | None, staging: Path) -> str | None:
+    """The source's tokenizer files copied into the artifact; their folder's name there, None for no tokenizer."""
+    if tokenizer_dir is None:
+        return None
+    target = staging / "tokenizer"
+    target.mkdir()
+    for name in _TOKENIZER_FILES:
+        if (tokenizer_dir / name).is_file():
+            shutil.copyfile(tokenizer_dir / name, target / name)
+    return target.name
 
 
 def write_artifact(result: SearchResult, variant: VariantResult, out: Path, forced: bool = False) -> Path:
@@ -195,7 +187,7 @@ def write_artifact(result: SearchResult, variant: VariantResult, out: Path, forc
     staging.mkdir()
     try:
         manifest = _manifest(result, variant, staging, forced)
-        (staging / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2) + "\n")
+        (staging / MANIFEST_NAME).write_text(json.dumps(manifest.to_dict(), indent=2) + "\n")
         _swap_into_place(staging, out)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
@@ -223,7 +215,7 @@ class Artifact:
     """A loaded artifact: its manifest and a predictor over raw inputs (sentences or arrays)."""
 
     directory: Path
-    manifest: dict[str, Any]
+    manifest: ArtifactManifest
     run: Callable[[Batch], Any]  # model inputs by name -> outputs, whatever the runtime
     tokenizer: Any = None
 
@@ -238,7 +230,7 @@ class Artifact:
             list(inputs),
             padding="longest",
             truncation=True,
-            max_length=self.manifest.get("max_length") or 512,
+            max_length=self.manifest.max_length or 512,
             return_tensors="np",
         )
         return {name: np.asarray(value, dtype=np.int64) for name, value in encoded.items()}
@@ -255,58 +247,58 @@ def load_artifact(directory: str | os.PathLike[str], threads: int | None = None)
     directory = Path(directory)
     manifest_file = directory / MANIFEST_NAME
     try:
-        manifest = json.loads(manifest_file.read_text())
+        decoded = json.loads(manifest_file.read_text())
     except (OSError, ValueError) as error:
         raise ModelConfigError(
             f"{directory} is not a computewise artifact: {error}",
             "export one with computewise optimize MODEL --out DIR",
         ) from error
-    manifest = dict(require_object(manifest, "`computewise optimize MODEL --out DIR`", str(manifest_file)))
-    if manifest.get("manifest_version") != MANIFEST_VERSION:
+    data = require_object(decoded, ArtifactManifest.json_document.title, str(manifest_file))
+    if data.get("manifest_version") != MANIFEST_VERSION:
         raise ModelConfigError(
-            f"{manifest_file} has manifest version {manifest.get('manifest_version')!r}, "
+            f"{manifest_file} has manifest version {data.get('manifest_version')!r}, "
             f"this computewise reads {MANIFEST_VERSION}",
-            f"re-export it with this version: computewise optimize {manifest.get('source') or 'MODEL'} --out DIR",
+            f"re-export it with this version: computewise optimize {data.get('source') or 'MODEL'} --out DIR",
         )
-    model_file = directory / str(manifest.get("file"))
-    if not model_file.is_file() or _sha256(model_file) != manifest.get("sha256"):
+    manifest = ArtifactManifest.from_dict(data, str(manifest_file))
+    model_file = directory / manifest.file
+    if not model_file.is_file() or _sha256(model_file) != manifest.sha256:
         raise ModelConfigError(
             f"{model_file} is missing or does not match its manifest checksum",
             "re-export the artifact; it was modified or copied incompletely",
         )
     run = _runner(manifest, model_file, threads or usable_cpus())
     tokenizer = None
-    if manifest.get("tokenizer"):
+    if manifest.tokenizer:
         from transformers import AutoTokenizer
 
-        tokenizer = AutoTokenizer.from_pretrained(str(directory / manifest["tokenizer"]))
+        tokenizer = AutoTokenizer.from_pretrained(str(directory / manifest.tokenizer))
     return Artifact(directory, manifest, run, tokenizer)
 
 
-def _runner(manifest: dict[str, Any], model_file: Path, threads: int) -> Callable[[Batch], Any]:
+def _runner(manifest: ArtifactManifest, model_file: Path, threads: int) -> Callable[[Batch], Any]:
     """An ONNX Runtime session or the TorchScript program, on ``threads`` threads."""
-    if manifest.get("format") == "onnx":
+    if manifest.format == "onnx":
         import onnxruntime
 
         available = set(onnxruntime.get_available_providers())
-        providers = [p for p in manifest.get("providers", []) if p in available] or ["CPUExecutionProvider"]
-        level = manifest.get("graph_optimization_level") or "all"
+        providers = [p for p in manifest.providers if p in available] or ["CPUExecutionProvider"]
+        level = manifest.graph_optimization_level or "all"
         return OrtPredictor(ort_session(str(model_file), providers, threads, level))
-    if manifest.get("format") != "torchscript":
-        what = "a PyTorch recipe (older computewise), not a model file" if manifest.get("format") == "torch" else ""
+    if manifest.format != "torchscript":
+        what = "a PyTorch recipe (older computewise), not a model file" if manifest.format == "torch" else ""
         raise ModelConfigError(
-            f"{model_file.parent} holds {what or 'a model of format ' + repr(manifest.get('format'))}",
-            f"re-export it with this version: computewise optimize {manifest.get('source') or 'MODEL'} --out DIR",
+            f"{model_file.parent} holds {what or 'a model of format ' + repr(manifest.format)}",
+            f"re-export it with this version: computewise optimize {manifest.source} --out DIR",
         )
     try:
         import torch
     except ImportError as error:
         raise MissingExtraError("torch", "optimize", "serving a PyTorch artifact") from error
     torch.set_num_threads(threads)
-    device = str(manifest.get("device") or "cpu")
+    device = manifest.device or "cpu"
     if device.startswith("cuda") and not torch.cuda.is_available():
         device = "cpu"  # a GPU export still runs, slower, where there is none
-    inputs = manifest.get("inputs", [])
-    names = tuple(str(item["name"]) for item in inputs)
-    types = [str(item.get("dtype")) for item in inputs]
-    return ProgramPredictor(str(model_file), names, bool(manifest.get("positional")), device, types)
+    names = tuple(item.name for item in manifest.inputs)
+    types = [item.dtype for item in manifest.inputs]
+    return ProgramPredictor(str(model_file), names, bool(manifest.positional), device, types)

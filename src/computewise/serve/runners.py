@@ -119,13 +119,12 @@ class ArtifactRunner:
         # Hugging Face fast tokenizers switch padding on and off in place per call: ``length`` (on the event
         # loop) gets its own copy so that it never reconfigures the one a worker thread is tokenizing with.
         self._counter = copy.deepcopy(artifact.tokenizer)
-        self._max_tokens = int(artifact.manifest.get("max_length") or _DEFAULT_MAX_TOKENS)
+        self._max_tokens = artifact.manifest.max_length or _DEFAULT_MAX_TOKENS
         self._inputs: list[tuple[str, list[int | None], bool]] = []
         if self.kind == "tensor":
-            for signature in artifact.manifest.get("inputs", []):
-                dims = [size if isinstance(size, int) and size > 0 else None for size in signature["shape"][1:]]
-                integral = "int" in str(signature.get("dtype", ""))
-                self._inputs.append((str(signature["name"]), dims, integral))
+            for signature in artifact.manifest.inputs:
+                dims = [size if isinstance(size, int) and size > 0 else None for size in signature.shape[1:]]
+                self._inputs.append((signature.name, dims, "int" in signature.dtype))
             if not self._inputs:
                 raise ModelConfigError(
                     f"{artifact.directory}/{MANIFEST_NAME} lists no model inputs", "re-export the artifact"
@@ -188,13 +187,13 @@ class ArtifactRunner:
             "name": self.name,
             "kind": self.kind,
             "artifact": str(self.artifact.directory),
-            "variant": manifest.get("variant"),
-            "task": manifest.get("task"),
-            "source": manifest.get("source"),
-            "inputs": manifest.get("inputs"),
-            "outputs": manifest.get("outputs"),
+            "variant": manifest.variant,
+            "task": manifest.task,
+            "source": manifest.source,
+            "inputs": [signature.to_dict() for signature in manifest.inputs],
+            "outputs": [signature.to_dict() for signature in manifest.outputs] or None,  # null: a TorchScript program
             "max_tokens": self._max_tokens if self.kind == "text" else None,
-            "batch_invariant": manifest.get("batch_invariant"),
+            "batch_invariant": manifest.batch_invariant,
         }
 
 
@@ -273,8 +272,8 @@ def cache_identity(runner: ModelRunner) -> str:
         return "echo"
     if isinstance(runner, ArtifactRunner):
         manifest = runner.artifact.manifest
-        invariant = manifest.get("batch_invariant")
-        variant = manifest.get("variant", "this")
+        invariant = manifest.batch_invariant
+        variant = manifest.variant
         if invariant is not True:
             reason = (
                 "its output for an input depends on the other inputs of its batch"
@@ -287,9 +286,9 @@ def cache_identity(runner: ModelRunner) -> str:
                 "serve a batch-invariant variant (`computewise optimize MODEL --batch-invariant`), "
                 "or drop --cache-size",
             )
-        digest = hashlib.sha256(str(manifest.get("sha256")).encode())
-        tokenizer = runner.artifact.directory / str(manifest.get("tokenizer") or "")
-        if manifest.get("tokenizer") and tokenizer.is_dir():
+        digest = hashlib.sha256(manifest.sha256.encode())
+        tokenizer = runner.artifact.directory / (manifest.tokenizer or "")
+        if manifest.tokenizer and tokenizer.is_dir():
             for path in sorted(tokenizer.iterdir()):
                 digest.update(path.name.encode() + b"\0" + path.read_bytes())
         return digest.hexdigest()

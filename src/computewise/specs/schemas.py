@@ -32,6 +32,7 @@ GENERATED = (
     "computewise.estimate.comm_report:CommEstimate",
     "computewise.estimate.single:InferEstimate",
     "computewise.estimate.single:TrainEstimate",
+    "computewise.optimize.manifest:ArtifactManifest",
     "computewise.optimize.summary:OptimizeSummary",
     "computewise.plan.federated_request:PlannedFederation",
     "computewise.plan.infer:InferPlan",
