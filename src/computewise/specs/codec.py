@@ -19,7 +19,8 @@ stay what readers already parse:
   (after the key ``after`` names, else at the end), never read back;
 - ``json_layout: ClassVar[Layout]``: the keys (fields and properties, by attribute) in another order,
   some gathered in nested objects (``("time", ("time_s", "step_s"))``), as flat values are often
-  written grouped; a field it leaves out is neither written nor read;
+  written grouped; a field it leaves out is neither written nor read (without a default, the class is
+  written only: ``from_dict`` refuses it by name, as a view of live objects is never read back);
 - ``json_document: ClassVar[Document]`` on a class printed as a whole document: it is written
   with ``schema_version`` first, refused when newer, and its schema gets a title and ``$id``;
   ``json_description`` describes a class inside one, ``json_constraints`` adds the schema keywords
@@ -206,7 +207,7 @@ _TREES: dict[type, tuple[_Key | _Group, ...]] = {}
 def _tree(cls: type) -> tuple[_Key | _Group, ...]:
     """The JSON of a dataclass in the order it is written: fields, derived properties placed after theirs;
     or, where the class has a ``json_layout``, its keys in that layout's order and groups (a field it leaves
-    out is neither written nor read: ``from_dict`` needs a default for it)."""
+    out is neither written nor read: without a default, ``from_dict`` refuses the class by name)."""
     if cls not in _TREES:
         keys = _keys(cls)
         layout: Layout | None = getattr(cls, "json_layout", None)
@@ -302,9 +303,18 @@ def _read_object(cls: type[Any], data: object, source: str, where: str) -> Any:
         if isinstance(document, Document)
         else _expect(data, Mapping, where, "a JSON object", source)
     )
+    unread = _unread(cls)
+    if unread:  # a view written from live objects (a request, a session): a programming error to read it
+        raise TypeError(f"{cls.__name__} is written, never read back: its JSON leaves out {', '.join(unread)}")
     values: dict[str, Any] = {}
     _read_nodes(_tree(cls), mapping, source, where, values)
     return cls(**values)
+
+
+def _unread(cls: type) -> list[str]:
+    """The fields ``cls`` needs that its JSON does not carry (left out of its layout, without a default)."""
+    read = {key.attribute for key in _leaves(_tree(cls)) if key.field is not None}
+    return [f.name for f in dataclasses.fields(cls) if f.init and f.name not in read and not _has_default(f)]
 
 
 def _read_nodes(
