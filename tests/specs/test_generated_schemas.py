@@ -189,7 +189,7 @@ class Holder(Jsonable):
 
 def test_a_nested_class_with_its_own_reader_is_read_by_it() -> None:
     assert Holder.from_dict({"spans": [{"low": 1, "high": 2}]}) == Holder((Ordered(1.0, 2.0),))
-    with pytest.raises(InputError, match=r"h\.json: low > high"):
+    with pytest.raises(InputError, match=r"h\.json: spans\[1\]: low > high"):
         Holder.from_dict({"spans": [{"low": 1, "high": 2}, {"low": 3, "high": 2}]}, "h.json")
 
 

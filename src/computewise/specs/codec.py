@@ -382,7 +382,8 @@ def _read(kind: Any, value: object, source: str, where: str) -> Any:
         return _expect(value, str, where, "a string", source)
     if isinstance(kind, type) and dataclasses.is_dataclass(kind):
         if issubclass(kind, Jsonable) and _own_reader(kind):  # it checks more than its fields' types
-            return kind.from_dict(_expect(value, Mapping, where, "a JSON object", source), source)
+            inner = f"{source}: {where}" if where else source  # its errors name where it sits
+            return kind.from_dict(_expect(value, Mapping, where, "a JSON object", source), inner)
         return _read_object(kind, value, source, where)
     raise TypeError(f"{where}: no JSON reading for {kind!r}")
 
