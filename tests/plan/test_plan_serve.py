@@ -259,6 +259,15 @@ def test_bad_loadtest_results_are_refused(data: object, fragment: str) -> None:
     assert error.value.hint
 
 
+def test_a_loadtest_result_from_an_older_version_reads_with_its_defaults() -> None:
+    older = {k: v for k, v in _RUN.items() if k not in ("error_kinds", "repeat_ratio", "schema_version")}
+    run = read_loadtest(older | {"wall_s": None}, "old.json")
+    assert isinstance(run, LoadtestRun)
+    assert (run.result.wall_s, run.result.error_kinds, run.result.repeat_ratio) == (0.0, {}, 0.0)
+    with pytest.raises(InputError, match=r"lt\.json: error_kinds\.timeout must be a whole number, got 'x'"):
+        read_loadtest(_RUN | {"error_kinds": {"timeout": "x"}}, "lt.json")
+
+
 # -- autoscaler configs ---------------------------------------------------------------------------
 
 

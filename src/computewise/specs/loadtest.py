@@ -10,16 +10,12 @@ Two documents: ``LoadtestRun`` (one rate, ``loadtest --json``) and ``MaxRateSear
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar, Self
 
 from computewise.errors import InputError
 from computewise.specs.codec import Document, Jsonable, Layout, json_field, json_property
 from computewise.specs.document import (
-    read_float,
-    read_int,
-    read_optional_float,
     require_object,
 )
 
@@ -34,6 +30,7 @@ _LOADTEST = Document(
     "`plan serve --loadtest` reads either.",
 )
 _PERCENTILE = "Over the 2xx answers; null when none came back."
+_NULL_IN_OLDER = frozenset({"wall_s", "repeat_ratio"})  # read as their defaults
 
 
 @dataclass(frozen=True)
@@ -79,29 +76,9 @@ class LoadResult(Jsonable):
 
     @classmethod
     def from_dict(cls, data: object, source: str = "loadtest result") -> Self:
-        """Read back; older files lack ``wall_s``, ``error_kinds`` and ``repeat_ratio`` (or hold null)."""
+        """Read back; older files lack ``wall_s``, ``error_kinds`` and ``repeat_ratio``, or hold null for two."""
         data = require_object(data, _DOCUMENT, source)
-        kinds = data.get("error_kinds", {})
-        if not isinstance(kinds, Mapping) or not all(isinstance(n, int) for n in kinds.values()):
-            raise InputError(f"{source}: error_kinds must map error kinds to counts", f"pass what {_DOCUMENT} writes")
-        return cls(
-            rate_rps=read_float(data, "rate_rps", source),
-            duration_s=read_float(data, "duration_s", source),
-            sent=read_int(data, "sent", source),
-            ok=read_int(data, "ok", source),
-            rejected=read_int(data, "rejected", source),
-            errors=read_int(data, "errors", source),
-            throughput_rps=read_float(data, "throughput_rps", source),
-            p50_ms=read_optional_float(data, "p50_ms", source),
-            p95_ms=read_optional_float(data, "p95_ms", source),
-            p99_ms=read_optional_float(data, "p99_ms", source),
-            max_ms=read_optional_float(data, "max_ms", source),
-            error_rate=read_float(data, "error_rate", source),
-            rejection_rate=read_float(data, "rejection_rate", source),
-            wall_s=read_optional_float(data, "wall_s", source) or 0.0,
-            error_kinds={str(kind): count for kind, count in kinds.items()},
-            repeat_ratio=read_optional_float(data, "repeat_ratio", source) or 0.0,
-        )
+        return super().from_dict({k: v for k, v in data.items() if v is not None or k not in _NULL_IN_OLDER}, source)
 
 
 @dataclass(frozen=True)
