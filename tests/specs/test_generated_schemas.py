@@ -295,3 +295,22 @@ def test_a_union_of_types_reads_as_the_first_that_fits_and_its_schema_allows_eac
         Signature.from_dict({"shape": [1, 2.5]}, "s.json")
     items = document_schema(Signature)["properties"]["shape"]["items"]
     assert items == {"oneOf": [{"type": "null"}, {"anyOf": [{"type": "integer"}, {"type": "string"}]}]}
+
+
+@dataclass(frozen=True)
+class Page(Jsonable):
+    json_document: ClassVar[Document] = Document("page", "page --json", "A document that holds another.")
+
+    signature: Signature
+    flat: Flat = field(metadata=json_field(inline=True))
+
+
+def test_a_document_inside_another_is_written_without_its_own_version() -> None:
+    page = Page(Signature((1, "batch")), Flat("l", Part("x", 0.5)))
+    data = page.to_dict()
+    assert data == {
+        "schema_version": 1, "signature": {"shape": [1, "batch"]}, "label": "l", "name": "x", "share": 0.5, "done": False
+    }  # fmt: skip
+    assert Signature((1, "batch")).to_dict()["schema_version"] == 1  # on its own, it has one
+    assert Page.from_dict(data) == page
+    jsonschema.Draft202012Validator(document_schema(Page)).validate(data)

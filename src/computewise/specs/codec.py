@@ -281,9 +281,8 @@ def _write(instance: object, nodes: tuple[_Key | _Group, ...]) -> dict[str, Any]
 
 
 def _to_json(value: object) -> Any:
-    to_dict = getattr(value, "to_dict", None)
-    if callable(to_dict):  # a Jsonable, or a class not yet converted that keeps its own
-        return to_dict()
+    if isinstance(value, Jsonable):  # a document inside another has no schema_version of its own: the top's holds
+        return _write(value, _tree(type(value)))
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: _to_json(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, tuple | list):
