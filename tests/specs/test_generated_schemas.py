@@ -308,9 +308,8 @@ class Page(Jsonable):
 def test_a_document_inside_another_is_written_without_its_own_version() -> None:
     page = Page(Signature((1, "batch")), Flat("l", Part("x", 0.5)))
     data = page.to_dict()
-    assert data == {
-        "schema_version": 1, "signature": {"shape": [1, "batch"]}, "label": "l", "name": "x", "share": 0.5, "done": False
-    }  # fmt: skip
+    flat = {"label": "l", "name": "x", "share": 0.5, "done": False}
+    assert data == {"schema_version": 1, "signature": {"shape": [1, "batch"]}, **flat}
     assert Signature((1, "batch")).to_dict()["schema_version"] == 1  # on its own, it has one
     assert Page.from_dict(data) == page
     jsonschema.Draft202012Validator(document_schema(Page)).validate(data)
