@@ -48,6 +48,7 @@ def test_export_then_load_predicts_what_was_graded(
     manifest = json.loads((out / "manifest.json").read_text())
     json_schema(manifest, "artifact-manifest")
     assert manifest["format"] == "onnx" and manifest["recipe"] == variant.recipe and manifest["schema_version"] == 1
+    assert loaded.manifest.to_dict() == manifest  # the typed manifest load_artifact read is the one written
     _x_train, x_test, _y_train, y_test = _split()
     accuracy = float((loaded.predict({"input_0": x_test}).argmax(axis=1) == y_test).mean())
     assert variant.quality is not None and accuracy == pytest.approx(variant.quality.value, abs=1e-9)
