@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from computewise.ledger import Ledger, RunRow, RunStatus, RunTotals
-from computewise.specs.codec import Jsonable, Layout, json_field, json_property
+from computewise.specs.codec import Document, Jsonable, Layout, json_field, json_property
 
 __all__ = ["ListedRun", "RunCost", "RunListing", "list_runs", "price_run", "price_runs", "run_end_s"]
 
@@ -95,19 +95,19 @@ class ListedRun(Jsonable):
     run: RunRow = field(metadata=json_field(inline=True))
     cost: RunCost
 
-    @json_property()
+    @json_property(description="Seconds billed: until its end, or now while running; a resubmitted run's attempts.")
     def duration_s(self) -> float:
         return self.cost.duration_s
 
-    @json_property()
+    @json_property(description="The price snapshot taken at launch times duration_s, in US dollars.")
     def cost_usd(self) -> float:
         return self.cost.cost_usd
 
-    @json_property()
+    @json_property(description="gpu_count times duration_s, in hours.")
     def gpu_hours(self) -> float:
         return self.cost.gpu_hours
 
-    @json_property()
+    @json_property(description="Energy of its samples times the PUE, measured or estimated, in kWh.")
     def energy_kwh(self) -> float:
         return self.cost.energy_kwh
 
@@ -115,6 +115,13 @@ class ListedRun(Jsonable):
 @dataclass(frozen=True)
 class RunListing(Jsonable):
     """The runs ``computewise runs`` lists, newest first, and the ledger they were read from."""
+
+    json_document: ClassVar[Document] = Document(
+        "runs",
+        "runs --json",
+        "The recorded runs matching the filters, newest first, each with what it cost so far "
+        "(account.totals.RunListing); a running run is priced until now.",
+    )
 
     ledger: str = field(metadata=json_field(description="The ledger's URL."))
     runs: tuple[ListedRun, ...]

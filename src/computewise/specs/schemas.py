@@ -18,6 +18,7 @@ from computewise.specs.codec import Jsonable, schema_text
 __all__ = ["GENERATED", "documents", "main"]
 
 GENERATED = (
+    "computewise.account.totals:RunListing",
     "computewise.bench.result:BenchResult",
     "computewise.catalog.calibration:Calibration",
     "computewise.dashboard.budgets:BudgetsView",
