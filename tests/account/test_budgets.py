@@ -5,8 +5,11 @@ from __future__ import annotations
 import http.server
 import io
 import json
+import subprocess
+import sys
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -15,7 +18,7 @@ import pytest
 from accounting_runs import DAY_S, HOUR_S, NOW_S, AddRun
 
 from computewise.account.alerts import Alert, Notifier
-from computewise.account.budgets import budget_status, check_budgets, set_budget
+from computewise.account.budgets import BudgetStatusReport, budget_status, check_budgets, set_budget
 from computewise.errors import InputError
 from computewise.ledger import Ledger
 from computewise.report.accounts import budget_grid
@@ -214,3 +217,45 @@ def test_setting_a_budget_again_replaces_it_under_its_canonical_scope(ledger: Le
     assert second.id == first.id and second.scope == "project=x,team=nlp"
     assert (second.monthly_usd, second.alert_at_pct, second.command) == (250.0, (90.0,), "notify-send budget")
     assert len(ledger.budgets()) == 1
+
+
+def _budget_json(*args: str) -> dict[str, Any]:
+    result = subprocess.run(
+        [sys.executable, "-m", "computewise.cli.app", "budget", *args, "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert isinstance(data, dict)
+    return data
+
+
+def test_budget_set_and_status_print_versioned_documents(
+    tmp_path: Path, add_run: AddRun, json_schema: Callable[[object, str], None]
+) -> None:
+    """Both verbs' --json match budget-status.schema.json, version first; a status nested elsewhere has none."""
+    db = f"sqlite:///{tmp_path / 'ledger.sqlite'}"
+    with Ledger.open(db) as ledger:
+        now_s = time.time()
+        add_run(ledger, start_s=now_s - 2 * HOUR_S, end_s=now_s - HOUR_S, hourly_usd=24.0, tags={"team": "nlp"})
+    set_result = _budget_json("set", "--db", db, "--scope", "team=nlp", "--monthly-usd", "10", "--alert-at", "50")
+    _budget_json("set", "--db", db, "--scope", "all", "--monthly-usd", "5000")
+    report = _budget_json("status", "--db", db)
+    for data in (set_result, report):
+        json_schema(data, "budget-status")
+        assert next(iter(data)) == "schema_version" and data["schema_version"] == 1
+    assert (set_result["scope"], set_result["monthly_usd"], set_result["alert_at_pct"]) == ("team=nlp", 10.0, [50.0])
+    assert [b["scope"] for b in report["budgets"]] == ["all", "team=nlp"]
+    assert all("schema_version" not in b for b in report["budgets"])
+    settings = ("budget_id", "scope", "monthly_usd", "alert_at_pct", "webhook", "command", "period", "spent_usd")
+    assert {k: report["budgets"][1][k] for k in settings} == {k: set_result[k] for k in settings}
+    Ledger.open(f"sqlite:///{tmp_path / 'empty.sqlite'}").close()
+    assert _budget_json("status", "--db", f"sqlite:///{tmp_path / 'empty.sqlite'}") == {
+        "schema_version": 1,
+        "budgets": [],
+    }
+    with Ledger.open(db) as ledger:
+        statuses = budget_status(ledger, time.time())
+    assert BudgetStatusReport(tuple(statuses)).to_dict()["budgets"] == [s.to_dict() for s in statuses]

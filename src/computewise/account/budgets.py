@@ -31,13 +31,15 @@ from computewise.account.spend import PricedRun, overlapping, priced_runs
 from computewise.account.tags import Scope, parse_scope
 from computewise.errors import InputError
 from computewise.ledger import BudgetRow, Ledger
-from computewise.specs.codec import Jsonable, Layout, json_field, json_property
+from computewise.specs.codec import Document, Jsonable, Layout, json_field, json_property
 from computewise.units import format_usd, parse_usd
 
 __all__ = [
     "BURN_WINDOW_MAX_S",
     "BURN_WINDOW_MIN_S",
+    "BudgetSetResult",
     "BudgetStatus",
+    "BudgetStatusReport",
     "budget_status",
     "budget_window_start_s",
     "check_budgets",
@@ -48,7 +50,13 @@ __all__ = [
 BURN_WINDOW_MAX_S = 7 * DAY_S
 BURN_WINDOW_MIN_S = DAY_S
 _MAX_PCT = 1000.0
-_COUNT = json_field(minimum=0)
+_BUDGET_STATUS = Document(
+    "budget-status",
+    "budget set|status --json",
+    "The budget just set (BudgetSetResult, its status's fields at the top level) or every budget's month to date "
+    "and forecast (BudgetStatusReport); account.budgets.BudgetStatus is also each budget of the dashboard's "
+    "/api/budgets and /api/overview.",
+)
 
 
 @dataclass(frozen=True)
@@ -70,18 +78,25 @@ class BudgetStatus(Jsonable):
     period: str = field(metadata=json_field(description="The budget's month, YYYY-MM (UTC)."))
     month_start_s: float
     month_end_s: float
-    now_s: float
+    now_s: float = field(metadata=json_field(description="When the status was taken, seconds since the epoch."))
     spent_usd: float = field(metadata=json_field(description="Accrued this month in the scope's runs."))
-    runs: int = field(metadata=_COUNT)
-    running: int = field(metadata=_COUNT)
+    runs: int = field(metadata=json_field(minimum=0, description="The scope's runs that ran this month."))
+    running: int = field(metadata=json_field(minimum=0, description="Of those, the ones still running."))
     burn_rate_usd_per_day: float
-    burn_window_s: float
+    burn_window_s: float = field(
+        metadata=json_field(description="Seconds the burn rate averages over, ending now (1 to 7 days).")
+    )
     projected_month_end_usd: float
     runs_out_at_s: float | None = field(  # the forecast, while money is left
-        metadata=json_field(description="When the burn rate spends the rest, if before the month ends.")
+        metadata=json_field(
+            description="When the burn rate spends the rest, seconds since the epoch; null when not before the month "
+            "ends, or when it already ran out."
+        )
     )
     ran_out_at_s: float | None = field(  # when the spend reached the budget, once it has (exhausted)
-        metadata=json_field(description="When this month's spend reached the budget, once it has.")
+        metadata=json_field(
+            description="When this month's spend reached the budget, seconds since the epoch; null until it has."
+        )
     )
     fired_pct: tuple[float, ...] = field(metadata=json_field(description="Thresholds already alerted this month."))
 
@@ -134,11 +149,11 @@ class BudgetStatus(Jsonable):
         """What the burn rate averages (the module docstring)."""
         return "trailing window of burn_window_s seconds ending now (1 to 7 days)"
 
-    @json_property()
+    @json_property(description="runs_out_at_s in ISO 8601 (UTC); null as it is.")
     def runs_out_at(self) -> str | None:
         return None if self.runs_out_at_s is None else iso_utc(self.runs_out_at_s)
 
-    @json_property()
+    @json_property(description="ran_out_at_s in ISO 8601 (UTC); null as it is.")
     def ran_out_at(self) -> str | None:
         return None if self.ran_out_at_s is None else iso_utc(self.ran_out_at_s)
 
@@ -146,6 +161,30 @@ class BudgetStatus(Jsonable):
     def crossed_pct(self) -> tuple[float, ...]:
         """Thresholds at or below the spend so far (fired or about to be)."""
         return tuple(p for p in self.budget.alert_at_pct if self.pct_used >= p)
+
+
+@dataclass(frozen=True)
+class BudgetSetResult(Jsonable):
+    """``budget set --json``: the budget as stored and where it stands this month.
+
+    A document of its own rather than ``BudgetStatus`` itself, so that a status written elsewhere on its
+    own (an alert's details) keeps its bytes without a ``schema_version``.
+    """
+
+    json_document: ClassVar[Document] = _BUDGET_STATUS
+    json_description: ClassVar[str] = "`budget set --json`: the status of the budget just set, its fields at the top."
+
+    status: BudgetStatus = field(metadata=json_field(inline=True))
+
+
+@dataclass(frozen=True)
+class BudgetStatusReport(Jsonable):
+    """``budget status --json``: every budget, in scope order (none: an empty list)."""
+
+    json_document: ClassVar[Document] = _BUDGET_STATUS
+    json_description: ClassVar[str] = "`budget status --json`: every budget's status, in scope order."
+
+    budgets: tuple[BudgetStatus, ...]
 
 
 def parse_alert_at(text: str | Sequence[float]) -> tuple[float, ...]:

@@ -28,7 +28,7 @@ def set_(
     as_json: JsonOption = False,
 ) -> None:
     """Create or replace the budget of a scope."""
-    from computewise.account.budgets import budget_status, set_budget
+    from computewise.account.budgets import BudgetSetResult, budget_status, set_budget
     from computewise.units import parse_usd
 
     usd = parse_usd(monthly_usd, "--monthly-usd")  # before the ledger is opened, so a typo creates nothing
@@ -37,7 +37,7 @@ def set_(
     budget = set_budget(ledger, scope, usd, now_s, alert_at=alert_at, webhook_url=webhook, command=command)
     status = next(s for s in budget_status(ledger, now_s) if s.budget.id == budget.id)
     if as_json:
-        emit_json(status.to_dict())
+        emit_json(BudgetSetResult(status).to_dict())
     else:
         Console(soft_wrap=True).print(
             f"budget {budget.scope}: ${budget.monthly_usd:,.2f}/month, alerts at "
@@ -51,12 +51,12 @@ def set_(
 @app.command("status")
 def status(db: DbOption = None, as_json: JsonOption = False) -> None:
     """Month-to-date spend, burn rate, projected month-end spend and run-out date of every budget."""
-    from computewise.account.budgets import budget_status
+    from computewise.account.budgets import BudgetStatusReport, budget_status
     from computewise.report.accounts import budget_grid, print_grid
 
     statuses = budget_status(open_ledger(db), time.time())
     if as_json:
-        emit_json({"budgets": [s.to_dict() for s in statuses]})
+        emit_json(BudgetStatusReport(tuple(statuses)).to_dict())
     elif not statuses:
         Console().print("no budgets yet: computewise budget set --scope team=nlp --monthly-usd 5000")
     else:

@@ -18,6 +18,8 @@ from computewise.specs.codec import Jsonable, schema_text
 __all__ = ["GENERATED", "documents", "main"]
 
 GENERATED = (
+    "computewise.account.budgets:BudgetSetResult",
+    "computewise.account.budgets:BudgetStatusReport",
     "computewise.account.totals:RunListing",
     "computewise.bench.result:BenchResult",
     "computewise.catalog.calibration:Calibration",
