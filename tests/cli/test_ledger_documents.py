@@ -39,3 +39,19 @@ def cli_json(*args: str) -> dict[str, object]:
 def test_the_runs_list_matches_its_schema(db: str, json_schema: Check) -> None:
     data = cli_json("runs", "--db", db)
     json_schema(data, "runs")
+
+
+def test_a_run_summary_matches_its_schema_from_runs_show_and_from_run(db: str, json_schema: Check) -> None:
+    json_schema(cli_json("runs", "show", "1", "--db", db), "run-summary")
+    done = subprocess.run(
+        [*CLI, "run", "--db", db, "--json", "--", sys.executable, "-c", "pass"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    assert next(iter(summary)) == "schema_version"
+    json_schema(summary, "run-summary")
+    assert summary["child_stdout"] == "stderr"  # --json keeps stdout for the document

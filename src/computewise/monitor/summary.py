@@ -25,7 +25,7 @@ from computewise.monitor.diagnosis import (
     diagnose,
     idle_periods,
 )
-from computewise.specs.codec import Jsonable, Layout, json_field, json_property
+from computewise.specs.codec import Document, Jsonable, Layout, json_field, json_property
 
 __all__ = ["RunHead", "RunSummary", "Spread", "StepStats", "Utilization", "summarize"]
 
@@ -113,6 +113,12 @@ class RunSummary(Jsonable):
     """What ``runs show ID`` (and ``run`` at its end) prints: the run, its price and cost, what it used and why
     it was slow; its JSON opens with the run and its price, then the cost's keys in place."""
 
+    json_document: ClassVar[Document] = Document(
+        "run-summary",
+        "runs show ID --json",
+        "One run's summary (monitor.summary.RunSummary): the run and its launch price, what it cost, what it "
+        "used, the diagnosis and idle periods; `computewise run --json` prints the same document when the run ends.",
+    )
     json_layout: ClassVar[Layout] = (
         "head", "price", "cost", "energy_basis", "stats", "findings", "idle", "idle_text", "steps", "series",
         "attempts", "interruption", "child_stdout",
@@ -120,18 +126,22 @@ class RunSummary(Jsonable):
 
     run: RunRow
     cost: RunCost = field(metadata=json_field(inline=True))
-    energy_basis: str
+    energy_basis: str = field(metadata=json_field(description="How energy_kwh was found: measured or estimated."))
     usage: UsageStats  # not written: what the diagnosis judged
     stats: Utilization = field(metadata=json_field(name="utilization"))
     findings: tuple[Finding, ...] = field(metadata=json_field(name="diagnosis"))
     idle: tuple[IdlePeriod, ...] = field(metadata=json_field(name="idle_periods"))
-    idle_text: str | None
-    steps: StepStats | None
+    idle_text: str | None = field(metadata=json_field(description="The idle periods in words; null when none."))
+    steps: StepStats | None = field(metadata=json_field(description="null: the run recorded no track() steps."))
     series: dict[str, list[float | None]] = field(
         metadata=json_field(description="Thinned time series for the plots: seconds since start and each figure.")
     )
-    attempts: tuple[AttemptRow, ...] = ()
-    interruption: InterruptionCost | None = None
+    attempts: tuple[AttemptRow, ...] = field(
+        default=(), metadata=json_field(description="A resubmitted run's attempts (run --engine); empty otherwise.")
+    )
+    interruption: InterruptionCost | None = field(
+        default=None, metadata=json_field(description="What interruptions added; null for a run without attempts.")
+    )
     # Where ``computewise run`` sent the command's own stdout (stderr under --json); None: not a fresh run's.
     child_stdout: Literal["stdout", "stderr"] | None = field(default=None, metadata=json_field(omit_empty=True))
 

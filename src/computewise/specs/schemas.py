@@ -35,6 +35,7 @@ GENERATED = (
     "computewise.estimate.comm_report:CommEstimate",
     "computewise.estimate.single:InferEstimate",
     "computewise.estimate.single:TrainEstimate",
+    "computewise.monitor.summary:RunSummary",
     "computewise.optimize.manifest:ArtifactManifest",
     "computewise.optimize.summary:OptimizeSummary",
     "computewise.plan.federated_request:PlannedFederation",
