@@ -55,3 +55,10 @@ def test_a_run_summary_matches_its_schema_from_runs_show_and_from_run(db: str, j
     assert next(iter(summary)) == "schema_version"
     json_schema(summary, "run-summary")
     assert summary["child_stdout"] == "stderr"  # --json keeps stdout for the document
+
+
+def test_the_spend_anomalies_match_their_schema(db: str, json_schema: Check) -> None:
+    data = cli_json("cost", "anomalies", "--by", "team", "--since", "2026-01-01", "--db", db)
+    json_schema(data, "cost-anomalies")
+    series = data["series"]
+    assert isinstance(series, list) and [group["group"] for group in series] == [{"team": "nlp"}, {"team": "vision"}]

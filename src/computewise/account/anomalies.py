@@ -47,7 +47,7 @@ from computewise.account.spend import PricedRun, overlapping, priced_runs
 from computewise.account.tags import NO_TAG, TagGroup, parse_group_keys
 from computewise.errors import InputError
 from computewise.ledger import Ledger
-from computewise.specs.codec import Jsonable, Layout, json_field, json_property
+from computewise.specs.codec import Document, Jsonable, Layout, json_field, json_property
 
 __all__ = ["Anomaly", "AnomalyReport", "GroupSpend", "SpendAnomaly", "detect", "history_start_s", "spend_anomalies"]
 
@@ -132,7 +132,7 @@ class SpendAnomaly(TagGroup, Jsonable):
 
     group: tuple[tuple[str, str], ...]
     day_start_s: float
-    spend_usd: float
+    spend_usd: float = field(metadata=json_field(description="The day's accrued spend, in US dollars."))
     expected_usd: float = field(metadata=json_field(description="The spend the trailing window makes normal."))
     score: float = field(metadata=json_field(description="The robust z-score; flagged above the threshold."))
 
@@ -159,15 +159,23 @@ class GroupSpend(TagGroup, Jsonable):
 class AnomalyReport(Jsonable):
     """Daily spend per group from ``first_day_s`` to today, and the anomalies found since ``since_s``."""
 
+    json_document: ClassVar[Document] = Document(
+        "cost-anomalies",
+        "cost anomalies --json",
+        "Each group's spend per day and the days whose spend jumps above the group's recent normal "
+        "(account.anomalies.AnomalyReport): robust z-scores on the median and MAD of a trailing window.",
+    )
     json_layout: ClassVar[Layout] = (
         "by", "since", "since_s", "now_s", "window", "threshold", "method", "days", "group_spend", "anomalies",
     )  # fmt: skip
 
-    by: tuple[str, ...]
-    since_s: float
-    now_s: float
-    window: int = field(metadata=json_field(name="window_days", minimum=1))
-    threshold: float
+    by: tuple[str, ...] = field(metadata=json_field(description="The tag keys grouped by; empty: all runs as one."))
+    since_s: float = field(metadata=json_field(description="Start of the days reported, Unix seconds (UTC)."))
+    now_s: float = field(metadata=json_field(description="When the report was made, Unix seconds."))
+    window: int = field(
+        metadata=json_field(name="window_days", description="Trailing days each day is judged against.", minimum=1)
+    )
+    threshold: float = field(metadata=json_field(description="The robust z-score above which a day is flagged."))
     first_day_s: float  # not written: ``days`` names each day
     series: tuple[tuple[tuple[tuple[str, str], ...], tuple[float, ...]], ...]  # written as ``group_spend``
     anomalies: tuple[SpendAnomaly, ...]

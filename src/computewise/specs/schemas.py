@@ -18,6 +18,7 @@ from computewise.specs.codec import Jsonable, schema_text
 __all__ = ["GENERATED", "documents", "main"]
 
 GENERATED = (
+    "computewise.account.anomalies:AnomalyReport",
     "computewise.account.budgets:BudgetSetResult",
     "computewise.account.budgets:BudgetStatusReport",
     "computewise.account.totals:RunListing",
