@@ -10,9 +10,12 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
+from computewise.tune.scaletest import ScaleTestResult
 
 torch = pytest.importorskip("torch")
 
@@ -38,7 +41,7 @@ def test_measures_one_and_two_processes_and_names_the_verdict() -> None:
     assert "eff. = measured scaling efficiency" in out
 
 
-def test_json_reports_a_failing_world_size_beside_the_measured_one() -> None:
+def test_json_reports_a_failing_world_size_beside_the_measured_one(json_schema: Callable[[object, str], None]) -> None:
     # 40 samples hold one batch of 32 but not the 64 two ranks draw a step (weak scaling).
     result = scaletest(
         "examples.tiny_gpt:setup", "--nproc", "1,2", "--steps", "2", "--warmup-steps", "0",
@@ -46,6 +49,9 @@ def test_json_reports_a_failing_world_size_beside_the_measured_one() -> None:
     )  # fmt: skip
     assert result.returncode == 1, result.stderr
     data = json.loads(result.stdout)
+    json_schema(data, "scaletest")
+    assert next(iter(data)) == "schema_version" and data["schema_version"] == 1
+    assert ScaleTestResult.from_dict(data).to_dict() == data
     one, two = data["rows"]
     assert one["status"] == "ok" and one["samples_per_s"] > 0
     assert two["status"] == "error"

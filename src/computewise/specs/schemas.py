@@ -50,6 +50,7 @@ GENERATED = (
     "computewise.storage.audit:StorageAudit",
     "computewise.storage.retention:RetentionPlan",
     "computewise.tune.savings:TunedConfigFile",
+    "computewise.tune.scaletest:ScaleTestResult",
     "computewise.tune.search:TuneDocument",
 )
 

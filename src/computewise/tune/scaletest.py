@@ -37,10 +37,10 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from computewise.errors import ScaleTestError
-from computewise.specs.codec import Jsonable
+from computewise.specs.codec import Document, Jsonable, json_field
 from computewise.system.cpu import cpu_model_name, usable_cpus
 from computewise.system.ports import free_port
 from computewise.train.config import TrainConfig
@@ -78,6 +78,8 @@ WORKER_MODULE = "computewise.tune.scaleworker"
 _GRACE_S = 5.0  # torchrun's own shutdown of its ranks after SIGTERM, before we kill by PID
 _PORT_ATTEMPTS = 3  # a free port found by bind(0) can be taken before torchrun binds it
 _LOG_TAIL_CHARS = 1500
+_NOT_MEASURED = "; null when not measured (status not ok)."
+_WITHOUT_LINK = "; null when no link is known (no prediction)."
 
 
 @dataclass(frozen=True)
@@ -111,8 +113,10 @@ class ScaleOptions:
 class Link(Jsonable):
     """The bandwidth the prediction moves gradients over, and where the figure comes from."""
 
+    json_description: ClassVar[str] = "The all-reduce bandwidth the prediction assumes, and where it comes from."
+
     name: str
-    bytes_per_s: float
+    bytes_per_s: float = field(metadata=json_field(exclusive_minimum=0, description="Bus bandwidth, bytes/s."))
     source: str
 
 
@@ -120,44 +124,75 @@ class Link(Jsonable):
 class WorldSizeResult(Jsonable):
     """One world size: measured (``status`` ok) or why not, beside the prediction."""
 
-    nproc: int
+    json_description: ClassVar[str] = "One world size: measured (status ok) or why not, beside the prediction."
+
+    nproc: int = field(metadata=json_field(minimum=1, description="Processes, one rank each."))
     status: Status
-    message: str | None
-    global_batch_size: int
-    rank_median_step_s: tuple[float, ...]
-    step_s: float | None
-    warmup_s: float | None
-    samples_per_s: float | None
-    tokens_per_s: float | None
-    speedup: float | None
-    efficiency: float | None
-    predicted_allreduce_s: float | None
-    predicted_step_s: float | None
-    predicted_efficiency: float | None
-    wall_s: float
+    message: str | None = field(metadata=json_field(description="Why it was not measured; null when ok."))
+    global_batch_size: int = field(metadata=json_field(minimum=1, description="nproc x batch_per_rank."))
+    rank_median_step_s: tuple[float, ...] = field(
+        metadata=json_field(description="Each rank's median step time, seconds; empty when not measured.")
+    )
+    step_s: float | None = field(metadata=json_field(description="The slowest rank's median step, s" + _NOT_MEASURED))
+    warmup_s: float | None = field(metadata=json_field(description="The untimed steps' time, s" + _NOT_MEASURED))
+    samples_per_s: float | None = field(metadata=json_field(description="Samples/s of all ranks" + _NOT_MEASURED))
+    tokens_per_s: float | None = field(
+        metadata=json_field(description="Tokens/s of all ranks; null when not measured or not a token model.")
+    )
+    speedup: float | None = field(metadata=json_field(description="samples_per_s over one process's" + _NOT_MEASURED))
+    efficiency: float | None = field(metadata=json_field(description="speedup / nproc" + _NOT_MEASURED))
+    predicted_allreduce_s: float | None = field(
+        metadata=json_field(description="Ring all-reduce of the gradients over the link, s (0 for one)" + _WITHOUT_LINK)
+    )
+    predicted_step_s: float | None = field(
+        metadata=json_field(description="One process's step plus the all-reduce, s" + _WITHOUT_LINK)
+    )
+    predicted_efficiency: float | None = field(
+        metadata=json_field(description="One process's step over predicted_step_s" + _WITHOUT_LINK)
+    )
+    wall_s: float = field(metadata=json_field(description="Seconds the launch of this world size took."))
 
 
 @dataclass(frozen=True)
 class ScaleTestResult(Jsonable):
     """Every world size measured, the link assumed, and the first N where scaling stops paying."""
 
-    entry: str
-    device: str
-    device_name: str
-    cores: int
-    threads_per_process: int
-    batch_per_rank: int
-    micro_batch_size: int
-    steps: int
-    warmup_steps: int
-    params: int
-    gradient_bytes: int
-    train_config: str
-    link: Link | None
-    rows: tuple[WorldSizeResult, ...]
-    stops_paying_at: int | None
-    predicted_stops_paying_at: int | None
-    efficiency_floor: float
+    json_document: ClassVar[Document] = Document(
+        "scaletest",
+        "scaletest ENTRYPOINT --json",
+        "Measured data-parallel scaling of a training entry point under torchrun (weak scaling: each rank keeps "
+        "the setup's batch) beside the planner's prediction, and where adding workers stops paying "
+        "(tune.scaletest.ScaleTestResult).",
+    )
+
+    entry: str = field(metadata=json_field(description="The training entry point, package.module:function."))
+    device: str = field(metadata=json_field(enum=["cpu", "cuda"]))
+    device_name: str = field(metadata=json_field(description="The CPU model or the GPU's name."))
+    cores: int = field(metadata=json_field(minimum=1, description="Usable CPU cores."))
+    threads_per_process: int = field(metadata=json_field(minimum=1))
+    batch_per_rank: int = field(metadata=json_field(minimum=1, description="Samples each rank trains per step."))
+    micro_batch_size: int = field(
+        metadata=json_field(minimum=1, description="Samples per forward and backward (after gradient accumulation).")
+    )
+    steps: int = field(metadata=json_field(minimum=1, description="Measured steps per world size."))
+    warmup_steps: int = field(metadata=json_field(minimum=0, description="Untimed steps first, per world size."))
+    params: int = field(metadata=json_field(minimum=0, description="Parameters that train."))
+    gradient_bytes: int = field(metadata=json_field(minimum=0, description="Bytes all-reduced per step."))
+    train_config: str = field(
+        metadata=json_field(description="The training settings that differ from the defaults, or defaults.")
+    )
+    link: Link | None = field(metadata=json_field(description="Null when none is known: nothing is predicted."))
+    rows: tuple[WorldSizeResult, ...] = field(metadata=json_field(description="One per world size, by nproc."))
+    stops_paying_at: int | None = field(
+        metadata=json_field(
+            description="The first nproc whose efficiency is under efficiency_floor or whose throughput does not "
+            "grow; null when none measured does."
+        )
+    )
+    predicted_stops_paying_at: int | None = field(
+        metadata=json_field(description="The same, predicted; null when none does, or nothing is predicted.")
+    )
+    efficiency_floor: float = field(metadata=json_field(description="Efficiency under which a worker stops paying."))
     warnings: tuple[str, ...]
 
 
