@@ -6,7 +6,10 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+
+from computewise.catalog.validation import CatalogValidation
 
 OFFERING_HEADER = (
     "cloud,instance_type,accelerator,accelerator_count,vcpus,ram_bytes,network_bytes_per_s,region,"
@@ -104,3 +107,22 @@ def test_validate_bad_file_exits_2_naming_line_and_column(tmp_path: Path) -> Non
     assert result.returncode == 2
     assert f"{bad}:2: column 'on_demand_usd_per_h'" in result.stderr.replace("\n", "")
     assert "Traceback" not in result.stderr
+
+
+def test_validate_json_is_a_versioned_document_that_reads_back(
+    tmp_path: Path, json_schema: Callable[[object, str], None]
+) -> None:
+    """Loaded or not, ``catalog validate --json`` matches its schema, version first, and reads back whole."""
+    bad = tmp_path / "offerings-mine.csv"
+    bad.write_text(OFFERING_HEADER + "\naws,p5,h100,8,192,2.2e12,4e11,us-east-1,cheap,,,,c,2025-07-01\n")
+    good, failed = run("validate", "--json"), run("validate", str(bad), "--json")
+    assert (good.returncode, failed.returncode) == (0, 2), good.stderr
+    for result in (good, failed):
+        data = json.loads(result.stdout)
+        json_schema(data, "catalog-validate")
+        assert next(iter(data)) == "schema_version" and data["schema_version"] == 1
+        assert CatalogValidation.from_dict(data).to_dict() == data
+    loaded, refused = CatalogValidation.from_dict(json.loads(good.stdout)), json.loads(failed.stdout)
+    assert loaded.valid and loaded.counts is not None and loaded.counts.files == len(loaded.files) >= 5
+    assert refused["valid"] is False and refused["counts"] is None and "oldest_retrieved" not in refused
+    assert refused["errors"][0]["column"] == "on_demand_usd_per_h"

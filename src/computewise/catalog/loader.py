@@ -19,12 +19,13 @@ import math
 import os
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import date
 from pathlib import Path
-from typing import Literal
+from typing import ClassVar, Literal
 
 from computewise.errors import CatalogError, InputError
+from computewise.specs.codec import Jsonable, json_field
 from computewise.specs.hardware import (
     DTYPES,
     Accelerator,
@@ -95,13 +96,15 @@ class LoadedRow:
 
 
 @dataclass(frozen=True)
-class CatalogFile:
+class CatalogFile(Jsonable):
     """One file that was read, with its row count (what ``catalog validate`` reports)."""
+
+    json_description: ClassVar[str] = "One catalog file that was read, and the table its rows went to."
 
     path: str
     table: TableName
-    rows: int
-    bundled: bool
+    rows: int = field(metadata=json_field(minimum=0))
+    bundled: bool = field(metadata=json_field(description="Shipped with computewise (else a user's file)."))
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,6 @@ from computewise.units import format_bytes, format_usd_or, plural
 
 if TYPE_CHECKING:
     from computewise.catalog import Catalog, Row, TableName
-    from computewise.errors import ComputewiseError
     from computewise.report.rows import Grid
     from computewise.specs.hardware import (
         Accelerator,
@@ -303,6 +302,7 @@ def validate(
     """Check the bundled, user and given catalog files; exit 2 naming the file, line and column of a bad cell."""
     from rich.text import Text
 
+    from computewise.catalog.validation import CatalogCounts, CatalogValidation
     from computewise.cli.common import print_error
     from computewise.errors import ComputewiseError
     from computewise.report.catalog import files_grid
@@ -312,35 +312,17 @@ def validate(
             catalog = _load(paths)
         except ComputewiseError as error:
             # Scripts read the JSON; a person still sees the error on stderr; the exit code is a user error's.
-            emit_json({"valid": False, "errors": [_error_json(error)], "files": [], "counts": None})
+            emit_json(CatalogValidation.failed(error).to_dict())
             print_error(error)
             raise typer.Exit(2) from None
-        emit_json({"valid": True, "errors": [], "files": [asdict(f) for f in catalog.files], **_counts(catalog)})
+        emit_json(CatalogValidation.of(catalog).to_dict())
         return
     catalog = _load(paths)
     rows = tuple(
         (file.path + (" (bundled)" if file.bundled else ""), file.table, str(file.rows)) for file in catalog.files
     )
     _print_titled("catalog files", files_grid(rows))
-    counts = _counts(catalog)["counts"]
+    counts = CatalogCounts.of(catalog)
     _stdout.print(
-        Text(f"OK: {plural(counts['files'], 'file')}, {plural(counts['rows'], 'row')}; data {_age_line(catalog, None)}")
+        Text(f"OK: {plural(counts.files, 'file')}, {plural(counts.rows, 'row')}; data {_age_line(catalog, None)}")
     )
-
-
-def _counts(catalog: Catalog) -> dict[str, Any]:
-    by_table: dict[str, int] = {}
-    for file in catalog.files:
-        by_table[file.table] = by_table.get(file.table, 0) + file.rows
-    return {
-        "counts": {"files": len(catalog.files), "rows": sum(by_table.values()), "rows_by_table": by_table},
-        "oldest_retrieved": catalog.oldest_retrieved(None).isoformat(),
-    }
-
-
-def _error_json(error: ComputewiseError) -> dict[str, Any]:
-    """Where a bad cell is (a CatalogError knows its file, line and column) and how to fix it."""
-    from computewise.errors import CatalogError
-
-    at = (error.path, error.line, error.column) if isinstance(error, CatalogError) else (None, None, None)
-    return {"file": at[0], "line": at[1], "column": at[2], "message": error.message, "hint": error.hint}

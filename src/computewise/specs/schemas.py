@@ -24,6 +24,7 @@ GENERATED = (
     "computewise.account.totals:RunListing",
     "computewise.bench.result:BenchResult",
     "computewise.catalog.calibration:Calibration",
+    "computewise.catalog.validation:CatalogValidation",
     "computewise.dashboard.budgets:BudgetsView",
     "computewise.dashboard.costs:CostsView",
     "computewise.dashboard.plans:PlansView",
