@@ -62,3 +62,9 @@ def test_the_spend_anomalies_match_their_schema(db: str, json_schema: Check) -> 
     json_schema(data, "cost-anomalies")
     series = data["series"]
     assert isinstance(series, list) and [group["group"] for group in series] == [{"team": "nlp"}, {"team": "vision"}]
+
+
+def test_the_cost_report_and_its_storage_savings_are_one_document(db: str, json_schema: Check) -> None:
+    data = cli_json("cost", "report", "--by", "team", "--since", "2026-01-01", "--db", db)
+    json_schema(data, "cost-report")
+    assert list(data)[-1] == "storage"  # the savings follow the compute spend, as before

@@ -104,12 +104,12 @@ class CostRow(TagGroup, Jsonable):
 class CostReport(Jsonable):
     """Rows sorted by cost (highest first), then group; ``total`` sums every run once."""
 
-    by: tuple[str, ...]
-    since_s: float | None
-    until_s: float
-    now_s: float
-    rows: tuple[CostRow, ...]
-    total: CostRow
+    by: tuple[str, ...] = field(metadata=json_field(description="The tag keys grouped by; empty: all runs as one."))
+    since_s: float | None = field(metadata=json_field(description="Window start, Unix seconds; null for all time."))
+    until_s: float = field(metadata=json_field(description="Window end (excluded), Unix seconds: --until or now."))
+    now_s: float = field(metadata=json_field(description="When the report was made, Unix seconds."))
+    rows: tuple[CostRow, ...] = field(metadata=json_field(description="One per group, highest cost first."))
+    total: CostRow = field(metadata=json_field(description="Every run in the window counted once."))
 
     @json_property(after="since_s", description="since_s in ISO 8601 UTC; null for all time.")
     def since(self) -> str | None:

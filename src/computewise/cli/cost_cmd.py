@@ -30,22 +30,20 @@ def report(
 ) -> None:
     """Spend, GPU-hours, energy, CO2, mean utilization and idle cost per group; $ per run and per 1000 inferences."""
     from computewise.account.periods import iso_utc, parse_time_s
-    from computewise.account.report import cost_report
     from computewise.report.accounts import cost_grid, csv_text, print_grid
     from computewise.report.prose import print_prose
     from computewise.report.storage import savings_line
-    from computewise.storage.savings import storage_savings
+    from computewise.storage.savings import cost_report_with_storage
 
     exclusive({"--json": as_json, "--csv": as_csv})
     now_s = time.time()
     since_s = None if since.strip().lower() == "all" else parse_time_s(since, now_s)
     until_s = None if until is None else parse_time_s(until, now_s, "--until")
-    ledger = open_ledger(db)
-    result = cost_report(ledger, by or [], since_s, until_s, now_s)
     # Storage applies beside compute: bytes freed or archived in the window and the $/month no longer billed.
-    storage = storage_savings(ledger, since_s, now_s if until_s is None else until_s)
+    document = cost_report_with_storage(open_ledger(db), by or [], since_s, until_s, now_s)
+    result, storage = document.report, document.storage
     if as_json:
-        emit_json({**result.to_dict(), "storage": storage.to_dict()})
+        emit_json(document.to_dict())
     elif as_csv:
         sys.stdout.write(csv_text(result.csv_rows(include_total=True)))
     else:

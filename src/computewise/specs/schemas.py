@@ -49,6 +49,7 @@ GENERATED = (
     "computewise.specs.loadtest:MaxRateSearch",
     "computewise.storage.apply:ApplyResult",
     "computewise.storage.audit:StorageAudit",
+    "computewise.storage.savings:CostReportWithStorage",
     "computewise.storage.retention:RetentionPlan",
     "computewise.tune.savings:TunedConfigFile",
     "computewise.tune.scaletest:ScaleTestResult",
