@@ -107,7 +107,8 @@ class CostsView(Jsonable):
         "dashboard-costs",
         "dashboard: GET /api/costs",
         "Spend by one tag key (or kind, user, gpu) over a window (dashboard.costs.CostsView). `report` is the "
-        "document `computewise cost report --json` prints for the same --by, --since and --until; `series` spreads "
+        "report `computewise cost report --json` prints for the same --by, --since and --until (less its version "
+        "and storage savings); `series` spreads "
         "the same priced runs over `periods` by accrual, so a group's values add up to its row.",
     )
     by: str = field(metadata=json_field(description="a tag key, or kind, user, gpu (a field of the run)"))
@@ -115,7 +116,11 @@ class CostsView(Jsonable):
     periods: tuple[Period, ...]
     series: tuple[GroupSeries, ...]  # same order as report.rows: highest spend first
     tag_keys: tuple[str, ...]
-    report: CostReport = field(metadata=json_field(description="as `cost report --json` (account.report.CostReport)"))
+    report: CostReport = field(
+        metadata=json_field(
+            description="as `cost report --json` (account.report.CostReport), without its version and storage"
+        )
+    )
 
 
 def parse_costs_query(params: Mapping[str, str], now_s: float) -> CostsQuery:
