@@ -21,6 +21,7 @@ from computewise.bench.compare import compare_bandwidth, compare_matmul, match_c
 from computewise.bench.matmul import matmul_dtypes, measure_matmul
 from computewise.bench.memory import STREAM_BYTES_PER_ELEMENT, measure_triad
 from computewise.bench.result import BandwidthFigure
+from computewise.bench.timing import CALL_S
 from computewise.catalog import load_catalog
 from computewise.errors import InputError
 
@@ -32,15 +33,22 @@ _MAX_TRIES = 30
 
 
 def _independent_mm_tflops(size: int, device: str = "cpu") -> float:
-    """A plain ``a @ b`` loop timed with perf_counter: no out=, no bench code, same torch threads."""
+    """A plain ``a @ b`` loop timed with perf_counter: no out=, no bench code, same torch threads.
+
+    Its windows last as long as bench's timed calls (``CALL_S``), five of them as bench's quick repeats:
+    the same statistic. Fixed windows of ten products (18 ms at 1.8 ms each) caught fewer of a busy
+    machine's quiet gaps than bench's 10 ms calls: 0.12 against 0.16 TFLOP/s beside a running test suite."""
     a = torch.randn(size, size, device=device)
     b = torch.randn(size, size, device=device)
     sync = torch.cuda.synchronize if device != "cpu" else (lambda: None)
     for _ in range(3):
         a @ b
     sync()
-    loops, best_s = 10, float("inf")
-    for _ in range(5):  # the best of five windows: the quietest moment, as bench's median of quiet calls
+    start = time.perf_counter()
+    a @ b
+    sync()
+    loops, best_s = max(1, round(CALL_S / (time.perf_counter() - start))), float("inf")
+    for _ in range(5):  # the best of five windows: the quietest moment, as bench's fastest call
         start = time.perf_counter()
         for _ in range(loops):
             a @ b
