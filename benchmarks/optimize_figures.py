@@ -41,25 +41,31 @@ MIN_COSINE_TARGET = 0.97
 QUICK_VARIANTS = ("ort-fused", "ort-int8-s8-channel", "ort-int8-default")
 
 
+def _gains(result: SearchResult, variant: VariantResult) -> dict[str, Any]:
+    """The variant's speed-ups over the baseline by name; empty for one never timed."""
+    speedup = result.speedup(variant)
+    return {} if speedup is None else speedup.to_dict()
+
+
 def _row(result: SearchResult, variant: VariantResult) -> dict[str, Any]:
     large, small = result.options.largest_batch, min(result.options.batch_sizes)
     speed_large, speed_small = variant.speed_at(large), variant.speed_at(small)
-    speedup = result.speedup(variant)
+    gains = _gains(result, variant)
     return {
         "variant": variant.name,
         "naive_items_per_s": speed_large.items_per_s if speed_large else None,
         "sorted_items_per_s": speed_large.sorted_items_per_s if speed_large else None,
-        "throughput_x": speedup["throughput"],
-        "sorted_throughput_x": speedup["sorted_throughput"],
-        "sorting_x": speedup["sorting"],
+        "throughput_x": gains.get("throughput"),
+        "sorted_throughput_x": gains.get("sorted_throughput"),
+        "sorting_x": gains.get("sorting"),
         "p50_ms": speed_small.p50_ms if speed_small else None,
-        "latency_x": speedup["latency"],
+        "latency_x": gains.get("latency"),
         "quality": variant.quality.value if variant.quality else None,
         "worst": variant.quality.worst if variant.quality else None,
         "meets_budget": variant.meets_budget,
         "format": variant.built.format if variant.built else None,
-        "contended": speedup["contended"],
-        "suspect": speedup["suspect"],
+        "contended": gains.get("contended", False),
+        "suspect": gains.get("suspect", False),
         "others_cpu_share": max((s.others_cpu_share for s in variant.speeds), default=None),
     }
 
@@ -92,7 +98,7 @@ def _num(row: dict[str, Any], key: str, fmt: str) -> str:
 
 def _best_latency(result: SearchResult) -> VariantResult | None:
     fits = [v for v in result.variants if v.status == "ok" and v.meets_budget and v.name != BASELINE]
-    return max(fits, key=lambda v: result.speedup(v)["latency"] or 0.0, default=None)
+    return max(fits, key=lambda v: _gains(result, v).get("latency") or 0.0, default=None)
 
 
 def minilm(quick: bool, time_budget_s: float, threads: int | None, work: Path) -> tuple[dict[str, Any], list[str]]:
@@ -135,7 +141,7 @@ def minilm(quick: bool, time_budget_s: float, threads: int | None, work: Path) -
     if chosen is None or chosen.quality is None:
         failures.append("MiniLM: no variant beat the baseline within the budget")
     else:
-        thr = result.speedup(chosen)["throughput"] or 0.0
+        thr = _gains(result, chosen).get("throughput") or 0.0
         worst = chosen.quality.worst if chosen.quality.worst is not None else 0.0
         checks = [
             (f"throughput at batch 32, same batching: {thr:.2f}x >= {SPEEDUP_TARGET}x", thr >= SPEEDUP_TARGET),
@@ -146,7 +152,7 @@ def minilm(quick: bool, time_budget_s: float, threads: int | None, work: Path) -
             (f"minimum cosine {worst:.4f} >= {MIN_COSINE_TARGET}", worst >= MIN_COSINE_TARGET),
         ]
         best_latency = _best_latency(result)
-        lat = (result.speedup(best_latency)["latency"] or 0.0) if best_latency else 0.0
+        lat = (_gains(result, best_latency).get("latency") or 0.0) if best_latency else 0.0
         name = best_latency.name if best_latency else "none"
         checks.append(
             (f"p50 latency at batch 1: {lat:.2f}x lower ({name}) >= {SPEEDUP_TARGET}x", lat >= SPEEDUP_TARGET)
@@ -210,13 +216,13 @@ def main() -> None:
     parser.add_argument("--threads", type=int, help="threads for every runtime (default: every usable CPU)")
     parser.add_argument("--json", type=Path, help="also write the figures to this JSON file")
     args = parser.parse_args()
+    from computewise.optimize.summary import HardwareLine
     from computewise.system.cpu import cpu_model_name
     from computewise.system.hardware import detect_hardware
 
-    hardware = detect_hardware(args.threads)
+    hardware = HardwareLine.of(detect_hardware(args.threads))
     load = os.getloadavg() if hasattr(os, "getloadavg") else None
-    reported = hardware.to_dict()["cpu_features"]
-    features = [str(flag) for flag in reported] if isinstance(reported, list) else []
+    features = hardware.cpu_features
     print(
         f"hardware: {cpu_model_name()}, {os.cpu_count()} logical cores, features {', '.join(features) or 'unknown'}; "
         f"threads {hardware.threads} for every runtime; load average at start {load[0] if load else float('nan'):.2f}"
