@@ -194,7 +194,7 @@ class TuneWorth(Jsonable):
     def from_dict(cls, data: object, source: str = "") -> Self:
         """Read back from ``tune --json``, the tuning's cost from its ``tuning`` section."""
         source = source or "the tuning"
-        document = require_object(data, "`computewise tune --json`", source)
+        document = require_object(data, "`computewise tune ENTRY --json`", source)
         cost = read_float(read_mapping(document, "tuning", source), "cost_usd", source)
         return super().from_dict({**document, "tuning_cost_usd": cost}, source)
 
