@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 from computewise.optimize.bench import BatchSpeed
-from computewise.optimize.summary import HardwareLine, Speedup
+from computewise.optimize.summary import MAX_DROP_DESCRIPTION, WORST_DESCRIPTION, HardwareLine, Speedup
 from computewise.specs.codec import Document, Jsonable, json_field
 
 __all__ = ["MANIFEST_VERSION", "ArtifactManifest", "ManifestQuality", "TensorSignature"]
@@ -46,9 +46,9 @@ class ManifestQuality(Jsonable):
 
     metric: str
     value: float | None
-    worst: float | None = field(metadata=json_field(description="The worst example's score, where it means one."))
+    worst: float | None = field(metadata=json_field(description=WORST_DESCRIPTION))
     baseline: float | None
-    max_drop: str = field(metadata=json_field(description="The budget as given (--max-drop), e.g. '1%'."))
+    max_drop: str = field(metadata=json_field(description=MAX_DROP_DESCRIPTION))
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -16,10 +16,22 @@ from computewise.optimize.workspace import Doctor
 from computewise.specs.codec import Document, Jsonable, json_field
 from computewise.system.hardware import Hardware
 
-__all__ = ["HardwareLine", "MetricLine", "ModelLine", "OptimizeSummary", "Speedup", "VariantStatus", "VariantSummary"]
+__all__ = [
+    "MAX_DROP_DESCRIPTION",
+    "WORST_DESCRIPTION",
+    "HardwareLine",
+    "MetricLine",
+    "ModelLine",
+    "OptimizeSummary",
+    "Speedup",
+    "VariantStatus",
+    "VariantSummary",
+]
 
 VariantStatus = Literal["ok", "failed", "skipped"]
 _RATIO = "Variant over baseline; null where either was not timed."
+WORST_DESCRIPTION = "The worst example's score, where it means one."
+MAX_DROP_DESCRIPTION = "The budget as given (--max-drop), e.g. '1%'."
 
 
 @dataclass(frozen=True)
@@ -59,9 +71,7 @@ class VariantSummary(Jsonable):
     reason: str | None = field(metadata=json_field(description="Why a variant failed or was skipped."))
     recipe: tuple[str, ...] = field(metadata=json_field(description="What was done to the model, step by step."))
     quality: float | None
-    quality_worst: float | None = field(
-        metadata=json_field(description="The worst example's score, where it means one.")
-    )
+    quality_worst: float | None = field(metadata=json_field(description=WORST_DESCRIPTION))
     meets_budget: bool
     batch_invariance: float | None = field(
         metadata=json_field(description="Lowest cosine between an item's outputs alone and in a batch.")
@@ -129,7 +139,7 @@ class MetricLine(Jsonable):
 
     name: str
     baseline: float
-    max_drop: str = field(metadata=json_field(description="The budget as given (--max-drop), e.g. '1%'."))
+    max_drop: str = field(metadata=json_field(description=MAX_DROP_DESCRIPTION))
     allowed_drop: float = field(metadata=json_field(minimum=0, description="The budget in the metric's units."))
     item_floor: float | None
     eval_examples: int = field(metadata=json_field(minimum=0))
