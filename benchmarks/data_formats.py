@@ -83,7 +83,7 @@ def main() -> None:
                 bare.append(bare_loop_s(parts_loader(source, BATCH_ROWS, config)))
             else:
                 measured.append(measure(parts_loader(source, BATCH_ROWS, config), config, limit_s=600).elapsed_s)
-        b, m = statistics.median(bare), statistics.median(measured)
+        bare_s, measured_s = statistics.median(bare), statistics.median(measured)
         items = list(parts_loader(source, BATCH_ROWS, LoaderConfig(0)))  # the same batches, held in memory
         in_memory_bare = statistics.median(bare_loop_s(items) for _ in range(args.repeats))
         in_memory_measured = statistics.median(
@@ -92,12 +92,12 @@ def main() -> None:
         per_batch_us = 1e6 * (in_memory_measured - in_memory_bare) / len(items)
         print(
             f"bookkeeping of the measured loop: {per_batch_us:.2f} us per batch over {len(items)} in-memory batches "
-            f"= {100 * per_batch_us * len(items) / 1e6 / b:.3f} % of the bare DataLoader pass"
+            f"= {100 * per_batch_us * len(items) / 1e6 / bare_s:.3f} % of the bare DataLoader pass"
         )
         print(f"load average at the end: {os.getloadavg()[0]:.1f}")
         print(
-            f"overhead of the measured loop (Parquet, 2 workers, median of {args.repeats}): bare {b:.2f} s, "
-            f"measured {m:.2f} s: {100 * (m - b) / b:+.1f} %"
+            f"overhead of the measured loop (Parquet, 2 workers, median of {args.repeats}): bare {bare_s:.2f} s, "
+            f"measured {measured_s:.2f} s: {100 * (measured_s - bare_s) / bare_s:+.1f} %"
         )
 
 

@@ -209,7 +209,7 @@ class CachingAllocator:
         self.peak_allocated, self.peak_reserved = self.allocated, self.reserved
 
 
-class AllocatorBytes(rp.LiveBytes):
+class AllocatorBytes(rp.LiveBytes):  # type: ignore[no-untyped-call]  # torch leaves it untyped
     """``replay_memory.LiveBytes`` that also places every storage with ``CachingAllocator``."""
 
     def __init__(self) -> None:
@@ -280,7 +280,7 @@ def hf_train(name: str, batch: int, seq: int, recompute: bool, tracker: Allocato
     tracker.blas_workspaces(TRAINING_THREADS)
     model = LlamaForCausalLM(_hf_config(name))
     if recompute:
-        model.gradient_checkpointing_enable()
+        model.gradient_checkpointing_enable()  # type: ignore[no-untyped-call]
     model.config.use_cache = False
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
     ids = torch.zeros((batch, seq), dtype=torch.long)
@@ -308,7 +308,7 @@ def hf_infer(name: str, batch: int, seq: int, fp32_build: bool, tracker: Allocat
     with torch.no_grad():
         for param in list(model.parameters()):  # Module.to(bfloat16): a new tensor each, the fp32 one freed
             param.data = param.data.to(torch.bfloat16)
-    model.eval()
+    model.eval()  # type: ignore[no-untyped-call]
     ids = torch.zeros((batch, seq), dtype=torch.long)
     with torch.no_grad():
         for _ in range(2):

@@ -197,7 +197,8 @@ def train_steps(case: Case, tracker: ra.AllocatorBytes) -> int:
     from transformers import AutoModelForCausalLM
 
     config = hf_config(case.model)
-    model_class = AutoModelForCausalLM._model_mapping[type(config)]
+    # the mapping's annotation says a pair of classes; for a config it holds the one model class
+    model_class: type[Any] = AutoModelForCausalLM._model_mapping[type(config)]  # type: ignore[assignment]
     with family_on_cuda(model_class.__module__):
         tracker.blas_workspaces(ra.TRAINING_THREADS)
         model = model_class(config)

@@ -109,7 +109,7 @@ TARGET_MODULES: dict[str, list[str] | str] = {
 STEPS = 4
 RESET_BEFORE = 2  # the peaks are reset before this step (0-based): the optimizer states exist
 # A Llama small enough for real CPU tensors under the profiler, with grouped KV heads as llama-1b-gqa.
-TINY = {
+TINY: dict[str, Any] = {
     "hidden_size": 64,
     "intermediate_size": 128,
     "num_hidden_layers": 2,
@@ -187,8 +187,8 @@ def peft_model(case: Case) -> Any:
         torch.set_default_dtype(torch.float32)
     model.config.use_cache = False
     if case.checkpointing:
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-        model.enable_input_require_grads()
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})  # type: ignore[no-untyped-call]
+        model.enable_input_require_grads()  # type: ignore[no-untyped-call]
     lora = LoraConfig(
         r=case.rank,
         lora_alpha=2 * case.rank,

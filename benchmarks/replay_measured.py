@@ -29,6 +29,7 @@ import dataclasses
 import json
 import statistics
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -277,7 +278,11 @@ def track_record_csv(rows: list[Replayed]) -> str:
     lines.append(f'one-node,train,memory,{n},{median},{worst},"{source}"')
     runs = accuracy.load_runs()
     results = accuracy.table(runs, assumptions)
-    for scope, in_scope in (("one-node", lambda gpus: gpus <= 8), ("many-nodes", lambda gpus: gpus > 8)):
+    scopes: tuple[tuple[str, Callable[[int], bool]], ...] = (
+        ("one-node", lambda gpus: gpus <= 8),
+        ("many-nodes", lambda gpus: gpus > 8),
+    )
+    for scope, in_scope in scopes:
         held_out = [r for run, r in zip(runs, results, strict=True) if r.role == "check" and in_scope(run.gpus)]
         n, median, worst = _band([abs(r.error) for r in held_out])
         source = "benchmarks/accuracy.py: published runs held out of the fit (docs/ACCURACY.md)"

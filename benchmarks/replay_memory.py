@@ -118,11 +118,11 @@ def rounded(nbytes: int) -> int:
 # --------------------------------------------------------------------------------------- tracking
 
 
-class LiveBytes(TorchDispatchMode):
+class LiveBytes(TorchDispatchMode):  # type: ignore[no-untyped-call]  # torch leaves it untyped
     """Bytes of live tensor storages (each rounded to 512) and their peak; which phase the peak fell in."""
 
     def __init__(self) -> None:
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]
         self.live_bytes = 0
         self.peak_bytes = 0
         self.phase = "setup"
@@ -215,7 +215,7 @@ def fused_attention(
     """``F.scaled_dot_product_attention`` as CUDA runs it; dropout is regenerated from a seed, not stored."""
     if attn_mask is not None:
         raise ValueError("the replay's fused attention takes no explicit mask (the ladder uses is_causal)")
-    out: Tensor = FusedAttention.apply(query, key, value)
+    out: Tensor = FusedAttention.apply(query, key, value)  # type: ignore[no-untyped-call]
     return out
 
 
@@ -247,7 +247,7 @@ def fused_rms_norm(
 ) -> Tensor:
     if weight is None:
         raise ValueError("the replay's RMSNorm expects an elementwise weight, as the ladder's models have")
-    out: Tensor = FusedRMSNorm.apply(input, weight)
+    out: Tensor = FusedRMSNorm.apply(input, weight)  # type: ignore[no-untyped-call]
     return out
 
 
@@ -275,7 +275,8 @@ def _keep(tensor: Tensor, *args: Any, **kwargs: Any) -> Tensor:
 def no_init() -> Iterator[None]:
     """Skip weight initialisation: the values do not matter and fake tensors cannot draw random numbers."""
     names = ("kaiming_uniform_", "uniform_", "normal_", "ones_", "zeros_")
-    with mock.patch.multiple(torch.nn.init, **dict.fromkeys(names, _keep)):
+    kept: dict[str, Any] = dict.fromkeys(names, _keep)
+    with mock.patch.multiple(torch.nn.init, **kept):
         yield
 
 

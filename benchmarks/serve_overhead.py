@@ -56,6 +56,8 @@ def main() -> None:
             )
         finally:
             server.stop()
+    if result.p50_ms is None or result.p99_ms is None:
+        sys.exit("  FAIL  the server answered no request, so there is no latency to report")
     print(
         f"  answered {result.throughput_rps:.0f} req/s, p50 {result.p50_ms:.2f} ms, p99 {result.p99_ms:.2f} ms, "
         f"errors {result.error_rate:.2%}, rejected {result.rejection_rate:.2%}"

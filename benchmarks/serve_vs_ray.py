@@ -37,8 +37,9 @@ import httpx
 
 from computewise.serve.loadtest import find_max_rate
 from computewise.system.cpu import cpu_model_name
+from computewise.system.ports import free_port
 from private_ray import QUIET_ENV, private_head
-from serve_batching import POLICIES, ROOT, Server, add_probe_options, export_artifact, free_port
+from serve_batching import POLICIES, ROOT, Server, add_probe_options, export_artifact
 
 TARGET_OVER_RAY = 1.3
 RAY_MAX_BATCH = 32
@@ -79,7 +80,7 @@ def measure_ray(artifact: Path, payloads: list[dict[str, Any]], args: argparse.N
             deployment = run_application(str(artifact), port=free_port(), options=options)
             return probe(f"{deployment.url}/v1/models/{deployment.app_name}/infer", payloads, args)
         finally:
-            serve.shutdown()
+            serve.shutdown()  # type: ignore[no-untyped-call]
 
 
 def main() -> None:

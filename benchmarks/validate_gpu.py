@@ -394,7 +394,7 @@ def _synchronize(device: torch.device) -> None:
 def _timed(fn: Callable[[], object], repeats: int, device: torch.device) -> list[float]:
     """Seconds per call: CUDA events on a GPU (no host sync between calls), a wall clock on the CPU."""
     if device.type == "cuda":
-        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(repeats)]
+        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(repeats)]  # type: ignore[no-untyped-call]
         for start, end in events:
             start.record()
             fn()
