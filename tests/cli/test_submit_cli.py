@@ -8,10 +8,11 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
-from computewise.scale.engine import JobHandle
 from computewise.scale.local import LocalEngine
+from computewise.scale.submitted import SubmitDryRun, SubmittedJob
 
 ROOT = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, "-m", "computewise.cli.app", "submit"]
@@ -44,24 +45,29 @@ def test_processes_under_torchrun_get_a_cpu_each_by_default() -> None:
     assert "#SBATCH --cpus-per-task=8" in done.stdout and "--nproc-per-node=8" in done.stdout
 
 
-def test_dry_run_json_for_slurm_and_ray() -> None:
+def test_dry_run_json_for_slurm_and_ray(json_schema: Callable[[object, str], None]) -> None:
     slurm = submit("--engine", "slurm", "--name", "s1", "--gpus", "1", "--dry-run", "--json", "--", "python", "t.py")
     assert slurm.returncode == 0, slurm.stderr
     data = json.loads(slurm.stdout)
+    json_schema(data, "submit")
     assert data["engine"] == "slurm" and "#SBATCH --gres=gpu:1" in data["manifest"]
+    assert SubmitDryRun.from_dict(data).name == "s1"
     ray = submit("--engine", "ray", "--name", "r1", "--gpus", "0.25", "--dry-run", "--", "python", "t.py")
     assert ray.returncode == 0, ray.stderr
     request = json.loads(ray.stdout)
     assert request["resources"]["gpus"] == 0.25 and request["command"] == ["python", "t.py"]
 
 
-def test_local_submit_runs_the_job(tmp_path: Path) -> None:
+def test_local_submit_runs_the_job(tmp_path: Path, json_schema: Callable[[object, str], None]) -> None:
     done = submit(
         "--name", "cli-local", "--json", "--", sys.executable, "-c", "print('from the job')",
         env={"COMPUTEWISE_HOME": str(tmp_path)},
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    handle = JobHandle(**json.loads(done.stdout))
+    data = json.loads(done.stdout)
+    json_schema(data, "submit")
+    assert "gpu_memory_fraction" not in data  # only a Ray job sharing a GPU is capped
+    handle = SubmittedJob.from_dict(data).handle  # the handle read back asks the same engine about the job
     engine = LocalEngine(tmp_path / "jobs")
     deadline = time.monotonic() + 20
     while engine.status(handle) == "running":

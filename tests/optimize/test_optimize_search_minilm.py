@@ -23,7 +23,8 @@ from computewise.optimize.source import ModelSource
 torch = pytest.importorskip("torch")
 pytest.importorskip("onnxruntime")
 
-pytestmark = pytest.mark.torch
+# one xdist worker runs the whole module, so its 100-second search is made once, not once per worker
+pytestmark = [pytest.mark.torch, pytest.mark.xdist_group("minilm-search")]
 
 QUANTIZED = ("ort-int8-u8-channel", "ort-int8-s8-tensor", "ort-int8-default")
 

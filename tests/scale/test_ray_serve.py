@@ -16,7 +16,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,6 +24,7 @@ from typing import Any
 import httpx
 import pytest
 
+from computewise.scale.deployment import DeployedApp
 from computewise.system.ports import free_port
 
 pytest.importorskip("ray.serve", reason="the Ray tests need the ray extra: pip install 'computewise[ray]'")
@@ -137,8 +138,12 @@ def _answer(response: httpx.Response) -> tuple[int, Any]:
     return response.status_code, response.json()
 
 
-def test_deploy_reports_the_url_and_the_delete_command(ray_echo: Deployed, ray_cluster: Any) -> None:
+def test_deploy_reports_the_url_and_the_delete_command(
+    ray_echo: Deployed, ray_cluster: Any, json_schema: Callable[[object, str], None]
+) -> None:
     info = ray_echo.info
+    json_schema(info, "deploy")
+    assert DeployedApp.from_dict(info).to_dict() == info  # the document reads back whole
     assert info["url"].startswith("http://127.0.0.1:") and info["app_name"] == "echo"
     assert info["status"] == "RUNNING" and info["address"] == ray_cluster.gcs_address
     assert info["deploy_s"] > 0 and info["replica_cpus"] == 0.5
@@ -228,7 +233,12 @@ def test_model_error_fails_only_its_request(ray_cluster: Any, ray_echo: Deployed
     assert _answer(good) == (200, {"outputs": ["A", "B"], "model": "flaky_model"})
     assert listed == {"models": [{"name": "flaky_model", "kind": "tensor", "entry_point": "flaky_model:model"}]}
     assert echo_listed == {"models": [{"name": "echo", "kind": "echo"}]}
-    assert deleted == {"app_name": "flaky_model", "address": ray_cluster.gcs_address, "deleted": True}
+    assert deleted == {
+        "schema_version": 1,
+        "app_name": "flaky_model",
+        "address": ray_cluster.gcs_address,
+        "deleted": True,
+    }
 
 
 def test_unreachable_address_is_refused_before_deploying() -> None:

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -134,7 +135,9 @@ def test_two_jobs_share_one_gpu_each_capped_to_its_half(engine: RayJobsEngine, t
         assert result["met"], "the two half-GPU jobs did not run side by side"
 
 
-def test_run_cli_on_ray_records_the_cost_and_says_when_a_gpu_is_shared(ray_cluster: object, tmp_path: Path) -> None:
+def test_run_cli_on_ray_records_the_cost_and_says_when_a_gpu_is_shared(
+    ray_cluster: object, tmp_path: Path, json_schema: Callable[[object, str], None]
+) -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "COMPUTEWISE_DB": str(tmp_path / "l.sqlite")}
     done = subprocess.run(
         [
@@ -164,3 +167,15 @@ def test_run_cli_on_ray_records_the_cost_and_says_when_a_gpu_is_shared(ray_clust
     )  # fmt: skip
     assert shared.returncode == 0, shared.stderr
     assert "capped to 50% of the device" in shared.stdout
+    shared_json = subprocess.run(
+        [
+            sys.executable, "-m", "computewise.cli.app", "submit", "--engine", "ray",
+            "--address", ray_cluster.address,  # type: ignore[attr-defined]
+            "--name", "cli-half-json", "--gpus", "0.5", "--json", "--", sys.executable, "-c", "pass",
+        ],
+        capture_output=True, text=True, env=env, timeout=120, check=False,
+    )  # fmt: skip
+    assert shared_json.returncode == 0, shared_json.stderr
+    submitted = json.loads(shared_json.stdout)
+    json_schema(submitted, "submit")
+    assert submitted["engine"] == "ray" and submitted["gpu_memory_fraction"] == 0.5

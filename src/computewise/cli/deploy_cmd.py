@@ -8,7 +8,6 @@ ledger run and SLO admission, is ``computewise serve``.
 
 from __future__ import annotations
 
-import json
 import shlex
 import sys
 from pathlib import Path
@@ -32,7 +31,7 @@ from computewise.cli.common import (
 )
 
 if TYPE_CHECKING:
-    from computewise.scale.ray_serve import RayServeDeployment
+    from computewise.scale.deployment import RayServeDeployment
 
 
 # The flags of this verb alone, one type each, so its signature reads in a screen.
@@ -139,7 +138,9 @@ def _delete(artifact: str, address: str, as_json: bool) -> None:
     name = application_name(artifact)
     deleted = delete_application(address, name)
     if as_json:
-        sys.stdout.write(json.dumps({"app_name": name, "address": address, "deleted": deleted}) + "\n")
+        from computewise.scale.deployment import DeletedApp
+
+        emit_json(DeletedApp(name, address, deleted).to_dict())
     else:
         sys.stdout.write(f"deleted {name!r} from {address}\n" if deleted else f"no app {name!r} on {address}\n")
 
@@ -147,7 +148,9 @@ def _delete(artifact: str, address: str, as_json: bool) -> None:
 def _print_deployment(deployment: RayServeDeployment, delete_command: str, as_json: bool) -> None:
     """The URL to POST to and the command that deletes it (or the --json document); notes on stderr."""
     if as_json:
-        emit_json({**deployment.to_dict(), "delete_command": delete_command})
+        from computewise.scale.deployment import DeployedApp
+
+        emit_json(DeployedApp(deployment, delete_command).to_dict())
         return
     for note in deployment.notes:
         sys.stderr.write(f"computewise: {note}\n")

@@ -7,7 +7,6 @@ become a :class:`computewise.scale.job_request.JobRequest`, read as ``run --engi
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 from functools import partial
 from typing import TYPE_CHECKING, Annotated
@@ -89,7 +88,9 @@ def submit(
     if dry_run:
         manifest = render(engine, spec)
         if as_json:
-            emit_json({"engine": engine, "name": name, "manifest": manifest})
+            from computewise.scale.submitted import SubmitDryRun
+
+            emit_json(SubmitDryRun(engine, name, manifest).to_dict())
         else:
             sys.stdout.write(manifest)
         return
@@ -102,8 +103,9 @@ def _print_submitted(engine: str, handle: JobHandle, spec: JobSpec, as_json: boo
 
     cap = fraction_memory_cap(spec.resources.gpus) if engine == "ray" else {}  # Ray alone packs jobs on a GPU
     if as_json:
-        memory_cap = {"gpu_memory_fraction": spec.resources.gpus} if cap else {}
-        emit_json({**dataclasses.asdict(handle), **memory_cap})
+        from computewise.scale.submitted import SubmittedJob
+
+        emit_json(SubmittedJob(handle, spec.resources.gpus if cap else None).to_dict())
     else:
         sys.stdout.write(f"submitted {handle.name} to {handle.engine}: job id {handle.job_id}\n")
         if cap:

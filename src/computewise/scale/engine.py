@@ -18,6 +18,7 @@ from typing import Literal, Protocol, runtime_checkable
 
 from computewise.errors import InputError
 from computewise.ledger import PREEMPTED_EXIT_CODE
+from computewise.specs.codec import Jsonable, json_field
 
 __all__ = [
     "JOB_STATUSES",
@@ -122,12 +123,13 @@ class JobSpec:
 
 
 @dataclass(frozen=True)
-class JobHandle:
-    """What ``submit`` returns: enough to ask the same engine about the job later."""
+class JobHandle(Jsonable):
+    """What ``submit`` returns: enough to ask the same engine about the job later (``submit --json``
+    writes it, and ``SubmittedJob.from_dict`` reads it back)."""
 
-    engine: str
-    job_id: str
-    name: str
+    engine: str = field(metadata=json_field(description="The engine that runs the job (local, ray, kubernetes, ...)."))
+    job_id: str = field(metadata=json_field(description="The engine's own id for the job."))
+    name: str = field(metadata=json_field(description="The job's name, as given to --name."))
 
 
 @runtime_checkable

@@ -45,20 +45,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from computewise.errors import InputError, ItemFailed, JobEngineError, MissingExtraError, QueueFull, RequestTimeout
+from computewise.scale.deployment import RayServeDeployment
 from computewise.scale.ray_cluster import connected, current_address, gcs_address, largest_node
 from computewise.serve.app import DEFAULT_MAX_BODY_BYTES, create_app
 from computewise.serve.batcher import BatchRecord
 from computewise.serve.exposure import check_exposure
 from computewise.serve.metrics import ServeMetrics
 from computewise.serve.runners import ModelRunner, load_runner, model_name
-from computewise.specs.codec import Jsonable
 
 if TYPE_CHECKING:
     from ray.serve import Application
     from starlette.applications import Starlette
 
 __all__ = [
-    "RayServeDeployment",
     "RayServeOptions",
     "RayServeScaling",
     "application_name",
@@ -128,21 +127,6 @@ class RayServeOptions:
         if self.scaling is not None and self.scaling.max_ongoing_requests is not None:
             return self.scaling.max_ongoing_requests
         return _ONGOING_PER_BATCH_ITEM * self.max_batch_size
-
-
-@dataclass(frozen=True)
-class RayServeDeployment(Jsonable):
-    """A running application: where to send requests and how it was deployed."""
-
-    url: str  # the base URL: the routes of `computewise serve` are under it
-    app_name: str
-    address: str
-    status: str
-    deploy_s: float
-    replica_cpus: float
-    max_ongoing_requests: int
-    autoscaling_config: dict[str, Any] | None
-    notes: tuple[str, ...] = ()
 
 
 # -- the scaling file ------------------------------------------------------------------------------
