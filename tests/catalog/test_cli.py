@@ -9,6 +9,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from computewise.catalog import TABLES
+from computewise.catalog.listing import AcceleratorSheet, CatalogListing, InstanceSheet
 from computewise.catalog.validation import CatalogValidation
 
 OFFERING_HEADER = (
@@ -47,24 +49,44 @@ def test_list_and_show_print_memory_in_one_unit() -> None:
     assert "80.0 GiB at 2.039 TB/s" in shown.stdout
 
 
-def test_list_json_parses_and_filters_by_cloud() -> None:
+def test_list_json_parses_and_filters_by_cloud(json_schema: Callable[[object, str], None]) -> None:
     result = run("list", "offerings", "--cloud", "gcp", "--json")
     assert result.returncode == 0, result.stderr
     payload = json.loads(result.stdout)
+    json_schema(payload, "catalog-list")
     assert payload["table"] == "offerings"
     assert payload["rows"] and {row["cloud"] for row in payload["rows"]} == {"gcp"}
     assert payload["age_days"] >= 0
-    for table in ("carbon", "onprem", "assumptions"):
-        assert json.loads(run("list", table, "--json").stdout)["rows"]
 
 
-def test_show_accelerator_json_has_offerings_and_cheapest() -> None:
+def test_every_table_lists_as_a_versioned_document_that_reads_back(json_schema: Callable[[object, str], None]) -> None:
+    """Each table's rows carry its own keys and the origin; the document reads back to the same rows."""
+    for table in TABLES:
+        payload = json.loads(run("list", table, "--json").stdout)
+        json_schema(payload, "catalog-list")
+        assert next(iter(payload)) == "schema_version" and payload["table"] == table and payload["rows"]
+        listing = CatalogListing.from_dict(payload)
+        assert listing.to_dict() == payload
+        assert all(".csv:" in entry.origin for entry in listing.rows)
+
+
+def test_show_accelerator_json_has_offerings_and_cheapest(json_schema: Callable[[object, str], None]) -> None:
     result = run("show", "A100", "--json")
     assert result.returncode == 0, result.stderr
     payload = json.loads(result.stdout)
+    json_schema(payload, "catalog-show")
     assert payload["accelerator"]["slug"] == "a100-80gb"
     assert payload["offerings"]
     assert payload["cheapest_usd_per_accelerator_h"]["on-demand"]["usd_per_h"] > 0
+    sheet = AcceleratorSheet.from_dict(payload)
+    assert sheet.to_dict() == payload and sheet.accelerator.row.slug == "a100-80gb"
+
+
+def test_show_instance_type_json_is_every_region_that_sells_it(json_schema: Callable[[object, str], None]) -> None:
+    payload = json.loads(run("show", "g5.xlarge", "--json").stdout)
+    json_schema(payload, "catalog-show")
+    sheet = InstanceSheet.from_dict(payload)
+    assert sheet.instance_type == "g5.xlarge" and {entry.row.accelerator for entry in sheet.offerings} == {"a10g"}
 
 
 def test_show_instance_type() -> None:

@@ -7,10 +7,9 @@ message and exit code 2. The catalog itself is imported inside the commands so t
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from datetime import date
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -23,7 +22,6 @@ if TYPE_CHECKING:
     from computewise.report.rows import Grid
     from computewise.specs.hardware import (
         Accelerator,
-        Pricing,
     )
 
 app = typer.Typer(
@@ -57,12 +55,6 @@ def _age_line(catalog: Catalog, table: TableName | None) -> str:
     oldest = catalog.oldest_retrieved(table)
     days = (date.today() - oldest).days
     return f"retrieved {oldest.isoformat()}, {days} days ago (oldest row)"
-
-
-def _row_json(catalog: Catalog, row: Row) -> dict[str, Any]:
-    data = asdict(row)
-    data["origin"] = str(catalog.origin(row))
-    return data
 
 
 # ------------------------------------------------------------------------------ list
@@ -154,14 +146,9 @@ def list_table(
     catalog = _load(catalog_paths)
     rows = catalog.rows(table_name) if cloud is None else _rows_in_cloud(catalog, table_name, cloud)
     if as_json:
-        emit_json(
-            {
-                "table": table_name,
-                "oldest_retrieved": catalog.oldest_retrieved(table_name).isoformat(),
-                "age_days": catalog.age_days(table_name),
-                "rows": [_row_json(catalog, row) for row in rows],
-            }
-        )
+        from computewise.catalog.listing import CatalogListing
+
+        emit_json(CatalogListing.of(catalog, table_name, rows).to_dict())
         return
     _print_titled(*_render(catalog, rows, table_name))
     _stdout.print(f"{plural(len(rows), 'row')}; {table_name} {_age_line(catalog, table_name)}")
@@ -171,31 +158,11 @@ def list_table(
 
 
 def _show_accelerator(catalog: Catalog, acc: Accelerator, as_json: bool) -> None:
-    from computewise.catalog import usd_per_accelerator_h
+    from computewise.catalog.listing import AcceleratorSheet
 
-    offerings = tuple(sorted(catalog.offerings_for(acc.slug), key=lambda o: usd_per_accelerator_h(o) or 0.0))
-    pricings: tuple[Pricing, ...] = ("on-demand", "spot", "reserved-1y", "reserved-3y")
-    cheapest = {pricing: catalog.cheapest_offering(acc.slug, pricing) for pricing in pricings}
-    onprem = catalog.onprem_options(acc.slug)
+    sheet = AcceleratorSheet.of(catalog, acc)
     if as_json:
-        emit_json(
-            {
-                "accelerator": _row_json(catalog, acc),
-                "offerings": [_row_json(catalog, o) for o in offerings],
-                "cheapest_usd_per_accelerator_h": {
-                    pricing: None
-                    if offering is None
-                    else {
-                        "usd_per_h": usd_per_accelerator_h(offering, pricing),
-                        "cloud": offering.cloud,
-                        "instance_type": offering.instance_type,
-                        "region": offering.region,
-                    }
-                    for pricing, offering in cheapest.items()
-                },
-                "onprem": [_row_json(catalog, row) for row in onprem],
-            }
-        )
+        emit_json(sheet.to_dict())
         return
     from rich.text import Text
 
@@ -220,22 +187,21 @@ def _show_accelerator(catalog: Catalog, acc: Accelerator, as_json: bool) -> None
     ]
     _stdout.print(Text(f"{acc.name} ({acc.slug})", style="bold"))
     print_pairs(specs, _stdout)
-    if offerings:
+    if sheet.offerings:
         _stdout.print()
-        _print_titled(f"offerings with {acc.slug}", offering_grid(offerings))
-        for pricing, offering in cheapest.items():
-            if offering is not None:
-                price = format_usd_or(usd_per_accelerator_h(offering, pricing))
+        _print_titled(f"offerings with {acc.slug}", offering_grid(tuple(entry.row for entry in sheet.offerings)))
+        for pricing, cheapest in sheet.cheapest_usd_per_accelerator_h.items():
+            if cheapest is not None:
                 _stdout.print(
-                    f"cheapest {pricing}: {price} per {acc.slug}-hour "
-                    f"({offering.cloud} {offering.instance_type}, {offering.region})"
+                    f"cheapest {pricing}: {format_usd_or(cheapest.usd_per_h)} per {acc.slug}-hour "
+                    f"({cheapest.cloud} {cheapest.instance_type}, {cheapest.region})"
                 )
         _stdout.print(f"offerings {_age_line(catalog, 'offerings')}")
     else:
         _stdout.print(f"no cloud offering in the catalog rents {acc.slug}")
-    if onprem:
+    if sheet.onprem:
         _stdout.print()
-        _print_titled(*onprem_grid(catalog, onprem))
+        _print_titled(*onprem_grid(catalog, tuple(entry.row for entry in sheet.onprem)))
 
 
 def _show_instance(catalog: Catalog, name: str, as_json: bool) -> None:
@@ -243,9 +209,9 @@ def _show_instance(catalog: Catalog, name: str, as_json: bool) -> None:
 
     offerings = catalog.instance_offerings(name)
     if as_json:
-        emit_json(
-            {"instance_type": offerings[0].instance_type, "offerings": [_row_json(catalog, o) for o in offerings]}
-        )
+        from computewise.catalog.listing import InstanceSheet
+
+        emit_json(InstanceSheet.of(catalog, offerings).to_dict())
         return
     _print_titled(offerings[0].instance_type, offering_grid(offerings))
     first = offerings[0]

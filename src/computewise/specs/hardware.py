@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
+
+from computewise.specs.codec import Jsonable, json_field
 
 __all__ = [
     "DTYPES",
@@ -22,30 +24,47 @@ __all__ = [
 Dtype = Literal["fp32", "tf32", "bf16", "fp16", "fp8", "int8"]
 DTYPES: tuple[Dtype, ...] = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8")
 
+_RETRIEVED = "The day the source was read (ISO date)."
+_NOT_SOLD = "Per hour at this pricing; null: not sold so."
+
 Pricing = Literal["on-demand", "spot", "reserved-1y", "reserved-3y", "on-prem"]
 PRICINGS: tuple[Pricing, ...] = ("on-demand", "spot", "reserved-1y", "reserved-3y", "on-prem")
 
 
 @dataclass(frozen=True)
-class Accelerator:
+class Accelerator(Jsonable):
     """One accelerator (or one CPU socket). Peak FLOP/s are dense (no structured sparsity)."""
 
-    slug: str  # lowercase, e.g. "h100-sxm"
+    slug: str = field(metadata=json_field(description='The catalog\'s name for it, lowercase, e.g. "h100-sxm".'))
     name: str
     vendor: str
     kind: Literal["gpu", "tpu", "npu", "cpu", "edge"]
     memory_bytes: float
     memory_bandwidth_bytes_per_s: float
-    peak_flops: dict[Dtype, float]  # 0 or missing: the dtype is not supported natively
+    peak_flops: dict[Dtype, float] = field(
+        metadata=json_field(description="Dense peak FLOP/s (OP/s for int8) by dtype; 0 or missing: not native.")
+    )
     tdp_w: float
-    interconnect_bytes_per_s: float  # per device, one direction, intra-node (NVLink, xGMI, ICI)
+    interconnect_bytes_per_s: float = field(
+        metadata=json_field(description="Per device, one direction, within a node (NVLink, xGMI, ICI); 0: none.")
+    )
     form_factor: str
     aliases: tuple[str, ...]
     source: str
-    retrieved: str  # ISO date
-    trains: bool = True  # False for inference-only chips (Inferentia): the training planner skips them
-    # Device counts a job can rent of a chip sold one at a time (a Cloud TPU slice: no 2-chip v5e); () any.
-    slice_sizes: tuple[int, ...] = ()
+    retrieved: str = field(metadata=json_field(description=_RETRIEVED))
+    trains: bool = field(
+        default=True,
+        metadata=json_field(
+            description="False for inference-only chips (Inferentia): the training planner skips them."
+        ),
+    )
+    slice_sizes: tuple[int, ...] = field(
+        default=(),
+        metadata=json_field(
+            description="Device counts a job can rent of a chip sold one at a time (a Cloud TPU slice: no 2-chip "
+            "v5e); empty: any."
+        ),
+    )
 
     def rents(self, devices: int) -> bool:
         """Whether ``devices`` of this accelerator can be rented together (``slice_sizes``)."""
@@ -63,24 +82,31 @@ class Accelerator:
 
 
 @dataclass(frozen=True)
-class Offering:
+class Offering(Jsonable):
     """A rentable instance type in one region, with its prices per hour (None: not sold)."""
 
     cloud: str
     instance_type: str
-    accelerator: str  # slug
+    accelerator: str = field(metadata=json_field(description="The accelerator's slug."))
     accelerator_count: int
     vcpus: int
     ram_bytes: float
-    network_bytes_per_s: float  # inter-node, per instance
+    network_bytes_per_s: float = field(
+        metadata=json_field(description="Between nodes, per instance; 0: not published.")
+    )
     region: str
     on_demand_usd_per_h: float
-    spot_usd_per_h: float | None
-    reserved_1y_usd_per_h: float | None
-    reserved_3y_usd_per_h: float | None
+    spot_usd_per_h: float | None = field(metadata=json_field(description=_NOT_SOLD))
+    reserved_1y_usd_per_h: float | None = field(metadata=json_field(description=_NOT_SOLD))
+    reserved_3y_usd_per_h: float | None = field(metadata=json_field(description=_NOT_SOLD))
     source: str
-    retrieved: str
-    fabric: str = ""  # slug of the inter-node network (a fabrics.csv row: efa, infiniband, ...); "" = not recorded
+    retrieved: str = field(metadata=json_field(description=_RETRIEVED))
+    fabric: str = field(
+        default="",
+        metadata=json_field(
+            description="The network between nodes, a fabrics row's slug (efa, infiniband, ...); empty: not recorded."
+        ),
+    )
 
     def usd_per_h(self, pricing: Pricing) -> float | None:
         return {
@@ -92,7 +118,7 @@ class Offering:
 
 
 @dataclass(frozen=True)
-class KernelProfile:
+class KernelProfile(Jsonable):
     """What share of its data sheet an accelerator's kernels reach in a short burst (a kernel_profiles.csv row).
 
     Measured with ``computewise bench`` on the device, or taken from a published kernel benchmark;
@@ -100,12 +126,18 @@ class KernelProfile:
     share of it (``sustained_matmul_share`` in assumptions.csv), which the step model applies.
     """
 
-    accelerator: str  # slug or alias; the loader stores the slug
-    matmul_share: float  # a large 16-bit GEMM's FLOP/s over the data sheet's dense peak, 0..1
-    fp32_matmul_share: float | None  # the same for fp32/tf32 GEMMs; None: matmul_share
-    stream_share: float | None  # a STREAM triad's bandwidth over the data sheet's; None: the assumption
+    accelerator: str = field(metadata=json_field(description="The accelerator's slug (a file may give an alias)."))
+    matmul_share: float = field(
+        metadata=json_field(description="A large 16-bit GEMM's FLOP/s over the data sheet's dense peak, 0..1.")
+    )
+    fp32_matmul_share: float | None = field(
+        metadata=json_field(description="The same for fp32/tf32 GEMMs; null: matmul_share.")
+    )
+    stream_share: float | None = field(
+        metadata=json_field(description="A STREAM triad's bandwidth over the data sheet's; null: the assumption.")
+    )
     source: str
-    retrieved: str  # ISO date
+    retrieved: str = field(metadata=json_field(description=_RETRIEVED))
 
     def matmul_share_for(self, dtype: str) -> float:
         """The burst share of a GEMM at ``dtype``: fp32 and tf32 run on their own units."""
@@ -115,7 +147,7 @@ class KernelProfile:
 
 
 @dataclass(frozen=True)
-class NetworkFabric:
+class NetworkFabric(Jsonable):
     """An inter-node network technology and what NCCL achieves over it (a fabrics.csv row).
 
     ``network_efficiency`` is the bus bandwidth a large all-reduce reaches across nodes divided by
@@ -123,25 +155,31 @@ class NetworkFabric:
     EFA, InfiniBand and RoCE differ by more than the rounding of a single default.
     """
 
-    fabric: str  # slug, e.g. "efa", "infiniband"
+    fabric: str = field(metadata=json_field(description='Its slug, e.g. "efa", "infiniband".'))
     name: str
-    network_efficiency: float  # achieved all-reduce bus bandwidth / NIC line rate, 0..1
-    latency_s: float  # per algorithm step across nodes (NCCL's low-latency protocol)
+    network_efficiency: float = field(
+        metadata=json_field(description="The bus bandwidth a large all-reduce reaches over the NICs' line rate, 0..1.")
+    )
+    latency_s: float = field(
+        metadata=json_field(description="Per algorithm step across nodes (NCCL's low-latency protocol).")
+    )
     source: str
-    retrieved: str  # ISO date
+    retrieved: str = field(metadata=json_field(description=_RETRIEVED))
 
 
 @dataclass(frozen=True)
-class CarbonIntensity:
-    cloud: str
+class CarbonIntensity(Jsonable):
+    """The grid's carbon intensity where a cloud region draws its power (a carbon.csv row)."""
+
+    cloud: str = field(metadata=json_field(description='The cloud, or "*" for the world average used as fallback.'))
     region: str
     g_co2_per_kwh: float
     source: str
-    retrieved: str
+    retrieved: str = field(metadata=json_field(description=_RETRIEVED))
 
 
 @dataclass(frozen=True)
-class OnPremCost:
+class OnPremCost(Jsonable):
     """Owning a server: purchase price amortised over its life, plus power at PUE.
 
     Hourly cost at a utilization u (fraction of hours doing paid work):
@@ -152,10 +190,10 @@ class OnPremCost:
     accelerator_count: int
     purchase_usd: float
     lifetime_years: float
-    server_power_w: float  # whole server at load, accelerators included
-    ops_usd_per_year: float  # space, support, staff share
+    server_power_w: float = field(metadata=json_field(description="The whole server at load, accelerators included."))
+    ops_usd_per_year: float = field(metadata=json_field(description="Space, support and a share of staff."))
     source: str
-    retrieved: str
+    retrieved: str = field(metadata=json_field(description=_RETRIEVED))
 
     def usd_per_h(self, power_usd_per_kwh: float, pue: float, utilization: float) -> float:
         lifetime_h = self.lifetime_years * 365.25 * 24
@@ -166,11 +204,11 @@ class OnPremCost:
 
 
 @dataclass(frozen=True)
-class Assumption:
+class Assumption(Jsonable):
     """A number the estimators assume (PUE, achievable MFU, ...), kept as data so it carries a source."""
 
-    key: str  # snake_case, e.g. "onprem_pue"
+    key: str = field(metadata=json_field(description='Its name, snake_case, e.g. "onprem_pue".'))
     value: float
-    unit: str  # e.g. "ratio", "usd/kWh", "bytes"
+    unit: str = field(metadata=json_field(description='e.g. "ratio", "usd/kWh", "bytes".'))
     source: str
-    retrieved: str  # ISO date
+    retrieved: str = field(metadata=json_field(description=_RETRIEVED))
