@@ -36,7 +36,8 @@ lint: install-dev
 # (a fresh Debian CI clone), and COMPUTEWISE_REQUIRE_POSTGRES=1 turns "not found" into a failure.
 # ensure-browser.sh and ensure-prometheus.sh do the same for Debian's chromium (+ chromium-driver), which
 # the dashboard's browser tests drive, and prometheus, which scrapes `run` and `serve` in the Grafana test.
-# --dist loadgroup keeps the tests marked xdist_group("ray") on one worker: one local Ray cluster, not two.
+# --dist loadgroup keeps the tests marked xdist_group("ray") on one worker: one local Ray cluster, not two
+# (tests/test_xdist_groups.py fails when a pytest/pytest-xdist pair stops honouring the groups).
 # COMPUTEWISE_SKYPILOT_PYTHON is SkyPilot's venv, and with it SkyPilot's validator is required, not skipped.
 # --durations=30 prints the slowest tests at the end, so the CI log shows what to trim when the suite nears 45 min.
 test: lint install-skypilot
