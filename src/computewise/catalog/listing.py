@@ -139,7 +139,7 @@ class CatalogListing(Jsonable):
     @classmethod
     def of(cls, catalog: Catalog, table: TableName, rows: tuple[Row, ...]) -> Self:
         """``rows`` of ``table`` (all of it, or those ``--cloud`` kept), each with its origin."""
-        entries: Any = tuple(_entry(catalog, row) for row in rows)
+        entries: Any = tuple(_entry(catalog, row) for row in rows)  # one table's: one member of the union
         return cls(table, catalog.oldest_retrieved(table).isoformat(), catalog.age_days(table), entries)
 
 

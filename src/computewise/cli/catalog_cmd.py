@@ -20,9 +20,7 @@ from computewise.units import format_bytes, format_usd_or, plural
 if TYPE_CHECKING:
     from computewise.catalog import Catalog, Row, TableName
     from computewise.report.rows import Grid
-    from computewise.specs.hardware import (
-        Accelerator,
-    )
+    from computewise.specs.hardware import Accelerator
 
 app = typer.Typer(
     help=(
