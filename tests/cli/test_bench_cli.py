@@ -20,6 +20,8 @@ CLI = [sys.executable, "-m", "computewise.cli.app", "bench"]
 ROOT = Path(__file__).resolve().parents[2]
 
 pytest.importorskip("torch")
+# one xdist worker runs the module, so the module fixture runs `bench --quick` once, not once per worker
+pytestmark = pytest.mark.xdist_group("bench-quick-run")
 
 
 @dataclass(frozen=True)

@@ -16,8 +16,20 @@ from pathlib import Path
 
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+REPO_ROOT = HERE.parents[1]
 SENTENCES = REPO_ROOT / "examples" / "sentences.txt"
+_SHARED_ARTIFACTS = ("minilm_artifact", "digits_artifact")
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups on its workers
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test here that loads one of the shared artifacts runs on one xdist worker (``make test``'s
+    ``--dist loadgroup``), so each session fixture exports its model once, not once per worker."""
+    for item in items:
+        uses = getattr(item, "fixturenames", ())
+        if item.path.is_relative_to(HERE) and any(name in uses for name in _SHARED_ARTIFACTS):
+            item.add_marker(pytest.mark.xdist_group("serve-artifacts"))
 
 
 def _export(model: str, inputs: Path | None, eval_spec: str, variant: str, work: Path) -> Path:

@@ -21,6 +21,9 @@ import pytest
 from computewise.errors import TuneError
 from computewise.tune.ranks import DEFAULT_QUALITY_TOLERANCE, RankTrial, judge_ranks
 
+# one xdist worker runs the module, so its module fixture runs the rank search once, not once per worker
+pytestmark = pytest.mark.xdist_group("lora-rank-search")
+
 ROOT = Path(__file__).resolve().parents[2]
 LLAMA = "examples.tiny_llama_lora:setup"
 # One configuration (the whole global batch of 16 at once): one trial per rank, the references reuse it.
