@@ -16,6 +16,7 @@ from computewise.catalog.catalog import Catalog, usd_per_accelerator_h
 from computewise.catalog.loader import Row, TableName
 from computewise.specs.codec import Document, Jsonable, json_field
 from computewise.specs.hardware import (
+    CLOUD_PRICINGS,
     Accelerator,
     Assumption,
     CarbonIntensity,
@@ -174,8 +175,7 @@ class AcceleratorSheet(Jsonable):
     @classmethod
     def of(cls, catalog: Catalog, accelerator: Accelerator) -> Self:
         offerings = sorted(catalog.offerings_for(accelerator.slug), key=lambda o: usd_per_accelerator_h(o) or 0.0)
-        pricings: tuple[Pricing, ...] = ("on-demand", "spot", "reserved-1y", "reserved-3y")
-        cheapest = {pricing: catalog.cheapest_offering(accelerator.slug, pricing) for pricing in pricings}
+        cheapest = {pricing: catalog.cheapest_offering(accelerator.slug, pricing) for pricing in CLOUD_PRICINGS}
         return cls(
             AcceleratorEntry(accelerator, str(catalog.origin(accelerator))),
             tuple(OfferingEntry(o, str(catalog.origin(o))) for o in offerings),

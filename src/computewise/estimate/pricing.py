@@ -23,14 +23,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from computewise.errors import InputError
-from computewise.specs import Offering, Pricing
+from computewise.specs import CLOUD_PRICINGS, Offering, Pricing
 
 if TYPE_CHECKING:
     from computewise.catalog import Catalog
 
 __all__ = ["Rental", "cheapest_rental", "instance_rental", "onprem_network_per_device", "rent"]
-
-_CLOUD_PRICINGS: tuple[Pricing, ...] = ("on-demand", "spot", "reserved-1y", "reserved-3y")
 
 
 @dataclass(frozen=True)
@@ -80,7 +78,7 @@ def _is_whole(value: float) -> bool:
 
 
 def _sold_at(offerings: Sequence[Offering]) -> tuple[Pricing, ...]:
-    return tuple(p for p in _CLOUD_PRICINGS if any(o.usd_per_h(p) is not None for o in offerings))
+    return tuple(p for p in CLOUD_PRICINGS if any(o.usd_per_h(p) is not None for o in offerings))
 
 
 def _missing_price(what: str, pricing: Pricing, offerings: Sequence[Offering]) -> InputError:

@@ -50,6 +50,7 @@ from computewise.estimate.train import TrainColumns, TrainHardware, TrainLayout,
 from computewise.plan.result import Option, Plan, Rejection, merge_rejections, pareto_front, scaling_curve
 from computewise.specs import (
     ATTENTION_KERNELS,
+    CLOUD_PRICINGS,
     FRAMEWORKS,
     PRECISIONS,
     RECOMPUTES,
@@ -110,7 +111,6 @@ _MEGATRON = FRAMEWORKS.index("megatron")
 _PYTORCH = FRAMEWORKS.index("pytorch")
 _TRANSFORMERS = FRAMEWORKS.index("transformers")
 
-CLOUD_PRICINGS: tuple[Pricing, ...] = ("on-demand", "spot", "reserved-1y", "reserved-3y")
 TRAIN_PRECISIONS: tuple[Precision, ...] = ("bf16", "fp16", "fp32")  # fp8 needs Transformer Engine: opt in
 
 

@@ -2,6 +2,7 @@
 
 from computewise.specs.finetune import FINETUNE_METHODS, FineTune, FineTuneMethod
 from computewise.specs.hardware import (
+    CLOUD_PRICINGS,
     DTYPES,
     PRICINGS,
     Accelerator,
@@ -35,6 +36,7 @@ from computewise.specs.workload import (
 
 __all__ = [
     "ATTENTION_KERNELS",
+    "CLOUD_PRICINGS",
     "DTYPES",
     "EXECUTIONS",
     "FINETUNE_METHODS",

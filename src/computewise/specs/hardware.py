@@ -8,6 +8,7 @@ from typing import Literal
 from computewise.specs.codec import Jsonable, json_field
 
 __all__ = [
+    "CLOUD_PRICINGS",
     "DTYPES",
     "PRICINGS",
     "Accelerator",
@@ -29,6 +30,7 @@ _NOT_SOLD = "Per hour at this pricing; null: not sold so."
 
 Pricing = Literal["on-demand", "spot", "reserved-1y", "reserved-3y", "on-prem"]
 PRICINGS: tuple[Pricing, ...] = ("on-demand", "spot", "reserved-1y", "reserved-3y", "on-prem")
+CLOUD_PRICINGS: tuple[Pricing, ...] = PRICINGS[:-1]  # what a cloud offering can be priced at: all but on-prem
 
 
 @dataclass(frozen=True)
