@@ -11,7 +11,9 @@ from computewise.estimate.kernels import (
     KernelRates,
     MicrobatchShape,
     StepKernels,
+    decode_kernels,
     distinct_training_kernels,
+    experts_touched,
     gemm_s,
     training_kernels,
 )
@@ -126,3 +128,27 @@ def test_each_fused_attention_kernel_runs_at_its_share_of_flashattention_2() -> 
     assert cores["triton"] - cores["flash"] == pytest.approx(attention_s * (1 / 0.55 - 1), rel=1e-9)
     assert cores["flash"] < cores["triton"] < cores["flash-v1"]
     assert cores["unfused"] > cores["flash"]
+
+
+def test_the_experts_a_batch_touches_match_a_simulated_router() -> None:
+    """E (1 - (1 - a/E)^tokens) against tokens routed at random, each to a distinct experts of E."""
+    mixtral = preset("mixtral-8x7b")  # 8 experts, 2 per token
+    rng = np.random.default_rng(3)
+    for tokens in (1, 2, 4, 8, 64):
+        hit = [len({int(e) for _ in range(tokens) for e in rng.choice(8, size=2, replace=False)}) for _ in range(4000)]
+        assert float(experts_touched(mixtral, col(float(tokens)))) == pytest.approx(np.mean(hit), rel=0.02)
+    assert float(experts_touched(preset("llama-2-7b"), col(4096.0))) == 1.0
+
+
+def test_a_moe_decode_step_reads_the_weights_of_every_expert_its_batch_touches() -> None:
+    """Mixtral 8x7B on one H100: batch 1 streams its 2 experts' MLPs, batch 64 all 8 (each 3 x 4096 x 14336
+    bf16 matrices a layer, 32 layers): the step can be no faster than those bytes over the bandwidth."""
+    mixtral = preset("mixtral-8x7b")
+    expert_bytes = 3 * 4096 * 14336 * 2 * 32
+    cuda_graphs, pytorch = col(2.0), col(1.0)
+    for batch, touched in ((1.0, 2.0), (64.0, 8.0)):
+        step = decode_kernels(
+            mixtral, col(batch), col(1024.0), col(2.0), col(2.0), col(1.0), pytorch, cuda_graphs, H100
+        )
+        floor_s = touched * expert_bytes / 2965e9
+        assert floor_s < float(step.device_s) < 1.3 * floor_s + 0.5 * expert_bytes / 2965e9

@@ -53,6 +53,7 @@ __all__ = [
     "StepKernels",
     "decode_kernels",
     "distinct_training_kernels",
+    "experts_touched",
     "gemm_s",
     "optimizer_kernels",
     "prefill_kernels",
@@ -317,8 +318,9 @@ def _elementwise(
 
 def _matmuls(
     model: ModelSpec, framework: FloatArray, execution: FloatArray
-) -> tuple[list[tuple[float, float]], FloatArray]:
-    """(n, k) of a layer's linear layers, and their kernel count: separate q/k/v and gate/up in HF modules."""
+) -> tuple[list[tuple[float, float]], FloatArray, FloatArray]:
+    """(n, k) of a layer's linear layers (attention's two, then the MLP's two), and the kernel counts of
+    attention's and of one MLP's: separate q/k/v and gate/up in HF modules."""
     h = float(model.hidden_size)
     f = float(model.ffn_size)
     d_attn = float(model.heads * model.attention_head_dim)
@@ -326,7 +328,21 @@ def _matmuls(
     up = (2.0 if model.gated_ffn else 1.0) * f
     shapes = [(d_attn + 2 * d_kv, h), (h, d_attn), (up, h), (h, f)]
     separate = (col(framework) == _TRANSFORMERS) & (col(execution) < _GRAPHS)
-    return shapes, np.where(separate, 4.0 + 2.0 + (1.0 if model.gated_ffn else 0.0), 4.0)
+    return shapes, np.where(separate, 4.0, 2.0), np.where(separate, 3.0 if model.gated_ffn else 2.0, 2.0)
+
+
+def experts_touched(model: ModelSpec, tokens: FloatArray) -> FloatArray:
+    """The experts of a layer that receive at least one of ``tokens`` tokens, expected: E (1 - (1 - a/E)^tokens).
+
+    Each token picks ``active_experts`` (a) of the E experts; routing is taken as uniform, which a
+    load-balancing loss trains it towards. A decode step of one sequence reads only its a experts'
+    weights, a training micro-batch of thousands of tokens reads all E: the weights a step streams from
+    memory grow with the tokens, not with a alone. A dense model has one expert, always touched.
+    """
+    experts = float(max(model.experts, 1))
+    active = float(min(max(model.active_experts, 1), experts))
+    # At least the a experts of one token, also for a fractional token count (a mean over rows).
+    return np.maximum(experts * (1.0 - np.power(1.0 - active / experts, col(tokens))), active)
 
 
 def _layer_forward(
@@ -346,14 +362,19 @@ def _layer_forward(
     Returned as forward pieces; the caller scales them for the backward. ``attended`` is the mean
     number of keys a query sees (half the sequence for causal attention).
     """
-    shapes, gemm_kernels = _matmuls(model, framework, execution)
-    experts = float(max(model.active_experts, 1))
+    shapes, attention_kernels, mlp_kernels = _matmuls(model, framework, execution)
+    # The MLP runs once per touched expert, on the tokens routed to it: its weights are read once each.
+    touched = experts_touched(model, tokens)
+    per_expert_tokens = tokens * float(max(model.active_experts, 1)) / touched
     gemm = col(0.0)
     for i, (n, k) in enumerate(shapes):
         # Column-parallel (qkv, up) split n over tp, row-parallel (proj, down) split k.
         n_tp, k_tp = (n / tp, k) if i in (0, 2) else (n, k / tp)
-        gemm = gemm + gemm_s(tokens * (experts if i >= 2 else 1.0), n_tp, k_tp, act, rates)
-    matmuls = StepKernels(gemm, gemm_kernels + 0.0 * gemm)
+        if i < 2:
+            gemm = gemm + gemm_s(tokens, n_tp, k_tp, act, rates)
+        else:
+            gemm = gemm + touched * gemm_s(per_expert_tokens, n_tp, k_tp, act, rates)
+    matmuls = StepKernels(gemm, attention_kernels + touched * mlp_kernels + 0.0 * gemm)
     heads = model.heads / col(tp)
     d = float(model.attention_head_dim)
     core_flops = 4.0 * tokens * attended * heads * d
