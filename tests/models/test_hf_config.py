@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import json
 import os
+import sys
+from collections.abc import Callable
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from computewise.cli.app import main  # noqa: TID251 (the real entry point, in-process)
 from computewise.errors import ModelConfigError
 from computewise.models import from_hf_config, preset
 
@@ -237,8 +240,327 @@ def test_too_many_active_experts() -> None:
     mixtral = json.loads((FIXTURES / "mixtral-8x7b" / "config.json").read_text())
     with pytest.raises(ModelConfigError, match=r"num_experts_per_tok \(9\) exceeds num_local_experts \(8\)"):
         from_hf_config({**mixtral, "num_experts_per_tok": 9})
+    olmoe = {k: v for k, v in OLMOE_1B_7B.items() if k != "num_experts"}
+    with pytest.raises(ModelConfigError) as caught:
+        from_hf_config({**olmoe, "num_experts_per_tok": 65})
+    # The field OLMoE reads, and that the 64 is OLMoeConfig's default rather than the file's.
+    assert "num_experts_per_tok (65) exceeds num_experts (absent: 64 by default) (olmoe)" in caught.value.message
 
 
 def test_pathlike_and_str_paths() -> None:
     path = FIXTURES / "bert-base" / "config.json"
     assert from_hf_config(os.fspath(path)).params == from_hf_config(path).params == 109_482_240
+
+
+# Mixture-of-experts configs outside the presets, their shape fields as published on the Hub. Fixture
+# folders must each be a preset (test_presets), so these live here, like the families above.
+OLMOE_1B_7B = {  # allenai/OLMoE-1B-7B-0924
+    "architectures": ["OlmoeForCausalLM"],
+    "attention_bias": False,
+    "attention_dropout": 0.0,
+    "clip_qkv": None,
+    "eos_token_id": 50279,
+    "hidden_act": "silu",
+    "hidden_size": 2048,
+    "initializer_range": 0.02,
+    "intermediate_size": 1024,
+    "max_position_embeddings": 4096,
+    "model_type": "olmoe",
+    "norm_topk_prob": False,
+    "num_attention_heads": 16,
+    "num_experts": 64,
+    "num_experts_per_tok": 8,
+    "num_hidden_layers": 16,
+    "num_key_value_heads": 16,
+    "output_router_logits": False,
+    "pad_token_id": 1,
+    "rms_norm_eps": 1e-05,
+    "rope_scaling": None,
+    "rope_theta": 10000.0,
+    "router_aux_loss_coef": 0.01,
+    "tie_word_embeddings": False,
+    "torch_dtype": "bfloat16",
+    "use_cache": True,
+    "vocab_size": 50304,
+}
+QWEN3_30B_A3B = {  # Qwen/Qwen3-30B-A3B
+    "architectures": ["Qwen3MoeForCausalLM"],
+    "attention_bias": False,
+    "attention_dropout": 0.0,
+    "bos_token_id": 151643,
+    "decoder_sparse_step": 1,
+    "eos_token_id": 151645,
+    "head_dim": 128,
+    "hidden_act": "silu",
+    "hidden_size": 2048,
+    "initializer_range": 0.02,
+    "intermediate_size": 6144,
+    "max_position_embeddings": 40960,
+    "max_window_layers": 48,
+    "mlp_only_layers": [],
+    "model_type": "qwen3_moe",
+    "moe_intermediate_size": 768,
+    "norm_topk_prob": True,
+    "num_attention_heads": 32,
+    "num_experts": 128,
+    "num_experts_per_tok": 8,
+    "num_hidden_layers": 48,
+    "num_key_value_heads": 4,
+    "output_router_logits": False,
+    "rms_norm_eps": 1e-06,
+    "rope_scaling": None,
+    "rope_theta": 1000000.0,
+    "router_aux_loss_coef": 0.001,
+    "sliding_window": None,
+    "tie_word_embeddings": False,
+    "torch_dtype": "bfloat16",
+    "use_cache": True,
+    "use_sliding_window": False,
+    "vocab_size": 151936,
+}
+QWEN1_5_MOE_A2_7B = {  # Qwen/Qwen1.5-MoE-A2.7B: 14.3B parameters, a shared expert beside 60 routed ones
+    "architectures": ["Qwen2MoeForCausalLM"],
+    "decoder_sparse_step": 1,
+    "hidden_act": "silu",
+    "hidden_size": 2048,
+    "intermediate_size": 5632,
+    "max_position_embeddings": 8192,
+    "max_window_layers": 21,
+    "model_type": "qwen2_moe",
+    "moe_intermediate_size": 1408,
+    "norm_topk_prob": False,
+    "num_attention_heads": 16,
+    "num_experts": 60,
+    "num_experts_per_tok": 4,
+    "num_hidden_layers": 24,
+    "num_key_value_heads": 16,
+    "rms_norm_eps": 1e-06,
+    "shared_expert_intermediate_size": 5632,
+    "sliding_window": 32768,
+    "tie_word_embeddings": False,
+    "use_sliding_window": False,
+    "vocab_size": 151936,
+}
+DEEPSEEK_V3 = {  # deepseek-ai/DeepSeek-V3 (quantization_config and rope_scaling left out)
+    "architectures": ["DeepseekV3ForCausalLM"],
+    "attention_bias": False,
+    "first_k_dense_replace": 3,
+    "hidden_act": "silu",
+    "hidden_size": 7168,
+    "intermediate_size": 18432,
+    "kv_lora_rank": 512,
+    "max_position_embeddings": 163840,
+    "model_type": "deepseek_v3",
+    "moe_intermediate_size": 2048,
+    "moe_layer_freq": 1,
+    "n_group": 8,
+    "n_routed_experts": 256,
+    "n_shared_experts": 1,
+    "num_attention_heads": 128,
+    "num_experts_per_tok": 8,
+    "num_hidden_layers": 61,
+    "num_key_value_heads": 128,
+    "q_lora_rank": 1536,
+    "qk_nope_head_dim": 128,
+    "qk_rope_head_dim": 64,
+    "tie_word_embeddings": False,
+    "topk_group": 4,
+    "v_head_dim": 128,
+    "vocab_size": 129280,
+}
+
+
+def olmoe_params_by_hand(c: dict[str, Any]) -> int:
+    """OlmoeForCausalLM's tensors one by one: q/k RMSNorms as wide as the q and k projections."""
+    h, heads, kv_heads = c["hidden_size"], c["num_attention_heads"], c["num_key_value_heads"]
+    head_dim = h // heads
+    q_proj, kv_proj, o_proj = h * heads * head_dim, 2 * h * kv_heads * head_dim, heads * head_dim * h
+    q_norm, k_norm = h, kv_heads * head_dim
+    experts = c["num_experts"] * 3 * h * c["intermediate_size"]  # gate, up and down of each expert
+    router = h * c["num_experts"]
+    layer = q_proj + kv_proj + o_proj + q_norm + k_norm + experts + router + 2 * h  # input and post-attention norms
+    embed, lm_head, final_norm = c["vocab_size"] * h, c["vocab_size"] * h, h
+    total: int = c["num_hidden_layers"] * layer + embed + lm_head + final_norm
+    return total
+
+
+def qwen3_moe_params_by_hand(c: dict[str, Any]) -> int:
+    """Qwen3MoeForCausalLM's tensors one by one: q/k RMSNorms one head_dim wide, shared by all heads."""
+    h, heads, kv_heads, head_dim = c["hidden_size"], c["num_attention_heads"], c["num_key_value_heads"], c["head_dim"]
+    q_proj, kv_proj, o_proj = h * heads * head_dim, 2 * h * kv_heads * head_dim, heads * head_dim * h
+    q_norm, k_norm = head_dim, head_dim
+    experts = c["num_experts"] * 3 * h * c["moe_intermediate_size"]
+    router = h * c["num_experts"]
+    layer = q_proj + kv_proj + o_proj + q_norm + k_norm + experts + router + 2 * h
+    embed, lm_head, final_norm = c["vocab_size"] * h, c["vocab_size"] * h, h
+    total: int = c["num_hidden_layers"] * layer + embed + lm_head + final_norm
+    return total
+
+
+def idle_experts_by_hand(c: dict[str, Any], ffn_field: str) -> int:
+    """The expert weights a token does not touch: all but num_experts_per_tok of each layer's experts."""
+    idle = c["num_experts"] - c["num_experts_per_tok"]
+    weights: int = c["num_hidden_layers"] * idle * 3 * c["hidden_size"] * c[ffn_field]
+    return weights
+
+
+@pytest.mark.parametrize(
+    ("config", "by_hand", "ffn_field", "total", "active", "card_active"),
+    [
+        # OLMoE paper (Muennighoff et al. 2024) and model card: 6.9B total, 1.3B active.
+        (OLMOE_1B_7B, olmoe_params_by_hand, "intermediate_size", 6_919_161_856, 1_282_017_280, 1.3e9),
+        # Qwen3-30B-A3B model card: 30.5B total, 3.3B activated.
+        (QWEN3_30B_A3B, qwen3_moe_params_by_hand, "moe_intermediate_size", 30_532_122_624, 3_353_032_704, 3.3e9),
+    ],
+    ids=["olmoe", "qwen3_moe"],
+)
+def test_moe_families_give_the_published_totals(
+    config: dict[str, Any],
+    by_hand: Callable[[dict[str, Any]], int],
+    ffn_field: str,
+    total: int,
+    active: int,
+    card_active: float,
+) -> None:
+    spec = from_hf_config(config)
+    assert by_hand(config) == total
+    assert spec.params == total
+    assert total - idle_experts_by_hand(config, ffn_field) == active
+    assert spec.active_params == active
+    # The cards give one decimal, rounded (OLMoE's 1.28B: "1.3B") or cut (Qwen3's 3.35B: "3.3B").
+    assert abs(spec.active_params - card_active) < 0.1e9
+    assert (spec.experts, spec.active_experts) == (config["num_experts"], config["num_experts_per_tok"])
+    assert spec.ffn_size == config[ffn_field]
+    assert spec.model_type == config["model_type"]
+    assert spec.notes == ()  # read by its own family, not guessed as a Llama-style decoder
+
+
+def test_qwen3_moe_shape() -> None:
+    spec = from_hf_config(QWEN3_30B_A3B)
+    assert spec.attention_head_dim == 128  # head_dim, not hidden_size // heads (64)
+    assert spec.kv_heads == 4
+    assert spec.sliding_window is None  # use_sliding_window is false
+    assert spec.max_seq_len == 40960
+    assert spec.params - spec.embedding_params == 29_909_792_768  # the card's "29.9B non-embedding"
+
+
+def test_moe_attention_biases_are_counted() -> None:
+    h = 2048
+    olmoe = from_hf_config({**OLMOE_1B_7B, "attention_bias": True}).params - from_hf_config(OLMOE_1B_7B).params
+    assert olmoe == 16 * (3 * h + h)  # q, k, v (16 heads of 128) and o
+    qwen3 = from_hf_config({**QWEN3_30B_A3B, "attention_bias": True}).params - from_hf_config(QWEN3_30B_A3B).params
+    assert qwen3 == 48 * (32 * 128 + 2 * 4 * 128 + h)
+
+
+@pytest.mark.parametrize(
+    ("change", "layers"),
+    [({"mlp_only_layers": [0, 47]}, "mlp_only_layers [0, 47]"), ({"decoder_sparse_step": 2}, "decoder_sparse_step 2")],
+)
+def test_qwen3_moe_with_dense_layers_is_refused(change: dict[str, Any], layers: str) -> None:
+    with pytest.raises(ModelConfigError) as caught:
+        from_hf_config({**QWEN3_30B_A3B, **change})
+    assert caught.value.message == (
+        f"config.json: model_type 'qwen3_moe' has dense MLP layers among its MoE layers ({layers}), "
+        "which computewise does not model yet"
+    )
+
+
+UNMODELLED_HINT = (
+    "pass the total parameter count instead (e.g. --model 14.3B, from the model card; every parameter then "
+    "counts as active, an upper bound on compute), or trace the module: "
+    "computewise.models.trace_module(model, example_inputs)"
+)
+
+
+@pytest.mark.parametrize(
+    ("config", "parts"),
+    [
+        (QWEN1_5_MOE_A2_7B, "shared experts (shared_expert_intermediate_size 5632)"),
+        (
+            DEEPSEEK_V3,
+            "shared experts (n_shared_experts 1), multi-head latent attention (kv_lora_rank 512) and "
+            "dense MLP layers before its MoE layers (first_k_dense_replace 3)",
+        ),
+        ({**DEEPSEEK_V3, "model_type": "deepseek_v2"}, "shared experts (n_shared_experts 1), multi-head latent"),
+    ],
+    ids=["qwen2_moe", "deepseek_v3", "deepseek_v2"],
+)
+def test_moe_layouts_computewise_cannot_count_are_refused_without_blaming_the_file(
+    config: dict[str, Any], parts: str
+) -> None:
+    with pytest.raises(ModelConfigError) as caught:
+        from_hf_config(config)
+    assert caught.value.message.startswith(f"config.json: model_type {config['model_type']!r} has {parts}")
+    assert caught.value.message.endswith(", which computewise does not model yet")
+    assert caught.value.hint == UNMODELLED_HINT
+
+
+@pytest.mark.parametrize(
+    ("experts", "field"),
+    [
+        ({"num_experts": 8}, "num_experts 8"),
+        ({"num_local_experts": 8}, "num_local_experts 8"),
+        ({"n_routed_experts": 64}, "n_routed_experts 64"),
+        ({"moe_num_experts": 16}, "moe_num_experts 16"),
+        ({"ffn_config": {"moe_num_experts": 16, "moe_top_k": 4}}, "ffn_config.moe_num_experts 16"),
+        ({"num_experts_per_tok": 4}, "num_experts_per_tok 4"),
+    ],
+)
+def test_unknown_model_type_with_experts_is_refused(experts: dict[str, Any], field: str) -> None:
+    llama = json.loads((FIXTURES / "llama-2-7b" / "config.json").read_text())
+    with pytest.raises(ModelConfigError) as caught:
+        from_hf_config({**llama, "model_type": "my-moe", **experts})
+    assert caught.value.message == (
+        f"config.json: model_type 'my-moe' has mixture-of-experts layers ({field}) of a layout it does not know "
+        "(it reads mixtral, olmoe and qwen3_moe), which computewise does not model yet"
+    )
+    assert caught.value.hint == UNMODELLED_HINT
+
+
+def test_unknown_model_type_with_a_single_expert_is_still_read() -> None:
+    llama = json.loads((FIXTURES / "llama-2-7b" / "config.json").read_text())
+    spec = from_hf_config({**llama, "model_type": "my-new-arch", "num_experts": 1, "num_experts_per_tok": 1})
+    assert spec.params == 6_738_415_616
+
+
+def computewise(
+    argv: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, code: int
+) -> tuple[str, str]:
+    """(stdout, stderr) of ``computewise ARGV`` run in this process, stderr's whitespace collapsed (Rich wraps)."""
+    monkeypatch.setattr(sys, "argv", ["computewise", *argv])
+    with pytest.raises(SystemExit) as done:
+        main()
+    out, err = capsys.readouterr()
+    stderr = " ".join(err.split())
+    assert done.value.code == code, stderr
+    return out, stderr
+
+
+@pytest.fixture
+def cli_sandbox(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("COMPUTEWISE_DB", str(tmp_path / "ledger.sqlite"))
+    monkeypatch.setenv("COMPUTEWISE_FAKE_GPU", "")
+    return tmp_path
+
+
+@pytest.mark.parametrize("config", [QWEN1_5_MOE_A2_7B, DEEPSEEK_V3], ids=["qwen2_moe", "deepseek_v3"])
+def test_cli_refuses_unmodelled_moe_with_exit_2_and_no_traceback(
+    config: dict[str, Any], cli_sandbox: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = write(cli_sandbox, json.dumps(config))
+    _, stderr = computewise(["estimate", "train", "-m", str(path), "-g", "h100"], capsys, monkeypatch, code=2)
+    assert stderr.startswith(f"error: {path}: model_type {config['model_type']!r} has shared experts (")
+    assert "which computewise does not model yet" in stderr
+    assert "To fix: pass the total parameter count instead (e.g. --model 14.3B" in stderr
+    assert "Traceback" not in stderr
+    assert "as published on the Hugging Face Hub" not in stderr  # the file is the published one
+    assert "exceeds" not in stderr
+
+
+def test_cli_estimates_a_published_moe_config(
+    cli_sandbox: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = write(cli_sandbox, json.dumps(OLMOE_1B_7B))
+    out, _ = computewise(["estimate", "train", "-m", str(path), "-g", "h100", "--json"], capsys, monkeypatch, code=0)
+    assert json.loads(out)["params"] == 6_919_161_856

@@ -4,7 +4,9 @@ Only the json module: importing transformers takes seconds and may want the netw
 config.json holds everything the estimators need. Each supported ``model_type`` names its
 fields its own way (GPT-2's ``n_embd``, T5's ``d_model``) and has its own defaults (whether the
 LM head is tied, the context length), which are the defaults of the matching transformers
-config class. Any other model_type is read as a Llama-style decoder, with a note.
+config class. Any other model_type is read as a Llama-style decoder, with a note, unless it has
+parts that reading would miscount (an MoE's shared experts, DeepSeek's latent attention): those are
+refused, naming the part, since the file is not at fault.
 
 A malformed file is a ``ModelConfigError`` that names the file and the field: the user can
 open it and fix that line.
@@ -27,6 +29,23 @@ __all__ = ["MODEL_TYPES", "from_hf_config", "load_hf_config"]
 # Where the families' configs name the MLP's activation (GPT-2's reader takes its own field and default).
 _ACTIVATION_FIELDS = ("hidden_act", "hidden_activation", "activation_function")
 _HINT = "use the model's config.json as published on the Hugging Face Hub, or give a preset name"
+# For a published config.json that computewise cannot read: the count and a trace need no config.
+# A count is read as a dense model, so the hint says what that costs an MoE.
+_UNREAD_HINT = (
+    "pass the total parameter count instead (e.g. --model 14.3B, from the model card; every parameter then "
+    "counts as active, an upper bound on compute), or trace the module: "
+    "computewise.models.trace_module(model, example_inputs)"
+)
+# Where configs give an MoE's expert count (Mixtral, Qwen-MoE and OLMoE, DeepSeek, ERNIE), and the
+# experts one token passes through. ``ffn_config`` is DBRX's nesting.
+_EXPERT_FIELDS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts", "num_experts_per_tok")
+# Parts of an MoE or attention layer that a Llama-style reading would miss, by the field that sizes them.
+_UNMODELLED_PARTS = (
+    ("shared_expert_intermediate_size", "shared experts"),
+    ("n_shared_experts", "shared experts"),
+    ("kv_lora_rank", "multi-head latent attention"),
+    ("first_k_dense_replace", "dense MLP layers before its MoE layers"),
+)
 
 
 def from_hf_config(config: str | os.PathLike[str] | Mapping[str, Any]) -> ModelSpec:
@@ -93,6 +112,17 @@ class _Fields:
 
     def error(self, problem: str) -> ModelConfigError:
         return ModelConfigError(f"{self.label}: {problem} ({self.model_type})", _HINT)
+
+    def unmodelled(self, parts: str) -> ModelConfigError:
+        """The file is fine but computewise cannot count ``parts`` of it: say so, and how to estimate anyway."""
+        return ModelConfigError(
+            f"{self.label}: model_type {self.model_type!r} has {parts}, which computewise does not model yet",
+            _UNREAD_HINT,
+        )
+
+    def shown(self, name: str, value: int) -> str:
+        """``name (value)``, saying when the value is the family's default rather than the file's."""
+        return f"{name} ({value})" if self.data.get(name) is not None else f"{name} (absent: {value} by default)"
 
     def _first(self, names: tuple[str, ...]) -> tuple[str, Any]:
         for name in names:
@@ -161,6 +191,33 @@ def _attention(f: _Fields, hidden: int, heads_names: tuple[str, ...], kv_names: 
     return _Attention(heads, kv_heads, head_dim)
 
 
+@dataclass(frozen=True)
+class _Experts:
+    """Where a family's config names its MoE fields, with its config class's defaults.
+
+    ``active`` is num_experts_per_tok's default: None for Mixtral's (2 of several experts, else 1).
+    ``ffn_field`` is one expert's inner size (Qwen3-MoE keeps intermediate_size for dense layers).
+    """
+
+    field: str = "num_local_experts"
+    default: int = 1
+    active: int | None = None
+    ffn_field: str = "intermediate_size"
+
+
+_MIXTRAL_FIELDS = _Experts()
+
+
+def _experts(f: _Fields, moe: _Experts) -> tuple[int, int]:
+    """(experts, experts per token); more per token than there are names both fields as read."""
+    experts = f.integer(moe.field, default=moe.default)
+    default_active = moe.active if moe.active is not None else (2 if experts > 1 else 1)
+    active = f.integer("num_experts_per_tok", default=default_active)
+    if active > experts:
+        raise f.error(f"{f.shown('num_experts_per_tok', active)} exceeds {f.shown(moe.field, experts)}")
+    return experts, active
+
+
 def _decoder(
     f: _Fields,
     fam: Family,
@@ -169,20 +226,17 @@ def _decoder(
     max_positions: int,
     sliding_window: int | None = None,
     gated: bool = True,
-    experts: int = 1,
+    moe: _Experts = _MIXTRAL_FIELDS,
     ffn_ratio: int | None = None,
 ) -> tuple[ModelSpec, Family]:
     """Llama-style decoders: hidden_size, num_hidden_layers, intermediate_size, GQA, MoE.
 
-    ``experts`` is the default of num_local_experts; ``ffn_ratio`` makes intermediate_size
-    optional (that multiple of the hidden size).
+    ``moe`` says where the family keeps its expert fields (Mixtral's by default); ``ffn_ratio`` makes
+    the FFN size optional (that multiple of the hidden size).
     """
     hidden = f.integer("hidden_size")
     attention = _attention(f, hidden, ("num_attention_heads",), ("num_key_value_heads",))
-    experts = f.integer("num_local_experts", default=experts)
-    active = f.integer("num_experts_per_tok", default=2 if experts > 1 else 1)
-    if active > experts:
-        raise f.error(f"num_experts_per_tok ({active}) exceeds num_local_experts ({experts})")
+    experts, active = _experts(f, moe)
     spec = ModelSpec(
         name="",
         params=0,
@@ -192,7 +246,7 @@ def _decoder(
         heads=attention.heads,
         kv_heads=attention.kv_heads,
         head_dim=attention.head_dim,
-        ffn_size=f.integer("intermediate_size", default=ffn_ratio * hidden if ffn_ratio else None),
+        ffn_size=f.integer(moe.ffn_field, default=ffn_ratio * hidden if ffn_ratio else None),
         vocab_size=f.integer("vocab_size"),
         tied_embeddings=f.flag("tie_word_embeddings", tied),
         gated_ffn=gated,
@@ -218,7 +272,36 @@ def _mistral(f: _Fields) -> tuple[ModelSpec, Family]:
 
 def _mixtral(f: _Fields) -> tuple[ModelSpec, Family]:
     window = f.optional_integer("sliding_window")
-    return _decoder(f, FAMILIES["llama"], tied=False, max_positions=4096 * 32, sliding_window=window, experts=8)
+    moe = _Experts(default=8)
+    return _decoder(f, FAMILIES["llama"], tied=False, max_positions=4096 * 32, sliding_window=window, moe=moe)
+
+
+def _olmoe(f: _Fields) -> tuple[ModelSpec, Family]:
+    """OLMoE: every layer an MoE without shared experts, q/k normalized over the whole projections."""
+    biased = f.flag("attention_bias", False)
+    fam = replace(FAMILIES["olmoe"], qkv_bias=biased, out_bias=biased)
+    moe = _Experts("num_experts", default=64, active=8)
+    return _decoder(f, fam, tied=False, max_positions=4096, moe=moe)
+
+
+def _qwen3_moe(f: _Fields) -> tuple[ModelSpec, Family]:
+    """Qwen3-MoE with every layer an MoE (its published models); dense layers among them are refused.
+
+    Which layers are MoE follows transformers: not in mlp_only_layers and (index + 1) a multiple of
+    decoder_sparse_step. A ModelSpec has one FFN per layer, so anything but all-MoE cannot be counted.
+    """
+    step = f.integer("decoder_sparse_step", default=1)
+    dense = f.data.get("mlp_only_layers") or []
+    if not isinstance(dense, list):
+        raise f.error(f"field 'mlp_only_layers' must be a list of layer indices, got {dense!r}")
+    if step != 1 or dense:
+        layers = f"mlp_only_layers {dense}" if dense else f"decoder_sparse_step {step}"
+        raise f.unmodelled(f"dense MLP layers among its MoE layers ({layers})")
+    biased = f.flag("attention_bias", False)
+    fam = replace(FAMILIES["qwen3-moe"], qkv_bias=biased, out_bias=biased)
+    window = f.optional_integer("sliding_window") if f.flag("use_sliding_window", False) else None
+    moe = _Experts("num_experts", default=128, active=8, ffn_field="moe_intermediate_size")
+    return _decoder(f, fam, tied=False, max_positions=32768, sliding_window=window, moe=moe)
 
 
 def _qwen2(f: _Fields) -> tuple[ModelSpec, Family]:
@@ -391,7 +474,44 @@ def _falcon(f: _Fields) -> tuple[ModelSpec, Family]:
     return spec, fam
 
 
+def _unmodelled_parts(f: _Fields) -> str:
+    """What in an unknown model_type a Llama-style reading would miscount ("" if nothing is seen).
+
+    Its shared experts, latent attention or leading dense layers by name; else any MoE, whose layout
+    (router, expert sizes, which layers) only a known family's reader can tell.
+    """
+    parts: dict[str, list[str]] = {}
+    for name, part in _UNMODELLED_PARTS:
+        value = f.data.get(name)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            parts.setdefault(part, []).append(f"{name} {value}")
+    if parts:
+        return _listed([f"{part} ({', '.join(names)})" for part, names in parts.items()])
+    for name, value in _expert_fields(f.data):
+        if isinstance(value, int) and not isinstance(value, bool) and value > 1:
+            known = _listed(sorted(_MOE_MODEL_TYPES))
+            return f"mixture-of-experts layers ({name} {value}) of a layout it does not know (it reads {known})"
+    return ""
+
+
+def _listed(items: list[str]) -> str:
+    """``a, b and c``: one sentence however many parts a config has."""
+    return " and ".join(filter(None, (", ".join(items[:-1]), items[-1])))
+
+
+def _expert_fields(data: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    """The expert fields at the top level and in DBRX's nested ffn_config, named with their path."""
+    fields = [(name, data.get(name)) for name in _EXPERT_FIELDS]
+    nested = data.get("ffn_config")
+    if isinstance(nested, dict):
+        fields += [(f"ffn_config.{name}", nested.get(name)) for name in _EXPERT_FIELDS]
+    return fields
+
+
 def _generic(f: _Fields) -> tuple[ModelSpec, Family]:
+    parts = _unmodelled_parts(f)
+    if parts:
+        raise f.unmodelled(parts)
     if f.data.get("num_attention_heads") is None:
         # Mamba, RWKV and other models without attention: reading them as a Llama-style decoder would
         # fail on "missing field num_attention_heads", blaming the file for what computewise cannot read.
@@ -420,6 +540,8 @@ _READERS: dict[str, Callable[[_Fields], tuple[ModelSpec, Family]]] = {
     "llama": _llama,
     "mistral": _mistral,
     "mixtral": _mixtral,
+    "olmoe": _olmoe,
+    "qwen3_moe": _qwen3_moe,
     "qwen2": _qwen2,
     "gemma": _gemma,
     "gemma2": _gemma2,
@@ -437,6 +559,8 @@ _READERS: dict[str, Callable[[_Fields], tuple[ModelSpec, Family]]] = {
 }
 # The model_types read with their own family's fields and defaults; any other is read as a Llama-style decoder.
 MODEL_TYPES: frozenset[str] = frozenset(_READERS)
+# The mixture-of-experts families among them: every layer MoE, no shared expert (what a ModelSpec holds).
+_MOE_MODEL_TYPES: frozenset[str] = frozenset({"mixtral", "olmoe", "qwen3_moe"})
 
 
 def _parse(label: str, data: Mapping[str, Any]) -> tuple[ModelSpec, Family]:

@@ -4,20 +4,24 @@ A shape (layers, hidden size, heads, FFN size, vocabulary) fixes the big matrice
 small tensors that differ between families: biases, LayerNorm (weight and bias) versus RMSNorm
 (weight only), learned position tables, BERT's pooler, T5's relative-position buckets. Those
 are a few tenths of a percent of a large model but decide whether we reproduce a published
-count exactly (GPT-2 124,439,808; BERT-base 109,482,240), so each family names them in a
-``Family``. Pure Python: presets, config.json and parameter-count inference all share it.
+count exactly (GPT-2 124,439,808; BERT-base 109,482,240; OLMoE-1B-7B 6,919,161,856, whose
+q/k norms are what a Llama layout misses), so each family names them in a ``Family``. Pure
+Python: presets, config.json and parameter-count inference all share it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, TypedDict
 
 from computewise.specs.model import ModelSpec
 
-__all__ = ["FAMILIES", "Family", "NormKind", "count_params"]
+__all__ = ["FAMILIES", "Family", "NormKind", "QkNorm", "count_params"]
 
 NormKind = Literal["layernorm", "rmsnorm"]
+# Norms on the attention's queries and keys before RoPE: "full" normalizes the whole q and k projections
+# (OLMoE: weights as wide as q and k), "per-head" each head alike (Qwen3: one head_dim-wide weight each).
+QkNorm = Literal["", "full", "per-head"]
 
 
 @dataclass(frozen=True)
@@ -28,7 +32,7 @@ class Family:
     two rows for its padding offset). ``position_projection`` is Transformer-XL's relative
     attention matrix W_R (hidden x hidden per layer) used by Gopher and Chinchilla.
     ``vision_stem`` is ViT's patch convolution, class token, patch positions and classifier
-    (``vocab_size`` classes; 0 for a bare backbone).
+    (``vocab_size`` classes; 0 for a bare backbone). ``qk_norm``: see ``QkNorm``.
     """
 
     name: str
@@ -47,9 +51,16 @@ class Family:
     position_projection: bool = False
     vision_stem: bool = False
     image_channels: int = 3
+    qk_norm: QkNorm = ""
 
 
-_BIASED = {"qkv_bias": True, "out_bias": True, "mlp_bias": True}
+class _Biases(TypedDict):
+    qkv_bias: bool
+    out_bias: bool
+    mlp_bias: bool
+
+
+_BIASED: _Biases = {"qkv_bias": True, "out_bias": True, "mlp_bias": True}
 
 FAMILIES: dict[str, Family] = {
     f.name: f
@@ -57,6 +68,8 @@ FAMILIES: dict[str, Family] = {
         Family("llama"),
         Family("qwen2", qkv_bias=True),
         Family("gemma2", norms_per_layer=4),
+        Family("olmoe", qk_norm="full"),
+        Family("qwen3-moe", qk_norm="per-head"),
         Family("gpt2", norm="layernorm", learned_positions=True, **_BIASED),
         Family("gpt-neox", norm="layernorm", **_BIASED),
         Family("falcon", norm="layernorm", norms_per_layer=1),
@@ -99,9 +112,10 @@ def count_params(spec: ModelSpec, fam: Family) -> int:
     head_dim = spec.attention_head_dim
     q_dim = spec.heads * head_dim
     kv_dim = (spec.kv_heads or spec.heads) * head_dim
-    norm = 2 * h if fam.norm == "layernorm" else h
+    per_channel = 2 if fam.norm == "layernorm" else 1  # weight (and bias) per normalized channel
+    norm = per_channel * h
 
-    attention = 2 * h * q_dim + 2 * h * kv_dim
+    attention = 2 * h * q_dim + 2 * h * kv_dim + per_channel * _qk_norm_width(fam.qk_norm, q_dim, kv_dim, head_dim)
     if fam.qkv_bias:
         attention += q_dim + 2 * kv_dim
     if fam.out_bias:
@@ -142,3 +156,12 @@ def count_params(spec: ModelSpec, fam: Family) -> int:
     if fam.pooler:
         total += h * h + h
     return total
+
+
+def _qk_norm_width(qk_norm: QkNorm, q_dim: int, kv_dim: int, head_dim: int) -> int:
+    """Channels the q and k norms of one layer normalize: whole projections, or one head shared by all."""
+    if qk_norm == "full":
+        return q_dim + kv_dim
+    if qk_norm == "per-head":
+        return 2 * head_dim
+    return 0
