@@ -11,12 +11,14 @@ from computewise.estimate import Assumptions, estimate_train
 from computewise.estimate.arrays import col
 from computewise.estimate.memory import (
     activation_parts,
+    bytes_per_value,
     expert_params,
     framework_state_bytes,
     model_state_bytes,
+    optimizer_bytes_per_param,
     peak_activations,
 )
-from computewise.specs import Framework, ModelSpec, Parallelism, Precision, Recompute, TrainJob
+from computewise.specs import FRAMEWORKS, PRECISIONS, Framework, ModelSpec, Parallelism, Precision, Recompute, TrainJob
 
 # Two cuBLAS workspaces (the forward's thread and autograd's) of 32 MiB + 1 MiB each on Hopper,
 # allocated through the caching allocator (PyTorch's aten/src/ATen/cuda/CublasHandlePool.cpp).
@@ -168,16 +170,39 @@ def test_pytorch_amp_and_megatron_layouts(catalog: Catalog, assumptions: Assumpt
     # AMP: fp32 weights + bf16 copies of the matmul weights (not the input embedding), fp32 grads, Adam 8 B.
     assert pytorch["weights"] == pytest.approx(4 * p + 2 * (p - 32000 * 2048))
     assert (pytorch["gradients"], pytorch["optimizer_states"]) == pytest.approx((4 * p, 8 * p))
+    # Megatron-LM under bf16: gradients accumulate in fp32 (its default), the master copy sits in Adam's 12 B.
     assert (megatron["weights"], megatron["gradients"], megatron["optimizer_states"]) == pytest.approx(
-        (2 * p, 2 * p, 12 * p)
+        (2 * p, 4 * p, 12 * p)
     )
     # The residual stream is fp32 under autocast: both norms save 2 more bytes per hidden value.
     extra = 22 * 2048 * 4 * 2048 * (2 + 2) + 2048 * 4 * 2048 * 2  # 22 layers' norms, and the final norm
     assert pytorch["activations"] - megatron["activations"] == pytest.approx(extra)
 
 
+@pytest.mark.parametrize(
+    ("precision", "replicated", "sharded"), [("bf16", 6.0, 12.0), ("fp16", 4.0, 16.0), ("fp32", 8.0, 8.0)]
+)
+def test_megatron_state_matches_its_distributed_optimizer_table(
+    precision: Precision, replicated: float, sharded: float
+) -> None:
+    """Megatron-LM docs/source/distrib_optimizer.md, bytes per parameter with Adam over d data-parallel
+    ranks: bf16 params and fp32 grads 6 + 12/d, fp16 params and grads 4 + 16/d, fp32 8 + 8/d; with d = 1
+    (no distributed optimizer) 18, 20 and 16."""
+    megatron = col(float(FRAMEWORKS.index("megatron")))
+    code = col(float(PRECISIONS.index(precision)))
+    per_param = framework_state_bytes(
+        megatron, code, col(bytes_per_value(precision)), col(optimizer_bytes_per_param("adamw", precision))
+    )
+    for d in (1.0, 8.0, 64.0):
+        states = model_state_bytes(
+            1.0, per_param.weights, per_param.optimizer, col(1.0), col(1.0), col(d), col(1.0 if d > 1 else 0.0),
+            grad_bytes=per_param.gradients,
+        )  # fmt: skip
+        assert float(sum(states)) == pytest.approx(replicated + sharded / d)
+
+
 def test_fp32_layouts_agree() -> None:
-    per_param = framework_state_bytes(col([0.0, 1.0]), col([4.0, 4.0]), col([8.0, 8.0]))
+    per_param = framework_state_bytes(col([0.0, 1.0]), col([0.0, 0.0]), col([4.0, 4.0]), col([8.0, 8.0]))
     assert list(per_param.weights) == [4.0, 4.0] and list(per_param.optimizer) == [8.0, 8.0]
     assert list(per_param.cast) == [0.0, 0.0]
 

@@ -49,6 +49,7 @@ from computewise.estimate.flops import op_selective_saved_widths
 from computewise.specs import (
     FRAMEWORKS,
     PAGED_OPTIMIZERS,
+    PRECISIONS,
     RECOMPUTES,
     Framework,
     ModelSpec,
@@ -91,6 +92,7 @@ _OP_SELECTIVE = float(RECOMPUTE_CODES["op-selective"])
 FRAMEWORK_CODES: dict[Framework, int] = {name: i for i, name in enumerate(FRAMEWORKS)}
 _PYTORCH = float(FRAMEWORK_CODES["pytorch"])
 _TRANSFORMERS = float(FRAMEWORK_CODES["transformers"])  # the autocast layout too: codes >= _PYTORCH
+_FP16 = float(PRECISIONS.index("fp16"))
 
 _MASK_BYTES = 1.0  # dropout masks are stored as uint8/bool
 _SOFTMAX_STATS_BYTES = 4.0  # flash attention keeps one fp32 log-sum-exp per row and head
@@ -248,19 +250,28 @@ class StateBytes:
     cast: FloatArray  # per matmul weight, from its first forward use to its layer's backward
 
 
-def framework_state_bytes(framework: FloatArray, weight_bytes: FloatArray, optimizer_bytes: FloatArray) -> StateBytes:
-    """Per-parameter bytes of each layout, given the ZeRO split (``weight_bytes``, ``optimizer_bytes``).
+def framework_state_bytes(
+    framework: FloatArray, precision: FloatArray, weight_bytes: FloatArray, optimizer_bytes: FloatArray
+) -> StateBytes:
+    """Per-parameter bytes of each layout, given the ZeRO split (``weight_bytes``, ``optimizer_bytes``);
+    ``precision`` is an index in ``PRECISIONS``.
 
-    Megatron: 16-bit weights and gradients, the fp32 master copy inside the optimizer's K. PyTorch AMP
-    (16-bit precision under autocast): the fp32 master *is* the model (4 B), its gradients are fp32
-    (4 B), the optimizer keeps only its states (K - 4), and autocast caches a 16-bit copy of each
-    matmul weight (2 B). Same 16 bytes of state for Adam, split differently, plus the copies.
+    Megatron-LM: 16-bit weights, the fp32 master copy inside the optimizer's K, and gradients as its
+    ``--bf16`` and ``--fp16`` keep them (docs/source/distrib_optimizer.md, bytes per parameter 18 and
+    20 for Adam): under bf16 (and fp8, whose weights are bf16) they accumulate and all-reduce in an
+    fp32 buffer (``accumulate_allreduce_grads_in_fp32``, on by default); under fp16 the buffer is
+    16-bit and the optimizer copies it to fp32 gradients beside its master weights (4 more bytes of K).
+    PyTorch AMP (16-bit precision under autocast): the fp32 master *is* the model (4 B), its gradients
+    are fp32 (4 B), the optimizer keeps only its states (K - 4), and autocast caches a 16-bit copy of
+    each matmul weight (2 B). fp32 training is 16 bytes for Adam in either layout.
     """
-    amp = (col(framework) >= _PYTORCH) & (col(weight_bytes) < _FP32_BYTES)
+    sixteen_bit = col(weight_bytes) < _FP32_BYTES
+    amp = (col(framework) >= _PYTORCH) & sixteen_bit
+    fp16_megatron = ~amp & (col(precision) == _FP16)
     return StateBytes(
         weights=np.where(amp, _FP32_BYTES, weight_bytes),
-        gradients=np.where(amp, _FP32_BYTES, weight_bytes),
-        optimizer=np.where(amp, col(optimizer_bytes) - _FP32_BYTES, optimizer_bytes),
+        gradients=np.where(sixteen_bit & ~fp16_megatron, _FP32_BYTES, weight_bytes),
+        optimizer=col(optimizer_bytes) + np.where(amp, -_FP32_BYTES, np.where(fp16_megatron, _FP32_BYTES, 0.0)),
         cast=np.where(amp, _CAST_BYTES, 0.0),
     )
 

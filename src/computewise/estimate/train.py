@@ -33,7 +33,7 @@ from computewise.estimate.memory import (
     with_overhead,
 )
 from computewise.estimate.step import StepTime, step_time
-from computewise.specs import ATTENTION_KERNELS, EXECUTIONS, FRAMEWORKS, ModelSpec, Parallelism, TrainJob
+from computewise.specs import ATTENTION_KERNELS, EXECUTIONS, FRAMEWORKS, PRECISIONS, ModelSpec, Parallelism, TrainJob
 
 __all__ = [
     "TrainColumns",
@@ -95,6 +95,7 @@ class TrainLayout:
     virtual_stages: FloatArray  # model chunks per pipeline rank; > 1 is the interleaved schedule
     framework: FloatArray  # index in FRAMEWORKS: 0 Megatron, 1 PyTorch autocast, 2 Hugging Face transformers
     execution: FloatArray  # index in EXECUTIONS: 0 eager, 1 torch.compile, 2 CUDA graphs
+    precision: FloatArray  # index in PRECISIONS: Megatron keeps fp16's gradients apart from bf16's
 
     @property
     def gpus(self) -> FloatArray:
@@ -130,6 +131,7 @@ class TrainLayout:
             virtual_stages=col(p.virtual_stages),
             framework=col(FRAMEWORKS.index(job.framework)),
             execution=col(EXECUTIONS.index(job.execution)),
+            precision=col(PRECISIONS.index(job.precision)),
         )
 
 
@@ -282,7 +284,9 @@ def train_memory(
 def _full_states(model: ModelSpec, layout: TrainLayout) -> tuple[FloatArray, ...]:
     """(weights, gradients, optimizer states, autocast copies, gradient bytes per parameter) per device
     of full training, in the chosen framework's layout."""
-    per_param = framework_state_bytes(layout.framework, layout.weight_bytes, layout.optimizer_bytes)
+    per_param = framework_state_bytes(
+        layout.framework, layout.precision, layout.weight_bytes, layout.optimizer_bytes
+    )
     experts = expert_params(model)
     weights, gradients, optimizer = model_state_bytes(
         model.params,

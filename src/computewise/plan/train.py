@@ -274,6 +274,7 @@ def _layouts(
         if not finetune.adapted
         else np.full(rows, float(_TRANSFORMERS)),
         execution=np.zeros(rows),
+        precision=col(precision),
     )
     return _Layouts(rows=layout, gpus=t["gpus"], tp=t["tp"], precision=precision, levels=levels)
 
