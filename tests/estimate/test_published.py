@@ -191,3 +191,26 @@ def test_kv_cache_bytes_per_token(layers: int, kv_heads: int, expected_bytes_per
     )
     per_token = kv_cache_bytes(model, col(1.0), col(1.0), kv_bytes=col(2.0), tp=col(1.0))
     assert float(per_token) == expected_bytes_per_token
+
+
+@pytest.mark.parametrize(
+    ("gpu", "batch", "images_per_s"),
+    [("t4", 64, 1165.0), ("t4", 256, 1198.0), ("v100-16gb", 64, 2984.0), ("v100-16gb", 256, 3382.0)],
+)
+def test_resnet_50_inference_throughput_under_amp(gpu: str, batch: int, images_per_s: float) -> None:
+    """NVIDIA DeepLearningExamples, PyTorch/Classification/ConvNets/resnet50v1.5/README.md, "Inference
+    performance results" (pytorch-21.03 container, mixed precision, NCHW): throughput at batch 64 and 256 on
+    one T4 and one V100 16GB. The estimate used to time the convolutions alone at the GEMM rate: 5.5x too fast
+    on the T4; the eager forward moves its activations through memory several times, which bounds it."""
+    from computewise.catalog import load_catalog
+    from computewise.estimate import Assumptions
+    from computewise.estimate.single import estimate_infer
+    from computewise.models.presets import preset
+    from computewise.specs import InferJob
+
+    catalog = load_catalog()
+    job = InferJob(batch=batch, context_len=1, output_len=0, precision="fp16")
+    result = estimate_infer(
+        preset("resnet-50"), catalog.accelerator(gpu), job, catalog, Assumptions.from_catalog(catalog)
+    )
+    assert result.requests_per_second == pytest.approx(images_per_s, rel=0.25)
