@@ -97,9 +97,9 @@ EXAMPLES = (
         "--max-gpus 1",
     ),
     Example(
-        "estimate_infer_llama", "estimate infer --model llama-3-8b --gpu l4 --batch 8 --input-len 1024 --output-len 256"
+        "estimate_infer_llama", "estimate infer --model llama-3-8b --gpu l4 --batch-size 8 --input-len 1024 --output-len 256"
     ),
-    Example("estimate_infer_resnet", "estimate infer --model resnet-50 --gpu t4 --batch 64"),
+    Example("estimate_infer_resnet", "estimate infer --model resnet-50 --gpu t4 --batch-size 64"),
     Example("estimate_comm", "estimate comm --gpu h100 --gpus 64 --op all-reduce --bytes 1GiB --cloud aws"),
     Example(
         "plan_infer",
@@ -253,3 +253,44 @@ def test_every_golden_file_belongs_to_an_example() -> None:
     """A golden file left behind by a renamed example would protect nothing."""
     expected = {f"{e.name}.{kind}" for e, kind in CASES} | {f"{e.name}.{o}" for e in EXAMPLES for o in e.outputs}
     assert {path.name for path in GOLDEN.iterdir()} == expected
+
+
+def _readme_outputs() -> dict[tuple[str, ...], str]:
+    """Each README command after ``$ computewise`` (continuation lines joined, as words) and what its block shows."""
+    shown: dict[tuple[str, ...], str] = {}
+    command: tuple[str, ...] | None = None
+    lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+    index = 0
+    while index < len(lines):
+        line = lines[index]
+        if line.startswith("$ computewise "):
+            typed = line
+            while typed.endswith("\\") and index + 1 < len(lines):
+                index += 1
+                typed = typed[:-1] + " " + lines[index].strip()
+            command = tuple(shlex.split(typed.removeprefix("$ computewise ")))
+            shown[command] = ""
+        elif line.startswith(("```", "$ ")):
+            command = None
+        elif command is not None:
+            shown[command] += line + "\n"
+        index += 1
+    return shown
+
+
+def _figures(text: str) -> set[str]:
+    """The words of ``text`` that hold a digit (amounts, times, sizes, shares), stripped of table punctuation."""
+    words = (word.strip("│╭╮╰╯─·,;:()") for word in text.split())
+    return {word for word in words if any(char.isdigit() for char in word)}
+
+
+@pytest.mark.parametrize("example", [e for e in EXAMPLES if e.table], ids=lambda e: e.name)
+def test_the_readme_shows_the_figures_its_example_prints_today(example: Example) -> None:
+    """A README block under an example's command shows no figure that the command no longer prints: the
+    README's tables were once pasted by hand and kept their numbers after the estimator changed."""
+    shown = _readme_outputs().get(tuple(shlex.split(example.line)))
+    if not shown:
+        pytest.skip(f"the README shows no output of {example.line!r}")
+    printed = (GOLDEN / f"{example.name}.txt").read_text(encoding="utf-8")
+    stale = sorted(_figures(shown) - _figures(printed))
+    assert not stale, f"README.md shows figures `computewise {example.line}` no longer prints: {stale}"
