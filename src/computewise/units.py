@@ -190,12 +190,34 @@ def parse_duration_s(text: str | int | float, what: str = "a duration") -> float
     number, suffix = _split(text, what, "72h, 3d or 90min")
     if not suffix:
         shown = text.strip()
-        raise InputError(f"{what} {shown!r} has no unit", f"write {shown}d, {shown}h, {shown}min or {shown}s")
+        raise InputError(f"{what} {shown!r} has no unit", _unit_hint(number, shown, what))
     if suffix not in _DURATION_SUFFIX:
         raise InputError(f"unknown time unit {suffix!r} in {text!r} for {what}", "use ms, s, min, h, d or w")
     value = number * _DURATION_SUFFIX[suffix]
     _check(value, text, what)
     return value
+
+
+def _unit_hint(number: float, shown: str, what: str) -> str:
+    """The spellings of a unitless ``number`` that would be accepted ('write 7min or 7s'), or, when none would
+    (``--interval 0``), the range: a suggestion that is refused next is worse than none."""
+    limit = limit_for(what)
+    accepted = [f"{shown}{unit}" for unit in ("d", "h", "min", "s") if _accepts(number * _DURATION_SUFFIX[unit], limit)]
+    if len(accepted) > 1:
+        return f"write {', '.join(accepted[:-1])} or {accepted[-1]}"
+    if accepted:
+        return f"write {accepted[0]}"
+    if limit is None:
+        return f"give {what} greater than zero with its unit, e.g. 72h"
+    return f"give {what} {describe_range(limit)} with its unit, {_example(what, limit)}"
+
+
+def _accepts(value: float, limit: Limit | None) -> bool:
+    """Whether ``_check`` would take ``value``."""
+    if limit is None:
+        return math.isfinite(value) and value > 0
+    whole = not limit.integer or value == int(value)
+    return math.isfinite(value) and limit.low <= value <= limit.high and whole
 
 
 def parse_usd(text: str | int | float, what: str = "an amount") -> float:

@@ -19,7 +19,7 @@ import pytest
 from computewise import limits
 from computewise.cli.app import main  # noqa: TID251 (the real entry point, in-process)
 from computewise.limits import FLAG_LIMITS, Limit
-from computewise.units import describe_range
+from computewise.units import describe_range, parse_duration_s
 
 CLI = [sys.executable, "-m", "computewise.cli.app"]
 
@@ -211,7 +211,70 @@ def test_a_duration_without_its_unit_is_refused(
     """``--deadline 7`` was read as 7 seconds: a bare number is a week to one user and seconds to another."""
     code, stderr = _main([*verb, flag, "7", *after], capsys, monkeypatch)
     assert code == 2, stderr
-    assert stderr.startswith(f"error: {flag} '7' has no unit To fix: write 7d, 7h, 7min or 7s"), stderr
+    assert stderr.startswith(f"error: {flag} '7' has no unit To fix: write 7"), stderr
+    assert list(sandbox.iterdir()) == []
+
+
+def _suggested(hint: str) -> list[str]:
+    """The spellings a 'write 7d, 7h, 7min or 7s' hint offers (none for a hint that names the range)."""
+    if not hint.startswith("write "):
+        return []
+    return hint.removeprefix("write ").replace(" or ", ", ").split(", ")
+
+
+@pytest.mark.parametrize("bare", ["0", "7", "5000", "-5"])
+@pytest.mark.parametrize(
+    ("verb", "flag", "after"), DURATION_FLAGS, ids=lambda v: " ".join(v) if isinstance(v, tuple) else v
+)
+def test_a_unit_suggestion_is_a_value_the_flag_accepts(
+    verb: tuple[str, ...],
+    flag: str,
+    after: tuple[str, ...],
+    bare: str,
+    sandbox: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``run --interval 0`` suggested "write 0s", refused next as out of range: a hint offers only spellings
+    that would be taken, or, when none would, names the range."""
+    code, stderr = _main([*verb, flag, bare, *after], capsys, monkeypatch)
+    assert code == 2, stderr
+    hint = stderr.split(" To fix: ", 1)[1]
+    suggested = _suggested(hint)
+    for spelling in suggested:
+        assert spelling.startswith(bare), hint
+        parse_duration_s(spelling, flag)  # raises if the suggestion would be refused
+    if not suggested:
+        assert describe_range(_limit(verb, flag)) in hint, hint
+    assert list(sandbox.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("flag", "bare", "hint"),
+    [
+        ("--interval", "0", "give --interval between 10 ms and 1 h with its unit, e.g. --interval 1s"),
+        ("--interval", "7", "write 7min or 7s"),
+        ("--idle-grace", "7", "write 7h, 7min or 7s"),
+    ],
+)
+def test_run_interval_hints_name_only_accepted_values(
+    flag: str, bare: str, hint: str, sandbox: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    code, stderr = _main(["run", flag, bare, "--", "true"], capsys, monkeypatch)
+    assert code == 2
+    assert stderr == f"error: {flag} '{bare}' has no unit To fix: {hint}"
+    assert list(sandbox.iterdir()) == []
+
+
+def test_negative_idle_minutes_are_refused_for_their_range(
+    sandbox: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--idle-minutes -5`` suggested "-5min", itself out of range: a bare number there is minutes, signed or not."""
+    code, stderr = _main(["run", "--idle-minutes", "-5", "--", "true"], capsys, monkeypatch)
+    assert code == 2
+    assert "has no unit" not in stderr and "write -5" not in stderr, stderr
+    assert "--idle-minutes must be between 1 s and 30 days" in stderr, stderr
+    assert stderr.endswith("To fix: e.g. --idle-minutes 15min"), stderr
     assert list(sandbox.iterdir()) == []
 
 

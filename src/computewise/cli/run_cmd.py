@@ -8,6 +8,8 @@ one ledger run with its attempts. The exit code is the command's (the job's last
 
 from __future__ import annotations
 
+import os
+import re
 import sys
 from functools import partial
 from pathlib import Path
@@ -23,7 +25,6 @@ from computewise.cli.common import (
     JsonOption,
     PriceFlags,
     bounded_int,
-    emit,
     emit_json,
     flag_groups,
     open_ledger,
@@ -33,6 +34,7 @@ from computewise.cli.common import (
 if TYPE_CHECKING:
     from computewise.catalog import Catalog
     from computewise.monitor.runner import RunOptions
+    from computewise.monitor.summary import RunSummary
     from computewise.scale.engine_run import EngineRun
 
 # A failure with no exit code (the engine lost the job) still exits non-zero.
@@ -133,6 +135,11 @@ def run(
 
     if not command:
         raise InputError("no command to run", "put the command after --, e.g. computewise run -- python train.py")
+    if not command[0].strip():  # `run -- ''`: exec would say "permission denied", about a program never named
+        raise InputError(
+            f"the command to run is empty ({command[0]!r})",
+            "put the program after --, e.g. computewise run -- python train.py",
+        )
     refuse_option_as_command(command, "run")
     price = PriceFlags(hourly_usd, instance, cloud, region, pricing)
     if engine is not None:
@@ -192,8 +199,9 @@ def _watch_here(
     from computewise.monitor.gpu import open_gpu_source
     from computewise.monitor.runner import monitored_run
     from computewise.report.live import LiveStatus
-    from computewise.report.runs import print_run_summary, run_html
 
+    if html is not None:
+        _check_writable(html)
     ledger = open_ledger(db, create=True)
     gpu = open_gpu_source()
     stderr = Console(stderr=True)
@@ -206,11 +214,58 @@ def _watch_here(
         print_error(outcome.launch_error)
         stderr.print(f"(recorded as run {outcome.run_id})", highlight=False)
         if as_json and outcome.summary is not None:  # the failed run, as a script reading stdout expects
-            emit(outcome.summary, True, None, print_run_summary, run_html)
+            emit_json(outcome.summary.to_dict())
         raise typer.Exit(outcome.launch_error.exit_code)
     if outcome.summary is not None:
-        emit(outcome.summary, as_json, html, lambda summary, _console: print_run_summary(summary, stderr), run_html)
+        _report(outcome.summary, as_json, html, stderr)
     raise typer.Exit(outcome.exit_code)
+
+
+def _check_writable(html: Path) -> None:
+    """``--html`` is written after the job, maybe hours later: a path that cannot take it is refused now,
+    before anything runs or is recorded, by creating (and removing) a file beside it as the report will."""
+    from computewise.errors import InputError
+
+    directory = html.parent
+    if not directory.is_dir():
+        raise InputError(
+            f"--html {html}: directory {directory} does not exist",
+            f"create it (mkdir -p {directory}) or give another --html path; nothing was run",
+        )
+    if html.is_dir():
+        raise InputError(f"--html {html} is a directory", f"give a file name, e.g. --html {html / 'run.html'}")
+    probe = directory / f".{html.name}.{os.urandom(4).hex()}.check"
+    try:
+        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    except OSError as error:
+        raise InputError(
+            f"--html {html}: cannot write in {directory}: {error.strerror or error}",
+            "give an --html path in a directory you can write to; nothing was run",
+        ) from error
+    probe.unlink(missing_ok=True)
+
+
+def _report(summary: RunSummary, as_json: bool, html: Path | None, stderr: Console) -> None:
+    """The summary (JSON or terminal) and the HTML report; if the report cannot be written after all (the disk
+    filled, the directory went away), the summary is still printed and the error said after it: the job's exit
+    code, not this, is what the caller gets."""
+    from computewise.cli.common import print_document
+    from computewise.errors import ComputewiseError, InputError
+    from computewise.report.html import write_html
+    from computewise.report.runs import print_run_summary, run_html
+
+    failure: ComputewiseError | None = None
+    if html is not None:
+        try:
+            write_html(html, run_html(summary))
+        except ComputewiseError as error:
+            failure = error
+    written = () if html is None or failure is not None else (html,)
+    print_document(summary, as_json, lambda shown, _console: print_run_summary(shown, stderr), written)
+    if failure is not None:
+        again = f"`computewise runs show {summary.run.id} --html {html}` writes it from the ledger"
+        fix = f"{failure.hint}; then {again}" if failure.hint else again
+        print_error(InputError(f"the HTML report was not written: {failure.message}", fix))
 
 
 def _on_engine(request: EngineRun, price: PriceFlags, db: str | None, as_json: bool) -> NoReturn:
@@ -244,6 +299,7 @@ def _on_engine(request: EngineRun, price: PriceFlags, db: str | None, as_json: b
 
 
 def _minutes(text: str) -> str:
-    """``--idle-minutes 15`` means minutes; ``15min`` or ``2h`` are read as written."""
+    """``--idle-minutes 15`` means minutes; ``15min`` or ``2h`` are read as written. A signed number (``-5``)
+    is minutes too, so it is refused for its range rather than for a unit the flag never needs."""
     stripped = text.strip()
-    return f"{stripped}min" if stripped.replace(".", "", 1).isdigit() else stripped
+    return f"{stripped}min" if re.fullmatch(r"[+-]?[0-9]*\.?[0-9]+", stripped) else stripped

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import time
 from typing import Annotated
 
@@ -47,11 +48,21 @@ def list_runs(
     tags = parse_tags(tag or [])
     wanted = choice(status, RUN_STATUSES, "--status") if status is not None else None
     since_s = parse_time_s(since, now_s) if since is not None else None
-    listing = list_runs(open_ledger(db), now_s, tags=tags, status=wanted, since_s=since_s, limit=limit)
+    ledger = open_ledger(db)
+    listing = list_runs(ledger, now_s, tags=tags, status=wanted, since_s=since_s, limit=limit)
     if as_json:
         emit_json(listing.to_dict())
-    else:
-        print_runs(listing.runs, Console())
+        return
+    filters = _filters(tag, status, since)
+    unmatched = filters if not listing.runs and filters and ledger.runs(limit=1) else []
+    print_runs(listing.runs, Console(), unmatched)
+
+
+def _filters(tag: list[str] | None, status: str | None, since: str | None) -> list[str]:
+    """The filters given, as typed (``--tag team=nlp``), to name them when no run matches."""
+    given = [f"--tag {shlex.quote(t)}" for t in tag or []]
+    given += [f"--{flag} {shlex.quote(value)}" for flag, value in (("status", status), ("since", since)) if value]
+    return given
 
 
 @app.command("show")

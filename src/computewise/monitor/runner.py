@@ -1,19 +1,22 @@
 """``computewise run``: launch a command, watch it, record it, price it, and say what happened.
 
-The order matters for "nothing lost": the ledger is opened (and a bad URL refused) before anything
-starts; the run row is written before the child is launched, so a launch that fails is recorded
-too; samples are flushed at most ``flush_s`` apart; and the run is closed with the child's exit
-code even when the monitor's own pieces (Prometheus port, webhook) fail.
+The order matters for "nothing lost": the ledger is opened (and a bad URL refused) and the Prometheus
+port bound (and a taken one refused) before anything starts; the run row is written before the child is
+launched, so a launch that fails is recorded too; samples are flushed at most ``flush_s`` apart; the run
+is closed with the child's exit code even when the monitor's own pieces (webhook) fail; and a child is
+never left running unwatched: if watching it fails, it is stopped before the error goes on.
 
-    ledger -> price -> duplicate check -> run row -> child + sampler + sinks -> wait -> close -> summary
+    ledger -> price -> duplicate check -> metrics port -> run row -> child + sampler + sinks -> wait -> close
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import TextIO
 
@@ -52,6 +55,8 @@ BUDGET_CHECK_EVERY_S = 60.0
 # longer (plus a moment to record the outcome): the job's own time comes first, and a receiver that
 # accepts and never answers must not add seconds to every run of a team over its budget.
 ALERT_DELIVERY_S = 1.5
+# A job whose watch failed gets this long to end on SIGTERM before it is killed (see _stop_unwatched).
+STOP_GRACE_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -131,38 +136,131 @@ def monitored_run(
     duplicate = _duplicate_warning(ledger, row, row.started_at_s)
     if duplicate:
         say(stream, duplicate)
-    notifier = Notifier(
-        ledger,
-        stream=stream,
-        timeout_s=ALERT_DELIVERY_S,
-        total_timeout_s=ALERT_DELIVERY_S,
-        run_commands=alert_commands_allowed(ledger.url),
-    )
-    launch_error: LaunchError | None = None
-    try:
-        with RecordedRun(ledger, row) as record, SignalForwarder() as forwarder:
-            try:
-                child = Child.start(
-                    options.argv, env=child_env(ledger, record.run_id), stdout_to_stderr=options.child_stdout_to_stderr
-                )
-            except LaunchError as error:
-                launch_error = error
-                record.declare(Ending.of_exit(error.exit_code, error=error.message))
-            else:
-                forwarder.attach(child)
-                ended = _watch(record, catalog, gpu, options, child, notifier, live, stream)
-                record.declare(Ending.of_exit(ended.exit_code, ended.signalled_by))
-        # No summary is stored: it is a function of the rows, rebuilt by `runs show` whenever asked.
-        ending, ended_s = record.finish(), record.ended_at_s or time.time()
-        if launch_error is None:
-            _check_budgets(ledger, notifier)
-        summary = replace(
-            summarize(ledger, record.run_id, ended_s, catalog),
-            child_stdout="stderr" if options.child_stdout_to_stderr else "stdout",
+    with _metrics_endpoint(options.prometheus_port, row.price.hourly_usd, stream) as metrics:
+        notifier = Notifier(
+            ledger,
+            stream=stream,
+            timeout_s=ALERT_DELIVERY_S,
+            total_timeout_s=ALERT_DELIVERY_S,
+            run_commands=alert_commands_allowed(ledger.url),
         )
-        return RunOutcome(record.run_id, ending.exit_code or 0, summary, launch_error=launch_error)
+        try:
+            return _record(ledger, catalog, gpu, options, row, _Helpers(metrics, notifier, live), stream)
+        finally:
+            notifier.close(timeout_s=ALERT_DELIVERY_S + 0.5)
+
+
+@dataclass(frozen=True)
+class _Helpers:
+    """What serves and tells while a run is watched: the metrics endpoint (already bound), alerts, the status line."""
+
+    metrics: _RunMetrics | None
+    notifier: Notifier
+    live: LiveSink | None
+
+
+def _record(
+    ledger: Ledger,
+    catalog: Catalog,
+    gpu: GpuSource,
+    options: RunOptions,
+    row: NewRun,
+    helpers: _Helpers,
+    stream: TextIO,
+) -> RunOutcome:
+    """Write the run row, start the child, watch it to its end and close the run with its exit code."""
+    launch_error: LaunchError | None = None
+    with RecordedRun(ledger, row) as record, SignalForwarder() as forwarder:
+        try:
+            child = Child.start(
+                options.argv, env=child_env(ledger, record.run_id), stdout_to_stderr=options.child_stdout_to_stderr
+            )
+        except LaunchError as error:
+            launch_error = error
+            record.declare(Ending.of_exit(error.exit_code, error=error.message))
+        else:
+            forwarder.attach(child)
+            with _never_orphaned(child, stream):
+                ended = _watch(record, catalog, gpu, options, child, helpers, stream)
+            record.declare(Ending.of_exit(ended.exit_code, ended.signalled_by))
+    # No summary is stored: it is a function of the rows, rebuilt by `runs show` whenever asked.
+    ending, ended_s = record.finish(), record.ended_at_s or time.time()
+    if launch_error is None:
+        _check_budgets(ledger, helpers.notifier)
+    summary = replace(
+        summarize(ledger, record.run_id, ended_s, catalog),
+        child_stdout="stderr" if options.child_stdout_to_stderr else "stdout",
+    )
+    return RunOutcome(record.run_id, ending.exit_code or 0, summary, launch_error=launch_error)
+
+
+class _RunMetrics(MetricsServer):
+    """The Prometheus endpoint of a run, bound before the run has an id.
+
+    The port is bound before the run row is written and the job started, so a taken port refuses the run
+    with nothing launched or recorded. Until ``serve_run`` names the run, a scrape gets an empty page
+    rather than series labelled with a wrong ``run_id``.
+    """
+
+    def __init__(self, hourly_usd: float, port: int) -> None:
+        super().__init__(0, hourly_usd, port=port)
+        self._named = False
+
+    def serve_run(self, run_id: int) -> None:
+        self.run_id, self._named = run_id, True  # in this order: a scrape in between still sees no series
+
+    def render(self) -> str:
+        return super().render() if self._named else ""
+
+
+@contextmanager
+def _metrics_endpoint(port: int | None, hourly_usd: float, stream: TextIO) -> Iterator[_RunMetrics | None]:
+    """The bound endpoint (None without ``--prometheus-port``), closed on the way out whatever happened."""
+    if port is None:
+        yield None
+        return
+    metrics = _RunMetrics(hourly_usd, port)
+    metrics.start()  # a taken port raises InputError here, before the run is recorded or the job started
+    try:
+        say(stream, f"Prometheus metrics at {metrics.url}")
+        yield metrics
     finally:
-        notifier.close(timeout_s=ALERT_DELIVERY_S + 0.5)
+        metrics.close()
+
+
+@contextmanager
+def _never_orphaned(child: Child, stream: TextIO) -> Iterator[None]:
+    """If watching the child fails (a sink, the sampler, the ledger), stop the child before the error goes on.
+
+    Left running, the job would go on unwatched and unpriced while its run is closed as failed, and a
+    retry would run it twice at once.
+    """
+    try:
+        yield
+    except BaseException:
+        _stop_unwatched(child, stream)
+        raise
+
+
+def _stop_unwatched(child: Child, stream: TextIO) -> None:
+    """SIGTERM to the job's process tree, SIGKILL after ``STOP_GRACE_S``; reaped before returning."""
+    if not child.signal_tree(signal.SIGTERM):
+        return  # already reaped by the watch that failed, or gone
+    say(stream, f"the monitor failed: stopping the job (pid {child.pid}) rather than leave it running unwatched")
+    deadline = time.monotonic() + STOP_GRACE_S
+    while not _has_exited(child.pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if not _has_exited(child.pid):
+        child.signal_tree(signal.SIGKILL)
+    child.wait()
+
+
+def _has_exited(pid: int) -> bool:
+    """Whether our child ``pid`` has ended, without reaping it (``Child.wait`` does, for its exact totals)."""
+    try:
+        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:
+        return True
 
 
 def child_env(ledger: Ledger, run_id: int) -> dict[str, str]:
@@ -189,17 +287,15 @@ def _watch(
     gpu: GpuSource,
     options: RunOptions,
     child: Child,
-    notifier: Notifier,
-    live: LiveSink | None,
+    helpers: _Helpers,
     stream: TextIO,
 ) -> ChildExit:
     """Sample the child until it exits; every helper thread is stopped before returning."""
     ledger, run_id, hourly_usd = record.ledger, record.run_id, record.row.price.hourly_usd
+    metrics, notifier, live = helpers.metrics, helpers.notifier, helpers.live
     sinks: list[Sink] = []
-    metrics: MetricsServer | None = None
-    if options.prometheus_port is not None:
-        metrics = MetricsServer(run_id, hourly_usd, port=options.prometheus_port).start()
-        say(stream, f"Prometheus metrics at {metrics.url}")
+    if metrics is not None:
+        metrics.serve_run(run_id)
         sinks.append(metrics)
     if options.idle_s_limit is not None:
         sinks.append(_idle_guard(ledger, options, options.idle_s_limit, run_id, child, notifier))

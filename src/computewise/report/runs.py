@@ -147,7 +147,14 @@ def _short(command: str, limit: int = 60) -> str:
     return one_line[: cut if cut > 0 else limit] + " …"
 
 
-def print_runs(runs: Sequence[ListedRun], console: Console) -> None:
+def print_runs(runs: Sequence[ListedRun], console: Console, unmatched: Sequence[str] = ()) -> None:
+    """The runs as a table. ``unmatched``: the filters, as typed, when none of the recorded runs matched
+    them, so an empty list is never read as an empty ledger (and a filter never as the reason it is not)."""
+    if not runs and unmatched:
+        without = "it" if len(unmatched) == 1 else "them"
+        line = f"no runs match {' '.join(unmatched)}: `computewise runs` without {without} lists every recorded run"
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
+        return
     if not runs:
         console.print("no runs recorded yet: start one with `computewise run -- CMD ...`")
         return
