@@ -16,6 +16,7 @@ from computewise.account.periods import (
     month_period,
     month_start_s,
     next_month_start_s,
+    parse_later_s,
     parse_time_s,
 )
 from computewise.account.tags import Scope, parse_group_keys, parse_scope, parse_tag, parse_tags
@@ -109,6 +110,52 @@ def test_since_accepts_durations_dates_and_words() -> None:
         with pytest.raises(InputError) as info:
             parse_time_s(bad, NOW_S)
         assert info.value.hint
+
+
+def test_times_outside_1970_to_9998_and_durations_over_100_years_are_refused() -> None:
+    assert parse_time_s("1970-01-01", NOW_S) == 0.0
+    assert parse_time_s("9998-12-31T23:59", NOW_S) == _utc(9998, 12, 31, 23, 59)
+    assert parse_time_s("36500d", _utc(2075, 1, 1)) == _utc(2075, 1, 1) - 36500 * DAY_S
+    for bad, what, says in [
+        ("99999999d", "--since", "more than 100 years"),
+        ("1e30d", "--until", "more than 100 years"),
+        ("20000w", "--since", "more than 100 years"),
+        ("36000d", "--since", "between 1970-01-01 and 9998-12-31"),  # 1926: before any record
+        ("0001-01-01", "--since", "between 1970-01-01 and 9998-12-31"),
+        ("0001-01-01T00:00+05:00", "--since", "between 1970-01-01 and 9998-12-31"),
+        ("9999-12-31T23:00-12:00", "--until", "between 1970-01-01 and 9998-12-31"),
+        ("1969-12-31", "--since", "between 1970-01-01 and 9998-12-31"),
+    ]:
+        with pytest.raises(InputError, match=says) as info:
+            parse_time_s(bad, NOW_S, what)
+        assert what in info.value.message and bad in info.value.message and info.value.hint
+
+
+def test_a_later_moment_counts_forward_and_refuses_the_past() -> None:
+    assert parse_later_s("30d", NOW_S) == NOW_S + 30 * DAY_S
+    assert parse_later_s("2025-04-01", NOW_S) == _utc(2025, 4, 1)
+    assert parse_later_s("2025-03-20", NOW_S) == NOW_S  # today's date: now, never hours before it
+    for bad, says in [
+        ("1999-01-01", "in the past"),
+        ("2025-03-19T23:59Z", "in the past"),
+        ("1e30d", "more than 100 years"),
+        ("9999-06-01", "between 1970-01-01 and 9998-12-31"),
+        ("today", "cannot read"),
+        ("-3d", "cannot read"),
+    ]:
+        with pytest.raises(InputError, match=says) as info:
+            parse_later_s(bad, NOW_S, "--as-of")
+        assert "--as-of" in info.value.message and info.value.hint
+
+
+def test_tag_values_cannot_hold_commas_so_every_tag_can_be_a_scope() -> None:
+    with pytest.raises(InputError, match="holds a comma") as info:
+        parse_tags(["team=a,b"])
+    assert "team=a-b" in (info.value.hint or "")
+    assert parse_scope("experiment=lr=3e-4").as_dict() == {"experiment": "lr=3e-4"}  # '=' stays allowed
+    with pytest.raises(InputError, match="cannot read 'b' in scope") as info:
+        parse_scope("team=a,b")
+    assert "cannot hold one" in (info.value.hint or "")
 
 
 def test_periods_are_utc_calendar_months_and_days() -> None:

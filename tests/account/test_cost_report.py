@@ -136,6 +136,18 @@ def test_json_and_csv_are_ready_for_the_cli(filled: Ledger) -> None:
     assert len(report.csv_rows()) == 1 + 4
 
 
+def test_csv_keeps_the_precision_of_the_json(ledger: Ledger, add_run: AddRun) -> None:
+    # a one-minute CPU job at 0.05 W: energy about 8e-10 kWh and CO2 about 3e-10 kg, which 6 decimals read as 0.0
+    add_run(ledger, start_s=NOW_S - 120, end_s=NOW_S - 60, hourly_usd=0.01, gpu_count=0, gpu_util_pct=None,
+            power_w=0.05, energy_measured=False)  # fmt: skip
+    report = cost_report(ledger, [], since_s=NOW_S - HOUR_S, until_s=None, now_s=NOW_S)
+    total = json.loads(json.dumps(report.to_dict()))["total"]
+    row = dict(zip(*report.csv_rows(include_total=True)[::2], strict=True))  # header and the total
+    for column in ("energy_kwh", "co2_kg", "cost_usd"):
+        assert 0.0 < float(row[column]) < 1e-3, (column, row[column])
+        assert float(row[column]) == total[column], column
+
+
 def test_empty_ledger_gives_an_empty_report(ledger: Ledger) -> None:
     report = cost_report(ledger, ["team"], since_s=NOW_S - 3600, until_s=None, now_s=NOW_S)
     assert report.rows == ()

@@ -8,6 +8,7 @@ against the ledger rows the apply wrote.
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -278,3 +279,75 @@ def test_an_apply_prints_each_outcome_and_what_the_ledger_recorded(tmp_path: Pat
     assert "outcome" in text and "dry run" not in text
     assert f"recorded as storage apply {apply.id} in the ledger: deleted" in text
     assert f"{format_usd(saved)}/month saved" in text, text
+
+
+def _stored_bytes(root: Path) -> int:
+    """What ``du -b`` counts under ``root``: each file's size once per inode, however many names it has."""
+    inodes = {(p.stat().st_dev, p.stat().st_ino): p.stat().st_size for p in root.rglob("*") if p.is_file()}
+    return sum(inodes.values())
+
+
+def _hard_linked_project(tmp_path: Path) -> Path:
+    """A dataset with a second hard link, a true copy of another file, and a log; all a year old."""
+    root = tmp_path / "project"
+    train = write_file(root / "data" / "train.parquet", 700_000, 365)
+    os.link(train, root / "data" / "hardlink.parquet")
+    other = write_file(root / "data" / "other.parquet", 300_000, 365)
+    write_file(root / "data" / "copy.parquet", 0, 365, other.read_bytes())
+    write_file(root / "logs" / "train.log", 5_006, 365)
+    return root
+
+
+def test_a_hard_link_counts_once_and_is_no_duplicate(tmp_path: Path) -> None:
+    root = _hard_linked_project(tmp_path)
+    audit = _json(cli("storage", "audit", str(root), "--json"))
+    assert audit["files"] == 5 and audit["size_bytes"] == _stored_bytes(root) == 1_305_006
+    assert sum(row["size_bytes"] for row in audit["kinds"]) == audit["size_bytes"]
+    assert sum(row["size_bytes"] for row in audit["classes"]) == audit["size_bytes"]
+    duplicates = audit["duplicates"]
+    assert duplicates["groups"] == 1 and duplicates["wasted_bytes"] == 300_000  # the copy, never the link
+    assert {Path(path).name for path in duplicates["top"][0]["paths"]} == {"other.parquet", "copy.parquet"}
+
+
+def test_an_apply_records_the_bytes_deleting_hard_links_really_freed(tmp_path: Path) -> None:
+    root = _hard_linked_project(tmp_path)
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("delete: {after_days: 30, kinds: [dataset, log]}\n")
+    db = tmp_path / "ledger.sqlite"
+    args = ("storage", "apply", str(root), "--policy", str(policy), "--db", str(db), "--json")
+
+    (root / "data" / "train.parquet.keep").touch()  # one link kept: deleting the other frees nothing
+    plan = _json(cli(*args))
+    assert plan["totals"]["delete"]["size_bytes"] == 300_000 * 2 + 5_006
+    link = next(a for a in plan["actions"] if a["relative"] == "data/hardlink.parquet")
+    assert link["size_bytes"] == 700_000 and link["usd_per_month_saved"] == 0.0 and "hard link" in link["reason"]
+
+    (root / "data" / "train.parquet.keep").unlink()
+    before = _stored_bytes(root)
+    done = _json(cli(*args, "--apply"))
+    assert {a["outcome"] for a in done["actions"]} == {"done"} and not any(root.rglob("*.parquet"))
+    freed = before - _stored_bytes(root)
+    assert freed == 1_305_006 and done["done"]["delete"]["size_bytes"] == freed
+    storage = _json(cli("cost", "report", "--db", str(db), "--json"))["storage"]
+    assert storage["deleted_files"] == 5 and storage["deleted_bytes"] == freed
+
+
+def test_as_of_is_a_moment_to_come(tmp_path: Path) -> None:
+    root = tmp_path / "project"
+    write_file(root / "logs" / "train.log", 5000, 10)
+    now = _json(cli("storage", "audit", str(root), "--json"))["kinds"][0]["oldest_days"]
+    later = _json(cli("storage", "audit", str(root), "--as-of", "30d", "--json"))["kinds"][0]["oldest_days"]
+    assert abs(now - 10) < 0.01 and abs(later - 40) < 0.01  # 30d is thirty days ahead, not ago
+    today = datetime.now(UTC).strftime("%Y-%m-%d")  # today's date means now
+    assert (
+        abs(_json(cli("storage", "audit", str(root), "--as-of", today, "--json"))["kinds"][0]["oldest_days"] - 10)
+        < 0.01
+    )
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("delete: {after_days: 30}\n")
+    for bad, says in (("1999-01-01", "in the past"), ("1e30d", "more than 100 years"), ("9999-06-01", "9998-12-31")):
+        for verb in (("audit", str(root)), ("apply", str(root), "--policy", str(policy))):
+            done = cli("storage", *verb, "--as-of", bad)
+            assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+            assert says in done.stderr and "To fix:" in done.stderr, done.stderr
+    assert "earlier dates are refused" in " ".join(cli("storage", "audit", "--help").stdout.split())

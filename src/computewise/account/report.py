@@ -244,10 +244,12 @@ def _row(group: tuple[tuple[str, str], ...], members: Sequence[tuple[PricedRun, 
 
 
 def _cell(value: object) -> str:
+    """One CSV cell. A float is written as ``--json`` writes it (shortest exact ``repr``), never rounded to
+    fixed decimals: the energy and CO2 of a short run are around 1e-9 and would read 0.0."""
     if value is None:
         return ""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, float):
-        return repr(round(value, 6))
+        return repr(value)
     return str(value)

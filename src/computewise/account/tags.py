@@ -4,6 +4,10 @@ Runs carry free-form ``key=value`` tags; reports group by keys and budgets selec
 (every named tag must match, or ``all``). They are parsed here, once, so that ``run``, ``cost`` and
 ``budget`` accept and reject exactly the same spellings. A scope is stored in canonical form (keys
 sorted) so ``project=x,team=nlp`` and ``team=nlp,project=x`` are the same budget.
+
+A tag value may hold ``=`` (``experiment=lr=3e-4``: a pair splits at its first ``=``) but not a comma:
+a scope lists its pairs with commas, so ``--tag team=a,b`` would make a run no budget could name.
+It is refused where the tag is typed, rather than stored and left out of every scope.
 """
 
 from __future__ import annotations
@@ -45,6 +49,12 @@ def _check_key(key: str, text: str) -> str:
 def _check_value(value: str, key: str, text: str) -> str:
     if not value:
         raise InputError(f"tag {key!r} has an empty value in {text!r}", f"write it as {key}=VALUE")
+    if "," in value:
+        raise InputError(
+            f"the value of tag {key!r} holds a comma ({value!r}): budget scopes list tags with commas, "
+            "so no budget could name it",
+            f"write it without commas, e.g. {key}={value.replace(',', '-')}, or use one tag per value",
+        )
     if len(value) > _MAX_VALUE_CHARS or any(ord(ch) < 32 or ord(ch) == 127 for ch in value):
         raise InputError(
             f"the value of tag {key!r} is too long or holds control characters",
@@ -54,7 +64,7 @@ def _check_value(value: str, key: str, text: str) -> str:
 
 
 def parse_tag(text: str) -> tuple[str, str]:
-    """``"team=nlp"`` -> ``("team", "nlp")``; the value may itself contain ``=``."""
+    """``"team=nlp"`` -> ``("team", "nlp")``; the value may itself contain ``=``, never a comma."""
     key, sep, value = text.partition("=")
     if not sep:
         raise InputError(f"cannot read tag {text!r}", "write tags as KEY=VALUE, e.g. --tag team=nlp")
@@ -127,7 +137,8 @@ def parse_scope(text: str) -> Scope:
         if "=" not in part:
             raise InputError(
                 f"cannot read {part.strip()!r} in scope {text!r}",
-                "write the scope as KEY=VALUE[,KEY=VALUE...] or all, e.g. --scope team=nlp",
+                "write the scope as KEY=VALUE[,KEY=VALUE...] or all, e.g. --scope team=nlp "
+                "(commas separate tags: a tag value cannot hold one)",
             )
         key, value = parse_tag(part)
         if key in pairs:

@@ -73,14 +73,14 @@ def anomalies(
 ) -> None:
     """Days whose spend jumps above the group's recent median (robust z-score on median and MAD)."""
     from computewise.account.anomalies import spend_anomalies
-    from computewise.account.periods import iso_utc, parse_time_s
+    from computewise.account.periods import iso_utc
     from computewise.report.accounts import anomalies_grid, csv_text, print_grid
     from computewise.report.rows import plural
 
     exclusive({"--json": as_json, "--csv": as_csv})
     now_s = time.time()
     result = spend_anomalies(
-        open_ledger(db), by or [], parse_time_s(since, now_s), now_s, window=window, threshold=threshold
+        open_ledger(db), by or [], _past_since_s(since, now_s), now_s, window=window, threshold=threshold
     )
     since_day = iso_utc(result.since_s)[:10]
     if as_json:
@@ -91,3 +91,18 @@ def anomalies(
         Console().print(f"no spend anomalies since {since_day} ({plural(len(result.series), 'group')} checked)")
     else:
         print_grid(anomalies_grid(result), Console(), f"spend anomalies since {since_day}", "--json or --csv")
+
+
+def _past_since_s(text: str, now_s: float) -> float:
+    """``--since`` of ``cost anomalies``: days to come have no spend to judge, so a future start is refused
+    rather than quietly read as today."""
+    from computewise.account.periods import iso_day, parse_time_s
+    from computewise.errors import InputError
+
+    since_s = parse_time_s(text, now_s)
+    if since_s > now_s:
+        raise InputError(
+            f"--since {text!r} is in the future: there is no spend after today ({iso_day(now_s)}) to judge",
+            "give a past start, e.g. --since 30d or --since month",
+        )
+    return since_s

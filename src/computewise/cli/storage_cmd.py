@@ -41,7 +41,9 @@ RegionOption = Annotated[
 AsOfOption = Annotated[
     str | None,
     typer.Option(
-        "--as-of", help="Compute ages at this date instead of now (2027-01-31): what the policy will do then."
+        "--as-of",
+        help="Compute ages at a moment to come instead of now: a date (2027-01-31) or a duration from now (30d), "
+        "up to 100 years ahead: what the policy will do then. Today's date means now; earlier dates are refused.",
     ),
 ]
 
@@ -56,10 +58,11 @@ def _pricer(location: Location, storage_class: str | None, region: str | None) -
 
 
 def _as_of_s(text: str | None) -> float:
-    from computewise.account.periods import parse_time_s
+    """Now, or the later moment ``--as-of`` names: a past one would count ages before files were written."""
+    from computewise.account.periods import parse_later_s
 
     now_s = time.time()
-    return now_s if text is None else parse_time_s(text, now_s, "--as-of")
+    return now_s if text is None else parse_later_s(text, now_s, "--as-of")
 
 
 @app.command("audit")

@@ -15,10 +15,12 @@ because changing a journal mode rewrites the file header of a database that may 
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -30,9 +32,11 @@ from computewise.errors import LedgerError, MissingExtraError
 __all__ = [
     "ENV_VAR",
     "LOCATION_HINT",
+    "Unreadable",
     "default_url",
     "display_url",
     "ledger_error",
+    "lenient_json",
     "open_engine",
     "resolve_url",
     "sqlite_file",
@@ -52,6 +56,22 @@ _FORMS_HINT = (
     f"use a file path, sqlite:////absolute/path.sqlite or postgresql://user:password@host:5432/dbname "
     f"(--db or ${ENV_VAR})"
 )
+
+
+@dataclass(frozen=True)
+class Unreadable:
+    """The text of a JSON column that does not parse as JSON, kept for ``ledger.rows`` to name its row."""
+
+    text: str
+
+
+def lenient_json(text: str) -> Any:
+    """``json.loads`` for the SQLite engine's JSON columns: text that is not JSON (SQLite stores any text)
+    comes back as ``Unreadable`` instead of raising inside the fetch, where nobody knows which row it was."""
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):  # JSONDecodeError is a ValueError; RecursionError: nesting too deep
+        return Unreadable(str(text))
 
 
 def default_url() -> str:
@@ -110,7 +130,8 @@ def open_engine(url: str | None, create: bool = True) -> tuple[sa.Engine, sa.URL
     path = sqlite_file(resolved)
     if path is not None:
         _check_sqlite_file(path, create=create, make_directory=not url and not os.environ.get(ENV_VAR))
-        engine = sa.create_engine(resolved)
+        # Text that is not JSON comes back marked, for ``rows`` to name its row (SQLite stores any text).
+        engine = sa.create_engine(resolved, json_deserializer=lenient_json)
         sa.event.listen(engine, "connect", _tune_sqlite)
         sa.event.listen(engine, "begin", _begin_sqlite)
     else:

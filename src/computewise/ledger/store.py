@@ -60,6 +60,7 @@ from computewise.ledger.records import (
     StorageApplyRow,
     StorageOutcome,
 )
+from computewise.ledger.rows import alert_row, budget_row, run_row
 
 __all__ = ["STALE_HEARTBEATS", "STALE_MIN_S", "Ledger"]
 
@@ -212,7 +213,7 @@ class Ledger:
             row = conn.execute(sa.select(schema.runs).where(schema.runs.c.id == run_id)).mappings().first()
         if row is None:
             raise InputError(f"no run with id {run_id} in {self.url}", "list the runs with `computewise runs`")
-        return _run_row(row)
+        return self._run_row(row)
 
     def runs(
         self,
@@ -233,7 +234,7 @@ class Ledger:
         if limit is not None:
             query = query.limit(limit)
         with self._reading() as conn:
-            return [_run_row(row) for row in conn.execute(query).mappings()]
+            return [self._run_row(row) for row in conn.execute(query).mappings()]
 
     def runs_page(
         self, where: RunFilter, sort: RunSort, descending: bool, now_s: float, offset: int = 0, limit: int | None = 50
@@ -241,7 +242,7 @@ class Ledger:
         """One page of the runs matching ``where``, sorted in the database (``ledger.queries``)."""
         with self._reading() as conn:
             query = runs_page_query(where, sort, descending, now_s, offset, limit)
-            return [_run_row(row) for row in conn.execute(query).mappings()]
+            return [self._run_row(row) for row in conn.execute(query).mappings()]
 
     def count_runs(self, where: RunFilter) -> int:
         with self._reading() as conn:
@@ -304,8 +305,9 @@ class Ledger:
         wanted = dict(tags)
         with self._reading() as conn:
             for row in conn.execute(query).mappings():
-                if dict(row["tags"]) == wanted:  # the whole set: {team: a} is not {team: a, exp: b}
-                    return _run_row(row)
+                run = self._run_row(row)
+                if run.tags == wanted:  # the whole set: {team: a} is not {team: a, exp: b}
+                    return run
         return None
 
     def mark_crashed(self, now_s: float, host: str) -> list[int]:
@@ -479,18 +481,7 @@ class Ledger:
     def budgets(self) -> list[BudgetRow]:
         with self._reading() as conn:
             rows = conn.execute(sa.select(schema.budgets).order_by(schema.budgets.c.scope)).mappings().all()
-        return [
-            BudgetRow(
-                id=row["id"],
-                scope=row["scope"],
-                monthly_usd=row["monthly_usd"],
-                alert_at_pct=tuple(float(p) for p in row["alert_at_pct"]),
-                webhook_url=row["webhook_url"],
-                command=row["command"],
-                created_at_s=row["created_at_s"],
-            )
-            for row in rows
-        ]
+        return [budget_row(row, self.engine.url) for row in rows]
 
     def record_alert(
         self,
@@ -528,7 +519,7 @@ class Ledger:
         if since_s is not None:
             query = query.where(schema.alerts.c.fired_at_s >= since_s)
         with self._reading() as conn:
-            return [AlertRow(**row) for row in conn.execute(query).mappings()]
+            return [alert_row(row, self.engine.url) for row in conn.execute(query).mappings()]
 
     # -- storage applies --------------------------------------------------------------------
 
@@ -632,6 +623,10 @@ class Ledger:
 
     # -- transactions -----------------------------------------------------------------------
 
+    def _run_row(self, row: sa.RowMapping) -> RunRow:
+        """The row checked column by column (``ledger.rows``): a damaged one is a ``LedgerError`` naming it."""
+        return run_row(row, self.engine.url)
+
     def _write(self, work: Callable[[sa.Connection], T]) -> T:
         with _unusable_as_ledger_error("cannot write to the ledger", self.engine.url), self._write_lock:
             return write(self.engine, work)
@@ -703,32 +698,3 @@ def _process_alive(pid: int, started_at_s: float) -> bool:
         return False
     except psutil.AccessDenied:
         return True  # it exists and belongs to someone else; assume it is still ours
-
-
-def _run_row(row: sa.RowMapping) -> RunRow:
-    return RunRow(
-        id=row["id"],
-        kind=row["kind"],
-        command=row["command"],
-        argv=tuple(row["argv"]),
-        tags=dict(row["tags"]),
-        host=row["host"],
-        pid=row["pid"],
-        user=row["user"],
-        cwd=row["cwd"],
-        started_at_s=row["started_at_s"],
-        ended_at_s=row["ended_at_s"],
-        heartbeat_at_s=row["heartbeat_at_s"],
-        status=row["status"],
-        exit_code=row["exit_code"],
-        interval_s=row["interval_s"],
-        price=PriceSnapshot.from_dict(row["price"]),
-        logical_cpus=row["logical_cpus"],
-        gpu_count=row["gpu_count"],
-        gpu_name=row["gpu_name"],
-        accelerator=row["accelerator"],
-        input_hash=row["input_hash"],
-        inferences=row["inferences"],
-        error=row["error"],
-        summary=row["summary"],
-    )

@@ -150,7 +150,7 @@ def apply_plan(
                 path=a.entry.path,
                 action=a.action,
                 kind=a.entry.kind,
-                size_bytes=a.entry.size_bytes,
+                size_bytes=a.counted_bytes,  # what it frees or moves: a hard link's bytes count once
                 from_class=a.from_class,
                 to_class=a.to_class,
                 usd_per_month_saved=a.usd_per_month_saved,

@@ -3,7 +3,9 @@
 The document is computed once from the inventory, the duplicate search and the price table, and
 printed as tables or ``--json`` (``docs/schemas/storage-audit.schema.json``). Ages are days since the
 last modification at ``as_of_s``; "last access" is the most recent access time where the file system
-keeps one (``Inventory.access`` says how far to trust it).
+keeps one (``Inventory.access`` says how far to trust it). ``files`` counts names; bytes and dollars
+count each hard-linked file once (``inventory.distinct_entries``), so the total is what ``du`` reports
+and what deleting every name would free.
 """
 
 from __future__ import annotations
@@ -17,7 +19,15 @@ from typing import ClassVar
 
 from computewise.specs.codec import Document, Jsonable, Layout, json_field, json_property
 from computewise.storage.duplicates import DuplicateGroup, Duplicates, find_duplicates
-from computewise.storage.inventory import Checkpoint, Entry, Inventory, run_order, take_inventory
+from computewise.storage.inventory import (
+    Checkpoint,
+    Entry,
+    Inventory,
+    distinct_bytes,
+    distinct_entries,
+    run_order,
+    take_inventory,
+)
 from computewise.storage.kinds import KINDS
 from computewise.storage.location import Location
 from computewise.storage.pricing import Pricer
@@ -165,7 +175,7 @@ def build_audit(
     entries = inventory.entries
     total_usd = 0.0
     unpriced = 0
-    for entry in entries:
+    for entry in distinct_entries(entries):
         usd = pricer.usd_per_month(entry)
         if usd is None:
             unpriced += 1
@@ -180,7 +190,7 @@ def build_audit(
         location=inventory.location,
         as_of_s=as_of_s,
         files=len(entries),
-        size_bytes=sum(entry.size_bytes for entry in entries),
+        size_bytes=distinct_bytes(entries),
         usd_per_month=total_usd,
         unpriced_files=unpriced,
         default_class=pricer.default.name,
@@ -214,8 +224,8 @@ def _kinds(entries: Sequence[Entry], pricer: Pricer, as_of_s: float) -> tuple[Ki
             KindRow(
                 kind=kind,
                 files=len(members),
-                size_bytes=sum(entry.size_bytes for entry in members),
-                usd_per_month=sum(pricer.usd_per_month(entry) or 0.0 for entry in members),
+                size_bytes=distinct_bytes(members),
+                usd_per_month=sum(pricer.usd_per_month(entry) or 0.0 for entry in distinct_entries(members)),
                 oldest_days=max(ages),
                 median_age_days=statistics.median(ages),
                 last_access_days=(as_of_s - max(accessed)) / _DAY_S if accessed else None,
@@ -231,7 +241,7 @@ def _classes(entries: Sequence[Entry], pricer: Pricer) -> tuple[ClassRow, ...]:
     rows = []
     for name, members in groups.items():
         price = pricer.price_of(members[0])
-        size = sum(entry.size_bytes for entry in members)
+        size = distinct_bytes(members)
         rows.append(
             ClassRow(
                 storage_class=name,
@@ -264,7 +274,7 @@ def _run(key: tuple[str, int | None], members: list[Checkpoint]) -> RunSummary:
         newest_step=newest.step,
         best=None if best is None else best.name,
         best_metric=None if best is None else best.metric,
-        size_bytes=sum(member.size_bytes for member in members),
+        size_bytes=distinct_bytes(entry for member in members for entry in member.files),
     )
 
 

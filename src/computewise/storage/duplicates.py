@@ -8,6 +8,8 @@ cores). Larger files, and every object of a store, are hashed in 1 MiB chunks (`
 never loaded whole) on a few threads: hashlib releases the GIL on large buffers, and object reads
 are network waits. Empty files are never duplicates worth a byte. Objects in a class that cannot be
 read without a restore (S3 Glacier Flexible Retrieval and Deep Archive) are skipped and counted.
+Hard links of one file are not copies: they share its bytes, and deleting one frees nothing, so each
+hard-linked file is hashed and listed once (``inventory.distinct_entries``), under one of its names.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from computewise.specs.codec import Jsonable, json_field
-from computewise.storage.inventory import Entry
+from computewise.storage.inventory import Entry, distinct_entries
 from computewise.storage.location import Location
 
 __all__ = ["DuplicateGroup", "Duplicates", "find_duplicates"]
@@ -63,7 +65,7 @@ def find_duplicates(location: Location, entries: Sequence[Entry], on_progress: P
     """Group ``entries`` by size, hash the colliding ones, and return the groups of equal content."""
     by_size: dict[int, list[Entry]] = defaultdict(list)
     unreadable = 0
-    for entry in entries:
+    for entry in distinct_entries(entries):
         if entry.size_bytes == 0:
             continue
         if entry.storage_class in _UNREADABLE_CLASSES:

@@ -17,6 +17,10 @@ the path alone. The apply leaves ``ARCHIVE_MARKER`` in the archive folder: a pol
 anywhere (``archive.folder``), and an audit, which knows no policy, finds it inside the tree by its
 marker and reads it as archived, never as more hot files, other runs or duplicates.
 
+A file reached by several hard links is listed once per link (each is a name a policy may act on),
+with its ``(st_dev, st_ino)`` and link count: its bytes are stored once, so every size and price is
+summed over ``distinct_entries``, and removing one link frees nothing while another remains.
+
 ``keep`` tags are marker files: ``NAME.keep`` keeps ``NAME`` and ``NAME.*`` (``step-00000200.keep`` a
 checkpoint as a whole), and a file named ``.keep`` keeps everything in its folder and below. Markers
 are listed apart, never acted on.
@@ -48,6 +52,8 @@ __all__ = [
     "Entry",
     "Inventory",
     "access_times",
+    "distinct_bytes",
+    "distinct_entries",
     "mark_archive",
     "run_order",
     "take_inventory",
@@ -65,7 +71,9 @@ Progress = Callable[[int, int], None]
 class Entry(NamedTuple):
     """One file. ``relative`` is its path under the root ('/'-separated), for an archived file the path it
     had before archiving; ``storage_class`` is what the store reports (S3's ``STANDARD_IA``) or the
-    archive folder's ``cloud:class``, None where the audit's default class applies.
+    archive folder's ``cloud:class``, None where the audit's default class applies. ``inode`` is the
+    ``(st_dev, st_ino)`` of a local file with more than one hard link (``links`` of them, this one
+    included), None for every other file: the entries that share it are one set of stored bytes.
 
     A named tuple, not a frozen dataclass: an audit makes one per file, and building a hundred
     thousand frozen dataclasses costs a second on its own (each field set through ``object.__setattr__``).
@@ -79,6 +87,8 @@ class Entry(NamedTuple):
     kind: Kind
     storage_class: str | None = None
     archived: bool = False
+    inode: tuple[int, int] | None = None
+    links: int = 1
 
     @property
     def folder(self) -> str:
@@ -114,11 +124,27 @@ class Checkpoint:
 
     @property
     def size_bytes(self) -> int:
-        return sum(entry.size_bytes for entry in self.files)
+        return distinct_bytes(self.files)
 
     @property
     def mtime_s(self) -> float:
         return max(entry.mtime_s for entry in self.files)
+
+
+def distinct_entries(entries: Iterable[Entry]) -> list[Entry]:
+    """``entries`` with each hard-linked file once (its link with the smallest path, for a stable choice), in
+    their order: what sizes, prices and duplicate searches count, since the links share one set of bytes."""
+    listed = list(entries)
+    chosen: dict[tuple[int, int], Entry] = {}
+    for entry in listed:
+        if entry.inode is not None and (entry.inode not in chosen or entry.path < chosen[entry.inode].path):
+            chosen[entry.inode] = entry
+    return [entry for entry in listed if entry.inode is None or chosen[entry.inode] is entry]
+
+
+def distinct_bytes(entries: Iterable[Entry]) -> int:
+    """The bytes ``entries`` occupy: a file reached by several hard links counts once (what ``du`` says)."""
+    return sum(entry.size_bytes for entry in distinct_entries(entries))
 
 
 def run_order(run_key: tuple[str, int | None]) -> tuple[str, int]:
@@ -272,6 +298,8 @@ def _walk_local(
                         mtime_s=info.st_mtime,
                         atime_s=info.st_atime if atime_kept else None,
                         kind=classify(name, here),
+                        inode=(info.st_dev, info.st_ino) if info.st_nlink > 1 else None,
+                        links=info.st_nlink,
                     )
                 )
                 total_bytes += info.st_size

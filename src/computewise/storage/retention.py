@@ -18,6 +18,11 @@ time, so a folder with one ancient checkpoint keeps it. A run is a folder and th
 manifests record (``Checkpoint.run_key``): checkpoints that two runs wrote into one folder keep a
 newest and a best each.
 
+A file reached by several hard links frees its bytes only when its last link goes, and moves out of
+its class only when every link does: each link is planned on its own (it is a name a policy may act
+on), but its bytes and saving count once, on the last of its links in the plan, and only when the plan
+acts the same way on every link the file has (``counted_bytes``); otherwise on none.
+
 Deleting a checkpoint removes its manifest before its state file, the order ``CheckpointStore``
 prunes in: an interrupted delete leaves a state file without a manifest, which training already
 reads as an unfinished save, never a manifest that points at nothing.
@@ -27,7 +32,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import ClassVar, Literal
 
 from computewise.catalog.storage_prices import StoragePrice
@@ -68,7 +73,9 @@ class PlannedAction(Jsonable):
     """One file to delete or archive, why, and what it saves a month.
 
     Its JSON names the file by its path, kind and size, not by the whole inventory entry, so it is
-    written only: nothing reads a plan back (an apply plans again).
+    written only: nothing reads a plan back (an apply plans again). ``counted_bytes`` is what the action
+    frees or moves, the file's size but for a hard link whose bytes count on another link or on none
+    (see the module's docstring); totals and the ledger sum it, not the size.
     """
 
     json_layout: ClassVar[Layout] = (
@@ -84,6 +91,7 @@ class PlannedAction(Jsonable):
     usd_per_month_saved: float
     age_days: float
     reason: str
+    counted_bytes: int
 
     @json_property()
     def path(self) -> str:
@@ -154,7 +162,7 @@ def action_totals(actions: Iterable[PlannedAction]) -> dict[str, ActionTotal]:
     for action in actions:
         grouped.setdefault(action.action, []).append(action)
     return {
-        name: ActionTotal(len(group), sum(a.entry.size_bytes for a in group), sum(a.usd_per_month_saved for a in group))
+        name: ActionTotal(len(group), sum(a.counted_bytes for a in group), sum(a.usd_per_month_saved for a in group))
         for name, group in grouped.items()
     }
 
@@ -224,10 +232,33 @@ def plan_retention(
         location=inventory.location,
         as_of_s=as_of_s,
         policy=policy,
-        actions=tuple(actions),
+        actions=_count_links_once(actions),
         kept=tuple(kept),
         kept_counts=dict(sorted(counts.items())),
     )
+
+
+def _count_links_once(actions: Sequence[PlannedAction]) -> tuple[PlannedAction, ...]:
+    """The actions with each hard-linked file's bytes and saving on one link: the last the plan acts on when
+    it acts alike on all the file's links (then that act frees or moves the bytes), else on none of them."""
+    links: dict[tuple[tuple[int, int], str], list[int]] = defaultdict(list)
+    for number, action in enumerate(actions):
+        if action.entry.inode is not None:
+            links[(action.entry.inode, action.action)].append(number)
+    counted = list(actions)
+    for numbers in links.values():
+        every = len(numbers) >= actions[numbers[0]].entry.links
+        for number in numbers[:-1] if every else numbers:
+            action = counted[number]
+            note = (
+                "its bytes count on the file's last hard link in the plan"
+                if every
+                else f"one of {action.entry.links} hard links of a file, not all acted on alike, so nothing is freed"
+            )
+            counted[number] = replace(
+                action, counted_bytes=0, usd_per_month_saved=0.0, reason=f"{action.reason}; {note}"
+            )
+    return tuple(counted)
 
 
 def _target(policy: Policy, pricer: Pricer, location: Location) -> StoragePrice | None:
@@ -327,6 +358,7 @@ def _by_age(
                 usd_per_month_saved=pricer.usd_per_month(entry) or 0.0,
                 age_days=age_days,
                 reason=f"unchanged for {age_days:.0f} days >= delete.after_days {delete.after_days:g}",
+                counted_bytes=entry.size_bytes,
             )
             for entry in unit
         ]
@@ -350,6 +382,7 @@ def _by_age(
                 usd_per_month_saved=max(0.0, from_usd - target.usd_per_month(entry.size_bytes)),
                 age_days=age_days,
                 reason=f"unchanged for {age_days:.0f} days >= archive.after_days {archive.after_days:g}",
+                counted_bytes=entry.size_bytes,
             )
         )
     return planned
