@@ -146,3 +146,20 @@ def test_bad_flags_exit_2_before_measuring(args: list[str], message: str) -> Non
     assert result.returncode == 2
     assert message in result.stderr
     assert result.stdout == ""
+
+
+@pytest.mark.parametrize(
+    ("html", "message"),
+    [
+        ("/no/such/dir/bench.html", "--html /no/such/dir/bench.html: directory /no/such/dir does not exist"),
+        (str(ROOT), f"--html {ROOT} is a directory"),
+    ],
+)
+def test_an_html_path_that_cannot_be_written_is_refused_before_measuring(html: str, message: str) -> None:
+    """The report is written after the whole benchmark: a bad path must not cost that minute for nothing."""
+    result = subprocess.run([*CLI, "--quick", "--json", "--html", html], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2, result.stderr
+    assert result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert lines[0] == f"error: {message}" and lines[1].startswith("To fix:"), result.stderr
+    assert len(lines) == 2, result.stderr  # no progress: nothing was measured

@@ -97,7 +97,8 @@ EXAMPLES = (
         "--max-gpus 1",
     ),
     Example(
-        "estimate_infer_llama", "estimate infer --model llama-3-8b --gpu l4 --batch-size 8 --input-len 1024 --output-len 256"
+        "estimate_infer_llama",
+        "estimate infer --model llama-3-8b --gpu l4 --batch-size 8 --input-len 1024 --output-len 256",
     ),
     Example("estimate_infer_resnet", "estimate infer --model resnet-50 --gpu t4 --batch-size 64"),
     Example("estimate_comm", "estimate comm --gpu h100 --gpus 64 --op all-reduce --bytes 1GiB --cloud aws"),

@@ -60,6 +60,28 @@ def loadtest(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[st
 
 
 @contextmanager
+def status_server(status: int) -> Iterator[str]:
+    """A real uvicorn on 127.0.0.1 whose endpoint answers every request with ``status``."""
+
+    async def refuse(request: Request) -> JSONResponse:
+        return JSONResponse({"error": "refused"}, status_code=status)
+
+    app = Starlette(routes=[Route("/work", refuse, methods=["GET", "POST"])])
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="off"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        assert time.monotonic() < deadline and thread.is_alive(), "uvicorn did not start"
+        time.sleep(0.01)
+    try:
+        yield f"http://127.0.0.1:{server.servers[0].sockets[0].getsockname()[1]}/work"
+    finally:
+        server.should_exit = True
+        thread.join(10)
+
+
+@contextmanager
 def echo_server(delay_s: float) -> Iterator[tuple[str, list[object]]]:
     """A real uvicorn on 127.0.0.1 whose endpoint sleeps ``delay_s`` and records the JSON bodies it got."""
     bodies: list[object] = []
@@ -165,8 +187,28 @@ def test_bad_payload_file_exits_2_with_a_clear_message(tmp_path: Path, content: 
         (("--rate", "0"), "--rate must be between 0.001 and 1e7 requests/s"),
         (("--duration", "soon"), "--duration"),
         (("--find-max", "--slo-p99-ms", "100", "--rate", "50", "--max-rate", "10"), "below --rate"),
+        (("--max-rate", "5"), "--max-rate only applies to --find-max"),
+        (("--repeat-ratio", "0.5"), "--repeat-ratio needs --payload"),
     ],
 )
 def test_bad_flags_exit_2(args: tuple[str, ...], message: str) -> None:
     done = loadtest("http://127.0.0.1:9/work", *args)
     assert done.returncode == 2 and message in " ".join(done.stderr.split()), done.stderr
+
+
+@pytest.mark.parametrize(
+    ("status", "fix"),
+    [
+        (401, "give the server's token with --token"),
+        (404, "check the URL: the model name"),
+        (400, "check the --payload bodies"),
+    ],
+)
+def test_a_server_that_answers_every_request_with_an_error_gets_the_fix_for_its_status(status: int, fix: str) -> None:
+    """The server is up (it answered): the message names the status seen and its fix, not "is it up?"."""
+    with status_server(status) as url:
+        done = loadtest(url, "--rate", "20", "--duration", "1s")
+    stderr = " ".join(done.stderr.split())
+    assert done.returncode == 1, done.stderr
+    assert f"error: no request succeeded (http {status} x" in stderr
+    assert f"To fix: HTTP {status}: {fix}" in stderr and "is the server up" not in stderr

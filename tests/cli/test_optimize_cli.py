@@ -202,3 +202,40 @@ def test_minilm_artifact_loads_and_embeds_like_the_report_says(tmp_path: Path) -
     embeddings = artifact.predict(["A quiet morning by the lake.", "The server returned an error."])
     assert embeddings.shape == (2, 384)
     assert np.allclose(np.linalg.norm(embeddings, axis=1), 1.0, atol=1e-2)
+
+
+@pytest.mark.parametrize(
+    ("entry", "said"),
+    [
+        ("brokenmod:boom", "the model entry point brokenmod:boom raised RuntimeError: setup exploded"),
+        ("brokenmod:NOT_A_FUNCTION", "the model entry point brokenmod:NOT_A_FUNCTION is not callable"),
+    ],
+)
+def test_an_entry_point_that_raises_or_is_not_callable_exits_2_with_a_fix(
+    tmp_path: Path, entry: str, said: str
+) -> None:
+    """The user's setup failing is told as their model's error with a fix, as ``tune`` does, not a traceback."""
+    (tmp_path / "brokenmod.py").write_text(
+        'NOT_A_FUNCTION = 3\n\n\ndef boom():\n    raise RuntimeError("setup exploded")\n'
+    )
+    result = optimize(entry, extra_path=tmp_path, timeout=120)
+    assert result.returncode == 2, result.stderr
+    assert said in result.stderr and "To fix:" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("html", "message"),
+    [
+        ("/no/such/dir/r.html", "--html /no/such/dir/r.html: directory /no/such/dir does not exist"),
+        (str(ROOT), f"--html {ROOT} is a directory"),
+    ],
+)
+def test_an_html_path_that_cannot_be_written_is_refused_before_the_search(html: str, message: str) -> None:
+    """The report is written after the search (up to its whole budget): a bad path is refused first."""
+    result = optimize(*DIGITS, "--json", "--html", html, timeout=120)
+    assert result.returncode == 2, result.stderr
+    assert result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert lines[0] == f"error: {message}" and lines[1].startswith("To fix:"), result.stderr
+    assert len(lines) == 2, result.stderr  # no progress line: the model was not even loaded

@@ -203,3 +203,14 @@ def test_real_cli_prints_json_and_exits_2_with_a_fix(tmp_path: Path) -> None:
     assert bad.returncode == 2
     assert "t.csv:2" in bad.stderr and "To fix" in bad.stderr
     assert "Traceback" not in bad.stderr
+
+
+@pytest.mark.parametrize("rps", ["1e30", "2e7"])
+def test_real_cli_refuses_a_csv_rate_past_the_peak_rps_limit(tmp_path: Path, rps: str) -> None:
+    """A file is no way around --peak-rps's range: 1e30 rps once printed -9223372036854775808 replicas, exit 0."""
+    csv = tmp_path / "t.csv"
+    csv.write_text(f"hour,rps\n0,{rps}\n")
+    result = computewise("plan", "serve", "--traffic", str(csv), "--capacity-rps", "10", "--hourly-usd", "1")
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert f"{csv}:2: hour 0 has rps {rps}, above the 1e7 requests/s" in result.stderr
+    assert "To fix:" in result.stderr and "Traceback" not in result.stderr and result.stdout == ""

@@ -171,3 +171,55 @@ def test_sigint_also_drains_and_is_an_interrupt_like_on_every_run(tmp_path: Path
     assert b"SIGINT: draining" in err
     [run] = Ledger.open(db).runs()
     assert (run.kind, run.status, run.exit_code) == ("serve", "interrupted", 128 + signal.SIGINT)
+
+
+BROKEN_MODELS = """
+NOT_A_FUNCTION = 3
+
+
+def boom():
+    raise RuntimeError("setup exploded")
+"""
+
+
+@pytest.mark.parametrize(
+    ("entry", "said"),
+    [
+        ("brokenmod:boom", "the model entry point brokenmod:boom raised RuntimeError: setup exploded"),
+        ("brokenmod:NOT_A_FUNCTION", "the model entry point brokenmod:NOT_A_FUNCTION is not callable"),
+    ],
+)
+def test_an_entry_point_that_raises_or_is_not_callable_exits_2_with_a_fix(
+    tmp_path: Path, db: str, entry: str, said: str
+) -> None:
+    """The user's setup failing is an answer about their model, not a computewise crash: no traceback."""
+    (tmp_path / "brokenmod.py").write_text(BROKEN_MODELS)
+    env = {**os.environ, "COMPUTEWISE_FAKE_GPU": "", "PYTHONPATH": str(tmp_path)}
+    result = subprocess.run(
+        [*CLI, "serve", entry, "--port", "0", "--db", db],
+        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60, check=False,
+    )  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    assert said in result.stderr and "To fix:" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("where", "said"),
+    [
+        ("a directory", "is a directory"),
+        ("missing/dir/ready.json", "does not exist"),
+    ],
+)
+def test_a_ready_file_that_cannot_be_written_is_refused_before_anything_loads(
+    tmp_path: Path, where: str, said: str
+) -> None:
+    """The ready file is written only after warm-up: a path that cannot take it is refused first, exit 2,
+    with no run recorded (the ledger is not even created)."""
+    ledger = tmp_path / "ledger.sqlite"
+    ready_file = tmp_path if where == "a directory" else tmp_path / where
+    result = cli("serve", "echo", "--port", "0", "--db", f"sqlite:///{ledger}", "--ready-file", str(ready_file))
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    assert f"--ready-file {ready_file}" in result.stderr and said in result.stderr and "To fix:" in result.stderr
+    assert "Traceback" not in result.stderr and "serving" not in result.stderr
+    assert not ledger.exists()

@@ -8,6 +8,7 @@ in seconds; the MiniLM figures are benchmarks/distill_figures.py's.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -274,3 +275,16 @@ def test_bad_input_exits_2_with_a_fix(args: list[str], message: str, tmp_path: P
     result = subprocess.run([*CLI, "distill", *args], capture_output=True, text=True, timeout=300, cwd=REPO)
     assert result.returncode == 2, result.stderr
     assert message in result.stderr and "To fix:" in result.stderr
+
+
+def test_a_teacher_entry_point_that_raises_exits_2_with_a_fix(tmp_path: Path) -> None:
+    """The teacher's setup raising is the user's error to fix, told in one line, not a traceback."""
+    (tmp_path / "brokenmod.py").write_text('def boom():\n    raise RuntimeError("setup exploded")\n')
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join((str(tmp_path), str(REPO)))}
+    result = subprocess.run(
+        [*CLI, "distill", "brokenmod:boom", "--student", "width=0.5"],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env, check=False,
+    )  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    assert "the model entry point brokenmod:boom raised RuntimeError: setup exploded" in result.stderr
+    assert "To fix:" in result.stderr and "Traceback" not in result.stderr

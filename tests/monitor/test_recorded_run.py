@@ -113,7 +113,9 @@ from computewise.serve.server import serve
 from recorded_work import work
 ending, ready = sys.argv[1:]
 signal.signal(signal.SIGUSR1, lambda signum, frame: work(ending, os.devnull))
-ready_file = Path(ready).parent / "no-such-directory" / "ready" if ending == "exception" else Path(ready)
+ready_file = Path(ready)
+if ending == "exception":  # a directory holds the name the ready file is staged under: serving fails once ready
+    (ready_file.parent / f".{ready_file.name}.tmp-{os.getpid()}").mkdir()
 sys.exit(serve("echo", port=0, ready_file=ready_file))
 """
 )

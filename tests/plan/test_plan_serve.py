@@ -179,6 +179,8 @@ def test_traffic_csv_reads_a_day_with_bom_blank_lines_and_spaces() -> None:
         ("hour,rps\n0,1\n2,2\n", "t.csv:3: hour 2 follows hour 0"),
         ("hour,rps\n0,1\n1,2\n1,3\n", "t.csv:4: hour 1 follows hour 1"),
         ("hour,rps\n0,0\n1,0\n", "every hour has 0"),
+        ("hour,rps\n0,1\n1,1e30\n", "t.csv:3: hour 1 has rps 1e30, above the 1e7 requests/s that --peak-rps takes"),
+        ("hour,rps\n0,2e7\n", "t.csv:2: hour 0 has rps 2e7, above the 1e7"),
     ],
 )
 def test_traffic_csv_errors_name_the_line(text: str, fragment: str) -> None:
@@ -186,6 +188,33 @@ def test_traffic_csv_errors_name_the_line(text: str, fragment: str) -> None:
         parse_traffic_csv(text, "t.csv")
     assert fragment in error.value.message
     assert error.value.hint
+
+
+def test_a_csv_rate_at_the_peak_rps_limit_is_taken() -> None:
+    """The file's range is --peak-rps's: 1e7 itself is allowed, as the flag allows it."""
+    assert parse_traffic_csv("hour,rps\n0,1e7\n1,0\n", "t.csv").peak_rps == 1e7
+
+
+@pytest.mark.parametrize(
+    ("capacity", "traffic", "fragment"),
+    [
+        (10.0, TrafficProfile.from_hourly([1e30]), "peak traffic 1e30 requests/s is above 1e7"),
+        (10.0, TrafficProfile(peak_rps=2e7, mean_rps=1.0), "peak traffic 2e7 requests/s is above 1e7"),
+        (
+            1e-300,
+            TrafficProfile.from_hourly([100.0, 0.0]),
+            "1e-300 requests/s per replica needs 1.54e302 replicas, more than 1e12",
+        ),
+    ],
+)
+def test_a_plan_past_any_replica_count_is_refused_not_wrapped(
+    capacity: float, traffic: TrafficProfile, fragment: str
+) -> None:
+    """Through the API too (no CSV, no flag parser): replica counts are int64 in the hourly schedule, and a
+    count past it came back as -9223372036854775808 replicas and a negative bill."""
+    with pytest.raises(InputError) as error:
+        _plan(capacity, traffic, 1.0)
+    assert fragment in error.value.message and error.value.hint
 
 
 # -- loadtest results -----------------------------------------------------------------------------

@@ -173,6 +173,7 @@ def test_artifact_model_computes_and_names_the_bad_field(linear_artifact: Path) 
         (b'{"inputs": [1, 2', "malformed JSON"),
         (b"\xff\xfe not utf-8", "malformed JSON"),
         (b'{"inputs": [NaN]}', "NaN is not valid JSON"),
+        (b'{"inputs": [1e400]}', "the number 1e400 is out of range for a 64-bit float"),
         (b"[" * 100_000 + b"]" * 100_000, "malformed JSON"),
         (b'["inputs"]', "must be a JSON object"),
         (b'"text"', "must be a JSON object"),

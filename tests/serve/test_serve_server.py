@@ -63,6 +63,14 @@ def slow_item():
         return list(items)
     return predict
 
+def hang():
+    """A model stuck in its call: it says it started (a file in the working directory), then sleeps 60 s."""
+    def predict(items):
+        open("hang-started", "w").close()
+        time.sleep(60)
+        return list(items)
+    return predict
+
 def slower_item():
     """Echo after 100 ms per input: capacity 10 inputs/s, however idle the machine."""
     def predict(items):
@@ -389,3 +397,75 @@ def test_exposed_host_or_taken_port_is_refused_before_anything_starts(tmp_path: 
     assert not (tmp_path / "ledger.sqlite").exists()  # refused before the ledger was touched
     assert [is_loopback(h) for h in ("127.0.0.1", "localhost", "::1", "127.8.0.1")] == [True] * 4
     assert [is_loopback(h) for h in ("0.0.0.0", "::", "10.0.0.5", "example.com")] == [False] * 4
+
+
+def _hung_request(server: Server, models_dir: Path) -> tuple[threading.Thread, dict[str, httpx.Response]]:
+    """One request to the ``hang`` model, sent from a thread; returns once the model is inside its call."""
+    answers: dict[str, httpx.Response] = {}
+
+    def call() -> None:
+        with contextlib.suppress(httpx.HTTPError):
+            answers["response"] = httpx.post(
+                f"{server.url}/v1/models/serve_server_models/infer", json={"input": 1}, timeout=90
+            )
+
+    client = threading.Thread(target=call, daemon=True)
+    client.start()
+    deadline_s = time.monotonic() + 30
+    while not (models_dir / "hang-started").exists():
+        assert time.monotonic() < deadline_s, server.output()
+        time.sleep(0.05)
+    return client, answers
+
+
+def test_a_hung_model_does_not_keep_a_stopped_server_alive_past_its_timeout(tmp_path: Path, models_dir: Path) -> None:
+    """SIGTERM drains within --timeout-s (1 s here), not a fixed 30 s, and the process then exits although
+    the model call it gave up on sleeps on for a minute: the run is recorded and the ready file removed."""
+    with running(tmp_path, models_dir, "serve_server_models:hang", port=0, timeout_s=1.0) as server:
+        client, answers = _hung_request(server, models_dir)
+        signalled_s = time.monotonic()
+        server.process.send_signal(signal.SIGTERM)
+        assert server.process.wait(timeout=30) == 0, server.output()
+        stopped_after_s = time.monotonic() - signalled_s
+        client.join(timeout=10)
+    assert stopped_after_s < 15, (stopped_after_s, server.output())  # the model still had ~59 s to sleep
+    assert answers["response"].status_code == 504
+    assert "stopped; 0 inferences served" in server.output()
+    assert not (tmp_path / "ready.json").exists()
+    assert serve_run(server.db).status == "succeeded"
+
+
+def test_a_second_sigterm_stops_a_drain_that_waits_on_a_hung_model(tmp_path: Path, models_dir: Path) -> None:
+    """With a long --timeout-s (60 s) the drain would wait for the hung call; a second SIGTERM says stop
+    now: the waiting request gets a 504 that says so, the run is recorded, the process exits."""
+    with running(tmp_path, models_dir, "serve_server_models:hang", port=0, timeout_s=60.0) as server:
+        client, answers = _hung_request(server, models_dir)
+        server.process.send_signal(signal.SIGTERM)
+        deadline_s = time.monotonic() + 30
+        while "SIGTERM: draining" not in server.output():
+            assert time.monotonic() < deadline_s and server.process.poll() is None, server.output()
+            time.sleep(0.05)
+        signalled_s = time.monotonic()
+        server.process.send_signal(signal.SIGTERM)
+        assert server.process.wait(timeout=30) == 0, server.output()
+        stopped_after_s = time.monotonic() - signalled_s
+        client.join(timeout=10)
+    assert stopped_after_s < 15, (stopped_after_s, server.output())
+    response = answers["response"]
+    assert response.status_code == 504 and "second signal" in response.json()["error"]
+    assert "SIGTERM again: stopping now" in server.output() and "Traceback" not in server.output()
+    assert not (tmp_path / "ready.json").exists()
+    assert serve_run(server.db).status == "succeeded"
+
+
+def test_a_number_too_large_for_a_float_is_a_400_on_a_live_server(tmp_path: Path, models_dir: Path) -> None:
+    """1e400 parses as infinity: refused as malformed JSON (400), not echoed into a 500."""
+    with running(tmp_path, models_dir, "echo", port=0) as server:
+        url = f"{server.url}/v1/models/echo/infer"
+        for body in (b'{"inputs": [1e400]}', b'{"input": -1.5e999}', b'{"inputs": [[0.5, 1' + b"0" * 400 + b".5]]}"):
+            response = httpx.post(url, content=body, headers={"content-type": "application/json"}, timeout=10)
+            assert response.status_code == 400, (body[:40], response.text)
+            assert "out of range" in response.json()["error"]
+        assert httpx.post(url, json={"inputs": [1e300]}, timeout=10).json()["outputs"] == [1e300]
+        assert metric(server, 'computewise_serve_requests_total{code="400"}') == 3
+        assert metric(server, 'computewise_serve_requests_total{code="500"}', 0.0) == 0

@@ -9,6 +9,7 @@ import typer
 from rich.console import Console
 
 from computewise.cli.common import CatalogOption, HtmlOption, JsonOption, emit, progress_callback
+from computewise.system.files import check_writable
 
 if TYPE_CHECKING:
     from computewise.bench.result import BenchResult
@@ -53,6 +54,8 @@ def bench(
     if storage is not None and not storage.is_dir():
         raise InputError(f"--storage {storage}: not a directory", "pass a directory on the disk to measure")
     resolve_devices(device)  # a device that is not here fails before a minute of measuring
+    if html is not None:
+        check_writable(html, "--html", "nothing was measured")
     options = BenchOptions(quick=quick, device=device, storage=storage, catalog_paths=tuple(catalog_paths or ()))
     stderr = Console(stderr=True)
     with progress_callback("bench", stderr) as progress:

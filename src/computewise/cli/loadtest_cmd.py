@@ -22,6 +22,17 @@ EXIT_NO_RATE = 1
 EXIT_NO_ANSWER = 1
 """Not one request got a successful answer: a dead port or a refusing server is a failure, not a result."""
 _PROBE_DURATION = "10s"
+_DEFAULT_MAX_RATE = 10000.0
+# What to check when every request got one HTTP status: the usual cause of each.
+_STATUS_FIXES = {
+    400: 'check the --payload bodies: the server refused them as malformed (e.g. {"inputs": [...]})',
+    401: "give the server's token with --token (a server started with --token refuses requests without it)",
+    403: "give the server's token with --token, and check that it is the right one",
+    404: "check the URL: the model name and path (GET /v1/models on the server lists what it serves)",
+    405: "check the method: without --payload the load test sends GET; give --payload FILE to POST",
+    413: "send smaller --payload bodies, or start the server with a larger --max-body-bytes",
+    422: "check the --payload bodies: the server read them but refused the inputs (the message names the field)",
+}
 
 # The flags, one type each, so the verb's signature reads in a screen.
 _Url = Annotated[str, typer.Argument(help="Endpoint to load, e.g. http://127.0.0.1:8000/v1/models/NAME/infer.")]
@@ -68,8 +79,11 @@ _SloP99Ms = Annotated[
     ),
 ]
 _MaxRate = Annotated[
-    float,
-    typer.Option(parser=bounded_float("--max-rate"), help="Highest rate --find-max tries, requests per second."),
+    float | None,
+    typer.Option(
+        parser=bounded_float("--max-rate"),
+        help=f"Highest rate --find-max tries, requests per second (default {_DEFAULT_MAX_RATE:g}).",
+    ),
 ]
 _RepeatRatio = Annotated[
     float,
@@ -92,7 +106,7 @@ def loadtest(
     seed: _Seed = 0,
     find_max: _FindMax = False,
     slo_p99_ms: _SloP99Ms = None,
-    max_rate: _MaxRate = 10000.0,
+    max_rate: _MaxRate = None,
     repeat_ratio: _RepeatRatio = 0.0,
     as_json: JsonOption = False,
 ) -> None:
@@ -123,7 +137,7 @@ def _request(
     seed: int,
     find_max: bool,
     slo_p99_ms: float | None,
-    max_rate: float,
+    max_rate: float | None,
     repeat_ratio: float,
 ) -> LoadRequest:
     """The flags as a typed request; --find-max and --slo-p99-ms go together, and the search starts at --rate."""
@@ -134,6 +148,14 @@ def _request(
         raise InputError("--find-max needs --slo-p99-ms", "e.g. --find-max --slo-p99-ms 100")
     if slo_p99_ms is not None and not find_max:
         raise InputError("--slo-p99-ms only applies to --find-max", "add --find-max, or drop --slo-p99-ms")
+    if max_rate is not None and not find_max:
+        raise InputError("--max-rate only applies to --find-max", "add --find-max, or drop --max-rate")
+    if repeat_ratio > 0 and payload is None:
+        raise InputError(
+            "--repeat-ratio needs --payload: without it every request is the same GET, so repeats mean nothing",
+            "give --payload FILE with the bodies to send, or drop --repeat-ratio",
+        )
+    max_rate = _DEFAULT_MAX_RATE if max_rate is None else max_rate
     if find_max and max_rate < rate:
         raise InputError(f"--max-rate {max_rate:g} is below --rate {rate:g}", "--rate is where the search starts")
     default_duration = "30s" if not find_max else _PROBE_DURATION
@@ -153,11 +175,26 @@ def _report_run(run: LoadtestRun, as_json: bool, stderr: Console) -> None:
     result = run.result
     if result.ok == 0:
         kinds = ", ".join(f"{kind} x{count}" for kind, count in result.error_kinds.items()) or "all rejected"
-        stderr.print(
-            f"[bold red]error:[/] no request succeeded ({escape(kinds)}): is the server up at {escape(run.url)}?",
-            highlight=False,
-        )
+        stderr.print(f"[bold red]error:[/] no request succeeded ({escape(kinds)})", highlight=False, soft_wrap=True)
+        hint = _no_answer_hint(result.error_kinds, result.rejected, run.url)
+        stderr.print(f"[bold]To fix:[/] {escape(hint)}", highlight=False, soft_wrap=True)
         sys.exit(EXIT_NO_ANSWER)
+
+
+def _no_answer_hint(error_kinds: dict[str, int], rejected: int, url: str) -> str:
+    """What to do when nothing succeeded, from how the requests failed.
+
+    A server that answered every request with a status is up: asking whether it is would send the user
+    to the wrong place. Each status seen gets its own fix; only failures without one (a refused connection,
+    a timeout) point at the server itself.
+    """
+    statuses = sorted(int(kind.split()[1]) for kind in error_kinds if kind.startswith("http ") and kind[5:].isdigit())
+    fixes = [f"HTTP {status}: {_STATUS_FIXES.get(status, 'see the server log for why')}" for status in statuses]
+    if rejected and not error_kinds:
+        fixes.append("HTTP 429: the server shed every request as overloaded; lower --rate")
+    if len(statuses) < len(error_kinds) or not fixes:
+        fixes.append(f"check that the server is up at {url} (start it, or fix the host and port)")
+    return "; ".join(fixes)
 
 
 def _report_max(search: MaxRateSearch, as_json: bool, stderr: Console) -> None:

@@ -21,6 +21,7 @@ from computewise.cli.common import (
     progress_callback,
     whole_numbers,
 )
+from computewise.system.files import check_writable
 
 if TYPE_CHECKING:
     from computewise.optimize.search import Progress, SearchOptions
@@ -112,6 +113,8 @@ def optimize(
         started_at=psutil.Process().create_time(),  # the budget covers start-up and model loading too
     )
     request = OptimizeRequest(model, budget, options, eval_spec, inputs, task, max_length, out, force)
+    if html is not None:
+        check_writable(html, "--html", "nothing was run")
     stderr = Console(stderr=True)
     with _progress(stderr, options) as progress:
         result = run_optimize(request, progress)

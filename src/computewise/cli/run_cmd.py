@@ -8,7 +8,6 @@ one ledger run with its attempts. The exit code is the command's (the job's last
 
 from __future__ import annotations
 
-import os
 import re
 import sys
 from functools import partial
@@ -30,6 +29,7 @@ from computewise.cli.common import (
     open_ledger,
     print_error,
 )
+from computewise.system.files import check_writable
 
 if TYPE_CHECKING:
     from computewise.catalog import Catalog
@@ -201,7 +201,7 @@ def _watch_here(
     from computewise.report.live import LiveStatus
 
     if html is not None:
-        _check_writable(html)
+        check_writable(html, "--html", "nothing was run")
     ledger = open_ledger(db, create=True)
     gpu = open_gpu_source()
     stderr = Console(stderr=True)
@@ -219,30 +219,6 @@ def _watch_here(
     if outcome.summary is not None:
         _report(outcome.summary, as_json, html, stderr)
     raise typer.Exit(outcome.exit_code)
-
-
-def _check_writable(html: Path) -> None:
-    """``--html`` is written after the job, maybe hours later: a path that cannot take it is refused now,
-    before anything runs or is recorded, by creating (and removing) a file beside it as the report will."""
-    from computewise.errors import InputError
-
-    directory = html.parent
-    if not directory.is_dir():
-        raise InputError(
-            f"--html {html}: directory {directory} does not exist",
-            f"create it (mkdir -p {directory}) or give another --html path; nothing was run",
-        )
-    if html.is_dir():
-        raise InputError(f"--html {html} is a directory", f"give a file name, e.g. --html {html / 'run.html'}")
-    probe = directory / f".{html.name}.{os.urandom(4).hex()}.check"
-    try:
-        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
-    except OSError as error:
-        raise InputError(
-            f"--html {html}: cannot write in {directory}: {error.strerror or error}",
-            "give an --html path in a directory you can write to; nothing was run",
-        ) from error
-    probe.unlink(missing_ok=True)
 
 
 def _report(summary: RunSummary, as_json: bool, html: Path | None, stderr: Console) -> None:

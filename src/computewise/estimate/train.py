@@ -284,9 +284,7 @@ def train_memory(
 def _full_states(model: ModelSpec, layout: TrainLayout) -> tuple[FloatArray, ...]:
     """(weights, gradients, optimizer states, autocast copies, gradient bytes per parameter) per device
     of full training, in the chosen framework's layout."""
-    per_param = framework_state_bytes(
-        layout.framework, layout.precision, layout.weight_bytes, layout.optimizer_bytes
-    )
+    per_param = framework_state_bytes(layout.framework, layout.precision, layout.weight_bytes, layout.optimizer_bytes)
     experts = expert_params(model)
     weights, gradients, optimizer = model_state_bytes(
         model.params,

@@ -23,11 +23,11 @@ from typing import Any
 
 import numpy as np
 
-from computewise.errors import InputError, MissingExtraError, ModelConfigError
+from computewise.errors import ComputewiseError, InputError, MissingExtraError, ModelConfigError
 from computewise.optimize.feeds import Batch, Feed, TensorFeed, TextFeed, read_texts
 from computewise.system.entrypoints import import_entry_point
 
-__all__ = ["TASKS", "FusionHint", "ModelSource", "load_source"]
+__all__ = ["TASKS", "FusionHint", "ModelSource", "call_entry_point", "load_source"]
 
 TASKS = ("embedding", "classifier", "regressor")
 
@@ -237,10 +237,33 @@ def _TextModel(torch: Any, backbone: Any, is_classifier: bool, pooling: str, nor
     return TextModel()
 
 
+def call_entry_point(spec: str, function: Any, returns: str) -> Any:
+    """``function()``, with a user's setup that raises or is not callable told as a ``ModelConfigError``.
+
+    The entry point is the user's code: its failure is an answer about their model (which entry point,
+    what it raised), not a computewise crash, so it gets an ``error:`` line and exit 2, as ``tune`` gives.
+    ``returns`` says what the function should return, for the hint.
+    """
+    if not callable(function):
+        raise ModelConfigError(
+            f"the model entry point {spec} is not callable (it is {type(function).__name__})",
+            f"point at a function that takes no arguments and returns {returns}",
+        )
+    try:
+        return function()
+    except ComputewiseError:
+        raise
+    except Exception as failure:
+        raise ModelConfigError(
+            f"the model entry point {spec} raised {type(failure).__name__}: {failure}",
+            f"fix the error in {spec} (run it alone in Python to see the traceback); it should return {returns}",
+        ) from failure
+
+
 def _entry_point(spec: str, inputs: Path | None, task: str | None) -> ModelSource:
     function = import_entry_point(spec, "the model", ModelConfigError)
     torch = _torch()
-    returned = function()
+    returned = call_entry_point(spec, function, "(nn.Module, example_inputs)")
     if not (isinstance(returned, tuple) and len(returned) == 2 and isinstance(returned[0], torch.nn.Module)):
         raise ModelConfigError(
             f"{spec} must return (nn.Module, example_inputs), got {type(returned).__name__}",

@@ -30,6 +30,7 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 
 from computewise.errors import InputError
+from computewise.limits import RATE_RPS
 from computewise.plan.infer import HOURS_PER_MONTH
 from computewise.plan.spendcap import Demand, SpendCap, cap_spend
 from computewise.specs.codec import Jsonable, Layout, json_field, json_property
@@ -65,6 +66,9 @@ HPA_SCALE_DOWN_STABILIZATION_S = 300
 HPA_METRIC_NAME = "computewise_serve_requests_per_second"
 # Above this, queueing delay (u/(1-u)) is more than 5.7x the service time: latency is at the mercy of bursts.
 _HIGH_UTILIZATION = 0.85
+# The most replicas a plan may need: --peak-rps at its limit (1e7) over --capacity-rps at its (0.001) at 1 %
+# utilization is 1e12; beyond that the hourly schedule's int64 counts would lose their meaning.
+_MAX_REPLICAS = 1e12
 _K8S_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
 
 HpaMetric = Literal["rps", "cpu"]
@@ -569,6 +573,18 @@ def _validate(
         raise InputError(f"hourly price must be >= 0, got {hourly_usd}", "e.g. --hourly-usd 1.2")
     if not (traffic.peak_rps > 0 and math.isfinite(traffic.peak_rps)):
         raise InputError(f"peak traffic must be positive, got {traffic.peak_rps} requests/s", "e.g. --peak-rps 200")
+    if traffic.peak_rps > RATE_RPS.high:
+        raise InputError(
+            f"peak traffic {_rate(traffic.peak_rps)} requests/s is above {_rate(RATE_RPS.high)} ({RATE_RPS.why})",
+            f"e.g. --peak-rps {RATE_RPS.example}",
+        )
+    at_peak = traffic.peak_rps / (capacity * utilization)
+    if at_peak > _MAX_REPLICAS:  # replica counts are int64 in the hourly schedule: refuse, never wrap around
+        raise InputError(
+            f"{_rate(traffic.peak_rps)} requests/s at {_rate(capacity)} requests/s per replica needs "
+            f"{_rate(at_peak)} replicas, more than {_rate(_MAX_REPLICAS)}",
+            "check --capacity-rps: it is the requests/s one replica sustains, e.g. --capacity-rps 50",
+        )
     if not 0 < traffic.mean_rps <= traffic.peak_rps * (1 + 1e-9):
         raise InputError(
             f"mean traffic must be in (0, peak = {traffic.peak_rps}], got {traffic.mean_rps} requests/s",
@@ -621,6 +637,7 @@ def parse_traffic_csv(text: str, source: str = "traffic CSV") -> TrafficProfile:
                 f"{source}:{line}: hour {int(hour)} follows hour {hours[-1]}; hours must be consecutive",
                 "list every hour once, in order (an idle hour is a row with rps 0)",
             )
+        _check_rate(rps, row, source, line)
         hours.append(int(hour))
         rates.append(rps)
     if header is None:
@@ -630,6 +647,18 @@ def parse_traffic_csv(text: str, source: str = "traffic CSV") -> TrafficProfile:
     if max(rates) == 0:
         raise InputError(f"{source}: every hour has 0 requests/s", "nothing to serve: check the rps column")
     return TrafficProfile.from_hourly(rates, first_hour=hours[0])
+
+
+def _check_rate(rps: float, row: list[str], source: str, line: int) -> None:
+    """An hour's rps within the range ``--peak-rps`` takes: a file is no way around the flag's limit, and a
+    rate like 1e30 would only come back as a nonsense plan (replicas past any integer type)."""
+    if rps > RATE_RPS.high:
+        hour = row[0].strip()
+        raise InputError(
+            f"{source}:{line}: hour {hour} has rps {row[1].strip()}, above the {_rate(RATE_RPS.high)} requests/s "
+            f"that --peak-rps takes ({RATE_RPS.why})",
+            f"write the requests per second of that hour (0 for an idle one), e.g. {hour},{RATE_RPS.example}",
+        )
 
 
 def _number(cell: str, source: str, line: int, column: str) -> float:
@@ -703,6 +732,11 @@ def _check_k8s_name(name: str, flag: str) -> None:
             f"{flag} {name!r} is not a valid Kubernetes name",
             "use lower-case letters, digits and '-', starting and ending with a letter or digit, e.g. minilm",
         )
+
+
+def _rate(value: float) -> str:
+    """A number as the limits write it, 1e7 rather than 1e+07: how the user typed it in a flag or a file."""
+    return f"{value:.3g}".replace("e+0", "e").replace("e+", "e").replace("e-0", "e-")
 
 
 def _num(value: float) -> str:

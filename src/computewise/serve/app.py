@@ -67,7 +67,7 @@ class Dispatcher(Protocol):
     async def submit(self, items: list[Any]) -> list[Any]: ...
 
     async def drain(self) -> None:
-        """Stop accepting, finish what was accepted (bounded): called at shutdown."""
+        """Stop accepting, finish what was accepted, bounded by the request timeout: called at shutdown."""
         ...
 
 
@@ -141,11 +141,21 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
+def _finite_float(text: str) -> float:
+    """A JSON number as a float, refusing one too large for a float (1e400): it would parse as infinity,
+    reach the model, and fail only when the answer is written back (a 500 for the client's mistake)."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"the number {text[:40]} is out of range for a 64-bit float")
+    return value
+
+
 def _parse_inputs(body: bytes) -> tuple[list[Any], str]:
     """The raw inputs and how to name them in errors: ``inputs`` (a list) or ``input`` (one value)."""
     try:
-        # NaN and Infinity are not JSON; accepting them would only fail later, when echoing them back.
-        document = json.loads(body, parse_constant=_reject_constant)
+        # NaN and Infinity are not JSON, and 1e400 overflows to infinity; accepting them would only fail
+        # later, when echoing them back.
+        document = json.loads(body, parse_constant=_reject_constant, parse_float=_finite_float)
     except (ValueError, RecursionError) as error:  # UnicodeDecodeError is a ValueError
         raise _RequestError(400, f"malformed JSON: {error}") from None
     if not isinstance(document, dict):
@@ -336,7 +346,7 @@ def create_app(
             yield
         finally:
             serve_state.draining = True
-            await batcher.drain()
+            await batcher.drain()  # within the server's --timeout-s: a hung model call is not waited for
 
     app = Starlette(
         routes=[

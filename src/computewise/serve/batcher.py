@@ -38,12 +38,14 @@ import asyncio
 import contextlib
 import logging
 import math
+import queue
+import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 from computewise.errors import InputError, ItemFailed, QueueFull, RequestTimeout
 from computewise.serve.costmodel import BatchCostModel
@@ -58,6 +60,9 @@ _REEXPLORE_AFTER = 64  # lone batches with company waiting before the cost polic
 _SLO_BATCH_SHARE = 0.5  # a batch may take this much of the SLO; queueing behind it needs the rest
 _UNKNOWN_RETRY_AFTER_S = 1.0  # Retry-After before any batch has been timed
 _MIN_RETRY_AFTER_S = 0.05
+
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
 _EWMA_WEIGHT = 0.2
 _ROUNDING = 1e-9  # a cost per item lower by this fraction only is float rounding, not a gain
 
@@ -126,11 +131,57 @@ class _Running:
     batch: list[_Entry]
 
 
+class _DaemonThreads(Executor):
+    """A fixed pool of daemon threads for the model calls, so a hung call cannot keep the process alive.
+
+    ``ThreadPoolExecutor`` joins its threads at interpreter exit: a model stuck in a call (a deadlock, a
+    50 s sleep) then held a stopped server's process until the call returned, past the drain timeout
+    and past any further signal. Once the drain has given up on a call, nothing waits for it any more.
+    """
+
+    def __init__(self, workers: int, name: str) -> None:
+        self._calls: queue.SimpleQueue[tuple[Future[Any], Callable[[], Any]] | None] = queue.SimpleQueue()
+        self._workers, self._name = workers, name
+        self._threads: list[threading.Thread] = []
+
+    def submit(self, fn: Callable[_P, _T], /, *args: _P.args, **kwargs: _P.kwargs) -> Future[_T]:
+        if not self._threads:  # started at the first call: a batcher that never computes leaves no thread behind
+            self._threads = [
+                threading.Thread(target=self._work, name=f"{self._name}-{n}", daemon=True) for n in range(self._workers)
+            ]
+            for thread in self._threads:
+                thread.start()
+        future: Future[_T] = Future()
+        self._calls.put((future, lambda: fn(*args, **kwargs)))
+        return future
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        """Each thread stops after the call it is in (``cancel_futures`` is moot: only the batcher submits)."""
+        for _ in self._threads:
+            self._calls.put(None)
+        if wait:
+            for thread in self._threads:
+                thread.join()
+
+    def _work(self) -> None:
+        while (call := self._calls.get()) is not None:
+            future, function = call
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                result = function()
+            except BaseException as error:  # handed to the awaiting coroutine, as ThreadPoolExecutor does
+                future.set_exception(error)
+            else:
+                future.set_result(result)
+
+
 class Batcher:
     """Feeds a model runner batches formed by ``policy`` from a queue of at most ``queue_limit`` items.
 
-    ``timeout_s`` bounds a request from submission to answer; ``workers`` model calls may run at
-    once (one per thread); ``on_batch`` is called on the event loop after every model call.
+    ``timeout_s`` bounds a request from submission to answer, and the drain at shutdown; ``workers``
+    model calls may run at once (one per daemon thread); ``on_batch`` is called on the event loop after
+    every model call.
     """
 
     def __init__(
@@ -158,8 +209,9 @@ class Batcher:
         self._queue: deque[_Entry] = deque()
         self._changed = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
-        self._executor: ThreadPoolExecutor | None = None
+        self._executor: _DaemonThreads | None = None
         self._accepting = True
+        self._abandoned = False  # abandon(): the drain stops waiting for the work in progress
         self._running: list[_Running] = []  # batches in the thread pool now
         self._item_s: float | None = None  # EWMA of compute seconds per item, for waits and Retry-After
         self._lone_with_company = 0  # cost-policy batches of one item sent while others waited, in a row
@@ -179,7 +231,7 @@ class Batcher:
         """Start the worker coroutines on the running loop; a second call does nothing."""
         if self._tasks:
             return
-        self._executor = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="computewise-batch")
+        self._executor = _DaemonThreads(self.workers, "computewise-batch")
         self._tasks = [asyncio.create_task(self._worker(), name=f"batch-worker-{n}") for n in range(self.workers)]
 
     async def submit(self, items: list[Any]) -> list[Any]:
@@ -208,23 +260,31 @@ class Batcher:
         finally:
             self._drop(request)  # timed out or cancelled (client gone): its queued items are not computed
 
-    async def drain(self, timeout_s: float = 30.0) -> None:
+    def abandon(self) -> None:
+        """Stop waiting for the work in progress now (a second SIGTERM or Ctrl-C): accept nothing more, fail
+        every queued or running request with ``RequestTimeout`` (so its client gets a 504 and its
+        connection closes), and make ``drain`` return without waiting. Call it on the event loop's thread."""
+        self._abandoned = True
+        self._accepting = False
+        self._fail_unfinished("the server was stopped by a second signal before this request finished")
+        self._changed.set()
+
+    async def drain(self, timeout_s: float | None = None) -> None:
         """Stop accepting (``submit`` raises ``QueueFull``), finish queued and running work, stop the workers.
 
-        Requests still queued or running after ``timeout_s`` fail with ``RequestTimeout``.
+        Requests still queued or running after ``timeout_s`` (the batcher's request timeout unless given),
+        or once ``abandon`` is called, fail with ``RequestTimeout``; a model call still running then is
+        left to its daemon thread, which does not hold the process at exit.
         """
+        timeout_s = self.timeout_s if timeout_s is None else timeout_s
         self._accepting = False
         self._changed.set()
         deadline_s = time.monotonic() + timeout_s
         while (self._queue or self._running) and self._tasks and time.monotonic() < deadline_s:
+            if self._abandoned:
+                break
             await asyncio.sleep(0.005)
-        unfinished = [*self._queue, *(entry for running in self._running for entry in running.batch)]
-        for entry in unfinished:
-            if not entry.request.future.done():
-                entry.request.future.set_exception(
-                    RequestTimeout(f"the server shut down before this request finished (drain timeout {timeout_s:g} s)")
-                )
-        self._queue.clear()
+        self._fail_unfinished(f"the server shut down before this request finished (drain timeout {timeout_s:g} s)")
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -232,6 +292,14 @@ class Batcher:
                 await task
         if self._executor is not None:
             self._executor.shutdown(wait=False)
+
+    def _fail_unfinished(self, reason: str) -> None:
+        """Fail every request still queued or running with ``RequestTimeout(reason)``; empty the queue."""
+        unfinished = [*self._queue, *(entry for running in self._running for entry in running.batch)]
+        for entry in unfinished:
+            if not entry.request.future.done():
+                entry.request.future.set_exception(RequestTimeout(reason))
+        self._queue.clear()
 
     # -- admission ------------------------------------------------------------------------------
 

@@ -30,6 +30,7 @@ from typing import Any, Protocol
 
 from computewise.errors import InputError, InvalidInput, ModelConfigError
 from computewise.optimize.artifact import MANIFEST_NAME, Artifact, load_artifact
+from computewise.optimize.source import call_entry_point
 from computewise.system.entrypoints import import_entry_point
 
 __all__ = [
@@ -302,7 +303,7 @@ def cache_identity(runner: ModelRunner) -> str:
 
 def _load_entry_point(spec: str, name: str) -> EntryPointRunner:
     factory = import_entry_point(spec, "the model", ModelConfigError)
-    predict = factory()
+    predict = call_entry_point(spec, factory, "the model, a function from a list of inputs to a list of outputs")
     if not callable(predict):
         raise ModelConfigError(
             f"{spec}() returned {type(predict).__name__}, not a callable",

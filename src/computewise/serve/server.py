@@ -29,7 +29,7 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from dataclasses import asdict
 from pathlib import Path
 from types import FrameType
@@ -52,6 +52,7 @@ from computewise.serve.eventloop import fastest_loop, freeze_startup_heap
 from computewise.serve.exposure import bind_listener, check_exposure
 from computewise.serve.metrics import ServeMetrics
 from computewise.serve.runners import ModelRunner, load_runner
+from computewise.system.files import check_writable
 from computewise.system.signals import stop_signals_to
 from computewise.units import format_bytes, format_duration
 
@@ -119,12 +120,15 @@ class _DrainingServer(uvicorn.Server):
 
     Stock uvicorn re-raises the captured signal after its graceful shutdown, so the process dies
     of SIGTERM; a server that drained cleanly has done what was asked and should say so with 0.
+    A second signal stops the waiting (``force``): whoever sends it has given up on the drain, and a
+    hung model call must not keep the process alive against them.
     """
 
-    def __init__(self, config: uvicorn.Config, state: ServeState, stream: TextIO) -> None:
+    def __init__(self, config: uvicorn.Config, state: ServeState, stream: TextIO, force: Callable[[], None]) -> None:
         super().__init__(config)
         self._state = state
         self._stream = stream
+        self._force = force
         self._stopped_by: int | None = None
 
     def ending(self) -> Ending:
@@ -142,10 +146,16 @@ class _DrainingServer(uvicorn.Server):
             yield
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
-        if not self._state.draining:
-            self._state.draining = True
-            self._stopped_by = sig
-            say(self._stream, f"{signal.Signals(sig).name}: draining in-flight requests, then stopping")
+        if self._state.draining:
+            say(self._stream, f"{signal.Signals(sig).name} again: stopping now, without waiting for in-flight requests")
+            try:  # a signal handler interrupts the loop's own code: the batcher is told from the loop, not here
+                asyncio.get_running_loop().call_soon_threadsafe(self._force)
+            except RuntimeError:  # no loop running (it has just ended): nothing is racing with it
+                self._force()
+            return
+        self._state.draining = True
+        self._stopped_by = sig
+        say(self._stream, f"{signal.Signals(sig).name}: draining in-flight requests, then stopping")
         super().handle_exit(sig, frame)
 
 
@@ -227,6 +237,9 @@ def serve(
         raise InputError(f"--max-body-bytes {max_body_bytes} must be positive", "e.g. --max-body-bytes 1048576")
     if cache_ttl_s is not None and cache_bytes is None:
         raise InputError("--cache-ttl needs --cache-size", "e.g. --cache-size 256MB --cache-ttl 10m")
+    if ready_file is not None:
+        # Written after the model loads (minutes for a large one), and what a script waits on: checked first.
+        check_writable(ready_file, "--ready-file", "nothing was loaded")
     cache = PredictionCache(cache_bytes, cache_ttl_s) if cache_bytes is not None else None
     sock = bind_listener(host, port)
     try:
@@ -298,7 +311,7 @@ def _serve_bound(
                 lifespan="on",
                 timeout_graceful_shutdown=int(timeout_s + _DRAIN_EXTRA_S),
             )
-            server = _DrainingServer(config, state, stream)
+            server = _DrainingServer(config, state, stream, force=batcher.abandon)
 
             async def main() -> None:
                 serving = asyncio.create_task(server.serve(sockets=[sock]))
