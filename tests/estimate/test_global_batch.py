@@ -71,3 +71,20 @@ def test_a_given_global_batch_is_not_called_the_default(command: str) -> None:
         data = _json("plan", "train", "--model", "llama-3-8b", "--gpu", "h100", "--max-gpus", "8",
                      "--tokens", "10B", "--global-batch", "64")  # fmt: skip
     assert not any("default" in note and "global batch" in note for note in data.get("notes", []))
+
+
+@pytest.mark.parametrize(("model", "images"), [("resnet-50", 256), ("vit-b-16", 4096)])
+def test_an_image_model_takes_its_published_batch_of_images(model: str, images: int) -> None:
+    """ResNet's 256 (He et al. 2016) and ViT's 4096 (Dosovitskiy et al. 2021), not half a million images a
+    step from a token count a CNN does not have; --seq-len, which used to change a ResNet's time at the same
+    FLOPs, is refused."""
+    data = _json("estimate", "train", "--model", model, "--gpu", "a100", "--gpus", "8", "--tokens", "1e8")
+    assert data["job"]["global_batch"] == images
+    refused = subprocess.run(
+        [*CLI, "estimate", "train", "--model", model, "--gpu", "a100", "--seq-len", "4"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert refused.returncode == 2 and "--seq-len does not apply" in refused.stderr
+    assert "Traceback" not in refused.stderr

@@ -161,7 +161,7 @@ def plan_train(
     constraints = TrainConstraints(
         tokens=training_tokens(tokens, spec),
         seq_len=seq,
-        global_batch=batch or default_global_batch(seq, spec.params),
+        global_batch=batch or default_global_batch(seq, spec.params, architecture=spec.architecture),
         optimizer=choice(optimizer, OPTIMIZERS, "--optimizer"),
         deadline_s=None if deadline is None else parse_duration_s(deadline, "--deadline"),
         budget_usd=None if budget is None else parse_usd(budget, "--budget"),

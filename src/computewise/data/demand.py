@@ -118,7 +118,9 @@ def demand_from_model(
         tokens=20.0 * spec.params,
         seq_len=seq,
         micro_batch=1,
-        global_batch=global_batch if global_batch is not None else default_global_batch(seq, spec.params, gpus),
+        global_batch=global_batch
+        if global_batch is not None
+        else default_global_batch(seq, spec.params, gpus, spec.architecture),
         precision=default_precision(accelerator),
         framework=default_framework(layout),
     )

@@ -114,7 +114,8 @@ def estimate_train_request(request: TrainEstimateRequest, catalog: Catalog, assu
         tokens=chinchilla_tokens(model) if request.tokens is None else request.tokens,
         seq_len=seq,
         micro_batch=request.micro_batch,
-        global_batch=request.global_batch or default_global_batch(seq, model.params, step_multiple=step_multiple),
+        global_batch=request.global_batch
+        or default_global_batch(seq, model.params, step_multiple=step_multiple, architecture=model.architecture),
         precision=request.precision or default_precision(request.accelerator),
         optimizer=request.optimizer,
         recompute=request.recompute,
@@ -139,7 +140,8 @@ def estimate_train_request(request: TrainEstimateRequest, catalog: Catalog, assu
         utilization=request.utilization,
         calibration=request.calibration,
     )
-    defaults = [] if request.global_batch is not None else [default_global_batch_note(job.global_batch, seq)]
+    given_batch = request.global_batch is not None
+    defaults = [] if given_batch else [default_global_batch_note(job.global_batch, seq, model.architecture)]
     if request.tokens is None:
         defaults.append(f"--tokens not given: 20 tokens per parameter ({job.tokens:.3g}), Chinchilla-optimal")
     return replace(estimate, notes=(*estimate.notes, *defaults))

@@ -47,8 +47,15 @@ __all__ = [
 ]
 
 
-def default_global_batch(seq_len: int, params: float, step_multiple: int = 1) -> int:
-    """Sequences per optimizer step when none is given: the one default of ``estimate train`` and ``plan train``.
+# An image model's batch is counted in images, not tokens: the recipes these architectures were published
+# with. ResNet: SGD over mini-batches of 256 (He et al. 2016, section 3.4); ViT: pre-training at batch 4096
+# (Dosovitskiy et al. 2021, section 4.1).
+_IMAGE_BATCH = {"cnn": 256, "vision-transformer": 4096}
+
+
+def default_global_batch(seq_len: int, params: float, step_multiple: int = 1, architecture: str = "decoder") -> int:
+    """Sequences (images for an image model) per optimizer step when none is given: the one default of
+    ``estimate train`` and ``plan train``.
 
     2^20 tokens at 8B parameters times sqrt(params / 8B), kept within 0.5M-16M: 0.5M for GPT-3's
     125M-760M models (Brown et al. 2020, table 2.1), 4M at 70B (Llama 2), 8M at 405B (Llama 3 ramped
@@ -56,18 +63,29 @@ def default_global_batch(seq_len: int, params: float, step_multiple: int = 1) ->
     (dp x micro-batch of a fixed layout) so every rank gets whole micro-batches. A batch of dp x
     micro-batch instead would change the training recipe with the GPU count: 8 GPUs would take 8
     sequences per step and 16 GPUs 16, and a pipeline would run one micro-batch per step, all bubble.
+    An image model takes its architecture's published batch (``_IMAGE_BATCH``): a CNN has no tokens,
+    and 2^19 of them would be half a million images a step.
     """
     if seq_len < 1 or step_multiple < 1:
         raise ValueError(f"seq_len and step_multiple must be >= 1, got {seq_len} and {step_multiple}")
-    tokens = min(max(2**20 * math.sqrt(params / 8e9), 2**19), 2**24)
-    sequences = max(1, int(2 ** round(math.log2(tokens / seq_len))))
+    images = _IMAGE_BATCH.get(architecture)
+    if images is not None:
+        sequences = images
+    else:
+        tokens = min(max(2**20 * math.sqrt(params / 8e9), 2**19), 2**24)
+        sequences = max(1, int(2 ** round(math.log2(tokens / seq_len))))
     return max(1, round(sequences / step_multiple)) * step_multiple
 
 
-def default_global_batch_note(global_batch: int, seq_len: int) -> str:
+def default_global_batch_note(global_batch: int, seq_len: int, architecture: str = "decoder") -> str:
     """How the output states the default, so a reader knows the recipe the time and cost assume."""
     from computewise.units import format_count
 
+    if architecture in _IMAGE_BATCH:
+        return (
+            f"global batch {global_batch} images (default: {_IMAGE_BATCH[architecture]}, as the "
+            f"{architecture} was published, rounded to whole micro-batches); set --global-batch to change it"
+        )
     return (
         f"global batch {global_batch} sequences ({format_count(global_batch * seq_len)} tokens, default: "
         "about 1M tokens at 8B parameters, growing with the model); set --global-batch to change it"

@@ -48,7 +48,11 @@ def plan_train_request(request: TrainRequest, catalog: Catalog, assumptions: Ass
     plan = plan_train(
         request.model, catalog, assumptions, c, None if measured is None else {measured.device_slug: measured}
     )
-    notes = [default_global_batch_note(c.global_batch, c.seq_len)] if request.default_batch else []
+    notes = (
+        [default_global_batch_note(c.global_batch, c.seq_len, request.model.architecture)]
+        if request.default_batch
+        else []
+    )
     for slug in sorted({option.accelerator for option in plan.candidates}):
         used = measured if measured is not None and measured.device_slug == slug else find_calibration(slug)
         if used is not None:
