@@ -32,11 +32,9 @@ _ADVICE: dict[str, str] = {
     "context_parallel": "lower --cp: attention is too short to hide the K/V exchange",
     "expert_parallel": "keep --ep inside one node, or lower it",
     "pipeline_parallel": "use fewer --virtual-stages, or an instance with a faster network",
-    "data_parallel": (
-        "raise the global batch (more backward to hide it under), shard with ZeRO-1/2 (--zero 1), or rent an "
-        "instance with a faster network"
-    ),
 }
+_MORE_BACKWARD = "raise the global batch (more backward to hide it under)"
+_FASTER_NETWORK = "or rent an instance with a faster network"
 _WORTH_ATTACKING = 0.10  # a part under a tenth of the step is not where the time goes
 
 
@@ -50,15 +48,31 @@ class Bottleneck:
         return f"{BREAKDOWN_LABELS[self.part]} is {self.share:.0%} of the step: {self.advice}"
 
 
-def bottleneck(breakdown_s: Mapping[str, float], compute_fraction: float) -> Bottleneck:
-    """The part to attack first; ``compute_fraction`` is the achieved share of peak while computing."""
+def _data_parallel_advice(zero: int) -> str:
+    """What shrinks an exposed gradient sync, given the ZeRO stage the step already runs (``estimate.step``).
+
+    ZeRO-1/2 hide the reduce-scatter under the backward and the all-gather under the next forward, where plain
+    data parallelism exposes a whole all-reduce; ZeRO-3 moves the weights every micro-batch.
+    """
+    if zero >= 3:
+        gathers = "ZeRO-3 gathers the weights every micro-batch"
+        return f"{_MORE_BACKWARD}, use ZeRO-1/2 (--zero 1) if the states fit ({gathers}), {_FASTER_NETWORK}"
+    if zero >= 1:
+        return f"{_MORE_BACKWARD}, {_FASTER_NETWORK}"
+    return f"{_MORE_BACKWARD}, shard with ZeRO-1/2 (--zero 1), {_FASTER_NETWORK}"
+
+
+def bottleneck(breakdown_s: Mapping[str, float], compute_fraction: float, zero: int = 0) -> Bottleneck:
+    """The part to attack first; ``compute_fraction`` is the achieved share of peak while computing, ``zero``
+    the ZeRO stage the step runs (the advice never suggests what is already set)."""
     step_s = sum(breakdown_s.values())
     if step_s <= 0:
         return Bottleneck("compute", 1.0, "nothing to overlap")
     waste = {k: v for k, v in breakdown_s.items() if k != "compute"}
     worst = max(waste, key=lambda k: waste[k], default="compute")
     if worst != "compute" and waste[worst] >= _WORTH_ATTACKING * step_s:
-        return Bottleneck(worst, waste[worst] / step_s, _ADVICE[worst])
+        advice = _data_parallel_advice(zero) if worst == "data_parallel" else _ADVICE[worst]
+        return Bottleneck(worst, waste[worst] / step_s, advice)
     advice = (
         f"arithmetic runs at {compute_fraction:.0%} of peak; larger micro-batches or wider layers raise it, "
         "a faster accelerator or more of them shorten it"

@@ -190,8 +190,8 @@ _INFER_FIX = (
 )
 
 
-def _bottleneck(columns: TrainColumns) -> Bottleneck:
-    found = bottleneck(columns.step.breakdown_s(), _scalar(columns.compute_fraction))
+def _bottleneck(columns: TrainColumns, zero: int) -> Bottleneck:
+    found = bottleneck(columns.step.breakdown_s(), _scalar(columns.compute_fraction), zero)
     return Bottleneck(found.part, found.share, found.sentence())
 
 
@@ -535,7 +535,10 @@ class TrainEstimate(_Figures):
     @property
     def advice(self) -> str:
         """The part of a step to attack first."""
-        return bottleneck(self.columns.step.breakdown_s(), _scalar(self.columns.compute_fraction)).sentence()
+        columns = self.columns
+        return bottleneck(
+            columns.step.breakdown_s(), _scalar(columns.compute_fraction), self.parallelism.zero
+        ).sentence()
 
     @json_property(name="layout")
     def layout_section(self) -> LayoutSection:
@@ -579,7 +582,7 @@ class TrainEstimate(_Figures):
             comm_exposed_seconds_per_step=_scalar(c.comm_exposed_s),
             pipeline_bubble_fraction=_scalar(c.bubble_fraction),
             breakdown_seconds_per_step=c.step.breakdown_s(),
-            bottleneck=_bottleneck(c),
+            bottleneck=_bottleneck(c, self.parallelism.zero),
             spot_slowdown=_scalar(c.spot_slowdown),
             tokens_per_second=_scalar(c.tokens_per_s),
         )

@@ -813,7 +813,7 @@ def _option(
         framework=FRAMEWORKS[int(rows.framework[li])],
         step_s=float(columns.step_s[r]),
         step_breakdown_s=breakdown_s,
-        bottleneck=bottleneck(breakdown_s, float(columns.compute_fraction[r])).sentence(),
+        bottleneck=bottleneck(breakdown_s, float(columns.compute_fraction[r]), int(rows.zero[li])).sentence(),
     )
 
 
