@@ -112,6 +112,11 @@ def test_a_plan_that_takes_years_says_so_first() -> None:
         " ".join(lines[next(i for i, line in enumerate(lines) if line.startswith("╰")) + 1 :]).split()
     )
     assert after_panel.startswith(f"warning: {warnings[0]}"), table.stdout
+    assert "raise --max-gpus" in warnings[0]
+    # At --max-gpus's own ceiling, raising it is no advice: the deadline is.
+    ceiling = run("plan", "train", "--model", "llama-3.1-405b", "--tokens", "15T", "--max-gpus", "1000000", "--json")
+    (at_ceiling,) = json.loads(ceiling.stdout)["warnings"]
+    assert "years" in at_ceiling and "--deadline" in at_ceiling and "--max-gpus" not in at_ceiling
     short = run("plan", "train", "--model", "gpt2", "--tokens", "1B", "--json")
     assert "warnings" not in json.loads(short.stdout)
 

@@ -86,7 +86,7 @@ def test_strings_from_the_result_are_not_markup(train_estimate: TrainEstimate) -
 
 def test_plan_shows_recommendation_frontier_candidates_and_search_size(train_plan: Plan) -> None:
     console = _console()
-    print_plan(train_plan, console, top=10)
+    print_plan(replace(train_plan, top=10), console)
     text = console.export_text()
     assert "recommended" in text
     assert "8 × h100-sxm on aws p5.48xlarge us-east-1" in text
@@ -167,3 +167,12 @@ def test_figures_that_are_not_known_read_not_available_never_zero(catalog: Catal
     text = console.export_text()
     assert re.search(r"time, cost, energy, CO2 +not available +see the notes", text)
     assert "\ncost " not in text and "where a step goes" not in text
+
+
+def test_top_0_shows_every_feasible_candidate_in_the_table_too(train_plan: Plan) -> None:
+    """--top 0 means every candidate (its range says so); the table used to stop at 10 where the JSON did not."""
+    console = _console()
+    print_plan(replace(train_plan, top=None), console)
+    text = console.export_text()
+    ranks = [line.split()[0] for line in text.splitlines() if line.strip()[:1].isdigit() and "×" in line]
+    assert "15" in ranks and "candidates" in text and "top 10 of" not in text

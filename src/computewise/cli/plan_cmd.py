@@ -43,7 +43,7 @@ GpuFilter = Annotated[list[str] | None, typer.Option("--gpu", "-g", help="Only t
 CloudFilter = Annotated[list[str] | None, typer.Option("--cloud", help="Only these clouds (repeatable).")]
 RegionFilter = Annotated[list[str] | None, typer.Option("--region", help="Only these regions (repeatable).")]
 TopOption = Annotated[
-    int, typer.Option("--top", parser=bounded_int("--top"), help="Candidates to show (JSON: all with --top 0).")
+    int, typer.Option("--top", parser=bounded_int("--top"), help="Candidates to show; 0 shows every feasible one.")
 ]
 
 

@@ -15,6 +15,7 @@ from computewise.catalog.calibration import find_calibration
 from computewise.errors import InputError
 from computewise.estimate.data_movement import data_site
 from computewise.estimate.train import default_global_batch_note
+from computewise.limits import ACCELERATORS
 from computewise.plan.train import CLOUD_PRICINGS, TrainConstraints, plan_train
 from computewise.units import format_duration
 
@@ -58,7 +59,7 @@ def plan_train_request(request: TrainRequest, catalog: Catalog, assumptions: Ass
         if used is not None:
             notes.append(f"{used.note}: {slug} timed with its measured peak and efficiency")
     time_s = plan.recommended.time_s
-    warnings = (_long_run_warning(time_s),) if time_s > _YEAR_S else ()
+    warnings = (_long_run_warning(time_s, c.max_gpus),) if time_s > _YEAR_S else ()
     return replace(plan, top=request.top, warnings=warnings, notes=tuple(notes))
 
 
@@ -86,10 +87,12 @@ def dataset_site(catalog: Catalog, place: str | None, dataset_bytes: float | Non
     return None if place is None or dataset_bytes is None else data_site(catalog, place, dataset_bytes)
 
 
-def _long_run_warning(time_s: float) -> str:
+def _long_run_warning(time_s: float, max_gpus: int) -> str:
     """Without --deadline the cheapest run wins however slow it is; one that takes years is rarely what
-    the user meant, so it is said before anything else rather than left for them to read off a table."""
+    the user meant, so it is said before anything else rather than left for them to read off a table.
+    More GPUs are suggested only below --max-gpus's own ceiling."""
+    more_gpus = " or raise --max-gpus" if max_gpus < ACCELERATORS.high else ""
     return (
         f"the recommended run takes {time_s / _YEAR_S:.1f} years ({format_duration(time_s)}): "
-        "give a --deadline (e.g. --deadline 30d) or raise --max-gpus to plan a shorter one"
+        f"give a --deadline (e.g. --deadline 30d){more_gpus} to plan a shorter one"
     )

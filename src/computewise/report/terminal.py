@@ -131,8 +131,9 @@ def _print_rejections(rejected: Sequence[Rejection], console: Console) -> None:
             console.print(Text(f"    ... {hidden} more, see --json", style="dim"))
 
 
-def print_plan(plan: Plan | InferPlan, console: Console, top: int = 10) -> None:
-    """Recommendation, frontier, top candidates, rejections, then the size of the search."""
+def print_plan(plan: Plan | InferPlan, console: Console) -> None:
+    """Recommendation, frontier, the candidates ``--top`` keeps (every one with --top 0), rejections, then the
+    size of the search."""
     body = Table.grid(padding=(0, 2))
     body.add_column(style="bold")
     body.add_column()
@@ -144,7 +145,7 @@ def print_plan(plan: Plan | InferPlan, console: Console, top: int = 10) -> None:
     # A one-point frontier is the recommendation again.
     if len(plan.pareto) > 1:
         _print_grid(option_grid(plan.pareto), "cost-vs-time frontier (fastest first)", console)
-    candidates = plan.shown[:top]
+    candidates = plan.shown
     feasible = len(plan.candidates)
     if candidates:
         title = f"top {len(candidates)} of {feasible} feasible" if feasible > len(candidates) else "candidates"
