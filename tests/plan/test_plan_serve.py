@@ -242,6 +242,16 @@ def test_capacity_from_a_find_max_result_uses_the_best_probe() -> None:
     assert "schema_version" not in data
 
 
+def test_a_search_that_never_missed_the_slo_gives_a_lower_bound_and_says_so() -> None:
+    """`loadtest --find-max` stops at --max-rate when every rate met the SLO (its report says "at least"): the
+    capacity is a floor, so a plan from it may rent more replicas than needed, and must say so."""
+    probes = (Probe(load_result(20.0, 20.0, 10.0), True), Probe(load_result(40.0, 40.0, 11.0), True))
+    measured = capacity_from_loadtest(MaxRateSearch("http://h/", 100.0, 40.0, probes), "max.json")
+    assert measured.capacity_rps == 40.0
+    assert "at least 40 requests/s" in measured.description
+    assert any("upper bound" in note and "--max-rate" in note for note in measured.notes)
+
+
 def test_capacity_from_a_single_run_flags_overload() -> None:
     calm = capacity_from_loadtest(read_loadtest(LoadtestRun("http://h/", load_result(50.0, 49.5, 12.0)).to_dict()))
     assert calm.capacity_rps == 49.5 and calm.latency_s == pytest.approx(0.012)

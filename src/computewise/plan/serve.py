@@ -695,10 +695,19 @@ def capacity_from_loadtest(result: LoadtestRun | MaxRateSearch, source: str = "l
         )
         probe = result.best
         latency_s = None if probe is None or probe.p50_ms is None else probe.p50_ms / 1000.0
-        description = (
-            f"{source}: highest sustained rate {_num(best)} requests/s within p99 <= {_num(result.slo_p99_ms)} ms"
-        )
-        return LoadtestCapacity(best, latency_s, description)
+        within = f"within p99 <= {_num(result.slo_p99_ms)} ms"
+        if result.spread.high_rps is None:  # every rate probed met the SLO: the search stopped at --max-rate
+            return LoadtestCapacity(
+                best,
+                latency_s,
+                f"{source}: at least {_num(best)} requests/s {within} (no rate probed missed it)",
+                (
+                    f"the loadtest never found the rate that misses the SLO, so a replica sustains at least "
+                    f"{_num(best)} requests/s and this plan's replica count is an upper bound; rerun "
+                    "`computewise loadtest URL --find-max` with a higher --max-rate to measure the capacity",
+                ),
+            )
+        return LoadtestCapacity(best, latency_s, f"{source}: highest sustained rate {_num(best)} requests/s {within}")
     run = result.result
     throughput = _positive(run.throughput_rps, "throughput_rps", source, "the run answered nothing: check the server")
     notes = [
