@@ -401,7 +401,8 @@ _MEMORY_FIXES: dict[str, str] = {
 
 def _interchangeable(accelerator: Accelerator, c: TrainConstraints) -> BoolArray:
     """Per PRECISIONS index: whether to time it on ``accelerator``. A precision with the bytes and the
-    peak of one listed before it yields identical rows, so it could only tie, and ties go to the first."""
+    peak of one listed before it yields rows as fast, so it could only tie, and ties go to the first
+    (fp16 after bf16: the same time, and under Megatron's layout more memory, its fp32 gradient copy)."""
     keep = np.zeros(len(PRECISIONS), dtype=np.bool_)
     seen: set[tuple[float, float, float]] = set()
     for p in c.precisions:
