@@ -13,9 +13,10 @@ Enumerate, filter, rank, in three passes that are exact, not heuristic:
    shape is also its cheapest: each (offering, instances, pricing) keeps that one layout, and the
    deadline, budget, ranking and Pareto frontier work on those options.
 
-Step 2 leaves out, untimed, only rows that could not change the answer: a precision whose rows are
-identical, column for column, to those of one listed before it on that accelerator (same bytes, same
-peak: bf16 and fp16 on most chips) could at best tie, and ties go to the first row. Every recompute
+Step 2 leaves out, untimed, only rows that could not change the answer: a precision whose rows are as
+fast as those of one listed before it on that accelerator and hold no less (same bytes, same peak: bf16
+and fp16 on most chips; Megatron's layout keeps fp16's an fp32 gradient copy more) could at best tie, and
+ties go to the first row. Every recompute
 level that fits is timed: recomputing adds work, but a time model that hides more communication
 behind a longer backward may still rank it first, so pruning it would be a heuristic.
 """
