@@ -60,13 +60,8 @@ def loadtest(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[st
 
 
 @contextmanager
-def status_server(status: int) -> Iterator[str]:
-    """A real uvicorn on 127.0.0.1 whose endpoint answers every request with ``status``."""
-
-    async def refuse(request: Request) -> JSONResponse:
-        return JSONResponse({"error": "refused"}, status_code=status)
-
-    app = Starlette(routes=[Route("/work", refuse, methods=["GET", "POST"])])
+def serving(app: Starlette) -> Iterator[str]:
+    """``app`` on a real uvicorn on 127.0.0.1 (a free port), for as long as the block runs: its base URL."""
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="off"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
@@ -75,15 +70,26 @@ def status_server(status: int) -> Iterator[str]:
         assert time.monotonic() < deadline and thread.is_alive(), "uvicorn did not start"
         time.sleep(0.01)
     try:
-        yield f"http://127.0.0.1:{server.servers[0].sockets[0].getsockname()[1]}/work"
+        yield f"http://127.0.0.1:{server.servers[0].sockets[0].getsockname()[1]}"
     finally:
         server.should_exit = True
         thread.join(10)
 
 
 @contextmanager
+def status_server(status: int) -> Iterator[str]:
+    """An endpoint that answers every request with ``status``."""
+
+    async def refuse(request: Request) -> JSONResponse:
+        return JSONResponse({"error": "refused"}, status_code=status)
+
+    with serving(Starlette(routes=[Route("/work", refuse, methods=["GET", "POST"])])) as base:
+        yield f"{base}/work"
+
+
+@contextmanager
 def echo_server(delay_s: float) -> Iterator[tuple[str, list[object]]]:
-    """A real uvicorn on 127.0.0.1 whose endpoint sleeps ``delay_s`` and records the JSON bodies it got."""
+    """An endpoint that sleeps ``delay_s`` and records the JSON bodies it got."""
     bodies: list[object] = []
 
     async def work(request: Request) -> JSONResponse:
@@ -91,20 +97,8 @@ def echo_server(delay_s: float) -> Iterator[tuple[str, list[object]]]:
         await asyncio.sleep(delay_s)
         return JSONResponse({"outputs": [1]})
 
-    app = Starlette(routes=[Route("/work", work, methods=["POST"])])
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="off"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        assert time.monotonic() < deadline and thread.is_alive(), "uvicorn did not start"
-        time.sleep(0.01)
-    port = server.servers[0].sockets[0].getsockname()[1]
-    try:
-        yield f"http://127.0.0.1:{port}/work", bodies
-    finally:
-        server.should_exit = True
-        thread.join(10)
+    with serving(Starlette(routes=[Route("/work", work, methods=["POST"])])) as base:
+        yield f"{base}/work", bodies
 
 
 @pytest.fixture
