@@ -60,11 +60,11 @@ _REEXPLORE_AFTER = 64  # lone batches with company waiting before the cost polic
 _SLO_BATCH_SHARE = 0.5  # a batch may take this much of the SLO; queueing behind it needs the rest
 _UNKNOWN_RETRY_AFTER_S = 1.0  # Retry-After before any batch has been timed
 _MIN_RETRY_AFTER_S = 0.05
-
-_P = ParamSpec("_P")
-_T = TypeVar("_T")
 _EWMA_WEIGHT = 0.2
 _ROUNDING = 1e-9  # a cost per item lower by this fraction only is float rounding, not a gain
+
+_P = ParamSpec("_P")  # a submitted call's parameters and result, kept through _DaemonThreads.submit
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
