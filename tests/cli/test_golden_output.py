@@ -23,6 +23,7 @@ output: do that only for a change of output that is meant, and read the diff bef
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shlex
@@ -256,6 +257,7 @@ def test_every_golden_file_belongs_to_an_example() -> None:
     assert {path.name for path in GOLDEN.iterdir()} == expected
 
 
+@functools.cache
 def _readme_outputs() -> dict[tuple[str, ...], str]:
     """Each README command after ``$ computewise`` (continuation lines joined, as words) and what its block shows."""
     shown: dict[tuple[str, ...], str] = {}
