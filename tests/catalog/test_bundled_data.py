@@ -33,6 +33,7 @@ ESTIMATOR_ASSUMPTIONS = (
     "host_s_per_kernel_recording",
     "host_s_per_kernel_compiled",
     "host_s_per_kernel_graphs",
+    "host_s_per_convolution",
     "inter_node_network_efficiency",
     "intra_node_link_efficiency",
     "runtime_overhead_bytes",

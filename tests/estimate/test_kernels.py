@@ -59,7 +59,13 @@ def test_the_longer_of_host_and_device_bounds_the_wall_time() -> None:
 
 def test_host_costs_follow_the_code_that_issues_the_kernels() -> None:
     costs = HostCosts(
-        eager_s=15e-6, transformers_s=20e-6, recording_s=50e-6, autograd_s=0.0, compiled_s=5e-6, graphs_s=0.5e-6
+        eager_s=15e-6,
+        transformers_s=20e-6,
+        recording_s=50e-6,
+        autograd_s=0.0,
+        compiled_s=5e-6,
+        graphs_s=0.5e-6,
+        convolution_s=36e-6,
     )
     framework = col([1.0, 2.0, 1.0, 1.0])  # pytorch, transformers, pytorch, pytorch
     execution = col([0.0, 0.0, 1.0, 2.0])  # eager, eager, compile, cuda-graphs
@@ -67,6 +73,8 @@ def test_host_costs_follow_the_code_that_issues_the_kernels() -> None:
     assert np.allclose(forward, [15e-6, 20e-6, 5e-6, 0.5e-6])
     training, _ = costs.per_kernel_s(framework, execution, training=True)
     assert np.allclose(training, [65e-6, 70e-6, 5e-6, 0.5e-6])
+    # A cuDNN call plans on the host under eager and compiled code alike; a CUDA graph replays it.
+    assert np.allclose(costs.per_convolution_s(execution), [36e-6, 36e-6, 36e-6, 0.0])
 
 
 def test_the_planners_distinct_rows_give_what_every_row_gives() -> None:
@@ -97,7 +105,8 @@ def test_the_planners_distinct_rows_give_what_every_row_gives() -> None:
     model = preset("llama-3-8b")
     every = training_kernels(model, MicrobatchShape(*columns), rates)
     distinct = distinct_training_kernels(model, MicrobatchShape(*columns), rates)
-    host = HostCosts(1.57e-5, 1.94e-5, 5.5e-5, 0.0, 5e-6, 5e-7).per_kernel_s(columns[8], columns[9], training=True)
+    costs = HostCosts(1.57e-5, 1.94e-5, 5.5e-5, 0.0, 5e-6, 5e-7, 3.6e-5)
+    host = costs.per_kernel_s(columns[8], columns[9], training=True)
     for mine, theirs in ((distinct.plain, every.plain), (distinct.recomputed, every.recomputed)):
         np.testing.assert_allclose(mine.device_s, theirs.device_s, rtol=1e-12)
         np.testing.assert_allclose(mine.wall_s(host), theirs.wall_s(host), rtol=1e-12)

@@ -355,6 +355,31 @@ def test_resnet50_reproduces_the_preset_figures() -> None:
     # torchvision lists 4.09 GFLOPS, which are multiply-adds: 2 FLOPs each.
     assert measured.forward_flops == pytest.approx(2 * 4.09e9, rel=0.005)
     assert measured.activation_bytes == resnet.traced.activation_bytes_per_sample
+    assert measured.kernels == resnet.traced.kernels
+    assert measured.kernels is not None
+    # torchvision's eval forward, counted from the architecture: 53 convolutions, 53 batch norms,
+    # 49 ReLUs (one per bottleneck stage of 3 plus the stem's), 16 residual adds, max pool, mean, fc.
+    assert measured.kernels.eval_kernels == 53 + 53 + 49 + 16 + 1 + 1 + 1
+    assert measured.kernels.convolutions == 53
+    # Training also bumps each batch norm's num_batches_tracked.
+    assert measured.kernels.train_forward_kernels == measured.kernels.eval_kernels + 53
+
+
+def test_kernel_bytes_are_what_each_kernel_reads_and_writes() -> None:
+    """Conv (3 -> 8 channels, 3x3, padding 1) then ReLU on 4 x 3 x 16 x 16: counted by hand, per sample at fp32.
+    The convolution reads its input and writes its output (its weights do not grow with the batch); the ReLU
+    reads and writes the 8-channel map."""
+    model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU())
+    measured = measure_module(model, torch.randn(4, 3, 16, 16))
+    assert measured.kernels is not None
+    pixels = 16 * 16
+    assert measured.kernels.eval_kernels == 2
+    assert measured.kernels.eval_gemm_bytes_per_sample == 4 * pixels * (3 + 8)
+    assert measured.kernels.eval_other_bytes_per_sample == 4 * pixels * (8 + 8)
+    # Backward: ReLU's threshold_backward reads the gradient and the output, writes a gradient (3 maps of 8);
+    # the convolution's backward reads the output gradient and the input, and (the input needing no gradient)
+    # writes the weight and bias gradients only, which do not grow with the batch.
+    assert measured.kernels.train_gemm_bytes_per_sample == 4 * pixels * (3 + 8) + 4 * pixels * (8 + 3)
 
 
 def test_trace_module_returns_a_spec_with_per_sample_stats_and_both_flop_figures() -> None:

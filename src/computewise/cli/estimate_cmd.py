@@ -72,7 +72,13 @@ _Instance = Annotated[str | None, typer.Option(help="Price this instance type.")
 
 # The flags of estimate train, one type each, so the verb's signature reads in a screen.
 _Gpus = Annotated[str, typer.Option("--gpus", "-n", help="Number of accelerators.")]
-_MicroBatch = Annotated[str, typer.Option(help="Sequences per device per micro-step.")]
+_MicroBatch = Annotated[
+    str | None,
+    typer.Option(
+        help="Sequences per device per micro-step (default 1; an image model's: its share of the global batch, "
+        "at most 256)."
+    ),
+]
 _GlobalBatch = Annotated[
     str | None,
     typer.Option(
@@ -170,7 +176,7 @@ def train(
     gpus: _Gpus = "1",
     tokens: TokensOption = None,
     seq_len: SeqLenOption = None,
-    micro_batch: _MicroBatch = "1",
+    micro_batch: _MicroBatch = None,
     global_batch: _GlobalBatch = None,
     precision: _TrainPrecision = "auto",
     optimizer: OptimizerOption = "adamw",
@@ -204,7 +210,7 @@ def train(
         gpus=parse_positive_int(gpus, "--gpus"),
         layout=layout.parallelism(),
         seq_len=sequence_length(seq_len, spec),
-        micro_batch=parse_positive_int(micro_batch, "--micro-batch"),
+        micro_batch=None if micro_batch is None else parse_positive_int(micro_batch, "--micro-batch"),
         tokens=None if tokens is None else parse_count(tokens, "--tokens"),
         global_batch=None if global_batch is None else parse_positive_int(global_batch, "--global-batch"),
         precision=_precision(precision),

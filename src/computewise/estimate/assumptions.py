@@ -34,6 +34,7 @@ class Assumptions:
     host_s_per_kernel_autograd: float
     host_s_per_kernel_compiled: float
     host_s_per_kernel_graphs: float
+    host_s_per_convolution: float  # what a cuDNN convolution call adds on the host to an eager launch
     intra_node_link_efficiency: float
     inter_node_network_efficiency: float
     runtime_overhead_bytes: float

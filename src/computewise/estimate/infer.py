@@ -25,6 +25,7 @@ from computewise.estimate.memory import (
     prefill_memory,
     with_overhead,
 )
+from computewise.estimate.traced import traced_inference_kernels
 from computewise.specs import EXECUTIONS, FRAMEWORKS, ModelSpec
 
 __all__ = [
@@ -34,7 +35,6 @@ __all__ = [
     "InferRows",
     "evaluate_infer",
     "inference_weight_bytes",
-    "traced_forward_bytes",
 ]
 
 # What a serving plan assumes runs the replica: a serving engine (vLLM, TensorRT-LLM, SGLang) keeps
@@ -42,10 +42,6 @@ __all__ = [
 # never bounds a decode step the way it does in eager PyTorch.
 SERVING_FRAMEWORK = float(FRAMEWORKS.index("pytorch"))
 SERVING_EXECUTION = float(EXECUTIONS.index("cuda-graphs"))
-
-_FP32 = 4.0
-_EAGER_PASSES = 3.0  # an eager CNN forward: each saved tensor written, then read and written once more
-_NHWC_TRANSPOSE_PASSES = 2.0  # 16-bit: cuDNN's tensor-core convolutions transpose NCHW inputs and outputs
 
 
 def inference_weight_bytes(precision: str) -> float:
@@ -93,26 +89,6 @@ class InferColumns:
     co2_kg: FloatArray
 
 
-def traced_forward_bytes(model: ModelSpec, act_bytes: FloatArray) -> FloatArray:
-    """Bytes one input's forward moves through memory in a traced network (a CNN run eagerly), at ``act_bytes``.
-
-    The trace counts what training saves per input: in a CNN about two tensors a convolution (its output,
-    which the norm saves, and the activation's output, which the next convolution saves). An eager
-    forward writes and reads each of them again: the convolution reads its input and writes its output,
-    the norm and the activation each read and write a whole tensor, so 3 passes over what is saved.
-    Under 16 bits the tensor-core convolutions of cuDNN take channels-last (NHWC) tensors and PyTorch's
-    default layout is NCHW, so each convolution's input and output are transposed too: 2 more passes.
-    Checked against NVIDIA's published ResNet-50 v1.5 inference in PyTorch (docs/ACCURACY.md); the
-    convolutions themselves are timed at the GEMM rate, which they reach on large batches only.
-    """
-    traced = model.traced
-    if traced is None:
-        return col(0.0) * col(act_bytes)
-    saved = traced.activation_bytes_per_sample * col(act_bytes) / traced.traced_dtype_bytes
-    passes = _EAGER_PASSES + np.where(col(act_bytes) < _FP32, _NHWC_TRANSPOSE_PASSES, 0.0)
-    return saved * passes
-
-
 def evaluate_infer(model: ModelSpec, rows: InferRows, assumptions: Assumptions) -> InferColumns:
     tp, batch = rows.tp, rows.batch
     weights = model.params * rows.weight_bytes / tp
@@ -142,9 +118,10 @@ def evaluate_infer(model: ModelSpec, rows: InferRows, assumptions: Assumptions) 
             model, batch, mean_context, rows.act_bytes, rows.kv_bytes, tp, rows.framework, rows.execution, rates
         )
         prefill_s, decode_compute_s = prefill.wall_s(host), decode.wall_s(host)
-    else:  # a traced network: its convolutions' FLOPs, or the bytes its activations move, whichever is longer
-        forward_bytes = batch * traced_forward_bytes(model, rows.act_bytes) / tp + weights
-        prefill_s = np.maximum(prefill_flops / (rates.gemm_flops * tp), forward_bytes / rates.stream_bytes_per_s)
+    else:  # a traced network: the kernels its eager forward launches (``estimate.traced``); it decodes nothing
+        convolution_s = HostCosts.of(assumptions).per_convolution_s(rows.execution)
+        forward = traced_inference_kernels(model, batch / tp, rows.act_bytes, weights, rates, convolution_s)
+        prefill_s = forward.wall_s(host)
         decode_compute_s = np.maximum(
             decode_flops_per_step / (rates.gemm_flops * tp), weights / rates.stream_bytes_per_s
         )

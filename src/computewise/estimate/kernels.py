@@ -167,6 +167,7 @@ class HostCosts:
     autograd_s: float  # a backward kernel, issued by the C++ autograd engine with no Python around it
     compiled_s: float  # torch.compile's generated wrapper, forward and backward
     graphs_s: float  # a CUDA graph replays its kernels with no host work per kernel
+    convolution_s: float  # what a cuDNN convolution call adds to its launch, outside a CUDA graph
 
     @classmethod
     def of(cls, assumptions: Assumptions) -> HostCosts:
@@ -177,7 +178,12 @@ class HostCosts:
             autograd_s=assumptions.host_s_per_kernel_autograd,
             compiled_s=assumptions.host_s_per_kernel_compiled,
             graphs_s=assumptions.host_s_per_kernel_graphs,
+            convolution_s=assumptions.host_s_per_convolution,
         )
+
+    def per_convolution_s(self, execution: FloatArray) -> FloatArray:
+        """Host seconds a cuDNN convolution call adds, per row: none when a CUDA graph replays it."""
+        return np.where(col(execution) == _GRAPHS, 0.0, self.convolution_s)
 
     def per_kernel_s(
         self, framework: FloatArray, execution: FloatArray, *, training: bool
@@ -198,16 +204,20 @@ class StepKernels:
     device_s: FloatArray
     kernels: FloatArray
     backward_kernels: FloatArray | float = 0.0
+    host_s: FloatArray | float = 0.0  # host seconds beyond the launches themselves (a cuDNN call's planning)
 
     def __add__(self, other: StepKernels) -> StepKernels:
         return StepKernels(
             self.device_s + other.device_s,
             self.kernels + other.kernels,
             self.backward_kernels + other.backward_kernels,
+            self.host_s + other.host_s,
         )
 
     def times(self, factor: FloatArray | float) -> StepKernels:
-        return StepKernels(self.device_s * factor, self.kernels * factor, self.backward_kernels * factor)
+        return StepKernels(
+            self.device_s * factor, self.kernels * factor, self.backward_kernels * factor, self.host_s * factor
+        )
 
     def backward(self, device_factor: float, kernel_factor: float) -> StepKernels:
         """This forward work's backward: ``device_factor`` times its device time, its kernels issued by autograd."""
@@ -219,12 +229,15 @@ class StepKernels:
         def rows(column: FloatArray | float) -> FloatArray | float:
             return column if np.ndim(column) == 0 else np.asarray(column)[index]
 
-        return StepKernels(col(rows(self.device_s)), col(rows(self.kernels)), rows(self.backward_kernels))
+        return StepKernels(
+            col(rows(self.device_s)), col(rows(self.kernels)), rows(self.backward_kernels), rows(self.host_s)
+        )
 
     def wall_s(self, host_s_per_kernel: tuple[FloatArray, FloatArray]) -> FloatArray:
         """Host and device overlap: the longer of the two bounds the wall time."""
         forward_s, backward_s = host_s_per_kernel
-        return np.maximum(self.device_s, self.kernels * forward_s + self.backward_kernels * backward_s)
+        host = self.kernels * forward_s + self.backward_kernels * backward_s + self.host_s
+        return np.maximum(self.device_s, host)
 
 
 def gemm_s(

@@ -22,7 +22,7 @@ from computewise.estimate.single import (
     estimate_train,
     input_kind,
 )
-from computewise.estimate.train import default_global_batch, default_global_batch_note
+from computewise.estimate.train import default_global_batch, default_global_batch_note, default_micro_batch
 from computewise.specs import InferJob, Parallelism, TrainJob
 from computewise.specs.finetune import FULL_TRAINING
 
@@ -80,7 +80,7 @@ class TrainEstimateRequest:
     gpus: int
     layout: Parallelism  # every degree but dp, which the GPUs leave: gpus / (tp * pp * cp)
     seq_len: int
-    micro_batch: int = 1
+    micro_batch: int | None = None  # None: default_micro_batch (1, or an image model's share of the batch)
     tokens: float | None = None  # None: chinchilla_tokens
     global_batch: int | None = None  # None: default_global_batch, a multiple of dp x micro_batch
     precision: Precision | None = None  # None: the accelerator's default_precision
@@ -109,11 +109,12 @@ def estimate_train_request(request: TrainEstimateRequest, catalog: Catalog, assu
     """The estimate of ``request`` with its defaults filled in, and the notes that state them."""
     parallelism = request.parallelism()
     model, seq = request.model, request.seq_len
-    step_multiple = parallelism.dp * request.micro_batch
+    micro_batch = request.micro_batch or default_micro_batch(model.architecture, parallelism.dp, request.global_batch)
+    step_multiple = parallelism.dp * micro_batch
     job = TrainJob(
         tokens=chinchilla_tokens(model) if request.tokens is None else request.tokens,
         seq_len=seq,
-        micro_batch=request.micro_batch,
+        micro_batch=micro_batch,
         global_batch=request.global_batch
         or default_global_batch(seq, model.params, step_multiple=step_multiple, architecture=model.architecture),
         precision=request.precision or default_precision(request.accelerator),
@@ -142,6 +143,11 @@ def estimate_train_request(request: TrainEstimateRequest, catalog: Catalog, assu
     )
     given_batch = request.global_batch is not None
     defaults = [] if given_batch else [default_global_batch_note(job.global_batch, seq, model.architecture)]
+    if request.micro_batch is None and micro_batch > 1:
+        defaults.append(
+            f"micro-batch {micro_batch} images per device (default for an image model: its share of the global "
+            "batch, at most 256, so no step waits on the host); set --micro-batch to change it"
+        )
     if request.tokens is None:
         defaults.append(f"--tokens not given: 20 tokens per parameter ({job.tokens:.3g}), Chinchilla-optimal")
     return replace(estimate, notes=(*estimate.notes, *defaults))

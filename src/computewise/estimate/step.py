@@ -44,6 +44,7 @@ from computewise.estimate.kernels import (
     distinct_training_kernels,
     optimizer_kernels,
 )
+from computewise.estimate.traced import traced_training_kernels
 
 if TYPE_CHECKING:
     from computewise.estimate.adapters import Adapters
@@ -209,11 +210,15 @@ def _compute_s(
     )
     host = HostCosts.of(assumptions).per_kernel_s(rows.framework, rows.execution, training=True)
     if not model.is_transformer:
-        # A traced network without layers the kernel model knows: its FLOPs at the large-GEMM rate.
-        def traced(per_token: FloatArray) -> StepKernels:
-            return StepKernels(per_token * per_device_tokens / rows.microbatches / rates.gemm_flops, 0.0 * rows.tp)
-
-        micro = MicrobatchKernels(plain=traced(model_per_token), recomputed=traced(hardware_per_token))
+        # A traced network: the kernels its trace counted (``estimate.traced``); recomputing activations
+        # repeats forward work, which lengthens the device's part by the FLOPs it adds.
+        convolution_s = HostCosts.of(assumptions).per_convolution_s(rows.execution)
+        weights = model.params * rows.weight_bytes / (rows.tp * rows.pp)
+        eager = traced_training_kernels(model, rows.micro_batch, rows.weight_bytes, weights, rates, convolution_s)
+        recomputed = StepKernels(
+            eager.device_s * hardware_per_token / model_per_token, eager.kernels, eager.backward_kernels, eager.host_s
+        )
+        micro = MicrobatchKernels(plain=eager, recomputed=recomputed)
     else:
         shape = MicrobatchShape(
             tokens=rows.micro_batch * rows.seq_len / rows.cp,

@@ -51,6 +51,7 @@ __all__ = [
 # with. ResNet: SGD over mini-batches of 256 (He et al. 2016, section 3.4); ViT: pre-training at batch 4096
 # (Dosovitskiy et al. 2021, section 4.1).
 _IMAGE_BATCH = {"cnn": 256, "vision-transformer": 4096}
+_IMAGE_MICRO_BATCH = 256  # NVIDIA DeepLearningExamples' ResNet-50 batch per GPU (AMP and TF32 on A100)
 
 
 def default_global_batch(seq_len: int, params: float, step_multiple: int = 1, architecture: str = "decoder") -> int:
@@ -75,6 +76,24 @@ def default_global_batch(seq_len: int, params: float, step_multiple: int = 1, ar
         tokens = min(max(2**20 * math.sqrt(params / 8e9), 2**19), 2**24)
         sequences = max(1, int(2 ** round(math.log2(tokens / seq_len))))
     return max(1, round(sequences / step_multiple)) * step_multiple
+
+
+def default_micro_batch(architecture: str, dp: int, global_batch: int | None) -> int:
+    """Sequences (images) per device per micro-step when none is given.
+
+    A language model's is 1, as Megatron-LM's: activations grow with the sequence, and the global batch
+    is reached by accumulation. An image model trains its whole share of the batch at once (NVIDIA's
+    ResNet-50 recipe runs 256 images per GPU): a micro-batch of one image would leave the accelerator
+    waiting for its host. The share is capped at ``_IMAGE_MICRO_BATCH`` and kept a divisor of it.
+    """
+    images = _IMAGE_BATCH.get(architecture)
+    if images is None:
+        return 1
+    per_rank = max(1, (global_batch or images) // max(dp, 1))
+    micro = min(per_rank, _IMAGE_MICRO_BATCH)
+    while per_rank % micro:
+        micro -= 1
+    return micro
 
 
 def default_global_batch_note(global_batch: int, seq_len: int, architecture: str = "decoder") -> str:

@@ -113,6 +113,13 @@ class FlopTally:
     total_flops: int = 0
     attention_flops: int = 0
     causal_attention_flops: int = 0
+    # Every kernel the ops launch (views and bare allocations launch none), and the bytes of the tensors
+    # each reads and writes, those of the counter's ``fixed_storages`` (weights) left out: in kernels
+    # with FLOPs ("gemm": matmuls, convolutions, attention) and in the rest.
+    kernels: int = 0
+    convolutions: int = 0
+    gemm_bytes: int = 0
+    other_bytes: int = 0
 
     @property
     def causal_aware_flops(self) -> float:
@@ -134,8 +141,9 @@ class FlopCounter:
     flag), False none of it.
     """
 
-    def __init__(self, *, causal: bool | None = None) -> None:
+    def __init__(self, *, causal: bool | None = None, fixed_storages: frozenset[int] = frozenset()) -> None:
         self.causal = causal
+        self.fixed_storages = fixed_storages
         self.tally = FlopTally()
         self._calls: list[_AttentionCall] = []
         self._stack: ExitStack | None = None
@@ -164,6 +172,16 @@ class FlopCounter:
     def _leave_call(self) -> None:
         self._calls.pop()
 
+    def _record_kernel(self, tensors_in: Sequence[Any], tensors_out: Sequence[Any], *, gemm: bool, conv: bool) -> None:
+        """One launched kernel: the bytes it reads and writes (an in-place op reads and writes its tensor)."""
+        moved = _bytes(tensors_in, self.fixed_storages) + _bytes(tensors_out, self.fixed_storages)
+        self.tally.kernels += 1
+        self.tally.convolutions += int(conv)
+        if gemm:
+            self.tally.gemm_bytes += moved
+        else:
+            self.tally.other_bytes += moved
+
     def _record(self, flops: int, *, is_batched_matmul: bool, fused_causal: bool | None) -> None:
         """Add one operator's FLOPs; ``fused_causal`` is set for a fused attention operator."""
         self.tally.total_flops += flops
@@ -178,6 +196,19 @@ class FlopCounter:
         is_causal = causal_flag if self.causal is None else self.causal
         if is_causal:
             self.tally.causal_attention_flops += flops
+
+
+def _bytes(tensors: Sequence[Any], fixed_storages: frozenset[int]) -> int:
+    """Bytes of distinct tensors (by object) outside ``fixed_storages``."""
+    seen: set[int] = set()
+    total = 0
+    for tensor in tensors:
+        storage = tensor.untyped_storage()
+        if id(tensor) in seen or int(storage._cdata) in fixed_storages:
+            continue
+        seen.add(id(tensor))
+        total += tensor.numel() * tensor.element_size()
+    return total
 
 
 def _shape(value: Any) -> list[int]:
@@ -292,10 +323,22 @@ def _make_modes(counter: FlopCounter) -> tuple[Any, Any]:
         import torch
         from torch.overrides import TorchFunctionMode
         from torch.utils._python_dispatch import TorchDispatchMode
+        from torch.utils._pytree import tree_leaves
     except ImportError as error:
         raise MissingExtraError("torch", "torch", "counting FLOPs of torch operators") from error
 
     formulas, fused, batched = _formulas(torch)
+    aten = torch.ops.aten
+    convolutions = {aten.convolution, aten._convolution, aten.cudnn_convolution, aten.convolution_overrideable}
+    # Operators that launch no kernel although they are not views: a bare allocation.
+    no_kernel = {
+        aten.empty,
+        aten.empty_like,
+        aten.empty_strided,
+        aten.new_empty,
+        aten.new_empty_strided,
+        aten.lift_fresh,
+    }
     attention_functions: dict[Any, AttentionKind] = {
         torch.nn.functional.scaled_dot_product_attention: "sdpa",
         torch.nn.functional.multi_head_attention_forward: "mha",
@@ -316,6 +359,16 @@ def _make_modes(counter: FlopCounter) -> tuple[Any, Any]:
         finally:
             counter._leave_call()
 
+    def launch(func: Any, args: Sequence[Any], kwargs: Mapping[str, Any], *, gemm: bool) -> Any:
+        """Runs an operator that has a kernel of its own, and counts that kernel unless it is a view."""
+        out = func(*args, **kwargs)
+        packet = func._overloadpacket
+        if not func.is_view and packet not in no_kernel and func not in passthrough:
+            tensors = [leaf for leaf in tree_leaves((args, dict(kwargs))) if isinstance(leaf, torch.Tensor)]
+            produced = [leaf for leaf in tree_leaves(out) if isinstance(leaf, torch.Tensor)]
+            counter._record_kernel(tensors, produced, gemm=gemm, conv=packet in convolutions)
+        return out
+
     def count(mode: Any, func: Any, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Any:
         """Counts each operator once, after decomposing composite ones as FlopCounterMode does."""
         packet = func._overloadpacket
@@ -326,8 +379,8 @@ def _make_modes(counter: FlopCounter) -> tuple[Any, Any]:
                     decomposed = func.decompose(*args, **kwargs)
                 if decomposed is not NotImplemented:
                     return decomposed
-            return func(*args, **kwargs)
-        out = func(*args, **kwargs)
+            return launch(func, args, kwargs, gemm=False)
+        out = launch(func, args, kwargs, gemm=True)
         bound = _bind(func, args, kwargs)
         fused_causal = bool(bound.get("is_causal", False)) if packet in fused else None
         counter._record(formula(bound, out), is_batched_matmul=packet in batched, fused_causal=fused_causal)

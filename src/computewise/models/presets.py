@@ -21,7 +21,7 @@ from typing import get_args
 from computewise.errors import CatalogError, UnknownNameError
 from computewise.models.hf_config import MODEL_TYPES
 from computewise.models.shape import FAMILIES
-from computewise.specs.model import Architecture, ModelSpec, TracedStats
+from computewise.specs.model import Architecture, ModelSpec, TracedKernels, TracedStats
 
 __all__ = ["PRESETS_FILE", "Preset", "normalize_name", "preset", "preset_entries", "preset_names"]
 
@@ -54,6 +54,14 @@ _COLUMNS = (
     "patch_size",
     "forward_flops_per_sample",
     "activation_bytes_per_sample",
+    "eval_kernels",
+    "train_forward_kernels",
+    "train_backward_kernels",
+    "convolutions",
+    "eval_gemm_bytes_per_sample",
+    "eval_other_bytes_per_sample",
+    "train_gemm_bytes_per_sample",
+    "train_other_bytes_per_sample",
     "source",
     "retrieved",
     "notes",
@@ -147,6 +155,12 @@ class _Row:
             raise self.error(column, f"expected a positive number, got {value!r}")
         return number
 
+    def number(self, column: str) -> float:
+        value = self.optional_number(column)
+        if value is None:
+            raise self.error(column, "is empty")
+        return value
+
     def flag(self, column: str) -> bool:
         value = self.text(column).lower()
         if value not in ("true", "false"):
@@ -173,6 +187,33 @@ def _parse(text: str, path: str) -> tuple[Preset, ...]:
     return tuple(entries)
 
 
+def _traced_kernels(row: _Row) -> TracedKernels | None:
+    """A traced network's kernel counts and bytes (``computewise.models.trace``); all eight or none."""
+    counts = ("eval_kernels", "train_forward_kernels", "train_backward_kernels", "convolutions")
+    sizes = (
+        "eval_gemm_bytes_per_sample",
+        "eval_other_bytes_per_sample",
+        "train_gemm_bytes_per_sample",
+        "train_other_bytes_per_sample",
+    )
+    given = [name for name in (*counts, *sizes) if row.text(name, required=False)]
+    if not given:
+        return None
+    if len(given) < len(counts) + len(sizes):
+        missing = next(name for name in (*counts, *sizes) if name not in given)
+        raise row.error(missing, "give all eight traced kernel figures or none")
+    return TracedKernels(
+        eval_kernels=row.integer("eval_kernels", minimum=1),
+        train_forward_kernels=row.integer("train_forward_kernels", minimum=1),
+        train_backward_kernels=row.integer("train_backward_kernels", minimum=1),
+        convolutions=row.integer("convolutions"),
+        eval_gemm_bytes_per_sample=row.number("eval_gemm_bytes_per_sample"),
+        eval_other_bytes_per_sample=row.number("eval_other_bytes_per_sample"),
+        train_gemm_bytes_per_sample=row.number("train_gemm_bytes_per_sample"),
+        train_other_bytes_per_sample=row.number("train_other_bytes_per_sample"),
+    )
+
+
 def _entry(row: _Row) -> Preset:
     architecture = _ARCHITECTURES.get(row.text("architecture"))
     if architecture is None:
@@ -196,7 +237,11 @@ def _entry(row: _Row) -> Preset:
     traced = None
     if flops is not None and activation_bytes is not None:
         # Traced figures in this file are fp32 (4 bytes per parameter and activation element).
-        traced = TracedStats(flops, activation_bytes, param_bytes=4 * params, traced_dtype_bytes=4)
+        traced = TracedStats(
+            flops, activation_bytes, param_bytes=4 * params, traced_dtype_bytes=4, kernels=_traced_kernels(row)
+        )
+    elif row.text("eval_kernels", required=False):
+        raise row.error("eval_kernels", "kernel counts need the traced FLOPs and activation bytes too")
 
     notes = row.text("notes", required=False)
     spec = ModelSpec(

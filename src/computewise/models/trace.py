@@ -33,9 +33,9 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from computewise.errors import MissingExtraError, ModelConfigError
-from computewise.models.flop_counter import FlopCounter
+from computewise.models.flop_counter import FlopCounter, FlopTally
 from computewise.models.hf_config import from_hf_config
-from computewise.specs.model import Architecture, ModelSpec, TracedStats
+from computewise.specs.model import Architecture, ModelSpec, TracedKernels, TracedStats
 
 __all__ = ["TraceMeasurement", "measure_module", "trace_module"]
 
@@ -68,6 +68,7 @@ class TraceMeasurement:
     backward_flops: int
     activation_bytes: int
     has_convolutions: bool
+    kernels: TracedKernels | None = None  # None: not measured (asked not to, or the module would not re-run)
 
 
 def trace_module(module: Any, example_inputs: Any, *, causal: bool | None = None) -> ModelSpec:
@@ -77,13 +78,17 @@ def trace_module(module: Any, example_inputs: Any, *, causal: bool | None = None
     kernel computes); the PyTorch-convention figure is in ``notes``. ``causal`` as in
     ``FlopCounter``: None trusts each attention call's ``is_causal`` flag.
     """
-    measured = measure_module(module, example_inputs, causal=causal)
+    config = getattr(module, "config", None)
+    readable_config = config is not None and callable(getattr(config, "to_dict", None))
+    # A module with a Hugging Face config is timed by the transformer formulas: its kernels need no trace.
+    measured = measure_module(module, example_inputs, causal=causal, kernels=not readable_config)
     batch = measured.batch_size
     traced = TracedStats(
         forward_flops_per_sample=measured.forward_flops_causal_aware / batch,
         activation_bytes_per_sample=measured.activation_bytes / batch,
         param_bytes=measured.param_bytes,
         traced_dtype_bytes=measured.dtype_bytes,
+        kernels=measured.kernels,
     )
     notes = [
         f"traced on the meta device with batch {batch}, training mode",
@@ -93,8 +98,7 @@ def trace_module(module: Any, example_inputs: Any, *, causal: bool | None = None
     ]
     architecture: Architecture = "cnn" if measured.has_convolutions else "generic"
     spec = ModelSpec(name=measured.module_name, params=measured.params, architecture=architecture)
-    config = getattr(module, "config", None)
-    if config is not None and callable(getattr(config, "to_dict", None)):
+    if config is not None and readable_config:
         try:
             spec = from_hf_config(config.to_dict())
         except ModelConfigError as error:
@@ -109,12 +113,15 @@ def trace_module(module: Any, example_inputs: Any, *, causal: bool | None = None
     )
 
 
-def measure_module(module: Any, example_inputs: Any, *, causal: bool | None = None) -> TraceMeasurement:
+def measure_module(
+    module: Any, example_inputs: Any, *, causal: bool | None = None, kernels: bool = True
+) -> TraceMeasurement:
     """Trace ``module`` on the meta device with inputs shaped like ``example_inputs``.
 
     ``example_inputs`` is one tensor, a tuple/list of positional inputs, or a dict of keyword
     inputs; tensors nested in them are replaced by meta tensors, other values pass through.
-    The batch size is the first dimension of the first tensor input.
+    The batch size is the first dimension of the first tensor input. ``kernels``: also count the
+    kernels an eager step launches and the bytes they move (``_measure_kernels``).
     """
     try:
         import torch
@@ -188,6 +195,15 @@ def measure_module(module: Any, example_inputs: Any, *, causal: bool | None = No
         for submodule, flag in training_flags:
             submodule.training = flag
 
+    launched = None
+    if kernels:
+        for tensor in weights.values():
+            tensor.grad = None  # as zero_grad(set_to_none=True) leaves them before a step
+        try:
+            launched = _measure_kernels(torch, module, weights, (args, kwargs), batch_size)
+        finally:
+            for submodule, flag in training_flags:
+                submodule.training = flag
     return TraceMeasurement(
         module_name=name,
         batch_size=batch_size,
@@ -201,7 +217,85 @@ def measure_module(module: Any, example_inputs: Any, *, causal: bool | None = No
         backward_flops=backward.tally.total_flops,
         activation_bytes=sum(saved_bytes.values()),
         has_convolutions=any(isinstance(m, torch.nn.modules.conv._ConvNd) for m in module.modules()),
+        kernels=launched,
     )
+
+
+def _measure_kernels(
+    torch: Any, module: Any, weights: dict[str, Any], inputs: tuple[tuple[Any, ...], dict[str, Any]], batch_size: int
+) -> TracedKernels | None:
+    """Kernels and bytes of an eager inference forward and of a training step, per sample.
+
+    Bytes per sample are the difference between a step at batch 2 and one at batch 1, so that what
+    does not grow with the batch (weights, their gradients, batch-norm statistics) drops out. None
+    when the module does not run at batch 1 or 2 (an input whose shape is fixed): the estimate then
+    times the step by its FLOPs alone.
+    """
+    from torch.func import functional_call
+
+    fixed = frozenset(_storage_key(tensor) for tensor in weights.values())
+
+    def step(batch: int) -> tuple[FlopTally, FlopTally, FlopTally]:
+        args, kwargs = _with_batch(torch, inputs, batch_size, batch)
+        module.eval()
+        with torch.no_grad(), torch.device("meta"), _fused_attention(torch), FlopCounter(fixed_storages=fixed) as infer:
+            functional_call(module, weights, args, kwargs, tie_weights=True, strict=False)
+        module.train()
+        with (
+            torch.enable_grad(),
+            torch.device("meta"),
+            _fused_attention(torch),
+            FlopCounter(fixed_storages=fixed) as forward,
+        ):
+            output = functional_call(module, weights, args, kwargs, tie_weights=True, strict=False)
+        losses = [t.float().sum() for t in _tensors(output) if t.is_floating_point() and t.requires_grad]
+        with FlopCounter(fixed_storages=fixed) as backward:
+            if losses:
+                sum(losses[1:], losses[0]).backward()
+        for tensor in weights.values():
+            tensor.grad = None
+        return infer.tally, forward.tally, backward.tally
+
+    try:
+        one, two = step(1), step(2)
+    except (RuntimeError, NotImplementedError, TypeError, ValueError):
+        return None
+    (infer1, forward1, backward1), (infer2, forward2, backward2) = one, two
+    return TracedKernels(
+        eval_kernels=infer1.kernels,
+        train_forward_kernels=forward1.kernels,
+        train_backward_kernels=backward1.kernels,
+        convolutions=infer1.convolutions,
+        eval_gemm_bytes_per_sample=float(infer2.gemm_bytes - infer1.gemm_bytes),
+        eval_other_bytes_per_sample=float(infer2.other_bytes - infer1.other_bytes),
+        train_gemm_bytes_per_sample=float(
+            forward2.gemm_bytes + backward2.gemm_bytes - forward1.gemm_bytes - backward1.gemm_bytes
+        ),
+        train_other_bytes_per_sample=float(
+            forward2.other_bytes + backward2.other_bytes - forward1.other_bytes - backward1.other_bytes
+        ),
+    )
+
+
+def _with_batch(
+    torch: Any, inputs: tuple[tuple[Any, ...], dict[str, Any]], batch_size: int, batch: int
+) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """The meta inputs with every tensor whose first dimension is the batch resized to ``batch``."""
+
+    def resize(value: Any) -> Any:
+        if isinstance(value, torch.Tensor):
+            if value.dim() == 0 or value.shape[0] != batch_size:
+                return value
+            resized = torch.empty((batch, *value.shape[1:]), dtype=value.dtype, device="meta")
+            return resized.requires_grad_(value.requires_grad) if resized.is_floating_point() else resized
+        if isinstance(value, Mapping):
+            return {key: resize(item) for key, item in value.items()}
+        if isinstance(value, list | tuple):
+            return type(value)(resize(item) for item in value)
+        return value
+
+    args, kwargs = inputs
+    return resize(args), resize(kwargs)
 
 
 def _fused_attention(torch: Any) -> Any:

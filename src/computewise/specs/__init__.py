@@ -14,7 +14,7 @@ from computewise.specs.hardware import (
     OnPremCost,
     Pricing,
 )
-from computewise.specs.model import Architecture, ModelSpec, TracedStats
+from computewise.specs.model import Architecture, ModelSpec, TracedKernels, TracedStats
 from computewise.specs.workload import (
     ATTENTION_KERNELS,
     EXECUTIONS,
@@ -66,6 +66,7 @@ __all__ = [
     "Precision",
     "Pricing",
     "Recompute",
+    "TracedKernels",
     "TracedStats",
     "TrainJob",
 ]

@@ -5,9 +5,31 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-__all__ = ["Architecture", "ModelSpec", "TracedStats"]
+__all__ = ["Architecture", "ModelSpec", "TracedKernels", "TracedStats"]
 
 Architecture = Literal["decoder", "encoder", "encoder-decoder", "vision-transformer", "cnn", "generic"]
+
+
+@dataclass(frozen=True)
+class TracedKernels:
+    """The kernels an eager step of a traced network launches, and the bytes they move.
+
+    A CNN's step is not its convolutions alone: each convolution is followed by a norm, an activation
+    and often a residual add, kernels that move whole activation tensors for a handful of FLOPs. The
+    trace counts, for every kernel the eager code launches (views excluded), the bytes of the tensors
+    it reads and writes, weights and their gradients excluded (they do not grow with the batch).
+    "GEMM" kernels are those with FLOPs (convolutions, matmuls, attention); "other" is the rest.
+    Bytes are per sample at the traced dtype; kernel counts are per step, whatever the batch.
+    """
+
+    eval_kernels: int  # an inference forward (eval mode, no autograd)
+    train_forward_kernels: int  # a training forward (batch-norm statistics updated, autograd recording)
+    train_backward_kernels: int
+    convolutions: int  # cuDNN calls in a forward, each with host work of its own
+    eval_gemm_bytes_per_sample: float
+    eval_other_bytes_per_sample: float
+    train_gemm_bytes_per_sample: float  # forward and backward
+    train_other_bytes_per_sample: float  # forward and backward
 
 
 @dataclass(frozen=True)
@@ -22,6 +44,7 @@ class TracedStats:
     activation_bytes_per_sample: float  # tensors autograd saves for backward, at the traced dtype
     param_bytes: int  # at the traced dtype
     traced_dtype_bytes: int = 4
+    kernels: TracedKernels | None = None  # None: not measured (the step is then timed by its FLOPs alone)
 
 
 @dataclass(frozen=True)
