@@ -684,8 +684,13 @@ def prefill_memory(
     prefills reserve 3-12 % more than this (``replay_allocator.py --bf16-weights``).
     """
     if model.traced is not None and not model.is_transformer:
+        # A traced network holds at most what its trace saw live at once in an inference forward (the input,
+        # a residual and the tensors of the op under way); without that count, all a training step would save.
         traced = model.traced
-        workspace = traced.activation_bytes_per_sample * col(batch) * col(act_bytes) / traced.traced_dtype_bytes
+        held = (
+            traced.activation_bytes_per_sample if traced.kernels is None else traced.kernels.eval_peak_bytes_per_sample
+        )
+        workspace = held * col(batch) * col(act_bytes) / traced.traced_dtype_bytes
         return PrefillMemory(workspace, col(0.0) * col(batch))
     tokens = col(batch) * col(prompt_len)
     width = 4 * model.hidden_size + (3 if model.gated_ffn else 2) * model.ffn_size * model.active_experts / col(tp)

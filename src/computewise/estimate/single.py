@@ -237,7 +237,10 @@ def track_record_note(scope: Scope, kind: Kind, model: ModelSpec) -> str:
             if kind == "infer"
             else "time within 25 % of NVIDIA's published ResNet-50 training in fp32 and mixed precision, not TF32"
         )
-        return f"accuracy on a traced network's {what}: {checked}; memory not yet checked (docs/ACCURACY.md)"
+        memory = (
+            "activations as a real forward allocates them on the CPU" if kind == "infer" else "memory not yet checked"
+        )
+        return f"accuracy on a traced network's {what}: {checked}; {memory} (docs/ACCURACY.md)"
     section = accuracy(scope, kind, model)
     parts = []
     for figure, band in (("time", section.time), ("memory", section.memory)):

@@ -19,6 +19,7 @@ torch is imported inside functions only, so importing this module stays free.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -120,6 +121,10 @@ class FlopTally:
     convolutions: int = 0
     gemm_bytes: int = 0
     other_bytes: int = 0
+    # Bytes of the tensors the kernels made that are still referenced, and their most at any moment: the
+    # activations an inference forward holds at once (each freed when Python drops its last reference).
+    live_bytes: int = 0
+    peak_live_bytes: int = 0
 
     @property
     def causal_aware_flops(self) -> float:
@@ -175,12 +180,33 @@ class FlopCounter:
     def _record_kernel(self, tensors_in: Sequence[Any], tensors_out: Sequence[Any], *, gemm: bool, conv: bool) -> None:
         """One launched kernel: the bytes it reads and writes (an in-place op reads and writes its tensor)."""
         moved = _bytes(tensors_in, self.fixed_storages) + _bytes(tensors_out, self.fixed_storages)
+        self._hold(tensors_in, tensors_out)
         self.tally.kernels += 1
         self.tally.convolutions += int(conv)
         if gemm:
             self.tally.gemm_bytes += moved
         else:
             self.tally.other_bytes += moved
+
+    def hold(self, tensor: Any) -> None:
+        """Count ``tensor`` as live until it is freed: a tensor made outside the counter (an input)."""
+        tally = self.tally
+
+        def release(size: int = tensor.numel() * tensor.element_size()) -> None:
+            tally.live_bytes -= size
+
+        tally.live_bytes += tensor.numel() * tensor.element_size()
+        tally.peak_live_bytes = max(tally.peak_live_bytes, tally.live_bytes)
+        weakref.finalize(tensor, release)
+
+    def _hold(self, tensors_in: Sequence[Any], tensors_out: Sequence[Any]) -> None:
+        """A kernel's new outputs are live until freed; an in-place result or a weight's update is not new memory."""
+        existing = {int(tensor.untyped_storage()._cdata) for tensor in tensors_in} | self.fixed_storages
+        for tensor in tensors_out:
+            key = int(tensor.untyped_storage()._cdata)
+            if key not in existing:
+                existing.add(key)
+                self.hold(tensor)
 
     def _record(self, flops: int, *, is_batched_matmul: bool, fused_causal: bool | None) -> None:
         """Add one operator's FLOPs; ``fused_causal`` is set for a fused attention operator."""

@@ -60,6 +60,7 @@ _COLUMNS = (
     "convolutions",
     "eval_gemm_bytes_per_sample",
     "eval_other_bytes_per_sample",
+    "eval_peak_bytes_per_sample",
     "train_gemm_bytes_per_sample",
     "train_other_bytes_per_sample",
     "source",
@@ -188,11 +189,12 @@ def _parse(text: str, path: str) -> tuple[Preset, ...]:
 
 
 def _traced_kernels(row: _Row) -> TracedKernels | None:
-    """A traced network's kernel counts and bytes (``computewise.models.trace``); all eight or none."""
+    """A traced network's kernel counts and bytes (``computewise.models.trace``); all nine or none."""
     counts = ("eval_kernels", "train_forward_kernels", "train_backward_kernels", "convolutions")
     sizes = (
         "eval_gemm_bytes_per_sample",
         "eval_other_bytes_per_sample",
+        "eval_peak_bytes_per_sample",
         "train_gemm_bytes_per_sample",
         "train_other_bytes_per_sample",
     )
@@ -201,7 +203,7 @@ def _traced_kernels(row: _Row) -> TracedKernels | None:
         return None
     if len(given) < len(counts) + len(sizes):
         missing = next(name for name in (*counts, *sizes) if name not in given)
-        raise row.error(missing, "give all eight traced kernel figures or none")
+        raise row.error(missing, "give all nine traced kernel figures or none")
     return TracedKernels(
         eval_kernels=row.integer("eval_kernels", minimum=1),
         train_forward_kernels=row.integer("train_forward_kernels", minimum=1),
@@ -209,6 +211,7 @@ def _traced_kernels(row: _Row) -> TracedKernels | None:
         convolutions=row.integer("convolutions"),
         eval_gemm_bytes_per_sample=row.number("eval_gemm_bytes_per_sample"),
         eval_other_bytes_per_sample=row.number("eval_other_bytes_per_sample"),
+        eval_peak_bytes_per_sample=row.number("eval_peak_bytes_per_sample"),
         train_gemm_bytes_per_sample=row.number("train_gemm_bytes_per_sample"),
         train_other_bytes_per_sample=row.number("train_other_bytes_per_sample"),
     )

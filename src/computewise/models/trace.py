@@ -238,7 +238,14 @@ def _measure_kernels(
     def step(batch: int) -> tuple[FlopTally, FlopTally, FlopTally]:
         args, kwargs = _with_batch(torch, inputs, batch_size, batch)
         module.eval()
-        with torch.no_grad(), torch.device("meta"), _fused_attention(torch), FlopCounter(fixed_storages=fixed) as infer:
+        with (
+            torch.no_grad(),
+            torch.device("meta"),
+            _fused_attention(torch),
+            FlopCounter(fixed_storages=fixed) as infer,
+        ):
+            for tensor in _tensors((args, kwargs)):
+                infer.hold(tensor)  # the inputs stay alive through the forward
             functional_call(module, weights, args, kwargs, tie_weights=True, strict=False)
         module.train()
         with (
@@ -268,6 +275,7 @@ def _measure_kernels(
         convolutions=infer1.convolutions,
         eval_gemm_bytes_per_sample=float(infer2.gemm_bytes - infer1.gemm_bytes),
         eval_other_bytes_per_sample=float(infer2.other_bytes - infer1.other_bytes),
+        eval_peak_bytes_per_sample=float(infer2.peak_live_bytes - infer1.peak_live_bytes),
         train_gemm_bytes_per_sample=float(
             forward2.gemm_bytes + backward2.gemm_bytes - forward1.gemm_bytes - backward1.gemm_bytes
         ),

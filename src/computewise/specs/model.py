@@ -28,6 +28,7 @@ class TracedKernels:
     convolutions: int  # cuDNN calls in a forward, each with host work of its own
     eval_gemm_bytes_per_sample: float
     eval_other_bytes_per_sample: float
+    eval_peak_bytes_per_sample: float  # the most activation bytes an inference forward holds at once
     train_gemm_bytes_per_sample: float  # forward and backward
     train_other_bytes_per_sample: float  # forward and backward
 
