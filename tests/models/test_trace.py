@@ -238,6 +238,10 @@ def test_cnn_matches_torch_flop_counter_and_is_reported_as_cnn() -> None:
     assert spec.architecture == "cnn"
     assert spec.traced is not None
     assert spec.traced.forward_flops_per_sample == measured.forward_flops / 4
+    # A traced network's step is timed by its kernels, which trace_module counts (measure_module only on request).
+    assert measured.kernels is None
+    assert spec.traced.kernels == measure_module(model, images, kernels=True).kernels
+    assert spec.traced.kernels is not None and spec.traced.kernels.convolutions > 0
 
 
 def test_plain_mlp_activation_bytes_are_the_saved_inputs() -> None:
@@ -345,7 +349,7 @@ def test_seven_billion_shape_on_meta_traces_without_real_memory() -> None:
 def test_resnet50_reproduces_the_preset_figures() -> None:
     model = ResNet50()
     image = torch.randn(1, 3, 224, 224)
-    measured = measure_module(model, image)
+    measured = measure_module(model, image, kernels=True)
     resnet = preset("resnet-50")
 
     assert resnet.traced is not None
@@ -389,7 +393,7 @@ def test_an_inference_forward_holds_what_a_real_one_allocates(network: str) -> N
     else:
         model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.Conv2d(8, 4, 3, padding=1))
         image = torch.randn(2, 3, 16, 16)
-    measured = measure_module(model, image)
+    measured = measure_module(model, image, kernels=True)
     assert measured.kernels is not None
     held = measured.kernels.eval_peak_bytes_per_sample * image.shape[0]
     assert held == _peak_bytes_of_a_real_forward(model, image) + image.numel() * image.element_size()
@@ -402,7 +406,7 @@ def test_kernel_bytes_are_what_each_kernel_reads_and_writes() -> None:
     The convolution reads its input and writes its output (its weights do not grow with the batch); the ReLU
     reads and writes the 8-channel map."""
     model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU())
-    measured = measure_module(model, torch.randn(4, 3, 16, 16))
+    measured = measure_module(model, torch.randn(4, 3, 16, 16), kernels=True)
     assert measured.kernels is not None
     pixels = 16 * 16
     assert measured.kernels.eval_kernels == 2
@@ -473,6 +477,7 @@ def test_hugging_face_style_config_fills_the_shape() -> None:
     assert (spec.layers, spec.hidden_size, spec.heads, spec.vocab_size) == (LAYERS, DIM, HEADS, VOCAB)
     assert spec.architecture == "decoder"
     assert spec.params == measure_module(model, tokens()).params
+    assert spec.traced is not None and spec.traced.kernels is None  # the transformer formulas time it
 
 
 def test_untraceable_inputs_are_model_config_errors() -> None:

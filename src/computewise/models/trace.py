@@ -114,14 +114,15 @@ def trace_module(module: Any, example_inputs: Any, *, causal: bool | None = None
 
 
 def measure_module(
-    module: Any, example_inputs: Any, *, causal: bool | None = None, kernels: bool = True
+    module: Any, example_inputs: Any, *, causal: bool | None = None, kernels: bool = False
 ) -> TraceMeasurement:
     """Trace ``module`` on the meta device with inputs shaped like ``example_inputs``.
 
     ``example_inputs`` is one tensor, a tuple/list of positional inputs, or a dict of keyword
     inputs; tensors nested in them are replaced by meta tensors, other values pass through.
     The batch size is the first dimension of the first tensor input. ``kernels``: also count the
-    kernels an eager step launches and the bytes they move (``_measure_kernels``).
+    kernels an eager step launches and the bytes they move (``_measure_kernels``: six more meta passes,
+    so only where a time model will use them).
     """
     try:
         import torch
