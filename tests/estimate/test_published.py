@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import importlib.util
+import sys
+from pathlib import Path
+
 import pytest
 
 from computewise.estimate.arrays import col
 from computewise.estimate.flops import training_flops_per_token
 from computewise.estimate.memory import activation_parts, kv_cache_bytes, model_state_bytes, peak_activations
 from computewise.specs import ModelSpec
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 GB = 1e9
 
@@ -193,87 +199,20 @@ def test_kv_cache_bytes_per_token(layers: int, kv_heads: int, expected_bytes_per
     assert float(per_token) == expected_bytes_per_token
 
 
-# NVIDIA DeepLearningExamples, PyTorch/Classification/ConvNets/resnet50v1.5/README.md (pytorch-21.03 container),
-# "Inference performance results": images/s of one T4 and one V100 16GB, NCHW, FP32 and mixed precision, at the
-# batches where the device bounds the step. At batch 1-8 the same table measures a host twice as slow per kernel
-# as the one ``host_s_per_kernel_eager`` was measured on (docs/ACCURACY.md), so those rows are reported, not tested.
-_RESNET_INFERENCE = [
-    ("t4", "fp16", 32, 1128.0),
-    ("t4", "fp16", 64, 1165.0),
-    ("t4", "fp16", 256, 1198.0),
-    ("t4", "fp32", 32, 420.0),
-    ("t4", "fp32", 64, 428.0),
-    ("t4", "fp32", 256, 415.0),
-    ("v100-16gb", "fp16", 64, 2984.0),
-    ("v100-16gb", "fp16", 256, 3382.0),
-    ("v100-16gb", "fp32", 16, 1023.0),
-    ("v100-16gb", "fp32", 64, 1200.0),
-    ("v100-16gb", "fp32", 256, 1261.0),
-]
-
-
-@pytest.mark.parametrize(("gpu", "precision", "batch", "images_per_s"), _RESNET_INFERENCE)
-def test_resnet_50_inference_throughput(gpu: str, precision: str, batch: int, images_per_s: float) -> None:
-    """The eager forward's traced kernels, each by its roofline (``estimate.traced``). Timing the convolutions
-    alone at the GEMM rate was 5.5x too fast on the T4; the norms, activations and residual adds move more
-    bytes than the convolutions do."""
-    from computewise.catalog import load_catalog
-    from computewise.estimate import Assumptions
-    from computewise.estimate.single import estimate_infer
-    from computewise.models.presets import preset
-    from computewise.specs import InferJob
-
-    catalog = load_catalog()
-    job = InferJob(batch=batch, context_len=1, output_len=0, precision=precision)  # type: ignore[arg-type]
-    result = estimate_infer(
-        preset("resnet-50"), catalog.accelerator(gpu), job, catalog, Assumptions.from_catalog(catalog)
-    )
-    assert result.requests_per_second == pytest.approx(images_per_s, rel=0.25)
-
-
-@pytest.mark.parametrize(("gpu", "latency_ms"), [("a100-80gb", 6.531), ("v100-16gb", 6.484), ("t4", 6.031)])
-def test_resnet_50_at_batch_1_waits_for_its_host(gpu: str, latency_ms: float) -> None:
-    """Hugging Face's "Optimize inference using torch.compile()" guide (transformers docs, torch 2.0.1): eager
-    microsoft/resnet-50 (ResNet-50 v1.5, fp32) at batch 1 takes 6.0-6.5 ms on an A100, a V100 and a T4 alike,
-    although the three differ 8x in FLOP/s: the host's launches of about 170 kernels and 53 cuDNN calls bound it.
-    The estimate before kernels were counted said 0.5-2 ms."""
-    from computewise.catalog import load_catalog
-    from computewise.estimate import Assumptions
-    from computewise.estimate.single import estimate_infer
-    from computewise.models.presets import preset
-    from computewise.specs import InferJob
-
-    catalog = load_catalog()
-    job = InferJob(batch=1, context_len=1, output_len=0, precision="fp32", framework="transformers")
-    result = estimate_infer(
-        preset("resnet-50"), catalog.accelerator(gpu), job, catalog, Assumptions.from_catalog(catalog)
-    )
-    assert 1000.0 / result.requests_per_second == pytest.approx(latency_ms, rel=0.25)
-
-
-@pytest.mark.parametrize(
-    ("gpu", "precision", "batch", "images_per_s"),
-    [("v100-16gb", "fp32", 112, 367.0), ("v100-16gb", "fp16", 256, 1200.0), ("a100-80gb", "bf16", 256, 2470.0)],
-)
-def test_resnet_50_training_throughput(gpu: str, precision: str, batch: int, images_per_s: float) -> None:
-    """NVIDIA DeepLearningExamples' ResNet-50 v1.5 README, "Training performance results" (pytorch-21.03), one GPU,
-    at the batch its configs.yml gives each platform. The mixed-precision runs used channels-last tensors, which
-    the estimate (PyTorch's default NCHW layout) cannot express: docs/ACCURACY.md says what that hides."""
-    from computewise.catalog import load_catalog
-    from computewise.estimate import Assumptions
-    from computewise.estimate.single import estimate_train
-    from computewise.models.presets import preset
-    from computewise.specs import Parallelism, TrainJob
-
-    catalog = load_catalog()
-    job = TrainJob(
-        tokens=1_281_167,
-        seq_len=1,
-        micro_batch=batch,
-        global_batch=batch,
-        precision=precision,  # type: ignore[arg-type]
-    )
-    result = estimate_train(
-        preset("resnet-50"), catalog.accelerator(gpu), 1, job, Parallelism(), catalog, Assumptions.from_catalog(catalog)
-    )
-    assert result.tokens_per_second == pytest.approx(images_per_s, rel=0.25)
+def test_every_published_resnet_50_figure_is_met_or_its_miss_is_explained() -> None:
+    """``benchmarks/replay_cnn.py`` over ``benchmarks/data/published_cnn_runs.csv``: NVIDIA DeepLearningExamples'
+    ResNet-50 inference (T4, V100; fp32 and mixed precision; batch 1-256) and training (V100, A100), and Hugging
+    Face's eager batch-1/4/16 latencies (A100, V100, T4), 51 figures. Each is within 25 % or names what the
+    estimate does not model (a slower host, TF32, a T4's clock); a stated cause must still be a miss. Before the
+    traced kernels were timed, training was 4.1x optimistic and inference 5.5x on a T4."""
+    spec = importlib.util.spec_from_file_location("replay_cnn", REPO_ROOT / "benchmarks" / "replay_cnn.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclass looks its module up while being defined
+    spec.loader.exec_module(module)
+    rows = module.replay()
+    assert len(rows) == 51
+    disagreeing = [(row.name, f"{row.error:+.0%}", row.known_miss) for row in rows if not row.consistent]
+    assert not disagreeing
+    explained = sum(1 for row in rows if row.known_miss)
+    assert explained <= 21  # batch 1-8 on NVIDIA's 2021 host, AMP's host floor, TF32, the T4's clock
