@@ -52,12 +52,14 @@ def traced_inference_kernels(
         return StepKernels(flops / rates.gemm_flops, 0.0 * flops)
     launched = traced.kernels
     scale = col(batch) * col(act_bytes) / traced.traced_dtype_bytes
-    gemm_bytes = scale * launched.eval_gemm_bytes_per_sample
-    other_bytes = scale * launched.eval_other_bytes_per_sample + _transposes(gemm_bytes, act_bytes)
-    device = (
-        np.maximum(flops / rates.gemm_flops, (gemm_bytes + col(weight_bytes)) / rates.stream_bytes_per_s)
-        + other_bytes / rates.stream_bytes_per_s
-        + launched.eval_kernels * rates.kernel_floor_s
+    device = _device_s(
+        flops,
+        scale * launched.eval_gemm_bytes_per_sample,
+        scale * launched.eval_other_bytes_per_sample,
+        col(weight_bytes),
+        launched.eval_kernels,
+        act_bytes,
+        rates,
     )
     return StepKernels(device, launched.eval_kernels + 0.0 * device, 0.0, launched.convolutions * col(convolution_s))
 
@@ -82,13 +84,14 @@ def traced_training_kernels(
         return StepKernels(flops / rates.gemm_flops, 0.0 * flops)
     launched = traced.kernels
     scale = col(micro_batch) * col(act_bytes) / traced.traced_dtype_bytes
-    gemm_bytes = scale * launched.train_gemm_bytes_per_sample
-    other_bytes = scale * launched.train_other_bytes_per_sample + _transposes(gemm_bytes, act_bytes)
-    kernels = launched.train_forward_kernels + launched.train_backward_kernels
-    device = (
-        np.maximum(flops / rates.gemm_flops, (gemm_bytes + 3.0 * col(weight_bytes)) / rates.stream_bytes_per_s)
-        + other_bytes / rates.stream_bytes_per_s
-        + kernels * rates.kernel_floor_s
+    device = _device_s(
+        flops,
+        scale * launched.train_gemm_bytes_per_sample,
+        scale * launched.train_other_bytes_per_sample,
+        3.0 * col(weight_bytes),
+        launched.train_forward_kernels + launched.train_backward_kernels,
+        act_bytes,
+        rates,
     )
     return StepKernels(
         device,
@@ -96,6 +99,22 @@ def traced_training_kernels(
         float(launched.train_backward_kernels),
         launched.convolutions * col(convolution_s),
     )
+
+
+def _device_s(
+    flops: FloatArray,
+    gemm_bytes: FloatArray,
+    other_bytes: FloatArray,
+    weight_traffic: FloatArray,
+    kernels: int,
+    act_bytes: FloatArray,
+    rates: KernelRates,
+) -> FloatArray:
+    """The kernels one after another: those with FLOPs by their FLOPs or their bytes (weights included),
+    the rest by their bytes and cuDNN's layout transposes, and every kernel's floor."""
+    bandwidth = rates.stream_bytes_per_s
+    gemm_s = np.maximum(flops / rates.gemm_flops, (gemm_bytes + weight_traffic) / bandwidth)
+    return gemm_s + (other_bytes + _transposes(gemm_bytes, act_bytes)) / bandwidth + kernels * rates.kernel_floor_s
 
 
 def _forward_flops(model: ModelSpec) -> float:
