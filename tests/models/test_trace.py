@@ -244,6 +244,20 @@ def test_cnn_matches_torch_flop_counter_and_is_reported_as_cnn() -> None:
     assert spec.traced.kernels is not None and spec.traced.kernels.convolutions > 0
 
 
+def test_a_module_fixed_to_its_batch_is_timed_by_its_flops_and_says_so() -> None:
+    class FixedBatch(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv = nn.Conv2d(3, 8, 3)
+
+        def forward(self, x: Any) -> Any:
+            return self.conv(x).reshape(4, 8 * 14 * 14)  # runs at batch 4 only
+
+    spec = trace_module(FixedBatch(), torch.randn(4, 3, 16, 16))
+    assert spec.traced is not None and spec.traced.kernels is None
+    assert any("kernels of an eager step were not counted" in note for note in spec.notes)
+
+
 def test_plain_mlp_activation_bytes_are_the_saved_inputs() -> None:
     d, batch = 32, 8
     model = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))

@@ -78,10 +78,9 @@ def trace_module(module: Any, example_inputs: Any, *, causal: bool | None = None
     kernel computes); the PyTorch-convention figure is in ``notes``. ``causal`` as in
     ``FlopCounter``: None trusts each attention call's ``is_causal`` flag.
     """
-    config = getattr(module, "config", None)
-    readable_config = config is not None and callable(getattr(config, "to_dict", None))
+    config_dict = getattr(getattr(module, "config", None), "to_dict", None)
     # A module with a Hugging Face config is timed by the transformer formulas: its kernels need no trace.
-    measured = measure_module(module, example_inputs, causal=causal, kernels=not readable_config)
+    measured = measure_module(module, example_inputs, causal=causal, kernels=not callable(config_dict))
     batch = measured.batch_size
     traced = TracedStats(
         forward_flops_per_sample=measured.forward_flops_causal_aware / batch,
@@ -96,11 +95,16 @@ def trace_module(module: Any, example_inputs: Any, *, causal: bool | None = None
         f"(causal attention in full), {measured.forward_flops_causal_aware / batch:.6g} causal-aware",
         f"backward FLOPs per sample: {measured.backward_flops / batch:.6g} (PyTorch convention)",
     ]
+    if measured.kernels is None and not callable(config_dict):
+        notes.append(
+            "the kernels of an eager step were not counted (the module did not run at batch 1 and 2), so its "
+            "time is its FLOPs at the large-GEMM rate: a lower bound"
+        )
     architecture: Architecture = "cnn" if measured.has_convolutions else "generic"
     spec = ModelSpec(name=measured.module_name, params=measured.params, architecture=architecture)
-    if config is not None and readable_config:
+    if callable(config_dict):
         try:
-            spec = from_hf_config(config.to_dict())
+            spec = from_hf_config(config_dict())
         except ModelConfigError as error:
             notes.append(f"shape fields left empty: the module's config could not be read ({error.message})")
     return replace(
