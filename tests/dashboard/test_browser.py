@@ -64,6 +64,13 @@ def _find(driver: Any, css: str) -> Any:
     return driver.find_element(_by_css(), css)
 
 
+def _text(driver: Any, css: str) -> str:
+    """The trimmed text of the element ``css`` names now, read in one step: a live page may swap the element
+    between a lookup and a read of its text, which a found element reports as a stale reference."""
+    script = "const found = document.querySelector(arguments[0]); return found && found.textContent.trim();"
+    return str(_wait(driver).until(lambda d: d.execute_script(script, css)))
+
+
 def _find_all(driver: Any, css: str) -> list[Any]:
     return list(driver.find_elements(_by_css(), css))
 
@@ -298,8 +305,8 @@ def test_run_page_charts_draw_every_sample(
             run, samples = ledger.run(run_id), ledger.samples(run_id)
         assert len(samples) >= 2, f"run {run_id} recorded {len(samples)} samples"
         assert _open_run(browser, dashboard.url(f"/runs/{run_id}")) == 200
-        assert _find(browser, "#run-status").text.strip() == run.status == "succeeded"
-        assert int(_find(browser, "#sample-count").text.strip()) == len(samples)
+        assert _text(browser, "#run-status") == run.status == "succeeded"
+        assert int(_text(browser, "#sample-count")) == len(samples)
         # A chart averages the samples into buckets at least one sampling interval wide (a run's last
         # sample can follow the one before by milliseconds): one point per bucket that holds a sample.
         status, body = _http(dashboard.url(f"/api/runs/{run_id}"))
@@ -328,7 +335,7 @@ def test_run_page_charts_draw_every_sample(
     screenshot(browser, "run-tracked")
 
     _open_run(browser, dashboard.url(f"/runs/{filled_ledger.failed}"))
-    assert _find(browser, "#run-status").text.strip() == "failed"
+    assert _text(browser, "#run-status") == "failed"
 
 
 def test_live_run_page_updates_without_reload(
@@ -352,8 +359,8 @@ def test_live_run_page_updates_without_reload(
         run_id = int(_wait(browser).until(started))
         _open_run(browser, dashboard.url(f"/runs/{run_id}"))
         browser.execute_script("window.__computewiseMarker = 'no reload'")
-        status = _find(browser, "#run-status").text.strip()
-        first_count = int(_find(browser, "#sample-count").text.strip())
+        status = _text(browser, "#run-status")
+        first_count = int(_text(browser, "#sample-count"))
         assert status == "running", f"the run ended before its page opened ({status}): the test needs a longer job"
 
         _wait(browser).until(lambda d: int(_find(d, "#sample-count").text.strip()) > first_count)
