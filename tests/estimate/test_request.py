@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from computewise.catalog import Catalog
@@ -57,6 +59,19 @@ def test_an_image_model_trains_its_share_of_the_batch_at_once(
     assert result.tokens_per_second > 2000  # NVIDIA publishes 2,470 images/s per A100 at 256 (bf16)
     language = TrainEstimateRequest(preset("gpt2"), catalog.accelerator("a100-80gb"), gpus, Parallelism(), seq_len=1024)
     assert estimate_train_request(language, catalog, assumptions).job.micro_batch == 1
+
+
+def test_a_default_image_micro_batch_too_large_for_the_device_is_halved_until_it_fits(
+    catalog: Catalog, assumptions: Assumptions
+) -> None:
+    """ViT-B/16 at 256 images needs about 20 GiB; a 16 GB T4 gets 128, and a micro-batch the user names is kept."""
+    t4 = catalog.accelerator("t4")
+    request = TrainEstimateRequest(preset("vit-b-16"), t4, 1, Parallelism(), seq_len=197)
+    result = estimate_train_request(request, catalog, assumptions)
+    assert (result.job.micro_batch, result.fits) == (128, True)
+    assert any(note.startswith("micro-batch 128 images per device") for note in result.notes)
+    named = estimate_train_request(replace(request, micro_batch=256), catalog, assumptions)
+    assert (named.job.micro_batch, named.fits) == (256, False)
 
 
 def test_a_split_that_does_not_divide_the_gpus_is_refused(catalog: Catalog, assumptions: Assumptions) -> None:

@@ -109,44 +109,55 @@ def estimate_train_request(request: TrainEstimateRequest, catalog: Catalog, assu
     """The estimate of ``request`` with its defaults filled in, and the notes that state them."""
     parallelism = request.parallelism()
     model, seq = request.model, request.seq_len
-    micro_batch = request.micro_batch or default_micro_batch(model.architecture, parallelism.dp, request.global_batch)
-    step_multiple = parallelism.dp * micro_batch
-    job = TrainJob(
-        tokens=chinchilla_tokens(model) if request.tokens is None else request.tokens,
-        seq_len=seq,
-        micro_batch=micro_batch,
-        global_batch=request.global_batch
-        or default_global_batch(seq, model.params, step_multiple=step_multiple, architecture=model.architecture),
-        precision=request.precision or default_precision(request.accelerator),
-        optimizer=request.optimizer,
-        recompute=request.recompute,
-        attention=request.attention,
-        framework=request.framework or default_framework(parallelism, request.finetune),
-        execution=request.execution,
-        finetune=request.finetune,
-    )
     price = request.price
-    estimate = estimate_train(
-        model,
-        request.accelerator,
-        request.gpus,
-        job,
-        parallelism,
-        catalog,
-        assumptions,
-        pricing=price.pricing,
-        cloud=price.cloud,
-        region=price.region,
-        instance_type=price.instance_type,
-        utilization=request.utilization,
-        calibration=request.calibration,
-    )
+
+    def at(micro_batch: int) -> tuple[TrainJob, TrainEstimate]:
+        job = TrainJob(
+            tokens=chinchilla_tokens(model) if request.tokens is None else request.tokens,
+            seq_len=seq,
+            micro_batch=micro_batch,
+            global_batch=request.global_batch
+            or default_global_batch(
+                seq, model.params, step_multiple=parallelism.dp * micro_batch, architecture=model.architecture
+            ),
+            precision=request.precision or default_precision(request.accelerator),
+            optimizer=request.optimizer,
+            recompute=request.recompute,
+            attention=request.attention,
+            framework=request.framework or default_framework(parallelism, request.finetune),
+            execution=request.execution,
+            finetune=request.finetune,
+        )
+        estimate = estimate_train(
+            model,
+            request.accelerator,
+            request.gpus,
+            job,
+            parallelism,
+            catalog,
+            assumptions,
+            pricing=price.pricing,
+            cloud=price.cloud,
+            region=price.region,
+            instance_type=price.instance_type,
+            utilization=request.utilization,
+            calibration=request.calibration,
+        )
+        return job, estimate
+
+    micro_batch = request.micro_batch or default_micro_batch(model.architecture, parallelism.dp, request.global_batch)
+    job, estimate = at(micro_batch)
+    # A default image micro-batch too large for the device is halved (it still divides the rank's share) until it fits.
+    while request.micro_batch is None and not estimate.fits and micro_batch % 2 == 0:
+        micro_batch //= 2
+        job, estimate = at(micro_batch)
     given_batch = request.global_batch is not None
     defaults = [] if given_batch else [default_global_batch_note(job.global_batch, seq, model.architecture)]
     if request.micro_batch is None and micro_batch > 1:
         defaults.append(
             f"micro-batch {micro_batch} images per device (default for an image model: its share of the global "
-            "batch, at most 256, so no step waits on the host); set --micro-batch to change it"
+            "batch, at most 256 and halved until it fits, so no step waits on the host); set --micro-batch to "
+            "change it"
         )
     if request.tokens is None:
         defaults.append(f"--tokens not given: 20 tokens per parameter ({job.tokens:.3g}), Chinchilla-optimal")

@@ -84,7 +84,7 @@ def default_micro_batch(architecture: str, dp: int, global_batch: int | None) ->
     A language model's is 1, as Megatron-LM's: activations grow with the sequence, and the global batch
     is reached by accumulation. An image model trains its whole share of the batch at once (NVIDIA's
     ResNet-50 recipe runs 256 images per GPU): a micro-batch of one image would leave the accelerator
-    waiting for its host. The share is capped at ``_IMAGE_MICRO_BATCH`` and kept a divisor of it.
+    waiting for its host. The share is capped at ``_IMAGE_MICRO_BATCH``, and the micro-batch divides it.
     """
     images = _IMAGE_BATCH.get(architecture)
     if images is None:
