@@ -57,6 +57,9 @@ def test_an_image_model_trains_its_share_of_the_batch_at_once(
     assert result.job.micro_batch == micro_batch
     assert any(note.startswith(f"micro-batch {micro_batch} images per device") for note in result.notes)
     assert result.tokens_per_second > 2000  # NVIDIA publishes 2,470 images/s per A100 at 256 (bf16)
+    # No Chinchilla law for a CNN: 90 epochs of ImageNet-1k, not 20 images per parameter (511M).
+    assert result.job.tokens == 90 * 1_281_167
+    assert "--tokens not given: 90 epochs of ImageNet-1k (1.15e+08 images), the ResNet recipe" in result.notes
     language = TrainEstimateRequest(preset("gpt2"), catalog.accelerator("a100-80gb"), gpus, Parallelism(), seq_len=1024)
     assert estimate_train_request(language, catalog, assumptions).job.micro_batch == 1
 

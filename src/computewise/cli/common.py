@@ -268,11 +268,11 @@ def choice(value: str, allowed: tuple[Choice, ...], flag: str) -> Choice:
 
 
 def training_tokens(text: str | None, spec: ModelSpec) -> float:
-    """--tokens, or 20 per parameter: the compute-optimal ratio of Hoffmann et al. 2022 (Chinchilla)."""
-    from computewise.estimate.request import chinchilla_tokens
+    """--tokens, or ``estimate.request.default_tokens``: 20 per parameter (Chinchilla), a CNN's recipe."""
+    from computewise.estimate.request import default_tokens
     from computewise.units import parse_count
 
-    return parse_count(text, "--tokens") if text is not None else chinchilla_tokens(spec)
+    return parse_count(text, "--tokens") if text is not None else default_tokens(spec)
 
 
 def sequence_length(text: str | None, spec: ModelSpec) -> int:

@@ -47,8 +47,9 @@ __all__ = [
     "InferEstimateRequest",
     "KvPrecision",
     "TrainEstimateRequest",
-    "chinchilla_tokens",
     "default_seq_len",
+    "default_tokens",
+    "default_tokens_note",
     "estimate_infer_request",
     "estimate_train_request",
 ]
@@ -65,9 +66,27 @@ def default_seq_len(model: ModelSpec) -> int:
     return min(model.max_seq_len, 4096) if model.is_transformer else 1
 
 
-def chinchilla_tokens(model: ModelSpec) -> float:
-    """20 training tokens per parameter: the compute-optimal ratio of Hoffmann et al. 2022 (Chinchilla)."""
+_IMAGENET_1K_IMAGES = 1_281_167  # the ILSVRC-2012 training set (Russakovsky et al. 2015)
+_CNN_EPOCHS = 90  # the ResNet recipe of torchvision's references and NVIDIA's DeepLearningExamples (Goyal et al. 2017)
+
+
+def default_tokens(model: ModelSpec) -> float:
+    """Training tokens (images for a CNN) when ``--tokens`` is not given.
+
+    20 per parameter for a model with tokens: the compute-optimal ratio of Hoffmann et al. 2022 (Chinchilla).
+    A CNN has no tokens and no such law: 20 images per parameter would be 511M images for ResNet-50, four
+    times its recipe, so it takes 90 epochs of ImageNet-1k, as its published recipes train it.
+    """
+    if model.architecture == "cnn":
+        return float(_CNN_EPOCHS * _IMAGENET_1K_IMAGES)
     return 20.0 * model.params
+
+
+def default_tokens_note(model: ModelSpec, tokens: float) -> str:
+    """How the output states ``default_tokens``, so a reader knows the length the time and cost assume."""
+    if model.architecture == "cnn":
+        return f"--tokens not given: {_CNN_EPOCHS} epochs of ImageNet-1k ({tokens:.3g} images), the ResNet recipe"
+    return f"--tokens not given: 20 tokens per parameter ({tokens:.3g}), Chinchilla-optimal"
 
 
 @dataclass(frozen=True)
@@ -81,7 +100,7 @@ class TrainEstimateRequest:
     layout: Parallelism  # every degree but dp, which the GPUs leave: gpus / (tp * pp * cp)
     seq_len: int
     micro_batch: int | None = None  # None: default_micro_batch (1, or an image model's share of the batch)
-    tokens: float | None = None  # None: chinchilla_tokens
+    tokens: float | None = None  # None: default_tokens
     global_batch: int | None = None  # None: default_global_batch, a multiple of dp x micro_batch
     precision: Precision | None = None  # None: the accelerator's default_precision
     optimizer: Optimizer = "adamw"
@@ -113,7 +132,7 @@ def estimate_train_request(request: TrainEstimateRequest, catalog: Catalog, assu
 
     def at(micro_batch: int) -> tuple[TrainJob, TrainEstimate]:
         job = TrainJob(
-            tokens=chinchilla_tokens(model) if request.tokens is None else request.tokens,
+            tokens=default_tokens(model) if request.tokens is None else request.tokens,
             seq_len=seq,
             micro_batch=micro_batch,
             global_batch=request.global_batch
@@ -160,7 +179,7 @@ def estimate_train_request(request: TrainEstimateRequest, catalog: Catalog, assu
             "change it"
         )
     if request.tokens is None:
-        defaults.append(f"--tokens not given: 20 tokens per parameter ({job.tokens:.3g}), Chinchilla-optimal")
+        defaults.append(default_tokens_note(model, job.tokens))
     return replace(estimate, notes=(*estimate.notes, *defaults))
 
 
