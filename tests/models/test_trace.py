@@ -425,7 +425,7 @@ def test_an_inference_forward_holds_what_a_real_one_allocates(network: str) -> N
 def test_a_resnet_training_step_allocates_what_estimate_train_says() -> None:
     """A real AdamW step of ResNet-50 on the CPU at batch 4, fp32 (its second, when the optimizer's states
     exist): the most bytes it holds, weights and states included, against ``estimate train``'s allocated
-    peak for the preset (+1.6 %, +2.4 % and +3.2 % at batch 2, 4 and 8 on the 2-core Xeon)."""
+    peak for the preset (+1.6 %, +2.4 % and +3.2 % at batch 2, 4 and 8 on a 2-core AMD EPYC VM)."""
     from computewise.catalog import load_catalog
     from computewise.estimate import Assumptions
     from computewise.estimate.single import estimate_train
