@@ -2,18 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
 
+from benchmark_script import load_benchmark
 from computewise.estimate.arrays import col
 from computewise.estimate.flops import training_flops_per_token
 from computewise.estimate.memory import activation_parts, kv_cache_bytes, model_state_bytes, peak_activations
 from computewise.specs import ModelSpec
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
 
 GB = 1e9
 
@@ -205,12 +200,7 @@ def test_every_published_resnet_50_figure_is_met_or_its_miss_is_explained() -> N
     Face's eager batch-1/4/16 latencies (A100, V100, T4), 51 figures. Each is within 25 % or names what the
     estimate does not model (a slower host, TF32, a T4's clock); a stated cause must still be a miss. Before the
     traced kernels were timed, training was 4.1x optimistic and inference 5.5x on a T4."""
-    spec = importlib.util.spec_from_file_location("replay_cnn", REPO_ROOT / "benchmarks" / "replay_cnn.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclass looks its module up while being defined
-    spec.loader.exec_module(module)
-    rows = module.replay()
+    rows = load_benchmark("replay_cnn").replay()
     assert len(rows) == 51
     disagreeing = [(row.name, f"{row.error:+.0%}", row.known_miss) for row in rows if not row.consistent]
     assert not disagreeing

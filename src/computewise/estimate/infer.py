@@ -109,7 +109,8 @@ def evaluate_infer(model: ModelSpec, rows: InferRows, assumptions: Assumptions) 
     rates = KernelRates.of(
         rows.peak_flops, rows.memory_bandwidth_bytes_per_s, assumptions, rows.matmul_fraction, rows.stream_fraction, tp
     )
-    host = HostCosts.of(assumptions).per_kernel_s(rows.framework, rows.execution, training=False)
+    costs = HostCosts.of(assumptions)
+    host = costs.per_kernel_s(rows.framework, rows.execution, training=False)
     if model.is_transformer:
         prefill = prefill_kernels(
             model, batch, rows.context_len, rows.act_bytes, tp, rows.all_logits, rows.framework, rows.execution, rates
@@ -119,7 +120,7 @@ def evaluate_infer(model: ModelSpec, rows: InferRows, assumptions: Assumptions) 
         )
         prefill_s, decode_compute_s = prefill.wall_s(host), decode.wall_s(host)
     else:  # a traced network: the kernels its eager forward launches (``estimate.traced``); it decodes nothing
-        convolution_s = HostCosts.of(assumptions).per_convolution_s(rows.execution)
+        convolution_s = costs.per_convolution_s(rows.execution)
         forward = traced_inference_kernels(model, batch / tp, rows.act_bytes, weights, rates, convolution_s)
         prefill_s = forward.wall_s(host)
         decode_compute_s = np.maximum(

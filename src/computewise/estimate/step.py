@@ -27,7 +27,7 @@ each collective crosses (``estimate.collectives``). What overlaps and what does 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -40,7 +40,6 @@ from computewise.estimate.kernels import (
     KernelRates,
     MicrobatchKernels,
     MicrobatchShape,
-    StepKernels,
     distinct_training_kernels,
     optimizer_kernels,
 )
@@ -208,16 +207,15 @@ def _compute_s(
     rates = KernelRates.of(
         hw.peak_flops, hw.memory_bandwidth_bytes_per_s, assumptions, hw.matmul_fraction, hw.stream_fraction, rows.gpus
     )
-    host = HostCosts.of(assumptions).per_kernel_s(rows.framework, rows.execution, training=True)
+    costs = HostCosts.of(assumptions)
+    host = costs.per_kernel_s(rows.framework, rows.execution, training=True)
     if not model.is_transformer:
         # A traced network: the kernels its trace counted (``estimate.traced``); recomputing activations
         # repeats forward work, which lengthens the device's part by the FLOPs it adds.
-        convolution_s = HostCosts.of(assumptions).per_convolution_s(rows.execution)
         weights = model.params * rows.weight_bytes / (rows.tp * rows.pp)
+        convolution_s = costs.per_convolution_s(rows.execution)
         eager = traced_training_kernels(model, rows.micro_batch, rows.weight_bytes, weights, rates, convolution_s)
-        recomputed = StepKernels(
-            eager.device_s * hardware_per_token / model_per_token, eager.kernels, eager.backward_kernels, eager.host_s
-        )
+        recomputed = replace(eager, device_s=eager.device_s * hardware_per_token / model_per_token)
         micro = MicrobatchKernels(plain=eager, recomputed=recomputed)
     else:
         shape = MicrobatchShape(

@@ -38,6 +38,7 @@ __all__ = [
     "mm_flops",
     "sdpa_backward_flops",
     "sdpa_flops",
+    "storage_key",
 ]
 
 Shape = Sequence[int]
@@ -201,9 +202,9 @@ class FlopCounter:
 
     def _hold(self, tensors_in: Sequence[Any], tensors_out: Sequence[Any]) -> None:
         """A kernel's new outputs are live until freed; an in-place result or a weight's update is not new memory."""
-        existing = {int(tensor.untyped_storage()._cdata) for tensor in tensors_in} | self.fixed_storages
+        existing = {storage_key(tensor) for tensor in tensors_in} | self.fixed_storages
         for tensor in tensors_out:
-            key = int(tensor.untyped_storage()._cdata)
+            key = storage_key(tensor)
             if key not in existing:
                 existing.add(key)
                 self.hold(tensor)
@@ -224,13 +225,17 @@ class FlopCounter:
             self.tally.causal_attention_flops += flops
 
 
+def storage_key(tensor: Any) -> int:
+    """Identity of a tensor's storage; meta tensors have no data pointer, but a storage object."""
+    return int(tensor.untyped_storage()._cdata)
+
+
 def _bytes(tensors: Sequence[Any], fixed_storages: frozenset[int]) -> int:
     """Bytes of distinct tensors (by object) outside ``fixed_storages``."""
     seen: set[int] = set()
     total = 0
     for tensor in tensors:
-        storage = tensor.untyped_storage()
-        if id(tensor) in seen or int(storage._cdata) in fixed_storages:
+        if id(tensor) in seen or storage_key(tensor) in fixed_storages:
             continue
         seen.add(id(tensor))
         total += tensor.numel() * tensor.element_size()

@@ -14,9 +14,9 @@ from __future__ import annotations
 import csv
 import datetime
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from functools import cache
-from typing import get_args
+from typing import Any, get_args
 
 from computewise.errors import CatalogError, UnknownNameError
 from computewise.models.hf_config import MODEL_TYPES
@@ -28,6 +28,8 @@ __all__ = ["PRESETS_FILE", "Preset", "normalize_name", "preset", "preset_entries
 PRESETS_FILE = "presets.csv"
 _ARCHITECTURES: dict[str, Architecture] = {name: name for name in get_args(Architecture)}
 _PRESET_HINT = "give a preset name, a path to a Hugging Face config.json, or a parameter count such as 7.5B"
+# A traced network's kernel figures, one column per field of TracedKernels: counts are whole, bytes positive.
+_KERNEL_COLUMNS = tuple(column.name for column in fields(TracedKernels))
 _COLUMNS = (
     "name",
     "aliases",
@@ -54,15 +56,7 @@ _COLUMNS = (
     "patch_size",
     "forward_flops_per_sample",
     "activation_bytes_per_sample",
-    "eval_kernels",
-    "train_forward_kernels",
-    "train_backward_kernels",
-    "convolutions",
-    "eval_gemm_bytes_per_sample",
-    "eval_other_bytes_per_sample",
-    "eval_peak_bytes_per_sample",
-    "train_gemm_bytes_per_sample",
-    "train_other_bytes_per_sample",
+    *_KERNEL_COLUMNS,
     "source",
     "retrieved",
     "notes",
@@ -190,31 +184,19 @@ def _parse(text: str, path: str) -> tuple[Preset, ...]:
 
 def _traced_kernels(row: _Row) -> TracedKernels | None:
     """A traced network's kernel counts and bytes (``computewise.models.trace``); all nine or none."""
-    counts = ("eval_kernels", "train_forward_kernels", "train_backward_kernels", "convolutions")
-    sizes = (
-        "eval_gemm_bytes_per_sample",
-        "eval_other_bytes_per_sample",
-        "eval_peak_bytes_per_sample",
-        "train_gemm_bytes_per_sample",
-        "train_other_bytes_per_sample",
-    )
-    given = [name for name in (*counts, *sizes) if row.text(name, required=False)]
+    given = [column for column in _KERNEL_COLUMNS if row.text(column, required=False)]
     if not given:
         return None
-    if len(given) < len(counts) + len(sizes):
-        missing = next(name for name in (*counts, *sizes) if name not in given)
+    if len(given) < len(_KERNEL_COLUMNS):
+        missing = next(column for column in _KERNEL_COLUMNS if column not in given)
         raise row.error(missing, "give all nine traced kernel figures or none")
-    return TracedKernels(
-        eval_kernels=row.integer("eval_kernels", minimum=1),
-        train_forward_kernels=row.integer("train_forward_kernels", minimum=1),
-        train_backward_kernels=row.integer("train_backward_kernels", minimum=1),
-        convolutions=row.integer("convolutions"),
-        eval_gemm_bytes_per_sample=row.number("eval_gemm_bytes_per_sample"),
-        eval_other_bytes_per_sample=row.number("eval_other_bytes_per_sample"),
-        eval_peak_bytes_per_sample=row.number("eval_peak_bytes_per_sample"),
-        train_gemm_bytes_per_sample=row.number("train_gemm_bytes_per_sample"),
-        train_other_bytes_per_sample=row.number("train_other_bytes_per_sample"),
-    )
+    values: dict[str, Any] = {
+        column.name: row.integer(column.name, minimum=0 if column.name == "convolutions" else 1)
+        if column.type == "int"
+        else row.number(column.name)
+        for column in fields(TracedKernels)
+    }
+    return TracedKernels(**values)
 
 
 def _entry(row: _Row) -> Preset:

@@ -29,16 +29,19 @@ Attention written by hand (``q @ k.transpose``, softmax) is traced as written.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from contextlib import AbstractContextManager, ExitStack
 from dataclasses import dataclass, replace
 from typing import Any
 
 from computewise.errors import MissingExtraError, ModelConfigError
-from computewise.models.flop_counter import FlopCounter, FlopTally
+from computewise.models.flop_counter import FlopCounter, FlopTally, storage_key
 from computewise.models.hf_config import from_hf_config
 from computewise.specs.model import Architecture, ModelSpec, TracedKernels, TracedStats
 
 __all__ = ["TraceMeasurement", "measure_module", "trace_module"]
 
+# What a module that a meta-device trace cannot follow raises (a data-dependent step, inputs it does not take).
+_TRACE_ERRORS = (RuntimeError, NotImplementedError, TypeError, ValueError)
 _TRACE_HINT = (
     "pass example inputs the module accepts (a tensor, a tuple of positional inputs or a dict "
     "of keyword inputs), and keep the forward free of data-dependent steps (.item(), .tolist(), "
@@ -130,7 +133,6 @@ def measure_module(
     """
     try:
         import torch
-        from torch.func import functional_call
     except ImportError as error:
         raise MissingExtraError("torch", "torch", "tracing an nn.Module") from error
 
@@ -167,11 +169,11 @@ def measure_module(
 
     weights = {key: to_meta(value) for key, value in parameters.items()}
     weights.update({key: to_meta(value) for key, value in module.named_buffers()})
-    weight_storages = {_storage_key(tensor) for tensor in weights.values()}
+    weight_storages = frozenset(storage_key(tensor) for tensor in weights.values())
     saved_bytes: dict[int, int] = {}
 
     def pack(tensor: Any) -> Any:
-        key = _storage_key(tensor)
+        key = storage_key(tensor)
         if key not in weight_storages:
             saved_bytes.setdefault(key, int(tensor.untyped_storage().nbytes()))
         return tensor
@@ -180,35 +182,26 @@ def measure_module(
         return tensor
 
     training_flags = [(submodule, submodule.training) for submodule in module.modules()]
-    module.train()
+    forward, backward = FlopCounter(causal=causal), FlopCounter()
+    launched = None
     try:
-        with (
-            torch.enable_grad(),
-            torch.device("meta"),
-            torch.autograd.graph.saved_tensors_hooks(pack, unpack),
-            _fused_attention(torch),
-            FlopCounter(causal=causal) as forward,
-        ):
-            output = functional_call(module, weights, args, kwargs, tie_weights=True, strict=False)
-        losses = [t.float().sum() for t in _tensors(output) if t.is_floating_point() and t.requires_grad]
-        with FlopCounter() as backward:
-            if losses:
-                sum(losses[1:], losses[0]).backward()
-    except (RuntimeError, NotImplementedError, TypeError, ValueError) as error:
-        raise ModelConfigError(f"cannot trace {name} on the meta device: {error}", _TRACE_HINT) from error
+        try:
+            _training_step(
+                torch,
+                module,
+                weights,
+                (args, kwargs),
+                forward,
+                backward,
+                torch.autograd.graph.saved_tensors_hooks(pack, unpack),
+            )
+        except _TRACE_ERRORS as error:
+            raise ModelConfigError(f"cannot trace {name} on the meta device: {error}", _TRACE_HINT) from error
+        if kernels:
+            launched = _measure_kernels(torch, module, weights, weight_storages, (args, kwargs), batch_size)
     finally:
         for submodule, flag in training_flags:
             submodule.training = flag
-
-    launched = None
-    if kernels:
-        for tensor in weights.values():
-            tensor.grad = None  # as zero_grad(set_to_none=True) leaves them before a step
-        try:
-            launched = _measure_kernels(torch, module, weights, (args, kwargs), batch_size)
-        finally:
-            for submodule, flag in training_flags:
-                submodule.training = flag
     return TraceMeasurement(
         module_name=name,
         batch_size=batch_size,
@@ -226,8 +219,38 @@ def measure_module(
     )
 
 
+_Inputs = tuple[tuple[Any, ...], dict[str, Any]]  # positional and keyword inputs of a module
+
+
+def _training_step(
+    torch: Any,
+    module: Any,
+    weights: dict[str, Any],
+    inputs: _Inputs,
+    forward: FlopCounter,
+    backward: FlopCounter,
+    *hooks: AbstractContextManager[Any],
+) -> None:
+    """A training forward on meta tensors counted by ``forward`` (inside ``hooks``), and the backward of the sum
+    of its floating outputs counted by ``backward``; the weights' gradients are left unset, as a step starts."""
+    from torch.func import functional_call
+
+    args, kwargs = inputs
+    for tensor in weights.values():
+        tensor.grad = None  # as zero_grad(set_to_none=True) leaves them
+    module.train()
+    with ExitStack() as stack:
+        for context in (torch.enable_grad(), torch.device("meta"), *hooks, _fused_attention(torch), forward):
+            stack.enter_context(context)
+        output = functional_call(module, weights, args, kwargs, tie_weights=True, strict=False)
+    losses = [t.float().sum() for t in _tensors(output) if t.is_floating_point() and t.requires_grad]
+    with backward:
+        if losses:
+            sum(losses[1:], losses[0]).backward()
+
+
 def _measure_kernels(
-    torch: Any, module: Any, weights: dict[str, Any], inputs: tuple[tuple[Any, ...], dict[str, Any]], batch_size: int
+    torch: Any, module: Any, weights: dict[str, Any], fixed: frozenset[int], inputs: _Inputs, batch_size: int
 ) -> TracedKernels | None:
     """Kernels and bytes of an eager inference forward and of a training step, per sample.
 
@@ -237,8 +260,6 @@ def _measure_kernels(
     times the step by its FLOPs alone.
     """
     from torch.func import functional_call
-
-    fixed = frozenset(_storage_key(tensor) for tensor in weights.values())
 
     def step(batch: int) -> tuple[FlopTally, FlopTally, FlopTally]:
         args, kwargs = _with_batch(torch, inputs, batch_size, batch)
@@ -252,26 +273,14 @@ def _measure_kernels(
             for tensor in _tensors((args, kwargs)):
                 infer.hold(tensor)  # the inputs stay alive through the forward
             functional_call(module, weights, args, kwargs, tie_weights=True, strict=False)
-        module.train()
-        with (
-            torch.enable_grad(),
-            torch.device("meta"),
-            _fused_attention(torch),
-            FlopCounter(fixed_storages=fixed) as forward,
-        ):
-            output = functional_call(module, weights, args, kwargs, tie_weights=True, strict=False)
-        losses = [t.float().sum() for t in _tensors(output) if t.is_floating_point() and t.requires_grad]
-        with FlopCounter(fixed_storages=fixed) as backward:
-            if losses:
-                sum(losses[1:], losses[0]).backward()
-        for tensor in weights.values():
-            tensor.grad = None
+        forward, backward = FlopCounter(fixed_storages=fixed), FlopCounter(fixed_storages=fixed)
+        _training_step(torch, module, weights, (args, kwargs), forward, backward)
         return infer.tally, forward.tally, backward.tally
 
     try:
         one, two = step(1), step(2)
-    except (RuntimeError, NotImplementedError, TypeError, ValueError):
-        return None
+    except _TRACE_ERRORS:
+        return None  # the module runs at its example's batch only; trace_module says so in the spec's notes
     (infer1, forward1, backward1), (infer2, forward2, backward2) = one, two
     return TracedKernels(
         eval_kernels=infer1.kernels,
@@ -290,9 +299,7 @@ def _measure_kernels(
     )
 
 
-def _with_batch(
-    torch: Any, inputs: tuple[tuple[Any, ...], dict[str, Any]], batch_size: int, batch: int
-) -> tuple[tuple[Any, ...], dict[str, Any]]:
+def _with_batch(torch: Any, inputs: _Inputs, batch_size: int, batch: int) -> _Inputs:
     """The meta inputs with every tensor whose first dimension is the batch resized to ``batch``."""
 
     def resize(value: Any) -> Any:
@@ -353,11 +360,6 @@ def _fused_attention(torch: Any) -> Any:
             return output
 
     return FusedAttention()
-
-
-def _storage_key(tensor: Any) -> int:
-    """Identity of a tensor's storage; meta tensors have no data pointer, but a storage object."""
-    return int(tensor.untyped_storage()._cdata)
 
 
 def _tensors(value: Any) -> Iterator[Any]:
