@@ -241,14 +241,15 @@ def evaluate(run: Run, assumptions: Assumptions) -> Result:
         role=run.role,
         metric=run.metric,
         published=run.published,
-        computed=_figure(run, step_s, float(columns.steps[()]), float(columns.mfu[()])),
+        computed=_figure(run, step_s, float(columns.time_s[()]), float(columns.mfu[()])),
         virtual_stages=v,
         mfu=float(columns.mfu[()]),
         source=run.source,
     )
 
 
-def _figure(run: Run, step_s: float, steps: float, mfu: float) -> float:
+def _figure(run: Run, step_s: float, job_s: float, mfu: float) -> float:
+    """The published metric from the estimate: ``job_s`` is the whole job's wall time, interruptions included."""
     if run.metric == "tflops_per_gpu_megatron":
         b, s, layers, h, vocab = (
             run.global_batch,
@@ -266,7 +267,7 @@ def _figure(run: Run, step_s: float, steps: float, mfu: float) -> float:
     if run.metric == "tokens_per_s_per_gpu":
         return run.global_batch * run.seq_len / step_s / run.gpus
     if run.metric == "gpu_hours":
-        return steps * step_s * run.gpus / 3600.0
+        return job_s * run.gpus / 3600.0
     raise ValueError(f"unknown metric {run.metric!r} in {DATA}")
 
 

@@ -18,6 +18,7 @@ ESTIMATOR_ASSUMPTIONS = (
     "onprem_utilization",
     "cloud_pue",
     "spot_preemptions_per_h",
+    "device_interruptions_per_h",
     "restart_overhead_s",
     "matmul_peak_fraction",
     "sustained_matmul_share",

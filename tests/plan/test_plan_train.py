@@ -144,7 +144,8 @@ def _brute_force_times(
             if not fits.any():
                 continue
             for price in h.prices:
-                time_s = columns.time_s if price.pricing == "spot" else columns.steps * columns.step_s
+                off_spot_s = columns.steps * columns.step_s * columns.failure_slowdown
+                time_s = columns.time_s if price.pricing == "spot" else off_spot_s
                 key = (price.cloud, price.instance_type, price.region, price.pricing, n)
                 best[key] = float(time_s[fits].min())
     return best

@@ -41,7 +41,8 @@ class Assumptions:
     runtime_overhead_fraction: float
     gpu_power_fraction_of_tdp: float
     server_host_power_fraction_of_tdp: float  # the host server's draw on top of its accelerators' TDP
-    spot_preemptions_per_h: float
+    spot_preemptions_per_h: float  # per instance
+    device_interruptions_per_h: float  # failures per device-hour: a job's rate grows with its devices
     restart_overhead_s: float
     checkpoint_write_bytes_per_s: float
     serving_target_utilization: float

@@ -1,9 +1,10 @@
-"""Money, energy and carbon of a job from its duration.
+"""Money, energy and carbon of a job from its duration, and what its interruptions add to it.
 
-Spot capacity is cheap but can be taken back. A preempted job loses the work since its last
-checkpoint (half an interval on average) plus the time to restart; checkpointing itself costs
-write time. The checkpoint interval that minimises the sum is Young's (1974):
-sqrt(2 * write time * mean time between failures).
+A synchronous job stops whenever any of its devices fails, and a spot job also whenever any of its
+instances is taken back. An interrupted job loses the work since its last checkpoint (half an
+interval on average) plus the time to restart; checkpointing itself costs write time. The
+checkpoint interval that minimises the sum is Young's (1974):
+sqrt(2 * write time * mean time between interruptions).
 """
 
 from __future__ import annotations
@@ -17,7 +18,14 @@ from computewise.estimate.arrays import FloatArray, col
 if TYPE_CHECKING:
     from computewise.specs.hardware import Accelerator
 
-__all__ = ["co2_kg", "energy_kwh", "needs_host", "server_w_per_device", "spot_slowdown", "young_checkpoint_interval_s"]
+__all__ = [
+    "co2_kg",
+    "energy_kwh",
+    "interruption_slowdown",
+    "needs_host",
+    "server_w_per_device",
+    "young_checkpoint_interval_s",
+]
 
 
 def needs_host(accelerator: Accelerator) -> bool:
@@ -25,17 +33,17 @@ def needs_host(accelerator: Accelerator) -> bool:
     return accelerator.kind in ("gpu", "tpu", "npu")
 
 
-def young_checkpoint_interval_s(checkpoint_write_s: FloatArray, preemptions_per_h: float) -> FloatArray:
-    mtbf_s = 3600.0 / max(preemptions_per_h, 1e-9)
+def young_checkpoint_interval_s(checkpoint_write_s: FloatArray, interruptions_per_h: FloatArray) -> FloatArray:
+    mtbf_s = 3600.0 / np.maximum(col(interruptions_per_h), 1e-9)
     return np.sqrt(2.0 * col(checkpoint_write_s) * mtbf_s)
 
 
-def spot_slowdown(
-    checkpoint_write_s: FloatArray, preemptions_per_h: float, restart_overhead_s: float
+def interruption_slowdown(
+    checkpoint_write_s: FloatArray, interruptions_per_h: FloatArray, restart_overhead_s: float
 ) -> tuple[FloatArray, FloatArray]:
-    """(wall-time multiplier >= 1, checkpoint interval in s) for a spot job checkpointing at Young's interval."""
-    interval_s = young_checkpoint_interval_s(checkpoint_write_s, preemptions_per_h)
-    lost_per_s = preemptions_per_h / 3600.0 * (restart_overhead_s + interval_s / 2.0)
+    """(wall-time multiplier >= 1, checkpoint interval in s) for a job checkpointing at Young's interval."""
+    interval_s = young_checkpoint_interval_s(checkpoint_write_s, interruptions_per_h)
+    lost_per_s = col(interruptions_per_h) / 3600.0 * (restart_overhead_s + interval_s / 2.0)
     writing_per_s = col(checkpoint_write_s) / interval_s
     return 1.0 + lost_per_s + writing_per_s, interval_s
 

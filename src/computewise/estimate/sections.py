@@ -215,7 +215,12 @@ class TrainTime(Jsonable):
     pipeline_bubble_fraction: float
     breakdown_seconds_per_step: dict[str, float]
     bottleneck: Bottleneck
-    spot_slowdown: float
+    interruption_slowdown: float = field(
+        metadata=json_field(
+            description="what interruptions multiply the job's time by: the devices' failures, which grow with "
+            "their count, and on spot capacity its preemptions; seconds includes it"
+        )
+    )
     tokens_per_second: float
 
 

@@ -64,7 +64,7 @@ from computewise.specs import (
 )
 from computewise.specs.codec import Document, Jsonable, Layout, json_field, json_property
 from computewise.specs.finetune import METHOD_NAMES
-from computewise.units import format_bytes, format_count, plural
+from computewise.units import format_bytes, format_count, format_duration, plural
 
 if TYPE_CHECKING:
     from computewise.catalog import Catalog
@@ -258,6 +258,26 @@ def track_record_note(scope: Scope, kind: Kind, model: ModelSpec) -> str:
 
 def _fits(memory: MemoryBreakdown, accelerator: Accelerator) -> bool:
     return memory_dict(memory)["total"] <= accelerator.memory_bytes
+
+
+_NOTED_SLOWDOWN = 0.01  # interruptions are worth a note once they add 1 % to the job's time
+
+
+def _interruption_note(columns: TrainColumns, gpus: int, assumptions: Assumptions) -> str:
+    """What failures (and preemptions on spot) add to a job large or long enough for them to matter."""
+    added = _scalar(columns.interruption_slowdown) - 1.0
+    if not added >= _NOTED_SLOWDOWN:
+        return ""
+    per_h = _scalar(columns.interruptions_per_h)
+    failures_per_h = gpus * assumptions.device_interruptions_per_h
+    causes = f"{24.0 * failures_per_h:.2g} device failures a day across {gpus:,} devices, Llama 3's rate"
+    if per_h > failures_per_h:
+        causes += f", and {24.0 * (per_h - failures_per_h):.2g} spot preemptions a day"
+    return (
+        f"interruptions add {added:.1%} to the time: one every {format_duration(3600.0 / per_h)} ({causes}), "
+        f"each costing a restart ({format_duration(assumptions.restart_overhead_s)}) and the work since the "
+        f"last checkpoint (every {format_duration(_scalar(columns.checkpoint_interval_s))})"
+    )
 
 
 def _power_notes(accelerator: Accelerator, assumptions: Assumptions) -> list[str]:
@@ -602,7 +622,7 @@ class TrainEstimate(_Figures):
             pipeline_bubble_fraction=_scalar(c.bubble_fraction),
             breakdown_seconds_per_step=c.step.breakdown_s(),
             bottleneck=_bottleneck(c, self.parallelism.zero),
-            spot_slowdown=_scalar(c.spot_slowdown),
+            interruption_slowdown=_scalar(c.interruption_slowdown),
             tokens_per_second=_scalar(c.tokens_per_s),
         )
 
@@ -700,6 +720,9 @@ def estimate_train(
     if problem is not None:
         untimed = f"{problem[0]}. To fix: {problem[1]}"
         notes.append(f"memory and FLOPs only, no time, cost or energy: {untimed}")
+    timed = not untimed and _fits(columns.memory, accelerator)
+    if timed and (interruptions := _interruption_note(columns, gpus, assumptions)):
+        notes.append(interruptions)
     scope = scope_for(gpus, hw.devices_per_node)
     notes.append(track_record_note(scope, "train", model))
     notes.extend(_power_notes(accelerator, assumptions))

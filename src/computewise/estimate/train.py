@@ -16,7 +16,7 @@ from computewise.estimate.adapters import Adapters
 from computewise.estimate.arrays import FloatArray, col
 from computewise.estimate.assumptions import Assumptions
 from computewise.estimate.collectives import Fabric
-from computewise.estimate.cost import co2_kg, energy_kwh, spot_slowdown
+from computewise.estimate.cost import co2_kg, energy_kwh, interruption_slowdown
 from computewise.estimate.flops import training_flops_per_token
 from computewise.estimate.memory import (
     RECOMPUTE_CODES,
@@ -181,7 +181,7 @@ class TrainHardware:
     fabric: Fabric  # links inside a node, NICs between nodes, with their efficiencies and latencies
     tdp_w: FloatArray  # W per device at full load, its share of the host included (cost.server_w_per_device)
     rental_usd_per_h: FloatArray  # for all instances the job rents together
-    spot: FloatArray  # 0/1: pay for preemptions with restarts and lost work
+    spot: FloatArray  # 0/1: preemptions add to the devices' failures (restarts and lost work)
     g_co2_per_kwh: FloatArray
     pue: FloatArray
     utilization: FloatArray | None = None  # achieved fraction of peak; None (or NaN in a row): the calibrated model
@@ -198,8 +198,10 @@ class TrainColumns:
     steps: FloatArray
     step: StepTime  # where one step's time goes
     step_s: FloatArray
-    time_s: FloatArray  # whole job, preemption overhead included
-    spot_slowdown: FloatArray
+    time_s: FloatArray  # whole job, interruptions included (failures, and preemptions on spot)
+    failure_slowdown: FloatArray  # what device failures add on reserved or on-demand capacity
+    spot_slowdown: FloatArray  # what failures and preemptions add on spot capacity
+    interruptions_per_h: FloatArray  # the ones time_s pays for: failures, and preemptions on spot
     checkpoint_interval_s: FloatArray
     checkpoint_bytes: FloatArray
     tokens_per_s: FloatArray
@@ -207,7 +209,7 @@ class TrainColumns:
     cost_usd: FloatArray
     energy_kwh: FloatArray
     co2_kg: FloatArray
-    mfu: FloatArray  # model FLOP/s over the peak of all devices (PaLM's definition), preemptions excluded
+    mfu: FloatArray  # model FLOP/s over the peak of all devices (PaLM's definition), interruptions excluded
     compute_fraction: FloatArray  # achieved fraction of peak while computing (bubble and communication excluded)
 
     @property
@@ -221,6 +223,11 @@ class TrainColumns:
     @property
     def bubble_fraction(self) -> FloatArray:
         return self.step.bubble_fraction
+
+    @property
+    def interruption_slowdown(self) -> FloatArray:
+        """The multiplier ``time_s`` includes over its steps: failures, and preemptions on spot."""
+        return self.time_s / (self.steps * self.step_s)
 
 
 _GATHERED_LAYERS = 2.0  # FSDP's current unit and the one prefetched (forward_prefetch / backward prefetch)
@@ -384,11 +391,16 @@ def evaluate_train(
     # Each data-parallel group writes its own shards in parallel; the slowest writer bounds it.
     writers = np.where(rows.zero >= 1, gpus, rows.tp * rows.pp)
     checkpoint_write_s = checkpoint_bytes / (writers * assumptions.checkpoint_write_bytes_per_s)
-    slowdown, interval_s = spot_slowdown(
-        checkpoint_write_s, assumptions.spot_preemptions_per_h, assumptions.restart_overhead_s
+    failures_per_h = gpus * assumptions.device_interruptions_per_h
+    instances = np.ceil(gpus / hw.fabric.devices_per_node)
+    preemptions_per_h = instances * assumptions.spot_preemptions_per_h
+    restart_s = assumptions.restart_overhead_s
+    failure_slowdown, reserved_interval_s = interruption_slowdown(checkpoint_write_s, failures_per_h, restart_s)
+    spot_slowdown, spot_interval_s = interruption_slowdown(
+        checkpoint_write_s, failures_per_h + preemptions_per_h, restart_s
     )
-    slowdown = np.where(hw.spot > 0, slowdown, 1.0)
-    time_s = steps * step_s * slowdown
+    on_spot = hw.spot > 0
+    time_s = steps * step_s * np.where(on_spot, spot_slowdown, failure_slowdown)
 
     kwh = energy_kwh(gpus, hw.tdp_w, assumptions.gpu_power_fraction_of_tdp, time_s, hw.pue)
     tokens_per_s = tokens_per_step / step_s
@@ -401,8 +413,10 @@ def evaluate_train(
         step=step,
         step_s=step_s,
         time_s=time_s,
-        spot_slowdown=slowdown,
-        checkpoint_interval_s=interval_s,
+        failure_slowdown=failure_slowdown,
+        spot_slowdown=spot_slowdown,
+        interruptions_per_h=np.where(on_spot, failures_per_h + preemptions_per_h, failures_per_h),
+        checkpoint_interval_s=np.where(on_spot, spot_interval_s, reserved_interval_s),
         checkpoint_bytes=checkpoint_bytes,
         tokens_per_s=tokens_per_s,
         read_bytes_per_s=tokens_per_s * token_bytes(model),

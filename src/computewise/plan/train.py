@@ -486,7 +486,7 @@ def _train_hardware(
             [server_w_per_device(h.accelerator, assumptions.server_host_power_fraction_of_tdp) for h in hardware]
         ),
         rental_usd_per_h=zeros,  # priced per offering below
-        spot=zeros + 1.0,  # time_s carries the spot slowdown; steps * step_s is the time without it
+        spot=zeros + 1.0,  # time_s is the time on spot; failure_slowdown gives the time off it
         g_co2_per_kwh=zeros,
         pue=zeros + 1.0,
         matmul_fraction=shares[shape, precision, 0],
@@ -574,13 +574,13 @@ class _Timing:
         )
 
     def times(self, layout_index: IntArray, shape: IntArray) -> tuple[FloatArray, FloatArray]:
-        """(time without preemptions, time on spot) of every row, evaluated a chunk at a time."""
+        """(time on reserved or on-demand capacity, time on spot) of every row, a chunk at a time."""
         rows = len(layout_index)
         base_s, spot_s = np.empty(rows), np.empty(rows)
         for start in range(0, rows, _EVAL_CHUNK_ROWS):
             part = slice(start, start + _EVAL_CHUNK_ROWS)
             columns = self.evaluate(layout_index[part], shape[part])
-            base_s[part] = columns.steps * columns.step_s
+            base_s[part] = columns.steps * columns.step_s * columns.failure_slowdown
             spot_s[part] = columns.time_s
         return base_s, spot_s
 
@@ -720,7 +720,7 @@ def _method_options(
     timing = _Timing(model, c, assumptions, layouts, memory, hardware, adapters)
     base_s, spot_s = timing.times(layout_index, shape)
 
-    # The fastest row of each unit, without preemptions and on spot; then their full columns.
+    # The fastest row of each unit, off spot and on spot; then their full columns.
     fastest = {False: _fastest(base_s, sizes), True: _fastest(spot_s, sizes)}
     chosen = np.unique(np.concatenate([fastest[False], fastest[True]]))
     chosen = chosen[chosen >= 0]
@@ -768,7 +768,8 @@ def _option(
     """Option from row ``r`` of ``columns``, which timed layout ``li`` on ``h``."""
     pricing, hourly = price.pricing, price.hourly_usd
     gpus = instances * h.devices_per_node
-    time_s = float(columns.time_s[r] if pricing == "spot" else columns.steps[r] * columns.step_s[r])
+    on_demand_s = columns.steps[r] * columns.step_s[r] * columns.failure_slowdown[r]
+    time_s = float(columns.time_s[r] if pricing == "spot" else on_demand_s)
     kwh = (
         float(
             energy_kwh(
