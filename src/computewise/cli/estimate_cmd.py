@@ -86,7 +86,13 @@ _GlobalBatch = Annotated[
         "(as plan train), rounded to a multiple of dp*micro-batch."
     ),
 ]
-_TrainPrecision = Annotated[str, typer.Option(help="auto (bf16, else fp16), bf16, fp16, fp32 or fp8.")]
+_TrainPrecision = Annotated[
+    str,
+    typer.Option(
+        help="auto (bf16, else fp16), bf16, fp16, fp32, tf32 (fp32 values, matmuls and convolutions on TF32 "
+        "tensor cores: allow_tf32, the HF Trainer's --tf32) or fp8."
+    ),
+]
 _Recompute = Annotated[
     str,
     typer.Option(
@@ -247,7 +253,9 @@ _InputLen = Annotated[
 _OutputLen = Annotated[
     str | None, typer.Option(help="Generated tokens per sequence (default 256). Only for models that generate.")
 ]
-_WeightPrecision = Annotated[str, typer.Option(help="Weights: auto (bf16, else fp16), bf16, fp16, fp32, fp8.")]
+_WeightPrecision = Annotated[
+    str, typer.Option(help="Weights: auto (bf16, else fp16), bf16, fp16, fp32, tf32 (fp32 on TF32 tensor cores), fp8.")
+]
 _KvPrecision = Annotated[
     str | None, typer.Option(help="KV cache: bf16 (default), fp16 or fp8. Only for models that generate.")
 ]

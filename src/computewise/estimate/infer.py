@@ -34,6 +34,7 @@ __all__ = [
     "InferColumns",
     "InferRows",
     "evaluate_infer",
+    "inference_act_bytes",
     "inference_weight_bytes",
 ]
 
@@ -45,8 +46,14 @@ SERVING_EXECUTION = float(EXECUTIONS.index("cuda-graphs"))
 
 
 def inference_weight_bytes(precision: str) -> float:
-    """Serving keeps no master copy: fp8 and int8 weights are one byte, 16-bit two, fp32 four."""
-    return {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0}[precision]
+    """Serving keeps no master copy: fp8 and int8 weights are one byte, 16-bit two, fp32 (and tf32) four."""
+    return {"fp32": 4.0, "tf32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0}[precision]
+
+
+def inference_act_bytes(precision: str) -> float:
+    """Activations between kernels: fp32 (and tf32) four bytes, 16 bits otherwise (fp8 and int8 kernels
+    take 16-bit activations in and out)."""
+    return 4.0 if precision in ("fp32", "tf32") else 2.0
 
 
 @dataclass(frozen=True)
@@ -58,6 +65,7 @@ class InferRows:
     weight_bytes: FloatArray
     kv_bytes: FloatArray
     act_bytes: FloatArray
+    tensor_cores: FloatArray  # 0/1: matmuls and convolutions on tensor cores (``traced.tensor_core_flag``)
     peak_flops: FloatArray
     memory_bandwidth_bytes_per_s: FloatArray
     intra_node_bytes_per_s: FloatArray
@@ -121,7 +129,9 @@ def evaluate_infer(model: ModelSpec, rows: InferRows, assumptions: Assumptions) 
         prefill_s, decode_compute_s = prefill.wall_s(host), decode.wall_s(host)
     else:  # a traced network: the kernels its eager forward launches (``estimate.traced``); it decodes nothing
         convolution_s = costs.per_convolution_s(rows.execution)
-        forward = traced_inference_kernels(model, batch / tp, rows.act_bytes, weights, rates, convolution_s)
+        forward = traced_inference_kernels(
+            model, batch / tp, rows.act_bytes, weights, rates, convolution_s, rows.tensor_cores
+        )
         prefill_s = forward.wall_s(host)
         decode_compute_s = np.maximum(
             decode_flops_per_step / (rates.gemm_flops * tp), weights / rates.stream_bytes_per_s

@@ -47,6 +47,7 @@ from computewise.estimate.activations import composite_activation_bytes
 from computewise.estimate.arrays import FloatArray, col
 from computewise.estimate.flops import op_selective_saved_widths
 from computewise.specs import (
+    FP32_VALUED,
     FRAMEWORKS,
     PAGED_OPTIMIZERS,
     PRECISIONS,
@@ -117,7 +118,7 @@ def bytes_per_value(precision: Precision) -> float:
     fp8 training (Transformer Engine) keeps 16-bit weights and activations and casts to fp8 inside
     the matmuls, so its memory is that of bf16; only its speed differs.
     """
-    return 4.0 if precision == "fp32" else 2.0
+    return 4.0 if precision in FP32_VALUED else 2.0
 
 
 def optimizer_state_bytes(optimizer: Optimizer) -> float:
@@ -142,7 +143,7 @@ def optimizer_bytes_per_param(optimizer: Optimizer, precision: Precision) -> flo
     mixed precision. A paged optimizer's states are in CUDA unified memory, which the caching allocator
     never sees and the driver evicts to host RAM under pressure, so they do not decide whether a step fits."""
     states = 0.0 if optimizer in PAGED_OPTIMIZERS else optimizer_state_bytes(optimizer)
-    master_copy = 0.0 if precision == "fp32" else 4.0
+    master_copy = 0.0 if precision in FP32_VALUED else 4.0
     return states + master_copy
 
 

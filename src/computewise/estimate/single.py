@@ -19,7 +19,13 @@ from computewise.estimate.calibrated import calibrated_compute, calibration_note
 from computewise.estimate.collectives import fabric_for
 from computewise.estimate.cost import needs_host, server_w_per_device
 from computewise.estimate.figures import DeviceMemory
-from computewise.estimate.infer import InferColumns, InferRows, evaluate_infer, inference_weight_bytes
+from computewise.estimate.infer import (
+    InferColumns,
+    InferRows,
+    evaluate_infer,
+    inference_act_bytes,
+    inference_weight_bytes,
+)
 from computewise.estimate.kernels import profile_shares
 from computewise.estimate.layout import check_layout
 from computewise.estimate.memory import (
@@ -49,11 +55,13 @@ from computewise.estimate.sections import (
     TrainTime,
     Untimed,
 )
+from computewise.estimate.traced import tensor_core_flag
 from computewise.estimate.train import TrainColumns, TrainHardware, TrainLayout, evaluate_train
 from computewise.specs import (
     EXECUTIONS,
     FRAMEWORKS,
     PAGED_OPTIMIZERS,
+    PRECISIONS,
     Accelerator,
     InferJob,
     ModelSpec,
@@ -111,7 +119,7 @@ def peak_for(accelerator: Accelerator, precision: Precision) -> float:
     """Dense peak FLOP/s at a training precision; a precision the chip lacks is the user's to change."""
     peak = accelerator.peak_flops.get(precision, 0.0)
     if peak <= 0:
-        supported = [p for p in ("fp32", "bf16", "fp16", "fp8") if accelerator.peak_flops.get(p, 0.0) > 0]
+        supported = [p for p in PRECISIONS if accelerator.peak_flops.get(p, 0.0) > 0]
         raise InputError(
             f"{accelerator.name} has no {precision} support",
             f"use --precision {' or '.join(supported)}",
@@ -910,7 +918,8 @@ def estimate_infer(
         output_len=col(job.output_len),
         weight_bytes=col(inference_weight_bytes(job.precision)),
         kv_bytes=col(job.kv_cache_bytes_per_value),
-        act_bytes=col(2.0 if job.precision != "fp32" else 4.0),
+        act_bytes=col(inference_act_bytes(job.precision)),
+        tensor_cores=col(tensor_core_flag(job.precision)),
         peak_flops=col(peak),
         memory_bandwidth_bytes_per_s=col(accelerator.memory_bandwidth_bytes_per_s),
         intra_node_bytes_per_s=col(accelerator.interconnect_bytes_per_s),

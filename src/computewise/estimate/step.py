@@ -44,6 +44,7 @@ from computewise.estimate.kernels import (
     optimizer_kernels,
 )
 from computewise.estimate.traced import traced_training_kernels
+from computewise.specs import PRECISIONS
 
 if TYPE_CHECKING:
     from computewise.estimate.adapters import Adapters
@@ -52,6 +53,8 @@ if TYPE_CHECKING:
     from computewise.specs import ModelSpec
 
 __all__ = ["StepTime", "step_time"]
+
+_FP32_INDEX = float(PRECISIONS.index("fp32"))  # the one precision whose convolutions skip the tensor cores
 
 
 @dataclass(frozen=True)
@@ -214,7 +217,10 @@ def _compute_s(
         # repeats forward work, which lengthens the device's part by the FLOPs it adds.
         weights = model.params * rows.weight_bytes / (rows.tp * rows.pp)
         convolution_s = costs.per_convolution_s(rows.execution)
-        eager = traced_training_kernels(model, rows.micro_batch, rows.weight_bytes, weights, rates, convolution_s)
+        tensor_cores = (rows.precision != _FP32_INDEX) * 1.0
+        eager = traced_training_kernels(
+            model, rows.micro_batch, rows.weight_bytes, weights, rates, convolution_s, tensor_cores
+        )
         recomputed = replace(eager, device_s=eager.device_s * hardware_per_token / model_per_token)
         micro = MicrobatchKernels(plain=eager, recomputed=recomputed)
     else:

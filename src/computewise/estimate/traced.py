@@ -9,8 +9,9 @@ as they run on one stream:
 - every other kernel (norms, activations, residual adds, pooling): its bytes over the bandwidth.
   In a CNN these move more bytes than the convolutions themselves: a batch norm, a ReLU and a
   residual add each read and write a whole activation tensor;
-- under 16 bits, cuDNN's tensor-core convolutions take channels-last tensors and PyTorch's default
-  layout is NCHW, so each convolution's input and output are transposed (read and written again);
+- on tensor cores (16 bits, fp8, tf32), cuDNN's convolutions take channels-last tensors ("NCHW-to-NHWC
+  transformations to call the Tensor Core operations", cuDNN's API guide) and PyTorch's default layout
+  is NCHW, so each convolution's input and output are transposed (read and written again);
 - every kernel: the device's floor; on the host, the launch of the code that issues it
   (``HostCosts``) plus, per convolution, the cuDNN call's own planning (``host_s_per_convolution``).
 
@@ -27,13 +28,17 @@ from computewise.estimate.arrays import FloatArray, col
 from computewise.estimate.kernels import KernelRates, StepKernels
 from computewise.specs import ModelSpec
 
-__all__ = ["traced_inference_kernels", "traced_training_kernels"]
+__all__ = ["tensor_core_flag", "traced_inference_kernels", "traced_training_kernels"]
 
-_FP32 = 4.0
-# cuDNN's NCHW <-> NHWC transposes around a 16-bit convolution: its input and its output each read and
+# cuDNN's NCHW <-> NHWC transposes around a tensor-core convolution: its input and its output each read and
 # written once more, i.e. the convolutions' activation bytes again, in each direction.
 _NCHW_TRANSPOSES = 2.0
 _BACKWARD_FLOPS = 2.0  # a convolution's or matmul's backward: the input's and the weight's gradients
+
+
+def tensor_core_flag(precision: str) -> float:
+    """1.0 where a precision's convolutions and matmuls run on tensor cores (all but fp32), else 0.0."""
+    return 0.0 if precision == "fp32" else 1.0
 
 
 def traced_inference_kernels(
@@ -43,9 +48,11 @@ def traced_inference_kernels(
     weight_bytes: FloatArray,
     rates: KernelRates,
     convolution_s: FloatArray,
+    tensor_cores: FloatArray,
 ) -> StepKernels:
     """One eager inference forward of ``batch`` inputs at ``act_bytes`` per value; ``weight_bytes``: all weights;
-    ``convolution_s``: the host's cost of a cuDNN call beyond its launch (``HostCosts.per_convolution_s``)."""
+    ``convolution_s``: the host's cost of a cuDNN call beyond its launch (``HostCosts.per_convolution_s``);
+    ``tensor_cores`` (0/1, ``tensor_core_flag``): whether cuDNN transposes around each convolution."""
     flops = col(batch) * _forward_flops(model)
     traced = model.traced
     if traced is None or traced.kernels is None:
@@ -58,7 +65,7 @@ def traced_inference_kernels(
         scale * launched.eval_other_bytes_per_sample,
         col(weight_bytes),
         launched.eval_kernels,
-        act_bytes,
+        tensor_cores,
         rates,
     )
     return StepKernels(device, launched.eval_kernels + 0.0 * device, 0.0, launched.convolutions * col(convolution_s))
@@ -71,6 +78,7 @@ def traced_training_kernels(
     weight_bytes: FloatArray,
     rates: KernelRates,
     convolution_s: FloatArray,
+    tensor_cores: FloatArray,
 ) -> StepKernels:
     """One micro-batch's eager forward and backward; ``weight_bytes``: the device's weights.
 
@@ -90,7 +98,7 @@ def traced_training_kernels(
         scale * launched.train_other_bytes_per_sample,
         3.0 * col(weight_bytes),
         launched.train_forward_kernels + launched.train_backward_kernels,
-        act_bytes,
+        tensor_cores,
         rates,
     )
     return StepKernels(
@@ -107,20 +115,16 @@ def _device_s(
     other_bytes: FloatArray,
     weight_traffic: FloatArray,
     kernels: int,
-    act_bytes: FloatArray,
+    tensor_cores: FloatArray,
     rates: KernelRates,
 ) -> FloatArray:
     """The kernels one after another: those with FLOPs by their FLOPs or their bytes (weights included),
     the rest by their bytes and cuDNN's layout transposes, and every kernel's floor."""
     bandwidth = rates.stream_bytes_per_s
     gemm_s = np.maximum(flops / rates.gemm_flops, (gemm_bytes + weight_traffic) / bandwidth)
-    return gemm_s + (other_bytes + _transposes(gemm_bytes, act_bytes)) / bandwidth + kernels * rates.kernel_floor_s
+    transposes = col(tensor_cores) * _NCHW_TRANSPOSES * gemm_bytes
+    return gemm_s + (other_bytes + transposes) / bandwidth + kernels * rates.kernel_floor_s
 
 
 def _forward_flops(model: ModelSpec) -> float:
     return 0.0 if model.traced is None else model.traced.forward_flops_per_sample
-
-
-def _transposes(gemm_bytes: FloatArray, act_bytes: FloatArray) -> FloatArray:
-    """Bytes of cuDNN's layout transposes: none at fp32, the convolutions' activations twice under 16 bits."""
-    return np.where(col(act_bytes) < _FP32, _NCHW_TRANSPOSES * gemm_bytes, 0.0)

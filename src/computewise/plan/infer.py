@@ -28,12 +28,14 @@ from computewise.estimate.infer import (
     SERVING_FRAMEWORK,
     InferRows,
     evaluate_infer,
+    inference_act_bytes,
     inference_weight_bytes,
 )
 from computewise.estimate.kernels import profile_shares
 from computewise.estimate.pricing import cheapest_rental
 from computewise.estimate.quote import offering_quote
 from computewise.estimate.single import memory_dict
+from computewise.estimate.traced import tensor_core_flag
 from computewise.plan.result import Rejection, merge_rejections
 from computewise.specs import ModelSpec, Precision, Pricing
 from computewise.specs.codec import Document, Jsonable, Layout, json_field, json_property
@@ -224,7 +226,8 @@ def plan_infer(model: ModelSpec, catalog: Catalog, assumptions: Assumptions, c: 
                 output_len=col(c.output_len) + 0 * tp,
                 weight_bytes=col([inference_weight_bytes(r[1]) for r in rows]),
                 kv_bytes=col([1.0 if r[1] == "fp8" else 2.0 for r in rows]),
-                act_bytes=col(2.0) + 0 * tp,
+                act_bytes=col([inference_act_bytes(r[1]) for r in rows]),
+                tensor_cores=col([tensor_core_flag(r[1]) for r in rows]),
                 peak_flops=col([accel.peak_flops[r[1]] for r in rows]),
                 memory_bandwidth_bytes_per_s=col(accel.memory_bandwidth_bytes_per_s) + 0 * tp,
                 intra_node_bytes_per_s=col(accel.interconnect_bytes_per_s) + 0 * tp,

@@ -46,11 +46,13 @@ from computewise.estimate.infer import (
     SERVING_FRAMEWORK,
     InferRows,
     evaluate_infer,
+    inference_act_bytes,
     inference_weight_bytes,
 )
 from computewise.estimate.kernels import profile_shares
 from computewise.estimate.quote import Ask, PriceRequest, quote
 from computewise.estimate.single import default_precision
+from computewise.estimate.traced import tensor_core_flag
 from computewise.limits import BATCH, LATENCY_MS, SEQUENCE_TOKENS, Limit
 from computewise.plan.serve import replicas_needed
 from computewise.specs import ModelSpec, Pricing
@@ -511,7 +513,8 @@ def _model_service(
             output_len=col(stage.output_len),
             weight_bytes=col(inference_weight_bytes(precision)),
             kv_bytes=col(1.0 if precision in ("fp8", "int8") else 2.0),
-            act_bytes=col(4.0 if precision == "fp32" else 2.0),
+            act_bytes=col(inference_act_bytes(precision)),
+            tensor_cores=col(tensor_core_flag(precision)),
             peak_flops=col(peak),
             memory_bandwidth_bytes_per_s=col(acc.memory_bandwidth_bytes_per_s),
             intra_node_bytes_per_s=col(acc.interconnect_bytes_per_s),

@@ -18,6 +18,7 @@ from computewise.specs.model import Architecture, ModelSpec, TracedKernels, Trac
 from computewise.specs.workload import (
     ATTENTION_KERNELS,
     EXECUTIONS,
+    FP32_VALUED,
     FRAMEWORKS,
     OPTIMIZERS,
     PAGED_OPTIMIZERS,
@@ -40,6 +41,7 @@ __all__ = [
     "DTYPES",
     "EXECUTIONS",
     "FINETUNE_METHODS",
+    "FP32_VALUED",
     "FRAMEWORKS",
     "OPTIMIZERS",
     "PAGED_OPTIMIZERS",

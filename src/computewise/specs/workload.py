@@ -12,6 +12,7 @@ from computewise.units import check_range
 __all__ = [
     "ATTENTION_KERNELS",
     "EXECUTIONS",
+    "FP32_VALUED",
     "FRAMEWORKS",
     "OPTIMIZERS",
     "PAGED_OPTIMIZERS",
@@ -28,8 +29,12 @@ __all__ = [
     "TrainJob",
 ]
 
-Precision = Literal["fp32", "bf16", "fp16", "fp8"]
-PRECISIONS: tuple[Precision, ...] = ("fp32", "bf16", "fp16", "fp8")
+# tf32 keeps every value in fp32 and runs the matmuls and convolutions on TF32 tensor cores (Ampere and
+# later): torch.backends.cuda.matmul.allow_tf32, set_float32_matmul_precision("high"), the HF Trainer's
+# --tf32; cuDNN's convolutions take it by default. fp32 is fp32 throughout.
+Precision = Literal["fp32", "bf16", "fp16", "fp8", "tf32"]
+PRECISIONS: tuple[Precision, ...] = ("fp32", "bf16", "fp16", "fp8", "tf32")
+FP32_VALUED: tuple[Precision, ...] = ("fp32", "tf32")  # weights, gradients and activations 4 bytes wide
 # The paged ones are bitsandbytes' (HF's paged_adamw_32bit, paged_adamw_8bit): their states live in CUDA
 # unified memory, which the driver pages out to host RAM when the GPU runs short (QLoRA, section 3).
 Optimizer = Literal["adamw", "adam", "sgd", "adam8bit", "paged-adamw", "paged-adam8bit"]
