@@ -41,6 +41,13 @@ SEQUENCE_TOKENS = Limit(
 ACCELERATORS = Limit(
     1, 1e6, "the largest clusters ever built have a few hundred thousand accelerators", "8", integer=True
 )
+REPLICA_ACCELERATORS = Limit(
+    1,
+    1024,
+    "the largest published serving replicas span a few hundred GPUs, 320 in DeepSeek-V3's decoding unit",
+    "8",
+    integer=True,
+)
 ACCELERATOR_SHARE = Limit(
     0, 1e6, "0 means none; a fraction below 1 shares one; no cluster has more than 1e6", "1", unit="GPUs"
 )
@@ -106,7 +113,7 @@ FLAG_LIMITS: Final[dict[str, Limit]] = {
     "--output-len": SEQUENCE_TOKENS,
     "--max-length": TOKENS_PER_INPUT,
     "--gpus": ACCELERATORS,
-    "--gpus-per-replica": ACCELERATORS,
+    "--gpus-per-replica": REPLICA_ACCELERATORS,
     "--per-node": ACCELERATORS,
     "--micro-batch": MICRO_BATCH,
     "--global-batch": BATCH,

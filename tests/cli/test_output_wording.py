@@ -33,7 +33,8 @@ def test_one_of_a_thing_is_singular() -> None:
     assert "1 round of 1 local step x 16 samples" in federated
     assert re.search(r"for 1 round\s*$", federated, re.MULTILINE), federated
     assert "1 rounds" not in federated and "1 local steps" not in federated
-    assert "does not divide 1 GPU" in (layout_problem(resolve_model("gpt2"), 1, 2, 1, 8, 1) or "")
+    problem = layout_problem(resolve_model("gpt2"), 1, 2, 1, 8, 1)
+    assert problem is not None and "does not divide 1 GPU" in problem[0]
 
 
 def test_no_golden_output_counts_one_of_a_thing_in_the_plural() -> None:

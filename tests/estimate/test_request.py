@@ -16,7 +16,7 @@ from computewise.estimate.request import (
     estimate_train_request,
 )
 from computewise.estimate.train import default_global_batch
-from computewise.models import preset
+from computewise.models import from_param_count, preset
 from computewise.specs import Parallelism
 
 
@@ -87,7 +87,11 @@ def test_a_split_that_does_not_divide_the_gpus_is_refused(catalog: Catalog, assu
 def test_an_infer_request_takes_the_shape_of_its_kind_of_model(catalog: Catalog, assumptions: Assumptions) -> None:
     t4 = catalog.accelerator("t4")
     decoder = estimate_infer_request(InferEstimateRequest(preset("gpt2"), t4, kv_precision="fp8"), catalog, assumptions)
-    assert (decoder.job.context_len, decoder.job.output_len, decoder.job.kv_cache_bytes_per_value) == (1024, 256, 1.0)
+    # GPT-2 has 1024 positions: the default prompt leaves room for the 256 tokens it generates.
+    assert (decoder.job.context_len, decoder.job.output_len, decoder.job.kv_cache_bytes_per_value) == (768, 256, 1.0)
+    assert not [note for note in decoder.notes if "positions" in note]
+    llama = estimate_infer_request(InferEstimateRequest(preset("llama-3-8b"), t4), catalog, assumptions)
+    assert (llama.job.context_len, llama.job.output_len) == (1024, 256)
     assert decoder.job.precision == "fp16"  # a T4 has no bf16
     encoder = estimate_infer_request(InferEstimateRequest(preset("bert-base"), t4), catalog, assumptions)
     assert (encoder.job.context_len, encoder.job.output_len) == (512, 0)  # BERT's max_position_embeddings
@@ -99,3 +103,24 @@ def test_an_infer_request_refuses_an_output_for_a_model_that_generates_nothing(
     request = InferEstimateRequest(preset("resnet-50"), catalog.accelerator("t4"), output_len=16)
     with pytest.raises(InputError, match="generates no tokens, so --output-len does not apply"):
         estimate_infer_request(request, catalog, assumptions)
+
+
+def test_a_sequence_beyond_the_models_positions_is_estimated_with_a_note(
+    catalog: Catalog, assumptions: Assumptions
+) -> None:
+    h100 = catalog.accelerator("h100")
+    train = TrainEstimateRequest(preset("gpt2"), h100, 1, Parallelism(), seq_len=100_000, global_batch=1, tokens=1e9)
+    notes = estimate_train_request(train, catalog, assumptions).notes
+    assert any(note.startswith("--seq-len 100,000 exceeds the 1,024 positions gpt2 was built for") for note in notes)
+    infer = InferEstimateRequest(preset("bert-base"), h100, input_len=100_000)
+    notes = estimate_infer_request(infer, catalog, assumptions).notes
+    assert any(note.startswith("a 100,000-token input exceeds the 512 positions") for note in notes)
+
+
+def test_a_model_too_large_for_the_default_length_asks_for_tokens(catalog: Catalog, assumptions: Assumptions) -> None:
+    """20 tokens per parameter of 1e14 parameters is 2e15 tokens, over --tokens' range: the error names the
+    default that made it, not a flag the user never gave."""
+    request = TrainEstimateRequest(from_param_count(1e14), catalog.accelerator("h100"), 1, Parallelism(), seq_len=2048)
+    with pytest.raises(InputError, match="--tokens not given, and 20 tokens per parameter") as error:
+        estimate_train_request(request, catalog, assumptions)
+    assert "give --tokens" in error.value.hint

@@ -27,6 +27,7 @@ def test_shape_fields_follow_the_gpt3_recipe() -> None:
     assert spec.shape_inferred
     assert spec.hidden_size % 128 == 0
     assert spec.heads == spec.kv_heads == spec.hidden_size // 128
+    assert spec.heads % 8 == 0
     assert spec.ffn_size == 4 * spec.hidden_size
     assert (spec.vocab_size, spec.max_seq_len, spec.architecture) == (50257, 2048, "decoder")
     assert any("inferred" in note for note in spec.notes)
@@ -41,9 +42,21 @@ def test_inferred_shape_holds_about_that_many_parameters(n: float) -> None:
 
 
 def test_shape_grows_with_the_count() -> None:
+    """Wider with the count; a width rounded up to whole groups of heads takes fewer layers, as real families
+    do (GPT-3 13B: 40 layers of 5120), so the depth may step back where the width steps up."""
     counts = [10 ** (k / 4) for k in range(24, 53)]
     shapes = [from_param_count(n) for n in counts]
-    assert all(a.layers <= b.layers and a.hidden_size <= b.hidden_size for a, b in itertools.pairwise(shapes))
+    assert all(a.hidden_size <= b.hidden_size for a, b in itertools.pairwise(shapes))
+    sizes = [count_params(s, FAMILIES["gpt2"]) for s in shapes]
+    assert all(b >= a for a, b in itertools.pairwise(sizes))
+
+
+@pytest.mark.parametrize(("n", "heads"), [(1e9, 12), (3e9, 20), (8e9, 32), (30e9, 56), (70e9, 72), (1e12, 176)])
+def test_heads_split_over_a_nodes_tensor_parallel_degrees(n: float, heads: int) -> None:
+    """From 24 heads up the count is a multiple of 8 (tp 2, 4 and 8 all split it; Llama 2 70B has 64), from
+    12 up of 4: "70B" on 8 GPUs with --tp 8 must not fail on a head count the shape made up."""
+    spec = from_param_count(n)
+    assert spec.heads == heads == spec.hidden_size // 128
 
 
 def test_count_is_kept_exactly_rounded() -> None:

@@ -34,6 +34,15 @@ def test_an_existing_file_wins_over_a_preset_of_that_name(tmp_path: Path, monkey
     assert resolve_model("gpt2-medium").layers == 24
 
 
+def test_a_config_beyond_the_parameter_range_is_refused_as_a_count_would_be(tmp_path: Path) -> None:
+    """A config.json is held to --model's range too: a 1e12-token vocabulary makes 8e15 parameters."""
+    config = json.loads((FIXTURES / "gpt2" / "config.json").read_text())
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**config, "vocab_size": 10**12}))
+    with pytest.raises(ModelConfigError, match=r"describes 7\.\d+e\+14 parameters; a model must have between 1 and"):
+        resolve_model(str(path))
+
+
 @pytest.mark.parametrize(
     ("text", "params"),
     [("7.5B", 7_500_000_000), ("7.5e9", 7_500_000_000), ("125M", 125_000_000), ("1.3e9", 1_300_000_000)],

@@ -9,6 +9,7 @@ import pytest
 from pareto_check import assert_is_the_pareto_front
 
 from computewise.catalog import Catalog
+from computewise.errors import InfeasiblePlanError
 from computewise.estimate import Assumptions
 from computewise.models import preset
 from computewise.plan import InferConstraints, InferOption, InferPlan, plan_infer
@@ -91,3 +92,13 @@ def test_a_mean_below_the_peak_is_on_off_traffic(catalog: Catalog, assumptions: 
     )
     best = plan_infer(preset("llama-3-8b"), catalog, assumptions, constraints).recommended
     assert best.scale_to_zero_usd_per_month == pytest.approx(best.always_on_usd_per_month * 10.0 / 40.0)
+
+
+def test_a_precision_no_accelerator_runs_is_named_as_the_reason(catalog: Catalog, assumptions: Assumptions) -> None:
+    """An A100 has no fp8: the plan says so rather than "no accelerator meets the memory need: " and nothing."""
+    constraints = replace(TRAFFIC, accelerators=("a100-80gb",), precisions=("fp8",))
+    with pytest.raises(
+        InfeasiblePlanError, match="no accelerator runs the precision asked: A100 SXM4 80GB runs none"
+    ) as error:
+        plan_infer(preset("llama-2-7b"), catalog, assumptions, constraints)
+    assert error.value.hint == "choose --gpu models that run fp8, or another --precision"

@@ -252,6 +252,13 @@ def test_a_search_that_never_missed_the_slo_gives_a_lower_bound_and_says_so() ->
     assert any("upper bound" in note and "--max-rate" in note for note in measured.notes)
 
 
+def test_a_measured_rate_beyond_any_replica_is_refused() -> None:
+    """A loadtest file is input like --capacity-rps, and held to its range (1e7 requests/s)."""
+    probes = (Probe(load_result(20.0, 20.0, 10.0), True),)
+    with pytest.raises(InputError, match="max_rate_rps is 1e\\+300 requests/s, above the 1e\\+07"):
+        capacity_from_loadtest(MaxRateSearch("http://h/", 100.0, 1e300, probes), "max.json")
+
+
 def test_capacity_from_a_single_run_flags_overload() -> None:
     calm = capacity_from_loadtest(read_loadtest(LoadtestRun("http://h/", load_result(50.0, 49.5, 12.0)).to_dict()))
     assert calm.capacity_rps == 49.5 and calm.latency_s == pytest.approx(0.012)

@@ -230,6 +230,14 @@ def test_nothing_fits_is_an_error_with_a_fix(catalog: Catalog, assumptions: Assu
     assert error.value.hint and "--max-gpus" in error.value.hint
 
 
+def test_a_precision_no_accelerator_runs_is_named_as_the_reason(catalog: Catalog, assumptions: Assumptions) -> None:
+    constraints = TrainConstraints(
+        tokens=1e10, seq_len=4096, global_batch=256, accelerators=("a100-80gb",), precisions=("fp8",)
+    )
+    with pytest.raises(InfeasiblePlanError, match="no accelerator runs the precision asked: A100 SXM4 80GB runs none"):
+        plan_train(preset("llama-2-7b"), catalog, assumptions, constraints)
+
+
 def test_owned_servers_are_planned_at_their_amortised_hourly_cost(catalog: Catalog, assumptions: Assumptions) -> None:
     constraints = TrainConstraints(tokens=2e10, seq_len=4096, global_batch=256, pricings=("on-prem",), max_gpus=64)
     plan = plan_train(preset("llama-3-8b"), catalog, assumptions, constraints)

@@ -26,6 +26,9 @@ def test_pricings_that_contradict_or_leave_nothing_are_refused() -> None:
     with pytest.raises(InputError, match="--no-spot removed the only --pricing given") as refused:
         offered_pricings(("spot",), no_spot=True)
     assert refused.value.hint == "add --pricing on-demand"
+    with pytest.raises(InputError, match="--spot plans spot prices only, but --pricing on-demand leaves spot out"):
+        offered_pricings(("on-demand",), spot=True)
+    assert offered_pricings(("spot", "on-demand"), spot=True) == ("spot",)
 
 
 def test_a_dataset_has_both_a_place_and_a_size_or_neither(catalog: Catalog) -> None:

@@ -246,8 +246,8 @@ _InputLen = Annotated[
     typer.Option(
         "--input-len",
         "--context-len",
-        help="Prompt tokens per sequence (default 1024), or an encoder's tokens per sequence (default: the "
-        "model's, at most 4096). Not for image models.",
+        help="Prompt tokens per sequence (default 1024, less where the output would overflow the model's "
+        "context), or an encoder's tokens per sequence (default: the model's, at most 4096). Not for image models.",
     ),
 ]
 _OutputLen = Annotated[

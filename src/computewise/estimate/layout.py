@@ -14,6 +14,7 @@ __all__ = [
     "VIRTUAL_STAGES",
     "check_layout",
     "default_framework",
+    "heads_fix",
     "layout_problem",
     "schedule_problem",
     "stage_slots",
@@ -41,22 +42,48 @@ def stage_slots(layers: int, pp: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]
     return np.where(layers % pp == 0, layers, layers + 2)
 
 
-def layout_problem(model: ModelSpec, gpus: int, tp: int, pp: int, global_batch: int, micro_batch: int) -> str | None:
-    """The first reason the layout cannot run, or None. The planner uses the same rules, vectorised."""
+def layout_problem(
+    model: ModelSpec, gpus: int, tp: int, pp: int, global_batch: int, micro_batch: int
+) -> tuple[str, str] | None:
+    """The first reason the layout cannot run and its fix, or None. The planner uses the same rules, vectorised."""
     if gpus % (tp * pp):
-        return f"tp*pp = {tp}*{pp} = {tp * pp} does not divide {plural(gpus, 'GPU')}"
+        return (
+            f"tp*pp = {tp}*{pp} = {tp * pp} does not divide {plural(gpus, 'GPU')}",
+            "choose --tp and --pp whose product divides --gpus",
+        )
     if not model.is_transformer and (tp > 1 or pp > 1):
-        return f"{model.name} has no transformer layers to split; use --tp 1 --pp 1"
+        return (
+            f"{model.name} has no transformer layers to split",
+            "use --tp 1 --pp 1: every GPU holds the whole network (data parallel; --zero shards its states)",
+        )
     if model.heads and model.heads % tp:
-        return f"{model.heads} attention heads are not divisible by tp={tp}"
+        return f"{model.heads} attention heads are not divisible by tp={tp}", heads_fix(model, "--tp")
     if model.is_transformer and pp > model.total_layers:
-        return f"pp={pp} exceeds the {model.total_layers} layers of {model.name}"
+        return (
+            f"pp={pp} exceeds the {model.total_layers} layers of {model.name}",
+            f"use --pp {model.total_layers} or fewer: a pipeline stage holds at least one layer",
+        )
     dp = gpus // (tp * pp)
     if global_batch % (dp * micro_batch):
         return (
-            f"global batch {global_batch} is not a multiple of dp*micro-batch = {dp}*{micro_batch} = {dp * micro_batch}"
+            f"global batch {global_batch} is not a multiple of dp*micro-batch = {dp}*{micro_batch} = "
+            f"{dp * micro_batch}",
+            f"use a --global-batch that is a multiple of {dp * micro_batch}, or change --micro-batch or --gpus",
         )
     return None
+
+
+def heads_fix(model: ModelSpec, flag: str) -> str:
+    """How to split ``model``'s heads: the tensor-parallel degrees that divide them, and where a count came from
+    a parameter count, that the heads are the inferred shape's, not the model's."""
+    degrees = [str(d) for d in (1, 2, 4, 8, 16, 32, 64) if model.heads % d == 0]
+    fix = f"use {flag} {', '.join(degrees)}"
+    if model.shape_inferred:
+        fix += (
+            f" ({model.heads} heads is the shape guessed from a parameter count; give a preset or a config.json "
+            "for the model's own)"
+        )
+    return fix
 
 
 def schedule_problem(
@@ -121,7 +148,7 @@ def check_layout(
         )
     problem = layout_problem(model, gpus // p.cp, p.tp, p.pp, global_batch, micro_batch)
     if problem:
-        raise ParallelismError(problem, "change --tp/--pp/--gpus/--global-batch so the degrees divide evenly")
+        raise ParallelismError(*problem)
     scheduled = schedule_problem(model, p, seq_len, global_batch // (p.dp * micro_batch))
     if scheduled:
         raise ParallelismError(*scheduled)

@@ -23,6 +23,7 @@ from computewise.estimate.single import (
     input_kind,
 )
 from computewise.estimate.train import default_global_batch, default_global_batch_note, default_micro_batch
+from computewise.limits import TOKENS
 from computewise.specs import InferJob, Parallelism, TrainJob
 from computewise.specs.finetune import FULL_TRAINING
 
@@ -79,7 +80,14 @@ def default_tokens(model: ModelSpec) -> float:
     """
     if model.architecture == "cnn":
         return float(_CNN_EPOCHS * _IMAGENET_1K_IMAGES)
-    return 20.0 * model.params
+    tokens = 20.0 * model.params
+    if tokens > TOKENS.high:  # the default must not fail a range check on a flag the user never gave
+        raise InputError(
+            f"--tokens not given, and 20 tokens per parameter (Chinchilla-optimal) of {model.name} would be "
+            f"{tokens:.3g}, over the {TOKENS.high:g} a training run can take ({TOKENS.why})",
+            "give --tokens, e.g. --tokens 10T",
+        )
+    return tokens
 
 
 def default_tokens_note(model: ModelSpec, tokens: float) -> str:
@@ -180,7 +188,9 @@ def estimate_train_request(request: TrainEstimateRequest, catalog: Catalog, assu
         )
     if request.tokens is None:
         defaults.append(default_tokens_note(model, job.tokens))
-    return replace(estimate, notes=(*estimate.notes, *defaults))
+    return replace(
+        estimate, notes=(*estimate.notes, *defaults, *beyond_positions_note(model, seq, f"--seq-len {seq:,}"))
+    )
 
 
 @dataclass(frozen=True)
@@ -192,7 +202,7 @@ class InferEstimateRequest:
     accelerator: Accelerator
     tp: int = 1  # accelerators per replica (--gpus)
     batch: int = 1
-    input_len: int | None = None  # None: a 1024-token prompt, or an encoder's default_seq_len
+    input_len: int | None = None  # None: a 1024-token prompt (less where the output overflows), or default_seq_len
     output_len: int | None = None  # None: 256 tokens generated
     kv_precision: KvPrecision | None = None  # None: bf16
     precision: Precision | None = None  # None: the accelerator's default_precision
@@ -216,7 +226,7 @@ def estimate_infer_request(request: InferEstimateRequest, catalog: Catalog, assu
         execution=request.execution,
     )
     price = request.price
-    return estimate_infer(
+    estimate = estimate_infer(
         request.model,
         request.accelerator,
         job,
@@ -227,6 +237,22 @@ def estimate_infer_request(request: InferEstimateRequest, catalog: Catalog, assu
         cloud=price.cloud,
         region=price.region,
         instance_type=price.instance_type,
+    )
+    span = input_len + generated
+    asked = f"a {span:,}-token prompt and output" if generated else f"a {span:,}-token input"
+    beyond = beyond_positions_note(request.model, span, asked)
+    return replace(estimate, notes=(*estimate.notes, *beyond))
+
+
+def beyond_positions_note(model: ModelSpec, tokens: int, what: str) -> tuple[str, ...]:
+    """A sequence longer than the model's position table: one note, since the model decides whether it runs
+    (learned positions cannot, rotary ones only with their context extended) and the estimate times it as asked."""
+    if not model.is_transformer or tokens <= model.max_seq_len:
+        return ()
+    return (
+        f"{what} exceeds the {model.max_seq_len:,} positions {model.name} was built for: a model "
+        "with learned positions cannot run it, a rotary one only with its context extended (RoPE scaling, then "
+        "fine-tuning); the figures are for the length asked",
     )
 
 
@@ -240,8 +266,10 @@ def _request_shape(request: InferEstimateRequest) -> tuple[int, int, float]:
     spec, input_len, output_len = request.model, request.input_len, request.output_len
     kind = input_kind(spec)
     if kind is None:
-        input_tokens = _DEFAULT_PROMPT_TOKENS if input_len is None else input_len
         generated = _DEFAULT_OUTPUT_TOKENS if output_len is None else output_len
+        # The default prompt leaves room for the output in the model's context (GPT-2's 1024 positions: 768).
+        room = max(spec.max_seq_len - generated, 1)
+        input_tokens = min(_DEFAULT_PROMPT_TOKENS, room) if input_len is None else input_len
         return input_tokens, generated, 1.0 if request.kv_precision == "fp8" else 2.0
     given = [
         flag

@@ -27,7 +27,7 @@ from computewise.estimate.infer import (
     inference_weight_bytes,
 )
 from computewise.estimate.kernels import profile_shares
-from computewise.estimate.layout import check_layout
+from computewise.estimate.layout import check_layout, heads_fix
 from computewise.estimate.memory import (
     MemoryBreakdown,
     optimizer_state_bytes,
@@ -905,7 +905,7 @@ def estimate_infer(
     if model.heads and model.heads % tp:
         raise InputError(
             f"{model.heads} attention heads are not divisible by --gpus {tp} (tensor parallel)",
-            "use a GPU count that divides the number of heads",
+            heads_fix(model, "--gpus"),
         )
     peak = peak_for(accelerator, job.precision)
     hw = quote(catalog, Ask(accelerator, tp, estimate=True), PriceRequest(None, instance_type, cloud, region, pricing))

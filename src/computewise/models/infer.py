@@ -38,20 +38,22 @@ _SEQ_LEN = 2048  # GPT-3 context
 def from_param_count(n: float) -> ModelSpec:
     """A decoder with exactly ``round(n)`` parameters and a GPT-3-like shape for that size.
 
-    hidden is a multiple of 128 with 128-wide heads, the FFN is 4x hidden, vocabulary 50257
-    and context 2048 as in GPT-3. Beyond the ends of the ladder the nearest segment is
-    extended, so 1T parameters gets a deeper and wider GPT-3.
+    Heads are 128 wide and their count is rounded to a multiple of 8 from 24 heads up (of 4 from
+    12, of 2 from 4), so tensor parallelism over a node's 2, 4 or 8 GPUs splits the models it is
+    used for, as real checkpoints are shaped (Llama 2 70B: 64 heads); the FFN is 4x hidden,
+    vocabulary 50257 and context 2048 as in GPT-3. Beyond the ends of the ladder the nearest
+    segment is extended, so 1T parameters gets a deeper and wider GPT-3.
     """
     if isinstance(n, bool) or not math.isfinite(n) or n < 1:
         raise InputError(f"a parameter count must be at least 1, got {n!r}", "give a count such as 7.5B or 125M")
     params = round(n)
     layers_f, hidden_f = _interpolate(float(params))
-    hidden = max(_HEAD_DIM, round(hidden_f / _HEAD_DIM) * _HEAD_DIM)
+    hidden = _heads(hidden_f / _HEAD_DIM) * _HEAD_DIM
     return ModelSpec(
         name=f"{format_count(params)} params",
         params=params,
         architecture="decoder",
-        layers=max(1, round(layers_f)),
+        layers=max(1, round(layers_f * (hidden_f / hidden) ** 2)),  # the count a wider or narrower layer moves
         hidden_size=hidden,
         heads=hidden // _HEAD_DIM,
         kv_heads=hidden // _HEAD_DIM,
@@ -67,6 +69,12 @@ def from_param_count(n: float) -> ModelSpec:
             "give a preset or a config.json for exact ones",
         ),
     )
+
+
+def _heads(heads_f: float) -> int:
+    """The nearest count to ``heads_f`` that a node's tensor-parallel degrees divide, within 1/6 of it."""
+    step = next(step for step, start in ((8, 24.0), (4, 12.0), (2, 4.0), (1, 0.0)) if heads_f >= start)
+    return max(step, round(heads_f / step) * step)
 
 
 def _interpolate(params: float) -> tuple[float, float]:

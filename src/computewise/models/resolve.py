@@ -5,11 +5,12 @@ from __future__ import annotations
 import os
 
 from computewise.errors import InputError, ModelConfigError, UnknownNameError
+from computewise.limits import MODEL_PARAMETERS
 from computewise.models.hf_config import from_hf_config
 from computewise.models.infer import from_param_count
 from computewise.models.presets import preset
 from computewise.specs.model import ModelSpec
-from computewise.units import parse_count
+from computewise.units import describe_range, parse_count
 
 __all__ = ["resolve_model"]
 
@@ -28,7 +29,7 @@ def resolve_model(text: str) -> ModelSpec:
         raise InputError("no model given", _HINT)
     path = os.path.expanduser(stripped)
     if os.path.isfile(path) or os.path.isfile(os.path.join(path, "config.json")):
-        return from_hf_config(path)
+        return _within_range(from_hf_config(path), stripped)
     if stripped[0].isdigit() or stripped[0] in ".+-":
         try:
             return from_param_count(parse_count(stripped, "--model"))
@@ -46,3 +47,14 @@ def resolve_model(text: str) -> ModelSpec:
                 "a preset name, or a parameter count such as 7.5B",
             ) from None
         raise
+
+
+def _within_range(spec: ModelSpec, where: str) -> ModelSpec:
+    """A config.json's model, held to the range a parameter count given as --model is (``MODEL_PARAMETERS``)."""
+    if not MODEL_PARAMETERS.low <= spec.params <= MODEL_PARAMETERS.high:
+        raise ModelConfigError(
+            f"{where} describes {spec.params:.3g} parameters; a model must have "
+            f"{describe_range(MODEL_PARAMETERS)} ({MODEL_PARAMETERS.why})",
+            "check the config's sizes (hidden_size, num_hidden_layers, vocab_size, intermediate_size)",
+        )
+    return spec

@@ -213,6 +213,9 @@ def plan_infer(model: ModelSpec, catalog: Catalog, assumptions: Assumptions, c: 
             for batch in _BATCHES
         ]
         considered += len(rows)
+        if not any(accel.peak_flops.get(p, 0.0) > 0 for p in c.precisions):
+            unsupported = f"{accel.name} runs none of {', '.join(c.precisions)}"
+            rejected.append(Rejection(accel.slug, offering.accelerator_count, "precision", unsupported, 0))
         if not rows:
             continue
         tp = col([r[0] for r in rows])
@@ -307,8 +310,15 @@ def plan_infer(model: ModelSpec, catalog: Catalog, assumptions: Assumptions, c: 
             raise InfeasiblePlanError(
                 _too_slow(fastest, c.latency_s or 0.0), "raise --max-latency or use a smaller --output-len"
             )
+        if not any(r.stage == "memory" for r in rejected) and any(r.stage == "precision" for r in rejected):
+            raise InfeasiblePlanError(
+                "no accelerator runs the precision asked: "
+                + "; ".join(sorted({r.reason for r in rejected if r.stage == "precision"})[:3]),
+                f"choose --gpu models that run {' or '.join(c.precisions)}, or another --precision",
+            )
         raise InfeasiblePlanError(
-            "no accelerator meets the memory need: " + "; ".join(sorted({r.reason for r in rejected})[:3]),
+            "no accelerator meets the memory need: "
+            + "; ".join(sorted({r.reason for r in rejected if r.stage == "memory"})[:3]),
             "use a larger accelerator, --precision fp8, or tensor parallelism across more GPUs",
         )
     ranked = sorted(options, key=lambda o: (o.always_on_usd_per_month, o.latency_s))

@@ -687,7 +687,7 @@ def capacity_from_loadtest(result: LoadtestRun | MaxRateSearch, source: str = "l
       the replica was overloaded.
     """
     if isinstance(result, MaxRateSearch):
-        best = _positive(
+        best = _measured_rate(
             result.max_rate_rps,
             "max_rate_rps",
             source,
@@ -709,7 +709,9 @@ def capacity_from_loadtest(result: LoadtestRun | MaxRateSearch, source: str = "l
             )
         return LoadtestCapacity(best, latency_s, f"{source}: highest sustained rate {_num(best)} requests/s {within}")
     run = result.result
-    throughput = _positive(run.throughput_rps, "throughput_rps", source, "the run answered nothing: check the server")
+    throughput = _measured_rate(
+        run.throughput_rps, "throughput_rps", source, "the run answered nothing: check the server"
+    )
     notes = [
         "capacity from a single-rate loadtest: it measured the rate offered, not the most the replica "
         "sustains within an SLO; `computewise loadtest URL --find-max --slo-p99-ms X --json` measures that"
@@ -728,9 +730,16 @@ def capacity_from_loadtest(result: LoadtestRun | MaxRateSearch, source: str = "l
     )
 
 
-def _positive(value: float | None, key: str, source: str, hint: str) -> float:
+def _measured_rate(value: float | None, key: str, source: str, hint: str) -> float:
+    """A loadtest's requests/s, held to the range --capacity-rps has (``RATE_RPS``): the file is input too."""
     if value is None or not (value > 0 and math.isfinite(value)):
         raise InputError(f"{source}: {key} must be a positive number, got {value!r}", hint)
+    if value > RATE_RPS.high:
+        raise InputError(
+            f"{source}: {key} is {value:g} requests/s, above the {RATE_RPS.high:g} a replica can answer "
+            f"({RATE_RPS.why})",
+            "give the JSON that `computewise loadtest URL --json` wrote for one replica, or --capacity-rps",
+        )
     return value
 
 

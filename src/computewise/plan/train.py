@@ -822,6 +822,12 @@ def _option(
 
 def _select(options: list[Option], rejections: list[Rejection], c: TrainConstraints, considered: int) -> Plan:
     if not options:
+        if not any(r.stage == "memory" for r in rejections) and any(r.stage == "precision" for r in rejections):
+            raise InfeasiblePlanError(
+                "no accelerator runs the precision asked: "
+                + "; ".join(sorted({r.reason for r in rejections if r.stage == "precision"})[:3]),
+                f"choose --gpu models that run {' or '.join(c.precisions)}, or another --precision",
+            )
         closest = min((r for r in rejections if r.stage == "memory"), key=lambda r: -r.gpus, default=None)
         raise InfeasiblePlanError(
             "no accelerator in the catalog can hold this job: "

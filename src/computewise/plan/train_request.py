@@ -71,6 +71,11 @@ def offered_pricings(
     if spot and no_spot:
         raise InputError("--spot and --no-spot contradict each other", "give only one of --spot, --no-spot")
     if spot:
+        if given and "spot" not in given:
+            raise InputError(
+                f"--spot plans spot prices only, but --pricing {', '.join(given)} leaves spot out",
+                "drop --spot, or add --pricing spot",
+            )
         return ("spot",)
     pricings = tuple(p for p in given or CLOUD_PRICINGS if not (no_spot and p == "spot"))
     if not pricings:
