@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import json
 import math
+import re
+import subprocess
+import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -171,6 +174,70 @@ def test_a_damaged_file_is_an_input_error(tmp_path: Path, edit: Any, message: st
     path.write_text(json.dumps(data))
     with pytest.raises(InputError, match=message):
         load_calibration(path)
+
+
+@pytest.mark.parametrize(
+    ("key", "edit"),
+    [
+        ("peak_flops.bf16", lambda d: d["peak_flops"].update(bf16=1e-300)),  # estimates said "time nan ms"
+        ("peak_flops.bf16", lambda d: d["peak_flops"].update(bf16=0)),  # was "has no bf16 matmul figure"
+        ("peak_flops.fp32", lambda d: d["peak_flops"].update(fp32=-1.5e11)),
+        ("peak_flops.fp32", lambda d: d["peak_flops"].update(fp32=2e18)),  # an exaFLOP/s: a unit slip
+        ("memory_bandwidth_bytes_per_s", lambda d: d.update(memory_bandwidth_bytes_per_s=-3e12)),  # was faster
+        ("memory_bandwidth_bytes_per_s", lambda d: d.update(memory_bandwidth_bytes_per_s=0)),
+        ("memory_bandwidth_bytes_per_s", lambda d: d.update(memory_bandwidth_bytes_per_s=1e15)),
+        ("launch_s", lambda d: d.update(launch_s=-2e-6)),
+        ("launch_s", lambda d: d.update(launch_s=5.0)),
+        ("matmul_curves.fp32[0].size", lambda d: d["matmul_curves"]["fp32"][0].update(size=0)),
+        ("matmul_curves.fp32[2].size", lambda d: d["matmul_curves"]["fp32"][2].update(size=1e9)),
+        ("matmul_curves.fp32[1].fraction", lambda d: d["matmul_curves"]["fp32"][1].update(fraction=1e-300)),
+        ("matmul_curves.fp32[1].fraction", lambda d: d["matmul_curves"]["fp32"][1].update(fraction=-0.5)),
+        ("step_curve[0].size", lambda d: d["step_curve"][0].update(size=-203.2)),
+        ("step_curve[1].fraction", lambda d: d["step_curve"][1].update(fraction=0)),
+    ],
+)
+def test_a_figure_out_of_its_range_is_refused_by_file_and_key(tmp_path: Path, key: str, edit: Any) -> None:
+    path = save(Calibration.from_bench_dict(bench_dict(), memory_bytes=8e9), tmp_path)
+    data = json.loads(path.read_text())
+    edit(data)
+    path.write_text(json.dumps(data))
+    with pytest.raises(InputError, match=re.escape(f"{path}: {key} must be between")) as raised:
+        load_calibration(path)
+    assert "bench --save" in (raised.value.hint or "")
+
+
+def test_the_edges_of_each_range_still_load(tmp_path: Path) -> None:
+    """A step beating the sweep's dtype (share above 1) and a slow CPU's figures are real, not edits."""
+    calibration = Calibration.from_bench_dict(bench_dict(), memory_bytes=8e9)
+    real = replace(calibration, peak_flops={"fp32": 1e6}, step_curve=curve(((1.0, 1e-6), (1e7, 20.0))), launch_s=1e-8)
+    assert load_calibration(save(real, tmp_path)) == real
+
+
+def test_a_bench_result_with_a_broken_figure_is_not_saved() -> None:
+    result = bench_dict()
+    result["bandwidth"][0]["gb_per_s"] = _measured(0.0)
+    with pytest.raises(InputError, match="bench result: memory_bandwidth_bytes_per_s must be between"):
+        Calibration.from_bench_dict(result)
+
+
+def test_cli_refuses_a_broken_calibration_with_exit_2_and_prints_no_estimate(tmp_path: Path) -> None:
+    path = save(Calibration.from_bench_dict(bench_dict("h100-sxm", device="cuda:0")), tmp_path)
+    data = json.loads(path.read_text())
+    data["peak_flops"]["bf16"] = 1e-300
+    path.write_text(json.dumps(data))
+    args = ("estimate", "train", "-m", "llama-2-7b", "-g", "h100", "-n", "8", "--zero", "3", "--json")
+    result = subprocess.run(
+        [sys.executable, "-m", "computewise.cli.app", *args, "--calibration", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert result.stderr.startswith(f"error: {path}: peak_flops.bf16 must be between")
+    assert "To fix: re-run computewise bench --save" in result.stderr
+    assert "Warning" not in result.stderr and "Traceback" not in result.stderr
 
 
 def test_missing_and_non_json_files_are_input_errors(tmp_path: Path) -> None:

@@ -20,6 +20,10 @@ alias ``this-cpu`` (``gpu-<host>`` / ``this-gpu``), written beside the JSON as
 ``accelerators-bench-<slug>.csv`` so the ordinary catalog loader finds it and ``--gpu this-cpu``
 works. The files live in ``user_catalog_dir()`` and are found by device slug
 (``find_calibration``), or passed with ``--calibration FILE``.
+
+Every figure is held to a sane range where a calibration is made or read (``Calibration._checked``):
+one edited by hand or timed wrong (a peak of 0 or 1e-300, a negative bandwidth) is refused by
+name, as the estimators would otherwise answer NaN, fall back to another dtype, or run faster.
 """
 
 from __future__ import annotations
@@ -30,16 +34,18 @@ import json
 import math
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Self
 
 from computewise.catalog.loader import user_catalog_dir
 from computewise.errors import InputError
+from computewise.limits import Limit
 from computewise.specs.codec import Document, Jsonable, json_field, json_property
 from computewise.specs.document import read_float, read_list, read_mapping, read_str, require_object
 from computewise.system.files import write_text_atomic
+from computewise.units import check_range
 
 __all__ = [
     "Calibration",
@@ -62,7 +68,19 @@ _ACCELERATOR_COLUMNS = (
     "tdp_w", "interconnect_bytes_per_s", "form_factor", "trains", "source", "retrieved",
 )  # fmt: skip
 _ROW_DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8")
-_MAX_SHARE = 20.0  # of the sweep's peak: beyond it the file was edited or the timing broken
+_PEAK_FLOPS = Limit(
+    1e6, 1e18, "no chip nears an exaFLOP/s, an H100 reaches 1e15; below 1e6 the timing broke", "7e14", unit="FLOP/s"
+)
+_BANDWIDTH = Limit(
+    1e6, 1e14, "no memory moves 100 TB/s, an H200's moves 4.8 TB/s; below 1 MB/s the timing broke", "3e12", unit="B/s"
+)
+_LAUNCH_S = Limit(1e-8, 1, "a kernel launch takes microseconds; a second per launch is a hung host", "5e-6", unit="s")
+_SIZE = Limit(1, 1e7, "a matmul's side in rows: one of side 1e7 would need 400 TB at fp32", "4096")
+# A share above 1 is real when a step beats the sweep's dtype (TF32 inside an fp32 step on a GPU).
+_SHARE = Limit(
+    1e-6, 20, "a share of the measured peak: a millionth of it or 20 times it is an edit or a broken timing", "0.5"
+)
+_REMEASURE = "re-run computewise bench --save on that machine (it writes every figure from a measurement)"
 
 
 def equivalent_matmul_size(tokens_per_microbatch: float, hidden: float) -> float:
@@ -81,21 +99,8 @@ class CurvePoint(Jsonable):
 
     json_description: ClassVar[str] = "A matmul size (or a step's equivalent one) and the share of the peak it reached."
 
-    size: float = field(metadata=json_field(exclusive_minimum=0))
-    fraction: float = field(metadata=json_field(exclusive_minimum=0, maximum=_MAX_SHARE))
-
-    @classmethod
-    def from_dict(cls, data: object, source: str = "") -> Self:
-        """A point as bench wrote it: a size above 0 and a share in (0, 20] (beyond, the file was edited)."""
-        point = super().from_dict(data, source)
-        # A share above 1 is real when a step beats the sweep's dtype (TF32 inside an fp32 step on a GPU).
-        if point.size <= 0 or not 0 < point.fraction <= _MAX_SHARE:
-            raise InputError(
-                f"{source or 'calibration'}: an efficiency point needs size > 0 and 0 < fraction <= {_MAX_SHARE:g}, "
-                f"got {point.size}, {point.fraction}",
-                "pass the file computewise bench --save wrote, unedited",
-            )
-        return point
+    size: float = field(metadata=json_field(minimum=_SIZE.low, maximum=_SIZE.high))
+    fraction: float = field(metadata=json_field(minimum=_SHARE.low, maximum=_SHARE.high))
 
 
 Curve = tuple[CurvePoint, ...]
@@ -129,7 +134,7 @@ class Calibration(Jsonable):
     peak_flops: dict[str, float] = field(  # the sweep's best median
         metadata=json_field(
             description="Best measured matmul FLOP/s per dtype.",
-            additional_properties={"type": "number", "exclusiveMinimum": 0},
+            additional_properties={"type": "number", "minimum": _PEAK_FLOPS.low, "maximum": _PEAK_FLOPS.high},
         )
     )
     matmul_curves: dict[str, Curve] = field(
@@ -140,7 +145,9 @@ class Calibration(Jsonable):
             description="Share of the fp32 peak whole reference training steps reached, by equivalent matmul size."
         )
     )
-    memory_bandwidth_bytes_per_s: float | None = field(metadata=json_field(description="The STREAM-triad bandwidth."))
+    memory_bandwidth_bytes_per_s: float | None = field(
+        metadata=json_field(minimum=_BANDWIDTH.low, maximum=_BANDWIDTH.high, description="The STREAM-triad bandwidth.")
+    )
     device_row: dict[str, str] | None = field(  # an accelerators.csv row when the catalog has none
         default=None,
         metadata=json_field(
@@ -151,7 +158,8 @@ class Calibration(Jsonable):
     launch_s: float | None = field(  # host seconds per kernel launch, back to back (bench.launch)
         default=None,
         metadata=json_field(
-            exclusive_minimum=0,
+            minimum=_LAUNCH_S.low,
+            maximum=_LAUNCH_S.high,
             description="Host seconds per kernel launch from torch, queued back to back (bench's launch figure); "
             "null in calibrations written before it was measured (the oldest lack the key, and still read).",
         ),
@@ -165,6 +173,35 @@ class Calibration(Jsonable):
     def note(self) -> str:
         """What the estimators print when they use it."""
         return f"utilization measured by bench on {self.date} ({self.host}, {self.device_name})"
+
+    @classmethod
+    def from_dict(cls, data: object, source: str = "") -> Self:
+        """The file as bench wrote it, every figure in its range (``_checked``)."""
+        return super().from_dict(data, source)._checked(source or cls.json_document.title)
+
+    def _checked(self, source: str) -> Self:
+        """Itself, once every measured figure lies in its range; else an ``InputError`` naming ``source`` and
+        the key, so that no estimate divides by a zero, negative or vanishing peak, bandwidth or share."""
+        for key, value, limit in self._figures():
+            try:
+                check_range(value, f"{source}: {key}", limit)
+            except InputError as error:  # its hint is for a typed value; this one was measured
+                raise InputError(error.message, _REMEASURE) from None
+        return self
+
+    def _figures(self) -> Iterator[tuple[str, float, Limit]]:
+        """Every measured figure: its key in the file, its value and its range."""
+        for dtype, peak in self.peak_flops.items():
+            yield f"peak_flops.{dtype}", peak, _PEAK_FLOPS
+        curves = {f"matmul_curves.{dtype}": points for dtype, points in self.matmul_curves.items()}
+        for key, points in (curves | {"step_curve": self.step_curve}).items():
+            for i, point in enumerate(points):
+                yield f"{key}[{i}].size", point.size, _SIZE
+                yield f"{key}[{i}].fraction", point.fraction, _SHARE
+        if self.memory_bandwidth_bytes_per_s is not None:
+            yield "memory_bandwidth_bytes_per_s", self.memory_bandwidth_bytes_per_s, _BANDWIDTH
+        if self.launch_s is not None:
+            yield "launch_s", self.launch_s, _LAUNCH_S
 
     @classmethod
     def from_bench_dict(cls, result: Mapping[str, Any], memory_bytes: float | None = None) -> Calibration:
@@ -231,7 +268,7 @@ class Calibration(Jsonable):
             memory_bandwidth_bytes_per_s=bandwidth,
             device_row=row,
             launch_s=launch_s,
-        )
+        )._checked(source)
 
 
 def _curve(points: Sequence[Any], source: str) -> Curve:
