@@ -7,7 +7,7 @@ from datetime import date
 import pytest
 
 from computewise.catalog import Catalog, load_catalog, usd_per_accelerator_h
-from computewise.errors import UnknownNameError
+from computewise.errors import InputError, UnknownNameError
 
 
 @pytest.fixture(scope="module")
@@ -54,6 +54,9 @@ def test_instance_offerings_and_cheapest(catalog: Catalog) -> None:
     assert {row.region for row in rows} >= {"us-east-1", "us-west-2"}
     with pytest.raises(UnknownNameError, match=r"did you mean 'p4d\.24xlarge'"):
         catalog.instance_offerings("p4d.24xlarg")
+    with pytest.raises(InputError, match="a3-highgpu-8g is sold on gcp, not on aws") as elsewhere:
+        catalog.instance_offerings("A3-HIGHGPU-8G", cloud="aws")
+    assert not isinstance(elsewhere.value, UnknownNameError) and "--cloud gcp" in (elsewhere.value.hint or "")
     cheapest = catalog.cheapest_offering("h100", "on-demand")
     assert cheapest is not None
     best = usd_per_accelerator_h(cheapest)

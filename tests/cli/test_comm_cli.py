@@ -55,6 +55,9 @@ def test_terminal_output_names_the_instance_the_fabric_and_the_formula() -> None
         (("--gpu", "h100", "--bytes", "lots"), "--bytes"),
         (("--gpu", "h100", "--gpus", "16", "--instance", "gpu_8x_h100_sxm5"), "no network bandwidth"),
         (("--gpu", "h100", "--instance", "p4d.24xlarge"), "not h100-sxm"),
+        (("--gpu", "h100", "--gpus", "16", "--per-node", "3"), "16 ranks do not fill nodes of 3 evenly (5 x 3 + 1)"),
+        (("--gpu", "h100", "--gpus", "16", "--per-node", "3"), "use --per-node 2, or --gpus 15 or 18"),
+        (("--gpu", "h100", "--gpus", "12"), "12 ranks do not fill nodes of 8 evenly"),
     ],
 )
 def test_bad_input_exits_2_with_a_clear_message(args: tuple[str, ...], message: str) -> None:
@@ -62,3 +65,58 @@ def test_bad_input_exits_2_with_a_clear_message(args: tuple[str, ...], message: 
     assert result.returncode == 2, (result.stdout, result.stderr)
     assert message in " ".join(result.stderr.split())
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("gpu", "gpus"), [("apple-m2", "4"), ("xeon-8488c", "16"), ("epyc-9654", "2"), ("jetson-agx-orin-64gb", "2")]
+)
+@pytest.mark.parametrize("as_json", [False, True])
+def test_a_device_without_interconnect_is_refused_as_estimate_infer_refuses_it(
+    gpu: str, gpus: str, as_json: bool
+) -> None:
+    """No link speed, no time: exit 2 with the fix, never a row of inf (or --json's invalid Infinity)."""
+    result = run("--gpu", gpu, "--gpus", gpus, "--bytes", "1GiB", *(("--json",) if as_json else ()))
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    assert result.stdout == ""
+    assert "no interconnect bandwidth" in result.stderr and "To fix: add interconnect_bytes_per_s" in result.stderr
+    infer = subprocess.run(  # llama-3-8b's 32 heads divide every --gpus here
+        [*CLI, "estimate", "infer", "--model", "llama-3-8b", "--gpu", gpu, "--gpus", gpus],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert infer.returncode == 2 and infer.stderr == result.stderr  # one check, one message
+
+
+@pytest.mark.parametrize("verb", [("comm",), ("train", "--model", "gpt2"), ("infer", "--model", "gpt2")])
+def test_an_instance_of_another_cloud_names_its_cloud(verb: tuple[str, ...]) -> None:
+    """A real name under the wrong --cloud: say where it is sold, not 'did you mean' the same name."""
+    result = subprocess.run(
+        [*CLI, "estimate", *verb, "--gpu", "h100", "--cloud", "aws", "--instance", "a3-highgpu-8g"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    assert "instance type a3-highgpu-8g is sold on gcp, not on aws" in result.stderr
+    assert "To fix: use --cloud gcp" in result.stderr
+    assert "did you mean" not in result.stderr
+
+
+def test_one_rank_says_there_is_no_communication() -> None:
+    """One rank moves nothing: the rows are 0 and no formula with a base latency contradicts them."""
+    text = run("--gpu", "h100", "--gpus", "1", "--bytes", "1GiB")
+    assert text.returncode == 0, text.stderr
+    assert "1 rank: no communication" in text.stdout and "6.6 us" not in text.stdout
+    data = json.loads(run("--gpu", "h100", "--gpus", "1", "--bytes", "1GiB", "--json").stdout)
+    assert data["formula"] == "none (1 rank)" and data["peak_busbw_bytes_per_s"] == 0
+    assert [row["time_s"] for row in data["rows"]] == [0]
+    assert data["notes"] == ["1 rank: no communication, so every size takes 0 us"]
+
+
+def test_a_node_without_network_says_only_that() -> None:
+    """No rented instance, one node: the network line says none, without a fabric or efficiency for it."""
+    result = run("--gpu", "apple-m2", "--gpus", "1", "--bytes", "8")
+    assert result.returncode == 0, result.stderr
+    (line,) = [line for line in result.stdout.splitlines() if line.startswith("network")]
+    assert line.split() == ["network", "none", "(single", "node)"]

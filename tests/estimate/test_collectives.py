@@ -26,6 +26,7 @@ from computewise.estimate.collectives import (
     bus_factor,
     collective_s,
     fabric_for,
+    link_problem,
     require_network,
     stack_fabrics,
 )
@@ -292,6 +293,8 @@ def test_estimate_comm_picks_the_fastest_network_node_and_says_so(catalog: Catal
         (CommQuery("all-reduce", 8, (2.0**41,)), "1 TiB"),
         (CommQuery("all-reduce", 16, (1e9,), ranks_per_node=9), "--per-node"),
         (CommQuery("all-reduce", 16, (1e9,), instance_type="gpu_8x_h100_sxm5"), "no network bandwidth"),
+        (CommQuery("all-reduce", 16, (1e9,), ranks_per_node=3), "do not fill nodes of 3 evenly"),
+        (CommQuery("all-reduce", 20, (1e9,), cloud="aws"), "do not fill nodes of 8 evenly"),
     ],
 )
 def test_estimate_comm_rejects_bad_input(catalog: Catalog, query: CommQuery, message: str) -> None:
@@ -321,3 +324,21 @@ def test_a_fabric_efficiency_above_one_is_rejected(tmp_path: Path) -> None:
     )
     with pytest.raises(CatalogError, match="at most 1"):
         load_catalog([path])
+
+
+@pytest.mark.parametrize(("gpu", "gpus"), [("apple-m2", 4), ("xeon-8488c", 16), ("jetson-agx-orin-64gb", 2)])
+def test_estimate_comm_refuses_a_link_of_unknown_speed(catalog: Catalog, gpu: str, gpus: int) -> None:
+    """The check estimate train and infer make, before any arithmetic could give inf."""
+    accelerator = catalog.accelerator(gpu)
+    problem = link_problem(accelerator, gpus)
+    assert problem is not None and link_problem(accelerator, 1) is None
+    with pytest.raises(InputError) as raised:
+        estimate_comm(catalog, accelerator, CommQuery("all-reduce", gpus, (1e9,)))
+    assert (raised.value.message, raised.value.hint) == problem
+
+
+def test_estimate_comm_on_one_rank_moves_nothing(catalog: Catalog) -> None:
+    result = estimate_comm(catalog, catalog.accelerator("h100"), CommQuery("all-gather", 1, (8.0, float(GIB))))
+    assert [(row.time_s, row.busbw_bytes_per_s) for row in result.rows] == [(0.0, 0.0), (0.0, 0.0)]
+    assert result.peak_busbw_bytes_per_s == 0.0
+    assert "latency" not in result.formula and result.notes == ("1 rank: no communication, so every size takes 0 us",)

@@ -151,19 +151,28 @@ class Catalog:
         return tuple(row for row in rows if row.accelerator == slug)
 
     def instance_offerings(self, instance_type: str, cloud: str | None = None) -> tuple[Offering, ...]:
-        """Every region (and cloud) selling this instance type, matched case-insensitively."""
+        """Every region (and cloud) selling this instance type, matched case-insensitively.
+
+        A name sold only on another cloud than ``cloud`` is refused naming that cloud, not with a
+        did-you-mean that would repeat the name back.
+        """
         wanted = instance_type.strip().lower()
-        rows = tuple(
-            row for row in self._in_cloud_region(self.offerings, cloud, None) if row.instance_type.lower() == wanted
-        )
-        if not rows:
-            raise UnknownNameError(
-                "instance type",
-                instance_type,
-                {row.instance_type.lower() for row in self.offerings},
-                "run `computewise catalog list offerings` to see the instance types in the catalog",
+        everywhere = tuple(row for row in self.offerings if row.instance_type.lower() == wanted)
+        rows = self._in_cloud_region(everywhere, cloud, None)
+        if rows:
+            return rows
+        if everywhere:
+            clouds = sorted({row.cloud for row in everywhere})
+            raise InputError(
+                f"instance type {everywhere[0].instance_type} is sold on {' and '.join(clouds)}, not on {cloud}",
+                f"use --cloud {clouds[0]}, or leave --cloud out",
             )
-        return rows
+        raise UnknownNameError(
+            "instance type",
+            instance_type,
+            {row.instance_type.lower() for row in self.offerings},
+            "run `computewise catalog list offerings` to see the instance types in the catalog",
+        )
 
     def cheapest_offering(
         self, accelerator: str, pricing: Pricing = "on-demand", cloud: str | None = None, region: str | None = None

@@ -337,7 +337,7 @@ def comm(
         typer.Option(
             "--per-node",
             parser=bounded_int("--per-node"),
-            help="Ranks of this group on each node. Default: a full node.",
+            help="Ranks of this group on each node; it must divide --gpus. Default: a full node.",
         ),
     ] = None,
     cloud: Annotated[str | None, typer.Option(help="Assume this cloud's instance (aws, azure, ...).")] = None,

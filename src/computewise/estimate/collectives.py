@@ -53,6 +53,7 @@ __all__ = [
     "bus_factor",
     "collective_s",
     "fabric_for",
+    "link_problem",
     "network_fabric_for",
     "require_network",
     "stack_fabrics",
@@ -236,6 +237,16 @@ def network_fabric_for(offering: Offering | None, catalog: Catalog) -> NetworkFa
     if offering is None or not offering.fabric:
         return None
     return catalog.fabric(offering.fabric)
+
+
+def link_problem(accelerator: Accelerator, ranks: int) -> tuple[str, str] | None:
+    """(what, fix) when ranks talk over a link of unknown speed (CPUs, Apple, edge modules): no time exists."""
+    if ranks > 1 and accelerator.interconnect_bytes_per_s <= 0:
+        return (
+            f"the catalog has no interconnect bandwidth for {accelerator.name}, so {ranks} devices cannot be timed",
+            "add interconnect_bytes_per_s for it in a catalog file (--catalog PATH), or use --gpus 1",
+        )
+    return None
 
 
 def require_network(offering: Offering | None, ranks: int, devices_per_node: int) -> None:

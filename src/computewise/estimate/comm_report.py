@@ -22,6 +22,7 @@ from computewise.estimate.collectives import (
     bus_factor,
     collective_s,
     fabric_for,
+    link_problem,
     network_fabric_for,
     require_network,
 )
@@ -57,6 +58,7 @@ _FORMULA = {
     "all-to-all": "busbw = algbw * (n-1)/n",
     "send-recv": "busbw = algbw",
 }
+_ALONE = "1 rank: no communication, so every size takes 0 us"
 
 
 def parse_collective(text: str) -> Collective:
@@ -188,6 +190,8 @@ def estimate_comm(
 ) -> CommEstimate:
     """Time, algorithm and bus bandwidth of ``query.op`` for each size, with the fabric it assumed."""
     query.check()
+    if (problem := link_problem(accelerator, query.gpus)) is not None:
+        raise InputError(*problem)
     offering = _pick_offering(catalog, accelerator, query)
     devices = offering.accelerator_count if offering is not None else min(query.gpus, 8)
     per_node = min(query.ranks_per_node or devices, devices, query.gpus)
@@ -196,6 +200,7 @@ def estimate_comm(
             f"--per-node {query.ranks_per_node} is more than the {devices} devices of one node",
             f"use --per-node {devices} or fewer",
         )
+    _require_even_nodes(query.gpus, per_node)
     require_network(offering, query.gpus, per_node)
     fabric = fabric_for(accelerator, offering, catalog, assumptions, devices_per_node=devices)
     sizes = col(np.array(query.sizes_bytes))
@@ -210,7 +215,8 @@ def estimate_comm(
         )
         for size, t in zip(sizes, time_s, strict=True)
     )
-    peak = float(bus_bytes_per_s(query.op, col(float(query.gpus)), col(float(per_node)), fabric))
+    alone = query.gpus == 1  # nothing to exchange: every row is 0, and so is the peak
+    peak = 0.0 if alone else float(bus_bytes_per_s(query.op, col(float(query.gpus)), col(float(per_node)), fabric))
     return CommEstimate(
         op=query.op,
         gpus=query.gpus,
@@ -222,7 +228,9 @@ def estimate_comm(
         network_efficiency=float(fabric.network_efficiency),
         instance=_instance(offering, catalog, devices),
         peak_busbw_bytes_per_s=peak,
-        formula=(
+        formula="none (1 rank)"
+        if alone
+        else (
             f"time = {float(fabric.base_latency_s) * 1e6:.1f} us + hops x latency + bytes moved / bus bandwidth; "
             f"{_FORMULA[query.op]}, n = {query.gpus} (nccl-tests PERFORMANCE.md); inside a node the bus runs at "
             "link x link efficiency, across nodes at the group's share of the node's NICs x network efficiency"
@@ -232,7 +240,23 @@ def estimate_comm(
     )
 
 
+def _require_even_nodes(ranks: int, per_node: int) -> None:
+    """Refuse a group whose last node is part-filled: the model gives every node ``per_node`` ranks and
+    their share of its NICs, so a node of fewer ranks, the ring's slowest hop, would be timed too fast."""
+    if ranks % per_node == 0:
+        return
+    fewer = ranks - ranks % per_node
+    divisor = next(d for d in range(per_node, 0, -1) if ranks % d == 0)
+    raise InputError(
+        f"{ranks} ranks do not fill nodes of {per_node} evenly ({fewer // per_node} x {per_node} + "
+        f"{ranks % per_node}), and the model puts the same number of ranks on every node",
+        f"use --per-node {divisor}, or --gpus {fewer} or {fewer + per_node}",
+    )
+
+
 def _notes(query: CommQuery, per_node: int, devices: int) -> list[str]:
+    if query.gpus == 1:
+        return [_ALONE]
     notes: list[str] = []
     nodes = -(-query.gpus // per_node)
     if query.op == "all-reduce" and nodes == 2:

@@ -266,6 +266,7 @@ def _rented(catalog: Catalog, ask: Ask, accelerator: Accelerator, gpus: float, f
         if instance_type is None or o.instance_type == instance_type
     ]
     if instance_type is not None and not offerings:
+        catalog.instance_offerings(instance_type, cloud)  # an unknown name, or one on another cloud, says which
         raise InputError(
             f"no instance type {instance_type!r} with {accelerator.slug} in the catalog"
             + (f" ({where})" if where else ""),

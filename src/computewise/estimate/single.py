@@ -16,7 +16,7 @@ from computewise.estimate.arrays import FloatArray, col
 from computewise.estimate.assumptions import Assumptions
 from computewise.estimate.bottleneck import bottleneck
 from computewise.estimate.calibrated import calibrated_compute, calibration_note, matmul_sizes
-from computewise.estimate.collectives import fabric_for
+from computewise.estimate.collectives import fabric_for, link_problem
 from computewise.estimate.cost import needs_host, server_w_per_device
 from computewise.estimate.figures import DeviceMemory
 from computewise.estimate.infer import (
@@ -144,11 +144,8 @@ def _scalar(values: Any) -> float:
 
 def _link_problem(accelerator: Accelerator, gpus: int, hw: Quote) -> tuple[str, str] | None:
     """(what, fix) when the job communicates over a link of unknown speed, whose time is unknowable."""
-    if gpus > 1 and accelerator.interconnect_bytes_per_s <= 0:
-        return (
-            f"the catalog has no interconnect bandwidth for {accelerator.name}, so {gpus} devices cannot be timed",
-            "add interconnect_bytes_per_s for it in a catalog file (--catalog PATH), or use --gpus 1",
-        )
+    if (problem := link_problem(accelerator, gpus)) is not None:
+        return problem
     if not hw.timeable:
         name = f"{hw.offering.cloud} {hw.offering.instance_type}" if hw.offering else hw.explanation
         return (

@@ -38,13 +38,16 @@ def comm_setup(c: CommEstimate) -> list[tuple[str, str]]:
         where = f"no rented instance in the catalog; one node of {inst.devices_per_node} assumed"
     else:
         where = f"{inst.cloud} {inst.instance_type} ({inst.devices_per_node} x {c.accelerator} per node)"
-    network = "none (single node)" if inst.network_bytes_per_s <= 0 else f"{_gbps(inst.network_bytes_per_s)} GB/s"
-    fabric = inst.fabric_name or inst.fabric or "not named in the catalog (generic efficiency)"
+    network = "none (single node)"  # no NICs: a fabric and its efficiency would describe nothing
+    if inst.network_bytes_per_s > 0:
+        fabric = inst.fabric_name or inst.fabric or "not named in the catalog (generic efficiency)"
+        speed = f"{_gbps(inst.network_bytes_per_s)} GB/s per node"
+        network = f"{speed} over {fabric} x {c.network_efficiency:.2f} efficiency"
     return [
         ("collective", f"{c.op} on {plural(c.gpus, 'rank')}, {c.ranks_per_node} per node, {plural(c.nodes, 'node')}"),
         ("instance", where),
         ("link", f"{_gbps(c.link_bytes_per_s)} GB/s per device x {c.link_efficiency:.2f} efficiency"),
-        ("network", f"{network} per node over {fabric} x {c.network_efficiency:.2f} efficiency"),
+        ("network", network),
         ("peak busbw", f"{_gbps(c.peak_busbw_bytes_per_s)} GB/s (large messages)"),
         ("formula", c.formula),
     ]
