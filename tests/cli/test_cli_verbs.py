@@ -132,6 +132,16 @@ def test_plan_infer_and_compare_onprem() -> None:
     assert rows and all(r["break_even_utilization"] > 0 for r in rows)
 
 
+def test_plan_infer_refuses_token_flags_for_a_model_that_generates_none() -> None:
+    """They were ignored: a CNN's image has a fixed length and an encoder writes nothing, as estimate infer says."""
+    refused = run("plan", "infer", "--model", "resnet-50", "--rps", "10", "--input-len", "5", "--output-len", "7")
+    assert refused.returncode == 2
+    assert "generates no tokens, so --input-len/--context-len and --output-len do not apply" in refused.stderr
+    assert "--batch" not in refused.stderr  # plan infer chooses the batch itself
+    encoder = run("plan", "infer", "--model", "bert-base", "--rps", "10", "--input-len", "128", "--json")
+    assert encoder.returncode == 0, encoder.stderr
+
+
 def test_framework_follows_the_split_unless_given() -> None:
     def framework(*extra: str) -> str:
         result = run("estimate", "train", "--model", "llama-3-8b", "--gpu", "h100", "--json", *extra)

@@ -180,3 +180,18 @@ def test_a_missing_config_module_is_named_with_the_models_modules(tmp_path: Path
     )
     assert done.returncode == 2
     assert "gate_proj" in done.stderr  # the model's own module names, to pick from
+
+
+def test_adapters_in_fp8_are_refused_by_the_estimate_and_the_plan() -> None:
+    """PEFT's LoRA layers (and bitsandbytes' QLoRA compute dtype) run in 16 or 32 bits; fp8 needs Transformer
+    Engine's layers, which PEFT does not wrap: both verbs refuse rather than time a run that cannot happen."""
+    estimate = _cli(*("estimate", "train", "-m", "llama-3-8b", "-g", "h100", "--method", "qlora", "--precision", "fp8"))
+    assert estimate.returncode == 2 and "fp8 training needs Transformer Engine" in estimate.stderr
+    planned = _cli(*("plan", "train", "-m", "llama-3-8b", "--method", "lora", "--precision", "fp8", "--tokens", "1e8"))
+    assert planned.returncode == 2 and "--precision fp8 leaves none" in planned.stderr
+    mixed = _cli(
+        *("plan", "train", "-m", "llama-3-8b", "--method", "lora", "--precision", "fp8", "--precision", "bf16"),
+        *("--tokens", "1e8", "--json"),
+    )
+    assert mixed.returncode == 0, mixed.stderr
+    assert {option["job"]["precision"] for option in json.loads(mixed.stdout)["candidates"]} == {"bf16"}

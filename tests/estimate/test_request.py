@@ -124,3 +124,12 @@ def test_a_model_too_large_for_the_default_length_asks_for_tokens(catalog: Catal
     with pytest.raises(InputError, match="--tokens not given, and 20 tokens per parameter") as error:
         estimate_train_request(request, catalog, assumptions)
     assert "give --tokens" in error.value.hint
+
+
+def test_tokens_short_of_one_step_are_timed_as_one_step_and_said_so(catalog: Catalog, assumptions: Assumptions) -> None:
+    request = TrainEstimateRequest(
+        preset("gpt2"), catalog.accelerator("h100"), 1, Parallelism(), seq_len=1024, global_batch=8, tokens=100
+    )
+    result = estimate_train_request(request, catalog, assumptions)
+    assert result.columns.steps == 1
+    assert any(note.startswith("100 tokens are less than one optimizer step (8,192:") for note in result.notes)

@@ -219,6 +219,25 @@ def test_wrong_values_are_named(change: dict[str, Any], message: str) -> None:
     assert caught.value.hint
 
 
+def test_a_config_without_model_type_names_no_family_and_a_file_is_named_after_itself(tmp_path: Path) -> None:
+    """Errors end with the family only where the config names one ("(unknown)" said nothing), and a config
+    saved under its own name (not a Hub folder's config.json) is the model's name."""
+    llama = json.loads((FIXTURES / "llama-2-7b" / "config.json").read_text())
+    del llama["model_type"], llama["num_hidden_layers"]
+    with pytest.raises(ModelConfigError) as caught:
+        from_hf_config(llama)
+    assert caught.value.message == "config.json: missing field 'num_hidden_layers'"
+    path = tmp_path / "my-llama.json"
+    path.write_text(json.dumps(json.loads((FIXTURES / "llama-2-7b" / "config.json").read_text())))
+    assert from_hf_config(str(path)).name == "my-llama"
+
+
+def test_a_vit_patch_larger_than_its_image_is_refused() -> None:
+    vit = {"model_type": "vit", "hidden_size": 768, "num_attention_heads": 12, "num_hidden_layers": 12}
+    with pytest.raises(ModelConfigError, match=r"patch_size \(500\) exceeds image_size \(absent: 224 by default\)"):
+        from_hf_config({**vit, "intermediate_size": 3072, "patch_size": 500})
+
+
 def test_explicit_head_dim_allows_heads_that_do_not_divide_hidden() -> None:
     llama = json.loads((FIXTURES / "llama-2-7b" / "config.json").read_text())
     spec = from_hf_config({**llama, "num_attention_heads": 30, "num_key_value_heads": 30, "head_dim": 128})

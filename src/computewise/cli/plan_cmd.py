@@ -49,6 +49,8 @@ TopOption = Annotated[
 
 # plan.train.DEFAULT_MAX_GPUS, spelled out so `--help` need not import numpy (a test keeps them equal).
 _DEFAULT_MAX_GPUS = 512
+_PLAN_PROMPT_TOKENS = 512  # plan infer's request when --input-len is not given
+_PLAN_OUTPUT_TOKENS = 128
 
 # The flags of plan train, one type each, so the verb's signature reads in a screen.
 _GlobalBatch = Annotated[
@@ -185,8 +187,12 @@ def infer(
         float | None,
         typer.Option(parser=bounded_float("--mean-rps"), help="Mean requests per second (for scale-to-zero)."),
     ] = None,
-    input_len: Annotated[str, typer.Option(help="Prompt tokens per request.")] = "512",
-    output_len: Annotated[str, typer.Option(help="Generated tokens per request.")] = "128",
+    input_len: Annotated[
+        str | None, typer.Option(help="Prompt tokens per request (default 512), or an encoder's per input.")
+    ] = None,
+    output_len: Annotated[
+        str | None, typer.Option(help="Generated tokens per request (default 128; not for encoders and images).")
+    ] = None,
     latency: Annotated[
         str | None,
         typer.Option("--max-latency", "--latency", help="Latency target per request, first token to last: 2s, 500ms."),
@@ -211,6 +217,7 @@ def infer(
     html: HtmlOption = None,
 ) -> None:
     """Accelerator and replica count for a traffic level, $ per 1000 requests, always-on vs scale-to-zero."""
+    from computewise.estimate.request import refuse_token_flags
     from computewise.plan import CLOUD_PRICINGS, INFER_PRECISIONS, InferConstraints, plan_infer
     from computewise.report.html import plan_html
     from computewise.report.terminal import print_plan
@@ -218,10 +225,13 @@ def infer(
 
     catalog, assumptions = load(catalog_paths)
     spec = model(model_name)
+    prompt = None if input_len is None else parse_positive_int(input_len, "--input-len")
+    generated = None if output_len is None else parse_positive_int(output_len, "--output-len")
+    refuse_token_flags(spec, prompt, generated, batched=False)
     constraints = InferConstraints(
         requests_per_s=rps,
-        input_len=parse_positive_int(input_len, "--input-len"),
-        output_len=parse_positive_int(output_len, "--output-len"),
+        input_len=_PLAN_PROMPT_TOKENS if prompt is None else prompt,
+        output_len=_PLAN_OUTPUT_TOKENS if generated is None else generated,
         latency_s=parse_duration_s(latency, "--max-latency") if latency is not None else None,
         mean_requests_per_s=mean_rps,
         target_utilization=utilization,

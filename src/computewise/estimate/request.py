@@ -53,6 +53,7 @@ __all__ = [
     "default_tokens_note",
     "estimate_infer_request",
     "estimate_train_request",
+    "refuse_token_flags",
 ]
 
 # What the KV cache of a model that generates is stored in: two bytes a value, or one for fp8.
@@ -271,12 +272,29 @@ def _request_shape(request: InferEstimateRequest) -> tuple[int, int, float]:
         room = max(spec.max_seq_len - generated, 1)
         input_tokens = min(_DEFAULT_PROMPT_TOKENS, room) if input_len is None else input_len
         return input_tokens, generated, 1.0 if request.kv_precision == "fp8" else 2.0
+    refuse_token_flags(spec, input_len, output_len, request.kv_precision)
+    return (default_seq_len(spec) if input_len is None else input_len), 0, 2.0
+
+
+def refuse_token_flags(
+    spec: ModelSpec,
+    input_len: int | None,
+    output_len: int | None,
+    kv_precision: str | None = None,
+    batched: bool = True,
+) -> None:
+    """Refuse the flags of generated tokens (and an image's length) for a model that generates none, which would
+    otherwise be ignored: its input is answered in one forward pass, and an image's tokens are fixed by its size.
+    ``batched``: the command takes --batch (``estimate infer``; ``plan infer`` chooses the batch itself)."""
+    kind = input_kind(spec)
+    if kind is None:
+        return
     given = [
         flag
         for flag, value in (
             ("--input-len/--context-len", None if kind == "sequences" else input_len),
             ("--output-len", output_len),
-            ("--kv-precision", request.kv_precision),
+            ("--kv-precision", kv_precision),
         )
         if value is not None
     ]
@@ -285,7 +303,7 @@ def _request_shape(request: InferEstimateRequest) -> tuple[int, int, float]:
             f"{spec.name} is {'an' if spec.architecture[0] in 'aeiou' else 'a'} {spec.architecture} model: it reads "
             f"{kind}, a batch in one forward pass, and generates no tokens, so {' and '.join(given)} "
             f"{'does' if len(given) == 1 else 'do'} not apply",
-            f"leave out {' and '.join(given)}; --batch sets the {kind} per batch"
-            + (", --input-len the tokens per sequence" if kind == "sequences" else ""),
+            f"leave out {' and '.join(given)}"
+            + (f"; --batch sets the {kind} per batch" if batched else "")
+            + ("; --input-len sets the tokens per sequence" if kind == "sequences" else ""),
         )
-    return (default_seq_len(spec) if input_len is None else input_len), 0, 2.0

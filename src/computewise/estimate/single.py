@@ -305,8 +305,8 @@ def _power_notes(accelerator: Accelerator, assumptions: Assumptions) -> list[str
 
 def adapters_for(model: ModelSpec, accelerator: Accelerator, job: TrainJob) -> Adapters | None:
     """The job's LoRA/QLoRA adapters on ``model`` (None for full training), refused where they cannot run:
-    under Megatron's layout (PEFT runs on Hugging Face and PyTorch modules) or QLoRA on an accelerator
-    without bitsandbytes' 4-bit kernels."""
+    under Megatron's layout (PEFT runs on Hugging Face and PyTorch modules), in fp8, or QLoRA on an
+    accelerator without bitsandbytes' 4-bit kernels."""
     finetune = job.finetune
     if not finetune.adapted:
         return None
@@ -315,6 +315,12 @@ def adapters_for(model: ModelSpec, accelerator: Accelerator, job: TrainJob) -> A
             f"{METHOD_NAMES[finetune.method]} is estimated as PEFT runs it, on Hugging Face or PyTorch modules, "
             "not on Megatron's",
             hint="use --framework transformers (the default for --method lora and qlora) or --framework pytorch",
+        )
+    if job.precision == "fp8":
+        raise InputError(
+            f"{METHOD_NAMES[finetune.method]} computes in 16 or 32 bits (PEFT's layers, bitsandbytes' compute "
+            "dtype); fp8 training needs Transformer Engine's layers, which PEFT does not wrap",
+            hint="use --precision bf16 (or fp16 where the GPU has no bf16)",
         )
     if finetune.quantized:
         reason = qlora_unsupported_reason(accelerator, finetune.four_bit)
@@ -728,6 +734,13 @@ def estimate_train(
     timed = not untimed and _fits(columns.memory, accelerator)
     if timed and (interruptions := _interruption_note(columns, gpus, assumptions)):
         notes.append(interruptions)
+    step_tokens = job.global_batch * job.seq_len
+    if job.tokens < step_tokens:  # a job is whole optimizer steps: a fraction of one is timed as one
+        unit, step = ("images", "the global batch") if model.architecture == "cnn" else ("tokens", "batch x sequence")
+        notes.append(
+            f"{job.tokens:.3g} {unit} are less than one optimizer step ({step_tokens:,}: {step}), so one whole "
+            "step is timed; a smaller --global-batch times less"
+        )
     scope = scope_for(gpus, hw.devices_per_node)
     notes.append(track_record_note(scope, "train", model))
     notes.extend(_power_notes(accelerator, assumptions))

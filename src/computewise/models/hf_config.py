@@ -29,6 +29,7 @@ __all__ = ["MODEL_TYPES", "from_hf_config", "load_hf_config"]
 # Where the families' configs name the MLP's activation (GPT-2's reader takes its own field and default).
 _ACTIVATION_FIELDS = ("hidden_act", "hidden_activation", "activation_function")
 _HINT = "use the model's config.json as published on the Hugging Face Hub, or give a preset name"
+_UNKNOWN_TYPE = "unknown"  # a config without model_type: errors name no family for it
 # For a published config.json that computewise cannot read: the count and a trace need no config.
 # A count is read as a dense model, so the hint says what that costs an MoE.
 _UNREAD_HINT = (
@@ -58,8 +59,11 @@ def from_hf_config(config: str | os.PathLike[str] | Mapping[str, Any]) -> ModelS
         label, data, default_name = "config.json", dict(config), "config"
     else:
         path = _config_path(os.fspath(config))
+        # A hub folder's config.json is named after its folder (Llama-2-7b-hf/config.json); any other file after itself.
+        stem, _ = os.path.splitext(os.path.basename(path))
         directory = os.path.basename(os.path.dirname(os.path.abspath(path)))
-        label, data, default_name = path, load_hf_config(path), directory or "config"
+        label, data = path, load_hf_config(path)
+        default_name = (directory or "config") if stem == "config" else stem
     spec, fam = _parse(label, data)
     name = data.get("_name_or_path")
     activation = next((data[k] for k in _ACTIVATION_FIELDS if isinstance(data.get(k), str)), "")
@@ -111,7 +115,8 @@ class _Fields:
         self.model_type = model_type
 
     def error(self, problem: str) -> ModelConfigError:
-        return ModelConfigError(f"{self.label}: {problem} ({self.model_type})", _HINT)
+        family = f" ({self.model_type})" if self.model_type != _UNKNOWN_TYPE else ""
+        return ModelConfigError(f"{self.label}: {problem}{family}", _HINT)
 
     def unmodelled(self, parts: str) -> ModelConfigError:
         """The file is fine but computewise cannot count ``parts`` of it: say so, and how to estimate anyway."""
@@ -412,6 +417,8 @@ def _vit(f: _Fields) -> tuple[ModelSpec, Family]:
     attention = _attention(f, hidden, ("num_attention_heads",))
     image_size = f.integer("image_size", default=224)
     patch_size = f.integer("patch_size", default=16)
+    if patch_size > image_size:  # not one patch fits: the encoder would see no tokens
+        raise f.error(f"{f.shown('patch_size', patch_size)} exceeds {f.shown('image_size', image_size)}")
     architectures = f.data.get("architectures") or []
     labels = f.data.get("id2label")
     classifier = "ViTForImageClassification" in architectures
@@ -564,7 +571,7 @@ _MOE_MODEL_TYPES: frozenset[str] = frozenset({"mixtral", "olmoe", "qwen3_moe"})
 
 
 def _parse(label: str, data: Mapping[str, Any]) -> tuple[ModelSpec, Family]:
-    model_type = data.get("model_type", "unknown")
+    model_type = data.get("model_type", _UNKNOWN_TYPE)
     if not isinstance(model_type, str):
         raise ModelConfigError(f"{label}: field 'model_type' must be a string, got {model_type!r}", _HINT)
     reader = _READERS.get(model_type, _generic)

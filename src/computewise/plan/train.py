@@ -64,7 +64,7 @@ from computewise.specs import (
     Precision,
     Pricing,
 )
-from computewise.specs.finetune import FULL_TRAINING
+from computewise.specs.finetune import FULL_TRAINING, METHOD_NAMES
 from computewise.units import format_bytes, format_duration, format_usd, plural
 
 if TYPE_CHECKING:
@@ -246,7 +246,14 @@ def _layouts(
     t = _cross(t, "zero", _ZERO)
     t = _where(t, (t["dp"] > 1) | (t["zero"] == 0))  # ZeRO shards over dp; with dp = 1 every stage is stage 0
     t = _where(t, (t["pp"] == 1) | (t["zero"] < 3))  # ZeRO-3 gathers every layer each micro-batch: no pipeline
-    t = _cross(t, "precision", (PRECISIONS.index(p) for p in c.precisions))
+    # PEFT's adapters compute in 16 or 32 bits (estimate.single.adapters_for refuses fp8 for them).
+    precisions = [p for p in c.precisions if not (finetune.adapted and p == "fp8")]
+    if not precisions:
+        raise InputError(
+            f"{METHOD_NAMES[finetune.method]} computes in 16 or 32 bits (PEFT's layers): --precision fp8 leaves none",
+            "add --precision bf16 (or fp16 where the GPU has no bf16)",
+        )
+    t = _cross(t, "precision", (PRECISIONS.index(p) for p in precisions))
     levels = len(PLANNED_RECOMPUTES) if model.is_transformer else 1
     t = _cross(t, "recompute", range(levels))
 
