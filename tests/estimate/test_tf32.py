@@ -18,7 +18,7 @@ from computewise.errors import InputError
 from computewise.estimate import Assumptions, estimate_infer, estimate_train
 from computewise.estimate.arrays import col
 from computewise.estimate.kernels import KernelRates, profile_shares
-from computewise.estimate.traced import tensor_core_flag, traced_inference_kernels
+from computewise.estimate.traced import TracedDevice, tensor_core_flag, traced_inference_kernels
 from computewise.models import preset
 from computewise.specs import InferJob, Parallelism, TrainJob
 
@@ -62,7 +62,9 @@ def test_a_cnn_on_tf32_pays_cudnns_layout_transposes_like_16_bits(catalog: Catal
     batch, act = col(256.0), col(4.0)
     weights = col(float(model.params) * 4.0)
     forward = [
-        traced_inference_kernels(model, batch, act, weights, rates, col(0.0), col(tensor_core_flag(precision)))
+        traced_inference_kernels(
+            model, batch, act, weights, TracedDevice(rates, col(0.0), col(tensor_core_flag(precision)))
+        )
         for precision in ("fp32", "tf32")
     ]
     transposed_bytes = 2.0 * 256 * kernels.eval_gemm_bytes_per_sample  # traced at fp32: 4-byte values

@@ -25,7 +25,7 @@ from computewise.estimate.memory import (
     prefill_memory,
     with_overhead,
 )
-from computewise.estimate.traced import traced_inference_kernels
+from computewise.estimate.traced import TracedDevice, traced_inference_kernels
 from computewise.specs import EXECUTIONS, FRAMEWORKS, ModelSpec
 
 __all__ = [
@@ -129,9 +129,8 @@ def evaluate_infer(model: ModelSpec, rows: InferRows, assumptions: Assumptions) 
         prefill_s, decode_compute_s = prefill.wall_s(host), decode.wall_s(host)
     else:  # a traced network: the kernels its eager forward launches (``estimate.traced``); it decodes nothing
         convolution_s = costs.per_convolution_s(rows.execution)
-        forward = traced_inference_kernels(
-            model, batch / tp, rows.act_bytes, weights, rates, convolution_s, rows.tensor_cores
-        )
+        device = TracedDevice(rates, convolution_s, rows.tensor_cores)
+        forward = traced_inference_kernels(model, batch / tp, rows.act_bytes, weights, device)
         prefill_s = forward.wall_s(host)
         decode_compute_s = np.maximum(
             decode_flops_per_step / (rates.gemm_flops * tp), weights / rates.stream_bytes_per_s

@@ -43,7 +43,7 @@ from computewise.estimate.kernels import (
     distinct_training_kernels,
     optimizer_kernels,
 )
-from computewise.estimate.traced import traced_training_kernels
+from computewise.estimate.traced import TracedDevice, traced_training_kernels
 from computewise.specs import PRECISIONS
 
 if TYPE_CHECKING:
@@ -218,9 +218,8 @@ def _compute_s(
         weights = model.params * rows.weight_bytes / (rows.tp * rows.pp)
         convolution_s = costs.per_convolution_s(rows.execution)
         tensor_cores = (rows.precision != _FP32_INDEX) * 1.0
-        eager = traced_training_kernels(
-            model, rows.micro_batch, rows.weight_bytes, weights, rates, convolution_s, tensor_cores
-        )
+        device = TracedDevice(rates, convolution_s, tensor_cores)
+        eager = traced_training_kernels(model, rows.micro_batch, rows.weight_bytes, weights, device)
         recomputed = replace(eager, device_s=eager.device_s * hardware_per_token / model_per_token)
         micro = MicrobatchKernels(plain=eager, recomputed=recomputed)
     else:

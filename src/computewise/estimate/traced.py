@@ -22,13 +22,15 @@ Checked against NVIDIA's published ResNet-50 throughput and Hugging Face's eager
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from computewise.estimate.arrays import FloatArray, col
 from computewise.estimate.kernels import KernelRates, StepKernels
 from computewise.specs import ModelSpec
 
-__all__ = ["tensor_core_flag", "traced_inference_kernels", "traced_training_kernels"]
+__all__ = ["TracedDevice", "tensor_core_flag", "traced_inference_kernels", "traced_training_kernels"]
 
 # cuDNN's NCHW <-> NHWC transposes around a tensor-core convolution: its input and its output each read and
 # written once more, i.e. the convolutions' activation bytes again, in each direction.
@@ -41,44 +43,39 @@ def tensor_core_flag(precision: str) -> float:
     return 0.0 if precision == "fp32" else 1.0
 
 
+@dataclass(frozen=True)
+class TracedDevice:
+    """How a device and its host run a traced network's kernels."""
+
+    rates: KernelRates
+    convolution_s: FloatArray  # what a cuDNN call costs the host beyond its launch (``HostCosts.per_convolution_s``)
+    tensor_cores: FloatArray  # 0/1 (``tensor_core_flag``): cuDNN transposes around each convolution
+
+
 def traced_inference_kernels(
-    model: ModelSpec,
-    batch: FloatArray,
-    act_bytes: FloatArray,
-    weight_bytes: FloatArray,
-    rates: KernelRates,
-    convolution_s: FloatArray,
-    tensor_cores: FloatArray,
+    model: ModelSpec, batch: FloatArray, act_bytes: FloatArray, weight_bytes: FloatArray, device: TracedDevice
 ) -> StepKernels:
-    """One eager inference forward of ``batch`` inputs at ``act_bytes`` per value; ``weight_bytes``: all weights;
-    ``convolution_s``: the host's cost of a cuDNN call beyond its launch (``HostCosts.per_convolution_s``);
-    ``tensor_cores`` (0/1, ``tensor_core_flag``): whether cuDNN transposes around each convolution."""
+    """One eager inference forward of ``batch`` inputs at ``act_bytes`` per value; ``weight_bytes``: all weights."""
     flops = col(batch) * _forward_flops(model)
     traced = model.traced
     if traced is None or traced.kernels is None:
-        return StepKernels(flops / rates.gemm_flops, 0.0 * flops)
+        return StepKernels(flops / device.rates.gemm_flops, 0.0 * flops)
     launched = traced.kernels
     scale = col(batch) * col(act_bytes) / traced.traced_dtype_bytes
-    device = _device_s(
+    device_s = _device_s(
         flops,
         scale * launched.eval_gemm_bytes_per_sample,
         scale * launched.eval_other_bytes_per_sample,
         col(weight_bytes),
         launched.eval_kernels,
-        tensor_cores,
-        rates,
+        device,
     )
-    return StepKernels(device, launched.eval_kernels + 0.0 * device, 0.0, launched.convolutions * col(convolution_s))
+    convolutions_s = launched.convolutions * col(device.convolution_s)
+    return StepKernels(device_s, launched.eval_kernels + 0.0 * device_s, 0.0, convolutions_s)
 
 
 def traced_training_kernels(
-    model: ModelSpec,
-    micro_batch: FloatArray,
-    act_bytes: FloatArray,
-    weight_bytes: FloatArray,
-    rates: KernelRates,
-    convolution_s: FloatArray,
-    tensor_cores: FloatArray,
+    model: ModelSpec, micro_batch: FloatArray, act_bytes: FloatArray, weight_bytes: FloatArray, device: TracedDevice
 ) -> StepKernels:
     """One micro-batch's eager forward and backward; ``weight_bytes``: the device's weights.
 
@@ -89,23 +86,22 @@ def traced_training_kernels(
     flops = col(micro_batch) * _forward_flops(model) * (1.0 + _BACKWARD_FLOPS)
     traced = model.traced
     if traced is None or traced.kernels is None:
-        return StepKernels(flops / rates.gemm_flops, 0.0 * flops)
+        return StepKernels(flops / device.rates.gemm_flops, 0.0 * flops)
     launched = traced.kernels
     scale = col(micro_batch) * col(act_bytes) / traced.traced_dtype_bytes
-    device = _device_s(
+    device_s = _device_s(
         flops,
         scale * launched.train_gemm_bytes_per_sample,
         scale * launched.train_other_bytes_per_sample,
         3.0 * col(weight_bytes),
         launched.train_forward_kernels + launched.train_backward_kernels,
-        tensor_cores,
-        rates,
+        device,
     )
     return StepKernels(
-        device,
-        launched.train_forward_kernels + 0.0 * device,
+        device_s,
+        launched.train_forward_kernels + 0.0 * device_s,
         float(launched.train_backward_kernels),
-        launched.convolutions * col(convolution_s),
+        launched.convolutions * col(device.convolution_s),
     )
 
 
@@ -115,14 +111,14 @@ def _device_s(
     other_bytes: FloatArray,
     weight_traffic: FloatArray,
     kernels: int,
-    tensor_cores: FloatArray,
-    rates: KernelRates,
+    device: TracedDevice,
 ) -> FloatArray:
     """The kernels one after another: those with FLOPs by their FLOPs or their bytes (weights included),
     the rest by their bytes and cuDNN's layout transposes, and every kernel's floor."""
+    rates = device.rates
     bandwidth = rates.stream_bytes_per_s
     gemm_s = np.maximum(flops / rates.gemm_flops, (gemm_bytes + weight_traffic) / bandwidth)
-    transposes = col(tensor_cores) * _NCHW_TRANSPOSES * gemm_bytes
+    transposes = col(device.tensor_cores) * _NCHW_TRANSPOSES * gemm_bytes
     return gemm_s + (other_bytes + transposes) / bandwidth + kernels * rates.kernel_floor_s
 
 
