@@ -30,7 +30,7 @@ from computewise.cli.common import (
     training_tokens,
 )
 from computewise.errors import InputError
-from computewise.specs import OPTIMIZERS, PRECISIONS, PRICINGS
+from computewise.specs import OPTIMIZERS, PRECISIONS, PRICINGS, ModelSpec
 from computewise.units import parse_bytes, parse_duration_s, parse_positive_int, parse_usd
 
 if TYPE_CHECKING:
@@ -51,6 +51,12 @@ TopOption = Annotated[
 _DEFAULT_MAX_GPUS = 512
 _PLAN_PROMPT_TOKENS = 512  # plan infer's request when --input-len is not given
 _PLAN_OUTPUT_TOKENS = 128
+_PromptTokens = Annotated[
+    str | None, typer.Option(help="Prompt tokens per request (default 512), or an encoder's per input.")
+]
+_OutputTokens = Annotated[
+    str | None, typer.Option(help="Generated tokens per request (default 128; not for encoders and images).")
+]
 
 # The flags of plan train, one type each, so the verb's signature reads in a screen.
 _GlobalBatch = Annotated[
@@ -187,12 +193,8 @@ def infer(
         float | None,
         typer.Option(parser=bounded_float("--mean-rps"), help="Mean requests per second (for scale-to-zero)."),
     ] = None,
-    input_len: Annotated[
-        str | None, typer.Option(help="Prompt tokens per request (default 512), or an encoder's per input.")
-    ] = None,
-    output_len: Annotated[
-        str | None, typer.Option(help="Generated tokens per request (default 128; not for encoders and images).")
-    ] = None,
+    input_len: _PromptTokens = None,
+    output_len: _OutputTokens = None,
     latency: Annotated[
         str | None,
         typer.Option("--max-latency", "--latency", help="Latency target per request, first token to last: 2s, 500ms."),
@@ -217,7 +219,6 @@ def infer(
     html: HtmlOption = None,
 ) -> None:
     """Accelerator and replica count for a traffic level, $ per 1000 requests, always-on vs scale-to-zero."""
-    from computewise.estimate.request import refuse_token_flags
     from computewise.plan import CLOUD_PRICINGS, INFER_PRECISIONS, InferConstraints, plan_infer
     from computewise.report.html import plan_html
     from computewise.report.terminal import print_plan
@@ -225,13 +226,11 @@ def infer(
 
     catalog, assumptions = load(catalog_paths)
     spec = model(model_name)
-    prompt = None if input_len is None else parse_positive_int(input_len, "--input-len")
-    generated = None if output_len is None else parse_positive_int(output_len, "--output-len")
-    refuse_token_flags(spec, prompt, generated, batched=False)
+    prompt, generated = _request_tokens(spec, input_len, output_len)
     constraints = InferConstraints(
         requests_per_s=rps,
-        input_len=_PLAN_PROMPT_TOKENS if prompt is None else prompt,
-        output_len=_PLAN_OUTPUT_TOKENS if generated is None else generated,
+        input_len=prompt,
+        output_len=generated,
         latency_s=parse_duration_s(latency, "--max-latency") if latency is not None else None,
         mean_requests_per_s=mean_rps,
         target_utilization=utilization,
@@ -243,6 +242,20 @@ def infer(
     )
     result = plan_infer(spec, catalog, assumptions, constraints)
     emit(replace(result, top=top or None), as_json, html, print_plan, plan_html)
+
+
+def _request_tokens(spec: ModelSpec, input_len: str | None, output_len: str | None) -> tuple[int, int]:
+    """(prompt, generated) tokens of a request: the flags, else plan infer's defaults; refused for a model that
+    generates nothing, which would ignore them (as estimate infer refuses them)."""
+    from computewise.estimate.request import refuse_token_flags
+
+    prompt = None if input_len is None else parse_positive_int(input_len, "--input-len")
+    generated = None if output_len is None else parse_positive_int(output_len, "--output-len")
+    refuse_token_flags(spec, prompt, generated, batched=False)
+    return (
+        _PLAN_PROMPT_TOKENS if prompt is None else prompt,
+        _PLAN_OUTPUT_TOKENS if generated is None else generated,
+    )
 
 
 @app.command("compare-onprem")
