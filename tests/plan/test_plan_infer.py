@@ -11,7 +11,7 @@ from pareto_check import assert_is_the_pareto_front
 from computewise.catalog import Catalog
 from computewise.errors import InfeasiblePlanError
 from computewise.estimate import Assumptions
-from computewise.models import preset
+from computewise.models import from_param_count, preset
 from computewise.plan import InferConstraints, InferOption, InferPlan, plan_infer
 
 TRAFFIC = InferConstraints(requests_per_s=50, input_len=512, output_len=128, latency_s=20.0)
@@ -102,3 +102,16 @@ def test_a_precision_no_accelerator_runs_is_named_as_the_reason(catalog: Catalog
     ) as error:
         plan_infer(preset("llama-2-7b"), catalog, assumptions, constraints)
     assert error.value.hint == "choose --gpu models that run fp8, or another --precision"
+
+
+def test_a_model_that_fits_nowhere_names_the_largest_accelerators_first(
+    catalog: Catalog, assumptions: Assumptions
+) -> None:
+    with pytest.raises(InfeasiblePlanError, match="no accelerator meets the memory need") as error:
+        plan_infer(from_param_count(1e12), catalog, assumptions, TRAFFIC)
+    first = error.value.message.split(": ", 1)[1].split("; ")[0]
+    largest = max(
+        (a for a in catalog.accelerators if a.kind == "gpu" and catalog.offerings_for(a.slug)),
+        key=lambda a: a.memory_bytes,
+    )
+    assert first.endswith(f"on {largest.name}"), error.value.message

@@ -230,6 +230,23 @@ def test_nothing_fits_is_an_error_with_a_fix(catalog: Catalog, assumptions: Assu
     assert error.value.hint and "--max-gpus" in error.value.hint
 
 
+def test_a_job_that_fits_nowhere_is_measured_against_the_largest_accelerator(
+    catalog: Catalog, assumptions: Assumptions
+) -> None:
+    """The nearest miss speaks for the rest: at one GPU, 70B against the largest GPU sold singly, not the first
+    40 GB card of the catalog (nor a CPU socket's host RAM)."""
+    constraints = TrainConstraints(tokens=1e10, seq_len=4096, global_batch=8, max_gpus=1)
+    with pytest.raises(InfeasiblePlanError) as error:
+        plan_train(preset("llama-2-70b"), catalog, assumptions, constraints)
+    singles = {
+        o.accelerator
+        for o in catalog.offerings
+        if o.accelerator_count == 1 and catalog.accelerator(o.accelerator).kind == "gpu"
+    }
+    largest = max((catalog.accelerator(slug) for slug in singles), key=lambda a: a.memory_bytes)
+    assert f"on {largest.name} even with the leanest layout" in error.value.message
+
+
 def test_a_precision_no_accelerator_runs_is_named_as_the_reason(catalog: Catalog, assumptions: Assumptions) -> None:
     constraints = TrainConstraints(
         tokens=1e10, seq_len=4096, global_batch=256, accelerators=("a100-80gb",), precisions=("fp8",)

@@ -21,7 +21,7 @@ import numpy as np
 from computewise.errors import InfeasiblePlanError, InputError
 from computewise.estimate.arrays import col
 from computewise.estimate.assumptions import Assumptions
-from computewise.estimate.cost import server_w_per_device
+from computewise.estimate.cost import needs_host, server_w_per_device
 from computewise.estimate.figures import DeviceMemory
 from computewise.estimate.infer import (
     SERVING_EXECUTION,
@@ -317,12 +317,23 @@ def plan_infer(model: ModelSpec, catalog: Catalog, assumptions: Assumptions, c: 
                 f"choose --gpu models that run {' or '.join(c.precisions)}, or another --precision",
             )
         raise InfeasiblePlanError(
-            "no accelerator meets the memory need: "
-            + "; ".join(sorted({r.reason for r in rejected if r.stage == "memory"})[:3]),
+            "no accelerator meets the memory need: " + "; ".join(_nearest_misses(rejected, catalog)),
             "use a larger accelerator, --precision fp8, or tensor parallelism across more GPUs",
         )
     ranked = sorted(options, key=lambda o: (o.always_on_usd_per_month, o.latency_s))
     return InferPlan(ranked[0], tuple(ranked), merge_rejections(rejected), considered)
+
+
+def _nearest_misses(rejected: list[Rejection], catalog: Catalog, shown: int = 3) -> list[str]:
+    """The memory rejections of the largest accelerators (a CPU socket's host RAM last): their shortfall says how
+    far the model is from fitting anywhere, where the smallest devices' says nothing."""
+
+    def largest_first(r: Rejection) -> tuple[bool, float]:
+        device = catalog.accelerator(r.accelerator)
+        return not needs_host(device), -device.memory_bytes
+
+    short = sorted((r for r in rejected if r.stage == "memory"), key=largest_first)
+    return list(dict.fromkeys(r.reason for r in short))[:shown]
 
 
 def _too_slow(fastest: dict[str, float], target_s: float) -> str:

@@ -38,7 +38,7 @@ from computewise.estimate.assumptions import Assumptions
 from computewise.estimate.bottleneck import bottleneck
 from computewise.estimate.calibrated import calibrated_compute, matmul_sizes
 from computewise.estimate.collectives import Fabric, fabric_for, stack_fabrics
-from computewise.estimate.cost import energy_kwh, server_w_per_device
+from computewise.estimate.cost import energy_kwh, needs_host, server_w_per_device
 from computewise.estimate.data_movement import DataSite, data_movement, egress_scope
 from computewise.estimate.kernels import profile_shares
 from computewise.estimate.layout import VIRTUAL_STAGES, stage_slots
@@ -652,7 +652,9 @@ def plan_train(
         considered += found.considered
     if c.data is not None:
         options = [_with_data(option, c.data, catalog, model, c.tokens) for option in options]
-    return _select(options, rejections, c, considered)
+    # An accelerator's memory; a CPU socket's host RAM is not what a user asking where a model fits is after.
+    capacity_bytes = {h.accelerator.slug: h.accelerator.memory_bytes for h in hardware if needs_host(h.accelerator)}
+    return _select(options, rejections, c, considered, capacity_bytes)
 
 
 @dataclass(frozen=True)
@@ -827,7 +829,15 @@ def _option(
     )
 
 
-def _select(options: list[Option], rejections: list[Rejection], c: TrainConstraints, considered: int) -> Plan:
+def _select(
+    options: list[Option],
+    rejections: list[Rejection],
+    c: TrainConstraints,
+    considered: int,
+    capacity_bytes: dict[str, float],
+) -> Plan:
+    """The plan from the options that passed, or, with none, the nearest miss: the largest device at the most GPUs
+    (``capacity_bytes`` by accelerator slug), whose shortfall says how far the job is from fitting anywhere."""
     if not options:
         if not any(r.stage == "memory" for r in rejections) and any(r.stage == "precision" for r in rejections):
             raise InfeasiblePlanError(
@@ -835,7 +845,11 @@ def _select(options: list[Option], rejections: list[Rejection], c: TrainConstrai
                 + "; ".join(sorted({r.reason for r in rejections if r.stage == "precision"})[:3]),
                 f"choose --gpu models that run {' or '.join(c.precisions)}, or another --precision",
             )
-        closest = min((r for r in rejections if r.stage == "memory"), key=lambda r: -r.gpus, default=None)
+        closest = min(
+            (r for r in rejections if r.stage == "memory"),
+            key=lambda r: (-r.gpus, -capacity_bytes.get(r.accelerator, 0.0)),
+            default=None,
+        )
         raise InfeasiblePlanError(
             "no accelerator in the catalog can hold this job: "
             + (closest.reason if closest else "every option was filtered out"),
