@@ -101,6 +101,15 @@ def test_one_h100_is_one_quote_through_every_path(catalog: Catalog, assumptions:
     assert estimate.explanation in bill.explanation and estimate.explanation in str(replica_price["source"])
 
 
+def test_an_instance_type_is_matched_whatever_its_case(catalog: Catalog) -> None:
+    """As the catalog matches names (``Catalog.instance_offerings``): P5.48XLARGE is p5.48xlarge."""
+    h100 = catalog.accelerator("h100")
+    upper = quote(catalog, Ask(h100, 8, estimate=True), PriceRequest(instance_type="P5.48XLARGE"))
+    lower = quote(catalog, Ask(h100, 8, estimate=True), PriceRequest(instance_type="p5.48xlarge"))
+    assert upper.offering is not None and upper.offering == lower.offering
+    assert upper.hourly_usd == lower.hourly_usd
+
+
 def test_half_a_gpu_is_half_of_one_gpu_through_the_supervisor(catalog: Catalog) -> None:
     one = quote(catalog, Ask(catalog.accelerator("h100"), 1), PriceRequest())
     half = job_price(catalog, PriceRequest(), Resources(gpus=0.5, accelerator="h100"))

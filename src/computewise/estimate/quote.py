@@ -260,10 +260,9 @@ def _rented(catalog: Catalog, ask: Ask, accelerator: Accelerator, gpus: float, f
     """``gpus`` of ``accelerator`` at the cheapest offering (an estimate: the cheapest whose links can be timed)."""
     cloud, region, instance_type = flags.cloud, flags.region, flags.instance_type
     where = " ".join(x for x in (cloud, region) if x)
+    wanted = None if instance_type is None else instance_type.strip().lower()  # as the catalog matches names
     offerings = [
-        o
-        for o in catalog.offerings_for(accelerator.slug, cloud, region)
-        if instance_type is None or o.instance_type == instance_type
+        o for o in catalog.offerings_for(accelerator.slug, cloud, region) if wanted in (None, o.instance_type.lower())
     ]
     if instance_type is not None and not offerings:
         catalog.instance_offerings(instance_type, cloud)  # an unknown name, or one on another cloud, says which
