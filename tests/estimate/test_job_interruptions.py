@@ -81,7 +81,7 @@ def test_a_16k_gpu_job_keeps_what_llama_3_reported_of_its_time(catalog: Catalog,
     document = estimate.to_dict()  # type: ignore[attr-defined]
     slowdown = document["time"]["interruption_slowdown"]
     assert 1.02 < slowdown < 1 / 0.9
-    assert 3600.0 / float(estimate.columns.interruptions_per_h) == pytest.approx(54 * 86400 / 419, rel=0.01)  # type: ignore[attr-defined]
+    assert 3600.0 / float(estimate.columns.failures_per_h) == pytest.approx(54 * 86400 / 419, rel=0.01)  # type: ignore[attr-defined]
     assert any(note.startswith("interruptions add") for note in document["notes"])
 
 

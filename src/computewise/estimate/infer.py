@@ -26,7 +26,7 @@ from computewise.estimate.memory import (
     with_overhead,
 )
 from computewise.estimate.traced import TracedDevice, traced_inference_kernels
-from computewise.specs import EXECUTIONS, FRAMEWORKS, ModelSpec
+from computewise.specs import EXECUTIONS, FP32_VALUED, FRAMEWORKS, ModelSpec
 
 __all__ = [
     "SERVING_EXECUTION",
@@ -53,7 +53,7 @@ def inference_weight_bytes(precision: str) -> float:
 def inference_act_bytes(precision: str) -> float:
     """Activations between kernels: fp32 (and tf32) four bytes, 16 bits otherwise (fp8 and int8 kernels
     take 16-bit activations in and out)."""
-    return 4.0 if precision in ("fp32", "tf32") else 2.0
+    return 4.0 if precision in FP32_VALUED else 2.0
 
 
 @dataclass(frozen=True)

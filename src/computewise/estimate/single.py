@@ -273,11 +273,11 @@ def _interruption_note(columns: TrainColumns, gpus: int, assumptions: Assumption
     added = _scalar(columns.interruption_slowdown) - 1.0
     if not added >= _NOTED_SLOWDOWN:
         return ""
-    per_h = _scalar(columns.interruptions_per_h)
-    failures_per_h = gpus * assumptions.device_interruptions_per_h
+    failures_per_h, preemptions_per_h = _scalar(columns.failures_per_h), _scalar(columns.preemptions_per_h)
+    per_h = failures_per_h + preemptions_per_h
     causes = f"{24.0 * failures_per_h:.2g} device failures a day across {gpus:,} devices, Llama 3's rate"
-    if per_h > failures_per_h:
-        causes += f", and {24.0 * (per_h - failures_per_h):.2g} spot preemptions a day"
+    if preemptions_per_h > 0:
+        causes += f", and {24.0 * preemptions_per_h:.2g} spot preemptions a day"
     return (
         f"interruptions add {added:.1%} to the time: one every {format_duration(3600.0 / per_h)} ({causes}), "
         f"each costing a restart ({format_duration(assumptions.restart_overhead_s)}) and the work since the "

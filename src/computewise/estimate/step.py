@@ -43,7 +43,7 @@ from computewise.estimate.kernels import (
     distinct_training_kernels,
     optimizer_kernels,
 )
-from computewise.estimate.traced import TracedDevice, traced_training_kernels
+from computewise.estimate.traced import TracedDevice, tensor_core_flag, traced_training_kernels
 from computewise.specs import PRECISIONS
 
 if TYPE_CHECKING:
@@ -54,7 +54,7 @@ if TYPE_CHECKING:
 
 __all__ = ["StepTime", "step_time"]
 
-_FP32_INDEX = float(PRECISIONS.index("fp32"))  # the one precision whose convolutions skip the tensor cores
+_TENSOR_CORES = np.array([tensor_core_flag(p) for p in PRECISIONS])  # by index in PRECISIONS
 
 
 @dataclass(frozen=True)
@@ -217,8 +217,7 @@ def _compute_s(
         # repeats forward work, which lengthens the device's part by the FLOPs it adds.
         weights = model.params * rows.weight_bytes / (rows.tp * rows.pp)
         convolution_s = costs.per_convolution_s(rows.execution)
-        tensor_cores = (rows.precision != _FP32_INDEX) * 1.0
-        device = TracedDevice(rates, convolution_s, tensor_cores)
+        device = TracedDevice(rates, convolution_s, _TENSOR_CORES[rows.precision.astype(np.int64)])
         eager = traced_training_kernels(model, rows.micro_batch, rows.weight_bytes, weights, device)
         recomputed = replace(eager, device_s=eager.device_s * hardware_per_token / model_per_token)
         micro = MicrobatchKernels(plain=eager, recomputed=recomputed)

@@ -200,8 +200,8 @@ class TrainColumns:
     step_s: FloatArray
     time_s: FloatArray  # whole job, interruptions included (failures, and preemptions on spot)
     failure_slowdown: FloatArray  # what device failures add on reserved or on-demand capacity
-    spot_slowdown: FloatArray  # what failures and preemptions add on spot capacity
-    interruptions_per_h: FloatArray  # the ones time_s pays for: failures, and preemptions on spot
+    failures_per_h: FloatArray  # device failures the job meets
+    preemptions_per_h: FloatArray  # spot preemptions time_s pays for (0 off spot)
     checkpoint_interval_s: FloatArray
     checkpoint_bytes: FloatArray
     tokens_per_s: FloatArray
@@ -414,8 +414,8 @@ def evaluate_train(
         step_s=step_s,
         time_s=time_s,
         failure_slowdown=failure_slowdown,
-        spot_slowdown=spot_slowdown,
-        interruptions_per_h=np.where(on_spot, failures_per_h + preemptions_per_h, failures_per_h),
+        failures_per_h=failures_per_h,
+        preemptions_per_h=np.where(on_spot, preemptions_per_h, 0.0),
         checkpoint_interval_s=np.where(on_spot, spot_interval_s, reserved_interval_s),
         checkpoint_bytes=checkpoint_bytes,
         tokens_per_s=tokens_per_s,

@@ -21,7 +21,7 @@ import numpy as np
 from computewise.errors import InfeasiblePlanError, InputError
 from computewise.estimate.arrays import col
 from computewise.estimate.assumptions import Assumptions
-from computewise.estimate.cost import needs_host, server_w_per_device
+from computewise.estimate.cost import server_w_per_device
 from computewise.estimate.figures import DeviceMemory
 from computewise.estimate.infer import (
     SERVING_EXECUTION,
@@ -36,7 +36,7 @@ from computewise.estimate.pricing import cheapest_rental
 from computewise.estimate.quote import offering_quote
 from computewise.estimate.single import memory_dict
 from computewise.estimate.traced import tensor_core_flag
-from computewise.plan.result import Rejection, merge_rejections
+from computewise.plan.result import Rejection, largest_first, merge_rejections, refuse_unrun_precision
 from computewise.specs import ModelSpec, Precision, Pricing
 from computewise.specs.codec import Document, Jsonable, Layout, json_field, json_property
 from computewise.units import format_bytes, format_duration, plural
@@ -310,12 +310,7 @@ def plan_infer(model: ModelSpec, catalog: Catalog, assumptions: Assumptions, c: 
             raise InfeasiblePlanError(
                 _too_slow(fastest, c.latency_s or 0.0), "raise --max-latency or use a smaller --output-len"
             )
-        if not any(r.stage == "memory" for r in rejected) and any(r.stage == "precision" for r in rejected):
-            raise InfeasiblePlanError(
-                "no accelerator runs the precision asked: "
-                + "; ".join(sorted({r.reason for r in rejected if r.stage == "precision"})[:3]),
-                f"choose --gpu models that run {' or '.join(c.precisions)}, or another --precision",
-            )
+        refuse_unrun_precision(rejected, c.precisions)
         raise InfeasiblePlanError(
             "no accelerator meets the memory need: " + "; ".join(_nearest_misses(rejected, catalog)),
             "use a larger accelerator, --precision fp8, or tensor parallelism across more GPUs",
@@ -325,14 +320,9 @@ def plan_infer(model: ModelSpec, catalog: Catalog, assumptions: Assumptions, c: 
 
 
 def _nearest_misses(rejected: list[Rejection], catalog: Catalog, shown: int = 3) -> list[str]:
-    """The memory rejections of the largest accelerators (a CPU socket's host RAM last): their shortfall says how
-    far the model is from fitting anywhere, where the smallest devices' says nothing."""
-
-    def largest_first(r: Rejection) -> tuple[bool, float]:
-        device = catalog.accelerator(r.accelerator)
-        return not needs_host(device), -device.memory_bytes
-
-    short = sorted((r for r in rejected if r.stage == "memory"), key=largest_first)
+    """The memory rejections of the accelerators first by ``largest_first``, each reason once."""
+    memory = (r for r in rejected if r.stage == "memory")
+    short = sorted(memory, key=lambda r: largest_first(catalog.accelerator(r.accelerator)))
     return list(dict.fromkeys(r.reason for r in short))[:shown]
 
 

@@ -6,14 +6,25 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import ClassVar, Literal, Self
 
-from computewise.errors import InputError
+from computewise.errors import InfeasiblePlanError, InputError
+from computewise.estimate.cost import needs_host
 from computewise.estimate.data_movement import DataMovement
 from computewise.estimate.figures import DeviceMemory
-from computewise.specs import Pricing
+from computewise.specs import Accelerator, Pricing
 from computewise.specs.codec import Document, Jsonable, Layout, json_field, json_property
 from computewise.specs.document import require_object
 
-__all__ = ["Option", "Plan", "Rejection", "ScalingPoint", "merge_rejections", "pareto_front", "scaling_curve"]
+__all__ = [
+    "Option",
+    "Plan",
+    "Rejection",
+    "ScalingPoint",
+    "largest_first",
+    "merge_rejections",
+    "pareto_front",
+    "refuse_unrun_precision",
+    "scaling_curve",
+]
 
 
 @dataclass(frozen=True)
@@ -116,6 +127,24 @@ class Rejection(Jsonable):
     @classmethod
     def for_option(cls, option: Option, stage: str, reason: str) -> Rejection:
         return cls(option.accelerator, option.gpus, stage, reason, 1, option.label)
+
+
+def largest_first(accelerator: Accelerator) -> tuple[bool, float]:
+    """Sort key of the accelerators a job that fits nowhere is measured against: the largest memory first, a CPU
+    socket's host RAM last; their shortfall says how far the job is from fitting, the smallest devices' nothing."""
+    return not needs_host(accelerator), -accelerator.memory_bytes
+
+
+def refuse_unrun_precision(rejections: Sequence[Rejection], precisions: Sequence[str]) -> None:
+    """Where nothing was planned for want of the precision asked, not of memory (fp8 on an A100), say that."""
+    if any(r.stage == "memory" for r in rejections):
+        return
+    unrun = sorted({r.reason for r in rejections if r.stage == "precision"})
+    if unrun:
+        raise InfeasiblePlanError(
+            "no accelerator runs the precision asked: " + "; ".join(unrun[:3]),
+            f"choose --gpu models that run {' or '.join(precisions)}, or another --precision",
+        )
 
 
 def merge_rejections(rejections: Sequence[Rejection]) -> tuple[Rejection, ...]:

@@ -38,7 +38,7 @@ from computewise.estimate.assumptions import Assumptions
 from computewise.estimate.bottleneck import bottleneck
 from computewise.estimate.calibrated import calibrated_compute, matmul_sizes
 from computewise.estimate.collectives import Fabric, fabric_for, stack_fabrics
-from computewise.estimate.cost import energy_kwh, needs_host, server_w_per_device
+from computewise.estimate.cost import energy_kwh, server_w_per_device
 from computewise.estimate.data_movement import DataSite, data_movement, egress_scope
 from computewise.estimate.kernels import profile_shares
 from computewise.estimate.layout import VIRTUAL_STAGES, stage_slots
@@ -48,7 +48,16 @@ from computewise.estimate.quantized import qlora_unsupported_reason
 from computewise.estimate.quote import Quote, egress_usd_per_gb, offering_quote, server_quote
 from computewise.estimate.single import memory_dict
 from computewise.estimate.train import TrainColumns, TrainHardware, TrainLayout, evaluate_train, train_memory
-from computewise.plan.result import Option, Plan, Rejection, merge_rejections, pareto_front, scaling_curve
+from computewise.plan.result import (
+    Option,
+    Plan,
+    Rejection,
+    largest_first,
+    merge_rejections,
+    pareto_front,
+    refuse_unrun_precision,
+    scaling_curve,
+)
 from computewise.specs import (
     ATTENTION_KERNELS,
     CLOUD_PRICINGS,
@@ -653,8 +662,8 @@ def plan_train(
     if c.data is not None:
         options = [_with_data(option, c.data, catalog, model, c.tokens) for option in options]
     # An accelerator's memory; a CPU socket's host RAM is not what a user asking where a model fits is after.
-    capacity_bytes = {h.accelerator.slug: h.accelerator.memory_bytes for h in hardware if needs_host(h.accelerator)}
-    return _select(options, rejections, c, considered, capacity_bytes)
+    sizes = {h.accelerator.slug: largest_first(h.accelerator) for h in hardware}
+    return _select(options, rejections, c, considered, sizes)
 
 
 @dataclass(frozen=True)
@@ -834,20 +843,15 @@ def _select(
     rejections: list[Rejection],
     c: TrainConstraints,
     considered: int,
-    capacity_bytes: dict[str, float],
+    sizes: dict[str, tuple[bool, float]],
 ) -> Plan:
-    """The plan from the options that passed, or, with none, the nearest miss: the largest device at the most GPUs
-    (``capacity_bytes`` by accelerator slug), whose shortfall says how far the job is from fitting anywhere."""
+    """The plan from the options that passed, or, with none, the nearest miss: at the most GPUs, the device first
+    by ``largest_first`` (``sizes``, by accelerator slug)."""
     if not options:
-        if not any(r.stage == "memory" for r in rejections) and any(r.stage == "precision" for r in rejections):
-            raise InfeasiblePlanError(
-                "no accelerator runs the precision asked: "
-                + "; ".join(sorted({r.reason for r in rejections if r.stage == "precision"})[:3]),
-                f"choose --gpu models that run {' or '.join(c.precisions)}, or another --precision",
-            )
+        refuse_unrun_precision(rejections, c.precisions)
         closest = min(
             (r for r in rejections if r.stage == "memory"),
-            key=lambda r: (-r.gpus, -capacity_bytes.get(r.accelerator, 0.0)),
+            key=lambda r: (-r.gpus, sizes.get(r.accelerator, (True, 0.0))),
             default=None,
         )
         raise InfeasiblePlanError(
