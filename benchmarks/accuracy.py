@@ -1,7 +1,8 @@
 """Training-time accuracy against published runs: the table in docs/ACCURACY.md, recomputed.
 
 Every row of ``benchmarks/data/published_training_runs.csv`` is a published training run with its
-layout (model shape, GPUs, TP/PP/CP, micro-batch, batch, recompute, network) and one published
+layout (model shape, GPUs, TP/PP/CP, micro-batch, batch, recompute, network, precision and the
+framework whose kernels and memory layout it ran) and one published
 figure: TFLOP/s per GPU in Megatron's convention (Narayanan et al. 2021, eq. 3:
 96 B s l h^2 (1 + s/6h + V/16lh) FLOPs per iteration, recomputation included), seconds per
 iteration, MFU, tokens/s per GPU, or GPU-hours for a token count. The same ``evaluate_train``
@@ -45,15 +46,19 @@ from computewise.catalog import Catalog, load_catalog
 from computewise.estimate import Assumptions, TrainHardware, TrainLayout, evaluate_train
 from computewise.estimate.arrays import col
 from computewise.estimate.collectives import fabric_for
-from computewise.estimate.kernels import profile_shares
+from computewise.estimate.kernels import attention_peak_ratio, profile_shares
 from computewise.estimate.layout import VIRTUAL_STAGES, schedule_problem
 from computewise.models.shape import FAMILIES, count_params
 from computewise.specs import (
     ATTENTION_KERNELS,
+    FRAMEWORKS,
+    PRECISIONS,
     RECOMPUTES,
     AttentionKernel,
+    Framework,
     ModelSpec,
     Parallelism,
+    Precision,
     Recompute,
     TrainJob,
 )
@@ -90,6 +95,8 @@ class Run:
     node_network_bytes_per_s: float
     tokens: float
     fabric: str  # a fabrics.csv slug: the NICs' technology
+    precision: Precision
+    framework: Framework  # whose kernels and memory layout: megatron (Megatron-LM, NeMo) or pytorch (FSDP)
 
     @property
     def dp(self) -> int:
@@ -164,6 +171,8 @@ def load_runs(path: Path = DATA) -> list[Run]:
             node_network_bytes_per_s=float(r["node_network_gb_per_s"]) * 1e9,
             tokens=float(r["tokens"]),
             fabric=r["fabric"],
+            precision=_member(r["precision"], PRECISIONS, "precision"),
+            framework=_member(r["framework"], FRAMEWORKS, "framework"),
         )
         for r in rows
     ]
@@ -184,7 +193,7 @@ def _schedules(run: Run) -> list[int]:
 
 
 def _layout(run: Run, virtual_stages: int) -> TrainLayout:
-    """The published layout, in bf16 with AdamW and Megatron's memory layout, as these runs trained."""
+    """The published layout, with AdamW at the row's precision and framework, as these runs trained."""
     parallelism = Parallelism(
         dp=run.dp,
         tp=run.tp,
@@ -201,7 +210,8 @@ def _layout(run: Run, virtual_stages: int) -> TrainLayout:
         global_batch=run.global_batch,
         recompute=run.recompute,
         attention=run.attention,
-        framework="pytorch" if run.zero >= 3 else "megatron",  # FSDP (torchtitan, MosaicML) runs autocast
+        precision=run.precision,
+        framework=run.framework,
     )
     return TrainLayout.for_job(parallelism, job)
 
@@ -211,9 +221,9 @@ def evaluate(run: Run, assumptions: Assumptions) -> Result:
     accelerator = catalog.accelerator(run.accelerator)
     network = catalog.fabric(run.fabric)
     nodes = fabric_for(accelerator, None, catalog, assumptions, devices_per_node=8)
-    matmul_share, stream_share = profile_shares(catalog.kernel_profile(accelerator.slug), "bf16", assumptions)
+    matmul_share, stream_share = profile_shares(catalog.kernel_profile(accelerator.slug), run.precision, assumptions)
     hardware = TrainHardware(
-        peak_flops=col(accelerator.peak_flops["bf16"]),
+        peak_flops=col(accelerator.peak_flops[run.precision]),
         memory_bandwidth_bytes_per_s=col(accelerator.memory_bandwidth_bytes_per_s),
         fabric=dataclasses.replace(
             nodes,
@@ -228,6 +238,7 @@ def evaluate(run: Run, assumptions: Assumptions) -> Result:
         pue=col(1.0),
         matmul_fraction=col(matmul_share),
         stream_fraction=col(stream_share),
+        attention_peak_ratio=col(attention_peak_ratio(accelerator.peak_flops, run.precision)),
     )
     tokens = run.tokens or float(run.global_batch * run.seq_len)
     best = min(

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
+from computewise.catalog import Catalog
+from computewise.estimate import Assumptions
 from computewise.estimate.arrays import col
 from computewise.estimate.kernels import (
     HostCosts,
     KernelRates,
     MicrobatchShape,
     StepKernels,
+    attention_peak_ratio,
     decode_kernels,
     distinct_training_kernels,
     experts_touched,
@@ -22,6 +27,7 @@ from computewise.specs import ATTENTION_KERNELS
 
 H100 = KernelRates(
     gemm_flops=col(731e12),  # bench.json: bf16 at 4096-8192
+    unquantised_gemm_flops=col(731e12),
     attention_flops=col(365e12),
     stream_bytes_per_s=col(2965e9),  # bench.json: triad
     kernel_floor_s=col(2.5e-6),
@@ -101,7 +107,10 @@ def test_the_planners_distinct_rows_give_what_every_row_gives() -> None:
         pick(0.0, 1.0),  # has the head
     )
     gemm = pick(731e12, 268e12)
-    rates = KernelRates(gemm, gemm * 0.5, pick(2965e9, 1800e9), np.full(n, 2.5e-6), (1.0, 1.0, 0.55, 0.44))
+    unquantised = gemm * pick(1.0, 0.5)  # fp8 rows: attention and the head at half the GEMMs' rate
+    rates = KernelRates(
+        gemm, unquantised, unquantised * 0.5, pick(2965e9, 1800e9), np.full(n, 2.5e-6), (1.0, 1.0, 0.55, 0.44)
+    )
     model = preset("llama-3-8b")
     every = training_kernels(model, MicrobatchShape(*columns), rates)
     distinct = distinct_training_kernels(model, MicrobatchShape(*columns), rates)
@@ -161,3 +170,33 @@ def test_a_moe_decode_step_reads_the_weights_of_every_expert_its_batch_touches()
         )
         floor_s = touched * expert_bytes / 2965e9
         assert floor_s < float(step.device_s) < 1.3 * floor_s + 0.5 * expert_bytes / 2965e9
+
+
+def test_eight_bit_recipes_keep_attention_and_the_lm_head_in_16_bits(
+    catalog: Catalog, assumptions: Assumptions
+) -> None:
+    """Transformer Engine's fp8 training and vLLM's W8A8 quantise the linear layers only: on an H100 fp8 GEMMs
+    run at twice bf16's rate, attention and the LM head at bf16's. A chip whose 8-bit peak is no higher than
+    its 16-bit one (Gaudi 3) has nothing to split."""
+    h100 = catalog.accelerator("h100-sxm")
+    assert attention_peak_ratio(h100.peak_flops, "fp8") == pytest.approx(0.5)
+    assert attention_peak_ratio(h100.peak_flops, "bf16") == 1.0
+    assert attention_peak_ratio(catalog.accelerator("a100-80gb").peak_flops, "int8") == pytest.approx(0.5)
+    assert attention_peak_ratio(catalog.accelerator("gaudi3").peak_flops, "fp8") == 1.0
+
+    bf16 = KernelRates.of(col(h100.peak_flops["bf16"]), col(3.35e12), assumptions)
+    fp8 = KernelRates.of(col(h100.peak_flops["fp8"]), col(3.35e12), assumptions, attention_peak_ratio=col(0.5))
+    assert float(fp8.gemm_flops) == pytest.approx(2 * float(bf16.gemm_flops))
+    assert float(fp8.attention_flops) == pytest.approx(float(bf16.attention_flops))
+    assert float(fp8.unquantised_gemm_flops) == pytest.approx(float(bf16.gemm_flops))
+
+    # Llama 3 8B at 8,192 tokens: attention and the 128K-token head are a fifth of the step, so fp8's step
+    # lands between bf16's and the naive one with every matmul at fp8's rate.
+    model = preset("llama-3-8b")
+    shape = MicrobatchShape(*(col(v) for v in (8192.0, 8192.0, 32.0, 2.0, 1.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0)))
+    naive = replace(fp8, unquantised_gemm_flops=fp8.gemm_flops, attention_flops=2.0 * fp8.attention_flops)
+    step = {
+        name: float(training_kernels(model, shape, r).plain.device_s)
+        for name, r in (("bf16", bf16), ("fp8", fp8), ("naive", naive))
+    }
+    assert step["naive"] < 0.9 * step["fp8"] < step["fp8"] < 0.75 * step["bf16"]

@@ -80,6 +80,8 @@ class InferRows:
         None  # burst share of ``peak_flops`` (``kernels.profile_shares``); None: assumed
     )
     stream_fraction: FloatArray | None = None  # burst share of the bandwidth; None: assumed
+    # Attention's and the LM head's peak over ``peak_flops`` (``kernels.attention_peak_ratio``); None: 1.
+    attention_peak_ratio: FloatArray | None = None
 
 
 @dataclass(frozen=True)
@@ -115,7 +117,13 @@ def evaluate_infer(model: ModelSpec, rows: InferRows, assumptions: Assumptions) 
     mean_context = rows.context_len + rows.output_len / 2.0
     decode_flops_per_step = batch * (per_token + attention_flops_per_token(model, mean_context, False))
     rates = KernelRates.of(
-        rows.peak_flops, rows.memory_bandwidth_bytes_per_s, assumptions, rows.matmul_fraction, rows.stream_fraction, tp
+        rows.peak_flops,
+        rows.memory_bandwidth_bytes_per_s,
+        assumptions,
+        rows.matmul_fraction,
+        rows.stream_fraction,
+        tp,
+        rows.attention_peak_ratio,
     )
     costs = HostCosts.of(assumptions)
     host = costs.per_kernel_s(rows.framework, rows.execution, training=False)

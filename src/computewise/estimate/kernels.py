@@ -12,7 +12,8 @@ kernels, or CUDA graphs), and each kind is timed by its own roofline:
   tiles (fewer tiles than the chip has SMs) and short inner dimensions (prologue and epilogue
   dominate), or its operands over the streaming bandwidth, whichever is longer;
 - fused attention: its FLOPs at the attention rate (FlashAttention reaches a lower share of peak
-  than a GEMM, and its backward repeats the QK^T product: 2.5x the forward's work, Dao 2023);
+  than a GEMM, and its backward repeats the QK^T product: 2.5x the forward's work, Dao 2023), on
+  the 16-bit tensor cores when only the linear layers run in 8 bits (``attention_peak_ratio``);
 - every other kernel: the bytes it reads and writes over the streaming bandwidth;
 - every kernel: a floor of device time (launch to finish on an idle device), and on the host a
   cost per launch that depends on the code issuing it.
@@ -30,7 +31,8 @@ synchronised over several devices runs its GEMMs at the sustained share of them
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -40,17 +42,27 @@ from computewise.estimate.activations import composite_activation_traffic
 from computewise.estimate.arrays import FloatArray, col
 from computewise.estimate.assumptions import Assumptions
 from computewise.estimate.flops import OP_SELECTIVE, layer_matmuls
-from computewise.specs import ATTENTION_KERNELS, EXECUTIONS, FRAMEWORKS, AttentionKernel, KernelProfile, ModelSpec
+from computewise.specs import (
+    ATTENTION_KERNELS,
+    EXECUTIONS,
+    FRAMEWORKS,
+    AttentionKernel,
+    Dtype,
+    KernelProfile,
+    ModelSpec,
+)
 
 if TYPE_CHECKING:
     from computewise.estimate.adapters import Adapters
 
 __all__ = [
+    "EIGHT_BIT_LINEAR",
     "HostCosts",
     "KernelRates",
     "MicrobatchKernels",
     "MicrobatchShape",
     "StepKernels",
+    "attention_peak_ratio",
     "decode_kernels",
     "distinct_training_kernels",
     "experts_touched",
@@ -86,6 +98,11 @@ _PACKED_KEY_LIMIT = 2**62  # the distinct-row key is renumbered before it could 
 _ADAM_BYTES_PER_PARAM = 28.0  # fused AdamW reads weight, gradient, two moments (fp32) and writes three
 _CAST_BYTES_PER_PARAM = 6.0  # autocast reads each fp32 weight and writes its 16-bit copy, every forward
 _GRAD_ACCUMULATE_BYTES_PER_PARAM = 10.0  # a 16-bit weight gradient read, added into the fp32 .grad
+# Precisions that quantise the linear layers' GEMMs and leave attention to the 16-bit kernels:
+# Transformer Engine's fp8 training runs DotProductAttention in bf16 unless fp8 attention is asked for
+# (its recipe's fp8_dpa, Megatron's --fp8-dot-product-attention, both off by default), and vLLM's fp8
+# and int8 W8A8 schemes quantise nn.Linear only, attention reading a 16-bit KV cache by default.
+EIGHT_BIT_LINEAR: tuple[Dtype, ...] = ("fp8", "int8")
 
 
 @dataclass(frozen=True)
@@ -93,6 +110,9 @@ class KernelRates:
     """What one device sustains per kernel kind, per row."""
 
     gemm_flops: FloatArray  # a large GEMM at the job's precision
+    # A large GEMM that 8-bit recipes leave in 16 bits (attention's own matmuls, the LM head): gemm_flops
+    # at every other precision.
+    unquantised_gemm_flops: FloatArray
     attention_flops: FloatArray  # fused attention (FlashAttention-2), forward
     stream_bytes_per_s: FloatArray  # an elementwise kernel's HBM bandwidth
     kernel_floor_s: FloatArray  # device time of the smallest kernel
@@ -109,25 +129,33 @@ class KernelRates:
         matmul_fraction: FloatArray | None = None,
         stream_fraction: FloatArray | None = None,
         devices: FloatArray | float = 1.0,
+        attention_peak_ratio: FloatArray | None = None,
     ) -> KernelRates:
         """Rates from the data sheet (or a calibration's measured peak and triad) and the burst shares a
         kernel reaches of them: measured or published where given (``profile_shares``), else the catalog's
         assumptions. One device is timed at its burst rate (the measured H100 rows ran one GPU beside idle
         ones); a step synchronised over several ``devices`` runs its GEMMs at the sustained rate of a chip
         at its power limit, and at the pace of the slowest device. A device of unknown bandwidth (0) is
-        timed by its FLOPs alone."""
+        timed by its FLOPs alone. Attention and the LM head run at ``attention_peak_ratio`` of the GEMMs'
+        peak (``kernels.attention_peak_ratio``; None: 1)."""
         matmul = assumptions.matmul_peak_fraction if matmul_fraction is None else matmul_fraction
         stream = assumptions.stream_bandwidth_fraction if stream_fraction is None else stream_fraction
         at_scale = assumptions.sustained_matmul_share * assumptions.slowest_device_share
         gemm_flops = col(peak_flops) * col(matmul) * np.where(col(devices) > 1, at_scale, 1.0)
+        unquantised = gemm_flops * (1.0 if attention_peak_ratio is None else col(attention_peak_ratio))
         bandwidth = col(memory_bandwidth_bytes_per_s)
         return cls(
             gemm_flops=gemm_flops,
-            attention_flops=gemm_flops * assumptions.attention_share_of_matmul,
+            unquantised_gemm_flops=unquantised,
+            attention_flops=unquantised * assumptions.attention_share_of_matmul,
             stream_bytes_per_s=np.where(bandwidth > 0, bandwidth * col(stream), np.inf),
             kernel_floor_s=col(assumptions.kernel_floor_s),
             attention_shares=_attention_shares(assumptions),
         )
+
+    def unquantised(self) -> KernelRates:
+        """These rates for the GEMMs an 8-bit recipe leaves in 16 bits (attention's matmuls, the LM head)."""
+        return replace(self, gemm_flops=self.unquantised_gemm_flops)
 
     def fused_attention_flops(self, attention: FloatArray) -> FloatArray:
         """The forward rate of each row's fused attention kernel (``attention``: its ATTENTION_KERNELS index)."""
@@ -146,6 +174,19 @@ def _attention_shares(assumptions: Assumptions) -> tuple[float, ...]:
         "flash-v1": assumptions.flash_v1_attention_share_of_flash,
     }
     return tuple(shares[kernel] for kernel in ATTENTION_KERNELS)
+
+
+def attention_peak_ratio(peak_flops: Mapping[Dtype, float], precision: str) -> float:
+    """Attention's tensor-core peak over the GEMMs' at ``precision`` (``KernelRates.of``): the 16-bit peak
+    over the 8-bit one where only the linear layers are quantised (``EIGHT_BIT_LINEAR``), else 1. On an
+    H100 fp8's GEMMs have twice bf16's peak and its attention does not; a chip whose 8-bit peak is no
+    higher than its 16-bit one (Gaudi 3) keeps 1."""
+    peaks = {str(name): value for name, value in peak_flops.items()}
+    own = peaks.get(precision, 0.0)
+    sixteen = max(peaks.get("bf16", 0.0), peaks.get("fp16", 0.0))
+    if precision not in EIGHT_BIT_LINEAR or own <= 0.0 or sixteen <= 0.0:
+        return 1.0
+    return min(sixteen / own, 1.0)
 
 
 def profile_shares(profile: KernelProfile | None, dtype: str, assumptions: Assumptions) -> tuple[float, float]:
@@ -397,7 +438,7 @@ def _layer_forward(
     # Unfused attention: QK^T and PV as batched GEMMs, softmax (and dropout) over the a*s^2 scores.
     drop = 0.0 if model.gated_ffn else 1.0
     scores_bytes = tokens * heads * 2.0 * attended * (2 * act + drop * (2 * act + 1))
-    bmm = gemm_s(tokens, 2.0 * attended, d, act, rates) * heads
+    bmm = gemm_s(tokens, 2.0 * attended, d, act, rates.unquantised()) * heads
     unfused_core = StepKernels(bmm, col(2.0)) + _stream(scores_bytes, 1.0 + drop, rates)
     core = StepKernels(
         np.where(col(attention) > 0, fused_core.device_s, unfused_core.device_s),
@@ -427,10 +468,11 @@ def _head_and_loss(
         zero = StepKernels(col(0.0) * tokens, col(0.0) * tokens)
         return zero, zero
     vocab, h = model.vocab_size / col(tp), float(model.hidden_size)
-    forward = gemm_s(tokens, vocab, h, act, rates)
-    backward = gemm_s(tokens, h, vocab, act, rates)
+    head = rates.unquantised()  # Megatron's output layer and torchao's float8 conversion keep it in 16 bits
+    forward = gemm_s(tokens, vocab, h, act, head)
+    backward = gemm_s(tokens, h, vocab, act, head)
     if trained:
-        backward = backward + gemm_s(vocab, h, tokens, act, rates)
+        backward = backward + gemm_s(vocab, h, tokens, act, head)
     loss = _stream(tokens * vocab * logits_bytes, 6.0, rates)
     half = loss.times(0.5)
     head_backward = StepKernels(backward, 0.0 * tokens, col(2.0 if trained else 1.0) + 0.0 * tokens) + half.backward(
@@ -538,6 +580,7 @@ def distinct_training_kernels(
     columns = shape.columns()
     rate_columns = (
         rates.gemm_flops,
+        rates.unquantised_gemm_flops,
         rates.attention_flops,
         rates.stream_bytes_per_s,
         rates.kernel_floor_s,
@@ -548,8 +591,8 @@ def distinct_training_kernels(
     full = [np.broadcast_to(col(c), rows) for c in (*columns, *rate_columns)]
     first, index = _distinct_rows(full)
     distinct = [c[first] for c in full]
-    gemm, flash, stream, floor = distinct[len(columns) :]
-    distinct_rates = KernelRates(gemm, flash, stream, floor, rates.attention_shares)
+    gemm, unquantised, flash, stream, floor = distinct[len(columns) :]
+    distinct_rates = KernelRates(gemm, unquantised, flash, stream, floor, rates.attention_shares)
     micro = training_kernels(model, MicrobatchShape(*distinct[: len(columns)]), distinct_rates, adapters)
     return MicrobatchKernels(plain=micro.plain.take(index), recomputed=micro.recomputed.take(index))
 
@@ -648,5 +691,5 @@ def _head_only(
     if model.vocab_size <= 0:
         return StepKernels(col(0.0) * tokens, col(0.0) * tokens)
     vocab = model.vocab_size / col(tp)
-    head = gemm_s(tokens, vocab, float(model.hidden_size), act, rates)
+    head = gemm_s(tokens, vocab, float(model.hidden_size), act, rates.unquantised())  # vLLM keeps it 16-bit
     return StepKernels(head, col(1.0) + 0.0 * tokens) + _stream(tokens * vocab * (act + _FP32), 3.0, rates)

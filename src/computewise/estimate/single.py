@@ -26,7 +26,7 @@ from computewise.estimate.infer import (
     inference_act_bytes,
     inference_weight_bytes,
 )
-from computewise.estimate.kernels import profile_shares
+from computewise.estimate.kernels import attention_peak_ratio, profile_shares
 from computewise.estimate.layout import check_layout, heads_fix
 from computewise.estimate.memory import (
     MemoryBreakdown,
@@ -712,6 +712,7 @@ def estimate_train(
         utilization=share,
         matmul_fraction=col(profiled[0]) if calibrated is None else calibrated.matmul_fraction,
         stream_fraction=col(1.0 if calibrated is not None and calibrated.memory_bandwidth_bytes_per_s else profiled[1]),
+        attention_peak_ratio=col(attention_peak_ratio(accelerator.peak_flops, job.precision)),
     )
     with np.errstate(divide="ignore", invalid="ignore"):  # a link of unknown speed: its time is dropped below
         columns = evaluate_train(model, job.tokens, layout, hardware, assumptions, adapters=adapters)
@@ -942,6 +943,7 @@ def estimate_infer(
         all_logits=col(job.framework == "transformers"),
         matmul_fraction=col(profiled[0]),
         stream_fraction=col(profiled[1]),
+        attention_peak_ratio=col(attention_peak_ratio(accelerator.peak_flops, job.precision)),
     )
     scope = scope_for(tp, hw.devices_per_node)
     notes = (

@@ -208,7 +208,13 @@ def _compute_s(
         at_share = hw.peak_flops * given
         return hardware_per_token * per_device_tokens / at_share, model_per_token * per_device_tokens / at_share
     rates = KernelRates.of(
-        hw.peak_flops, hw.memory_bandwidth_bytes_per_s, assumptions, hw.matmul_fraction, hw.stream_fraction, rows.gpus
+        hw.peak_flops,
+        hw.memory_bandwidth_bytes_per_s,
+        assumptions,
+        hw.matmul_fraction,
+        hw.stream_fraction,
+        rows.gpus,
+        hw.attention_peak_ratio,
     )
     costs = HostCosts.of(assumptions)
     host = costs.per_kernel_s(rows.framework, rows.execution, training=True)

@@ -187,6 +187,8 @@ class TrainHardware:
     utilization: FloatArray | None = None  # achieved fraction of peak; None (or NaN in a row): the calibrated model
     matmul_fraction: FloatArray | None = None  # a large GEMM's share of ``peak_flops``; None: the assumption
     stream_fraction: FloatArray | None = None  # an elementwise kernel's share of the bandwidth; None: the assumption
+    # Attention's and the LM head's peak over ``peak_flops`` (``kernels.attention_peak_ratio``); None: 1.
+    attention_peak_ratio: FloatArray | None = None
 
 
 @dataclass(frozen=True)

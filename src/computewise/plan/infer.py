@@ -31,7 +31,7 @@ from computewise.estimate.infer import (
     inference_act_bytes,
     inference_weight_bytes,
 )
-from computewise.estimate.kernels import profile_shares
+from computewise.estimate.kernels import attention_peak_ratio, profile_shares
 from computewise.estimate.pricing import cheapest_rental
 from computewise.estimate.quote import offering_quote
 from computewise.estimate.single import memory_dict
@@ -243,6 +243,7 @@ def plan_infer(model: ModelSpec, catalog: Catalog, assumptions: Assumptions, c: 
                 all_logits=col(0.0) + 0 * tp,
                 matmul_fraction=col([share[0] for share in shares]),
                 stream_fraction=col([share[1] for share in shares]),
+                attention_peak_ratio=col([attention_peak_ratio(accel.peak_flops, r[1]) for r in rows]),
             ),
             assumptions,
         )

@@ -49,7 +49,7 @@ from computewise.estimate.infer import (
     inference_act_bytes,
     inference_weight_bytes,
 )
-from computewise.estimate.kernels import profile_shares
+from computewise.estimate.kernels import attention_peak_ratio, profile_shares
 from computewise.estimate.quote import Ask, PriceRequest, quote
 from computewise.estimate.single import default_precision
 from computewise.estimate.traced import tensor_core_flag
@@ -527,6 +527,7 @@ def _model_service(
             all_logits=col(0.0),
             matmul_fraction=col(shares[0]),
             stream_fraction=col(shares[1]),
+            attention_peak_ratio=col(attention_peak_ratio(acc.peak_flops, precision)),
         ),
         assumptions,
     )

@@ -40,7 +40,7 @@ from computewise.estimate.calibrated import calibrated_compute, matmul_sizes
 from computewise.estimate.collectives import Fabric, fabric_for, stack_fabrics
 from computewise.estimate.cost import energy_kwh, server_w_per_device
 from computewise.estimate.data_movement import DataSite, data_movement, egress_scope
-from computewise.estimate.kernels import profile_shares
+from computewise.estimate.kernels import attention_peak_ratio, profile_shares
 from computewise.estimate.layout import VIRTUAL_STAGES, stage_slots
 from computewise.estimate.memory import MemoryBreakdown, bytes_per_value, optimizer_bytes_per_param
 from computewise.estimate.pricing import cheapest_rental
@@ -493,6 +493,7 @@ def _train_hardware(
 
     peak_table = np.array([[h.accelerator.peak_flops.get(p, 0.0) for p in PRECISIONS] for h in hardware])
     shares = np.array([[profile_shares(h.profile, p, assumptions) for p in PRECISIONS] for h in hardware])
+    ratios = np.array([[attention_peak_ratio(h.accelerator.peak_flops, p) for p in PRECISIONS] for h in hardware])
     zeros = np.zeros(len(shape))
     return TrainHardware(
         peak_flops=peak_table[shape, precision],
@@ -507,6 +508,7 @@ def _train_hardware(
         pue=zeros + 1.0,
         matmul_fraction=shares[shape, precision, 0],
         stream_fraction=shares[shape, precision, 1],
+        attention_peak_ratio=ratios[shape, precision],
     )
 
 
