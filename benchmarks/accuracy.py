@@ -84,6 +84,7 @@ class Run:
     tp: int
     pp: int
     cp: int
+    ep: int  # experts spread over this many of the data-parallel ranks (1: a dense model)
     virtual_stages: int  # 0: not published, the fastest the layout allows
     micro_batch: int
     global_batch: int
@@ -132,6 +133,9 @@ def _model(row: dict[str, str]) -> ModelSpec:
         gated_ffn=row["gated"] == "true",
         tied_embeddings=row["tied"] == "true",
         max_seq_len=int(row["seq_len"]),
+        experts=int(row["experts"]),
+        active_experts=int(row["active_experts"]),
+        head_dim=int(row["head_dim"]),  # 0: hidden / heads
     )
     return dataclasses.replace(spec, params=count_params(spec, FAMILIES[row["family"]]))
 
@@ -160,6 +164,7 @@ def load_runs(path: Path = DATA) -> list[Run]:
             tp=int(r["tp"]),
             pp=int(r["pp"]),
             cp=int(r["cp"]),
+            ep=int(r["ep"]),
             virtual_stages=int(r["virtual_stages"]),
             micro_batch=int(r["micro_batch"]),
             global_batch=int(r["global_batch"]),
@@ -183,7 +188,7 @@ def _schedules(run: Run) -> list[int]:
     if run.virtual_stages > 0:
         return [run.virtual_stages]
     microbatches = run.global_batch // (run.dp * run.micro_batch)
-    parallelism = Parallelism(dp=run.dp, tp=run.tp, pp=run.pp, cp=run.cp)
+    parallelism = Parallelism(dp=run.dp, tp=run.tp, pp=run.pp, cp=run.cp, ep=run.ep)
     return [
         v
         for v in VIRTUAL_STAGES
@@ -201,6 +206,7 @@ def _layout(run: Run, virtual_stages: int) -> TrainLayout:
         zero=run.zero,
         sequence_parallel=run.sequence_parallel,
         cp=run.cp,
+        ep=run.ep,
         virtual_stages=virtual_stages,
     )
     job = TrainJob(

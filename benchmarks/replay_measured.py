@@ -258,8 +258,8 @@ def _torchtitan_memory_error(assumptions: Assumptions) -> float:
 
 
 def track_record_csv(rows: list[Replayed]) -> str:
-    """The bands of ``catalog/data/track_record.csv``: one GPU from these rows (held out), many nodes
-    from the published runs held out of ``benchmarks/accuracy.py``'s fit."""
+    """The bands of ``catalog/data/track_record.csv``: one GPU from these rows (held out), one node, many
+    nodes and mixture-of-experts models from the published runs held out of ``benchmarks/accuracy.py``'s fit."""
     import accuracy
     from computewise.catalog.track_record import COLUMNS
 
@@ -278,12 +278,13 @@ def track_record_csv(rows: list[Replayed]) -> str:
     lines.append(f'one-node,train,memory,{n},{median},{worst},"{source}"')
     runs = accuracy.load_runs()
     results = accuracy.table(runs, assumptions)
-    scopes: tuple[tuple[str, Callable[[int], bool]], ...] = (
-        ("one-node", lambda gpus: gpus <= 8),
-        ("many-nodes", lambda gpus: gpus > 8),
+    scopes: tuple[tuple[str, Callable[[accuracy.Run], bool]], ...] = (
+        ("one-node", lambda run: run.gpus <= 8 and run.model.experts <= 1),
+        ("many-nodes", lambda run: run.gpus > 8 and run.model.experts <= 1),
+        ("mixture-of-experts", lambda run: run.model.experts > 1),
     )
     for scope, in_scope in scopes:
-        held_out = [r for run, r in zip(runs, results, strict=True) if r.role == "check" and in_scope(run.gpus)]
+        held_out = [r for run, r in zip(runs, results, strict=True) if r.role == "check" and in_scope(run)]
         n, median, worst = _band([abs(r.error) for r in held_out])
         source = "benchmarks/accuracy.py: published runs held out of the fit (docs/ACCURACY.md)"
         lines.append(f'{scope},train,time,{n},{median},{worst},"{source}"')

@@ -24,6 +24,7 @@ def test_the_scope_is_one_device_one_node_or_many() -> None:
     assert scope_for(1, 8) == "single-gpu"
     assert scope_for(8, 8) == "one-node"
     assert scope_for(16, 8) == "many-nodes"
+    assert scope_for(1, 8, experts=8) == "mixture-of-experts"  # routing and token exchange: a kind of its own
 
 
 def test_the_bundled_file_holds_measured_bands_only() -> None:
@@ -31,7 +32,8 @@ def test_the_bundled_file_holds_measured_bands_only() -> None:
     assert ("single-gpu", "train", "time") in records
     assert ("one-node", "infer", "time") not in records  # nothing measured there: no guess
     for record in records.values():
-        assert record.rows > 0 and 0 <= record.median_abs_error <= record.worst_abs_error < 1
+        # A fraction of the measured figure; a miss can exceed 100 % (MoE dispatch), never 1,000 %.
+        assert record.rows > 0 and 0 <= record.median_abs_error <= record.worst_abs_error < 10
 
 
 def test_a_file_with_another_header_is_refused(tmp_path: Path) -> None:

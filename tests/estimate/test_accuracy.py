@@ -47,7 +47,12 @@ def test_megatron_tables_within_the_targets(results: dict[str, object]) -> None:
 
 
 # Held-out rows outside 25 %, each explained in docs/ACCURACY.md; a new miss fails the test.
-DOCUMENTED_MISSES = {"mtnlg-530b-2800", "mtnlg-530b-3360"}
+DOCUMENTED_MISSES = {
+    "mtnlg-530b-2800",
+    "mtnlg-530b-3360",
+    "nemo-qwen3-30b-a3b-dropless-mb2",  # dropless MoE dispatch: 2x NVIDIA's token-drop run of the same layout
+    "nemo-qwen3-30b-a3b-dropless-mb1",
+}
 
 
 def test_held_out_runs_within_25_percent(results: dict[str, object]) -> None:
@@ -87,6 +92,14 @@ def test_quick_script_prints_the_table() -> None:
 def test_nemo_fp8_runs_within_10_percent(results: dict[str, object]) -> None:
     """Megatron-Bridge's published FP8 pre-training on DGX H100 (Llama 3 8B to 405B, 8 to 1,024 GPUs): fp8
     GEMMs in the transformer blocks, attention and the LM head in bf16 as Transformer Engine runs them."""
-    nemo = {n: r for n, r in results.items() if n.startswith("nemo-")}
+    nemo = {n: r for n, r in results.items() if n.startswith("nemo-llama")}
     assert len(nemo) == 5
     assert all(abs(r.error) <= 0.10 for r in nemo.values()), {n: r.error for n, r in nemo.items()}  # type: ignore[attr-defined]
+
+
+def test_nvidia_token_drop_moe_run_within_25_percent(results: dict[str, object]) -> None:
+    """Qwen3-30B-A3B on 16 H100s with 8-way expert parallelism: each device's grouped GEMMs run its 16 experts
+    on the tokens of all 8 devices, and the router and the token shuffles are timed. NVIDIA's dropless runs of
+    the same layout are twice as slow as its token-drop one, which the estimate does not explain (DOCUMENTED_MISSES)."""
+    row = results["nemo-qwen3-30b-a3b-tokendrop"]
+    assert abs(row.error) <= 0.25  # type: ignore[attr-defined]

@@ -20,6 +20,7 @@ from computewise.estimate.kernels import (
     distinct_training_kernels,
     experts_touched,
     gemm_s,
+    local_experts_touched,
     training_kernels,
 )
 from computewise.models import preset
@@ -200,3 +201,16 @@ def test_eight_bit_recipes_keep_attention_and_the_lm_head_in_16_bits(
         for name, r in (("bf16", bf16), ("fp8", fp8), ("naive", naive))
     }
     assert step["naive"] < 0.9 * step["fp8"] < step["fp8"] < 0.75 * step["bf16"]
+
+
+def test_expert_parallelism_gives_each_device_fewer_experts_and_more_tokens() -> None:
+    """Under expert parallelism each device holds E/ep experts and runs them on the tokens every device of the
+    group routes to them (Megatron's grouped MLP after the all-to-all): Mixtral's 8 experts over 8 devices of
+    4,096 tokens each, top-2, is one expert per device on 4,096 x 2 x 8 / 8 = 8,192 tokens."""
+    mixtral = preset("mixtral-8x7b")
+    tokens = col(4096.0)
+    assert float(local_experts_touched(mixtral, tokens, 1.0)) == pytest.approx(8.0)
+    assert float(local_experts_touched(mixtral, tokens, 8.0)) == pytest.approx(1.0)
+    assert float(local_experts_touched(mixtral, tokens, 2.0)) == pytest.approx(4.0)
+    # One decoded token still reaches its two experts, wherever they are.
+    assert float(local_experts_touched(mixtral, col(1.0), 1.0)) == pytest.approx(2.0)

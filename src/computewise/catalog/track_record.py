@@ -22,8 +22,8 @@ from computewise.errors import CatalogError
 
 __all__ = ["COLUMNS", "SCOPES", "Figure", "Kind", "Scope", "TrackRecord", "load_track_record", "scope_for"]
 
-Scope = Literal["single-gpu", "one-node", "many-nodes"]
-SCOPES: tuple[Scope, ...] = ("single-gpu", "one-node", "many-nodes")
+Scope = Literal["single-gpu", "one-node", "many-nodes", "mixture-of-experts"]
+SCOPES: tuple[Scope, ...] = ("single-gpu", "one-node", "many-nodes", "mixture-of-experts")
 Kind = Literal["train", "infer"]
 Figure = Literal["time", "memory"]
 COLUMNS = ("scope", "kind", "figure", "rows", "median_abs_error", "worst_abs_error", "source")
@@ -43,8 +43,12 @@ class TrackRecord:
     source: str
 
 
-def scope_for(gpus: int, devices_per_node: int) -> Scope:
-    """The kind of run a job of ``gpus`` devices is: on one device, within one node, or across nodes."""
+def scope_for(gpus: int, devices_per_node: int, experts: int = 1) -> Scope:
+    """The kind of run a job of ``gpus`` devices is: on one device, within one node, or across nodes. A
+    mixture-of-experts model (``experts`` > 1) is a kind of its own at any size: its runs spend time on
+    routing and on exchanging tokens, which the dense runs behind the other bands never did."""
+    if experts > 1:
+        return "mixture-of-experts"
     if gpus <= 1:
         return "single-gpu"
     return "one-node" if gpus <= max(devices_per_node, 1) else "many-nodes"

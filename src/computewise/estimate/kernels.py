@@ -67,6 +67,7 @@ __all__ = [
     "distinct_training_kernels",
     "experts_touched",
     "gemm_s",
+    "local_experts_touched",
     "optimizer_kernels",
     "prefill_kernels",
     "profile_shares",
@@ -399,6 +400,47 @@ def experts_touched(model: ModelSpec, tokens: FloatArray) -> FloatArray:
     return np.maximum(experts * (1.0 - np.power(1.0 - active / experts, col(tokens))), active)
 
 
+def local_experts_touched(model: ModelSpec, tokens: FloatArray, ep: FloatArray | float) -> FloatArray:
+    """The experts one device runs in a layer: of its E/ep experts, those that receive at least one token.
+
+    Expert parallelism spreads the E experts over ``ep`` devices, each device's ``tokens`` tokens are
+    dispatched to the devices holding their experts, so each device's experts see the tokens of all
+    ``ep`` devices (``experts_touched`` of ep x tokens), and it holds 1/ep of them.
+    """
+    return experts_touched(model, col(tokens) * col(ep)) / col(ep)
+
+
+def _token_dispatch(
+    model: ModelSpec,
+    tokens: FloatArray,
+    act: FloatArray,
+    tp: FloatArray,
+    sp: FloatArray,
+    ep: FloatArray,
+    rates: KernelRates,
+) -> StepKernels:
+    """A mixture-of-experts layer's routing and token shuffles in training, forward (its backward moves the
+    same bytes back): nothing for a dense model.
+
+    The router is a GEMM to E logits (kept out of fp8) with a softmax and a top-k over them. Megatron's
+    all-to-all dispatcher then copies each token once per chosen expert into expert order (permute);
+    where the exchange spreads experts over devices (ep > 1) and a device holds several, the received
+    copies are regrouped by local expert and back again; the expert outputs are scattered back onto
+    their tokens, weighted by the routing probabilities (unpermute). Each copy moves k tokens' hidden
+    states for each token.
+    """
+    if model.experts <= 1:
+        return StepKernels(col(0.0) * tokens, col(0.0) * tokens)
+    k = float(max(model.active_experts, 1))
+    h = float(model.hidden_size) / np.where(col(sp) > 0, col(tp), 1.0)
+    regrouped = (col(ep) > 1) & (model.experts / col(ep) > 1)
+    copies = 2.0 + 2.0 * k + np.where(regrouped, 4.0 * k, 0.0)  # in units of one token's hidden state
+    router = gemm_s(tokens, float(model.experts), h, act, rates.unquantised())
+    scores = _stream(tokens * model.experts * 4.0 * _FP32, 4.0, rates)  # fp32 logits, softmax, top-k
+    shuffles = _stream(col(tokens) * h * col(act) * copies, 4.0 + np.where(regrouped, 2.0, 0.0), rates)
+    return StepKernels(router, col(1.0) + 0.0 * router) + scores + shuffles
+
+
 def _layer_forward(
     model: ModelSpec,
     tokens: FloatArray,
@@ -410,15 +452,19 @@ def _layer_forward(
     framework: FloatArray,
     execution: FloatArray,
     rates: KernelRates,
+    ep: FloatArray | float = 1.0,
 ) -> tuple[StepKernels, StepKernels, StepKernels]:
     """(matmuls, attention core, everything else) of one layer's forward, and the backward of each.
 
     Returned as forward pieces; the caller scales them for the backward. ``attended`` is the mean
-    number of keys a query sees (half the sequence for causal attention).
+    number of keys a query sees (half the sequence for causal attention); ``ep`` the devices the
+    experts are spread over.
     """
     shapes, attention_kernels, mlp_kernels = _matmuls(model, framework, execution)
-    # The MLP runs once per touched expert, on the tokens routed to it: its weights are read once each.
-    touched = experts_touched(model, tokens)
+    # The MLP runs once per touched expert on this device, on the tokens routed to it from the whole
+    # expert-parallel group (as many token-expert pairs as the device's own tokens make, when balanced):
+    # its weights are read once each.
+    touched = local_experts_touched(model, tokens, ep)
     per_expert_tokens = tokens * float(max(model.active_experts, 1)) / touched
     gemm = col(0.0)
     for i, (n, k) in enumerate(shapes):
@@ -523,6 +569,7 @@ class MicrobatchShape:
     framework: FloatArray
     execution: FloatArray
     has_head: FloatArray  # 0/1: this device runs the LM head and the loss
+    ep: FloatArray | float = 1.0  # devices the experts of a mixture-of-experts layer are spread over
 
     def columns(self) -> tuple[FloatArray, ...]:
         return tuple(getattr(self, f.name) for f in fields(self))
@@ -535,18 +582,22 @@ def training_kernels(
     recomputed as ``shape.recompute`` says. ``adapters``: a LoRA/QLoRA job, whose frozen matmuls compute
     input gradients only and whose adapters and dequantization add their own kernels (``_adapter_forward``).
     """
-    tokens, seq_len, layers, act, tp, sp, attention, recompute, framework, execution, has_head = shape.columns()
+    tokens, seq_len, layers, act, tp, sp, attention, recompute, framework, execution, has_head, ep = shape.columns()
     causal = 0.5 if model.architecture == "decoder" else 1.0
     attended = col(seq_len) * causal
     if model.sliding_window:
         attended = np.minimum(attended, float(model.sliding_window))
-    matmuls, core, rest = _layer_forward(model, tokens, attended, act, tp, sp, attention, framework, execution, rates)
-    forward = matmuls + core + rest
+    matmuls, core, rest = _layer_forward(
+        model, tokens, attended, act, tp, sp, attention, framework, execution, rates, ep
+    )
+    dispatch = _token_dispatch(model, tokens, act, tp, sp, col(ep), rates)
+    forward = matmuls + core + rest + dispatch
     matmul_backward = 2.0 if adapters is None else 1.0  # input and weight gradients, or the input's only
     backward = (
         matmuls.backward(matmul_backward, matmul_backward)
         + core.backward(_ATTENTION_BACKWARD_WORK, 1.0)
         + rest.backward(2.0, 2.0)
+        + dispatch.backward(1.0, 1.0)
     )
     if adapters is not None:
         adapter_gemms, adapter_rest, dequant = _adapter_forward(adapters, tokens, act, tp, rates)

@@ -742,7 +742,7 @@ def estimate_train(
             f"{job.tokens:.3g} {unit} are less than one optimizer step ({step_tokens:,}: {step}), so one whole "
             "step is timed; a smaller --global-batch times less"
         )
-    scope = scope_for(gpus, hw.devices_per_node)
+    scope = scope_for(gpus, hw.devices_per_node, model.experts)
     notes.append(track_record_note(scope, "train", model))
     notes.extend(_power_notes(accelerator, assumptions))
     notes.extend(model.notes)
@@ -945,7 +945,7 @@ def estimate_infer(
         stream_fraction=col(profiled[1]),
         attention_peak_ratio=col(attention_peak_ratio(accelerator.peak_flops, job.precision)),
     )
-    scope = scope_for(tp, hw.devices_per_node)
+    scope = scope_for(tp, hw.devices_per_node, model.experts)
     notes = (
         hw.explanation,
         *hw.notes,

@@ -240,6 +240,7 @@ def _compute_s(
             framework=rows.framework,
             execution=rows.execution,
             has_head=1.0 / rows.pp,
+            ep=rows.ep,
         )
         micro = distinct_training_kernels(model, shape, rates, adapters)
     trained = model.params if adapters is None else adapters.trainable_params
