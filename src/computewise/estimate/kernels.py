@@ -56,7 +56,6 @@ if TYPE_CHECKING:
     from computewise.estimate.adapters import Adapters
 
 __all__ = [
-    "EIGHT_BIT_LINEAR",
     "HostCosts",
     "KernelRates",
     "MicrobatchKernels",
@@ -103,7 +102,7 @@ _GRAD_ACCUMULATE_BYTES_PER_PARAM = 10.0  # a 16-bit weight gradient read, added 
 # Transformer Engine's fp8 training runs DotProductAttention in bf16 unless fp8 attention is asked for
 # (its recipe's fp8_dpa, Megatron's --fp8-dot-product-attention, both off by default), and vLLM's fp8
 # and int8 W8A8 schemes quantise nn.Linear only, attention reading a 16-bit KV cache by default.
-EIGHT_BIT_LINEAR: tuple[Dtype, ...] = ("fp8", "int8")
+_EIGHT_BIT_LINEAR: tuple[Dtype, ...] = ("fp8", "int8")
 
 
 @dataclass(frozen=True)
@@ -179,13 +178,13 @@ def _attention_shares(assumptions: Assumptions) -> tuple[float, ...]:
 
 def attention_peak_ratio(peak_flops: Mapping[Dtype, float], precision: str) -> float:
     """Attention's tensor-core peak over the GEMMs' at ``precision`` (``KernelRates.of``): the 16-bit peak
-    over the 8-bit one where only the linear layers are quantised (``EIGHT_BIT_LINEAR``), else 1. On an
+    over the 8-bit one where only the linear layers are quantised (``_EIGHT_BIT_LINEAR``), else 1. On an
     H100 fp8's GEMMs have twice bf16's peak and its attention does not; a chip whose 8-bit peak is no
     higher than its 16-bit one (Gaudi 3) keeps 1."""
     peaks = {str(name): value for name, value in peak_flops.items()}
     own = peaks.get(precision, 0.0)
     sixteen = max(peaks.get("bf16", 0.0), peaks.get("fp16", 0.0))
-    if precision not in EIGHT_BIT_LINEAR or own <= 0.0 or sixteen <= 0.0:
+    if precision not in _EIGHT_BIT_LINEAR or own <= 0.0 or sixteen <= 0.0:
         return 1.0
     return min(sixteen / own, 1.0)
 
@@ -426,8 +425,8 @@ def _token_dispatch(
     all-to-all dispatcher then copies each token once per chosen expert into expert order (permute);
     where the exchange spreads experts over devices (ep > 1) and a device holds several, the received
     copies are regrouped by local expert and back again; the expert outputs are scattered back onto
-    their tokens, weighted by the routing probabilities (unpermute). Each copy moves k tokens' hidden
-    states for each token.
+    their tokens, weighted by the routing probabilities (unpermute). Counted in one token's hidden
+    state read or written: 1 + k to permute, k + 1 to unpermute, and 2k each way to regroup.
     """
     if model.experts <= 1:
         return StepKernels(col(0.0) * tokens, col(0.0) * tokens)
