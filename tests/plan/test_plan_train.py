@@ -95,7 +95,13 @@ def _brute_force_times(
     """
     from computewise.estimate.memory import bytes_per_value, optimizer_bytes_per_param
     from computewise.estimate.train import TrainLayout, evaluate_train
-    from computewise.plan.train import PLANNED_RECOMPUTES, _hardware, _train_hardware, instance_counts
+    from computewise.plan.train import (
+        PLANNED_RECOMPUTES,
+        _hardware,
+        _train_hardware,
+        fp16_stands_in_for_bf16,
+        instance_counts,
+    )
     from computewise.specs import FRAMEWORKS, PRECISIONS, RECOMPUTES
 
     cps = [1, *[cp for cp in (2, 4, 8, 16) if c.seq_len >= 8192 and c.seq_len // cp >= 1024]]
@@ -122,6 +128,8 @@ def _brute_force_times(
                     continue
                 layout = _layout_rules(model.total_layers, gpus // cp, tp, pp, v, c.global_batch, micro, zero)
                 if layout is None or h.accelerator.peak_flops.get(precision, 0.0) <= 0:
+                    continue
+                if precision == "fp16" and fp16_stands_in_for_bf16(h.accelerator, c.precisions):
                     continue
                 rows.append(
                     (tp, pp, layout.dp, zero, micro, RECOMPUTES.index(recompute), bytes_per_value(precision),

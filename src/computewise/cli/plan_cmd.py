@@ -109,9 +109,12 @@ class _Offerings(FlagGroup):
     spot: Annotated[bool, typer.Option("--spot", help="Only spot prices (default: every --pricing).")] = False
     no_spot: Annotated[bool, typer.Option("--no-spot", help="Never spot prices.")] = False
     pricing: Annotated[list[str] | None, typer.Option(help="Pricing models to consider (repeatable).")] = None
-    precision: Annotated[list[str] | None, typer.Option(help="Precisions to consider (repeatable; fp8 is opt-in).")] = (
-        None
-    )
+    precision: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Precisions to consider (repeatable; fp8 is opt-in; fp16 beside bf16 only on chips without bf16)."
+        ),
+    ] = None
 
     def narrow(self, constraints: TrainConstraints, catalog: Catalog) -> TrainConstraints:
         """``constraints`` searching only these offerings, each name checked against the catalog."""

@@ -14,9 +14,9 @@ Enumerate, filter, rank, in three passes that are exact, not heuristic:
    deadline, budget, ranking and Pareto frontier work on those options.
 
 Step 2 leaves out, untimed, only rows that could not change the answer: a precision whose rows are as
-fast as those of one listed before it on that accelerator and hold no less (same bytes, same peak: bf16
-and fp16 on most chips; Megatron's layout keeps fp16's an fp32 gradient copy more) could at best tie, and
-ties go to the first row. Every recompute
+fast as those of one listed before it on that accelerator and hold no less (same bytes, same gradient
+buffer, same peak) could at best tie, and ties go to the first row. One exception is a policy, not a tie:
+fp16 asked beside bf16 is planned only on chips without bf16 (``fp16_stands_in_for_bf16``). Every recompute
 level that fits is timed: recomputing adds work, but a time model that hides more communication
 behind a longer backward may still rank it first, so pruning it would be a heuristic.
 """
@@ -42,7 +42,12 @@ from computewise.estimate.cost import energy_kwh, server_w_per_device
 from computewise.estimate.data_movement import DataSite, data_movement, egress_scope
 from computewise.estimate.kernels import attention_peak_ratio, profile_shares
 from computewise.estimate.layout import VIRTUAL_STAGES, stage_slots
-from computewise.estimate.memory import MemoryBreakdown, bytes_per_value, optimizer_bytes_per_param
+from computewise.estimate.memory import (
+    MemoryBreakdown,
+    bytes_per_value,
+    framework_state_bytes,
+    optimizer_bytes_per_param,
+)
 from computewise.estimate.pricing import cheapest_rental
 from computewise.estimate.quantized import qlora_unsupported_reason
 from computewise.estimate.quote import Quote, egress_usd_per_gb, offering_quote, server_quote
@@ -416,18 +421,33 @@ _MEMORY_FIXES: dict[str, str] = {
 }
 
 
+def fp16_stands_in_for_bf16(accelerator: Accelerator, precisions: Sequence[str]) -> bool:
+    """Whether fp16 is left out on ``accelerator``: asked beside bf16, it is planned only on chips without
+    bf16 (V100, T4). Its narrow range needs loss scaling that bf16 made unnecessary, and under Megatron its
+    16-bit gradient reduce would win it every large run by a few percent of communication, a trade no
+    published frontier run makes. Asked alone, fp16 is planned everywhere."""
+    return "bf16" in precisions and accelerator.peak_flops.get("bf16", 0.0) > 0
+
+
 def _interchangeable(accelerator: Accelerator, c: TrainConstraints) -> BoolArray:
-    """Per PRECISIONS index: whether to time it on ``accelerator``. A precision with the bytes and the
-    peak of one listed before it yields rows as fast, so it could only tie, and ties go to the first
-    (fp16 after bf16: the same time, and under Megatron's layout more memory, its fp32 gradient copy)."""
-    keep = np.zeros(len(PRECISIONS), dtype=np.bool_)
-    seen: set[tuple[float, float, float]] = set()
-    for p in c.precisions:
-        peak = accelerator.peak_flops.get(p, 0.0)
-        signature = (bytes_per_value(p), optimizer_bytes_per_param(c.optimizer, p), peak)
-        if peak > 0 and signature not in seen:
-            seen.add(signature)
-            keep[PRECISIONS.index(p)] = True
+    """Per FRAMEWORKS x PRECISIONS index: whether to time it on ``accelerator``. A precision with the bytes,
+    the gradient buffer and the peak of one listed before it yields rows as fast, so it could only tie,
+    and ties go to the first (fp16 after bf16 under autocast: the same time and memory). Under Megatron's
+    layout fp16 differs: it reduces 16-bit gradients where bf16 reduces fp32 ones, and keeps an fp32
+    gradient copy more."""
+    keep = np.zeros((len(FRAMEWORKS), len(PRECISIONS)), dtype=np.bool_)
+    for f in range(len(FRAMEWORKS)):
+        seen: set[tuple[float, float, float, float]] = set()
+        for p in c.precisions:
+            if fp16_stands_in_for_bf16(accelerator, c.precisions) and p == "fp16":
+                continue
+            peak = accelerator.peak_flops.get(p, 0.0)
+            code = col(float(PRECISIONS.index(p)))
+            gradients = framework_state_bytes(col(float(f)), code, col(bytes_per_value(p)), col(0.0)).gradients
+            signature = (bytes_per_value(p), optimizer_bytes_per_param(c.optimizer, p), peak, float(gradients))
+            if peak > 0 and signature not in seen:
+                seen.add(signature)
+                keep[f, PRECISIONS.index(p)] = True
     return keep
 
 
@@ -460,7 +480,8 @@ def _pair(
             np.empty(0, np.int64), runnable, "precision", f"{accelerator.name} runs none of {', '.join(c.precisions)}"
         )
     fits = total_bytes[lo:hi].reshape(-1, levels) <= accelerator.memory_bytes
-    timed = runs & _interchangeable(accelerator, c)[layouts.precision[base]] & fits.any(axis=1)
+    frameworks = layouts.rows.framework.reshape(-1)[base].astype(np.intp)
+    timed = runs & _interchangeable(accelerator, c)[frameworks, layouts.precision[base]] & fits.any(axis=1)
     if not timed.any():
         need = float(total_bytes[lo:hi].reshape(-1, levels)[runs].min())
         return _Pairing(
