@@ -106,3 +106,20 @@ def test_advice_names_the_part_that_dominates(catalog: Catalog, assumptions: Ass
     synced = _estimate(catalog, assumptions, "gpt2-medium", "a10g", Parallelism(dp=4), one_each)
     found = synced["time"]["bottleneck"]  # type: ignore[index]
     assert found["part"] == "data_parallel" and "global batch" in found["advice"]
+
+
+def test_gradients_are_reduced_in_the_width_they_accumulate_in(catalog: Catalog, assumptions: Assumptions) -> None:
+    """Megatron-LM reduces an fp32 gradient buffer under bf16 (accumulate_allreduce_grads_in_fp32) and a 16-bit
+    one under fp16; PyTorch autocast reduces its fp32 weights' fp32 gradients under either. GPT-2 XL on four
+    PCIe A10Gs with ZeRO-1 is sync-bound, so the exposed sync follows the bytes it moves: the gradients'
+    reduce-scatter (4 or 2 bytes a parameter) and the 16-bit weights' all-gather (2)."""
+    job = TrainJob(tokens=1e9, seq_len=1024, micro_batch=1, global_batch=64)
+
+    def sync_s(framework: str, precision: str) -> float:
+        layout_job = replace(job, framework=framework, precision=precision)  # type: ignore[arg-type]
+        d = _estimate(catalog, assumptions, "gpt2-xl", "a10g", Parallelism(dp=4, zero=1), layout_job)
+        return float(d["time"]["breakdown_seconds_per_step"]["data_parallel"])  # type: ignore[index]
+
+    assert sync_s("megatron", "bf16") > 1.35 * sync_s("megatron", "fp16")  # 6 bytes a parameter to 4
+    assert sync_s("pytorch", "bf16") == pytest.approx(sync_s("pytorch", "fp16"))
+    assert sync_s("pytorch", "bf16") == pytest.approx(sync_s("megatron", "bf16"), rel=0.05)
