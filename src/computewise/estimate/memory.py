@@ -75,6 +75,7 @@ __all__ = [
     "bytes_per_value",
     "expert_params",
     "framework_state_bytes",
+    "gradient_bytes_per_param",
     "kv_cache_bytes",
     "layer_terms",
     "model_state_bytes",
@@ -271,10 +272,18 @@ def framework_state_bytes(
     fp16_megatron = ~amp & (col(precision) == _FP16)
     return StateBytes(
         weights=np.where(amp, _FP32_BYTES, weight_bytes),
-        gradients=np.where(sixteen_bit & ~fp16_megatron, _FP32_BYTES, weight_bytes),
+        gradients=gradient_bytes_per_param(framework, precision, weight_bytes),
         optimizer=col(optimizer_bytes) + np.where(amp, -_FP32_BYTES, np.where(fp16_megatron, _FP32_BYTES, 0.0)),
         cast=np.where(amp, _CAST_BYTES, 0.0),
     )
+
+
+def gradient_bytes_per_param(framework: FloatArray, precision: FloatArray, weight_bytes: FloatArray) -> FloatArray:
+    """Bytes of each parameter's gradient, as it accumulates and is reduced over data parallelism
+    (``framework_state_bytes``): fp32 under 16-bit weights, Megatron's fp16 alone keeping a 16-bit buffer."""
+    sixteen_bit = col(weight_bytes) < _FP32_BYTES
+    fp16_megatron = (col(framework) < _PYTORCH) & (col(precision) == _FP16)
+    return np.where(sixteen_bit & ~fp16_megatron, _FP32_BYTES, weight_bytes)
 
 
 def _uses_dropout(model: ModelSpec) -> bool:

@@ -45,7 +45,7 @@ from computewise.estimate.layout import VIRTUAL_STAGES, stage_slots
 from computewise.estimate.memory import (
     MemoryBreakdown,
     bytes_per_value,
-    framework_state_bytes,
+    gradient_bytes_per_param,
     optimizer_bytes_per_param,
 )
 from computewise.estimate.pricing import cheapest_rental
@@ -436,14 +436,15 @@ def _interchangeable(accelerator: Accelerator, c: TrainConstraints) -> BoolArray
     layout fp16 differs: it reduces 16-bit gradients where bf16 reduces fp32 ones, and keeps an fp32
     gradient copy more."""
     keep = np.zeros((len(FRAMEWORKS), len(PRECISIONS)), dtype=np.bool_)
+    skipped = {"fp16"} if fp16_stands_in_for_bf16(accelerator, c.precisions) else set()
+    planned = [p for p in c.precisions if p not in skipped]
     for f in range(len(FRAMEWORKS)):
         seen: set[tuple[float, float, float, float]] = set()
-        for p in c.precisions:
-            if fp16_stands_in_for_bf16(accelerator, c.precisions) and p == "fp16":
-                continue
+        for p in planned:
             peak = accelerator.peak_flops.get(p, 0.0)
-            code = col(float(PRECISIONS.index(p)))
-            gradients = framework_state_bytes(col(float(f)), code, col(bytes_per_value(p)), col(0.0)).gradients
+            gradients = gradient_bytes_per_param(
+                col(float(f)), col(float(PRECISIONS.index(p))), col(bytes_per_value(p))
+            )
             signature = (bytes_per_value(p), optimizer_bytes_per_param(c.optimizer, p), peak, float(gradients))
             if peak > 0 and signature not in seen:
                 seen.add(signature)
