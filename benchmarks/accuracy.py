@@ -11,6 +11,10 @@ source publishes. Where a source does not publish a choice, the row says what wa
 virtual_stages 0 means "not published": the fastest interleaving the layout allows, which is
 what the planner would choose.
 
+Every row also ran, so its layout fit in the device's memory: each row prints the estimated
+memory per device (the peak the caching allocator reserves, plus the CUDA context) beside the
+device's, a one-sided check of the memory model on layouts it never saw.
+
 Each accelerator's GEMMs run at its catalog profile's burst share of the data sheet
 (kernel_profiles.csv), times what a multi-GPU step sustains of a burst (``sustained_matmul_share``
 and ``slowest_device_share`` in assumptions.csv, both from published mamf-finder measurements, not
@@ -114,10 +118,17 @@ class Result:
     virtual_stages: int
     mfu: float
     source: str
+    memory_bytes: float  # estimated per device: the reserved peak plus the CUDA context
+    device_bytes: float  # the accelerator's memory
 
     @property
     def error(self) -> float:
         return self.computed / self.published - 1.0
+
+    @property
+    def fits(self) -> bool:
+        """Whether the estimate lets the published layout run, as it did."""
+        return self.memory_bytes <= self.device_bytes
 
 
 def _model(row: dict[str, str]) -> ModelSpec:
@@ -262,6 +273,8 @@ def evaluate(run: Run, assumptions: Assumptions) -> Result:
         virtual_stages=v,
         mfu=float(columns.mfu[()]),
         source=run.source,
+        memory_bytes=float(columns.memory.total[()]),
+        device_bytes=accelerator.memory_bytes,
     )
 
 
@@ -305,6 +318,7 @@ def summary(results: list[Result]) -> dict[str, float]:
         "megatron_worst_abs_error": max(megatron, default=0.0),
         "others_within_target": float(sum(e <= WORST_TARGET for e in others)),
         "others": float(len(others)),
+        "fit": float(sum(r.fits for r in results)),
     }
 
 
@@ -322,13 +336,14 @@ def fit(runs: list[Run], assumptions: Assumptions) -> tuple[float, float]:
 
 def markdown(results: list[Result]) -> str:
     lines = [
-        "| run | role | figure | published | computed | error | v |",
-        "|---|---|---|---|---|---|---|",
+        "| run | role | figure | published | computed | error | v | memory, GiB of device |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
+        memory = f"{r.memory_bytes / 2**30:.0f} of {r.device_bytes / 2**30:.0f}" + ("" if r.fits else " **over**")
         lines.append(
             f"| {r.name} | {r.role} | {r.metric} | {_fmt(r.metric, r.published)} | {_fmt(r.metric, r.computed)} | "
-            f"{r.error:+.1%} | {r.virtual_stages} |"
+            f"{r.error:+.1%} | {r.virtual_stages} | {memory} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -370,6 +385,8 @@ def main() -> int:
         f"other published runs within {WORST_TARGET:.0%}: {stats['others_within_target']:.0f} of "
         f"{stats['others']:.0f} (target: at least {min(OTHERS_TARGET, int(stats['others']))})"
     )
+    over = ", ".join(r.name for r in results if not r.fits) or "none"
+    print(f"published layouts the estimate lets fit, as they ran: {stats['fit']:.0f} of {len(results)} (over: {over})")
     if args.json:
         args.json.write_text(json.dumps([{**dataclasses.asdict(r), "error": r.error} for r in results], indent=2))
     if args.markdown:

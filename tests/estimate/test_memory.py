@@ -175,8 +175,30 @@ def test_pytorch_amp_and_megatron_layouts(catalog: Catalog, assumptions: Assumpt
         (2 * p, 4 * p, 12 * p)
     )
     # The residual stream is fp32 under autocast: both norms save 2 more bytes per hidden value.
-    extra = 22 * 2048 * 4 * 2048 * (2 + 2) + 2048 * 4 * 2048 * 2  # 22 layers' norms, and the final norm
-    assert pytorch["activations"] - megatron["activations"] == pytest.approx(extra)
+    tokens = 2048 * 4
+    norms = 22 * tokens * 2048 * (2 + 2) + tokens * 2048 * 2  # 22 layers' norms, and the final norm
+    # silu(gate) * up keeps silu(gate), which Megatron's fused SwiGLU does not.
+    swiglu = 22 * tokens * 5632 * 2
+    # PyTorch's cross entropy peaks at 12 bytes a logit in its backward; Megatron's, in place, at its
+    # fp32 gradient and that gradient's bf16 cast (6).
+    loss = tokens * 32000 * (12 - 6)
+    assert pytorch["activations"] - megatron["activations"] == pytest.approx(norms + swiglu + loss)
+
+
+def test_transformer_engine_fp8_saves_its_projections_fp8_inputs(catalog: Catalog, assumptions: Assumptions) -> None:
+    """Under Megatron fp8, TE's LayerNormLinear and Linear save the fp8 casts they multiplied (1 byte): the
+    QKV and up-projections' inputs and the down-projection's; the output projection saves an fp8 copy of
+    attention's output, which attention keeps in bf16 for its own backward. Nothing else moves."""
+    bf16 = _memory(catalog, assumptions, LLAMA_1_1B, 2048, 4, framework="megatron")
+    fp8 = _memory(catalog, assumptions, LLAMA_1_1B, 2048, 4, precision="fp8", framework="megatron")
+    h, ffn, d_attn = 2048, 5632, 32 * 64
+    per_token_layer = 2 * (2 - 1) * h + (2 - 1) * ffn - 1 * d_attn
+    assert bf16["activations"] - fp8["activations"] == pytest.approx(22 * 2048 * 4 * per_token_layer)
+    assert (fp8["weights"], fp8["gradients"]) == (bf16["weights"], bf16["gradients"])
+    # PyTorch's float8 training saves its 16-bit inputs and re-casts them: fp8 holds what bf16 does.
+    torch_bf16 = _memory(catalog, assumptions, LLAMA_1_1B, 2048, 4, framework="pytorch")
+    torch_fp8 = _memory(catalog, assumptions, LLAMA_1_1B, 2048, 4, precision="fp8", framework="pytorch")
+    assert torch_fp8["activations"] == torch_bf16["activations"]
 
 
 @pytest.mark.parametrize(

@@ -95,6 +95,8 @@ FRAMEWORK_CODES: dict[Framework, int] = {name: i for i, name in enumerate(FRAMEW
 _PYTORCH = float(FRAMEWORK_CODES["pytorch"])
 _TRANSFORMERS = float(FRAMEWORK_CODES["transformers"])  # the autocast layout too: codes >= _PYTORCH
 _FP16 = float(PRECISIONS.index("fp16"))
+_FP8 = float(PRECISIONS.index("fp8"))
+_FP8_BYTES = 1.0
 
 _MASK_BYTES = 1.0  # dropout masks are stored as uint8/bool
 _SOFTMAX_STATS_BYTES = 4.0  # flash attention keeps one fp32 log-sum-exp per row and head
@@ -116,8 +118,11 @@ TRAINING_WORKSPACE_BYTES = 2.0 * _BLAS_WORKSPACE_BYTES
 def bytes_per_value(precision: Precision) -> float:
     """Bytes of the weights, gradients and activations a framework keeps for a training precision.
 
-    fp8 training (Transformer Engine) keeps 16-bit weights and activations and casts to fp8 inside
-    the matmuls, so its memory is that of bf16; only its speed differs.
+    fp8 training (Transformer Engine) keeps 16-bit activations and weights the size of bf16's: as
+    NVIDIA's Megatron recipes run it (``fp8_param_gather``), each projection weight is stored in fp8
+    with its fp8 transpose (1 + 1 bytes) and the optimizer keeps the fp32 master. What it saves for
+    the backward is smaller under Megatron (``layer_terms``); PyTorch's float8 training keeps the
+    16-bit inputs and re-casts them.
     """
     return 4.0 if precision in FP32_VALUED else 2.0
 
@@ -298,6 +303,8 @@ def layer_terms(
     expand_kv: FloatArray | float = 0.0,
     hf_modules: FloatArray | float = 0.0,
     hf_activation: FloatArray | float = 0.0,
+    fused_glu: FloatArray | float = 0.0,
+    linear_input_bytes: FloatArray | None = None,
 ) -> tuple[FloatArray, FloatArray, FloatArray]:
     """Per-token bytes of one transformer layer: (kept whole under TP, split by TP, attention scores / s).
 
@@ -322,6 +329,15 @@ def layer_terms(
 
     ``hf_activation`` (0/1): the MLP's activation is transformers' module of ``model.activation``, which
     for some names is several ops, each keeping a tensor (``composite_activation_bytes``).
+
+    ``fused_glu`` (0/1): a gated MLP's activation is one fused function that saves only its input, the
+    up-projection's output (Megatron-core's ``bias_swiglu_impl``, megatron/core/fusions/
+    fused_bias_swiglu.py, on by default), instead of ``silu(gate) * up``, whose product also keeps
+    ``silu(gate)``. ``linear_input_bytes``: bytes per value a projection saves of its input for the
+    weight gradient, ``act_bytes`` unless fp8 under Transformer Engine, whose ``Linear`` and
+    ``LayerNormLinear`` save the fp8 cast they multiplied (1 byte; ``saved_inputmat`` or its
+    transpose in module/linear.py). The norms' inputs and the activation's input stay 16-bit, and
+    attention keeps its 16-bit output for its own backward beside the output projection's fp8 copy.
     """
     norm_bytes = act_bytes if norm_bytes is None else norm_bytes
     h = float(model.hidden_size)
@@ -330,13 +346,18 @@ def layer_terms(
     ffn = float(model.ffn_size * model.active_experts)  # each token is routed to active_experts MLPs
     drop = 1.0 if _uses_dropout(model) else 0.0
     # What the two norms keep, the projections' inputs and two dropout masks stay whole under plain TP.
+    linear_in = col(act_bytes) if linear_input_bytes is None else col(linear_input_bytes)
     own_casts = hf_modules * (col(act_bytes) < col(norm_bytes))  # one 16-bit input copy per projection
-    projection_inputs = 2.0 + own_casts * (2.0 + (1.0 if model.gated_ffn else 0.0))  # q, k, v; gate, up
+    extra_inputs = own_casts * (2.0 + (1.0 if model.gated_ffn else 0.0))  # q, k, v; gate, up
     norms = 2.0 * ((1.0 + hf_modules) * norm_bytes * h + hf_modules * _FP32_BYTES)
-    replicated = norms + projection_inputs * act_bytes * h + 2 * drop * _MASK_BYTES * h
-    mlp = (4.0 if model.gated_ffn else 2.0) * act_bytes * ffn  # activation inputs and down-projection input
+    # The QKV and up-projections' inputs (the norms' outputs), then HF's extra per-projection copies.
+    replicated = norms + (2.0 * linear_in + extra_inputs * act_bytes) * h + 2 * drop * _MASK_BYTES * h
+    # The activation's inputs (gate and up; silu(gate) too when unfused), then the down-projection's input.
+    activation_inputs = (3.0 - col(fused_glu)) if model.gated_ffn else 1.0
+    mlp = activation_inputs * act_bytes * ffn + linear_in * ffn
     mlp = mlp + hf_activation * composite_activation_bytes(model, act_bytes) * ffn
-    split = act_bytes * (2 * d_attn + 2 * d_kv) + mlp  # q, attention output, k, v
+    output_projection_copy = np.where(linear_in < act_bytes, linear_in * d_attn, 0.0)
+    split = act_bytes * (2 * d_attn + 2 * d_kv) + output_projection_copy + mlp  # q, attention output, k, v
     split = split + expand_kv * act_bytes * 2 * d_attn * (d_kv < d_attn)
     scores_per_s = model.heads * (act_bytes + drop * (_MASK_BYTES + act_bytes))  # softmax, mask, dropped
     return replicated, split, col(scores_per_s)
@@ -350,7 +371,8 @@ class ActivationParts:
     ``kept_*``: saved for backward by the stage's in-flight micro-batches (with the LM head's inputs
     where the head is). ``transient``: one layer rebuilt during backward (full recompute) and ring
     attention's K/V buffers. ``logits_*``: logits of one micro-batch the stage computes (0 or all).
-    ``logit_forward_bytes``: bytes per logit at the loss's forward (head output, fp32 copy, log-softmax).
+    ``logit_forward_bytes``: bytes per logit at the loss's forward (head output, fp32 copy, log-softmax);
+    ``logit_backward_bytes``: at the loss's backward.
     ``model_output``: what the stage with the LM head also holds at the loss's forward and frees when
     the forward returns (HF: the final norm's fp32 output, held as the model output's
     ``last_hidden_state``; PyTorch frees it once the head has cast it), 0 on other stages.
@@ -362,6 +384,7 @@ class ActivationParts:
     logits_first: FloatArray
     logits_last: FloatArray
     logit_forward_bytes: FloatArray
+    logit_backward_bytes: FloatArray
     model_output: FloatArray
 
 
@@ -398,6 +421,7 @@ def activation_parts(
     cp: FloatArray | None = None,
     virtual_stages: FloatArray | None = None,
     adapters: Adapters | None = None,
+    precision: FloatArray | None = None,
 ) -> ActivationParts:
     """Activations of one training step per device, by stage and by when they are live.
 
@@ -407,7 +431,15 @@ def activation_parts(
     gated MLP (Llama, Mistral, Qwen, Gemma), PyTorch's otherwise. ``cp`` ranks split each
     sequence (ring attention): every per-token term divides by cp, the a*s^2 scores keep all keys.
     ``adapters``: a LoRA/QLoRA job's frozen layers (``Adapters.layer_terms``); the LM head saves its
-    input only when it is trained.
+    input only when it is trained. ``precision`` (an index in ``PRECISIONS``): fp8 under Megatron is
+    Transformer Engine's, whose projections save fp8 inputs (``layer_terms``).
+
+    The loss: PyTorch's ``cross_entropy`` (and transformers', on upcast logits) keeps an fp32
+    log-softmax and meets two fp32 gradient buffers in its backward (``_LOGITS_PEAK_BYTES``).
+    Megatron's ``vocab_parallel_cross_entropy`` upcasts the head's output once and works in place:
+    the fp32 copy becomes the softmax it saves, and then the gradient
+    (megatron/core/tensor_parallel/cross_entropy.py), so the forward holds the 16-bit output and
+    the fp32 copy, and the backward the fp32 gradient and its 16-bit cast.
     """
     s, b, tp, pp = col(seq_len), col(micro_batch), col(tp), col(pp)
     act = col(act_bytes)
@@ -417,8 +449,10 @@ def activation_parts(
     zero = 0.0 * (s + b + tp + pp + framework + cp)
     if model.traced is not None and not model.is_transformer:
         kept = model.traced.activation_bytes_per_sample * b * act / model.traced.traced_dtype_bytes + zero
-        return ActivationParts(kept, kept, zero, zero, zero, zero, zero)
+        return ActivationParts(kept, kept, zero, zero, zero, zero, zero, zero)
     pytorch = framework >= _PYTORCH
+    fp8 = np.zeros_like(pytorch) if precision is None else col(precision) == _FP8
+    transformer_engine_fp8 = ~pytorch & fp8
     hf = ((framework == _TRANSFORMERS) & model.gated_ffn).astype(float)  # HF's Llama-family modules
     flash = col(flash_attention) > 0
     head_input = act * model.hidden_size
@@ -432,6 +466,8 @@ def activation_parts(
             (pytorch & ~native_gqa).astype(float),
             hf_modules=hf,
             hf_activation=(framework == _TRANSFORMERS).astype(float),
+            fused_glu=(~pytorch).astype(float),
+            linear_input_bytes=np.where(transformer_engine_fp8, _FP8_BYTES, act),
         )
     else:
         norm_bytes = adapters.residual_bytes(act)
@@ -474,8 +510,11 @@ def activation_parts(
     in_flight = _in_flight_layers(layers, pp, virtual_stages, col(microbatches_per_step))
     kept_first = in_flight * per_layer + embedding + rotary + np.where(single, head_inputs, 0.0)
     kept_last = np.where(single, kept_first, layers / pp * per_layer + rotary + head_inputs)
-    # Forward: the head's output, its fp32 copy (none when it already is fp32) and the log-softmax.
-    logit_forward = act + np.where(act < _FP32_BYTES, _FP32_BYTES, 0.0) + _LOSS_BYTES
+    # Forward: the head's output, its fp32 copy (none when it already is fp32) and the log-softmax,
+    # which Megatron computes in place of the copy; its backward's gradient is in place too.
+    upcast = np.where(act < _FP32_BYTES, _FP32_BYTES, 0.0)
+    logit_forward = act + upcast + np.where(pytorch, _LOSS_BYTES, 0.0)
+    logit_backward = np.where(pytorch, _LOGITS_PEAK_BYTES, _FP32_BYTES + np.where(upcast > 0, act, 0.0))
     # Under autocast the final norm's fp32 output is a tensor of its own beside the head's 16-bit input.
     model_output = has_head * hf * (act < norm_bytes) * tokens * norm_bytes * model.hidden_size / sp_divisor
     return ActivationParts(
@@ -485,6 +524,7 @@ def activation_parts(
         logits_first=np.where(single, logits, 0.0),
         logits_last=logits + zero,
         logit_forward_bytes=logit_forward + zero,
+        logit_backward_bytes=logit_backward + zero,
         model_output=model_output + zero,
     )
 
@@ -498,7 +538,7 @@ def peak_activations(parts: ActivationParts) -> FloatArray:
     """The larger stage's saved activations plus its larger transient, from already computed parts."""
 
     def loss(logits: FloatArray) -> FloatArray:  # the loss ends before any rebuild
-        return np.maximum(_loss_forward(parts, logits), _LOGITS_PEAK_BYTES * logits)
+        return np.maximum(_loss_forward(parts, logits), parts.logit_backward_bytes * logits)
 
     first = parts.kept_first + np.maximum(parts.transient, loss(parts.logits_first))
     last = parts.kept_last + np.maximum(parts.transient, loss(parts.logits_last))
@@ -513,7 +553,7 @@ def _stage_peak(
     accumulating: FloatArray,
     kept: FloatArray,
     transient: FloatArray,
-    logits: FloatArray,
+    loss_backward: FloatArray,
     loss_forward: FloatArray,
     rebuilt_gradients: FloatArray,
     embedding_grad: FloatArray,
@@ -523,18 +563,18 @@ def _stage_peak(
     ``state`` (weights and optimizer states) is always live; gradients of earlier micro-batches are
     live through later ones (``accumulating``), and all of them from the end of the backward to the
     optimizer step. Forward ends at the loss (``loss_forward``: the logits in fp32 and what the
-    model's output holds); the loss's backward holds 12 bytes per logit while every activation is
-    still saved; a rebuilt layer (full recompute) lives while the backward walks the layers, between
-    its first layer (all inputs kept, few gradients) and its last (``rebuilt_gradients``: all but
-    those of the layers still ahead, the untied input embedding). A tied embedding's gradient is
-    added to the head's at the end.
+    model's output holds); the loss's backward (``loss_backward``: 12 bytes per logit under
+    PyTorch's cross entropy) holds while every activation is still saved; a rebuilt layer (full
+    recompute) lives while the backward walks the layers, between its first layer (all inputs kept,
+    few gradients) and its last (``rebuilt_gradients``: all but those of the layers still ahead, the
+    untied input embedding). A tied embedding's gradient is added to the head's at the end.
     """
     carried = gradients * accumulating
     forward = state + carried + cast + kept + loss_forward
-    loss_backward = state + carried + cast_in_backward + kept + _LOGITS_PEAK_BYTES * logits
+    at_loss_backward = state + carried + cast_in_backward + kept + loss_backward
     rebuild = state + np.maximum(carried + kept, rebuilt_gradients) + transient
     end = state + gradients + embedding_grad
-    return np.maximum(np.maximum(forward, loss_backward), np.maximum(rebuild, end))
+    return np.maximum(np.maximum(forward, at_loss_backward), np.maximum(rebuild, end))
 
 
 @dataclass(frozen=True)
@@ -609,7 +649,7 @@ def training_peak_bytes(
         accumulating,
         parts.kept_first,
         parts.transient,
-        parts.logits_first,
+        parts.logit_backward_bytes * parts.logits_first,
         _loss_forward(parts, parts.logits_first),
         gradients * (1.0 - input_embedding_share),
         embedding_grad,
@@ -622,7 +662,7 @@ def training_peak_bytes(
         accumulating,
         parts.kept_last,
         parts.transient,
-        parts.logits_last,
+        parts.logit_backward_bytes * parts.logits_last,
         _loss_forward(parts, parts.logits_last),
         np.where(col(pp) > 1, gradients, gradients * (1.0 - input_embedding_share)),
         np.zeros_like(embedding_grad),

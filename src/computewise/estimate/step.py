@@ -249,7 +249,7 @@ def _compute_s(
         micro = distinct_training_kernels(model, shape, rates, adapters)
     trained = model.params if adapters is None else adapters.trainable_params
     per_device = trained / (rows.tp * rows.pp)
-    sharded = per_device / np.where(rows.zero >= 1, rows.dp, 1.0)
+    sharded = per_device / np.where(rows.zero >= 1, rows.dp * rows.cp, 1.0)  # ZeRO's group, as the sync's
     block_tensors = 7.0 if adapters is None else adapters.adapter_tensors()
     tensors = block_tensors * max(model.total_layers, 1) / rows.pp + 2.0  # trained weight matrices per device
     update = optimizer_kernels(per_device, sharded, rows.microbatches, rows.framework, tensors, rates).wall_s(host)

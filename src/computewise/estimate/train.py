@@ -256,7 +256,7 @@ def _adapter_states(model: ModelSpec, layout: TrainLayout, adapters: Adapters) -
         adapters.optimizer_bytes(act),
         layout.tp,
         layout.pp,
-        layout.dp,
+        layout.dp * layout.cp,  # the ranks that hold the same weights (see ``_full_states``)
         layout.zero,
         grad_bytes=trained,
     )
@@ -296,6 +296,7 @@ def train_memory(
         cp=layout.cp,
         virtual_stages=layout.virtual_stages,
         adapters=adapters,
+        precision=layout.precision,
     )
     activations = peak_activations(parts) + TRAINING_WORKSPACE_BYTES  # cuBLAS's workspaces, live beside them
     peak = training_peak_bytes(
@@ -329,7 +330,12 @@ def train_memory(
 
 def _full_states(model: ModelSpec, layout: TrainLayout) -> tuple[FloatArray, ...]:
     """(weights, gradients, optimizer states, autocast copies, gradient bytes per parameter) per device
-    of full training, in the chosen framework's layout."""
+    of full training, in the chosen framework's layout.
+
+    Context-parallel ranks hold the same weights and reduce their gradients together with the
+    data-parallel ones, so ZeRO shards over dp x cp: Megatron's distributed optimizer over its
+    data-parallel group with context parallelism, torchtitan's FSDP over its ``dp_shard_cp`` mesh.
+    """
     per_param = framework_state_bytes(layout.framework, layout.precision, layout.weight_bytes, layout.optimizer_bytes)
     experts = expert_params(model)
     weights, gradients, optimizer = model_state_bytes(
@@ -338,7 +344,7 @@ def _full_states(model: ModelSpec, layout: TrainLayout) -> tuple[FloatArray, ...
         per_param.optimizer,
         layout.tp,
         layout.pp,
-        layout.dp,
+        layout.dp * layout.cp,  # ZeRO shards over every rank holding the same weights (its gradients' group)
         layout.zero,
         grad_bytes=per_param.gradients,
         experts=experts,

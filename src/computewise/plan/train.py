@@ -258,7 +258,8 @@ def _layouts(
     t = _cross(t, "ep", _ep_degrees(model) if splittable else (1,))
     t = _where(t, (t["dp"] * t["cp"]) % t["ep"] == 0)
     t = _cross(t, "zero", _ZERO)
-    t = _where(t, (t["dp"] > 1) | (t["zero"] == 0))  # ZeRO shards over dp; with dp = 1 every stage is stage 0
+    # ZeRO shards over dp x cp (the ranks holding the same weights); over one rank every stage is stage 0.
+    t = _where(t, (t["dp"] * t["cp"] > 1) | (t["zero"] == 0))
     t = _where(t, (t["pp"] == 1) | (t["zero"] < 3))  # ZeRO-3 gathers every layer each micro-batch: no pipeline
     # PEFT's adapters compute in 16 or 32 bits (estimate.single.adapters_for refuses fp8 for them).
     precisions = [p for p in c.precisions if not (finetune.adapted and p == "fp8")]
