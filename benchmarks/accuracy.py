@@ -1,8 +1,8 @@
 """Training-time accuracy against published runs: the table in docs/ACCURACY.md, recomputed.
 
 Every row of ``benchmarks/data/published_training_runs.csv`` is a published training run with its
-layout (model shape, GPUs, TP/PP/CP, micro-batch, batch, recompute, network, precision and the
-framework whose kernels and memory layout it ran) and one published
+layout (model shape, GPUs, TP/PP/CP, micro-batch, batch, recompute, network, precision, the
+framework whose kernels and memory layout it ran and its cross entropy) and one published
 figure: TFLOP/s per GPU in Megatron's convention (Narayanan et al. 2021, eq. 3:
 96 B s l h^2 (1 + s/6h + V/16lh) FLOPs per iteration, recomputation included), seconds per
 iteration, MFU, tokens/s per GPU, or GPU-hours for a token count. The same ``evaluate_train``
@@ -56,10 +56,12 @@ from computewise.models.shape import FAMILIES, count_params
 from computewise.specs import (
     ATTENTION_KERNELS,
     FRAMEWORKS,
+    LOSSES,
     PRECISIONS,
     RECOMPUTES,
     AttentionKernel,
     Framework,
+    Loss,
     ModelSpec,
     Parallelism,
     Precision,
@@ -102,6 +104,7 @@ class Run:
     fabric: str  # a fabrics.csv slug: the NICs' technology
     precision: Precision
     framework: Framework  # whose kernels and memory layout: megatron (Megatron-LM, NeMo) or pytorch (FSDP)
+    loss: Loss  # the framework's cross entropy, or a fused kernel (llm-foundry's default)
 
     @property
     def dp(self) -> int:
@@ -189,6 +192,7 @@ def load_runs(path: Path = DATA) -> list[Run]:
             fabric=r["fabric"],
             precision=_member(r["precision"], PRECISIONS, "precision"),
             framework=_member(r["framework"], FRAMEWORKS, "framework"),
+            loss=_member(r["loss"], LOSSES, "loss"),
         )
         for r in rows
     ]
@@ -229,6 +233,7 @@ def _layout(run: Run, virtual_stages: int) -> TrainLayout:
         attention=run.attention,
         precision=run.precision,
         framework=run.framework,
+        loss=run.loss,
     )
     return TrainLayout.for_job(parallelism, job)
 

@@ -34,6 +34,7 @@ from computewise.specs import (
     ATTENTION_KERNELS,
     EXECUTIONS,
     FRAMEWORKS,
+    LOSSES,
     OPTIMIZERS,
     PRECISIONS,
     PRICINGS,
@@ -123,6 +124,15 @@ _TrainFramework = Annotated[
         "tp, pp, cp or ep > 1, else pytorch."
     ),
 ]
+_Loss = Annotated[
+    str,
+    typer.Option(
+        help="The cross entropy over the vocabulary: standard (the framework's own: PyTorch's cross_entropy on "
+        "fp32 logits, up to 12 bytes a logit; Megatron's in place, 6) or fused (one kernel on the 16-bit "
+        "logits that writes their gradient in a pass, 4 bytes a logit: flash-attn's CrossEntropyLoss, "
+        "llm-foundry's default loss_fn).",
+    ),
+]
 _Mfu = Annotated[
     float | None,
     typer.Option(parser=bounded_float("--mfu"), help="Achieved fraction of peak FLOP/s, e.g. from one measured step."),
@@ -192,6 +202,7 @@ def train(
     attention: _Attention = None,
     framework: _TrainFramework = "auto",
     execution: ExecutionOption = "eager",
+    loss: _Loss = "standard",
     price: _TrainPrice,
     mfu: _Mfu = None,
     method: MethodOption = "full",
@@ -226,6 +237,7 @@ def train(
         framework=None if framework == "auto" else choice(framework, FRAMEWORKS, "--framework"),
         execution=choice(execution, EXECUTIONS, "--execution"),
         finetune=finetune.spec(method),
+        loss=choice(loss, LOSSES, "--loss"),
         price=price.request(),
         utilization=mfu,
         calibration=calibration_for(accelerator.slug, calibration, accelerator.aliases),

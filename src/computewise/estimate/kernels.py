@@ -46,6 +46,7 @@ from computewise.specs import (
     ATTENTION_KERNELS,
     EXECUTIONS,
     FRAMEWORKS,
+    LOSSES,
     AttentionKernel,
     Dtype,
     KernelProfile,
@@ -76,6 +77,7 @@ __all__ = [
 _MEGATRON = float(FRAMEWORKS.index("megatron"))
 _TRANSFORMERS = float(FRAMEWORKS.index("transformers"))
 _COMPILE = float(EXECUTIONS.index("compile"))
+_FUSED_LOSS = float(LOSSES.index("fused"))
 _GRAPHS = float(EXECUTIONS.index("cuda-graphs"))
 
 # A GEMM whose output has fewer than this many elements leaves SMs idle (132 SMs x 128 x 128 tiles
@@ -569,6 +571,7 @@ class MicrobatchShape:
     execution: FloatArray
     has_head: FloatArray  # 0/1: this device runs the LM head and the loss
     ep: FloatArray | float = 1.0  # devices the experts of a mixture-of-experts layer are spread over
+    loss: FloatArray | float = 0.0  # index in LOSSES: 1 a fused cross-entropy kernel on the 16-bit logits
 
     def columns(self) -> tuple[FloatArray, ...]:
         return tuple(getattr(self, f.name) for f in fields(self))
@@ -581,7 +584,9 @@ def training_kernels(
     recomputed as ``shape.recompute`` says. ``adapters``: a LoRA/QLoRA job, whose frozen matmuls compute
     input gradients only and whose adapters and dequantization add their own kernels (``_adapter_forward``).
     """
-    tokens, seq_len, layers, act, tp, sp, attention, recompute, framework, execution, has_head, ep = shape.columns()
+    tokens, seq_len, layers, act, tp, sp, attention, recompute, framework, execution, has_head, ep, loss = (
+        shape.columns()
+    )
     causal = 0.5 if model.architecture == "decoder" else 1.0
     attended = col(seq_len) * causal
     if model.sliding_window:
@@ -613,11 +618,12 @@ def training_kernels(
         + core.times(np.where(code == 1, 1.0, 0.0))
         + (rest + matmuls.times(unkept)).times(np.where(code == OP_SELECTIVE, 1.0, 0.0))
     )
-    fused_loss = (col(framework) == _MEGATRON) | (col(execution) >= _COMPILE)
+    # Bytes a logit moves through the loss: a fused kernel reads the 16-bit logits forward and backward and
+    # writes their gradient; Megatron's in-place loss and torch.compile's fused one move fewer than eager's.
+    fewer_passes = (col(framework) == _MEGATRON) | (col(execution) >= _COMPILE)
+    logits_bytes = np.where(col(loss) == _FUSED_LOSS, 3.0 * col(act), np.where(fewer_passes, 24.0, 36.0))
     head_trained = adapters is None or adapters.finetune.train_head
-    head_forward, head_backward = _head_and_loss(
-        model, tokens, act, tp, np.where(fused_loss, 24.0, 36.0), rates, trained=head_trained
-    )
+    head_forward, head_backward = _head_and_loss(model, tokens, act, tp, logits_bytes, rates, trained=head_trained)
     plain = (forward + backward).times(col(layers)) + (head_forward + head_backward).times(col(has_head))
     return MicrobatchKernels(plain=plain, recomputed=plain + again.times(col(layers)))
 

@@ -49,6 +49,7 @@ from computewise.estimate.flops import op_selective_saved_widths
 from computewise.specs import (
     FP32_VALUED,
     FRAMEWORKS,
+    LOSSES,
     PAGED_OPTIMIZERS,
     PRECISIONS,
     RECOMPUTES,
@@ -96,6 +97,7 @@ _PYTORCH = float(FRAMEWORK_CODES["pytorch"])
 _TRANSFORMERS = float(FRAMEWORK_CODES["transformers"])  # the autocast layout too: codes >= _PYTORCH
 _FP16 = float(PRECISIONS.index("fp16"))
 _FP8 = float(PRECISIONS.index("fp8"))
+_FUSED_LOSS = float(LOSSES.index("fused"))
 _FP8_BYTES = 1.0
 
 _MASK_BYTES = 1.0  # dropout masks are stored as uint8/bool
@@ -422,6 +424,7 @@ def activation_parts(
     virtual_stages: FloatArray | None = None,
     adapters: Adapters | None = None,
     precision: FloatArray | None = None,
+    loss: FloatArray | None = None,
 ) -> ActivationParts:
     """Activations of one training step per device, by stage and by when they are live.
 
@@ -439,7 +442,9 @@ def activation_parts(
     Megatron's ``vocab_parallel_cross_entropy`` upcasts the head's output once and works in place:
     the fp32 copy becomes the softmax it saves, and then the gradient
     (megatron/core/tensor_parallel/cross_entropy.py), so the forward holds the 16-bit output and
-    the fp32 copy, and the backward the fp32 gradient and its 16-bit cast.
+    the fp32 copy, and the backward the fp32 gradient and its 16-bit cast. ``loss`` (an index in
+    ``LOSSES``): a fused kernel instead (flash-attn's ``CrossEntropyLoss``) saves the 16-bit logits and one
+    fp32 log-sum-exp per row, and its backward writes the logits' gradient beside them, at their width.
     """
     s, b, tp, pp = col(seq_len), col(micro_batch), col(tp), col(pp)
     act = col(act_bytes)
@@ -515,6 +520,9 @@ def activation_parts(
     upcast = np.where(act < _FP32_BYTES, _FP32_BYTES, 0.0)
     logit_forward = act + upcast + np.where(pytorch, _LOSS_BYTES, 0.0)
     logit_backward = np.where(pytorch, _LOGITS_PEAK_BYTES, _FP32_BYTES + np.where(upcast > 0, act, 0.0))
+    fused_loss = np.zeros_like(pytorch) if loss is None else col(loss) == _FUSED_LOSS
+    logit_forward = np.where(fused_loss, act, logit_forward)
+    logit_backward = np.where(fused_loss, 2.0 * act, logit_backward)
     # Under autocast the final norm's fp32 output is a tensor of its own beside the head's 16-bit input.
     model_output = has_head * hf * (act < norm_bytes) * tokens * norm_bytes * model.hidden_size / sp_divisor
     return ActivationParts(

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
         Execution,
         FineTune,
         Framework,
+        Loss,
         ModelSpec,
         Optimizer,
         Precision,
@@ -118,6 +119,7 @@ class TrainEstimateRequest:
     framework: Framework | None = None  # None: default_framework of the layout and the fine-tuning
     execution: Execution = "eager"
     finetune: FineTune = FULL_TRAINING
+    loss: Loss = "standard"
     price: PriceRequest = field(default_factory=PriceRequest)
     utilization: float | None = None  # --mfu; else the calibration's, else the assumed efficiency
     calibration: Calibration | None = None  # what bench measured on this accelerator
@@ -155,6 +157,7 @@ def estimate_train_request(request: TrainEstimateRequest, catalog: Catalog, assu
             framework=request.framework or default_framework(parallelism, request.finetune),
             execution=request.execution,
             finetune=request.finetune,
+            loss=request.loss,
         )
         estimate = estimate_train(
             model,

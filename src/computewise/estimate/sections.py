@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
 from computewise.catalog.track_record import Scope
-from computewise.specs import AttentionKernel, Execution, FineTuneMethod, Pricing
+from computewise.specs import AttentionKernel, Execution, FineTuneMethod, Loss, Pricing
 from computewise.specs.codec import Jsonable, Layout, json_field
 from computewise.specs.finetune import FourBitType
 
@@ -92,6 +92,11 @@ class TrainJobSection(Jsonable):
     attention: AttentionKernel
     framework: str
     execution: Execution
+    loss: Loss = field(
+        metadata=json_field(
+            description="The cross entropy: standard (the framework's own) or fused (one kernel on the 16-bit logits)."
+        )
+    )
     finetune: FullTraining | AdapterTraining = field(
         metadata=json_field(
             description="What trains: full (every weight), or LoRA/QLoRA adapters with their settings and exact "

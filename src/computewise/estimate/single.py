@@ -610,6 +610,7 @@ class TrainEstimate(_Figures):
             attention=j.attention,
             framework=j.framework,
             execution=j.execution,
+            loss=j.loss,
             finetune=finetune_section(self.adapters),
         )
 

@@ -245,6 +245,7 @@ def _compute_s(
             execution=rows.execution,
             has_head=1.0 / rows.pp,
             ep=rows.ep,
+            loss=rows.loss,
         )
         micro = distinct_training_kernels(model, shape, rates, adapters)
     trained = model.params if adapters is None else adapters.trainable_params

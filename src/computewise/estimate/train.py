@@ -33,7 +33,16 @@ from computewise.estimate.memory import (
     with_overhead,
 )
 from computewise.estimate.step import StepTime, step_time
-from computewise.specs import ATTENTION_KERNELS, EXECUTIONS, FRAMEWORKS, PRECISIONS, ModelSpec, Parallelism, TrainJob
+from computewise.specs import (
+    ATTENTION_KERNELS,
+    EXECUTIONS,
+    FRAMEWORKS,
+    LOSSES,
+    PRECISIONS,
+    ModelSpec,
+    Parallelism,
+    TrainJob,
+)
 
 __all__ = [
     "TrainColumns",
@@ -133,6 +142,7 @@ class TrainLayout:
     framework: FloatArray  # index in FRAMEWORKS: 0 Megatron, 1 PyTorch autocast, 2 Hugging Face transformers
     execution: FloatArray  # index in EXECUTIONS: 0 eager, 1 torch.compile, 2 CUDA graphs
     precision: FloatArray  # index in PRECISIONS: Megatron keeps fp16's gradients apart from bf16's
+    loss: FloatArray  # index in LOSSES: 0 the framework's cross entropy, 1 a fused kernel on 16-bit logits
 
     @property
     def gpus(self) -> FloatArray:
@@ -169,6 +179,7 @@ class TrainLayout:
             framework=col(FRAMEWORKS.index(job.framework)),
             execution=col(EXECUTIONS.index(job.execution)),
             precision=col(PRECISIONS.index(job.precision)),
+            loss=col(LOSSES.index(job.loss)),
         )
 
 
@@ -297,6 +308,7 @@ def train_memory(
         virtual_stages=layout.virtual_stages,
         adapters=adapters,
         precision=layout.precision,
+        loss=layout.loss,
     )
     activations = peak_activations(parts) + TRAINING_WORKSPACE_BYTES  # cuBLAS's workspaces, live beside them
     peak = training_peak_bytes(

@@ -297,6 +297,7 @@ def _layouts(
         if not finetune.adapted
         else np.full(rows, float(_TRANSFORMERS)),
         execution=np.zeros(rows),
+        loss=np.zeros(rows),  # the framework's own cross entropy
         precision=col(precision),
     )
     return _Layouts(rows=layout, gpus=t["gpus"], tp=t["tp"], precision=precision, levels=levels)

@@ -241,6 +241,7 @@ def _job(
     recompute: str | None = None,
     attention: str | None = None,
     framework: str | None = None,
+    loss: str = "standard",
 ) -> str:
     """The job settings a result has, in one fixed order; train and infer jobs have different ones."""
     parts: list[str] = []
@@ -261,6 +262,8 @@ def _job(
         parts.append(_ATTENTION_WORDS[attention])
     if framework is not None:
         parts.append(f"{framework} layout")
+    if loss != "standard":
+        parts.append(f"{loss} loss")
     return ", ".join(parts)
 
 
@@ -293,6 +296,7 @@ def _estimate_job(e: TrainEstimate | InferEstimate) -> str:
         recompute=t.recompute,
         attention=t.attention,
         framework=t.framework,
+        loss=t.loss,
     )
 
 

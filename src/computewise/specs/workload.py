@@ -14,6 +14,7 @@ __all__ = [
     "EXECUTIONS",
     "FP32_VALUED",
     "FRAMEWORKS",
+    "LOSSES",
     "OPTIMIZERS",
     "PAGED_OPTIMIZERS",
     "PRECISIONS",
@@ -22,6 +23,7 @@ __all__ = [
     "Execution",
     "Framework",
     "InferJob",
+    "Loss",
     "Optimizer",
     "Parallelism",
     "Precision",
@@ -63,6 +65,12 @@ EXECUTIONS: tuple[Execution, ...] = ("eager", "compile", "cuda-graphs")
 # same memory; the older and the Triton ones run slower.
 AttentionKernel = Literal["unfused", "flash", "triton", "flash-v1"]
 ATTENTION_KERNELS: tuple[AttentionKernel, ...] = ("unfused", "flash", "triton", "flash-v1")
+# The cross entropy over the vocabulary: the framework's own (PyTorch's ``cross_entropy`` on fp32
+# logits, Megatron's vocabulary-parallel one computed in place), or one fused kernel on the 16-bit
+# logits that writes their gradient in a single pass (flash-attn's ``CrossEntropyLoss``, the default
+# ``loss_fn`` of llm-foundry), which holds no fp32 copy of the logits.
+Loss = Literal["standard", "fused"]
+LOSSES: tuple[Loss, ...] = ("standard", "fused")
 
 
 @dataclass(frozen=True)
@@ -103,6 +111,7 @@ class TrainJob:
     framework: Framework = "pytorch"
     execution: Execution = "eager"
     finetune: FineTune = FULL_TRAINING  # or LoRA/QLoRA adapters on a frozen base
+    loss: Loss = "standard"
 
     @property
     def flash_attention(self) -> bool:
