@@ -2,7 +2,7 @@
 
 Every row of ``benchmarks/data/published_training_runs.csv`` is a published training run with its
 layout (model shape, GPUs, TP/PP/CP, micro-batch, batch, recompute, network, precision, the
-framework whose kernels and memory layout it ran and its cross entropy) and one published
+framework whose kernels and memory layout it ran, its cross entropy and its gradient reduce) and one published
 figure: TFLOP/s per GPU in Megatron's convention (Narayanan et al. 2021, eq. 3:
 96 B s l h^2 (1 + s/6h + V/16lh) FLOPs per iteration, recomputation included), seconds per
 iteration, MFU, tokens/s per GPU, or GPU-hours for a token count. The same ``evaluate_train``
@@ -56,11 +56,13 @@ from computewise.models.shape import FAMILIES, count_params
 from computewise.specs import (
     ATTENTION_KERNELS,
     FRAMEWORKS,
+    GRAD_REDUCES,
     LOSSES,
     PRECISIONS,
     RECOMPUTES,
     AttentionKernel,
     Framework,
+    GradReduce,
     Loss,
     ModelSpec,
     Parallelism,
@@ -105,6 +107,7 @@ class Run:
     precision: Precision
     framework: Framework  # whose kernels and memory layout: megatron (Megatron-LM, NeMo) or pytorch (FSDP)
     loss: Loss  # the framework's cross entropy, or a fused kernel (llm-foundry's default)
+    grad_reduce: GradReduce  # the framework's default width, or the 16 bits NVIDIA's recipes reduce in
 
     @property
     def dp(self) -> int:
@@ -193,6 +196,7 @@ def load_runs(path: Path = DATA) -> list[Run]:
             precision=_member(r["precision"], PRECISIONS, "precision"),
             framework=_member(r["framework"], FRAMEWORKS, "framework"),
             loss=_member(r["loss"], LOSSES, "loss"),
+            grad_reduce=_member(r["grad_reduce"], GRAD_REDUCES, "grad_reduce"),
         )
         for r in rows
     ]
@@ -234,6 +238,7 @@ def _layout(run: Run, virtual_stages: int) -> TrainLayout:
         precision=run.precision,
         framework=run.framework,
         loss=run.loss,
+        grad_reduce=run.grad_reduce,
     )
     return TrainLayout.for_job(parallelism, job)
 

@@ -372,6 +372,11 @@ def test_a_data_region_the_catalog_does_not_know_is_refused_in_cloud_region_form
             "--zero 3 with --pp 2: ZeRO-3 gathers every stage's weights again for each micro-batch",
             "use --zero 2 or less with --pp, or --pp 1 with --zero 3",
         ),
+        (
+            (*_ESTIMATE_TRAIN, "--precision", "fp32", "--grad-reduce", "16-bit"),
+            "a 16-bit gradient reduce needs 16-bit training, and fp32 keeps every value in fp32",
+            "train in bf16, fp16 or fp8 (--precision), or reduce in fp32 (--grad-reduce auto)",
+        ),
         ((*_PLAN_TRAIN, "--spot", "--no-spot"), "--spot and --no-spot contradict each other", "give only one of"),
         (("cost", "report", "--csv", "--json"), "--json and --csv contradict each other", "give only one of"),
         (("cost", "anomalies", "--json", "--csv"), "--json and --csv contradict each other", "give only one of"),

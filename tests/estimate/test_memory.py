@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from computewise.catalog import Catalog
+from computewise.errors import InputError
 from computewise.estimate import Assumptions, estimate_train
 from computewise.estimate.arrays import col
 from computewise.estimate.memory import (
@@ -183,6 +184,24 @@ def test_pytorch_amp_and_megatron_layouts(catalog: Catalog, assumptions: Assumpt
     # fp32 gradient and that gradient's bf16 cast (6).
     loss = tokens * 32000 * (12 - 6)
     assert pytorch["activations"] - megatron["activations"] == pytest.approx(norms + swiglu + loss)
+
+
+def test_a_16_bit_gradient_buffer_and_its_step_only_fp32_copies(catalog: Catalog, assumptions: Assumptions) -> None:
+    """Megatron with a 16-bit gradient reduce keeps a 16-bit buffer (2 bytes a parameter, not 4); its
+    optimizer copies it to fp32 gradients for the step and frees them in ``zero_grad``, so the breakdown's
+    optimizer states count 16 bytes but the peak, reached in the second micro-batch's forward with the first's
+    gradients accumulated, holds 12 of them and 2 bytes of gradient where fp32 accumulation holds 4."""
+    p = LLAMA_1_1B.params
+    auto = _memory(catalog, assumptions, LLAMA_1_1B, 2048, 4, framework="megatron", global_batch=8)
+    job = TrainJob(
+        tokens=2048.0 * 8, seq_len=2048, micro_batch=4, global_batch=8, framework="megatron", grad_reduce="16-bit"
+    )
+    estimate = estimate_train(LLAMA_1_1B, catalog.accelerator("h100-sxm"), 1, job, Parallelism(), catalog, assumptions)
+    half: dict[str, float] = estimate.to_dict()["memory"]["per_device_bytes"]
+    assert (half["gradients"], half["optimizer_states"]) == pytest.approx((2 * p, 16 * p))
+    assert auto["allocated_peak"] - half["allocated_peak"] == pytest.approx(2 * p)
+    with pytest.raises(InputError, match="16-bit training"):
+        TrainJob(tokens=1e9, seq_len=2048, micro_batch=1, global_batch=1, precision="fp32", grad_reduce="16-bit")
 
 
 def test_transformer_engine_fp8_saves_its_projections_fp8_inputs(catalog: Catalog, assumptions: Assumptions) -> None:

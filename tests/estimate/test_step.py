@@ -123,3 +123,20 @@ def test_gradients_are_reduced_in_the_width_they_accumulate_in(catalog: Catalog,
     assert sync_s("megatron", "bf16") > 1.35 * sync_s("megatron", "fp16")  # 6 bytes a parameter to 4
     assert sync_s("pytorch", "bf16") == pytest.approx(sync_s("pytorch", "fp16"))
     assert sync_s("pytorch", "bf16") == pytest.approx(sync_s("megatron", "bf16"), rel=0.05)
+
+
+def test_a_16_bit_gradient_reduce_moves_half_the_gradient_bytes(catalog: Catalog, assumptions: Assumptions) -> None:
+    """--grad-reduce 16-bit: Megatron's bf16 buffer becomes 16-bit (NVIDIA's recipes), as fp16's is by default;
+    FSDP's reduce_dtype=bfloat16 casts autocast's fp32 gradients for the reduce. Same model as above."""
+    job = TrainJob(tokens=1e9, seq_len=1024, micro_batch=1, global_batch=64)
+
+    def sync_s(framework: str, reduce: str) -> float:
+        layout_job = replace(job, framework=framework, grad_reduce=reduce)  # type: ignore[arg-type]
+        d = _estimate(catalog, assumptions, "gpt2-xl", "a10g", Parallelism(dp=4, zero=1), layout_job)
+        return float(d["time"]["breakdown_seconds_per_step"]["data_parallel"])  # type: ignore[index]
+
+    fp16 = replace(job, framework="megatron", precision="fp16")
+    d = _estimate(catalog, assumptions, "gpt2-xl", "a10g", Parallelism(dp=4, zero=1), fp16)
+    assert sync_s("megatron", "16-bit") == pytest.approx(d["time"]["breakdown_seconds_per_step"]["data_parallel"])  # type: ignore[index]
+    assert sync_s("megatron", "fp32") == pytest.approx(sync_s("megatron", "auto"))
+    assert sync_s("pytorch", "16-bit") < sync_s("pytorch", "auto") / 1.35

@@ -34,6 +34,7 @@ from computewise.specs import (
     ATTENTION_KERNELS,
     EXECUTIONS,
     FRAMEWORKS,
+    GRAD_REDUCES,
     LOSSES,
     OPTIMIZERS,
     PRECISIONS,
@@ -133,6 +134,15 @@ _Loss = Annotated[
         "llm-foundry's default loss_fn).",
     ),
 ]
+_GradReduce = Annotated[
+    str,
+    typer.Option(
+        help="The width gradients are reduced in over data parallelism: auto (the framework's default: fp32 "
+        "under Megatron's bf16 and fp8 and under autocast, 16 bits under Megatron's fp16), fp32, or 16-bit "
+        "(NVIDIA's NeMo and Megatron-Bridge recipes, grad_reduce_in_fp32 False: Megatron's gradient buffer is "
+        "16-bit too; FSDP's reduce_dtype bfloat16: half the bytes on the wire).",
+    ),
+]
 _Mfu = Annotated[
     float | None,
     typer.Option(parser=bounded_float("--mfu"), help="Achieved fraction of peak FLOP/s, e.g. from one measured step."),
@@ -203,6 +213,7 @@ def train(
     framework: _TrainFramework = "auto",
     execution: ExecutionOption = "eager",
     loss: _Loss = "standard",
+    grad_reduce: _GradReduce = "auto",
     price: _TrainPrice,
     mfu: _Mfu = None,
     method: MethodOption = "full",
@@ -238,6 +249,7 @@ def train(
         execution=choice(execution, EXECUTIONS, "--execution"),
         finetune=finetune.spec(method),
         loss=choice(loss, LOSSES, "--loss"),
+        grad_reduce=choice(grad_reduce, GRAD_REDUCES, "--grad-reduce"),
         price=price.request(),
         utilization=mfu,
         calibration=calibration_for(accelerator.slug, calibration, accelerator.aliases),

@@ -49,6 +49,7 @@ from computewise.estimate.flops import op_selective_saved_widths
 from computewise.specs import (
     FP32_VALUED,
     FRAMEWORKS,
+    GRAD_REDUCES,
     LOSSES,
     PAGED_OPTIMIZERS,
     PRECISIONS,
@@ -77,6 +78,7 @@ __all__ = [
     "expert_params",
     "framework_state_bytes",
     "gradient_bytes_per_param",
+    "gradient_reduce_bytes_per_param",
     "kv_cache_bytes",
     "layer_terms",
     "model_state_bytes",
@@ -97,6 +99,8 @@ _PYTORCH = float(FRAMEWORK_CODES["pytorch"])
 _TRANSFORMERS = float(FRAMEWORK_CODES["transformers"])  # the autocast layout too: codes >= _PYTORCH
 _FP16 = float(PRECISIONS.index("fp16"))
 _FP8 = float(PRECISIONS.index("fp8"))
+_AUTO_REDUCE = float(GRAD_REDUCES.index("auto"))
+_SIXTEEN_BIT = float(GRAD_REDUCES.index("16-bit"))
 _FUSED_LOSS = float(LOSSES.index("fused"))
 _FP8_BYTES = 1.0
 
@@ -257,40 +261,67 @@ class StateBytes:
     gradients: FloatArray
     optimizer: FloatArray
     cast: FloatArray  # per matmul weight, from its first forward use to its layer's backward
+    step_gradients: FloatArray  # of ``optimizer``: fp32 copies of a 16-bit gradient buffer, live at the step only
 
 
 def framework_state_bytes(
-    framework: FloatArray, precision: FloatArray, weight_bytes: FloatArray, optimizer_bytes: FloatArray
+    framework: FloatArray,
+    precision: FloatArray,
+    weight_bytes: FloatArray,
+    optimizer_bytes: FloatArray,
+    grad_reduce: FloatArray | None = None,
 ) -> StateBytes:
     """Per-parameter bytes of each layout, given the ZeRO split (``weight_bytes``, ``optimizer_bytes``);
-    ``precision`` is an index in ``PRECISIONS``.
+    ``precision`` and ``grad_reduce`` are indexes in ``PRECISIONS`` and ``GRAD_REDUCES``.
 
     Megatron-LM: 16-bit weights, the fp32 master copy inside the optimizer's K, and gradients as its
     ``--bf16`` and ``--fp16`` keep them (docs/source/distrib_optimizer.md, bytes per parameter 18 and
     20 for Adam): under bf16 (and fp8, whose weights are bf16) they accumulate and all-reduce in an
-    fp32 buffer (``accumulate_allreduce_grads_in_fp32``, on by default); under fp16 the buffer is
-    16-bit and the optimizer copies it to fp32 gradients beside its master weights (4 more bytes of K).
+    fp32 buffer (``accumulate_allreduce_grads_in_fp32``, on by default); under fp16, or when asked to
+    reduce in 16 bits (NVIDIA's recipes' ``grad_reduce_in_fp32=False``), the buffer is 16-bit and the
+    optimizer copies it to fp32 gradients beside its master weights (4 more bytes of K), which its
+    ``zero_grad`` frees after each step (``step_gradients``: they never meet the activations).
     PyTorch AMP (16-bit precision under autocast): the fp32 master *is* the model (4 B), its gradients
     are fp32 (4 B), the optimizer keeps only its states (K - 4), and autocast caches a 16-bit copy of
     each matmul weight (2 B). fp32 training is 16 bytes for Adam in either layout.
     """
     sixteen_bit = col(weight_bytes) < _FP32_BYTES
     amp = (col(framework) >= _PYTORCH) & sixteen_bit
-    fp16_megatron = ~amp & (col(precision) == _FP16)
+    gradients = gradient_bytes_per_param(framework, precision, weight_bytes, grad_reduce)
+    sixteen_bit_buffer = ~amp & sixteen_bit & (gradients < _FP32_BYTES)
     return StateBytes(
         weights=np.where(amp, _FP32_BYTES, weight_bytes),
-        gradients=gradient_bytes_per_param(framework, precision, weight_bytes),
-        optimizer=col(optimizer_bytes) + np.where(amp, -_FP32_BYTES, np.where(fp16_megatron, _FP32_BYTES, 0.0)),
+        gradients=gradients,
+        optimizer=col(optimizer_bytes) + np.where(amp, -_FP32_BYTES, np.where(sixteen_bit_buffer, _FP32_BYTES, 0.0)),
         cast=np.where(amp, _CAST_BYTES, 0.0),
+        step_gradients=np.where(sixteen_bit_buffer, _FP32_BYTES, 0.0),
     )
 
 
-def gradient_bytes_per_param(framework: FloatArray, precision: FloatArray, weight_bytes: FloatArray) -> FloatArray:
-    """Bytes of each parameter's gradient, as it accumulates and is reduced over data parallelism
-    (``framework_state_bytes``): fp32 under 16-bit weights, Megatron's fp16 alone keeping a 16-bit buffer."""
+def _reduce_code(grad_reduce: FloatArray | None) -> FloatArray:
+    return col(_AUTO_REDUCE) if grad_reduce is None else col(grad_reduce)
+
+
+def gradient_bytes_per_param(
+    framework: FloatArray, precision: FloatArray, weight_bytes: FloatArray, grad_reduce: FloatArray | None = None
+) -> FloatArray:
+    """Bytes of each parameter's gradient as it accumulates (``framework_state_bytes``): fp32 under 16-bit
+    weights, but Megatron's 16-bit buffer under fp16 or a 16-bit reduce; autocast's are its fp32 weights'."""
+    code = _reduce_code(grad_reduce)
     sixteen_bit = col(weight_bytes) < _FP32_BYTES
-    fp16_megatron = (col(framework) < _PYTORCH) & (col(precision) == _FP16)
-    return np.where(sixteen_bit & ~fp16_megatron, _FP32_BYTES, weight_bytes)
+    asked = (code == _SIXTEEN_BIT) | ((code == _AUTO_REDUCE) & (col(precision) == _FP16))
+    megatron_buffer = (col(framework) < _PYTORCH) & asked
+    return np.where(sixteen_bit & ~megatron_buffer, _FP32_BYTES, weight_bytes)
+
+
+def gradient_reduce_bytes_per_param(
+    framework: FloatArray, precision: FloatArray, weight_bytes: FloatArray, grad_reduce: FloatArray | None = None
+) -> FloatArray:
+    """Bytes of each parameter's gradient on the data-parallel wire: the buffer's width, except that FSDP
+    with ``reduce_dtype=bfloat16`` casts autocast's fp32 gradients to 16 bits for the reduce."""
+    buffer = gradient_bytes_per_param(framework, precision, weight_bytes, grad_reduce)
+    asked = (_reduce_code(grad_reduce) == _SIXTEEN_BIT) & (col(weight_bytes) < _FP32_BYTES)
+    return np.where(asked, weight_bytes, buffer)
 
 
 def _uses_dropout(model: ModelSpec) -> bool:
@@ -564,7 +595,7 @@ def _stage_peak(
     loss_backward: FloatArray,
     loss_forward: FloatArray,
     rebuilt_gradients: FloatArray,
-    embedding_grad: FloatArray,
+    at_step: FloatArray,
 ) -> FloatArray:
     """The largest live bytes of one pipeline stage over the phases of a step.
 
@@ -575,13 +606,14 @@ def _stage_peak(
     PyTorch's cross entropy) holds while every activation is still saved; a rebuilt layer (full
     recompute) lives while the backward walks the layers, between its first layer (all inputs kept,
     few gradients) and its last (``rebuilt_gradients``: all but those of the layers still ahead, the
-    untied input embedding). A tied embedding's gradient is added to the head's at the end.
+    untied input embedding). ``at_step`` is what the end adds: a tied embedding's gradient, summed into
+    the head's, and the optimizer's step-only fp32 gradients.
     """
     carried = gradients * accumulating
     forward = state + carried + cast + kept + loss_forward
     at_loss_backward = state + carried + cast_in_backward + kept + loss_backward
     rebuild = state + np.maximum(carried + kept, rebuilt_gradients) + transient
-    end = state + gradients + embedding_grad
+    end = state + gradients + at_step
     return np.maximum(np.maximum(forward, at_loss_backward), np.maximum(rebuild, end))
 
 
@@ -628,6 +660,7 @@ def training_peak_bytes(
     tp: FloatArray,
     pp: FloatArray,
     displacing: FloatArray | None = None,
+    step_gradients: FloatArray | None = None,
 ) -> TrainingPeak:
     """Peak bytes per device of one step, the larger of the first and last pipeline stages.
 
@@ -637,9 +670,11 @@ def training_peak_bytes(
     reaches: its gradient does not exist yet while the first layer is rebuilt. Both threads' cuBLAS
     workspaces are live throughout. The reserved peak is each stage's peak plus its fragmentation
     (``training_fragmentation_bytes``), the larger of the two stages; ``displacing`` caps it (default:
-    the optimizer's states, which displace the loss's buffers in full training).
+    the optimizer's states, which displace the loss's buffers in full training). ``step_gradients``: the
+    part of ``optimizer`` that exists during the optimizer step only (``StateBytes.step_gradients``).
     """
-    state = weights + optimizer
+    step_only = np.zeros_like(optimizer) if step_gradients is None else step_gradients
+    state = weights + optimizer - step_only
     accumulating = (col(microbatches) > 1).astype(float)
     embedding_params = float(model.vocab_size * model.hidden_size)
     head_cast = np.where(cast > 0, _CAST_BYTES * embedding_params / col(tp), 0.0)
@@ -660,7 +695,7 @@ def training_peak_bytes(
         parts.logit_backward_bytes * parts.logits_first,
         _loss_forward(parts, parts.logits_first),
         gradients * (1.0 - input_embedding_share),
-        embedding_grad,
+        embedding_grad + step_only,
     )
     last = _stage_peak(
         state,
@@ -673,7 +708,7 @@ def training_peak_bytes(
         parts.logit_backward_bytes * parts.logits_last,
         _loss_forward(parts, parts.logits_last),
         np.where(col(pp) > 1, gradients, gradients * (1.0 - input_embedding_share)),
-        np.zeros_like(embedding_grad),
+        step_only + np.zeros_like(embedding_grad),
     )
     first, last = first + TRAINING_WORKSPACE_BYTES, last + TRAINING_WORKSPACE_BYTES
     allocated = np.maximum(first, last)

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
         Execution,
         FineTune,
         Framework,
+        GradReduce,
         Loss,
         ModelSpec,
         Optimizer,
@@ -120,6 +121,7 @@ class TrainEstimateRequest:
     execution: Execution = "eager"
     finetune: FineTune = FULL_TRAINING
     loss: Loss = "standard"
+    grad_reduce: GradReduce = "auto"
     price: PriceRequest = field(default_factory=PriceRequest)
     utilization: float | None = None  # --mfu; else the calibration's, else the assumed efficiency
     calibration: Calibration | None = None  # what bench measured on this accelerator
@@ -158,6 +160,7 @@ def estimate_train_request(request: TrainEstimateRequest, catalog: Catalog, assu
             execution=request.execution,
             finetune=request.finetune,
             loss=request.loss,
+            grad_reduce=request.grad_reduce,
         )
         estimate = estimate_train(
             model,

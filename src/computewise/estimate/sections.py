@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
 from computewise.catalog.track_record import Scope
-from computewise.specs import AttentionKernel, Execution, FineTuneMethod, Loss, Pricing
+from computewise.specs import AttentionKernel, Execution, FineTuneMethod, GradReduce, Loss, Pricing
 from computewise.specs.codec import Jsonable, Layout, json_field
 from computewise.specs.finetune import FourBitType
 
@@ -95,6 +95,11 @@ class TrainJobSection(Jsonable):
     loss: Loss = field(
         metadata=json_field(
             description="The cross entropy: standard (the framework's own) or fused (one kernel on the 16-bit logits)."
+        )
+    )
+    grad_reduce: GradReduce = field(
+        metadata=json_field(
+            description="The width gradients are reduced in: auto (the framework's default), fp32 or 16-bit."
         )
     )
     finetune: FullTraining | AdapterTraining = field(

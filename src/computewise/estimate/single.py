@@ -611,6 +611,7 @@ class TrainEstimate(_Figures):
             framework=j.framework,
             execution=j.execution,
             loss=j.loss,
+            grad_reduce=j.grad_reduce,
             finetune=finetune_section(self.adapters),
         )
 

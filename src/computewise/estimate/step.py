@@ -43,7 +43,7 @@ from computewise.estimate.kernels import (
     distinct_training_kernels,
     optimizer_kernels,
 )
-from computewise.estimate.memory import gradient_bytes_per_param
+from computewise.estimate.memory import gradient_reduce_bytes_per_param
 from computewise.estimate.traced import TracedDevice, tensor_core_flag, traced_training_kernels
 from computewise.specs import PRECISIONS
 
@@ -166,10 +166,12 @@ def step_time(
     pp_s = _times("send-recv", 2.0 * v * m, pp_message, rows.pp, groups.pp, fabric)
 
     if adapters is None:
-        # Gradients are reduced in the buffer they accumulate in: fp32 under Megatron's bf16 and fp8 and under
-        # PyTorch autocast, 16 bits under Megatron's fp16.
+        # Gradients are reduced in the buffer they accumulate in (fp32 under Megatron's bf16 and fp8 and under
+        # PyTorch autocast, 16 bits under Megatron's fp16), or in the 16 bits asked for.
         weight_bytes = model.params * rows.weight_bytes
-        gradient_bytes = model.params * gradient_bytes_per_param(rows.framework, rows.precision, rows.weight_bytes)
+        gradient_bytes = model.params * gradient_reduce_bytes_per_param(
+            rows.framework, rows.precision, rows.weight_bytes, rows.grad_reduce
+        )
     else:
         gradient_bytes = adapters.trainable_bytes(rows.weight_bytes)
         weight_bytes = adapters.frozen_bytes(model, rows.weight_bytes) + gradient_bytes

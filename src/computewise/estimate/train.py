@@ -22,6 +22,7 @@ from computewise.estimate.memory import (
     RECOMPUTE_CODES,
     TRAINING_WORKSPACE_BYTES,
     MemoryBreakdown,
+    StateBytes,
     activation_parts,
     bytes_per_value,
     expert_params,
@@ -37,6 +38,7 @@ from computewise.specs import (
     ATTENTION_KERNELS,
     EXECUTIONS,
     FRAMEWORKS,
+    GRAD_REDUCES,
     LOSSES,
     PRECISIONS,
     ModelSpec,
@@ -143,6 +145,7 @@ class TrainLayout:
     execution: FloatArray  # index in EXECUTIONS: 0 eager, 1 torch.compile, 2 CUDA graphs
     precision: FloatArray  # index in PRECISIONS: Megatron keeps fp16's gradients apart from bf16's
     loss: FloatArray  # index in LOSSES: 0 the framework's cross entropy, 1 a fused kernel on 16-bit logits
+    grad_reduce: FloatArray  # index in GRAD_REDUCES: 0 the framework's default, 1 fp32, 2 16-bit
 
     @property
     def gpus(self) -> FloatArray:
@@ -180,6 +183,7 @@ class TrainLayout:
             execution=col(EXECUTIONS.index(job.execution)),
             precision=col(PRECISIONS.index(job.precision)),
             loss=col(LOSSES.index(job.loss)),
+            grad_reduce=col(GRAD_REDUCES.index(job.grad_reduce)),
         )
 
 
@@ -290,8 +294,10 @@ def train_memory(
     """
     if adapters is None:
         weights, gradients, optimizer, cast, grad_per_param = _full_states(model, layout)
+        step_gradients = _step_gradients(model, layout)
     else:
         weights, gradients, optimizer, cast, grad_per_param = _adapter_states(model, layout, adapters)
+        step_gradients = np.zeros_like(optimizer)
     parts = activation_parts(
         model,
         layout.seq_len,
@@ -327,6 +333,7 @@ def train_memory(
         # (benchmarks/replay_lora.py) keep 0.7-1.2 loss buffers cached beyond the peak, as full training
         # keeps 0.2-2.1: the rule's one buffer, uncapped.
         displacing=None if adapters is None else np.full_like(optimizer, np.inf),
+        step_gradients=step_gradients,
     )
     return with_overhead(
         weights + cast,
@@ -340,6 +347,29 @@ def train_memory(
     )
 
 
+def _state_bytes(layout: TrainLayout) -> StateBytes:
+    return framework_state_bytes(
+        layout.framework, layout.precision, layout.weight_bytes, layout.optimizer_bytes, layout.grad_reduce
+    )
+
+
+def _step_gradients(model: ModelSpec, layout: TrainLayout) -> FloatArray:
+    """The optimizer states' part per device that lives during the optimizer step only, sharded as they are."""
+    zero = np.zeros_like(layout.weight_bytes)
+    _, _, step_only = model_state_bytes(
+        model.params,
+        zero,
+        _state_bytes(layout).step_gradients,
+        layout.tp,
+        layout.pp,
+        layout.dp * layout.cp,
+        layout.zero,
+        experts=expert_params(model),
+        ep=layout.ep,
+    )
+    return step_only
+
+
 def _full_states(model: ModelSpec, layout: TrainLayout) -> tuple[FloatArray, ...]:
     """(weights, gradients, optimizer states, autocast copies, gradient bytes per parameter) per device
     of full training, in the chosen framework's layout.
@@ -348,7 +378,7 @@ def _full_states(model: ModelSpec, layout: TrainLayout) -> tuple[FloatArray, ...
     data-parallel ones, so ZeRO shards over dp x cp: Megatron's distributed optimizer over its
     data-parallel group with context parallelism, torchtitan's FSDP over its ``dp_shard_cp`` mesh.
     """
-    per_param = framework_state_bytes(layout.framework, layout.precision, layout.weight_bytes, layout.optimizer_bytes)
+    per_param = _state_bytes(layout)
     experts = expert_params(model)
     weights, gradients, optimizer = model_state_bytes(
         model.params,

@@ -298,6 +298,7 @@ def _layouts(
         else np.full(rows, float(_TRANSFORMERS)),
         execution=np.zeros(rows),
         loss=np.zeros(rows),  # the framework's own cross entropy
+        grad_reduce=np.zeros(rows),  # the framework's default width
         precision=col(precision),
     )
     return _Layouts(rows=layout, gpus=t["gpus"], tp=t["tp"], precision=precision, levels=levels)

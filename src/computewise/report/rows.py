@@ -242,6 +242,7 @@ def _job(
     attention: str | None = None,
     framework: str | None = None,
     loss: str = "standard",
+    grad_reduce: str = "auto",
 ) -> str:
     """The job settings a result has, in one fixed order; train and infer jobs have different ones."""
     parts: list[str] = []
@@ -264,6 +265,8 @@ def _job(
         parts.append(f"{framework} layout")
     if loss != "standard":
         parts.append(f"{loss} loss")
+    if grad_reduce != "auto":
+        parts.append(f"{grad_reduce} gradient reduce")
     return ", ".join(parts)
 
 
@@ -297,6 +300,7 @@ def _estimate_job(e: TrainEstimate | InferEstimate) -> str:
         attention=t.attention,
         framework=t.framework,
         loss=t.loss,
+        grad_reduce=t.grad_reduce,
     )
 
 

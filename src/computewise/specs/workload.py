@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from computewise import limits
+from computewise.errors import InputError
 from computewise.specs.finetune import FULL_TRAINING, FineTune
 from computewise.units import check_range
 
@@ -14,6 +15,7 @@ __all__ = [
     "EXECUTIONS",
     "FP32_VALUED",
     "FRAMEWORKS",
+    "GRAD_REDUCES",
     "LOSSES",
     "OPTIMIZERS",
     "PAGED_OPTIMIZERS",
@@ -22,6 +24,7 @@ __all__ = [
     "AttentionKernel",
     "Execution",
     "Framework",
+    "GradReduce",
     "InferJob",
     "Loss",
     "Optimizer",
@@ -71,6 +74,12 @@ ATTENTION_KERNELS: tuple[AttentionKernel, ...] = ("unfused", "flash", "triton", 
 # ``loss_fn`` of llm-foundry), which holds no fp32 copy of the logits.
 Loss = Literal["standard", "fused"]
 LOSSES: tuple[Loss, ...] = ("standard", "fused")
+# The width gradients are reduced over data parallelism in: auto is the framework's default (Megatron
+# accumulates and reduces an fp32 buffer under bf16 and fp8, a 16-bit one under fp16; PyTorch autocast
+# reduces its fp32 gradients); 16-bit is NVIDIA's performance recipes' choice (grad_reduce_in_fp32
+# False), whose Megatron buffer is 16-bit too, and FSDP's reduce_dtype=bfloat16.
+GradReduce = Literal["auto", "fp32", "16-bit"]
+GRAD_REDUCES: tuple[GradReduce, ...] = ("auto", "fp32", "16-bit")
 
 
 @dataclass(frozen=True)
@@ -112,6 +121,7 @@ class TrainJob:
     execution: Execution = "eager"
     finetune: FineTune = FULL_TRAINING  # or LoRA/QLoRA adapters on a frozen base
     loss: Loss = "standard"
+    grad_reduce: GradReduce = "auto"
 
     @property
     def flash_attention(self) -> bool:
@@ -124,6 +134,11 @@ class TrainJob:
         check_range(self.seq_len, "seq_len", limits.SEQUENCE_TOKENS)
         check_range(self.micro_batch, "micro_batch", limits.MICRO_BATCH)
         check_range(self.global_batch, "global_batch", limits.BATCH)
+        if self.grad_reduce == "16-bit" and self.precision in FP32_VALUED:
+            raise InputError(
+                f"a 16-bit gradient reduce needs 16-bit training, and {self.precision} keeps every value in fp32",
+                "train in bf16, fp16 or fp8 (--precision), or reduce in fp32 (--grad-reduce auto)",
+            )
 
 
 @dataclass(frozen=True)
