@@ -105,19 +105,11 @@ def test_nvidia_token_drop_moe_run_within_25_percent(results: dict[str, object])
     assert abs(row.error) <= 0.25  # type: ignore[attr-defined]
 
 
-# Published layouts the estimate says do not fit, each explained in docs/ACCURACY.md; a new one fails.
-DOCUMENTED_MEMORY_MISSES = {
-    "mpt-760m-2k-8",
-    "mpt-3b-1k-8",
-    "mpt-7b-8k-8",
-    "mpt-7b-65k-8",
-    "nemo2407-nemotron4-340b-fp8",
-}
-
-
 def test_published_layouts_fit_as_they_ran(results: dict[str, object]) -> None:
     """Every published run ran, so its layout fit in its devices' memory, and the estimate must let it: a
-    memory model that overcounts would make ``plan train`` reject the recipes people actually run."""
+    memory model that overcounts would make ``plan train`` reject the recipes people actually run. Before
+    Megatron's fused SwiGLU and in-place loss, Transformer Engine's fp8 inputs, ZeRO over dp x cp, the
+    fused loss of llm-foundry and NVIDIA's 16-bit gradient reduce were modelled, 16 of 63 did not fit."""
     over = {n for n, r in results.items() if not r.fits}  # type: ignore[attr-defined]
-    assert over <= DOCUMENTED_MEMORY_MISSES, over - DOCUMENTED_MEMORY_MISSES
-    assert len(results) - len(over) >= 58
+    assert not over, over
+    assert len(results) == 63
