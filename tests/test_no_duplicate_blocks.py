@@ -3,9 +3,10 @@
 A block written twice drifts: one copy gets the fix and the other keeps the bug (the optimize ranking rule,
 written in the search and again in its report, had already drifted once). Lines are compared after their
 leading and trailing white space is stripped; nothing else is normalised, so a block counts only when it is
-the same to the letter, not merely of the same shape. Two kinds of lines are left out, since the formatter,
-not the author, lays them out: import statements (sorted lists of names), and a run made only of blank lines
-and brackets. The migrations are frozen copies of the schema at each revision and repeat it on purpose.
+the same to the letter, not merely of the same shape. Three kinds of lines are left out, since the formatter
+and the linter, not the author, lay them out: import statements and ``__all__`` lists (sorted lists of names,
+ruff's I001 and RUF022), and a run made only of blank lines and brackets. The migrations are frozen copies of
+the schema at each revision and repeat it on purpose.
 """
 
 from __future__ import annotations
@@ -22,11 +23,15 @@ _BRACKETS = re.compile(r"^[()\[\]{},:]*$")
 
 
 def _counted(path: Path) -> list[tuple[int, str]]:
-    """(line number, stripped text) of each line that counts: every line but those of import statements."""
+    """(line number, stripped text) of each line that counts: every line but those of import statements and of
+    ``__all__`` lists."""
     text = path.read_text(encoding="utf-8")
     imports: set[int] = set()
     for node in ast.walk(ast.parse(text)):
-        if isinstance(node, ast.Import | ast.ImportFrom):
+        exports = isinstance(node, ast.Assign) and any(
+            isinstance(target, ast.Name) and target.id == "__all__" for target in node.targets
+        )
+        if isinstance(node, ast.Import | ast.ImportFrom) or exports:
             imports.update(range(node.lineno, (node.end_lineno or node.lineno) + 1))
     return [(number, line.strip()) for number, line in enumerate(text.splitlines(), 1) if number not in imports]
 
@@ -62,8 +67,9 @@ def test_no_block_of_six_identical_lines_is_written_twice() -> None:
 
 def test_the_check_finds_a_copied_block_and_not_imports_brackets_or_migrations(tmp_path: Path) -> None:
     """So the test above cannot pass by finding nothing: a copied six-line body is named, with both places;
-    the same imports, a run of brackets and a migration's copy are not."""
+    the same imports and ``__all__``, a run of brackets and a migration's copy are not."""
     imports = "from os import (\n" + "".join(f"    name{n},\n" for n in range(LINES)) + ")\n"
+    imports += "__all__ = [\n" + "".join(f'    "name{n}",\n' for n in range(LINES)) + "]\n"
     brackets = "f(\n" + "    [\n" * 3 + "    ]\n" * 3 + ")\n"
     body = "".join(f"    total = total + {n}\n" for n in range(LINES))
     header = imports.count("\n") + brackets.count("\n") + 1  # and the def line
