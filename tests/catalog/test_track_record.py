@@ -56,3 +56,18 @@ def test_estimate_prints_its_band_and_says_when_none_was_measured() -> None:
     served = _estimate("--gpus", "2", verb="infer")
     assert served.returncode == 0, served.stderr
     assert "time not yet checked against a measured run of this kind" in " ".join(served.stdout.split())
+
+
+def test_a_many_node_estimate_says_how_many_published_layouts_of_its_kind_fit() -> None:
+    """No measured memory peak spans nodes yet, but every published multi-node run ran: the estimate says how
+    many of those layouts its memory model lets fit (all of them: tests/estimate/test_accuracy.py)."""
+    record = load_track_record()[("many-nodes", "train", "fits")]
+    assert record.rows >= 40 and record.worst_abs_error == 0.0
+    done = _estimate("--gpus", "64", "--tp", "4", "--pp", "4", "--json")
+    assert done.returncode == 0, done.stderr
+    accuracy = json.loads(done.stdout)["accuracy"]
+    assert accuracy["memory"] is None
+    assert accuracy["published_layouts_fit"]["published_layouts"] == record.rows
+    assert accuracy["published_layouts_fit"]["fit"] == record.rows
+    text = " ".join(_estimate("--gpus", "64", "--tp", "4", "--pp", "4").stdout.split())
+    assert f"{record.rows} of {record.rows} published layouts of this kind fit, as they did when they ran" in text

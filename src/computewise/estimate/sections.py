@@ -173,6 +173,13 @@ class ErrorBand(Jsonable):
 
 
 @dataclass(frozen=True)
+class LayoutsFit(Jsonable):
+    published_layouts: int
+    fit: int
+    source: str
+
+
+@dataclass(frozen=True)
 class Accuracy(Jsonable):
     json_description: ClassVar[str] = (
         "How far estimates of this kind of run have been from measured runs (catalog/data/track_record.csv); "
@@ -182,6 +189,13 @@ class Accuracy(Jsonable):
     scope: Scope
     time: ErrorBand | None
     memory: ErrorBand | None
+    published_layouts_fit: LayoutsFit | None = field(
+        default=None,
+        metadata=json_field(
+            description="Published runs of this kind, each of which ran: how many the memory estimate lets fit "
+            "on their devices (a one-sided check of memory); null where none was published."
+        ),
+    )
 
 
 @dataclass(frozen=True)

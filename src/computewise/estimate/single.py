@@ -48,6 +48,7 @@ from computewise.estimate.sections import (
     InferJobSection,
     InferTime,
     LayoutSection,
+    LayoutsFit,
     MemorySection,
     Storage,
     TrainCompute,
@@ -225,7 +226,11 @@ def accuracy(scope: Scope, kind: Kind, model: ModelSpec) -> Accuracy:
             return None
         return ErrorBand(record.median_abs_error, record.worst_abs_error, record.rows, record.source)
 
-    return Accuracy(scope, band("time"), band("memory"))
+    published = records.get((scope, kind, "fits"))
+    fit = None
+    if published is not None:
+        fit = LayoutsFit(published.rows, round(published.rows * (1.0 - published.worst_abs_error)), published.source)
+    return Accuracy(scope, band("time"), band("memory"), fit)
 
 
 def _percent(fraction: float) -> str:
@@ -258,6 +263,10 @@ def track_record_note(scope: Scope, kind: Kind, model: ModelSpec) -> str:
                 f"{figure} ±{_percent(band.median_abs_error)} (median |error| over "
                 f"{plural(band.measured_runs, 'measured run')}, worst {_percent(band.worst_abs_error)})"
             )
+    published = section.published_layouts_fit
+    if published is not None:  # a one-sided check of memory: those runs ran, so they fit
+        n = plural(published.published_layouts, "published layout")
+        parts[-1] += f", and {published.fit} of {n} of this kind fit, as they did when they ran"
     return f"accuracy on {scope} {what} so far: " + "; ".join(parts) + " (docs/ACCURACY.md)"
 
 
