@@ -252,7 +252,7 @@ def _compute_s(
         micro = distinct_training_kernels(model, shape, rates, adapters)
     trained = model.params if adapters is None else adapters.trainable_params
     per_device = trained / (rows.tp * rows.pp)
-    sharded = per_device / np.where(rows.zero >= 1, rows.dp * rows.cp, 1.0)  # ZeRO's group, as the sync's
+    sharded = per_device / np.where(rows.zero >= 1, rows.zero_ranks, 1.0)
     block_tensors = 7.0 if adapters is None else adapters.adapter_tensors()
     tensors = block_tensors * max(model.total_layers, 1) / rows.pp + 2.0  # trained weight matrices per device
     update = optimizer_kernels(per_device, sharded, rows.microbatches, rows.framework, tensors, rates).wall_s(host)
@@ -286,7 +286,7 @@ def _dp_exposed_s(
     ``gradient_bytes`` are the whole model's (equal in full training; a LoRA job reduces only its
     trained part's gradients, and ZeRO-3 still gathers its frozen base).
     """
-    ranks = rows.dp * rows.cp
+    ranks = rows.zero_ranks
     split = rows.tp * rows.pp
     weight_shard, gradient_shard = weight_bytes / split, gradient_bytes / split
     backward_s = per_microbatch_s - forward_s

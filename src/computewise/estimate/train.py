@@ -22,7 +22,6 @@ from computewise.estimate.memory import (
     RECOMPUTE_CODES,
     TRAINING_WORKSPACE_BYTES,
     MemoryBreakdown,
-    StateBytes,
     activation_parts,
     bytes_per_value,
     expert_params,
@@ -152,6 +151,13 @@ class TrainLayout:
         return self.tp * self.pp * self.cp * self.dp
 
     @property
+    def zero_ranks(self) -> FloatArray:
+        """The ranks that hold the same weights, over which ZeRO shards and gradients are reduced: dp x cp.
+        Megatron's distributed optimizer shards over its data-parallel group with context parallelism,
+        torchtitan's FSDP over its ``dp_shard_cp`` mesh."""
+        return self.dp * self.cp
+
+    @property
     def microbatches(self) -> FloatArray:
         """Micro-batches per data-parallel rank per optimizer step (gradient accumulation steps)."""
         return self.global_batch / (self.dp * self.micro_batch)
@@ -257,7 +263,8 @@ def token_bytes(model: ModelSpec) -> float:
 
 def _adapter_states(model: ModelSpec, layout: TrainLayout, adapters: Adapters) -> tuple[FloatArray, ...]:
     """(weights, gradients, optimizer states, autocast and dequantization copies, gradient bytes per
-    embedding parameter) per device of a LoRA/QLoRA job, split by the layout as full training's are.
+    embedding parameter, step-only optimizer bytes: none) per device of a LoRA/QLoRA job, split by the
+    layout as full training's are.
 
     ``model_state_bytes`` is linear in the parameter count, so it is handed whole-model byte totals
     as one "parameter": the frozen base is sharded with the weights (ZeRO-3), the trained part's
@@ -271,7 +278,7 @@ def _adapter_states(model: ModelSpec, layout: TrainLayout, adapters: Adapters) -
         adapters.optimizer_bytes(act),
         layout.tp,
         layout.pp,
-        layout.dp * layout.cp,  # the ranks that hold the same weights (see ``_full_states``)
+        layout.zero_ranks,
         layout.zero,
         grad_bytes=trained,
     )
@@ -280,7 +287,7 @@ def _adapter_states(model: ModelSpec, layout: TrainLayout, adapters: Adapters) -
     )
     embedding_trained = adapters.finetune.train_embeddings or adapters.finetune.train_head
     embedding_grad = adapters.residual_bytes(act) * (1.0 if embedding_trained else 0.0)
-    return weights, gradients, optimizer, cast, embedding_grad
+    return weights, gradients, optimizer, cast, embedding_grad, np.zeros_like(optimizer)
 
 
 def train_memory(
@@ -292,12 +299,8 @@ def train_memory(
     layout); the allocated peak times them (``training_peak_bytes``). ``adapters``: a LoRA/QLoRA
     job's frozen base and trained adapters (``estimate.adapters``) instead of full training's states.
     """
-    if adapters is None:
-        weights, gradients, optimizer, cast, grad_per_param = _full_states(model, layout)
-        step_gradients = _step_gradients(model, layout)
-    else:
-        weights, gradients, optimizer, cast, grad_per_param = _adapter_states(model, layout, adapters)
-        step_gradients = np.zeros_like(optimizer)
+    states = _full_states(model, layout) if adapters is None else _adapter_states(model, layout, adapters)
+    weights, gradients, optimizer, cast, grad_per_param, step_gradients = states
     parts = activation_parts(
         model,
         layout.seq_len,
@@ -347,51 +350,31 @@ def train_memory(
     )
 
 
-def _state_bytes(layout: TrainLayout) -> StateBytes:
-    return framework_state_bytes(
+def _full_states(model: ModelSpec, layout: TrainLayout) -> tuple[FloatArray, ...]:
+    """(weights, gradients, optimizer states, autocast copies, gradient bytes per parameter, the part of the
+    optimizer states that lives during the step only) per device of full training, in the chosen
+    framework's layout; ZeRO shards over ``layout.zero_ranks``."""
+    per_param = framework_state_bytes(
         layout.framework, layout.precision, layout.weight_bytes, layout.optimizer_bytes, layout.grad_reduce
     )
-
-
-def _step_gradients(model: ModelSpec, layout: TrainLayout) -> FloatArray:
-    """The optimizer states' part per device that lives during the optimizer step only, sharded as they are."""
-    zero = np.zeros_like(layout.weight_bytes)
-    _, _, step_only = model_state_bytes(
-        model.params,
-        zero,
-        _state_bytes(layout).step_gradients,
-        layout.tp,
-        layout.pp,
-        layout.dp * layout.cp,
-        layout.zero,
-        experts=expert_params(model),
-        ep=layout.ep,
-    )
-    return step_only
-
-
-def _full_states(model: ModelSpec, layout: TrainLayout) -> tuple[FloatArray, ...]:
-    """(weights, gradients, optimizer states, autocast copies, gradient bytes per parameter) per device
-    of full training, in the chosen framework's layout.
-
-    Context-parallel ranks hold the same weights and reduce their gradients together with the
-    data-parallel ones, so ZeRO shards over dp x cp: Megatron's distributed optimizer over its
-    data-parallel group with context parallelism, torchtitan's FSDP over its ``dp_shard_cp`` mesh.
-    """
-    per_param = _state_bytes(layout)
     experts = expert_params(model)
-    weights, gradients, optimizer = model_state_bytes(
-        model.params,
-        per_param.weights,
-        per_param.optimizer,
-        layout.tp,
-        layout.pp,
-        layout.dp * layout.cp,  # ZeRO shards over every rank holding the same weights (its gradients' group)
-        layout.zero,
-        grad_bytes=per_param.gradients,
-        experts=experts,
-        ep=layout.ep,
-    )
+
+    def sharded(weight_bytes: FloatArray, optimizer_bytes: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray]:
+        return model_state_bytes(
+            model.params,
+            weight_bytes,
+            optimizer_bytes,
+            layout.tp,
+            layout.pp,
+            layout.zero_ranks,
+            layout.zero,
+            grad_bytes=per_param.gradients,
+            experts=experts,
+            ep=layout.ep,
+        )
+
+    weights, gradients, optimizer = sharded(per_param.weights, per_param.optimizer)
+    _, _, step_only = sharded(per_param.weights, per_param.step_gradients)
     # Input embeddings are looked up, never cast; a tied one is cast as the LM head.
     cast_params = model.params - (0 if model.tied_embeddings else model.vocab_size * model.hidden_size)
     cast, _, _ = model_state_bytes(
@@ -409,7 +392,7 @@ def _full_states(model: ModelSpec, layout: TrainLayout) -> tuple[FloatArray, ...
     # layers' 16-bit copies are live, never the whole model (the ZeRO paper's 16 bytes per parameter).
     layer_cast = _GATHERED_LAYERS * cast / max(model.total_layers, 1) * layout.pp
     cast = np.where(layout.zero >= 3, np.minimum(layer_cast, cast), cast)
-    return weights, gradients, optimizer, cast, per_param.gradients
+    return weights, gradients, optimizer, cast, per_param.gradients, step_only
 
 
 def evaluate_train(
