@@ -50,7 +50,7 @@ from computewise.catalog import Catalog, load_catalog
 from computewise.estimate import Assumptions, TrainHardware, TrainLayout, evaluate_train
 from computewise.estimate.arrays import col
 from computewise.estimate.collectives import fabric_for
-from computewise.estimate.kernels import attention_peak_ratio, profile_shares
+from computewise.estimate.kernels import attention_peak_ratio, profile_shares, sustained_share
 from computewise.estimate.layout import VIRTUAL_STAGES, schedule_problem
 from computewise.models.shape import FAMILIES, count_params
 from computewise.specs import (
@@ -63,6 +63,7 @@ from computewise.specs import (
     AttentionKernel,
     Framework,
     GradReduce,
+    KernelProfile,
     Loss,
     ModelSpec,
     Parallelism,
@@ -76,6 +77,9 @@ Choice = TypeVar("Choice", bound=str)
 MEDIAN_TARGET = 0.15  # TFLOP/s per GPU over the Megatron rows (issue 14)
 WORST_TARGET = 0.25
 OTHERS_TARGET = 4  # other published runs within WORST_TARGET on GPU-hours, MFU or throughput
+# Accelerators whose kernel profile (kernel_profiles.csv) is fitted on their fit rows here: no kernel benchmark of
+# them is published, so ``--fit`` chooses their matmul share and their other rows are held out.
+FITTED_PROFILES = ("tpu-v5e", "tpu-v5p")
 QUICK_ROWS = ("gpt-1.7b", "gpt-18.4b", "gpt-1008b", "gpt-175b-selective", "llama3-405b-16k", "llama2-70b")
 
 
@@ -101,7 +105,8 @@ class Run:
     sequence_parallel: bool
     attention: AttentionKernel
     zero: int
-    node_network_bytes_per_s: float
+    node_devices: int  # devices on their own links: a DGX's 8 GPUs, a TPU slice's chips
+    node_network_bytes_per_s: float  # all of a node's NICs (a TPU slice: its hosts' data-center network)
     tokens: float
     fabric: str  # a fabrics.csv slug: the NICs' technology
     precision: Precision
@@ -190,6 +195,7 @@ def load_runs(path: Path = DATA) -> list[Run]:
             sequence_parallel=r["sequence_parallel"] == "true",
             attention=_member(r["attention"], ATTENTION_KERNELS, "attention"),
             zero=int(r["zero"]),
+            node_devices=int(r["node_devices"]),
             node_network_bytes_per_s=float(r["node_network_gb_per_s"]) * 1e9,
             tokens=float(r["tokens"]),
             fabric=r["fabric"],
@@ -243,12 +249,14 @@ def _layout(run: Run, virtual_stages: int) -> TrainLayout:
     return TrainLayout.for_job(parallelism, job)
 
 
-def evaluate(run: Run, assumptions: Assumptions) -> Result:
-    catalog = _catalog()
+def evaluate(run: Run, assumptions: Assumptions, catalog: Catalog | None = None) -> Result:
+    """The row's figure from the estimate, on the bundled catalog unless one is given (``fit_profile``)."""
+    catalog = catalog or _catalog()
     accelerator = catalog.accelerator(run.accelerator)
     network = catalog.fabric(run.fabric)
-    nodes = fabric_for(accelerator, None, catalog, assumptions, devices_per_node=8)
-    matmul_share, stream_share = profile_shares(catalog.kernel_profile(accelerator.slug), run.precision, assumptions)
+    nodes = fabric_for(accelerator, None, catalog, assumptions, devices_per_node=run.node_devices)
+    profile = catalog.kernel_profile(accelerator.slug)
+    matmul_share, stream_share = profile_shares(profile, run.precision, assumptions)
     hardware = TrainHardware(
         peak_flops=col(accelerator.peak_flops[run.precision]),
         memory_bandwidth_bytes_per_s=col(accelerator.memory_bandwidth_bytes_per_s),
@@ -266,6 +274,7 @@ def evaluate(run: Run, assumptions: Assumptions) -> Result:
         matmul_fraction=col(matmul_share),
         stream_fraction=col(stream_share),
         attention_peak_ratio=col(attention_peak_ratio(accelerator.peak_flops, run.precision)),
+        sustained_fraction=col(sustained_share(profile, assumptions)),
     )
     tokens = run.tokens or float(run.global_batch * run.seq_len)
     best = min(
@@ -300,6 +309,8 @@ def _figure(run: Run, step_s: float, job_s: float, mfu: float) -> float:
         )
         flops = 96.0 * b * s * layers * h * h * (1.0 + s / (6.0 * h) + vocab / (16.0 * layers * h))
         return flops / (step_s * run.gpus) / 1e12
+    if run.metric == "tflops_per_chip_maxtext":
+        return _maxtext_flops_per_device(run) / step_s / 1e12
     if run.metric == "iteration_s":
         return step_s
     if run.metric == "mfu":
@@ -309,6 +320,16 @@ def _figure(run: Run, step_s: float, job_s: float, mfu: float) -> float:
     if run.metric == "gpu_hours":
         return job_s * run.gpus / 3600.0
     raise ValueError(f"unknown metric {run.metric!r} in {DATA}")
+
+
+def _maxtext_flops_per_device(run: Run) -> float:
+    """One step's FLOPs per chip as MaxText counted them in 2023 (``train.py`` ``calculate_training_tflops``,
+    after PaLM's appendix B): 6 x parameters x tokens, plus causal attention, 6 x heads x layers x head_dim x
+    sequence^2 per sequence; the recomputation is not counted."""
+    m, sequences = run.model, run.global_batch / run.gpus
+    weights = 6.0 * m.params * run.seq_len * sequences
+    attention = 6.0 * m.heads * m.layers * m.attention_head_dim * run.seq_len**2 * sequences
+    return weights + attention
 
 
 @functools.cache
@@ -341,6 +362,23 @@ def fit(runs: list[Run], assumptions: Assumptions) -> tuple[float, float]:
         loss = sum(np.log(1.0 + evaluate(run, trial).error) ** 2 for run in fit_rows)
         if loss < best[0]:
             best = (float(loss), float(fraction))
+    return best
+
+
+def fit_profile(runs: list[Run], accelerator: str, assumptions: Assumptions) -> tuple[float, float]:
+    """Grid search of ``accelerator``'s kernel-profile ``matmul_share`` on its fit rows, the share taken as what
+    a whole multi-chip step sustains (``sustained_share`` 1): a TPU has no published kernel benchmark, so its
+    profile is fitted here on declared rows and its other rows are held out."""
+    catalog = _catalog()
+    fit_rows = [r for r in runs if r.role == "fit" and r.accelerator == accelerator]
+    others = [row for row in catalog.kernel_profiles if row.accelerator != accelerator]
+    best = (float("inf"), 0.0)
+    for share in np.arange(0.60, 1.001, 0.005):
+        profile = KernelProfile(accelerator, float(share), None, None, "trial", "2026-11-28", sustained_share=1.0)
+        trial = dataclasses.replace(catalog, kernel_profiles=(*others, profile))
+        loss = sum(np.log(1.0 + evaluate(run, assumptions, trial).error) ** 2 for run in fit_rows)
+        if loss < best[0]:
+            best = (float(loss), float(share))
     return best
 
 
@@ -377,6 +415,9 @@ def main() -> int:
     if args.quick:
         runs = [r for r in runs if r.name in QUICK_ROWS]
     if args.fit:
+        for accelerator in FITTED_PROFILES:
+            loss, share = fit_profile(runs, accelerator, assumptions)
+            print(f"best fit: {accelerator} profile matmul_share {share:.3f}, sustained_share 1 (loss {loss:.4f})")
         loss, fraction = fit(runs, assumptions)
         print(f"best fit: sustained_matmul_share {fraction:.3f} (loss {loss:.4f})")
         assumptions = dataclasses.replace(assumptions, sustained_matmul_share=fraction)

@@ -29,7 +29,6 @@ import dataclasses
 import json
 import statistics
 import sys
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -261,7 +260,7 @@ def track_record_csv(rows: list[Replayed]) -> str:
     """The bands of ``catalog/data/track_record.csv``: one GPU from these rows (held out), one node, many
     nodes and mixture-of-experts models from the published runs held out of ``benchmarks/accuracy.py``'s fit."""
     import accuracy
-    from computewise.catalog.track_record import COLUMNS
+    from computewise.catalog.track_record import COLUMNS, SCOPES, scope_for
 
     held = [r for r in rows if r.case.name not in FIT_ROWS]
     h100 = f"benchmarks/replay_measured.py: one H100 SXM, {DATA.name}, rows not used for fitting"
@@ -278,18 +277,16 @@ def track_record_csv(rows: list[Replayed]) -> str:
     lines.append(f'one-node,train,memory,{n},{median},{worst},"{source}"')
     runs = accuracy.load_runs()
     results = accuracy.table(runs, assumptions)
-    scopes: tuple[tuple[str, Callable[[accuracy.Run], bool]], ...] = (
-        ("one-node", lambda run: run.gpus <= 8 and run.model.experts <= 1),
-        ("many-nodes", lambda run: run.gpus > 8 and run.model.experts <= 1),
-        ("mixture-of-experts", lambda run: run.model.experts > 1),
-    )
-    for scope, in_scope in scopes:
-        held_out = [r for run, r in zip(runs, results, strict=True) if r.role == "check" and in_scope(run)]
+    kinds = {slug: load_catalog().accelerator(slug).kind for slug in {run.accelerator for run in runs}}
+    run_scopes = [scope_for(run.gpus, run.node_devices, run.model.experts, kinds[run.accelerator]) for run in runs]
+    scopes = [scope for scope in SCOPES if scope in run_scopes]
+    for scope in scopes:
+        held_out = [r for s, r in zip(run_scopes, results, strict=True) if r.role == "check" and s == scope]
         n, median, worst = _band([abs(r.error) for r in held_out])
         source = "benchmarks/accuracy.py: published runs held out of the fit (docs/ACCURACY.md)"
         lines.append(f'{scope},train,time,{n},{median},{worst},"{source}"')
-    for scope, in_scope in scopes:  # every published run ran, fitted on or not: its layout fit
-        published = [r for run, r in zip(runs, results, strict=True) if in_scope(run)]
+    for scope in scopes:  # every published run ran, fitted on or not: its layout fit
+        published = [r for s, r in zip(run_scopes, results, strict=True) if s == scope]
         over = round(sum(not r.fits for r in published) / len(published), 3)
         source = "benchmarks/accuracy.py: published layouts, each of which ran (docs/ACCURACY.md)"
         lines.append(f'{scope},train,fits,{len(published)},{over},{over},"{source}"')

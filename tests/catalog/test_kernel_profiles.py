@@ -26,7 +26,9 @@ def test_every_profile_names_a_catalog_accelerator_and_says_how_it_was_found(cat
     for row in catalog.kernel_profiles:
         assert catalog.accelerator(row.accelerator).slug == row.accelerator
         assert 0.3 < row.matmul_share <= 1.0, row
-        assert row.source.startswith(("measured:", "published:")), row.source
+        assert row.source.startswith(("measured:", "published:", "fitted:")), row.source
+        # A share fitted on whole multi-device steps already is what such a step sustains; a burst is not.
+        assert (row.sustained_share is not None) == row.source.startswith("fitted:"), row
 
 
 def test_the_h100_profile_is_what_bench_measured_on_the_real_h100(catalog: Catalog) -> None:

@@ -52,6 +52,7 @@ DOCUMENTED_MISSES = {
     "mtnlg-530b-3360",
     "nemo-qwen3-30b-a3b-dropless-mb2",  # dropless MoE dispatch: 2x NVIDIA's token-drop run of the same layout
     "nemo-qwen3-30b-a3b-dropless-mb1",
+    "maxtext-512b-v5p-1024",  # tensor parallel 16 over ICI timed as exposed; XLA overlaps it with the matmuls
 }
 
 
@@ -112,4 +113,25 @@ def test_published_layouts_fit_as_they_ran(results: dict[str, object]) -> None:
     fused loss of llm-foundry and NVIDIA's 16-bit gradient reduce were modelled, 16 of 63 did not fit."""
     over = {n for n, r in results.items() if not r.fits}  # type: ignore[attr-defined]
     assert not over, over
-    assert len(results) == 63
+    assert len(results) == 75
+
+
+def test_maxtext_on_one_tpu_slice(results: dict[str, object]) -> None:
+    """MaxText's published runs on one v5e-256 or v5p slice (2023): a slice is one node on ICI, and each chip's
+    profile is fitted on one declared row, so the 10 others are held out: median within 10 %, none over 30 %."""
+    tpu = {n: r for n, r in results.items() if n.startswith("maxtext-")}
+    assert {n for n, r in tpu.items() if r.role == "fit"} == {"maxtext-16b-v5e-256", "maxtext-32b-v5p-128"}  # type: ignore[attr-defined]
+    held = [abs(r.error) for r in tpu.values() if r.role == "check"]  # type: ignore[attr-defined]
+    assert len(held) == 10
+    assert statistics.median(held) <= 0.10 and max(held) <= 0.30, held
+
+
+@pytest.mark.parametrize("slug", ["tpu-v5e", "tpu-v5p"])
+def test_a_fitted_profile_is_what_its_fit_row_chooses(slug: str, assumptions: Assumptions) -> None:
+    """kernel_profiles.csv's fitted TPU shares are reproduced by ``accuracy.py --fit`` from the published rows."""
+    from computewise.catalog import load_catalog
+
+    _, share = accuracy.fit_profile(accuracy.load_runs(), slug, assumptions)
+    profile = load_catalog().kernel_profile(slug)
+    assert profile is not None and profile.sustained_share == 1.0
+    assert profile.matmul_share == pytest.approx(share, abs=0.0051)

@@ -377,6 +377,7 @@ def _kernel_profile(cells: _Cells) -> KernelProfile:
         stream_share=optional("stream_share"),
         source=cells.text("source"),
         retrieved=cells.iso_date("retrieved"),
+        sustained_share=optional("sustained_share"),
     )
 
 
@@ -464,8 +465,16 @@ _TABLE_SPECS: dict[TableName, _Table] = {
         parse=_fabric,
     ),
     "kernel_profiles": _Table(
-        columns=("accelerator", "matmul_share", "fp32_matmul_share", "stream_share", "source", "retrieved"),
-        optional=frozenset({"fp32_matmul_share", "stream_share"}),
+        columns=(
+            "accelerator",
+            "matmul_share",
+            "fp32_matmul_share",
+            "stream_share",
+            "source",
+            "retrieved",
+            "sustained_share",
+        ),
+        optional=frozenset({"fp32_matmul_share", "stream_share", "sustained_share"}),
         parse=_kernel_profile,
     ),
 }

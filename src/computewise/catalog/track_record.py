@@ -26,8 +26,8 @@ from computewise.errors import CatalogError
 
 __all__ = ["COLUMNS", "SCOPES", "Figure", "Kind", "Scope", "TrackRecord", "load_track_record", "scope_for"]
 
-Scope = Literal["single-gpu", "one-node", "many-nodes", "mixture-of-experts"]
-SCOPES: tuple[Scope, ...] = ("single-gpu", "one-node", "many-nodes", "mixture-of-experts")
+Scope = Literal["single-gpu", "one-node", "many-nodes", "mixture-of-experts", "cloud-tpu"]
+SCOPES: tuple[Scope, ...] = ("single-gpu", "one-node", "many-nodes", "mixture-of-experts", "cloud-tpu")
 Kind = Literal["train", "infer"]
 Figure = Literal["time", "memory", "fits"]
 FIGURES: tuple[Figure, ...] = ("time", "memory", "fits")
@@ -48,12 +48,15 @@ class TrackRecord:
     source: str
 
 
-def scope_for(gpus: int, devices_per_node: int, experts: int = 1) -> Scope:
+def scope_for(gpus: int, devices_per_node: int, experts: int = 1, accelerator_kind: str = "gpu") -> Scope:
     """The kind of run a job of ``gpus`` devices is: on one device, within one node, or across nodes. A
     mixture-of-experts model (``experts`` > 1) is a kind of its own at any size: its runs spend time on
-    routing and on exchanging tokens, which the dense runs behind the other bands never did."""
+    routing and on exchanging tokens, which the dense runs behind the other bands never did. So is a job on
+    Cloud TPU chips (``accelerator_kind`` "tpu"): XLA's compiled step on a slice's torus, not GPU kernels."""
     if experts > 1:
         return "mixture-of-experts"
+    if accelerator_kind == "tpu":
+        return "cloud-tpu"
     if gpus <= 1:
         return "single-gpu"
     return "one-node" if gpus <= max(devices_per_node, 1) else "many-nodes"

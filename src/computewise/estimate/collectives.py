@@ -30,6 +30,7 @@ Every function works on numpy columns, like the rest of ``estimate``.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Literal
@@ -55,6 +56,7 @@ __all__ = [
     "fabric_for",
     "link_problem",
     "network_fabric_for",
+    "node_devices",
     "require_network",
     "stack_fabrics",
 ]
@@ -268,6 +270,21 @@ def require_network(offering: Offering | None, ranks: int, devices_per_node: int
         )
 
 
+def node_devices(accelerator: Accelerator, offering: Offering | None, devices: float) -> int:
+    """How many of a job's ``devices`` share the accelerator's own links: the node the model times.
+
+    That is the instance's devices (all of them without an instance), except for a chip rented one
+    at a time in slices (Cloud TPU): its offering is one chip, but a job's chips talk over the chips'
+    links (ICI) within each slice and over the data-center network between slices only
+    (``Accelerator.slice_chips``). A count no slices make up stays one chip a node, which
+    ``estimate`` refuses before timing it.
+    """
+    whole = max(1, math.ceil(devices))
+    if accelerator.slice_sizes and (offering is None or offering.accelerator_count == 1):
+        return max(1, accelerator.slice_chips(whole))
+    return offering.accelerator_count if offering is not None else whole
+
+
 def fabric_for(
     accelerator: Accelerator,
     offering: Offering | None,
@@ -281,20 +298,23 @@ def fabric_for(
     The network efficiency and per-hop latency come from the offering's ``fabrics.csv`` row (EFA,
     InfiniBand, RoCE, Ethernet, each with its source); an offering without one falls back to the
     ``inter_node_network_efficiency`` assumption. ``assumptions`` (default: the catalog's) supplies
-    the link efficiency, so ``dataclasses.replace`` on it reaches this model too. Without an
-    offering the node has ``devices_per_node`` devices (default 8) and no network.
+    the link efficiency, so ``dataclasses.replace`` on it reaches this model too. The node has
+    ``devices_per_node`` devices (default: the offering's, else 8; a TPU slice's chips, from
+    ``node_devices``), and their share of the offering's network per device; no offering, no network.
     """
     from computewise.estimate.assumptions import Assumptions
 
     chosen = assumptions if assumptions is not None else Assumptions.from_catalog(catalog)
-    devices = offering.accelerator_count if offering is not None else (devices_per_node or 8)
+    default = offering.accelerator_count if offering is not None else 8
+    devices = devices_per_node or default
+    network_per_device = offering.network_bytes_per_s / offering.accelerator_count if offering is not None else 0.0
     network = network_fabric_for(offering, catalog)
     efficiency = network.network_efficiency if network is not None else chosen.inter_node_network_efficiency
     latency_s = network.latency_s if network is not None else catalog.assumption("inter_node_latency_s")
     return Fabric(
         devices_per_node=col(float(devices)),
         link_bytes_per_s=col(accelerator.interconnect_bytes_per_s),
-        node_network_bytes_per_s=col(offering.network_bytes_per_s if offering is not None else 0.0),
+        node_network_bytes_per_s=col(network_per_device * devices),
         link_efficiency=col(chosen.intra_node_link_efficiency),
         network_efficiency=col(efficiency),
         link_latency_s=col(catalog.assumption("intra_node_link_latency_s")),

@@ -82,6 +82,8 @@ class InferRows:
     stream_fraction: FloatArray | None = None  # burst share of the bandwidth; None: assumed
     # Attention's and the LM head's peak over ``peak_flops`` (``kernels.attention_peak_ratio``); None: 1.
     attention_peak_ratio: FloatArray | None = None
+    # What tensor-parallel devices sustain of a GEMM's burst (``kernels.sustained_share``); None: a GPU's.
+    sustained_fraction: FloatArray | None = None
 
 
 @dataclass(frozen=True)
@@ -124,6 +126,7 @@ def evaluate_infer(model: ModelSpec, rows: InferRows, assumptions: Assumptions) 
         rows.stream_fraction,
         tp,
         rows.attention_peak_ratio,
+        rows.sustained_fraction,
     )
     costs = HostCosts.of(assumptions)
     host = costs.per_kernel_s(rows.framework, rows.execution, training=False)

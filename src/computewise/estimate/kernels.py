@@ -71,6 +71,7 @@ __all__ = [
     "optimizer_kernels",
     "prefill_kernels",
     "profile_shares",
+    "sustained_share",
     "training_kernels",
 ]
 
@@ -132,17 +133,18 @@ class KernelRates:
         stream_fraction: FloatArray | None = None,
         devices: FloatArray | float = 1.0,
         attention_peak_ratio: FloatArray | None = None,
+        sustained_fraction: FloatArray | None = None,
     ) -> KernelRates:
         """Rates from the data sheet (or a calibration's measured peak and triad) and the burst shares a
         kernel reaches of them: measured or published where given (``profile_shares``), else the catalog's
         assumptions. One device is timed at its burst rate (the measured H100 rows ran one GPU beside idle
-        ones); a step synchronised over several ``devices`` runs its GEMMs at the sustained rate of a chip
-        at its power limit, and at the pace of the slowest device. A device of unknown bandwidth (0) is
-        timed by its FLOPs alone. Attention and the LM head run at ``attention_peak_ratio`` of the GEMMs'
-        peak (``kernels.attention_peak_ratio``; None: 1)."""
+        ones); a step synchronised over several ``devices`` runs its GEMMs at ``sustained_fraction`` of the
+        burst (``sustained_share``; None: a GPU's, at its power limit and at the pace of the slowest). A
+        device of unknown bandwidth (0) is timed by its FLOPs alone. Attention and the LM head run at
+        ``attention_peak_ratio`` of the GEMMs' peak (``kernels.attention_peak_ratio``; None: 1)."""
         matmul = assumptions.matmul_peak_fraction if matmul_fraction is None else matmul_fraction
         stream = assumptions.stream_bandwidth_fraction if stream_fraction is None else stream_fraction
-        at_scale = assumptions.sustained_matmul_share * assumptions.slowest_device_share
+        at_scale = sustained_share(None, assumptions) if sustained_fraction is None else col(sustained_fraction)
         gemm_flops = col(peak_flops) * col(matmul) * np.where(col(devices) > 1, at_scale, 1.0)
         unquantised = gemm_flops * (1.0 if attention_peak_ratio is None else col(attention_peak_ratio))
         bandwidth = col(memory_bandwidth_bytes_per_s)
@@ -189,6 +191,14 @@ def attention_peak_ratio(peak_flops: Mapping[Dtype, float], precision: str) -> f
     if precision not in _EIGHT_BIT_LINEAR or own <= 0.0 or sixteen <= 0.0:
         return 1.0
     return min(sixteen / own, 1.0)
+
+
+def sustained_share(profile: KernelProfile | None, assumptions: Assumptions) -> float:
+    """What a step synchronised over several devices sustains of a GEMM's burst rate (``KernelRates.of``):
+    the profile's own figure where it gives one, else a GPU's at its power limit, waiting for the slowest."""
+    if profile is not None and profile.sustained_share is not None:
+        return profile.sustained_share
+    return assumptions.sustained_matmul_share * assumptions.slowest_device_share
 
 
 def profile_shares(profile: KernelProfile | None, dtype: str, assumptions: Assumptions) -> tuple[float, float]:

@@ -32,6 +32,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from computewise.errors import InputError
+from computewise.estimate.collectives import node_devices
 from computewise.estimate.data_movement import EgressScope
 from computewise.estimate.pricing import Rental, cheapest_rental, instance_rental, onprem_network_per_device, rent
 from computewise.specs import PRICINGS, Accelerator, CarbonIntensity, Offering, OnPremCost, Pricing
@@ -111,8 +112,8 @@ class Quote:
     instance_type: str | None = None
     region: str | None = None
     instances: int = 1
-    devices_per_node: int = 1
-    node_network_bytes_per_s: float = 0.0  # all NICs of one instance together
+    devices_per_node: int = 1  # devices on the accelerator's own links: an instance's, or a TPU slice's chips
+    node_network_bytes_per_s: float = 0.0  # all NICs of one such node together
     notes: tuple[str, ...] = ()  # cheaper offerings passed over, and why
     shared: bool = False  # the job pays a share of an instance whose other GPUs host other work
     priced: bool = True  # False: no cloud rents the accelerator; hourly_usd is NaN, the cost is not given
@@ -133,6 +134,8 @@ def quote(catalog: Catalog, ask: Ask, flags: PriceRequest) -> Quote:
         raise InputError(f"unknown pricing {flags.pricing!r}", f"use one of: {', '.join(PRICINGS)}")
     flags = flags.placed(catalog)
     gpus = ask.gpus if ask.accelerator is not None else 0.0
+    if ask.estimate and ask.accelerator is not None and gpus >= 1:
+        _require_slices(ask.accelerator, math.ceil(gpus))
     if flags.hourly_usd is not None:
         return _given(catalog, ask, flags, flags.hourly_usd)
     if flags.pricing == "on-prem" and ask.accelerator is not None and gpus > 0:
@@ -146,6 +149,20 @@ def quote(catalog: Catalog, ask: Ask, flags: PriceRequest) -> Quote:
     return _vcpus(catalog, ask, flags)
 
 
+def _require_slices(accelerator: Accelerator, devices: int) -> None:
+    """Refuse a chip count no slices of a chip sold in slices make up (6 chips of TPU v5p), naming the nearest."""
+    if accelerator.slice_chips(devices):
+        return
+    below = next((n for n in range(devices - 1, 0, -1) if accelerator.slice_chips(n)), None)
+    above = next(n for n in range(devices + 1, 2 * devices + accelerator.slice_sizes[0]) if accelerator.slice_chips(n))
+    nearest = " or ".join(str(n) for n in (below, above) if n is not None)
+    raise InputError(
+        f"{accelerator.name} is rented in slices of {', '.join(map(str, accelerator.slice_sizes))} chips, and "
+        f"{devices} chips are neither one slice nor equal slices of one size",
+        f"use --gpus {nearest}",
+    )
+
+
 def offering_quote(catalog: Catalog, offering: Offering, gpus: float, pricing: Pricing) -> Quote:
     """``gpus`` of one offering rented by ``rent``, with its region's grid and the cloud's PUE: what
     ``quote`` answers once it has chosen, and what ``plan`` asks of each offering it weighs."""
@@ -154,6 +171,17 @@ def offering_quote(catalog: Catalog, offering: Offering, gpus: float, pricing: P
 
 def _from_rental(catalog: Catalog, rental: Rental, explanation: str = "", notes: tuple[str, ...] = ()) -> Quote:
     o = rental.offering
+    accelerator = catalog.accelerator(o.accelerator)
+    devices = node_devices(accelerator, o, rental.gpus)
+    slices = math.ceil(round(rental.gpus / devices, 9))
+    if accelerator.slice_sizes and o.accelerator_count == 1 and slices > 1:
+        network_gb = o.network_bytes_per_s / 1e9
+        notes = (
+            f"{rental.gpus:g} chips of {accelerator.slug} run as {slices} slices of {devices} joined by the "
+            f"data-center network ({network_gb:g} GB/s a chip; Cloud TPU Multislice): collectives between slices are "
+            "that slow, only one slice keeps every collective on the chips' own links",
+            *notes,
+        )
     return Quote(
         hourly_usd=rental.usd_per_h,
         pricing=rental.pricing,
@@ -167,8 +195,8 @@ def _from_rental(catalog: Catalog, rental: Rental, explanation: str = "", notes:
         instance_type=o.instance_type,
         region=o.region,
         instances=rental.instances,
-        devices_per_node=o.accelerator_count,
-        node_network_bytes_per_s=o.network_bytes_per_s,
+        devices_per_node=devices,
+        node_network_bytes_per_s=o.network_bytes_per_s / o.accelerator_count * devices,
         notes=notes,
         shared=rental.shared,
     )
@@ -240,7 +268,7 @@ def _given(catalog: Catalog, ask: Ask, flags: PriceRequest, hourly_usd: float) -
     """A price the user gave: on the grid of --cloud/--region when given, else the world average."""
     if not (hourly_usd >= 0 and math.isfinite(hourly_usd)):
         raise InputError(f"--hourly-usd must be >= 0, got {hourly_usd:g}", "e.g. --hourly-usd 2.5")
-    devices = max(1, math.ceil(ask.gpus)) if ask.accelerator is not None else 1
+    devices = node_devices(ask.accelerator, None, ask.gpus) if ask.accelerator is not None else 1
     return Quote(
         hourly_usd=hourly_usd,
         pricing=flags.pricing,
@@ -294,7 +322,7 @@ def _rented(catalog: Catalog, ask: Ask, accelerator: Accelerator, gpus: float, f
 def _unpriced(catalog: Catalog, accelerator: Accelerator, gpus: float, pricing: Pricing) -> Quote:
     """The labelled fallback of an estimate for an accelerator no cloud in the catalog rents (MI300X, Gaudi,
     Jetson): memory, time and energy still hold, the cost is not given (NaN, shown as "not available")."""
-    devices = max(1, math.ceil(gpus))  # no instance type known: timed as one node
+    devices = node_devices(accelerator, None, gpus)  # no instance type known: timed as one node (or slice)
     return Quote(
         hourly_usd=math.nan,
         pricing=pricing,

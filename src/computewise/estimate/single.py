@@ -26,7 +26,7 @@ from computewise.estimate.infer import (
     inference_act_bytes,
     inference_weight_bytes,
 )
-from computewise.estimate.kernels import attention_peak_ratio, profile_shares
+from computewise.estimate.kernels import attention_peak_ratio, profile_shares, sustained_share
 from computewise.estimate.layout import check_layout, heads_fix
 from computewise.estimate.memory import (
     MemoryBreakdown,
@@ -710,7 +710,8 @@ def estimate_train(
     )
     problem = _link_problem(accelerator, gpus, hw)
     layout = TrainLayout.for_job(parallelism, job)
-    profiled = profile_shares(catalog.kernel_profile(accelerator.slug), job.precision, assumptions)
+    profile = catalog.kernel_profile(accelerator.slug)
+    profiled = profile_shares(profile, job.precision, assumptions)
     hardware = TrainHardware(
         peak_flops=col(peak),
         memory_bandwidth_bytes_per_s=col(bandwidth),
@@ -724,6 +725,7 @@ def estimate_train(
         matmul_fraction=col(profiled[0]) if calibrated is None else calibrated.matmul_fraction,
         stream_fraction=col(1.0 if calibrated is not None and calibrated.memory_bandwidth_bytes_per_s else profiled[1]),
         attention_peak_ratio=col(attention_peak_ratio(accelerator.peak_flops, job.precision)),
+        sustained_fraction=col(sustained_share(profile, assumptions)),
     )
     with np.errstate(divide="ignore", invalid="ignore"):  # a link of unknown speed: its time is dropped below
         columns = evaluate_train(model, job.tokens, layout, hardware, assumptions, adapters=adapters)
@@ -753,7 +755,7 @@ def estimate_train(
             f"{job.tokens:.3g} {unit} are less than one optimizer step ({step_tokens:,}: {step}), so one whole "
             "step is timed; a smaller --global-batch times less"
         )
-    scope = scope_for(gpus, hw.devices_per_node, model.experts)
+    scope = scope_for(gpus, hw.devices_per_node, model.experts, accelerator.kind)
     notes.append(track_record_note(scope, "train", model))
     notes.extend(_power_notes(accelerator, assumptions))
     notes.extend(model.notes)
@@ -932,7 +934,8 @@ def estimate_infer(
     peak = peak_for(accelerator, job.precision)
     hw = quote(catalog, Ask(accelerator, tp, estimate=True), PriceRequest(None, instance_type, cloud, region, pricing))
     _require_links(accelerator, tp, hw)
-    profiled = profile_shares(catalog.kernel_profile(accelerator.slug), job.precision, assumptions)
+    profile = catalog.kernel_profile(accelerator.slug)
+    profiled = profile_shares(profile, job.precision, assumptions)
     rows = InferRows(
         tp=col(tp),
         batch=col(job.batch),
@@ -955,8 +958,9 @@ def estimate_infer(
         matmul_fraction=col(profiled[0]),
         stream_fraction=col(profiled[1]),
         attention_peak_ratio=col(attention_peak_ratio(accelerator.peak_flops, job.precision)),
+        sustained_fraction=col(sustained_share(profile, assumptions)),
     )
-    scope = scope_for(tp, hw.devices_per_node, model.experts)
+    scope = scope_for(tp, hw.devices_per_node, model.experts, accelerator.kind)
     notes = (
         hw.explanation,
         *hw.notes,

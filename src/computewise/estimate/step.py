@@ -221,6 +221,7 @@ def _compute_s(
         hw.stream_fraction,
         rows.gpus,
         hw.attention_peak_ratio,
+        hw.sustained_fraction,
     )
     costs = HostCosts.of(assumptions)
     host = costs.per_kernel_s(rows.framework, rows.execution, training=True)

@@ -210,6 +210,8 @@ class TrainHardware:
     stream_fraction: FloatArray | None = None  # an elementwise kernel's share of the bandwidth; None: the assumption
     # Attention's and the LM head's peak over ``peak_flops`` (``kernels.attention_peak_ratio``); None: 1.
     attention_peak_ratio: FloatArray | None = None
+    # What a step over several devices sustains of a GEMM's burst (``kernels.sustained_share``); None: a GPU's.
+    sustained_fraction: FloatArray | None = None
 
 
 @dataclass(frozen=True)

@@ -49,7 +49,7 @@ from computewise.estimate.infer import (
     inference_act_bytes,
     inference_weight_bytes,
 )
-from computewise.estimate.kernels import attention_peak_ratio, profile_shares
+from computewise.estimate.kernels import attention_peak_ratio, profile_shares, sustained_share
 from computewise.estimate.quote import Ask, PriceRequest, quote
 from computewise.estimate.single import default_precision
 from computewise.estimate.traced import tensor_core_flag
@@ -503,7 +503,8 @@ def _model_service(
         return f"{acc.slug} has no {precision} support"
     if model.heads and model.heads % stage.gpus:
         return f"{model.heads} heads do not split over {stage.gpus} GPUs"
-    shares = profile_shares(catalog.kernel_profile(acc.slug), precision, assumptions)
+    profile = catalog.kernel_profile(acc.slug)
+    shares = profile_shares(profile, precision, assumptions)
     columns = evaluate_infer(
         model,
         InferRows(
@@ -528,6 +529,7 @@ def _model_service(
             matmul_fraction=col(shares[0]),
             stream_fraction=col(shares[1]),
             attention_peak_ratio=col(attention_peak_ratio(acc.peak_flops, precision)),
+            sustained_fraction=col(sustained_share(profile, assumptions)),
         ),
         assumptions,
     )

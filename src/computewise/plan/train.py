@@ -40,7 +40,7 @@ from computewise.estimate.calibrated import calibrated_compute, matmul_sizes
 from computewise.estimate.collectives import Fabric, fabric_for, stack_fabrics
 from computewise.estimate.cost import energy_kwh, server_w_per_device
 from computewise.estimate.data_movement import DataSite, data_movement, egress_scope
-from computewise.estimate.kernels import attention_peak_ratio, profile_shares
+from computewise.estimate.kernels import attention_peak_ratio, profile_shares, sustained_share
 from computewise.estimate.layout import VIRTUAL_STAGES, stage_slots
 from computewise.estimate.memory import (
     MemoryBreakdown,
@@ -309,7 +309,7 @@ class _Hardware:
     """One machine shape: offerings that differ only in price or region share its speed."""
 
     accelerator: Accelerator
-    devices_per_node: int
+    devices_per_node: int  # on their own links: an instance's, a server's, or a TPU slice's chips
     node_network_bytes_per_s: float  # all NICs of one node
     prices: tuple[Quote, ...]  # one instance (or owned server) of each offering, at each pricing
     fabric: Fabric  # one row: the links and NICs with their efficiencies and latencies
@@ -342,12 +342,15 @@ def _hardware(
     fabrics: dict[tuple[str, int, float, str], Fabric] = {}
     cloud_pricings = [p for p in c.pricings if p != "on-prem"]
     for o in _matching(catalog, c):
-        key = (o.accelerator, o.accelerator_count, o.network_bytes_per_s, o.fabric)
-        if key not in fabrics:
-            fabrics[key] = fabric_for(catalog.accelerator(o.accelerator), o, catalog, assumptions)
-        for pricing in cloud_pricings:
-            if o.usd_per_h(pricing) is not None:
-                shapes.setdefault(key, []).append(offering_quote(catalog, o, o.accelerator_count, pricing))
+        accel = catalog.accelerator(o.accelerator)
+        for devices in _node_sizes(accel, o):
+            network = o.network_bytes_per_s / o.accelerator_count * devices
+            key = (o.accelerator, devices, network, o.fabric)
+            if key not in fabrics:
+                fabrics[key] = fabric_for(accel, o, catalog, assumptions, devices_per_node=devices)
+            for pricing in cloud_pricings:
+                if o.usd_per_h(pricing) is not None:
+                    shapes.setdefault(key, []).append(offering_quote(catalog, o, o.accelerator_count, pricing))
     if "on-prem" in c.pricings:
         for server in catalog.onprem:
             if wanted and server.accelerator not in wanted:
@@ -375,6 +378,25 @@ def _hardware(
     ]
 
 
+def _node_sizes(accelerator: Accelerator, offering: Offering) -> tuple[int, ...]:
+    """The nodes an offering makes: its instance, or each slice of a chip rented one at a time (Cloud TPU),
+    whose chips share their own links (``estimate.collectives.node_devices``)."""
+    if offering.accelerator_count == 1 and accelerator.slice_sizes:
+        return accelerator.slice_sizes
+    return (offering.accelerator_count,)
+
+
+def _planned_slices(h: _Hardware, nodes: int) -> bool:
+    """Whether to plan ``nodes`` of ``h``: any count of instances, but for a chip sold in slices one slice, or
+    equal slices of the largest size that divides the count where no single slice holds it (Multislice). A job
+    that one slice holds is never split over the data-center network (no 2-chip TPU v5e: no engine runs it)."""
+    sizes = h.accelerator.slice_sizes
+    if not sizes:
+        return True
+    chips = nodes * h.devices_per_node
+    return h.accelerator.slice_chips(chips) == h.devices_per_node and (nodes == 1 or chips > sizes[-1])
+
+
 def _calibration(slug: str, given: Mapping[str, Calibration] | None) -> Calibration | None:
     """The calibration given for ``slug``, else the one ``bench --save`` left in the user catalog, else None."""
     if given is not None and slug in given:
@@ -388,8 +410,8 @@ def _units(hardware: Sequence[_Hardware], c: TrainConstraints) -> tuple[list[tup
     units: list[tuple[int, int]] = []
     for h_index, h in enumerate(hardware):
         for n in instance_counts(h.devices_per_node, c.max_gpus):
-            if not h.accelerator.rents(n * h.devices_per_node):
-                continue  # no slice of that many chips (a 2-chip TPU v5e): nothing could run it
+            if not _planned_slices(h, n):
+                continue
             if n * h.devices_per_node > 1 and h.accelerator.interconnect_bytes_per_s <= 0:
                 reason = (
                     f"interconnect bandwidth of {h.accelerator.name} is not in the catalog; planned on one device only"
@@ -534,6 +556,7 @@ def _train_hardware(
         matmul_fraction=shares[shape, precision, 0],
         stream_fraction=shares[shape, precision, 1],
         attention_peak_ratio=ratios[shape, precision],
+        sustained_fraction=per_row([sustained_share(h.profile, assumptions) for h in hardware]),
     )
 
 
@@ -802,7 +825,7 @@ def _with_data(option: Option, site: DataSite, catalog: Catalog, model: ModelSpe
 
 def _option(
     h: _Hardware,
-    instances: int,
+    nodes: int,
     price: Quote,
     r: int,
     li: int,
@@ -810,9 +833,11 @@ def _option(
     columns: TrainColumns,
     assumptions: Assumptions,
 ) -> Option:
-    """Option from row ``r`` of ``columns``, which timed layout ``li`` on ``h``."""
+    """Option from row ``r`` of ``columns``, which timed layout ``li`` on ``nodes`` of ``h``: the instances
+    rented are its devices over one instance's (a TPU slice's chips are rented one by one)."""
     pricing, hourly = price.pricing, price.hourly_usd
-    gpus = instances * h.devices_per_node
+    gpus = nodes * h.devices_per_node
+    instances = gpus // (price.offering.accelerator_count if price.offering is not None else h.devices_per_node)
     on_demand_s = columns.steps[r] * columns.step_s[r] * columns.failure_slowdown[r]
     time_s = float(columns.time_s[r] if pricing == "spot" else on_demand_s)
     kwh = (

@@ -72,6 +72,19 @@ class Accelerator(Jsonable):
         """Whether ``devices`` of this accelerator can be rented together (``slice_sizes``)."""
         return not self.slice_sizes or devices in self.slice_sizes
 
+    def slice_chips(self, devices: int) -> int:
+        """The chips of each slice a job of ``devices`` chips runs on, for a chip sold in slices.
+
+        A slice's chips talk over the chip-to-chip links (a TPU's ICI); slices talk over the data
+        center's network (Cloud TPU Multislice joins slices of one shape). A job runs on the fewest
+        slices that hold it: one slice of its own size where there is one, else equal slices of the
+        largest size that divides it (a 512-chip v5e job: two 256-chip pods). 0: no arrangement
+        (6 chips of v5p, whose smallest slice is 4); ``devices`` itself for a chip without slices.
+        """
+        if not self.slice_sizes:
+            return devices
+        return next((size for size in reversed(self.slice_sizes) if devices > 0 and devices % size == 0), 0)
+
     def peak_flops_for(self, dtype: Dtype) -> float:
         """Peak for a dtype, falling back the way frameworks do (tf32 -> fp32, fp16 <-> bf16)."""
         value = self.peak_flops.get(dtype, 0.0)
@@ -124,8 +137,10 @@ class KernelProfile(Jsonable):
     """What share of its data sheet an accelerator's kernels reach in a short burst (a kernel_profiles.csv row).
 
     Measured with ``computewise bench`` on the device, or taken from a published kernel benchmark;
-    the source says which. A burst is what a benchmark times: a long job runs at the sustained
-    share of it (``sustained_matmul_share`` in assumptions.csv), which the step model applies.
+    the source says which. A burst is what a benchmark times: a long job on several devices runs at
+    the sustained share of it, which the step model applies: a GPU's clocks drop at its power limit
+    and a synchronous step waits for the slowest GPU (``sustained_matmul_share`` and
+    ``slowest_device_share`` in assumptions.csv), unless the profile gives its own ``sustained_share``.
     """
 
     accelerator: str = field(metadata=json_field(description="The accelerator's slug (a file may give an alias)."))
@@ -142,6 +157,13 @@ class KernelProfile(Jsonable):
     )
     source: str
     retrieved: str = field(metadata=json_field(description=_RETRIEVED))
+    sustained_share: float | None = field(
+        default=None,
+        metadata=json_field(
+            description="What a long step synchronised over several devices sustains of the burst, 0..1; null: "
+            "the GPU figures (sustained_matmul_share x slowest_device_share in assumptions.csv)."
+        ),
+    )
 
     def matmul_share_for(self, dtype: str) -> float:
         """The burst share of a GEMM at ``dtype``: fp32 runs on its own units, tf32 on the tensor cores
