@@ -105,6 +105,7 @@ class Run:
     sequence_parallel: bool
     attention: AttentionKernel
     zero: int
+    zero_group: int  # ranks one ZeRO shard group spans (MaxText: a slice's FSDP ranks); 0: all dp x cp
     node_devices: int  # devices on their own links: a DGX's 8 GPUs, a TPU slice's chips
     node_network_bytes_per_s: float  # all of a node's NICs (a TPU slice: its hosts' data-center network)
     tokens: float
@@ -195,6 +196,7 @@ def load_runs(path: Path = DATA) -> list[Run]:
             sequence_parallel=r["sequence_parallel"] == "true",
             attention=_member(r["attention"], ATTENTION_KERNELS, "attention"),
             zero=int(r["zero"]),
+            zero_group=int(r["zero_group"]),
             node_devices=int(r["node_devices"]),
             node_network_bytes_per_s=float(r["node_network_gb_per_s"]) * 1e9,
             tokens=float(r["tokens"]),
@@ -233,6 +235,7 @@ def _layout(run: Run, virtual_stages: int) -> TrainLayout:
         cp=run.cp,
         ep=run.ep,
         virtual_stages=virtual_stages,
+        zero_group=run.zero_group,
     )
     job = TrainJob(
         tokens=run.tokens or float(run.global_batch * run.seq_len),  # rows timed per step give no total

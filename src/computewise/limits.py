@@ -96,6 +96,9 @@ PARALLEL_DEGREE = Limit(
     1, 1e6, "1 means no split; no parallel degree of a real job nears a million ranks", "8", integer=True
 )
 ZERO_STAGE = Limit(0, 3, "ZeRO has stages 0 (no sharding) to 3 (parameters sharded too, as FSDP)", "3", integer=True)
+ZERO_GROUP = Limit(
+    0, 1e6, "0 shards over every data-parallel rank; no shard group of a real job nears a million", "8", integer=True
+)
 ACHIEVED_FRACTION = Limit(0.001, 1, "a share of the peak FLOP/s; no job achieves more than all of it", "0.4")
 ANOMALY_WINDOW_DAYS = Limit(
     3, 90, "fewer than 3 days has no baseline; after 90 the baseline is stale", "14", integer=True
@@ -190,6 +193,7 @@ FLAG_LIMITS: Final[dict[str, Limit]] = {
     "--ep": PARALLEL_DEGREE,
     "--virtual-stages": PARALLEL_DEGREE,
     "--zero": ZERO_STAGE,
+    "--zero-group": ZERO_GROUP,
     "--mfu": ACHIEVED_FRACTION,
     "--window": ANOMALY_WINDOW_DAYS,
     "--threshold": ANOMALY_Z,

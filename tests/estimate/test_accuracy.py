@@ -53,6 +53,7 @@ DOCUMENTED_MISSES = {
     "nemo-qwen3-30b-a3b-dropless-mb2",  # dropless MoE dispatch: 2x NVIDIA's token-drop run of the same layout
     "nemo-qwen3-30b-a3b-dropless-mb1",
     "maxtext-512b-v5p-1024",  # tensor parallel 16 over ICI timed as exposed; XLA overlaps it with the matmuls
+    "maxtext-512b-2x-v5p-1024",  # the same, on two slices
 }
 
 
@@ -113,17 +114,32 @@ def test_published_layouts_fit_as_they_ran(results: dict[str, object]) -> None:
     fused loss of llm-foundry and NVIDIA's 16-bit gradient reduce were modelled, 16 of 63 did not fit."""
     over = {n for n, r in results.items() if not r.fits}  # type: ignore[attr-defined]
     assert not over, over
-    assert len(results) == 75
+    assert len(results) == 103
+
+
+def _maxtext(results: dict[str, object], slices: bool) -> dict[str, object]:
+    """MaxText's rows on one slice, or on several (``-2x-`` to ``-32x-`` in the name)."""
+    return {n: r for n, r in results.items() if n.startswith("maxtext-") and ("x-v5" in n) == slices}
 
 
 def test_maxtext_on_one_tpu_slice(results: dict[str, object]) -> None:
     """MaxText's published runs on one v5e-256 or v5p slice (2023): a slice is one node on ICI, and each chip's
     profile is fitted on one declared row, so the 10 others are held out: median within 10 %, none over 30 %."""
-    tpu = {n: r for n, r in results.items() if n.startswith("maxtext-")}
+    tpu = _maxtext(results, slices=False)
     assert {n for n, r in tpu.items() if r.role == "fit"} == {"maxtext-16b-v5e-256", "maxtext-32b-v5p-128"}  # type: ignore[attr-defined]
     held = [abs(r.error) for r in tpu.values() if r.role == "check"]  # type: ignore[attr-defined]
     assert len(held) == 10
     assert statistics.median(held) <= 0.10 and max(held) <= 0.30, held
+
+
+def test_maxtext_on_several_tpu_slices(results: dict[str, object]) -> None:
+    """The same models on 2 to 32 v5e pods and on two v5p slices, FSDP within each slice and data parallelism
+    across them over the data-center network (``--zero-group``): all held out, median within 12 %, none over
+    30 %. The published rate falls with the slice count (up to 16 % at 32 pods) and the estimate's does not,
+    so the error grows with the slices: documented in docs/ACCURACY.md, not fitted."""
+    held = [abs(r.error) for r in _maxtext(results, slices=True).values()]  # type: ignore[attr-defined]
+    assert len(held) == 28
+    assert statistics.median(held) <= 0.12 and max(held) <= 0.30, held
 
 
 @pytest.mark.parametrize("slug", ["tpu-v5e", "tpu-v5p"])

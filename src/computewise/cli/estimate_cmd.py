@@ -171,6 +171,15 @@ class _Layout(FlagGroup):
         ),
     ] = 1
     sequence_parallel: Annotated[bool, typer.Option(help="Shard activations over tp too.")] = False
+    zero_group: Annotated[
+        int,
+        typer.Option(
+            parser=bounded_int("--zero-group"),
+            help="Hybrid sharding: ZeRO shards over groups of this many of the dp*cp ranks and replicates "
+            "across groups, whose gradients are all-reduced between them once a step (PyTorch FSDP's "
+            "HYBRID_SHARD: a node's GPUs; MaxText on several TPU slices: a slice's chips). 0: all dp*cp ranks.",
+        ),
+    ] = 0
 
     def parallelism(self) -> Parallelism:
         return Parallelism(**dataclasses.asdict(self))

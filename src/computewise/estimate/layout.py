@@ -149,6 +149,12 @@ def check_layout(
     problem = layout_problem(model, gpus // p.cp, p.tp, p.pp, global_batch, micro_batch)
     if problem:
         raise ParallelismError(*problem)
+    if p.zero_group and (p.zero < 1 or (p.dp * p.cp) % p.zero_group):
+        raise ParallelismError(
+            f"--zero-group {p.zero_group} needs ZeRO (--zero 1 to 3) over dp*cp = {p.dp * p.cp} ranks it divides",
+            "give --zero 1, 2 or 3 and a --zero-group that divides dp*cp (a node's or a TPU slice's "
+            "data-parallel ranks), or --zero-group 0 to shard over all of them",
+        )
     scheduled = schedule_problem(model, p, seq_len, global_batch // (p.dp * micro_batch))
     if scheduled:
         raise ParallelismError(*scheduled)

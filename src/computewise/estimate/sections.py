@@ -54,6 +54,12 @@ class LayoutSection(Jsonable):
     cp: int
     ep: int
     virtual_stages: int
+    zero_group: int = field(
+        default=0,
+        metadata=json_field(
+            description="Ranks one ZeRO shard group spans (hybrid sharding, replicated across groups); 0: all dp*cp."
+        ),
+    )
 
 
 @dataclass(frozen=True)

@@ -285,9 +285,14 @@ def _dp_exposed_s(
     The backward of the last micro-batch, recomputation included, hides the gradient sync; so a
     recompute never makes a step faster, which the planner's pruning relies on. ``weight_bytes`` and
     ``gradient_bytes`` are the whole model's (equal in full training; a LoRA job reduces only its
-    trained part's gradients, and ZeRO-3 still gathers its frozen base).
+    trained part's gradients, and ZeRO-3 still gathers its frozen base). Under hybrid sharding ZeRO's
+    gathers and reduce-scatters stay inside a shard group (one node's or slice's ranks when it spans
+    one), and each rank's gradient shard is all-reduced with its copies in the other groups once a
+    step, after the accumulation, as MaxText's data parallelism across slices does.
     """
-    ranks = rows.zero_ranks
+    ranks, replicas = rows.zero_ranks, rows.zero_replicas
+    on_node = np.minimum(groups.dp_cp, ranks)  # a shard group's ranks on one node
+    copies_on_node = np.clip(groups.dp_cp / ranks, 1.0, replicas)  # a shard's copies on one node
     split = rows.tp * rows.pp
     weight_shard, gradient_shard = weight_bytes / split, gradient_bytes / split
     backward_s = per_microbatch_s - forward_s
@@ -296,10 +301,11 @@ def _dp_exposed_s(
         return np.maximum(comm_s - window_s, comm_s / layers)
 
     one = col(1.0)
-    reduce_all = _times("all-reduce", one, gradient_shard, ranks, groups.dp_cp, fabric)
-    reduce_scatter = _times("reduce-scatter", one, gradient_shard, ranks, groups.dp_cp, fabric)
-    gather = _times("all-gather", one, weight_shard, ranks, groups.dp_cp, fabric)
+    reduce_all = _times("all-reduce", one, gradient_shard, ranks, on_node, fabric)
+    reduce_scatter = _times("reduce-scatter", one, gradient_shard, ranks, on_node, fabric)
+    gather = _times("all-gather", one, weight_shard, ranks, on_node, fabric)
+    replicate = _times("all-reduce", one, gradient_shard / ranks, replicas, copies_on_node, fabric)
     ddp = exposed(reduce_all, backward_s)
-    zero12 = exposed(reduce_scatter, backward_s) + exposed(gather, forward_s)
-    zero3 = exposed(rows.microbatches * (2.0 * gather + reduce_scatter), compute_s)
+    zero12 = exposed(reduce_scatter + replicate, backward_s) + exposed(gather, forward_s)
+    zero3 = exposed(rows.microbatches * (2.0 * gather + reduce_scatter) + replicate, compute_s)
     return np.select([rows.zero >= 3, rows.zero >= 1], [zero3, zero12], ddp)

@@ -145,6 +145,7 @@ class TrainLayout:
     precision: FloatArray  # index in PRECISIONS: Megatron keeps fp16's gradients apart from bf16's
     loss: FloatArray  # index in LOSSES: 0 the framework's cross entropy, 1 a fused kernel on 16-bit logits
     grad_reduce: FloatArray  # index in GRAD_REDUCES: 0 the framework's default, 1 fp32, 2 16-bit
+    zero_group: FloatArray  # ranks one ZeRO shard group spans (hybrid sharding); 0: all dp x cp ranks
 
     @property
     def gpus(self) -> FloatArray:
@@ -152,10 +153,16 @@ class TrainLayout:
 
     @property
     def zero_ranks(self) -> FloatArray:
-        """The ranks that hold the same weights, over which ZeRO shards and gradients are reduced: dp x cp.
-        Megatron's distributed optimizer shards over its data-parallel group with context parallelism,
-        torchtitan's FSDP over its ``dp_shard_cp`` mesh."""
-        return self.dp * self.cp
+        """The ranks over which ZeRO shards and gradients are reduce-scattered: the dp x cp ranks that hold
+        the same weights (Megatron's distributed optimizer shards over its data-parallel group with context
+        parallelism, torchtitan's FSDP over its ``dp_shard_cp`` mesh), or one group of them under hybrid
+        sharding (``zero_group``)."""
+        return np.where(self.zero_group > 0, self.zero_group, self.dp * self.cp)
+
+    @property
+    def zero_replicas(self) -> FloatArray:
+        """Copies of each ZeRO shard, one per shard group, whose gradients are all-reduced: 1 unless hybrid."""
+        return self.dp * self.cp / self.zero_ranks
 
     @property
     def microbatches(self) -> FloatArray:
@@ -190,6 +197,7 @@ class TrainLayout:
             precision=col(PRECISIONS.index(job.precision)),
             loss=col(LOSSES.index(job.loss)),
             grad_reduce=col(GRAD_REDUCES.index(job.grad_reduce)),
+            zero_group=col(p.zero_group),
         )
 
 

@@ -300,6 +300,7 @@ def _layouts(
         loss=np.zeros(rows),  # the framework's own cross entropy
         grad_reduce=np.zeros(rows),  # the framework's default width
         precision=col(precision),
+        zero_group=np.zeros(rows),  # ZeRO over all dp x cp ranks
     )
     return _Layouts(rows=layout, gpus=t["gpus"], tp=t["tp"], precision=precision, levels=levels)
 

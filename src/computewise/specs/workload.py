@@ -86,7 +86,10 @@ GRAD_REDUCES: tuple[GradReduce, ...] = ("auto", "fp32", "16-bit")
 class Parallelism:
     """Degrees of data, tensor, pipeline and context parallelism; gpus = dp * tp * pp * cp.
 
-    ``zero`` is the ZeRO stage over the data-parallel group (3 is FSDP's full sharding).
+    ``zero`` is the ZeRO stage over the data-parallel group (3 is FSDP's full sharding); ``zero_group``
+    > 0 shards over groups of that many of the dp*cp ranks instead, replicated across groups whose
+    gradients are all-reduced between them (hybrid sharding: PyTorch FSDP's HYBRID_SHARD over a node's
+    GPUs, MaxText's FSDP over a TPU slice with data parallelism across slices); 0 is all of them.
     ``sequence_parallel`` shards the activations outside attention over tp (Korthikanti et al.).
     ``cp`` splits every sequence over ranks (ring attention); ``ep`` spreads the experts of an MoE
     layer over that many of the dp*cp ranks (it adds no GPUs). ``virtual_stages`` > 1 is
@@ -101,6 +104,7 @@ class Parallelism:
     cp: int = 1
     ep: int = 1
     virtual_stages: int = 1
+    zero_group: int = 0
 
     @property
     def gpus(self) -> int:
