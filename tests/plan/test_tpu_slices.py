@@ -9,6 +9,7 @@ so the planner needs no TPU knowledge of its own.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from dataclasses import replace
@@ -161,3 +162,17 @@ def test_a_fitted_profile_sustains_its_own_share(catalog: Catalog, assumptions: 
     peak = col(197e12)
     several = KernelRates.of(peak, col(819e9), assumptions, col(v5e.matmul_share), None, col(256.0), None, col(1.0))
     assert float(several.gemm_flops[()]) == pytest.approx(197e12 * v5e.matmul_share)
+
+
+def test_estimate_comm_times_a_slice_on_ici() -> None:
+    """nccl-tests' view of 64 v5p chips: one node of 64 on ICI (600 GB/s a chip), not 64 nodes on Ethernet."""
+    done = subprocess.run(
+        [*CLI, "estimate", "comm", "--gpu", "tpu-v5p", "--gpus", "64", "--op", "all-reduce", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    document = json.loads(done.stdout)
+    assert (document["nodes"], document["instance"]["devices_per_node"]) == (1, 64)
+    assert document["peak_busbw_bytes_per_s"] == pytest.approx(600e9 * 0.8)

@@ -58,6 +58,7 @@ __all__ = [
     "network_fabric_for",
     "node_devices",
     "require_network",
+    "require_slices",
     "stack_fabrics",
 ]
 
@@ -283,6 +284,20 @@ def node_devices(accelerator: Accelerator, offering: Offering | None, devices: f
     if accelerator.slice_sizes and (offering is None or offering.accelerator_count == 1):
         return max(1, accelerator.slice_chips(whole))
     return offering.accelerator_count if offering is not None else whole
+
+
+def require_slices(accelerator: Accelerator, devices: int) -> None:
+    """Refuse a chip count no slices of a chip sold in slices make up (6 chips of TPU v5p), naming the nearest."""
+    if accelerator.slice_chips(devices):
+        return
+    below = next((n for n in range(devices - 1, 0, -1) if accelerator.slice_chips(n)), None)
+    above = next(n for n in range(devices + 1, 2 * devices + accelerator.slice_sizes[0]) if accelerator.slice_chips(n))
+    nearest = " or ".join(str(n) for n in (below, above) if n is not None)
+    raise InputError(
+        f"{accelerator.name} is rented in slices of {', '.join(map(str, accelerator.slice_sizes))} chips, and "
+        f"{devices} chips are neither one slice nor equal slices of one size",
+        f"use --gpus {nearest}",
+    )
 
 
 def fabric_for(

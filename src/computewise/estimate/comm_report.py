@@ -24,7 +24,9 @@ from computewise.estimate.collectives import (
     fabric_for,
     link_problem,
     network_fabric_for,
+    node_devices,
     require_network,
+    require_slices,
 )
 from computewise.specs.codec import Document, Jsonable, Layout
 
@@ -175,10 +177,10 @@ def _instance(offering: Offering | None, catalog: Catalog, devices: int) -> Comm
     if offering is None:
         return CommInstance(devices)
     return RentedInstance(
-        devices_per_node=offering.accelerator_count,
+        devices_per_node=devices,
         cloud=offering.cloud,
         instance_type=offering.instance_type,
-        network_bytes_per_s=offering.network_bytes_per_s,
+        network_bytes_per_s=offering.network_bytes_per_s / offering.accelerator_count * devices,
         fabric=offering.fabric or None,
         fabric_name=network.name if network is not None else None,
         fabric_source=network.source if network is not None else None,
@@ -193,7 +195,9 @@ def estimate_comm(
     if (problem := link_problem(accelerator, query.gpus)) is not None:
         raise InputError(*problem)
     offering = _pick_offering(catalog, accelerator, query)
-    devices = offering.accelerator_count if offering is not None else min(query.gpus, 8)
+    require_slices(accelerator, query.gpus)
+    # A node is an instance's devices, or a TPU slice's chips (rented one by one, joined by ICI).
+    devices = node_devices(accelerator, offering, query.gpus) if offering is not None else min(query.gpus, 8)
     per_node = min(query.ranks_per_node or devices, devices, query.gpus)
     if query.ranks_per_node is not None and query.ranks_per_node > devices:
         raise InputError(

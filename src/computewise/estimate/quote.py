@@ -32,7 +32,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from computewise.errors import InputError
-from computewise.estimate.collectives import node_devices
+from computewise.estimate.collectives import node_devices, require_slices
 from computewise.estimate.data_movement import EgressScope
 from computewise.estimate.pricing import Rental, cheapest_rental, instance_rental, onprem_network_per_device, rent
 from computewise.specs import PRICINGS, Accelerator, CarbonIntensity, Offering, OnPremCost, Pricing
@@ -135,7 +135,7 @@ def quote(catalog: Catalog, ask: Ask, flags: PriceRequest) -> Quote:
     flags = flags.placed(catalog)
     gpus = ask.gpus if ask.accelerator is not None else 0.0
     if ask.estimate and ask.accelerator is not None and gpus >= 1:
-        _require_slices(ask.accelerator, math.ceil(gpus))
+        require_slices(ask.accelerator, math.ceil(gpus))
     if flags.hourly_usd is not None:
         return _given(catalog, ask, flags, flags.hourly_usd)
     if flags.pricing == "on-prem" and ask.accelerator is not None and gpus > 0:
@@ -147,20 +147,6 @@ def quote(catalog: Catalog, ask: Ask, flags: PriceRequest) -> Quote:
     if ask.accelerator is not None and gpus > 0:
         return _rented(catalog, ask, ask.accelerator, gpus, flags)
     return _vcpus(catalog, ask, flags)
-
-
-def _require_slices(accelerator: Accelerator, devices: int) -> None:
-    """Refuse a chip count no slices of a chip sold in slices make up (6 chips of TPU v5p), naming the nearest."""
-    if accelerator.slice_chips(devices):
-        return
-    below = next((n for n in range(devices - 1, 0, -1) if accelerator.slice_chips(n)), None)
-    above = next(n for n in range(devices + 1, 2 * devices + accelerator.slice_sizes[0]) if accelerator.slice_chips(n))
-    nearest = " or ".join(str(n) for n in (below, above) if n is not None)
-    raise InputError(
-        f"{accelerator.name} is rented in slices of {', '.join(map(str, accelerator.slice_sizes))} chips, and "
-        f"{devices} chips are neither one slice nor equal slices of one size",
-        f"use --gpus {nearest}",
-    )
 
 
 def offering_quote(catalog: Catalog, offering: Offering, gpus: float, pricing: Pricing) -> Quote:
