@@ -103,6 +103,7 @@ class Run:
     seq_len: int
     recompute: Recompute
     sequence_parallel: bool
+    tp_overlap: bool  # TP collectives hidden behind the GEMMs (Transformer Engine's userbuffers, NVIDIA's recipes)
     attention: AttentionKernel
     zero: int
     zero_group: int  # ranks one ZeRO shard group spans (MaxText: a slice's FSDP ranks); 0: all dp x cp
@@ -194,6 +195,7 @@ def load_runs(path: Path = DATA) -> list[Run]:
             seq_len=int(r["seq_len"]),
             recompute=_member(r["recompute"], RECOMPUTES, "recompute"),
             sequence_parallel=r["sequence_parallel"] == "true",
+            tp_overlap=r["tp_overlap"] == "true",
             attention=_member(r["attention"], ATTENTION_KERNELS, "attention"),
             zero=int(r["zero"]),
             zero_group=int(r["zero_group"]),
@@ -236,6 +238,7 @@ def _layout(run: Run, virtual_stages: int) -> TrainLayout:
         ep=run.ep,
         virtual_stages=virtual_stages,
         zero_group=run.zero_group,
+        tp_overlap=run.tp_overlap,
     )
     job = TrainJob(
         tokens=run.tokens or float(run.global_batch * run.seq_len),  # rows timed per step give no total

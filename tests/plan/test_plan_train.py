@@ -149,6 +149,7 @@ def _brute_force_times(
                 seq_len=ones * c.seq_len, recompute=a[5], sequence_parallel=(a[0] > 1) * 1.0, attention=ones,
                 weight_bytes=a[6], optimizer_bytes=a[7], cp=a[8], ep=ones, virtual_stages=a[9], framework=a[10],
                 execution=ones * 0.0, precision=a[11], loss=ones * 0.0, grad_reduce=ones * 0.0, zero_group=ones * 0.0,
+                tp_overlap=ones * 0.0,
             )  # fmt: skip
             hw = _train_hardware([h], np.zeros(len(ones), dtype=np.int64), a[11].astype(np.int64), assumptions)
             columns = evaluate_train(model, c.tokens, layouts, hw, assumptions)

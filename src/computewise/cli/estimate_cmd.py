@@ -171,6 +171,13 @@ class _Layout(FlagGroup):
         ),
     ] = 1
     sequence_parallel: Annotated[bool, typer.Option(help="Shard activations over tp too.")] = False
+    tp_overlap: Annotated[
+        bool,
+        typer.Option(
+            help="Hide the tensor-parallel collectives behind the GEMMs they feed, a chunk at a time (Transformer "
+            "Engine's userbuffers: Megatron's --tp-comm-overlap, on in NVIDIA's Llama 3 70B and 405B recipes)."
+        ),
+    ] = False
     zero_group: Annotated[
         int,
         typer.Option(

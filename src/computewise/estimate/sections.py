@@ -60,6 +60,10 @@ class LayoutSection(Jsonable):
             description="Ranks one ZeRO shard group spans (hybrid sharding, replicated across groups); 0: all dp*cp."
         ),
     )
+    tp_overlap: bool = field(
+        default=False,
+        metadata=json_field(description="Tensor-parallel collectives hidden behind the GEMMs they feed."),
+    )
 
 
 @dataclass(frozen=True)

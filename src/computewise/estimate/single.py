@@ -602,7 +602,9 @@ class TrainEstimate(_Figures):
     @json_property(name="layout")
     def layout_section(self) -> LayoutSection:
         p = self.parallelism
-        return LayoutSection(p.dp, p.tp, p.pp, p.zero, p.sequence_parallel, p.cp, p.ep, p.virtual_stages, p.zero_group)
+        return LayoutSection(
+            p.dp, p.tp, p.pp, p.zero, p.sequence_parallel, p.cp, p.ep, p.virtual_stages, p.zero_group, p.tp_overlap
+        )
 
     @json_property(name="job")
     def job_section(self) -> TrainJobSection:

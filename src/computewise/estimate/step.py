@@ -34,13 +34,14 @@ import numpy as np
 
 from computewise.estimate.arrays import FloatArray, col
 from computewise.estimate.collectives import Collective, Fabric, collective_s
-from computewise.estimate.flops import attention_flops_per_token, training_flops_per_token
+from computewise.estimate.flops import attention_flops_per_token, layer_matmuls, training_flops_per_token
 from computewise.estimate.kernels import (
     HostCosts,
     KernelRates,
     MicrobatchKernels,
     MicrobatchShape,
     distinct_training_kernels,
+    gemm_s,
     optimizer_kernels,
 )
 from computewise.estimate.memory import gradient_reduce_bytes_per_param
@@ -147,7 +148,11 @@ def step_time(
     hidden = float(model.hidden_size)
 
     tp_count = (4.0 + np.where(rows.recompute == 2, 2.0, 0.0)) * layers * m
-    tp_s = _times("all-reduce", tp_count, tokens_mb * hidden * act, rows.tp, groups.tp, fabric)
+    tp_one_s = _times("all-reduce", col(1.0), tokens_mb * hidden * act, rows.tp, groups.tp, fabric)
+    tp_s = tp_count * tp_one_s
+    if np.any(rows.tp_overlap > 0):
+        overlapped_s = _overlapped_tp_s(model, rows, tp_one_s, tokens_mb, _kernel_rates(rows, hw, assumptions))
+        tp_s = np.where(rows.tp_overlap > 0, overlapped_s * layers * m, tp_s)
 
     # Each TP rank holds its own KV heads (a head is never split, so fewer heads than ranks repeat).
     kv_width = 2.0 * np.ceil(model.kv_heads / rows.tp) * model.attention_head_dim
@@ -193,6 +198,57 @@ def step_time(
     )
 
 
+def _overlapped_tp_s(
+    model: ModelSpec,
+    rows: TrainLayout,
+    collective_s: FloatArray,
+    tokens: FloatArray,
+    rates: KernelRates,
+) -> FloatArray:
+    """Tensor-parallel seconds per layer and micro-batch when the collectives overlap the GEMMs.
+
+    Transformer Engine's userbuffers split each block's all-gather and reduce-scatter into tp chunks,
+    exchanged while the block's own GEMMs compute the chunk before: the attention block's behind its q,
+    k, v and output projections, the MLP's behind its own. A collective
+    longer than its GEMMs shows its excess, a shorter one its first chunk; and the GEMMs, run as tp
+    chunks of tokens / tp rows, take longer than whole (``kernels.gemm_s``), which the overlap costs too.
+    The backward's GEMMs (input and weight gradients) take twice the forward's; full recompute runs the
+    forward's collectives again.
+    """
+    tp, act = rows.tp, rows.weight_bytes
+    matmuls = layer_matmuls(model)
+    # Column-parallel projections split their outputs over tp (q, k, v, gate, up), row-parallel ones their inputs.
+    row_parallel = {3, len(matmuls) - 1}
+    total = np.zeros_like(collective_s)
+    for block in (range(4), range(4, len(matmuls))):
+        whole = chunked = np.zeros_like(collective_s)
+        for index in block:
+            out, into = matmuls[index]
+            n, k = (out, into / tp) if index in row_parallel else (out / tp, into)
+            whole = whole + gemm_s(tokens, n, k, act, rates)
+            chunked = chunked + tp * gemm_s(tokens / tp, n, k, act, rates)
+        passes = (1.0, 2.0, np.where(rows.recompute == 2, 1.0, 0.0))  # forward, backward, forward again
+        for share in passes:
+            hidden_behind = share * chunked
+            exposed = np.maximum(collective_s - hidden_behind, collective_s / tp) + share * (chunked - whole)
+            total = total + np.where(np.asarray(share) > 0, exposed, 0.0)
+    return total
+
+
+def _kernel_rates(rows: TrainLayout, hw: TrainHardware, assumptions: Assumptions) -> KernelRates:
+    """What each device's kernels sustain, synchronised over the job's devices."""
+    return KernelRates.of(
+        hw.peak_flops,
+        hw.memory_bandwidth_bytes_per_s,
+        assumptions,
+        hw.matmul_fraction,
+        hw.stream_fraction,
+        rows.gpus,
+        hw.attention_peak_ratio,
+        hw.sustained_fraction,
+    )
+
+
 def _compute_s(
     model: ModelSpec,
     rows: TrainLayout,
@@ -213,16 +269,7 @@ def _compute_s(
     if given is not None and not np.isnan(given).any():
         at_share = hw.peak_flops * given
         return hardware_per_token * per_device_tokens / at_share, model_per_token * per_device_tokens / at_share
-    rates = KernelRates.of(
-        hw.peak_flops,
-        hw.memory_bandwidth_bytes_per_s,
-        assumptions,
-        hw.matmul_fraction,
-        hw.stream_fraction,
-        rows.gpus,
-        hw.attention_peak_ratio,
-        hw.sustained_fraction,
-    )
+    rates = _kernel_rates(rows, hw, assumptions)
     costs = HostCosts.of(assumptions)
     host = costs.per_kernel_s(rows.framework, rows.execution, training=True)
     if not model.is_transformer:

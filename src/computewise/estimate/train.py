@@ -146,6 +146,7 @@ class TrainLayout:
     loss: FloatArray  # index in LOSSES: 0 the framework's cross entropy, 1 a fused kernel on 16-bit logits
     grad_reduce: FloatArray  # index in GRAD_REDUCES: 0 the framework's default, 1 fp32, 2 16-bit
     zero_group: FloatArray  # ranks one ZeRO shard group spans (hybrid sharding); 0: all dp x cp ranks
+    tp_overlap: FloatArray  # 0/1: TP collectives hidden behind the GEMMs they feed (Transformer Engine's userbuffers)
 
     @property
     def gpus(self) -> FloatArray:
@@ -198,6 +199,7 @@ class TrainLayout:
             loss=col(LOSSES.index(job.loss)),
             grad_reduce=col(GRAD_REDUCES.index(job.grad_reduce)),
             zero_group=col(p.zero_group),
+            tp_overlap=col(p.tp_overlap),
         )
 
 

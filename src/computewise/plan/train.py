@@ -301,6 +301,7 @@ def _layouts(
         grad_reduce=np.zeros(rows),  # the framework's default width
         precision=col(precision),
         zero_group=np.zeros(rows),  # ZeRO over all dp x cp ranks
+        tp_overlap=np.zeros(rows),  # TP collectives exposed, as Megatron runs them by default
     )
     return _Layouts(rows=layout, gpus=t["gpus"], tp=t["tp"], precision=precision, levels=levels)
 

@@ -201,7 +201,7 @@ def _extra(layout: _Degrees, names: Sequence[tuple[str, str]]) -> list[tuple[str
     return [(name, degrees[key]) for key, name in names if degrees[key] > 1]
 
 
-def _layout(layout: _Degrees, sequence_parallel: bool = False, zero_group: int = 0) -> str:
+def _layout(layout: _Degrees, sequence_parallel: bool = False, zero_group: int = 0, tp_overlap: bool = False) -> str:
     text = f"dp {layout.dp} · tp {layout.tp} · pp {layout.pp}"
     for name, degree in _extra(layout, _EXTRA_DEGREES):
         text += f" · {name} {degree}"
@@ -209,6 +209,8 @@ def _layout(layout: _Degrees, sequence_parallel: bool = False, zero_group: int =
         text += f" · ZeRO-{layout.zero}" + (f" in groups of {zero_group}" if zero_group else "")
     if sequence_parallel:
         text += " · sequence parallel"
+    if tp_overlap and layout.tp > 1:
+        text += " · TP overlapped"
     return text
 
 
@@ -309,7 +311,8 @@ def estimate_setup(e: TrainEstimate | InferEstimate) -> str:
     gpus = e.gpus if e.kind == "train" else e.tp
     text = f"{e.model.name} ({format_count(float(e.model.params))} parameters) on {gpus} × {e.accelerator.slug}"
     if e.kind == "train":
-        text += f", {_layout(e.parallelism, e.parallelism.sequence_parallel, e.parallelism.zero_group)}"
+        p = e.parallelism
+        text += f", {_layout(p, p.sequence_parallel, p.zero_group, p.tp_overlap)}"
     job = _estimate_job(e)
     return f"{text}; {job}" if job else text
 

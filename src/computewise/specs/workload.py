@@ -90,6 +90,8 @@ class Parallelism:
     > 0 shards over groups of that many of the dp*cp ranks instead, replicated across groups whose
     gradients are all-reduced between them (hybrid sharding: PyTorch FSDP's HYBRID_SHARD over a node's
     GPUs, MaxText's FSDP over a TPU slice with data parallelism across slices); 0 is all of them.
+    ``tp_overlap`` hides the tensor-parallel all-gathers and reduce-scatters behind the GEMMs they feed,
+    a chunk at a time (Transformer Engine's userbuffers, Megatron's ``--tp-comm-overlap``).
     ``sequence_parallel`` shards the activations outside attention over tp (Korthikanti et al.).
     ``cp`` splits every sequence over ranks (ring attention); ``ep`` spreads the experts of an MoE
     layer over that many of the dp*cp ranks (it adds no GPUs). ``virtual_stages`` > 1 is
@@ -105,6 +107,7 @@ class Parallelism:
     ep: int = 1
     virtual_stages: int = 1
     zero_group: int = 0
+    tp_overlap: bool = False
 
     @property
     def gpus(self) -> int:
