@@ -176,3 +176,17 @@ def test_estimate_comm_times_a_slice_on_ici() -> None:
     document = json.loads(done.stdout)
     assert (document["nodes"], document["instance"]["devices_per_node"]) == (1, 64)
     assert document["peak_busbw_bytes_per_s"] == pytest.approx(600e9 * 0.8)
+
+
+@pytest.mark.parametrize(("gpu", "said"), [("tpu-v5e", True), ("h100", False)])
+def test_a_plan_on_a_tpu_says_what_code_runs_there(gpu: str, said: bool) -> None:
+    """MaxText's runs check the TPU figures; CUDA code cannot run on a TPU, and the plan says so."""
+    done = subprocess.run(
+        [*CLI, "plan", "train", "--model", "gpt2", "--gpu", gpu, "--max-gpus", "8", "--tokens", "1B", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    notes = " ".join(json.loads(done.stdout)["notes"])
+    assert ("XLA" in notes and "CUDA-only code cannot run there" in notes) == said

@@ -58,6 +58,13 @@ def plan_train_request(request: TrainRequest, catalog: Catalog, assumptions: Ass
         used = measured if measured is not None and measured.device_slug == slug else find_calibration(slug)
         if used is not None:
             notes.append(f"{used.note}: {slug} timed with its measured peak and efficiency")
+    recommended = catalog.accelerator(plan.recommended.accelerator)
+    if recommended.kind == "tpu":
+        notes.append(
+            f"{recommended.slug} is timed as code XLA compiles runs on it (JAX or PyTorch/XLA), checked against "
+            "MaxText's published runs (docs/ACCURACY.md); CUDA-only code cannot run there: name the GPUs to plan "
+            "on with --gpu (e.g. --gpu h100 --gpu h200)"
+        )
     time_s = plan.recommended.time_s
     warnings = (_long_run_warning(time_s, c.max_gpus),) if time_s > _YEAR_S else ()
     return replace(plan, top=request.top, warnings=warnings, notes=tuple(notes))
