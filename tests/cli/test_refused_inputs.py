@@ -46,6 +46,7 @@ _DISTILL = ("distill", "examples.digits:classifier", "--student", "width=0.5")
 QUANTITY_FLAGS: list[tuple[tuple[str, ...], str, tuple[str, ...]]] = [
     *((_ESTIMATE_TRAIN, flag, ()) for flag in ("--tokens", "--seq-len", "--gpus", "--micro-batch", "--global-batch")),
     *((_ESTIMATE_TRAIN, flag, ()) for flag in ("--tp", "--pp", "--cp", "--ep", "--virtual-stages", "--zero", "--mfu")),
+    (_ESTIMATE_TRAIN, "--zero-group", ()),
     *((_ESTIMATE_TRAIN, flag, ("--method", "lora")) for flag in ("--lora-rank", "--lora-alpha")),
     *((_PLAN_TRAIN, flag, ("--method", "qlora")) for flag in ("--lora-rank", "--lora-alpha")),
     *((_ESTIMATE_INFER, flag, ()) for flag in ("--gpus", "--batch-size", "--input-len", "--output-len")),

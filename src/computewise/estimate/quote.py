@@ -164,8 +164,8 @@ def _from_rental(catalog: Catalog, rental: Rental, explanation: str = "", notes:
         network_gb = o.network_bytes_per_s / 1e9
         notes = (
             f"{rental.gpus:g} chips of {accelerator.slug} run as {slices} slices of {devices} joined by the "
-            f"data-center network ({network_gb:g} GB/s a chip; Cloud TPU Multislice): collectives between slices are "
-            "that slow, only one slice keeps every collective on the chips' own links",
+            f"data-center network ({network_gb:g} GB/s a chip; Cloud TPU Multislice): collectives between slices run "
+            "at that rate, those within a slice on the chips' own links",
             *notes,
         )
     return Quote(
