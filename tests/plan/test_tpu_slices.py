@@ -190,3 +190,27 @@ def test_a_plan_on_a_tpu_says_what_code_runs_there(gpu: str, said: bool) -> None
     )
     notes = " ".join(json.loads(done.stdout)["notes"])
     assert ("XLA" in notes and "CUDA-only code cannot run there" in notes) == said
+
+
+def _seconds_per_token(chips: int) -> float:
+    flags = ["--model", "gpt2-large", "--gpu", "tpu-v5e", "--gpus", str(chips), "--batch-size", "64", "--json"]
+    done = subprocess.run(
+        [*CLI, "estimate", "infer", *flags],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    return float(json.loads(done.stdout)["time"]["seconds_per_output_token"])
+
+
+def test_inference_split_over_slices_crosses_the_data_center_network(catalog: Catalog) -> None:
+    """Two v5e chips are two one-chip slices (there is no 2-chip v5e slice): each decode step's two all-reduces
+    per layer cross the data-center network, 3.125 GB/s a chip at the Ethernet fabric's efficiency, where four
+    chips of one slice stay on ICI. The step takes at least that exchange, so two chips decode slower than four."""
+    model = preset("gpt2-large")
+    moved = 2 * model.layers * 2 * (2 - 1) / 2 * 64 * model.hidden_size * 2.0  # bytes per rank per decode step
+    rate = 3.125e9 * catalog.fabric("ethernet").network_efficiency
+    two, four = _seconds_per_token(2), _seconds_per_token(4)
+    assert two >= moved / rate
+    assert two > 1.5 * four

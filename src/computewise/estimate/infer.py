@@ -68,7 +68,7 @@ class InferRows:
     tensor_cores: FloatArray  # 0/1: matmuls and convolutions on tensor cores (``traced.tensor_core_flag``)
     peak_flops: FloatArray
     memory_bandwidth_bytes_per_s: FloatArray
-    intra_node_bytes_per_s: FloatArray
+    tp_bus_bytes_per_s: FloatArray  # the TP group's all-reduce bus bandwidth (``collectives.bus_bytes_per_s``)
     tdp_w: FloatArray  # W per device at full load, its share of the host included (cost.server_w_per_device)
     rental_usd_per_h: FloatArray  # one replica
     g_co2_per_kwh: FloatArray
@@ -147,9 +147,8 @@ def evaluate_infer(model: ModelSpec, rows: InferRows, assumptions: Assumptions) 
             decode_flops_per_step / (rates.gemm_flops * tp), weights / rates.stream_bytes_per_s
         )
     layers = max(model.total_layers, 1)
-    link = rows.intra_node_bytes_per_s * assumptions.intra_node_link_efficiency
     tp_bytes = np.where(tp > 1, 2.0 * layers * 2.0 * (tp - 1) / tp * batch * model.hidden_size * rows.act_bytes, 0.0)
-    tp_comm_s = transfer_s(tp_bytes, link)
+    tp_comm_s = transfer_s(tp_bytes, rows.tp_bus_bytes_per_s)
     decode_step_s = decode_compute_s + tp_comm_s
 
     latency_s = prefill_s + rows.output_len * decode_step_s

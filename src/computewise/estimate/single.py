@@ -16,7 +16,7 @@ from computewise.estimate.arrays import FloatArray, col
 from computewise.estimate.assumptions import Assumptions
 from computewise.estimate.bottleneck import bottleneck
 from computewise.estimate.calibrated import calibrated_compute, calibration_note, matmul_sizes
-from computewise.estimate.collectives import fabric_for, link_problem
+from computewise.estimate.collectives import bus_bytes_per_s, fabric_for, link_problem
 from computewise.estimate.cost import needs_host, server_w_per_device
 from computewise.estimate.figures import DeviceMemory
 from computewise.estimate.infer import (
@@ -949,7 +949,13 @@ def estimate_infer(
         tensor_cores=col(tensor_core_flag(job.precision)),
         peak_flops=col(peak),
         memory_bandwidth_bytes_per_s=col(accelerator.memory_bandwidth_bytes_per_s),
-        intra_node_bytes_per_s=col(accelerator.interconnect_bytes_per_s),
+        # One node's link, or the network where the TP group spans nodes (or TPU slices).
+        tp_bus_bytes_per_s=bus_bytes_per_s(
+            "all-reduce",
+            col(tp),
+            col(hw.devices_per_node),
+            fabric_for(accelerator, hw.offering, catalog, assumptions, devices_per_node=hw.devices_per_node),
+        ),
         tdp_w=col(server_w_per_device(accelerator, assumptions.server_host_power_fraction_of_tdp)),
         rental_usd_per_h=col(hw.hourly_usd),
         g_co2_per_kwh=col(hw.carbon.g_co2_per_kwh),

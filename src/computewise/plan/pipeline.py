@@ -40,6 +40,7 @@ import numpy as np
 from computewise.errors import ComputewiseError, InputError
 from computewise.estimate.arrays import col
 from computewise.estimate.assumptions import Assumptions
+from computewise.estimate.collectives import bus_bytes_per_s, fabric_for
 from computewise.estimate.cost import server_w_per_device
 from computewise.estimate.infer import (
     SERVING_EXECUTION,
@@ -518,7 +519,12 @@ def _model_service(
             tensor_cores=col(tensor_core_flag(precision)),
             peak_flops=col(peak),
             memory_bandwidth_bytes_per_s=col(acc.memory_bandwidth_bytes_per_s),
-            intra_node_bytes_per_s=col(acc.interconnect_bytes_per_s),
+            tp_bus_bytes_per_s=bus_bytes_per_s(
+                "all-reduce",
+                col(stage.gpus),
+                col(stage.gpus),
+                fabric_for(acc, None, catalog, assumptions, devices_per_node=stage.gpus),
+            ),
             tdp_w=col(server_w_per_device(acc, assumptions.server_host_power_fraction_of_tdp)),
             rental_usd_per_h=col(0.0),
             g_co2_per_kwh=col(0.0),
