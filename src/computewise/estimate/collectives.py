@@ -59,6 +59,7 @@ __all__ = [
     "node_devices",
     "require_network",
     "require_slices",
+    "sold_by_the_chip",
     "stack_fabrics",
 ]
 
@@ -271,6 +272,12 @@ def require_network(offering: Offering | None, ranks: int, devices_per_node: int
         )
 
 
+def sold_by_the_chip(accelerator: Accelerator, offering: Offering | None) -> bool:
+    """Whether the offering (or, without one, the accelerator) rents chips one at a time out of slices whose chips
+    share their own links (Cloud TPU): its node is then a slice of the job's chips, not the instance."""
+    return bool(accelerator.slice_sizes) and (offering is None or offering.accelerator_count == 1)
+
+
 def node_devices(accelerator: Accelerator, offering: Offering | None, devices: float) -> int:
     """How many of a job's ``devices`` share the accelerator's own links: the node the model times.
 
@@ -281,7 +288,7 @@ def node_devices(accelerator: Accelerator, offering: Offering | None, devices: f
     ``estimate`` refuses before timing it.
     """
     whole = max(1, math.ceil(devices))
-    if accelerator.slice_sizes and (offering is None or offering.accelerator_count == 1):
+    if sold_by_the_chip(accelerator, offering):
         return max(1, accelerator.slice_chips(whole))
     return offering.accelerator_count if offering is not None else whole
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from computewise.errors import InputError
-from computewise.estimate.collectives import node_devices, require_slices
+from computewise.estimate.collectives import node_devices, require_slices, sold_by_the_chip
 from computewise.estimate.data_movement import EgressScope
 from computewise.estimate.pricing import Rental, cheapest_rental, instance_rental, onprem_network_per_device, rent
 from computewise.specs import PRICINGS, Accelerator, CarbonIntensity, Offering, OnPremCost, Pricing
@@ -160,7 +160,7 @@ def _from_rental(catalog: Catalog, rental: Rental, explanation: str = "", notes:
     accelerator = catalog.accelerator(o.accelerator)
     devices = node_devices(accelerator, o, rental.gpus)
     slices = math.ceil(round(rental.gpus / devices, 9))
-    if accelerator.slice_sizes and o.accelerator_count == 1 and slices > 1:
+    if sold_by_the_chip(accelerator, o) and slices > 1:
         network_gb = o.network_bytes_per_s / 1e9
         notes = (
             f"{rental.gpus:g} chips of {accelerator.slug} run as {slices} slices of {devices} joined by the "

@@ -37,7 +37,7 @@ from computewise.estimate.arrays import FloatArray, col
 from computewise.estimate.assumptions import Assumptions
 from computewise.estimate.bottleneck import bottleneck
 from computewise.estimate.calibrated import calibrated_compute, matmul_sizes
-from computewise.estimate.collectives import Fabric, fabric_for, stack_fabrics
+from computewise.estimate.collectives import Fabric, fabric_for, sold_by_the_chip, stack_fabrics
 from computewise.estimate.cost import energy_kwh, server_w_per_device
 from computewise.estimate.data_movement import DataSite, data_movement, egress_scope
 from computewise.estimate.kernels import attention_peak_ratio, profile_shares, sustained_share
@@ -383,7 +383,7 @@ def _hardware(
 def _node_sizes(accelerator: Accelerator, offering: Offering) -> tuple[int, ...]:
     """The nodes an offering makes: its instance, or each slice of a chip rented one at a time (Cloud TPU),
     whose chips share their own links (``estimate.collectives.node_devices``)."""
-    if offering.accelerator_count == 1 and accelerator.slice_sizes:
+    if sold_by_the_chip(accelerator, offering):
         return accelerator.slice_sizes
     return (offering.accelerator_count,)
 

@@ -68,10 +68,6 @@ class Accelerator(Jsonable):
         ),
     )
 
-    def rents(self, devices: int) -> bool:
-        """Whether ``devices`` of this accelerator can be rented together (``slice_sizes``)."""
-        return not self.slice_sizes or devices in self.slice_sizes
-
     def slice_chips(self, devices: int) -> int:
         """The chips of each slice a job of ``devices`` chips runs on, for a chip sold in slices.
 
