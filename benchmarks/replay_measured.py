@@ -277,7 +277,8 @@ def track_record_csv(rows: list[Replayed]) -> str:
     lines.append(f'one-node,train,memory,{n},{median},{worst},"{source}"')
     runs = accuracy.load_runs()
     results = accuracy.table(runs, assumptions)
-    kinds = {slug: load_catalog().accelerator(slug).kind for slug in {run.accelerator for run in runs}}
+    catalog = load_catalog()
+    kinds = {slug: catalog.accelerator(slug).kind for slug in {run.accelerator for run in runs}}
     run_scopes = [scope_for(run.gpus, run.node_devices, run.model.experts, kinds[run.accelerator]) for run in runs]
     scopes = [scope for scope in SCOPES if scope in run_scopes]
     for scope in scopes:

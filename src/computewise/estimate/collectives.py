@@ -57,6 +57,7 @@ __all__ = [
     "link_problem",
     "network_fabric_for",
     "node_devices",
+    "node_network_bytes_per_s",
     "require_network",
     "require_slices",
     "sold_by_the_chip",
@@ -293,6 +294,12 @@ def node_devices(accelerator: Accelerator, offering: Offering | None, devices: f
     return offering.accelerator_count if offering is not None else whole
 
 
+def node_network_bytes_per_s(offering: Offering | None, devices: int) -> float:
+    """All the NICs of a node of ``devices``: the offering's network per device times the devices (a TPU slice's
+    chips share their hosts' NICs); no offering, no network."""
+    return offering.network_bytes_per_s / offering.accelerator_count * devices if offering is not None else 0.0
+
+
 def require_slices(accelerator: Accelerator, devices: int) -> None:
     """Refuse a chip count no slices of a chip sold in slices make up (6 chips of TPU v5p), naming the nearest."""
     if accelerator.slice_chips(devices):
@@ -329,14 +336,13 @@ def fabric_for(
     chosen = assumptions if assumptions is not None else Assumptions.from_catalog(catalog)
     default = offering.accelerator_count if offering is not None else 8
     devices = devices_per_node or default
-    network_per_device = offering.network_bytes_per_s / offering.accelerator_count if offering is not None else 0.0
     network = network_fabric_for(offering, catalog)
     efficiency = network.network_efficiency if network is not None else chosen.inter_node_network_efficiency
     latency_s = network.latency_s if network is not None else catalog.assumption("inter_node_latency_s")
     return Fabric(
         devices_per_node=col(float(devices)),
         link_bytes_per_s=col(accelerator.interconnect_bytes_per_s),
-        node_network_bytes_per_s=col(network_per_device * devices),
+        node_network_bytes_per_s=col(node_network_bytes_per_s(offering, devices)),
         link_efficiency=col(chosen.intra_node_link_efficiency),
         network_efficiency=col(efficiency),
         link_latency_s=col(catalog.assumption("intra_node_link_latency_s")),

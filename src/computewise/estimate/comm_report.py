@@ -25,6 +25,7 @@ from computewise.estimate.collectives import (
     link_problem,
     network_fabric_for,
     node_devices,
+    node_network_bytes_per_s,
     require_network,
     require_slices,
 )
@@ -180,7 +181,7 @@ def _instance(offering: Offering | None, catalog: Catalog, devices: int) -> Comm
         devices_per_node=devices,
         cloud=offering.cloud,
         instance_type=offering.instance_type,
-        network_bytes_per_s=offering.network_bytes_per_s / offering.accelerator_count * devices,
+        network_bytes_per_s=node_network_bytes_per_s(offering, devices),
         fabric=offering.fabric or None,
         fabric_name=network.name if network is not None else None,
         fabric_source=network.source if network is not None else None,

@@ -32,7 +32,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from computewise.errors import InputError
-from computewise.estimate.collectives import node_devices, require_slices, sold_by_the_chip
+from computewise.estimate.collectives import node_devices, node_network_bytes_per_s, require_slices, sold_by_the_chip
 from computewise.estimate.data_movement import EgressScope
 from computewise.estimate.pricing import Rental, cheapest_rental, instance_rental, onprem_network_per_device, rent
 from computewise.specs import PRICINGS, Accelerator, CarbonIntensity, Offering, OnPremCost, Pricing
@@ -182,7 +182,7 @@ def _from_rental(catalog: Catalog, rental: Rental, explanation: str = "", notes:
         region=o.region,
         instances=rental.instances,
         devices_per_node=devices,
-        node_network_bytes_per_s=o.network_bytes_per_s / o.accelerator_count * devices,
+        node_network_bytes_per_s=node_network_bytes_per_s(o, devices),
         notes=notes,
         shared=rental.shared,
     )

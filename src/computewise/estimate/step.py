@@ -209,16 +209,16 @@ def _overlapped_tp_s(
 
     Transformer Engine's userbuffers split each block's all-gather and reduce-scatter into tp chunks,
     exchanged while the block's own GEMMs compute the chunk before: the attention block's behind its q,
-    k, v and output projections, the MLP's behind its own. A collective
-    longer than its GEMMs shows its excess, a shorter one its first chunk; and the GEMMs, run as tp
-    chunks of tokens / tp rows, take longer than whole (``kernels.gemm_s``), which the overlap costs too.
-    The backward's GEMMs (input and weight gradients) take twice the forward's; full recompute runs the
-    forward's collectives again.
+    k, v and output projections, the MLP's behind its own. A collective longer than its GEMMs shows its
+    excess, a shorter one its first chunk; and the GEMMs, run as tp chunks of tokens / tp rows, take longer
+    than whole (``kernels.gemm_s``), which the overlap costs too. The backward's GEMMs (input and weight
+    gradients) take twice the forward's; full recompute runs the forward's collectives again.
     """
     tp, act = rows.tp, rows.weight_bytes
-    matmuls = layer_matmuls(model)
+    matmuls = layer_matmuls(model)  # q, k, v, o, then the MLP's
     # Column-parallel projections split their outputs over tp (q, k, v, gate, up), row-parallel ones their inputs.
     row_parallel = {3, len(matmuls) - 1}
+    forwards = 1.0 + np.where(rows.recompute == 2, 1.0, 0.0)
     total = np.zeros_like(collective_s)
     for block in (range(4), range(4, len(matmuls))):
         whole = chunked = np.zeros_like(collective_s)
@@ -227,11 +227,10 @@ def _overlapped_tp_s(
             n, k = (out, into / tp) if index in row_parallel else (out / tp, into)
             whole = whole + gemm_s(tokens, n, k, act, rates)
             chunked = chunked + tp * gemm_s(tokens / tp, n, k, act, rates)
-        passes = (1.0, 2.0, np.where(rows.recompute == 2, 1.0, 0.0))  # forward, backward, forward again
-        for share in passes:
-            hidden_behind = share * chunked
-            exposed = np.maximum(collective_s - hidden_behind, collective_s / tp) + share * (chunked - whole)
-            total = total + np.where(np.asarray(share) > 0, exposed, 0.0)
+        lost = chunked - whole  # what the GEMMs lose in chunks, per pass over them
+        forward = np.maximum(collective_s - chunked, collective_s / tp) + lost
+        backward = np.maximum(collective_s - 2.0 * chunked, collective_s / tp) + 2.0 * lost
+        total = total + forwards * forward + backward
     return total
 
 

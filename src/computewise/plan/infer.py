@@ -220,7 +220,7 @@ def plan_infer(model: ModelSpec, catalog: Catalog, assumptions: Assumptions, c: 
         if not rows:
             continue
         tp = col([r[0] for r in rows])
-        link = fabric_for(accel, offering, catalog, assumptions)  # a replica's TP group is inside one instance
+        fabric = fabric_for(accel, offering, catalog, assumptions)  # a replica's TP group is inside one instance
         shares = [profile_shares(profile, r[1], assumptions) for r in rows]
         columns = evaluate_infer(
             model,
@@ -235,7 +235,7 @@ def plan_infer(model: ModelSpec, catalog: Catalog, assumptions: Assumptions, c: 
                 tensor_cores=col([tensor_core_flag(r[1]) for r in rows]),
                 peak_flops=col([accel.peak_flops[r[1]] for r in rows]),
                 memory_bandwidth_bytes_per_s=col(accel.memory_bandwidth_bytes_per_s) + 0 * tp,
-                tp_bus_bytes_per_s=bus_bytes_per_s("all-reduce", tp, tp, link),
+                tp_bus_bytes_per_s=bus_bytes_per_s("all-reduce", tp, tp, fabric),
                 tdp_w=col(server_w_per_device(accel, assumptions.server_host_power_fraction_of_tdp)) + 0 * tp,
                 rental_usd_per_h=tp * one_gpu.hourly_usd,
                 g_co2_per_kwh=col(one_gpu.carbon.g_co2_per_kwh) + 0 * tp,

@@ -37,7 +37,13 @@ from computewise.estimate.arrays import FloatArray, col
 from computewise.estimate.assumptions import Assumptions
 from computewise.estimate.bottleneck import bottleneck
 from computewise.estimate.calibrated import calibrated_compute, matmul_sizes
-from computewise.estimate.collectives import Fabric, fabric_for, sold_by_the_chip, stack_fabrics
+from computewise.estimate.collectives import (
+    Fabric,
+    fabric_for,
+    node_network_bytes_per_s,
+    sold_by_the_chip,
+    stack_fabrics,
+)
 from computewise.estimate.cost import energy_kwh, server_w_per_device
 from computewise.estimate.data_movement import DataSite, data_movement, egress_scope
 from computewise.estimate.kernels import attention_peak_ratio, profile_shares, sustained_share
@@ -346,7 +352,7 @@ def _hardware(
     for o in _matching(catalog, c):
         accel = catalog.accelerator(o.accelerator)
         for devices in _node_sizes(accel, o):
-            network = o.network_bytes_per_s / o.accelerator_count * devices
+            network = node_network_bytes_per_s(o, devices)
             key = (o.accelerator, devices, network, o.fabric)
             if key not in fabrics:
                 fabrics[key] = fabric_for(accel, o, catalog, assumptions, devices_per_node=devices)
