@@ -91,12 +91,16 @@ def test_quick_script_prints_the_table() -> None:
     assert "median |error|" in done.stdout
 
 
-def test_nemo_fp8_runs_within_10_percent(results: dict[str, object]) -> None:
-    """Megatron-Bridge's published FP8 pre-training on DGX H100 (Llama 3 8B to 405B, 8 to 1,024 GPUs): fp8
-    GEMMs in the transformer blocks, attention and the LM head in bf16 as Transformer Engine runs them."""
-    nemo = {n: r for n, r in results.items() if n.startswith("nemo-llama")}
-    assert len(nemo) == 5
-    assert all(abs(r.error) <= 0.10 for r in nemo.values()), {n: r.error for n, r in nemo.items()}  # type: ignore[attr-defined]
+def test_nvidia_fp8_runs(results: dict[str, object]) -> None:
+    """NVIDIA's published FP8 pre-training of dense models on DGX H100 (NeMo 24.07 and Megatron-Bridge 25.x,
+    GPT-3 5B to Llama 3.1 405B, 8 to 1,024 GPUs): fp8 GEMMs in the transformer blocks, attention and the LM
+    head in bf16 as Transformer Engine runs them, and every GEMM input quantised where it is used. Before the
+    quantisation was timed the small models were the optimistic ones (GPT-3 5B +24 %, 20B +17 %)."""
+    dense = {n: r for n, r in results.items() if n.startswith(("nemo-llama", "nemo2407-"))}
+    assert len(dense) == 15
+    errors = {n: r.error for n, r in dense.items()}  # type: ignore[attr-defined]
+    assert statistics.median(abs(e) for e in errors.values()) <= 0.05, errors
+    assert all(abs(e) <= 0.15 for e in errors.values()), errors
 
 
 def test_nvidia_token_drop_moe_run_within_25_percent(results: dict[str, object]) -> None:

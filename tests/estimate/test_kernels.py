@@ -106,6 +106,9 @@ def test_the_planners_distinct_rows_give_what_every_row_gives() -> None:
         pick(0.0, 1.0, 2.0),  # framework
         pick(0.0, 1.0, 2.0),  # execution
         pick(0.0, 1.0),  # has the head
+        pick(1.0),  # expert parallelism (a dense model)
+        pick(0.0, 1.0),  # loss
+        pick(0.0, 1.0),  # GEMM inputs quantised to fp8
     )
     gemm = pick(731e12, 268e12)
     unquantised = gemm * pick(1.0, 0.5)  # fp8 rows: attention and the head at half the GEMMs' rate
@@ -214,3 +217,45 @@ def test_expert_parallelism_gives_each_device_fewer_experts_and_more_tokens() ->
     assert float(local_experts_touched(mixtral, tokens, 2.0)) == pytest.approx(4.0)
     # One decoded token still reaches its two experts, wherever they are.
     assert float(local_experts_touched(mixtral, col(1.0), 1.0)) == pytest.approx(2.0)
+
+
+def _quantisation_s(model_name: str, tokens: float, ep: float) -> tuple[float, float]:
+    """(seconds, host launches) fp8 adds to one layer's forward and backward over the same step in bf16."""
+    model = preset(model_name)
+    runs = {}
+    for quantised in (0.0, 1.0):
+        shape = MicrobatchShape(
+            *(col(v) for v in (tokens, 4096.0, 1.0, 2.0, 1.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0)),
+            ep=col(ep),
+            quantised=col(quantised),
+        )
+        runs[quantised] = training_kernels(model, shape, H100).plain
+    launches = float(
+        np.ravel(runs[1.0].kernels + runs[1.0].backward_kernels - runs[0.0].kernels - runs[0.0].backward_kernels)[0]
+    )
+    return float(np.ravel(runs[1.0].device_s - runs[0.0].device_s)[0]), launches
+
+
+def test_fp8_quantises_every_gemm_input_and_output_gradient() -> None:
+    """Current scaling (Transformer Engine, torchao): each GEMM input is read for its amax, read again and written
+    as fp8 row-wise and transposed, 2 + 2 + 1 + 1 = 6 bytes per 16-bit element, in three kernels.
+
+    Llama 3 8B, 8,192 tokens: the forward quantises q/k/v's input (4,096), the output projection's (4,096),
+    gate/up's (4,096) and down's (14,336); the backward the gradients of q/k/v's output (4,096 + 2 x 1,024),
+    the output projection's (4,096), gate/up's (2 x 14,336) and down's (4,096)."""
+    forward = 4096 + 4096 + 4096 + 14336
+    backward = (4096 + 2 * 1024) + 4096 + 2 * 14336 + 4096
+    expected = 8192 * (forward + backward) * 6 / 2965e9 + 2 * 4 * 3 * 2.5e-6
+    seconds, launches = _quantisation_s("llama-3-8b", 8192.0, 1.0)
+    assert seconds == pytest.approx(expected, rel=1e-9)
+    assert launches == 0.0  # issued from Transformer Engine's C++ inside the linear layer's call
+
+
+def test_fp8_quantises_each_routed_copy_of_a_token_for_its_expert() -> None:
+    """Mixtral 8x7B over 8 devices (one expert each), top-2: the MLP's inputs and output gradients are quantised
+    once per chosen expert, so twice per token; attention's once."""
+    forward = 4096 + 4096 + 2 * (4096 + 14336)
+    backward = (4096 + 2 * 1024) + 4096 + 2 * (2 * 14336 + 4096)
+    expected = 4096 * (forward + backward) * 6 / 2965e9 + 2 * (2 + 2 * 1) * 3 * 2.5e-6
+    seconds, _ = _quantisation_s("mixtral-8x7b", 4096.0, 8.0)
+    assert seconds == pytest.approx(expected, rel=1e-6)

@@ -106,6 +106,15 @@ _GRAD_ACCUMULATE_BYTES_PER_PARAM = 10.0  # a 16-bit weight gradient read, added 
 # (its recipe's fp8_dpa, Megatron's --fp8-dot-product-attention, both off by default), and vLLM's fp8
 # and int8 W8A8 schemes quantise nn.Linear only, attention reading a 16-bit KV cache by default.
 _EIGHT_BIT_LINEAR: tuple[Dtype, ...] = ("fp8", "int8")
+# fp8 training quantises every GEMM input when it is used, per tensor and from its current values:
+# Transformer Engine's current scaling (Megatron-Bridge's fp8 recipe; ``Float8CurrentScalingQuantizer``:
+# nvte_compute_amax, nvte_compute_scale_from_amax, nvte_quantize) and torchao's tensorwise float8 alike.
+# One pass reads the 16-bit tensor for its absolute maximum, a one-thread kernel makes the scale, and the
+# cast reads the tensor again and writes it in fp8 twice, row-wise for this GEMM and transposed for the
+# weight gradient (Hopper's fp8 GEMMs take both operands K-major). Weights are cast once a step, not timed.
+_QUANTISE_READS = 2.0
+_QUANTISE_WRITTEN_BYTES = 2.0
+_QUANTISE_KERNELS = 3.0
 
 
 @dataclass(frozen=True)
@@ -452,6 +461,46 @@ def _token_dispatch(
     return StepKernels(router, col(1.0) + 0.0 * router) + scores + shuffles
 
 
+def _quantisation(
+    model: ModelSpec,
+    tokens: FloatArray,
+    act: FloatArray,
+    tp: FloatArray,
+    sp: FloatArray,
+    ep: FloatArray,
+    quantised: FloatArray,
+    rates: KernelRates,
+) -> tuple[StepKernels, StepKernels]:
+    """(forward, backward) of fp8 training's quantisation of one layer's GEMM inputs: nothing unquantised.
+
+    The forward quantises each linear layer's input (q/k/v's and the MLP's normalised hidden state,
+    the attention output, the MLP's activation), the backward each one's output gradient, which its
+    input- and weight-gradient GEMMs both read. A mixture-of-experts layer quantises every routed copy
+    of a token, per local expert. The cost grows with the hidden size where the GEMMs grow with its
+    square, so small models lose more of fp8's speed-up to it. The quantiser's kernels are issued from
+    Transformer Engine's C++ inside the linear layer's own call, so they add device time, each at least
+    the kernel floor, and no host time of their own.
+    """
+    h_in = float(model.hidden_size) / np.where(col(sp) > 0, col(tp), 1.0)
+    k = float(max(model.active_experts, 1))
+    d_attn = float(model.heads * model.attention_head_dim) / col(tp)
+    d_qkv = d_attn + 2.0 * float(model.kv_heads * model.attention_head_dim) / col(tp)
+    f = float(model.ffn_size) / col(tp)
+    up = (2.0 if model.gated_ffn else 1.0) * f
+    forward_elements = h_in + d_attn + k * (h_in + f)
+    backward_elements = d_qkv + h_in + k * (up + h_in)
+    # Attention's two inputs, and the MLP's two per local expert (one for a dense model).
+    floors_s = _QUANTISE_KERNELS * (2.0 + 2.0 * local_experts_touched(model, tokens, ep)) * rates.kernel_floor_s
+    bytes_per_element = _QUANTISE_READS * col(act) + _QUANTISE_WRITTEN_BYTES
+    forward_s = col(quantised) * (
+        col(tokens) * forward_elements * bytes_per_element / rates.stream_bytes_per_s + floors_s
+    )
+    backward_s = col(quantised) * (
+        col(tokens) * backward_elements * bytes_per_element / rates.stream_bytes_per_s + floors_s
+    )
+    return StepKernels(forward_s, 0.0 * forward_s), StepKernels(backward_s, 0.0 * backward_s)
+
+
 def _layer_forward(
     model: ModelSpec,
     tokens: FloatArray,
@@ -582,6 +631,7 @@ class MicrobatchShape:
     has_head: FloatArray  # 0/1: this device runs the LM head and the loss
     ep: FloatArray | float = 1.0  # devices the experts of a mixture-of-experts layer are spread over
     loss: FloatArray | float = 0.0  # index in LOSSES: 1 a fused cross-entropy kernel on the 16-bit logits
+    quantised: FloatArray | float = 0.0  # 0/1: the linear layers' GEMMs run in fp8 (``_quantisation``)
 
     def columns(self) -> tuple[FloatArray, ...]:
         return tuple(getattr(self, f.name) for f in fields(self))
@@ -594,7 +644,7 @@ def training_kernels(
     recomputed as ``shape.recompute`` says. ``adapters``: a LoRA/QLoRA job, whose frozen matmuls compute
     input gradients only and whose adapters and dequantization add their own kernels (``_adapter_forward``).
     """
-    tokens, seq_len, layers, act, tp, sp, attention, recompute, framework, execution, has_head, ep, loss = (
+    tokens, seq_len, layers, act, tp, sp, attention, recompute, framework, execution, has_head, ep, loss, quantised = (
         shape.columns()
     )
     causal = 0.5 if model.architecture == "decoder" else 1.0
@@ -605,13 +655,15 @@ def training_kernels(
         model, tokens, attended, act, tp, sp, attention, framework, execution, rates, ep
     )
     dispatch = _token_dispatch(model, tokens, act, tp, sp, col(ep), rates)
-    forward = matmuls + core + rest + dispatch
+    quantise, quantise_backward = _quantisation(model, tokens, act, tp, sp, col(ep), col(quantised), rates)
+    forward = matmuls + core + rest + dispatch + quantise
     matmul_backward = 2.0 if adapters is None else 1.0  # input and weight gradients, or the input's only
     backward = (
         matmuls.backward(matmul_backward, matmul_backward)
         + core.backward(_ATTENTION_BACKWARD_WORK, 1.0)
         + rest.backward(2.0, 2.0)
         + dispatch.backward(1.0, 1.0)
+        + quantise_backward
     )
     if adapters is not None:
         adapter_gemms, adapter_rest, dequant = _adapter_forward(adapters, tokens, act, tp, rates)

@@ -57,6 +57,7 @@ if TYPE_CHECKING:
 __all__ = ["StepTime", "step_time"]
 
 _TENSOR_CORES = np.array([tensor_core_flag(p) for p in PRECISIONS])  # by index in PRECISIONS
+_FP8 = float(PRECISIONS.index("fp8"))  # the training precision whose GEMM inputs are quantised
 
 
 @dataclass(frozen=True)
@@ -295,6 +296,7 @@ def _compute_s(
             has_head=1.0 / rows.pp,
             ep=rows.ep,
             loss=rows.loss,
+            quantised=np.where(rows.precision == _FP8, 1.0, 0.0),
         )
         micro = distinct_training_kernels(model, shape, rates, adapters)
     trained = model.params if adapters is None else adapters.trainable_params
