@@ -24,7 +24,7 @@ from computewise.estimate.kernels import (
     training_kernels,
 )
 from computewise.models import preset
-from computewise.specs import ATTENTION_KERNELS
+from computewise.specs import ATTENTION_KERNELS, RECOMPUTES
 
 H100 = KernelRates(
     gemm_flops=col(731e12),  # bench.json: bf16 at 4096-8192
@@ -259,3 +259,22 @@ def test_fp8_quantises_each_routed_copy_of_a_token_for_its_expert() -> None:
     expected = 4096 * (forward + backward) * 6 / 2965e9 + 2 * (2 + 2 * 1) * 3 * 2.5e-6
     seconds, _ = _quantisation_s("mixtral-8x7b", 4096.0, 8.0)
     assert seconds == pytest.approx(expected, rel=1e-6)
+
+
+def test_each_recompute_policy_runs_again_what_it_did_not_keep() -> None:
+    """Selective (Megatron) runs the attention core again, JAX's dots policy that and the elementwise kernels
+    (every weight matmul's output was kept), full recompute the whole forward; the first pass is the same."""
+    model = preset("llama-2-7b")
+    steps = {}
+    for policy in ("none", "selective", "dots", "full"):
+        shape = MicrobatchShape(
+            *(
+                col(v)
+                for v in (4096.0, 4096.0, 32.0, 2.0, 1.0, 0.0, 1.0, float(RECOMPUTES.index(policy)), 0.0, 0.0, 0.0)
+            )
+        )
+        steps[policy] = training_kernels(model, shape, H100)
+    plain = {float(np.ravel(k.plain.device_s)[0]) for k in steps.values()}
+    assert len(plain) == 1
+    again = {p: float(np.ravel(k.recomputed.device_s)[0]) for p, k in steps.items()}
+    assert again["none"] < again["selective"] < again["dots"] < again["full"]

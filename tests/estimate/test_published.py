@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from benchmark_script import load_benchmark
 from computewise.estimate.arrays import col
 from computewise.estimate.flops import training_flops_per_token
 from computewise.estimate.memory import activation_parts, kv_cache_bytes, model_state_bytes, peak_activations
-from computewise.specs import ModelSpec
+from computewise.specs import RECOMPUTES, ModelSpec
 
 GB = 1e9
 
@@ -141,6 +142,34 @@ def test_full_recompute_keeps_layer_inputs() -> None:
     one_layer = s * b * h * (34 + 5 * a * s / h)
     expected = 2 * s * b * h * 96 + one_layer + s * b * h
     assert _activations(model, tp=1, sequence_parallel=False, recompute=2) == pytest.approx(expected, rel=1e-9)
+
+
+@pytest.mark.parametrize(("tp", "sequence_parallel"), [(1, False), (8, True)])
+def test_dots_policy_keeps_layer_inputs_and_every_weight_matmuls_output(tp: int, sequence_parallel: bool) -> None:
+    # JAX's checkpoint_dots_with_no_batch_dims (MaxText's remat_policy minimal): each layer keeps its input
+    # (2sbh) and the outputs of q, k, v, o, up and down (3h + h + 4h + h = 9h, in 16 bits: 18sbh), all split
+    # over tp when the residual stream is (sequence parallelism, MaxText's activation_embed on tensor), with
+    # attention's softmax statistics (4 bytes per head and token); one layer is rebuilt during the backward.
+    model = _gpt3_175b()
+    s, b, h, a, layers = 2048, 1, 12288, 96, 96
+    kept = (20 * s * b * h + 4 * s * b * a) / tp
+    rebuilt = (
+        s * b * h / tp * (34 + 5 * a * s / h)
+        if sequence_parallel
+        else s * b * h * (10 + 24 / tp + 5 * a * s / (h * tp))
+    )
+    embedding = s * b * h / (tp if sequence_parallel else 1)
+    expected = layers * kept + rebuilt + embedding
+    dots = float(RECOMPUTES.index("dots"))
+    assert _activations(model, tp=tp, sequence_parallel=sequence_parallel, recompute=int(dots)) == pytest.approx(
+        expected, rel=1e-9
+    )
+    # It recomputes what selective recompute does (the attention core), no matmul with weights.
+    selective = float(RECOMPUTES.index("selective"))
+    assert np.allclose(
+        training_flops_per_token(model, col(2048.0), col(dots)),
+        training_flops_per_token(model, col(2048.0), col(selective)),
+    )
 
 
 def test_gpt3_training_compute() -> None:

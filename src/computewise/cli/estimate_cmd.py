@@ -100,7 +100,9 @@ _Recompute = Annotated[
     typer.Option(
         help="Activation recomputation: none, selective (Megatron's: the attention core), full, or "
         "op-selective (PyTorch's op-level selective checkpointing as torchtitan runs it: every other "
-        "matmul's output and attention's output kept, the rest recomputed).",
+        "matmul's output and attention's output kept, the rest recomputed), or dots (JAX's "
+        "checkpoint_dots_with_no_batch_dims, MaxText's remat_policy minimal: every weight matmul's output "
+        "kept, attention and the elementwise work recomputed).",
     ),
 ]
 _FlashAttention = Annotated[

@@ -23,8 +23,10 @@ if TYPE_CHECKING:  # adapters imports nothing from here; only the type is needed
     from computewise.estimate.adapters import Adapters
 
 __all__ = [
+    "DOTS",
     "OP_SELECTIVE",
     "attention_flops_per_token",
+    "dots_saved_widths",
     "forward_flops_per_token",
     "layer_matmuls",
     "matmul_params",
@@ -33,6 +35,7 @@ __all__ = [
 
 
 OP_SELECTIVE = 3.0  # the code of "op-selective" in ``specs.RECOMPUTES``
+DOTS = 4.0  # the code of "dots" in ``specs.RECOMPUTES``
 
 
 def layer_matmuls(model: ModelSpec) -> tuple[tuple[float, float], ...]:
@@ -50,6 +53,16 @@ def op_selective_saved_widths(model: ModelSpec) -> float:
     """Output widths op-level selective checkpointing keeps per token: every other matmul's, from the first
     (torchtitan's policy saves alternate ``aten.mm`` outputs so half of them need no recompute)."""
     return sum(out for out, _ in layer_matmuls(model)[::2])
+
+
+def dots_saved_widths(model: ModelSpec) -> tuple[float, float]:
+    """Output widths JAX's dots policy keeps per token: (the column-parallel projections', which tensor
+    parallelism splits; the row-parallel ones' (o, down), the residual stream's width)."""
+    matmuls = layer_matmuls(model)
+    row_parallel = {3, len(matmuls) - 1}
+    split = sum(out for i, (out, _) in enumerate(matmuls) if i not in row_parallel)
+    residual = sum(out for i, (out, _) in enumerate(matmuls) if i in row_parallel)
+    return split, residual
 
 
 def matmul_params(model: ModelSpec) -> float:
@@ -84,7 +97,8 @@ def training_flops_per_token(
     model: ModelSpec, seq_len: FloatArray, recompute: FloatArray, adapters: Adapters | None = None
 ) -> tuple[FloatArray, FloatArray]:
     """(model FLOPs, hardware FLOPs) per trained token; ``recompute`` is 0 none, 1 selective, 2 full,
-    3 op-selective (the matmuls whose outputs were not kept run again; attention's output was).
+    3 op-selective (the matmuls whose outputs were not kept run again; attention's output was), 4 dots
+    (every weight matmul's output kept: attention's core runs again, as under selective).
     ``adapters``: a LoRA/QLoRA job, whose frozen weights need no weight gradient."""
     forward = forward_flops_per_token(model, seq_len)
     model_flops = 3.0 * forward
@@ -96,5 +110,8 @@ def training_flops_per_token(
         model_flops = adapters.model_flops_per_token(model, matmul_params(model), attention)
     matmuls = layer_matmuls(model)
     unsaved = sum(2.0 * out * inp for out, inp in matmuls[1::2]) * model.total_layers
-    extra = np.select([code == OP_SELECTIVE, code == 2, code == 1], [unsaved + 0.0 * forward, forward, attention], 0.0)
+    attention_again = (code == 1) | (code == DOTS)
+    extra = np.select(
+        [code == OP_SELECTIVE, code == 2, attention_again], [unsaved + 0.0 * forward, forward, attention], 0.0
+    )
     return model_flops, model_flops + extra

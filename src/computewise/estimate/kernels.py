@@ -41,7 +41,7 @@ import numpy.typing as npt
 from computewise.estimate.activations import composite_activation_traffic
 from computewise.estimate.arrays import FloatArray, col
 from computewise.estimate.assumptions import Assumptions
-from computewise.estimate.flops import OP_SELECTIVE, layer_matmuls
+from computewise.estimate.flops import DOTS, OP_SELECTIVE, layer_matmuls
 from computewise.specs import (
     ATTENTION_KERNELS,
     EXECUTIONS,
@@ -625,7 +625,8 @@ class MicrobatchShape:
     sp: FloatArray  # sequence parallelism, 0/1
     attention: FloatArray
     recompute: FloatArray  # 2 (full) repeats every layer's forward in the backward, 1 (selective) the
-    # attention core, 3 (op-selective) the elementwise kernels and the matmuls whose outputs were not kept
+    # attention core, 3 (op-selective) the elementwise kernels and the matmuls whose outputs were not kept,
+    # 4 (dots) the attention core and the elementwise kernels
     framework: FloatArray
     execution: FloatArray
     has_head: FloatArray  # 0/1: this device runs the LM head and the loss
@@ -674,10 +675,12 @@ def training_kernels(
     code = col(recompute)
     # Full: the whole forward again. Megatron's selective: the attention core. Op-level selective: the
     # elementwise kernels and the matmuls whose outputs were not kept (their share of the matmul FLOPs).
+    # JAX's dots policy: the attention core and the elementwise kernels, every weight matmul's output kept.
     unkept = _unkept_matmul_share(model)
     again = (
         forward.times(np.where(code == 2, 1.0, 0.0))
-        + core.times(np.where(code == 1, 1.0, 0.0))
+        + core.times(np.where((code == 1) | (code == DOTS), 1.0, 0.0))
+        + rest.times(np.where(code == DOTS, 1.0, 0.0))
         + (rest + matmuls.times(unkept)).times(np.where(code == OP_SELECTIVE, 1.0, 0.0))
     )
     # Bytes a logit moves through the loss: a fused kernel reads the 16-bit logits forward and backward and

@@ -45,7 +45,7 @@ import numpy.typing as npt
 
 from computewise.estimate.activations import composite_activation_bytes
 from computewise.estimate.arrays import FloatArray, col
-from computewise.estimate.flops import op_selective_saved_widths
+from computewise.estimate.flops import dots_saved_widths, op_selective_saved_widths
 from computewise.specs import (
     FP32_VALUED,
     FRAMEWORKS,
@@ -94,6 +94,7 @@ __all__ = [
 RECOMPUTE_CODES: dict[Recompute, int] = {name: i for i, name in enumerate(RECOMPUTES)}
 _FULL = float(RECOMPUTE_CODES["full"])
 _OP_SELECTIVE = float(RECOMPUTE_CODES["op-selective"])
+_DOTS = float(RECOMPUTE_CODES["dots"])
 FRAMEWORK_CODES: dict[Framework, int] = {name: i for i, name in enumerate(FRAMEWORKS)}
 _PYTORCH = float(FRAMEWORK_CODES["pytorch"])
 _TRANSFORMERS = float(FRAMEWORK_CODES["transformers"])  # the autocast layout too: codes >= _PYTORCH
@@ -459,7 +460,8 @@ def activation_parts(
 ) -> ActivationParts:
     """Activations of one training step per device, by stage and by when they are live.
 
-    ``recompute`` is 0 none, 1 selective (attention core recomputed), 2 full. ``framework`` 0 is
+    ``recompute`` is 0 none, 1 selective (attention core recomputed), 2 full, 3 op-selective, 4 dots
+    (every weight matmul's output kept with the layer's input). ``framework`` 0 is
     Megatron's layout (the default: the papers'), 1 PyTorch autocast's, 2 Hugging Face transformers':
     autocast's layout with the Llama-family modules (``layer_terms``) where the model has their
     gated MLP (Llama, Mistral, Qwen, Gemma), PyTorch's otherwise. ``cp`` ranks split each
@@ -523,8 +525,16 @@ def activation_parts(
     # statistics; the backward rebuilds the rest of one layer at a time, as full recompute does.
     d_attn = model.heads * model.attention_head_dim
     op_kept = layer_input + tokens * (act * (op_selective_saved_widths(model) + d_attn) + stats) / tp
-    rebuilds = (recompute == _FULL) | (recompute == _OP_SELECTIVE)
-    per_layer = np.select([recompute == _FULL, recompute == _OP_SELECTIVE], [layer_input, op_kept], per_layer_kept)
+    # JAX's dots policy keeps the input and every weight matmul's output (attention's statistics with
+    # them); a row-parallel projection's output is the residual's width, split over tp like the input.
+    split_outputs, residual_outputs = dots_saved_widths(model)
+    dots_kept = layer_input + tokens * act * residual_outputs / sp_divisor + tokens * (act * split_outputs + stats) / tp
+    rebuilds = (recompute == _FULL) | (recompute == _OP_SELECTIVE) | (recompute == _DOTS)
+    per_layer = np.select(
+        [recompute == _FULL, recompute == _OP_SELECTIVE, recompute == _DOTS],
+        [layer_input, op_kept, dots_kept],
+        per_layer_kept,
+    )
     rebuilt = tokens * (replicated / sp_divisor + (split + rebuilt_core) / tp)
     d_kv = model.kv_heads * model.attention_head_dim
     ring = np.where(cp > 1, 2.0 * tokens * act * 2 * d_kv / tp, 0.0)  # K, V chunk received and sent

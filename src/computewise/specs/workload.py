@@ -47,9 +47,11 @@ OPTIMIZERS: tuple[Optimizer, ...] = ("adamw", "adam", "sgd", "adam8bit", "paged-
 PAGED_OPTIMIZERS: tuple[Optimizer, ...] = ("paged-adamw", "paged-adam8bit")
 # selective is Megatron's (the attention core recomputed, Korthikanti et al. 2022); op-selective is
 # PyTorch's op-level selective activation checkpointing as torchtitan runs it under FSDP (every other
-# matmul's output and attention's output kept, everything else recomputed in the backward).
-Recompute = Literal["none", "selective", "full", "op-selective"]
-RECOMPUTES: tuple[Recompute, ...] = ("none", "selective", "full", "op-selective")
+# matmul's output and attention's output kept, everything else recomputed in the backward); dots is JAX's
+# checkpoint_dots_with_no_batch_dims, MaxText's remat_policy minimal (every weight matmul's output kept,
+# attention and the elementwise work recomputed).
+Recompute = Literal["none", "selective", "full", "op-selective", "dots"]
+RECOMPUTES: tuple[Recompute, ...] = ("none", "selective", "full", "op-selective", "dots")
 # The code that runs the step, which decides what it holds and how many kernels it launches:
 # Megatron-LM keeps activations at the training precision and fuses its elementwise kernels;
 # PyTorch autocast (AMP) keeps the residual stream in fp32 and caches 16-bit weight copies;
