@@ -214,3 +214,20 @@ def test_inference_split_over_slices_crosses_the_data_center_network(catalog: Ca
     two, four = _seconds_per_token(2), _seconds_per_token(4)
     assert two >= moved / rate
     assert two > 1.5 * four
+
+
+def test_plan_infer_serves_a_model_too_big_for_one_chip_over_a_slice(
+    catalog: Catalog, assumptions: Assumptions
+) -> None:
+    """Llama 3 8B's 16 GB of bf16 weights do not fit a 16 GiB v5e chip; a replica tensor-parallel over a v5e-4
+    or v5e-8 slice (its chips on ICI) holds them. Each v5e offering is one chip, so before a replica could only
+    span one and no TPU served the model. No replica spans 2 chips: v5e has no 2-chip slice."""
+    from computewise.plan import InferConstraints, plan_infer
+
+    traffic = InferConstraints(requests_per_s=20, input_len=512, output_len=128, accelerators=("tpu-v5e",))
+    plan = plan_infer(preset("llama-3-8b"), catalog, assumptions, traffic)
+    sizes = {option.gpus_per_replica for option in plan.candidates}
+    assert sizes and sizes <= {4, 8}, sizes
+    best = plan.recommended
+    assert best.accelerator == "tpu-v5e" and best.gpus_per_replica in (4, 8)
+    assert best.memory_bytes["total"] <= catalog.accelerator("tpu-v5e").memory_bytes

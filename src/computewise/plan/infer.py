@@ -21,7 +21,7 @@ import numpy as np
 from computewise.errors import InfeasiblePlanError, InputError
 from computewise.estimate.arrays import col
 from computewise.estimate.assumptions import Assumptions
-from computewise.estimate.collectives import bus_bytes_per_s, fabric_for
+from computewise.estimate.collectives import bus_bytes_per_s, fabric_for, sold_by_the_chip
 from computewise.estimate.cost import server_w_per_device
 from computewise.estimate.figures import DeviceMemory
 from computewise.estimate.infer import (
@@ -44,12 +44,23 @@ from computewise.units import format_bytes, format_duration, plural
 
 if TYPE_CHECKING:
     from computewise.catalog import Catalog
+    from computewise.specs.hardware import Accelerator, Offering
 
 __all__ = ["INFER_PRECISIONS", "InferConstraints", "InferOption", "InferPlan", "plan_infer"]
 
 _BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 _TP = (1, 2, 4, 8)
 HOURS_PER_MONTH = 730.0
+
+
+def _replica_tps(accelerator: Accelerator, offering: Offering) -> tuple[int, ...]:
+    """Tensor-parallel degrees one replica can span: up to the instance's GPUs on their own links; for a chip
+    rented one at a time out of slices (Cloud TPU), one chip or a whole slice on its chips' links (ICI),
+    as JetStream and vLLM on TPU shard a model over a v5e-4 or v5e-8. A group split over slices would
+    all-reduce over the data-center network every layer, so none is planned."""
+    if sold_by_the_chip(accelerator, offering):
+        return tuple(tp for tp in _TP if tp == 1 or tp in accelerator.slice_sizes)
+    return tuple(tp for tp in _TP if tp <= offering.accelerator_count)
 
 
 INFER_PRECISIONS: tuple[Precision, ...] = ("bf16", "fp16")  # fp8 weights change accuracy: opt in
@@ -205,10 +216,8 @@ def plan_infer(model: ModelSpec, catalog: Catalog, assumptions: Assumptions, c: 
         profile = catalog.kernel_profile(accel.slug)
         rows = [
             (tp, precision, batch)
-            for tp in _TP
-            if tp <= offering.accelerator_count
-            and (not model.heads or model.heads % tp == 0)
-            and (tp == 1 or accel.interconnect_bytes_per_s > 0)
+            for tp in _replica_tps(accel, offering)
+            if (not model.heads or model.heads % tp == 0) and (tp == 1 or accel.interconnect_bytes_per_s > 0)
             for precision in c.precisions
             if accel.peak_flops.get(precision, 0.0) > 0
             for batch in _BATCHES
@@ -220,7 +229,7 @@ def plan_infer(model: ModelSpec, catalog: Catalog, assumptions: Assumptions, c: 
         if not rows:
             continue
         tp = col([r[0] for r in rows])
-        fabric = fabric_for(accel, offering, catalog, assumptions)  # a replica's TP group is inside one instance
+        fabric = fabric_for(accel, offering, catalog, assumptions)  # a replica's TP group: one instance or slice
         shares = [profile_shares(profile, r[1], assumptions) for r in rows]
         columns = evaluate_infer(
             model,
