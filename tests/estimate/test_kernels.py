@@ -21,6 +21,8 @@ from computewise.estimate.kernels import (
     experts_touched,
     gemm_s,
     local_experts_touched,
+    prefill_kernels,
+    serving_quantiser,
     training_kernels,
 )
 from computewise.models import preset
@@ -278,3 +280,26 @@ def test_each_recompute_policy_runs_again_what_it_did_not_keep() -> None:
     assert len(plain) == 1
     again = {p: float(np.ravel(k.recomputed.device_s)[0]) for p, k in steps.items()}
     assert again["none"] < again["selective"] < again["dots"] < again["full"]
+
+
+@pytest.mark.parametrize(
+    ("quantiser", "bytes_per_element", "kernels_per_input"), [(1.0, 2 * 2 + 1, 2), (2.0, 2 + 1, 1)]
+)
+def test_w8a8_serving_quantises_each_linear_input_on_the_fly(
+    quantiser: float, bytes_per_element: int, kernels_per_input: int
+) -> None:
+    """vLLM's W8A8: fp8 per tensor reads each 16-bit input twice (its max, then the cast) in two kernels, int8 per
+    token once in one; both write it in 8 bits. Llama 3 8B's prefill of 2 x 1,024 tokens quantises q/k/v's input
+    (4,096), the attention output (4,096), gate/up's (4,096) and down's (14,336) in each of 32 layers."""
+    model = preset("llama-3-8b")
+
+    def prefill_s(code: float) -> float:
+        work = prefill_kernels(
+            model, col(2.0), col(1024.0), col(2.0), col(1.0), col(0.0), col(0.0), col(0.0), H100, code
+        )
+        return float(np.ravel(work.device_s)[0])
+
+    elements = 4096 + 4096 + 4096 + 14336
+    per_layer = 2048 * elements * bytes_per_element / 2965e9 + 4 * kernels_per_input * 2.5e-6
+    assert prefill_s(quantiser) - prefill_s(0.0) == pytest.approx(32 * per_layer, rel=1e-9)
+    assert serving_quantiser("fp8") == 1.0 and serving_quantiser("int8") == 2.0 and serving_quantiser("bf16") == 0.0

@@ -410,3 +410,40 @@ def test_every_planned_layout_is_one_estimate_accepts_and_energy_counts_the_serv
     # Watts per device at the meter: the server's full load times the average draw, times a PUE of 1-1.6.
     watts = best.energy_kwh * 1000 * 3600 / best.time_s / best.gpus / assumptions.gpu_power_fraction_of_tdp
     assert server_w <= watts <= server_w * 1.6
+
+
+def test_tp_overlap_plans_what_estimate_train_times_with_it(catalog: Catalog, assumptions: Assumptions) -> None:
+    """``plan train --tp-overlap``: every tensor-parallel layout is timed with its collectives behind the GEMMs,
+    and the recommended one takes the step ``estimate train --tp-overlap`` gives the same layout on the same
+    instance (one model, two callers); without the flag, that layout's TP collectives are exposed again."""
+
+    model = preset("llama-3-70b")
+    constraints = TrainConstraints(
+        tokens=1e12, seq_len=4096, global_batch=256, max_gpus=64, accelerators=("h100-sxm",), tp_overlap=True
+    )
+    plan = plan_train(model, catalog, assumptions, constraints)
+    assert all(o.tp_overlap == (o.tp > 1) for o in plan.candidates)
+    best = next(o for o in plan.candidates if o.tp > 1)
+    job = TrainJob(
+        tokens=1e12,
+        seq_len=4096,
+        micro_batch=best.micro_batch,
+        global_batch=256,
+        recompute=best.recompute,
+        precision=best.precision,
+        framework=best.framework,
+    )
+    layout = Parallelism(
+        dp=best.dp, tp=best.tp, pp=best.pp, cp=best.cp, ep=best.ep, zero=best.zero, sequence_parallel=True,
+        virtual_stages=best.virtual_stages,
+    )  # fmt: skip
+
+    def step_s(overlap: bool) -> float:
+        estimate = estimate_train(
+            model, catalog.accelerator("h100-sxm"), best.gpus, job, replace(layout, tp_overlap=overlap), catalog,
+            assumptions, best.pricing, best.cloud, best.region, best.instance_type,
+        )  # fmt: skip
+        return estimate.step_seconds
+
+    assert best.step_s == pytest.approx(step_s(True), rel=1e-6)
+    assert step_s(False) > best.step_s

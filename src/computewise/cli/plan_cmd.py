@@ -153,6 +153,13 @@ def plan_train(
     dataset_size: _DatasetSize = None,
     methods: _Methods = "full",
     finetune: FineTuneFlags,
+    tp_overlap: Annotated[
+        bool,
+        typer.Option(
+            help="Plan tensor-parallel layouts with their collectives hidden behind the GEMMs (Transformer Engine's "
+            "userbuffers, Megatron's --tp-comm-overlap, as NVIDIA's Llama 3 70B and 405B recipes run); off: exposed."
+        ),
+    ] = False,
     as_json: JsonOption = False,
     html: HtmlOption = None,
 ) -> None:
@@ -180,6 +187,7 @@ def plan_train(
         objective=choice(optimize, ("cost", "time"), "--optimize"),
         data=dataset_site(catalog, data_region, dataset_bytes),
         methods=finetune.specs(methods),
+        tp_overlap=tp_overlap,
     )
     measured = None if calibration is None else load_calibration(calibration)
     request = TrainRequest(spec, offerings.narrow(constraints, catalog), measured, top or None, batch is None)

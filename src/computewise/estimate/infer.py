@@ -84,6 +84,8 @@ class InferRows:
     attention_peak_ratio: FloatArray | None = None
     # What tensor-parallel devices sustain of a GEMM's burst (``kernels.sustained_share``); None: a GPU's.
     sustained_fraction: FloatArray | None = None
+    # The linear layers' inputs quantised on the fly (``kernels.serving_quantiser``: 0 none, 1 fp8, 2 int8).
+    quantiser: FloatArray | None = None
 
 
 @dataclass(frozen=True)
@@ -131,11 +133,30 @@ def evaluate_infer(model: ModelSpec, rows: InferRows, assumptions: Assumptions) 
     costs = HostCosts.of(assumptions)
     host = costs.per_kernel_s(rows.framework, rows.execution, training=False)
     if model.is_transformer:
+        quantiser = col(0.0) if rows.quantiser is None else rows.quantiser
         prefill = prefill_kernels(
-            model, batch, rows.context_len, rows.act_bytes, tp, rows.all_logits, rows.framework, rows.execution, rates
+            model,
+            batch,
+            rows.context_len,
+            rows.act_bytes,
+            tp,
+            rows.all_logits,
+            rows.framework,
+            rows.execution,
+            rates,
+            quantiser,
         )
         decode = decode_kernels(
-            model, batch, mean_context, rows.act_bytes, rows.kv_bytes, tp, rows.framework, rows.execution, rates
+            model,
+            batch,
+            mean_context,
+            rows.act_bytes,
+            rows.kv_bytes,
+            tp,
+            rows.framework,
+            rows.execution,
+            rates,
+            quantiser,
         )
         prefill_s, decode_compute_s = prefill.wall_s(host), decode.wall_s(host)
     else:  # a traced network: the kernels its eager forward launches (``estimate.traced``); it decodes nothing

@@ -71,6 +71,7 @@ __all__ = [
     "optimizer_kernels",
     "prefill_kernels",
     "profile_shares",
+    "serving_quantiser",
     "sustained_share",
     "training_kernels",
 ]
@@ -115,6 +116,12 @@ _EIGHT_BIT_LINEAR: tuple[Dtype, ...] = ("fp8", "int8")
 _QUANTISE_READS = 2.0
 _QUANTISE_WRITTEN_BYTES = 2.0
 _QUANTISE_KERNELS = 3.0
+# Serving with 8-bit weights and activations (vLLM's W8A8) quantises each linear layer's input on the fly,
+# written once in 8 bits: fp8 per tensor, a max-reduction pass and then the cast (``scaled_fp8_quant``: two
+# reads, two kernels); int8 per token, one kernel that keeps each row on chip (``scaled_int8_quant``: one
+# read). Indexed by ``serving_quantiser``'s code: none, fp8, int8.
+_SERVING_QUANTISER_READS = np.array([0.0, 2.0, 1.0])
+_SERVING_QUANTISER_KERNELS = np.array([0.0, 2.0, 1.0])
 
 
 @dataclass(frozen=True)
@@ -465,10 +472,10 @@ def _quantisation(
     model: ModelSpec,
     tokens: FloatArray,
     act: FloatArray,
+    quantised: FloatArray,
     tp: FloatArray,
     sp: FloatArray,
     ep: FloatArray,
-    quantised: FloatArray,
     rates: KernelRates,
 ) -> tuple[StepKernels, StepKernels]:
     """(forward, backward) of fp8 training's quantisation of one layer's GEMM inputs: nothing unquantised.
@@ -499,6 +506,29 @@ def _quantisation(
         col(tokens) * backward_elements * bytes_per_element / rates.stream_bytes_per_s + floors_s
     )
     return StepKernels(forward_s, 0.0 * forward_s), StepKernels(backward_s, 0.0 * backward_s)
+
+
+def serving_quantiser(precision: str) -> float:
+    """``InferRows.quantiser``'s code for a serving precision: 0 none, 1 fp8 (per tensor), 2 int8 (per token)."""
+    return {"fp8": 1.0, "int8": 2.0}.get(precision, 0.0)
+
+
+def _serving_quantisation(
+    model: ModelSpec, tokens: FloatArray, act: FloatArray, tp: FloatArray, quantiser: FloatArray, rates: KernelRates
+) -> StepKernels:
+    """One layer's on-the-fly quantisation of its linear layers' inputs in an 8-bit forward: q/k/v's and the MLP's
+    hidden state, the attention output and the MLP's activation (each routed copy of a token, per expert it
+    reaches); nothing at 16 bits. The LM head stays 16-bit and quantises nothing."""
+    code = col(quantiser).astype(np.int64)
+    k = float(max(model.active_experts, 1))
+    h = float(model.hidden_size)
+    d_attn = float(model.heads * model.attention_head_dim) / col(tp)
+    f = float(model.ffn_size) / col(tp)
+    elements = h + d_attn + k * (h + f)
+    written = np.where(code > 0, 1.0, 0.0)
+    n_bytes = col(tokens) * elements * (_SERVING_QUANTISER_READS[code] * col(act) + written)
+    inputs = 2.0 + 2.0 * experts_touched(model, tokens)  # attention's two, the MLP's two per expert reached
+    return _stream(n_bytes, _SERVING_QUANTISER_KERNELS[code] * inputs, rates)
 
 
 def _layer_forward(
@@ -656,7 +686,7 @@ def training_kernels(
         model, tokens, attended, act, tp, sp, attention, framework, execution, rates, ep
     )
     dispatch = _token_dispatch(model, tokens, act, tp, sp, col(ep), rates)
-    quantise, quantise_backward = _quantisation(model, tokens, act, tp, sp, col(ep), col(quantised), rates)
+    quantise, quantise_backward = _quantisation(model, tokens, act, col(quantised), tp, sp, col(ep), rates)
     forward = matmuls + core + rest + dispatch + quantise
     matmul_backward = 2.0 if adapters is None else 1.0  # input and weight gradients, or the input's only
     backward = (
@@ -769,18 +799,21 @@ def prefill_kernels(
     framework: FloatArray,
     execution: FloatArray,
     rates: KernelRates,
+    quantiser: FloatArray | float = 0.0,
 ) -> StepKernels:
-    """The prompt's forward with the KV cache written, and the head over the last (or every) position."""
+    """The prompt's forward with the KV cache written, and the head over the last (or every) position;
+    ``quantiser``: the 8-bit activation quantisation (``serving_quantiser``), none by default."""
     tokens = col(batch) * col(prompt_len)
     causal = 0.5 if model.architecture == "decoder" else 1.0
     matmuls, core, rest = _layer_forward(
         model, tokens, col(prompt_len) * causal, act, tp, col(0.0), col(1.0), framework, execution, rates
     )
     kv = _stream(tokens * 2.0 * model.kv_heads * model.attention_head_dim * act / tp, 2.0, rates)
+    quantise = _serving_quantisation(model, tokens, act, tp, col(quantiser), rates)
     layers = float(max(model.total_layers, 1))
     head_tokens = np.where(col(all_logits) > 0, tokens, col(batch))
     head = _head_only(model, head_tokens, act, tp, rates)
-    return (matmuls + core + rest + kv).times(layers) + head
+    return (matmuls + core + rest + kv + quantise).times(layers) + head
 
 
 def decode_kernels(
@@ -793,10 +826,13 @@ def decode_kernels(
     framework: FloatArray,
     execution: FloatArray,
     rates: KernelRates,
+    quantiser: FloatArray | float = 0.0,
 ) -> StepKernels:
-    """One generated token for ``batch`` sequences: every weight read once, the cache read per layer."""
+    """One generated token for ``batch`` sequences: every weight read once, the cache read per layer;
+    ``quantiser`` as in ``prefill_kernels``."""
     tokens = col(batch)
     matmuls, _, rest = _layer_forward(model, tokens, col(1.0), act, tp, col(0.0), col(1.0), framework, execution, rates)
+    rest = rest + _serving_quantisation(model, tokens, act, tp, col(quantiser), rates)
     cache = (
         tokens * col(context_len) * 2.0 * np.ceil(model.kv_heads / col(tp)) * model.attention_head_dim * col(kv_bytes)
     )

@@ -26,7 +26,7 @@ from computewise.estimate.infer import (
     inference_act_bytes,
     inference_weight_bytes,
 )
-from computewise.estimate.kernels import attention_peak_ratio, profile_shares, sustained_share
+from computewise.estimate.kernels import attention_peak_ratio, profile_shares, serving_quantiser, sustained_share
 from computewise.estimate.layout import check_layout, heads_fix
 from computewise.estimate.memory import (
     MemoryBreakdown,
@@ -967,6 +967,7 @@ def estimate_infer(
         stream_fraction=col(profiled[1]),
         attention_peak_ratio=col(attention_peak_ratio(accelerator.peak_flops, job.precision)),
         sustained_fraction=col(sustained_share(profile, assumptions)),
+        quantiser=col(serving_quantiser(job.precision)),
     )
     scope = scope_for(tp, hw.devices_per_node, model.experts, accelerator.kind)
     notes = (

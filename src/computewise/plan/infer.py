@@ -32,7 +32,7 @@ from computewise.estimate.infer import (
     inference_act_bytes,
     inference_weight_bytes,
 )
-from computewise.estimate.kernels import attention_peak_ratio, profile_shares, sustained_share
+from computewise.estimate.kernels import attention_peak_ratio, profile_shares, serving_quantiser, sustained_share
 from computewise.estimate.pricing import cheapest_rental
 from computewise.estimate.quote import offering_quote
 from computewise.estimate.single import memory_dict
@@ -256,6 +256,7 @@ def plan_infer(model: ModelSpec, catalog: Catalog, assumptions: Assumptions, c: 
                 stream_fraction=col([share[1] for share in shares]),
                 attention_peak_ratio=col([attention_peak_ratio(accel.peak_flops, r[1]) for r in rows]),
                 sustained_fraction=col(sustained_share(profile, assumptions)) + 0 * tp,
+                quantiser=col([serving_quantiser(r[1]) for r in rows]),
             ),
             assumptions,
         )

@@ -50,7 +50,7 @@ from computewise.estimate.infer import (
     inference_act_bytes,
     inference_weight_bytes,
 )
-from computewise.estimate.kernels import attention_peak_ratio, profile_shares, sustained_share
+from computewise.estimate.kernels import attention_peak_ratio, profile_shares, serving_quantiser, sustained_share
 from computewise.estimate.quote import Ask, PriceRequest, quote
 from computewise.estimate.single import default_precision
 from computewise.estimate.traced import tensor_core_flag
@@ -536,6 +536,7 @@ def _model_service(
             stream_fraction=col(shares[1]),
             attention_peak_ratio=col(attention_peak_ratio(acc.peak_flops, precision)),
             sustained_fraction=col(sustained_share(profile, assumptions)),
+            quantiser=col(serving_quantiser(precision)),
         ),
         assumptions,
     )

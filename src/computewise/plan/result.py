@@ -42,7 +42,7 @@ class Option(Jsonable):
         "accelerator",
         "gpus",
         ("hardware", ("cloud", "instance_type", "instances", "region")),
-        ("layout", ("dp", "tp", "pp", "cp", "ep", "virtual_stages", "zero")),
+        ("layout", ("dp", "tp", "pp", "cp", "ep", "virtual_stages", "zero", "tp_overlap")),
         ("job", ("precision", "micro_batch", "recompute", "framework", "method")),
         ("memory", ("memory_bytes", "capacity_bytes")),
         ("compute", ("flops", "mfu")),
@@ -81,6 +81,7 @@ class Option(Jsonable):
     ep: int = 1  # expert parallel inside the dp * cp ranks (MoE); adds no GPUs
     virtual_stages: int = 1  # model chunks per pipeline rank: > 1 is the interleaved 1F1B schedule
     framework: str = "pytorch"  # whose activation layout: megatron | pytorch (see specs.FRAMEWORKS)
+    tp_overlap: bool = False  # TP collectives hidden behind the GEMMs (``plan train --tp-overlap``, tp > 1 only)
     step_s: float = field(default=0.0, metadata=json_field(name="step_seconds"))  # one optimizer step
     step_breakdown_s: dict[str, float] = field(  # by cause (estimate.step)
         default_factory=dict, metadata=json_field(name="breakdown_seconds_per_step")

@@ -152,6 +152,9 @@ class TrainConstraints:
     objective: Objective = "cost"
     data: DataSite | None = None  # where the dataset lives (--data-region, --dataset-size)
     methods: tuple[FineTune, ...] = (FULL_TRAINING,)  # what trains; several: the cheapest of them wins
+    # Tensor-parallel layouts hide their collectives behind the GEMMs (Transformer Engine's userbuffers, as
+    # NVIDIA's Llama 3 70B and 405B recipes run; ``estimate.step._overlapped_tp_s``): opt in, as fp8 is.
+    tp_overlap: bool = False
 
 
 def instance_counts(devices_per_node: int, max_gpus: int) -> list[int]:
@@ -307,7 +310,7 @@ def _layouts(
         grad_reduce=np.zeros(rows),  # the framework's default width
         precision=col(precision),
         zero_group=np.zeros(rows),  # ZeRO over all dp x cp ranks
-        tp_overlap=np.zeros(rows),  # TP collectives exposed, as Megatron runs them by default
+        tp_overlap=np.where((t["tp"] > 1) & c.tp_overlap, 1.0, 0.0),  # exposed unless asked: Megatron's default
     )
     return _Layouts(rows=layout, gpus=t["gpus"], tp=t["tp"], precision=precision, levels=levels)
 
@@ -892,6 +895,7 @@ def _option(
         ep=int(rows.ep[li]),
         virtual_stages=int(rows.virtual_stages[li]),
         framework=FRAMEWORKS[int(rows.framework[li])],
+        tp_overlap=bool(rows.tp_overlap[li]),
         step_s=float(columns.step_s[r]),
         step_breakdown_s=breakdown_s,
         bottleneck=bottleneck(breakdown_s, float(columns.compute_fraction[r]), int(rows.zero[li])).sentence(),

@@ -215,8 +215,9 @@ def _layout(layout: _Degrees, sequence_parallel: bool = False, zero_group: int =
 
 
 def _short_layout(o: Option) -> str:
-    """'dp8 tp1 pp1 z1 bf16 mb2': a table column has no room for the long form."""
-    parts = [f"dp{o.dp}", f"tp{o.tp}", f"pp{o.pp}"]
+    """'dp8 tp1 pp1 z1 bf16 mb2' ('tp8+ov': its collectives overlapped): a table column has no room for the
+    long form."""
+    parts = [f"dp{o.dp}", f"tp{o.tp}" + ("+ov" if o.tp_overlap else ""), f"pp{o.pp}"]
     if o.method != "full":
         parts.insert(0, o.method)
     parts.extend(f"{short}{degree}" for short, degree in _extra(o, _EXTRA_SHORT))
@@ -417,7 +418,7 @@ def recommendation(o: Option | InferOption) -> list[tuple[str, str]]:
         )
     else:
         lines = [("hardware", hardware)]
-        lines.append(("layout", f"{_layout(o)}; {job}"))
+        lines.append(("layout", f"{_layout(o, tp_overlap=o.tp_overlap)}; {job}"))
         lines.append(("time", format_duration(o.time_s)))
         lines.append(("cost", f"{format_usd(o.cost_usd)} {o.pricing} at {format_usd(o.usd_per_h)}/h"))
         lines.append(("energy", _energy(o)))
