@@ -3,7 +3,8 @@
 Replicas run at a target utilization (default: the catalog's ``serving_target_utilization``) so
 queueing does not blow the latency up at peak. Their GPUs are quoted by ``estimate.quote``, the rule
 ``estimate infer`` uses: replicas that leave GPUs of an instance over pay their share of it, and the
-option says so.
+option says so. A replica's tensor-parallel group stays on one instance's links, or on one TPU
+slice's (``_replica_tps``).
 
 Scale-to-zero can only drop a replica while traffic has idle gaps. A traffic level alone has none
 (constant traffic), so there it costs what always-on costs; with a mean below the peak the traffic
@@ -51,16 +52,6 @@ __all__ = ["INFER_PRECISIONS", "InferConstraints", "InferOption", "InferPlan", "
 _BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 _TP = (1, 2, 4, 8)
 HOURS_PER_MONTH = 730.0
-
-
-def _replica_tps(accelerator: Accelerator, offering: Offering) -> tuple[int, ...]:
-    """Tensor-parallel degrees one replica can span: up to the instance's GPUs on their own links; for a chip
-    rented one at a time out of slices (Cloud TPU), one chip or a whole slice on its chips' links (ICI),
-    as JetStream and vLLM on TPU shard a model over a v5e-4 or v5e-8. A group split over slices would
-    all-reduce over the data-center network every layer, so none is planned."""
-    if sold_by_the_chip(accelerator, offering):
-        return tuple(tp for tp in _TP if tp == 1 or tp in accelerator.slice_sizes)
-    return tuple(tp for tp in _TP if tp <= offering.accelerator_count)
 
 
 INFER_PRECISIONS: tuple[Precision, ...] = ("bf16", "fp16")  # fp8 weights change accuracy: opt in
@@ -183,6 +174,16 @@ def _no_offering(catalog: Catalog, c: InferConstraints) -> InputError:
         f"the catalog rents no {what} in {where}",
         "drop --cloud/--region, or run `computewise catalog list offerings` to see where it is sold",
     )
+
+
+def _replica_tps(accelerator: Accelerator, offering: Offering) -> tuple[int, ...]:
+    """Tensor-parallel degrees one replica can span: up to the instance's GPUs on their own links; for a chip
+    rented one at a time out of slices (Cloud TPU), one chip or a whole slice on its chips' links (ICI),
+    as JetStream and vLLM on TPU shard a model over a v5e-4 or v5e-8. A group split over slices would
+    all-reduce over the data-center network every layer, so none is planned."""
+    if sold_by_the_chip(accelerator, offering):
+        return tuple(tp for tp in _TP if tp == 1 or tp in accelerator.slice_sizes)
+    return tuple(tp for tp in _TP if tp <= offering.accelerator_count)
 
 
 def plan_infer(model: ModelSpec, catalog: Catalog, assumptions: Assumptions, c: InferConstraints) -> InferPlan:
