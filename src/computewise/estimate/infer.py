@@ -85,7 +85,7 @@ class InferRows:
     # What tensor-parallel devices sustain of a GEMM's burst (``kernels.sustained_share``); None: a GPU's.
     sustained_fraction: FloatArray | None = None
     # The linear layers' inputs quantised on the fly (``kernels.serving_quantiser``: 0 none, 1 fp8, 2 int8).
-    quantiser: FloatArray | None = None
+    quantiser: FloatArray | float = 0.0
 
 
 @dataclass(frozen=True)
@@ -133,7 +133,6 @@ def evaluate_infer(model: ModelSpec, rows: InferRows, assumptions: Assumptions) 
     costs = HostCosts.of(assumptions)
     host = costs.per_kernel_s(rows.framework, rows.execution, training=False)
     if model.is_transformer:
-        quantiser = col(0.0) if rows.quantiser is None else rows.quantiser
         prefill = prefill_kernels(
             model,
             batch,
@@ -144,7 +143,7 @@ def evaluate_infer(model: ModelSpec, rows: InferRows, assumptions: Assumptions) 
             rows.framework,
             rows.execution,
             rates,
-            quantiser,
+            rows.quantiser,
         )
         decode = decode_kernels(
             model,
@@ -156,7 +155,7 @@ def evaluate_infer(model: ModelSpec, rows: InferRows, assumptions: Assumptions) 
             rows.framework,
             rows.execution,
             rates,
-            quantiser,
+            rows.quantiser,
         )
         prefill_s, decode_compute_s = prefill.wall_s(host), decode.wall_s(host)
     else:  # a traced network: the kernels its eager forward launches (``estimate.traced``); it decodes nothing

@@ -468,6 +468,19 @@ def _token_dispatch(
     return StepKernels(router, col(1.0) + 0.0 * router) + scores + shuffles
 
 
+def _linear_io_elements(model: ModelSpec, tp: FloatArray, sp: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """Per token, the elements of one layer's linear-layer inputs (q/k/v's and the MLP's normalised hidden state,
+    the attention output, the MLP's activation) and of their output gradients, on one of ``tp`` devices: what an
+    8-bit recipe quantises. A mixture-of-experts layer's MLP counts every routed copy of a token."""
+    h_in = float(model.hidden_size) / np.where(col(sp) > 0, col(tp), 1.0)
+    k = float(max(model.active_experts, 1))
+    d_attn = float(model.heads * model.attention_head_dim) / col(tp)
+    d_qkv = d_attn + 2.0 * float(model.kv_heads * model.attention_head_dim) / col(tp)
+    f = float(model.ffn_size) / col(tp)
+    up = (2.0 if model.gated_ffn else 1.0) * f
+    return h_in + d_attn + k * (h_in + f), d_qkv + h_in + k * (up + h_in)
+
+
 def _quantisation(
     model: ModelSpec,
     tokens: FloatArray,
@@ -480,22 +493,14 @@ def _quantisation(
 ) -> tuple[StepKernels, StepKernels]:
     """(forward, backward) of fp8 training's quantisation of one layer's GEMM inputs: nothing unquantised.
 
-    The forward quantises each linear layer's input (q/k/v's and the MLP's normalised hidden state,
-    the attention output, the MLP's activation), the backward each one's output gradient, which its
-    input- and weight-gradient GEMMs both read. A mixture-of-experts layer quantises every routed copy
-    of a token, per local expert. The cost grows with the hidden size where the GEMMs grow with its
+    The forward quantises each linear layer's input, the backward each one's output gradient, which its
+    input- and weight-gradient GEMMs both read (``_linear_io_elements``); a mixture-of-experts layer's
+    per local expert. The cost grows with the hidden size where the GEMMs grow with its
     square, so small models lose more of fp8's speed-up to it. The quantiser's kernels are issued from
     Transformer Engine's C++ inside the linear layer's own call, so they add device time, each at least
     the kernel floor, and no host time of their own.
     """
-    h_in = float(model.hidden_size) / np.where(col(sp) > 0, col(tp), 1.0)
-    k = float(max(model.active_experts, 1))
-    d_attn = float(model.heads * model.attention_head_dim) / col(tp)
-    d_qkv = d_attn + 2.0 * float(model.kv_heads * model.attention_head_dim) / col(tp)
-    f = float(model.ffn_size) / col(tp)
-    up = (2.0 if model.gated_ffn else 1.0) * f
-    forward_elements = h_in + d_attn + k * (h_in + f)
-    backward_elements = d_qkv + h_in + k * (up + h_in)
+    forward_elements, backward_elements = _linear_io_elements(model, tp, sp)
     # Attention's two inputs, and the MLP's two per local expert (one for a dense model).
     floors_s = _QUANTISE_KERNELS * (2.0 + 2.0 * local_experts_touched(model, tokens, ep)) * rates.kernel_floor_s
     bytes_per_element = _QUANTISE_READS * col(act) + _QUANTISE_WRITTEN_BYTES
@@ -516,15 +521,10 @@ def serving_quantiser(precision: str) -> float:
 def _serving_quantisation(
     model: ModelSpec, tokens: FloatArray, act: FloatArray, tp: FloatArray, quantiser: FloatArray, rates: KernelRates
 ) -> StepKernels:
-    """One layer's on-the-fly quantisation of its linear layers' inputs in an 8-bit forward: q/k/v's and the MLP's
-    hidden state, the attention output and the MLP's activation (each routed copy of a token, per expert it
-    reaches); nothing at 16 bits. The LM head stays 16-bit and quantises nothing."""
+    """One layer's on-the-fly quantisation of its linear layers' inputs in an 8-bit forward
+    (``_linear_io_elements``, per expert a token reaches); nothing at 16 bits. The LM head stays 16-bit."""
     code = col(quantiser).astype(np.int64)
-    k = float(max(model.active_experts, 1))
-    h = float(model.hidden_size)
-    d_attn = float(model.heads * model.attention_head_dim) / col(tp)
-    f = float(model.ffn_size) / col(tp)
-    elements = h + d_attn + k * (h + f)
+    elements, _ = _linear_io_elements(model, tp, col(0.0))
     written = np.where(code > 0, 1.0, 0.0)
     n_bytes = col(tokens) * elements * (_SERVING_QUANTISER_READS[code] * col(act) + written)
     inputs = 2.0 + 2.0 * experts_touched(model, tokens)  # attention's two, the MLP's two per expert reached
