@@ -57,16 +57,18 @@ ROOT = Path(__file__).resolve().parents[1]
 CLI = [sys.executable, "-m", "computewise.cli.app"]
 TOTAL_BUDGET_S = 480  # the issue's "under 8 minutes on one H100"
 # Seconds per step on the GPU (they sum to TOTAL_BUDGET_S) and in the smoke run; --budget overrides.
-GPU_BUDGETS_S = {"bench": 90, "train": 150, "tune": 50, "serve": 70, "validate": 50, "pytest": 70}
+# On an H200 (2026-11-28) the steps took bench 52 s, train 189 s, serve 79 s, validate 34 s and pytest
+# 21 s; tune's whole search takes about 3 minutes there, so its step is cut at its budget.
+GPU_BUDGETS_S = {"bench": 70, "train": 200, "tune": 50, "serve": 90, "validate": 40, "pytest": 30}
 SMOKE_BUDGETS_S = {"bench": 240, "train": 120, "tune": 120, "serve": 0, "validate": 120, "pytest": 120}
 STOP_GRACE_S = 10  # after SIGTERM at the budget, the seconds a step's processes get before SIGKILL
 PYTEST_LIMIT_S = 180  # the issue: pytest -m gpu passes in under 3 minutes
 TRAIN_GPU_TEST = "tests/benchmarks/test_train_gpu_quick.py::test_gpt2_on_the_gpu_meets_the_targets"
 SERVE_SLO_MS = 50.0
-# serve_batching.py serves the CPU artifact when the CUDA one cannot be exported (no onnxruntime-gpu, say).
+# serve_batching.py serves the CPU artifact when neither CUDA one (ONNX Runtime's, torch's) can be exported.
 SERVE_CPU_FALLBACK = (
-    "exporting ort-cuda-fp16 failed",
-    "served the CPU fallback artifact (the CUDA FP16 export failed): these are not the GPU's figures",
+    "exporting pytorch-fp16 failed",
+    "served the CPU fallback artifact (both CUDA FP16 exports failed): these are not the GPU's figures",
 )
 NO_CUDA = "no CUDA device: run on a GPU, or add --smoke for the CPU smoke run"
 
@@ -383,7 +385,7 @@ def table(results: Sequence[StepResult]) -> str:
         ]
         figures = ", ".join(f"{k}={_figure(v)}" for k, v in r.figures.items() if v is not None)
         measured = any(c.value is not None for c in r.checks)  # else (a CPU, no data sheet) the figures say more
-        what = "; ".join(marks) if measured else figures
+        what = "; ".join(marks) if measured or not figures else figures
         rows.append(f"{r.name:<9}{r.status:<9}{r.wall_s:>7.1f} / {r.budget_s:<5g} {what or r.note}")
     return "\n".join([f"{'step':<9}{'status':<9}{'wall s':>7} / budget  figures vs targets", *rows])
 

@@ -39,8 +39,13 @@ from computewise.estimate import Assumptions, estimate_infer, estimate_train
 from computewise.models.resolve import resolve_model
 from computewise.specs import Execution, Framework, InferJob, ModelSpec, Parallelism, TrainJob
 
-DATA = Path(__file__).resolve().parent / "data" / "measured" / "h100-2026-11-26"
+MEASURED = Path(__file__).resolve().parent / "data" / "measured"
+DATA = MEASURED / "h100-2026-11-26"
 ACCELERATOR = "h100-sxm"
+# A second GPU, measured by benchmarks/gpu_suite.py and never fitted on: the ladder's quick rows and
+# GPT-2 124M's trials, each name prefixed "h200 ".
+H200_DATA = MEASURED / "h200-2026-11-28"
+H200 = "h200"
 # One row per fitted constant, each host-bound: the eager host cost on a decode of the ladder, the
 # Hugging Face modules' on an HF prefill; what training adds to a forward kernel (recording) and
 # what a backward kernel costs (autograd) on one HF training step with and without recompute.
@@ -70,6 +75,7 @@ class Case:
     measured_s: float | None
     allocated: float | None = None
     reserved: float | None = None
+    accelerator: str = ACCELERATOR
 
 
 @dataclass(frozen=True)
@@ -90,11 +96,11 @@ class Replayed:
         return None if not measured else estimate / measured - 1.0
 
 
-def _ladder_cases() -> list[Case]:
+def _ladder_cases(data: Path = DATA, accelerator: str = ACCELERATOR, prefix: str = "") -> list[Case]:
     from validate_gpu import GPU_SHAPES, model_spec
 
     cases = []
-    for row in json.loads((DATA / "validate.json").read_text())["rows"]:
+    for row in json.loads((data / "validate.json").read_text())["rows"]:
         if row["status"] != "ok":
             continue
         spec = model_spec(GPU_SHAPES[row["name"].split()[0]])
@@ -108,15 +114,16 @@ def _ladder_cases() -> list[Case]:
                 recompute=row["recompute"],
                 framework="pytorch",
             )
-            cases.append(
-                Case(row["name"], spec, "train", job, row["measured_s"], row["allocated_bytes"], row["reserved_bytes"])
-            )
+            name = prefix + row["name"]
+            measured = (row["measured_s"], row["allocated_bytes"], row["reserved_bytes"])
+            cases.append(Case(name, spec, "train", job, *measured, accelerator=accelerator))
             continue
         infer = InferJob(batch=row["batch"], context_len=row["seq"], output_len=row["new_tokens"])
-        cases.append(
-            Case(f"{row['name']} prefill", spec, "prefill", infer, row["measured_prefill_s"], row["allocated_bytes"])
-        )
-        cases.append(Case(f"{row['name']} decode", spec, "decode", infer, row["measured_decode_s_per_token"]))
+        name = prefix + row["name"]
+        prefill = (row["measured_prefill_s"], row["allocated_bytes"])
+        cases.append(Case(f"{name} prefill", spec, "prefill", infer, *prefill, accelerator=accelerator))
+        decode = row["measured_decode_s_per_token"]
+        cases.append(Case(f"{name} decode", spec, "decode", infer, decode, accelerator=accelerator))
     return cases
 
 
@@ -150,9 +157,10 @@ def _hf_cases() -> list[Case]:
     return cases
 
 
-def _gpt2_cases() -> list[Case]:
-    """GPT-2 124M (nanoGPT-style, flash attention, tied head) from ``train_gpu.py``: naive fp32 and compiled bf16."""
-    data = json.loads((DATA / "train.json").read_text())
+def _gpt2_cases(data_dir: Path = DATA, accelerator: str = ACCELERATOR, prefix: str = "") -> list[Case]:
+    """GPT-2 124M (nanoGPT-style, flash attention, tied head) from ``train_gpu.py``: fp32 and bf16, eager, compiled
+    and compiled with CUDA graphs."""
+    data = json.loads((data_dir / "train.json").read_text())
     spec = _gpt2_spec(int(data["workload"]["params"]))
     cases = []
     for trial in data["trials"]:
@@ -160,7 +168,8 @@ def _gpt2_cases() -> list[Case]:
             continue
         micro = trial["micro_batch_size"]
         compiled = "compile=True" in trial["settings"]
-        execution: Execution = "compile" if compiled else "eager"
+        graphs = "reduce-overhead" in trial["settings"]  # torch.compile recording CUDA graphs
+        execution: Execution = "cuda-graphs" if graphs else "compile" if compiled else "eager"
         job = TrainJob(
             tokens=64.0 * 1024,
             seq_len=1024,
@@ -170,8 +179,9 @@ def _gpt2_cases() -> list[Case]:
             framework="pytorch",
             execution=execution,
         )
-        name = f"gpt2-124m {'compiled bf16' if compiled else 'naive fp32'} mb{micro}"
-        cases.append(Case(name, spec, "train", job, trial["step_s"]))
+        how = "naive" if trial["role"] == "naive" else "cuda-graphs" if graphs else "compiled" if compiled else "eager"
+        name = f"{prefix}gpt2-124m {how} {job.precision} mb{micro}"
+        cases.append(Case(name, spec, "train", job, trial["step_s"], accelerator=accelerator))
     return cases
 
 
@@ -194,12 +204,13 @@ def _gpt2_spec(params: int) -> ModelSpec:
 
 
 def cases() -> list[Case]:
-    return [*_ladder_cases(), *_hf_cases(), *_gpt2_cases()]
+    h200 = (H200_DATA, H200, "h200 ")
+    return [*_ladder_cases(), *_hf_cases(), *_gpt2_cases(), *_ladder_cases(*h200), *_gpt2_cases(*h200)]
 
 
 def replay(case: Case, assumptions: Assumptions) -> Replayed:
     catalog = load_catalog()
-    accelerator = catalog.accelerator(ACCELERATOR)
+    accelerator = catalog.accelerator(case.accelerator)
     if isinstance(case.job, TrainJob):
         train = estimate_train(case.model, accelerator, 1, case.job, Parallelism(), catalog, assumptions)
         memory = train.memory_per_device
@@ -263,14 +274,14 @@ def track_record_csv(rows: list[Replayed]) -> str:
     from computewise.catalog.track_record import COLUMNS, SCOPES, scope_for
 
     held = [r for r in rows if r.case.name not in FIT_ROWS]
-    h100 = f"benchmarks/replay_measured.py: one H100 SXM, {DATA.name}, rows not used for fitting"
+    gpus = f"benchmarks/replay_measured.py: one H100 SXM ({DATA.name}) or one H200 ({H200_DATA.name}), rows not fitted on"
     lines = [",".join(COLUMNS)]
     for kind in ("train", "infer"):
         picked = [r for r in held if (r.case.kind == "train") == (kind == "train")]
         for figure, metric in (("time", "time"), ("memory", "allocated")):
             errors = [abs(e) for r in picked if (e := r.error(metric)) is not None]
             n, median, worst = _band(errors)
-            lines.append(f'single-gpu,{kind},{figure},{n},{median},{worst},"{h100}"')
+            lines.append(f'single-gpu,{kind},{figure},{n},{median},{worst},"{gpus}"')
     assumptions = Assumptions.from_catalog(load_catalog())
     n, median, worst = _band([abs(_torchtitan_memory_error(assumptions))])
     source = "torchtitan docs/performance.md Table 1: Llama 3.1 8B, FSDP on 8 H100s, op-level selective checkpointing"

@@ -31,7 +31,7 @@ import httpx
 
 from computewise.serve.loadtest import find_max_rate
 from computewise.system.cpu import cpu_model_name
-from serve_batching import CPU_VARIANT, POLICIES, ROOT, Server, add_probe_options, export_artifact
+from serve_batching import POLICIES, ROOT, Server, add_probe_options, export_artifact
 
 TARGET_OVER_UNCACHED = 1.8
 CACHE_FLAGS = ["--cache-size", "256MB", "--cache-ttl", "10m"]
@@ -109,7 +109,7 @@ def main() -> None:
     )
     runs: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="computewise-serve-cache-") as scratch:
-        artifact = args.artifact or export_artifact(Path(scratch), sentences, CPU_VARIANT)
+        artifact = args.artifact or export_artifact(Path(scratch), sentences)
         for _round in range(args.rounds):
             for cached in (False, True):
                 runs.append(measure(artifact, cached, payloads, args))

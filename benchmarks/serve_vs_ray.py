@@ -39,7 +39,7 @@ from computewise.serve.loadtest import find_max_rate
 from computewise.system.cpu import cpu_model_name
 from computewise.system.ports import free_port
 from private_ray import QUIET_ENV, private_head
-from serve_batching import POLICIES, ROOT, Server, add_probe_options, export_artifact
+from serve_batching import POLICIES, ROOT, Server, add_probe_options, export_artifact, rate_ratio
 
 TARGET_OVER_RAY = 1.3
 RAY_MAX_BATCH = 32
@@ -112,7 +112,7 @@ def main() -> None:
         sustained = f"{rate:7.1f} req/s" if rate else "no probed rate"
         print(f"  {name:12s} sustains {sustained} at p99 <= {args.slo_p99_ms:g} ms")
     ours, theirs = results["computewise"]["max_rate_rps"] or 0.0, results["ray-serve"]["max_rate_rps"] or 0.0
-    ratio = ours / theirs if theirs else float("inf")
+    ratio = rate_ratio(ours, theirs)
     ok = ratio >= TARGET_OVER_RAY
     print(f"  {'PASS' if ok else 'FAIL'}  computewise / Ray Serve = {ratio:.2f}x >= {TARGET_OVER_RAY}")
     if args.json:

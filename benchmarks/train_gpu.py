@@ -481,7 +481,10 @@ def main(argv: list[str] | None = None) -> int:
         start = args.growth_start or (GPU_GROWTH_START if cuda else None)
         candidates_run, growth = grow(workload, device, start, warmup, steps, peak)
         # Without compilation the growth trials are the candidates (eager is what they measured).
-        candidates = [growth.best] if growth.best is not None and compile_modes else []
+        # Compiled at the fastest eager size and at the largest that fit: compilation removes the
+        # overhead that made them equal, and at the whole global batch CUDA graphs need no accumulation.
+        sizes = {size for size in (growth.best, growth.largest_fitting) if size is not None}
+        candidates = sorted(sizes) if compile_modes else []
     else:
         compile_modes = compile_modes[:1]
     candidates_run += compiled_trials(workload, device, candidates, compile_modes, warmup, steps, peak)

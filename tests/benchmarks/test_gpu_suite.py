@@ -82,7 +82,7 @@ def test_a_step_past_its_budget_is_stopped_with_its_children(tmp_path: Path) -> 
 
 
 def test_a_serve_run_on_the_cpu_fallback_artifact_says_so(tmp_path: Path) -> None:
-    said = "import sys; print('exporting ort-cuda-fp16 failed (exit 1):', file=sys.stderr)"
+    said = "import sys; print('exporting pytorch-fp16 failed (exit 1):', file=sys.stderr)"
     step = gs.Step("serve", [sys.executable, "-c", said], None, lambda _data: ({}, []), None, (gs.SERVE_CPU_FALLBACK,))
     result = gs.run_step(step, 60.0, tmp_path)
     assert result.status == "ok" and result.note == gs.SERVE_CPU_FALLBACK[1]

@@ -7,8 +7,9 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
+import pytest
 import typer
 
 from computewise.cli.app import conventional_help, whole_app  # noqa: TID251
@@ -92,3 +93,14 @@ def test_every_command_takes_json_but_those_the_readme_names() -> None:
 
 def _takes_json(command: Any) -> bool:
     return any("--json" in param.opts for param in command.params)
+
+
+def test_help_names_each_value_under_a_typer_that_keeps_no_annotation() -> None:
+    """Older typer (the H200 image's) builds plain click options with no ``type_descriptor``: the help
+    still names each value as click does, and ``computewise bench`` no longer crashes there."""
+    click = pytest.importorskip("click")
+    from computewise.cli.app import _metavar  # noqa: TID251
+
+    kinds = (int, float, click.Path(), str, click.Choice(["a", "b"]), bool)
+    names = [_metavar(cast(Any, click.Option([f"--v{n}"], type=kind))) for n, kind in enumerate(kinds)]
+    assert names == ["INTEGER", "FLOAT", "PATH", "TEXT", "TEXT", "BOOLEAN"]

@@ -430,6 +430,23 @@ def test_slo_admission_refuses_what_would_be_answered_late(fake: Any) -> None:
     assert all("SLO" in error.message and error.retry_after_s > 0 for error in refused)
 
 
+def test_slo_admission_still_serves_an_idle_batcher_whose_calls_outlast_the_slo(fake: Any) -> None:
+    """Calls of 30 ms against a 10 ms SLO: each request that finds the batcher idle is answered (late),
+    so the cost model keeps learning; only those that would queue are refused. A batcher that refused
+    on compute alone refused everything after its first call (on an H200, after a slow warm-up)."""
+
+    async def scenario() -> tuple[list[list[int]], list[Any]]:
+        batcher = Batcher(load_runner("serve_fake_models:overhead"), BatchPolicy("none", slo_p99_ms=10.0))
+        alone = [await batcher.submit([n]) for n in range(4)]
+        burst = await asyncio.gather(*(batcher.submit([n]) for n in range(5)), return_exceptions=True)
+        await batcher.drain()
+        return alone, burst
+
+    alone, burst = _run(scenario())
+    assert alone == [[0], [1], [2], [3]]
+    assert burst[0] == [0] and all(isinstance(result, QueueFull) for result in burst[1:])
+
+
 def test_a_request_times_out_and_its_queued_items_are_never_computed(fake: Any) -> None:
     fake.GATE.clear()
 

@@ -9,6 +9,7 @@ as one process on the whole global batch. About 25 s on 2 cores, most of it the 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import os
 import subprocess
@@ -92,6 +93,27 @@ def test_accumulation_keeps_the_global_batch() -> None:
     assert split_losses[0] == pytest.approx(whole_losses[0], abs=1e-5)
     assert_close(gradients(split), gradients(whole), atol=1e-6)
     assert_close(parameters(split), parameters(whole), atol=1e-5)
+
+
+def test_cuda_graph_steps_accumulate_into_gradients_they_own() -> None:
+    """Under CUDA graphs a gradient autograd creates is the backward graph's output buffer, which the
+    next micro-batch's replay overwrites (an H200 run of GPT-2 failed so at two micro-batches a step).
+    The engine allocates the gradients itself and accumulates into them in place: the same tensors
+    every step, and the same step as the plain engine. On the CPU the graph mode's gradient path runs
+    without graphs, which only a GPU records."""
+    plain, plain_losses = run(gpt(), TrainConfig(micro_batch_size=8), steps=2)
+    engine = StepEngine.prepare(gpt(), TrainConfig(micro_batch_size=8), device="cpu")
+    engine.config = dataclasses.replace(engine.config, compile=True, compile_mode="reduce-overhead")
+    assert engine.config.cuda_graphs and engine.accumulation_steps == 4
+    batches = make_loader(engine.setup, engine.config, engine.micro_batch_size, 0)
+    losses, owned = [], []
+    for _ in range(2):
+        losses.append(engine.step([next(batches) for _ in range(engine.accumulation_steps)]))
+        owned.append([p.grad for p in engine.raw_model.parameters()])
+    assert all(first is second for first, second in zip(*owned, strict=True))
+    assert losses == pytest.approx(plain_losses, abs=1e-5)
+    assert_close(gradients(engine), gradients(plain), atol=1e-6)
+    assert_close(parameters(engine), parameters(plain), atol=1e-5)
 
 
 def test_activation_checkpointing_changes_nothing_but_memory() -> None:

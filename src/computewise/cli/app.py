@@ -139,8 +139,12 @@ class _ConventionalOption(TyperOption):
 
 
 def _metavar(param: TyperOption | TyperArgument) -> str:
-    annotation: object = param.type_descriptor.annotation
-    if param.type_descriptor.is_list:
+    descriptor = getattr(param, "type_descriptor", None)
+    if descriptor is None:  # an older typer (the H200 image's) keeps no annotation: click's type names it
+        name = str(getattr(getattr(param, "type", None), "name", "text")).upper()
+        return name if name in _METAVARS.values() else "TEXT"
+    annotation: object = descriptor.annotation
+    if descriptor.is_list:
         (annotation,) = get_args(annotation)
     return _METAVARS.get(annotation, "TEXT")
 

@@ -23,10 +23,13 @@ on the event loop) and resolves the items. The policies:
 
 With ``slo_p99_ms`` the batcher also admits against the SLO: a request whose predicted queue wait
 plus compute exceeds it is refused at once (``QueueFull``, which the server answers 429) rather
-than accepted and answered late; ``greedy`` shortens its wait to what the SLO leaves after the
-predicted compute of a full batch; ``cost`` stops growing a batch whose predicted compute would
-take more than half the SLO. Waiting and compute are predicted from observed batches only, so the
-admission adapts to the machine's load as it is.
+than accepted and answered late, unless nothing is queued and a worker is free. Refusing then
+answers no one sooner, and only answered requests teach the cost model: on an H200 the first
+batches of MiniLM's TorchScript program predicted a compute over a 50 ms SLO, and a batcher that
+refused on that alone refused every request that followed. ``greedy`` shortens its wait to what
+the SLO leaves after the predicted compute of a full batch; ``cost`` stops growing a batch whose
+predicted compute would take more than half the SLO. Waiting and compute are predicted from
+observed batches only, so the admission adapts to the machine's load as it is.
 
 If a batch raises, its items are run again one at a time, so only the item the model cannot take
 fails its request (``ItemFailed``); neighbours in the batch are answered normally.
@@ -311,6 +314,10 @@ class Batcher:
             )
         slo_ms = self.policy.slo_p99_ms
         if slo_ms is None or self._item_s is None:
+            return
+        if not depth and len(self._running) < self.workers:
+            # A free worker starts it now: refusing would answer no one sooner, and only answered
+            # requests teach the cost model that compute is faster than its first batches showed.
             return
         wait_s = self._predicted_wait_s(depth)
         compute_s = self.cost_model.predict(len(lengths), max(lengths))

@@ -271,7 +271,10 @@ class StepEngine:
         scaler = self.policy.scaler
         count = len(micro_batches)
         self.model.train()
-        self.optimizer.zero_grad(set_to_none=True)
+        if self.config.cuda_graphs:
+            self._own_gradients()
+        else:
+            self.optimizer.zero_grad(set_to_none=True)
         losses = []
         for index, batch in enumerate(micro_batches):
             if self.config.cuda_graphs:
@@ -300,6 +303,22 @@ class StepEngine:
         if self.scheduler is not None and stepped:
             self.scheduler.step()
         return float(torch.stack(losses).mean())
+
+    def _own_gradients(self) -> None:
+        """Zeroed gradients allocated once outside the CUDA graphs' memory pool.
+
+        A gradient left for autograd to create is the backward graph's output buffer itself, which
+        the next micro-batch's replay overwrites ("accessing tensor output of CUDAGraphs that has
+        been overwritten", seen on an H200 with GPT-2 at two micro-batches a step). A gradient that
+        already exists is accumulated into in place instead.
+        """
+        import torch
+
+        for group in self.optimizer.param_groups:
+            for parameter in group["params"]:
+                if parameter.requires_grad and parameter.grad is None:
+                    parameter.grad = torch.zeros_like(parameter)
+        self.optimizer.zero_grad(set_to_none=False)
 
     def _clip(self, max_norm: float) -> None:
         """Clip the global gradient norm; FSDP computes it across shards with its own method."""
