@@ -274,7 +274,8 @@ def track_record_csv(rows: list[Replayed]) -> str:
     from computewise.catalog.track_record import COLUMNS, SCOPES, scope_for
 
     held = [r for r in rows if r.case.name not in FIT_ROWS]
-    gpus = f"benchmarks/replay_measured.py: one H100 SXM ({DATA.name}) or one H200 ({H200_DATA.name}), rows not fitted on"
+    gpus = f"benchmarks/replay_measured.py: one H100 SXM ({DATA.name}) or one H200 ({H200_DATA.name})"
+    gpus += ", rows not fitted on"
     lines = [",".join(COLUMNS)]
     for kind in ("train", "infer"):
         picked = [r for r in held if (r.case.kind == "train") == (kind == "train")]

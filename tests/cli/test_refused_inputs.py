@@ -100,7 +100,7 @@ QUANTITY_FLAGS: list[tuple[tuple[str, ...], str, tuple[str, ...]]] = [
         (_TUNE, flag, ())
         for flag in (
             *("--steps", "--eta", "--memory", "--run-hours", "--tokens", "--hourly-usd", "--threads"),
-            "--trial-timeout",
+            *("--trial-timeout", "--time-budget"),
         )
     ),
     *(

@@ -73,6 +73,11 @@ def test_a_planned_run_has_one_length(tmp_path: Path) -> None:
     assert result.returncode == 2 and "--run-hours or --tokens, not both" in result.stderr
 
 
+def test_a_time_budget_bounds_local_trials_only(tmp_path: Path) -> None:
+    result = tune("examples.tiny_gpt:setup", "--engine", "ray", "--time-budget", "3m", db=tmp_path / "l.db")
+    assert result.returncode == 2 and "--time-budget bounds the trials forked here" in result.stderr
+
+
 def test_a_small_search_prints_json_and_writes_the_best_configuration(
     tmp_path: Path, json_schema: Callable[[object, str], None]
 ) -> None:

@@ -162,6 +162,26 @@ def test_a_compilation_the_planned_run_cannot_repay_neither_wins_nor_tries_slowe
     assert not result.best.config.compile  # its warm-up is counted against the two steps it would save on
 
 
+def test_a_spent_time_budget_stops_the_search_after_its_first_trial() -> None:
+    """A budget spent before the first trial ends (a millisecond) still leaves that trial's configuration
+    to recommend; growth stops there, no halving or compilation trial starts, and the references run."""
+    options = TuneOptions(
+        setup_config=TINY_GPT,
+        space="precision=fp32;checkpointing=off;compile=off,on;workers=0;fused=off,on",
+        steps=3,
+        min_steps=2,
+        threads=1,
+        time_budget_s=0.001,
+        record=False,
+    )
+    result = run_tune(GPT, options)
+    assert result.growth is not None and result.growth.stopped == "time budget"
+    assert [t.stage for t in result.trials] == ["batch-growth", "baseline", "largest-batch"]
+    # The growth trial's configuration, measured again at the top rung's length as the largest-batch reference.
+    assert result.best.config.micro_batch_size == result.growth.best and result.baseline is not None
+    assert any(note.startswith("the time budget (") and "did not run" in note for note in result.notes)
+
+
 def test_refusals_come_before_any_trial(tmp_path: Path) -> None:
     with pytest.raises(NothingFitsError, match="runs out of memory"):
         run_tune(GPT, TuneOptions(setup_config=TINY_GPT, memory_bytes=1e5, record=False))

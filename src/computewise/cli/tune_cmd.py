@@ -75,6 +75,13 @@ _Threads = Annotated[
     int | None, typer.Option(parser=bounded_int("--threads"), help="torch threads per trial. Default: torch's.")
 ]
 _TrialTimeout = Annotated[str, typer.Option(help="A trial still running after this is killed: 10m, 300s.")]
+_TimeBudget = Annotated[
+    str | None,
+    typer.Option(
+        help="Start no search trial after this long (3m, 90s): the best so far wins. The naive baseline and "
+        "largest-batch references still run. --engine local only. Default: the whole search."
+    ),
+]
 _Tag = Annotated[
     list[str] | None, typer.Option("--tag", help="KEY=VALUE label of the tuning's ledger run (repeatable).")
 ]
@@ -113,8 +120,9 @@ def tune(
     entry: _Entry, config: _Config = None, space: _Space = None, steps: _Steps = 27, eta: _Eta = 3,
     memory: _Memory = None, accelerator: _Accelerator = None, calibration: _Calibration = None,
     run_hours: _RunHours = None, tokens: _Tokens = None, hourly_usd: _HourlyUsd = None, out: _Out = None,
-    device: _Device = None, threads: _Threads = None, trial_timeout: _TrialTimeout = "10m", tag: _Tag = None,
-    engine: _Engine = "local", address: _Address = None, lora_ranks: _LoraRanks = None,
+    device: _Device = None, threads: _Threads = None, trial_timeout: _TrialTimeout = "10m",
+    time_budget: _TimeBudget = None, tag: _Tag = None, engine: _Engine = "local", address: _Address = None,
+    lora_ranks: _LoraRanks = None,
     quality_tolerance: _QualityTolerance = DEFAULT_QUALITY_TOLERANCE, db: DbOption = None, as_json: JsonOption = False,
 ) -> None:  # fmt: skip
     """Find the fastest precision, micro-batch, checkpointing, compile, loader and optimizer settings by trials."""
@@ -133,9 +141,10 @@ def tune(
         run_hours=run_hours, tokens=parse_count(tokens, "--tokens") if tokens is not None else None, out=out,
         device=choice(device, devices, "--device") if device is not None else None, threads=threads,
         trial_timeout_s=parse_duration_s(trial_timeout, "--trial-timeout"), db=db, tags=parse_tags(tag or []),
+        time_budget_s=parse_duration_s(time_budget, "--time-budget") if time_budget is not None else None,
         lora_ranks=_ranks(lora_ranks) if lora_ranks is not None else (), quality_tolerance=quality_tolerance,
     )  # fmt: skip
-    trials = _executor(engine, address)
+    trials = _executor(engine, address, options.time_budget_s)
     open_ledger(db, create=True).close()  # a wrong --db fails now, not after the trials
     print_document(_run(entry, options, trials), as_json, print_tune)
 
@@ -149,12 +158,17 @@ def _ranks(text: str) -> tuple[int, ...]:
     return tuple(int(parse_flag_number(part, "--lora-ranks", limit_for("--lora-rank"))) for part in parts)
 
 
-def _executor(engine: str, address: str | None) -> TrialExecutorFactory:
+def _executor(engine: str, address: str | None, time_budget_s: float | None) -> TrialExecutorFactory:
     """Where the trials run: forked here, or Ray Tune trials on the cluster at ``address``."""
     from computewise.errors import InputError
     from computewise.tune.search import LocalTrials
 
     if choice(engine, ("local", "ray"), "--engine") == "ray":
+        if time_budget_s is not None:  # ASHA schedules the cluster's trials; the budget is checked between local ones
+            raise InputError(
+                "--time-budget bounds the trials forked here (--engine local)",
+                "drop --time-budget, or bound each Ray trial with --trial-timeout",
+            )
         from computewise.scale.ray_tune import ray_tune_trials
 
         return ray_tune_trials(address)  # an unreachable cluster fails now, before the setup is even built

@@ -13,7 +13,8 @@ twice the last, measured in one short trial, until one of:
   compute-bound already); one size is not enough, since a short trial on a busy machine can read
   a size slower than it is;
 - **global batch**: the whole global batch is one micro-batch;
-- **failed**: a trial failed otherwise (its message is kept).
+- **failed**: a trial failed otherwise (its message is kept);
+- **time budget**: ``tune --time-budget`` was spent before the next trial (answered ``out-of-time``).
 
 After a memory stop the largest size that fits lies between the largest measured size and the
 failed one; the divisors between them are bisected (each probe skipped by the memory model or
@@ -63,14 +64,15 @@ LAUNCH_BOUND_SHARE = 0.5
 # The old default list began at global / 32 (six power-of-two sizes); growth starts there.
 _START_FRACTION = 32
 
-Outcome = Literal["measured", "oom", "failed", "does-not-fit"]
-Stop = Literal["memory model", "out of memory", "throughput", "global batch", "failed"]
+Outcome = Literal["measured", "oom", "failed", "does-not-fit", "out-of-time"]
+Stop = Literal["memory model", "out of memory", "throughput", "global batch", "failed", "time budget"]
 
 
 @dataclass(frozen=True)
 class Probe(Jsonable):
     """What one growth trial answered: ``measured`` with samples/s and the step time, or ``oom``/``failed``
-    with the trial's message. Growth itself answers ``does-not-fit`` where the memory model refuses a size."""
+    with the trial's message, or ``out-of-time`` where the tuning's time budget left no trial to run.
+    Growth itself answers ``does-not-fit`` where the memory model refuses a size."""
 
     outcome: Outcome
     samples_per_s: float | None = None
@@ -174,7 +176,7 @@ def grow_micro_batch(
         high = micro
         while between := [size for size in sizes if low < size < high]:
             point = probe(between[len(between) // 2])
-            if point.outcome == "failed":
+            if point.outcome in ("failed", "out-of-time"):
                 break
             if point.outcome != "measured":
                 high = point.micro
@@ -188,6 +190,8 @@ def grow_micro_batch(
 def _stop_for(point: GrowthPoint) -> Stop:
     if point.outcome == "does-not-fit":
         return "memory model"
+    if point.outcome == "out-of-time":
+        return "time budget"
     return "out of memory" if point.outcome == "oom" else "failed"
 
 

@@ -32,6 +32,9 @@ The order of work, cheapest knowledge first:
    once per rank, each pruned with that rank's adapters (``prune``) and each trial training that
    rank (``trial``); ``ranks`` then picks the cheapest rank whose quality is within the tolerance
    of the best, and the result is that rank's search, with every rank's trials and verdicts.
+   With ``--time-budget``, no search trial (growth, halving, compilation) starts once that long has
+   passed since the command started, and the best so far is the pick; the references still run,
+   since the speed-ups are measured against them.
 9. **Worth**: speed-ups, MFU, the planned run's time and dollars, the break-even (``savings``);
    the tuning is recorded in the ledger as a run priced like any other, and the winner is
    written with ``write_config`` when asked.
@@ -129,6 +132,7 @@ class TuneOptions:
     log_dir: Path | None = None  # trial logs kept here; by default a temporary directory, kept only on failure
     lora_ranks: tuple[int, ...] = ()  # LoRA ranks to search (the setup fine-tunes with LoRA); empty: the setup's
     quality_tolerance: float = DEFAULT_QUALITY_TOLERANCE  # a rank qualifies within this fraction of the best
+    time_budget_s: float | None = None  # no search trial starts after this long from the start; None: no bound
 
     def __post_init__(self) -> None:
         if self.steps < 1 or self.min_steps < 1 or self.warmup_steps < 1:
@@ -143,6 +147,8 @@ class TuneOptions:
             raise InputError(f"--tokens must be positive, got {self.tokens}", "e.g. --tokens 10B")
         if not self.trial_timeout_s > 0:
             raise InputError("--trial-timeout must be positive", "e.g. --trial-timeout 10m")
+        if self.time_budget_s is not None and not self.time_budget_s > 0:
+            raise InputError("--time-budget must be positive", "e.g. --time-budget 3m")
         if self.threads is not None and self.threads < 1:
             raise InputError(f"--threads must be >= 1, got {self.threads}", "e.g. --threads 4")
         if any(rank < 1 for rank in self.lora_ranks) or len(set(self.lora_ranks)) != len(self.lora_ranks):
@@ -190,11 +196,13 @@ class HalvingObserver:
 
     ``starting(candidate, rung)`` before a trial (for the progress bar); ``measured(candidate, rung,
     result)`` after it, which records the trial and returns its score (the median step time, None
-    when it failed), the value successive halving ranks by.
+    when it failed), the value successive halving ranks by. ``out_of_time()`` before each trial:
+    True when the tuning's time budget is spent, and the trial is not run (scored None).
     """
 
     starting: Callable[[int, Rung], None]
     measured: Callable[[int, Rung, TrialResult], float | None]
+    out_of_time: Callable[[], bool]
 
 
 class TrialExecutor(Protocol):
@@ -237,6 +245,8 @@ class LocalTrials:
         self, configs: Sequence[TrainConfig], rungs: tuple[Rung, ...], eta: int, observer: HalvingObserver
     ) -> HalvingOutcome:
         def evaluate(index: int, rung: Rung) -> float | None:
+            if observer.out_of_time():
+                return None
             observer.starting(index, rung)
             return observer.measured(index, rung, self.runner.run(configs[index], rung.steps))
 
@@ -527,6 +537,7 @@ def run_tune(
     import torch
 
     started_s, started_perf = time.time(), time.perf_counter()
+    deadline_s = started_perf + options.time_budget_s if options.time_budget_s is not None else None
     device = _device(options.device)
     hardware = detect_hardware()
     setup = load_setup(entry, options.setup_config)
@@ -549,7 +560,7 @@ def run_tune(
         pruning = prune(space.configs(setup.global_batch_size), ranked, capacity, device, assumptions)
         return _Search(
             entry, options, device, threads, ranked, space, pruning, capacity, assumptions, progress, trials, rank
-        )
+        ).until(deadline_s)
 
     threads = options.threads or torch.get_num_threads()
     by_rank: dict[int, _Search] = {}
@@ -708,7 +719,25 @@ class _Search:
         self.growth: Growth | None = None
         self.host: HostBound | None = None
         self.growth_configs: dict[int, TrainConfig] = {}
+        self.deadline_s: float | None = None  # perf_counter time after which no search trial starts
+        self.skipped = 0  # planned search trials not run because the time budget was spent
         self._plan(pruning)
+
+    def until(self, deadline_s: float | None) -> _Search:
+        """This search, starting no search trial after ``deadline_s`` (``time.perf_counter``); None: no bound."""
+        self.deadline_s = deadline_s
+        return self
+
+    def _out_of_time(self, trials: int = 1) -> bool:
+        """Whether the time budget is spent, counting ``trials`` planned trials as not run if it is.
+
+        A search always runs until one trial succeeds: a budget spent on building the setup still
+        leaves a configuration to recommend, measured.
+        """
+        if self.deadline_s is None or time.perf_counter() < self.deadline_s or not any(r.ok for r in self.records):
+            return False
+        self.skipped += trials
+        return True
 
     def _plan(self, pruning: Pruning) -> None:
         """The halving's candidates and rungs over ``pruning``'s configurations (again once growth chose sizes)."""
@@ -753,6 +782,12 @@ class _Search:
             self._grow(runner)
             outcome = self._halving(runner)
             self._compile_finalists(runner, outcome)
+            if self.skipped:
+                budget = format_duration(self.options.time_budget_s or 0.0)
+                self.notes.append(
+                    f"the time budget ({budget}) was spent: {self.skipped} planned search trial(s) did not run, and "
+                    "the best so far is the pick; the references still ran"
+                )
             if self._best is None:
                 raise TuneError(
                     f"every trial failed, so there is no configuration to recommend: {self._failures()}",
@@ -787,6 +822,8 @@ class _Search:
             return self._estimate(config_at(micro)).total_bytes <= self.capacity.bytes
 
         def measure(micro: int) -> Probe:
+            if self._out_of_time():
+                return Probe("out-of-time", message="the time budget is spent")
             config = config_at(micro)
             record = self._trial(runner, config, self._estimate(config), "batch-growth", None, steps)
             result = record.result
@@ -814,14 +851,17 @@ class _Search:
             return record.result.median_step_s if record.ok else None
 
         configs = [config for config, _ in self.candidates]
-        return runner.halving(configs, self.rungs, self.options.eta, HalvingObserver(starting, measured))
+        observer = HalvingObserver(starting, measured, self._out_of_time)
+        return runner.halving(configs, self.rungs, self.options.eta, observer)
 
     def _compile_finalists(self, runner: TrialExecutor, outcome: HalvingOutcome) -> None:
         if not self.staged_compile:
             return
         self.stage_text = f"compile ({self.top_steps} steps)"
         finalists = [self.candidates[index][0] for index in outcome.ranking[: self.options.compile_finalists]]
-        for config in finalists:
+        for done, config in enumerate(finalists):
+            if self._out_of_time(len(finalists) - done):
+                return
             compiled = replace(config, compile=True)
             self._trial(runner, compiled, self._estimate(compiled), "compile", None, self.top_steps)
 
@@ -837,6 +877,9 @@ class _Search:
             extra.insert(0, "reduce-overhead")  # the remedy for a launch-bound step first
         self.planned += len(extra)
         for mode in extra:
+            if self._out_of_time():
+                self.notes.append(f"compile_mode={mode} not tried: the time budget was spent")
+                continue
             reason = self._mode_cannot_pay(mode, base)
             if reason is not None:
                 self.notes.append(f"compile_mode={mode} not tried: {reason}")
