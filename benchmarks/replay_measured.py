@@ -178,6 +178,7 @@ def _gpt2_cases(data_dir: Path = DATA, accelerator: str = ACCELERATOR, prefix: s
             precision="bf16" if "bf16" in trial["settings"] else "fp32",
             framework="pytorch",
             execution=execution,
+            loss="eager",  # tiny_gpt's setup.loss calls cross_entropy on the compiled model's logits
         )
         how = "naive" if trial["role"] == "naive" else "cuda-graphs" if graphs else "compiled" if compiled else "eager"
         name = f"{prefix}gpt2-124m {how} {job.precision} mb{micro}"

@@ -54,7 +54,7 @@ def test_every_measured_file_is_replayed(rows: list[object]) -> None:
 
 def test_a_second_gpu_never_fitted_on(rows: list[object]) -> None:
     """The H200's training rows (benchmarks/gpu_suite.py, 2026-11-28), held out of every fit: median
-    <= 10 %, worst <= 20 %. With Bekman's mamf-finder burst for its GEMM share (0.837, not the 0.729
+    <= 10 %, worst <= 12 %. With Bekman's mamf-finder burst for its GEMM share (0.837, not the 0.729
     computewise bench measured) the compiled GPT-2 steps were 18-22 % too fast."""
     errors = [
         abs(r.error("time"))  # type: ignore[attr-defined]
@@ -63,7 +63,19 @@ def test_a_second_gpu_never_fitted_on(rows: list[object]) -> None:
     ]
     assert len(errors) == 11
     assert statistics.median(errors) <= 0.10
-    assert max(errors) <= 0.20
+    assert max(errors) <= 0.12
+
+
+def test_compiled_gpt2_steps_on_both_gpus(rows: list[object]) -> None:
+    """Every compiled GPT-2 124M step (torch.compile, with and without CUDA graphs) on the H100 and the
+    H200 within 15 %. Counted as compiled with the model, the loss outside the graph left them 6-19 %
+    too fast on the H100 and 11-15 % on the H200."""
+    compiled = [r for r in rows if "gpt2-124m c" in r.case.name]  # type: ignore[attr-defined]
+    assert len(compiled) == 7
+    assert all(abs(r.error("time")) <= 0.15 for r in compiled), [  # type: ignore[attr-defined]
+        (r.case.name, r.error("time"))  # type: ignore[attr-defined]
+        for r in compiled
+    ]
 
 
 def test_training_step_time_on_held_out_rows(rows: list[object], replay: ModuleType) -> None:

@@ -26,7 +26,7 @@ from computewise.estimate.kernels import (
     training_kernels,
 )
 from computewise.models import preset
-from computewise.specs import ATTENTION_KERNELS, RECOMPUTES
+from computewise.specs import ATTENTION_KERNELS, EXECUTIONS, LOSSES, RECOMPUTES
 
 H100 = KernelRates(
     gemm_flops=col(731e12),  # bench.json: bf16 at 4096-8192
@@ -303,3 +303,20 @@ def test_w8a8_serving_quantises_each_linear_input_on_the_fly(
     per_layer = 2048 * elements * bytes_per_element / 2965e9 + 4 * kernels_per_input * 2.5e-6
     assert prefill_s(quantiser) - prefill_s(0.0) == pytest.approx(32 * per_layer, rel=1e-9)
     assert serving_quantiser("fp8") == 1.0 and serving_quantiser("int8") == 2.0 and serving_quantiser("bf16") == 0.0
+
+
+def test_a_loss_outside_the_compiled_graph_moves_eager_bytes() -> None:
+    """torch.compile fuses the cross entropy it compiles with the model (24 bytes a logit over forward and
+    backward against eager's 36); one computed on the compiled model's logits outside its graph (``eager``,
+    as examples/tiny_gpt.py's setup.loss) moves all 36, under any execution."""
+    model = preset("llama-2-7b")
+    tokens = 4096.0
+
+    def device_s(execution: str, loss: str) -> float:
+        values = (tokens, 4096.0, 32.0, 2.0, 1.0, 0.0, 1.0, 0.0, 1.0, float(EXECUTIONS.index(execution)), 1.0)
+        shape = MicrobatchShape(*(col(v) for v in values), loss=col(float(LOSSES.index(loss))))
+        return float(np.ravel(training_kernels(model, shape, H100).plain.device_s)[0])
+
+    outside = device_s("compile", "eager") - device_s("compile", "standard")
+    assert outside == pytest.approx(tokens * model.vocab_size * 12.0 / 2965e9, rel=1e-6)
+    assert device_s("eager", "eager") == device_s("eager", "standard")

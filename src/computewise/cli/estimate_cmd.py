@@ -131,9 +131,11 @@ _Loss = Annotated[
     str,
     typer.Option(
         help="The cross entropy over the vocabulary: standard (the framework's own: PyTorch's cross_entropy on "
-        "fp32 logits, up to 12 bytes a logit; Megatron's in place, 6) or fused (one kernel on the 16-bit "
-        "logits that writes their gradient in a pass, 4 bytes a logit: flash-attn's CrossEntropyLoss, "
-        "llm-foundry's default loss_fn).",
+        "fp32 logits, up to 12 bytes a logit; Megatron's in place, 6; compiled with the model under "
+        "--execution compile), fused (one kernel on the 16-bit logits that writes their gradient in a pass, "
+        "4 bytes a logit: flash-attn's CrossEntropyLoss, llm-foundry's default loss_fn) or eager (PyTorch's "
+        "cross_entropy called on a compiled model's logits, outside its graph: eager's passes under any "
+        "--execution).",
     ),
 ]
 _GradReduce = Annotated[

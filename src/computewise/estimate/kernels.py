@@ -80,6 +80,7 @@ _MEGATRON = float(FRAMEWORKS.index("megatron"))
 _TRANSFORMERS = float(FRAMEWORKS.index("transformers"))
 _COMPILE = float(EXECUTIONS.index("compile"))
 _FUSED_LOSS = float(LOSSES.index("fused"))
+_EAGER_LOSS = float(LOSSES.index("eager"))
 _GRAPHS = float(EXECUTIONS.index("cuda-graphs"))
 
 # A GEMM whose output has fewer than this many elements leaves SMs idle (132 SMs x 128 x 128 tiles
@@ -661,7 +662,7 @@ class MicrobatchShape:
     execution: FloatArray
     has_head: FloatArray  # 0/1: this device runs the LM head and the loss
     ep: FloatArray | float = 1.0  # devices the experts of a mixture-of-experts layer are spread over
-    loss: FloatArray | float = 0.0  # index in LOSSES: 1 a fused cross-entropy kernel on the 16-bit logits
+    loss: FloatArray | float = 0.0  # index in LOSSES: 1 a fused cross-entropy kernel on the 16-bit logits, 2 eager
     quantised: FloatArray | float = 0.0  # 0/1: the linear layers' GEMMs run in fp8 (``_quantisation``)
 
     def columns(self) -> tuple[FloatArray, ...]:
@@ -714,8 +715,10 @@ def training_kernels(
         + (rest + matmuls.times(unkept)).times(np.where(code == OP_SELECTIVE, 1.0, 0.0))
     )
     # Bytes a logit moves through the loss: a fused kernel reads the 16-bit logits forward and backward and
-    # writes their gradient; Megatron's in-place loss and torch.compile's fused one move fewer than eager's.
-    fewer_passes = (col(framework) == _MEGATRON) | (col(execution) >= _COMPILE)
+    # writes their gradient; Megatron's in-place loss and torch.compile's fused one move fewer than eager's,
+    # which a loss computed outside the compiled graph still moves.
+    compiled_loss = (col(execution) >= _COMPILE) & (col(loss) != _EAGER_LOSS)
+    fewer_passes = (col(framework) == _MEGATRON) | compiled_loss
     logits_bytes = np.where(col(loss) == _FUSED_LOSS, 3.0 * col(act), np.where(fewer_passes, 24.0, 36.0))
     head_trained = adapters is None or adapters.finetune.train_head
     head_forward, head_backward = _head_and_loss(model, tokens, act, tp, logits_bytes, rates, trained=head_trained)

@@ -73,9 +73,12 @@ ATTENTION_KERNELS: tuple[AttentionKernel, ...] = ("unfused", "flash", "triton", 
 # The cross entropy over the vocabulary: the framework's own (PyTorch's ``cross_entropy`` on fp32
 # logits, Megatron's vocabulary-parallel one computed in place), or one fused kernel on the 16-bit
 # logits that writes their gradient in a single pass (flash-attn's ``CrossEntropyLoss``, the default
-# ``loss_fn`` of llm-foundry), which holds no fp32 copy of the logits.
-Loss = Literal["standard", "fused"]
-LOSSES: tuple[Loss, ...] = ("standard", "fused")
+# ``loss_fn`` of llm-foundry), which holds no fp32 copy of the logits. Under torch.compile the
+# framework's own is compiled with the model that computes it (nanoGPT's and Hugging Face's forward take
+# the labels); ``eager`` is PyTorch's ``cross_entropy`` called on a compiled model's logits, outside
+# its graph (a training loop's own loss function), which moves all of eager's bytes.
+Loss = Literal["standard", "fused", "eager"]
+LOSSES: tuple[Loss, ...] = ("standard", "fused", "eager")
 # The width gradients are reduced over data parallelism in: auto is the framework's default (Megatron
 # accumulates and reduces an fp32 buffer under bf16 and fp8, a 16-bit one under fp16; PyTorch autocast
 # reduces its fp32 gradients); 16-bit is NVIDIA's performance recipes' choice (grad_reduce_in_fp32
