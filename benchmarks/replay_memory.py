@@ -75,7 +75,7 @@ import time
 import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -424,7 +424,7 @@ def configs(quick: bool, only: str | None) -> list[vg.Config]:
         ladder = [c for c in ladder if c.name in QUICK]
     if only:
         ladder = [c for c in ladder if only in c.name]
-    return [replace(c, calibration=False) for c in ladder]
+    return ladder
 
 
 def summary(rows: list[Row]) -> dict[str, Any]:

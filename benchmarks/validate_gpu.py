@@ -23,12 +23,10 @@ For every configuration the matching ``ModelSpec`` (exact parameter count) goes 
   ``--framework pytorch`` (the default): PyTorch AMP keeps fp32 weights, fp32 gradients and 8
   bytes of Adam state per parameter, an fp32 residual stream and autocast's bf16 weight copies.
   ``benchmarks/replay_memory.py`` replays the same ladder on the CPU without a GPU.
-- time: the median of the timed steps (CUDA events) after warm-up. Utilization is calibrated on
-  ONE configuration (the ladder's calibration row: achieved hardware FLOPs / (step time * peak),
-  which is its MFU when nothing is recomputed) and every other training estimate is re-run with
-  ``utilization=`` that value, so the error measures how well the FLOP model scales across
-  shapes, not the guess of a default MFU. Inference latency uses the catalog's assumptions as
-  they are (shown, not gated).
+- time: the median of the timed steps (CUDA events) after warm-up, against the estimate as every
+  user gets it: the kernels the step launches, timed by the accelerator's catalog profile, with
+  nothing fitted on these rows (an earlier version calibrated one utilization on one row, which
+  the kernel model replaced). Inference latency is shown, not gated.
 
 An out-of-memory configuration is recorded as such and compared with the estimate's "fits".
 
@@ -51,7 +49,6 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import math
 import os
 import platform
 import shutil
@@ -270,7 +267,6 @@ class Config:
     precision: Precision = "bf16"
     recompute: Recompute = "none"
     new_tokens: int = 0  # decode steps after the prefill
-    calibration: bool = False  # the training row whose measured utilization the others use
     key: str = ""  # the row's name in the GPU ladder, the same on the CPU (for --quick)
 
     @property
@@ -315,7 +311,7 @@ CPU_SHAPES = {
     )
 }
 
-# (shape, seq, micro-batch, precision, recompute); row CALIBRATION_ROW calibrates utilization.
+# (shape, seq, micro-batch, precision, recompute)
 TRAIN_LADDER: list[tuple[str, int, int, Precision, Recompute]] = [
     ("gpt-125m", 1024, 8, "bf16", "none"),
     ("gpt-125m", 1024, 16, "bf16", "none"),
@@ -324,7 +320,7 @@ TRAIN_LADDER: list[tuple[str, int, int, Precision, Recompute]] = [
     ("gpt-350m", 1024, 8, "bf16", "none"),
     ("gpt-350m", 2048, 8, "bf16", "full"),
     ("gpt-350m", 1024, 4, "fp32", "full"),
-    ("gpt-760m", 2048, 4, "bf16", "none"),  # calibration
+    ("gpt-760m", 2048, 4, "bf16", "none"),
     ("gpt-760m", 2048, 8, "bf16", "full"),
     ("gpt-1.3b", 2048, 4, "bf16", "none"),
     ("gpt-1.3b", 2048, 8, "bf16", "full"),
@@ -340,7 +336,6 @@ TRAIN_LADDER: list[tuple[str, int, int, Precision, Recompute]] = [
     ("llama-1.1b", 2048, 16, "bf16", "none"),  # near an 80 GB card's capacity
     ("gpt-1.3b", 2048, 16, "bf16", "none"),  # estimated not to fit 80 GB: checks the "fits" verdict
 ]
-CALIBRATION_ROW = 7
 # (shape, prompt, batch, new tokens)
 INFER_LADDER: list[tuple[str, int, int, int]] = [
     ("gpt-350m", 512, 8, 64),
@@ -354,8 +349,8 @@ def ladder(device: str, quick: bool = False) -> list[Config]:
     """The configurations to run; the CPU ladder keeps every row, with tiny shapes, sequences / 32 and batches / 4."""
     cpu = device == "cpu"
     configs: list[Config] = []
-    for i, (name, seq, batch, precision, recompute) in enumerate(TRAIN_LADDER):
-        gpu = Config(GPU_SHAPES[name], "train", seq, batch, precision, recompute, calibration=i == CALIBRATION_ROW)
+    for name, seq, batch, precision, recompute in TRAIN_LADDER:
+        gpu = Config(GPU_SHAPES[name], "train", seq, batch, precision, recompute)
         configs.append(replace(gpu, shape=CPU_SHAPES[name], seq=seq // 32, batch=max(batch // 4, 1)) if cpu else gpu)
     for name, prompt, batch, new in INFER_LADDER:
         gpu = Config(GPU_SHAPES[name], "infer", prompt, batch, new_tokens=new)
@@ -364,7 +359,6 @@ def ladder(device: str, quick: bool = False) -> list[Config]:
     configs = [replace(c, key=gpu_name) for c, gpu_name in zip(configs, _gpu_names(), strict=True)]
     if quick:
         configs = [c for c in configs if c.key in QUICK]
-        configs = [replace(c, calibration=i == 0) for i, c in enumerate(configs)]
     return configs
 
 
@@ -533,7 +527,6 @@ class Row:
     new_tokens: int
     precision: str
     recompute: str
-    calibration: bool
     status: str
     estimated_bytes: float  # the estimate's allocated peak (no fragmentation, no CUDA context)
     estimated_tensor_bytes: float  # weights + gradients + optimizer + activations + KV cache, as if together
@@ -551,7 +544,6 @@ class Row:
     model_flops: float  # per step (training) or per generation (inference)
     hardware_flops: float
     mfu: float | None  # measured: model FLOPs / (step time * peak)
-    utilization_used: float | None
     estimated_prefill_s: float | None = None
     measured_prefill_s: float | None = None
     estimated_decode_s_per_token: float | None = None
@@ -569,7 +561,6 @@ def _estimate_row(
     accelerator: Accelerator,
     catalog: Catalog,
     assumptions: Assumptions,
-    utilization: float | None,
 ) -> Row:
     spec = model_spec(config.shape)
     if config.kind == "train":
@@ -583,11 +574,11 @@ def _estimate_row(
             recompute=config.recompute,
             attention="flash",
         )
-        train = estimate_train(spec, accelerator, 1, job, Parallelism(), catalog, assumptions, utilization=utilization)
+        train = estimate_train(spec, accelerator, 1, job, Parallelism(), catalog, assumptions)
         data = train.to_dict()
         estimated_s = data["time"]["step_seconds"]
         flops, hardware_flops = data["compute"]["flops"], data["compute"]["hardware_flops"]
-        memory, fits, used = train.memory_per_device, train.fits, train.utilization
+        memory, fits = train.memory_per_device, train.fits
         prefill = decode = None
         peak = accelerator.peak_flops_for(config.precision)
     else:
@@ -597,7 +588,7 @@ def _estimate_row(
         estimated_s = data["time"]["seconds"]
         prefill, decode = data["time"]["time_to_first_token_seconds"], data["time"]["seconds_per_output_token"]
         flops = hardware_flops = data["compute"]["flops"]
-        memory, fits, used = infer.memory_per_device, infer.fits, None
+        memory, fits = infer.memory_per_device, infer.fits
         peak = 0.0
     estimated = memory["allocated_peak"]  # live tensors at the step's peak: max_memory_allocated's figure
     reserved = memory["reserved_peak"]  # plus fragmentation: max_memory_reserved's figure
@@ -618,7 +609,6 @@ def _estimate_row(
         new_tokens=config.new_tokens,
         precision=config.precision,
         recompute=config.recompute if config.kind == "train" else "-",
-        calibration=config.calibration,
         status=measured.status,
         estimated_bytes=estimated,
         estimated_tensor_bytes=tensors,
@@ -636,22 +626,11 @@ def _estimate_row(
         model_flops=flops,
         hardware_flops=hardware_flops,
         mfu=flops / (measured.step_s * peak) if config.kind == "train" and measured.step_s else None,
-        utilization_used=used,
         estimated_prefill_s=prefill,
         measured_prefill_s=measured.prefill_s,
         estimated_decode_s_per_token=decode,
         measured_decode_s_per_token=measured.decode_s_per_token,
     )
-
-
-def calibrate(rows: list[Row], accelerator: Accelerator) -> tuple[Row | None, float | None]:
-    """The calibration row and its achieved hardware FLOP/s over peak (= MFU without recompute)."""
-    usable = [r for r in rows if r.kind == "train" and r.status == "ok" and r.measured_s]
-    if not usable:
-        return None, None
-    row = next((r for r in usable if r.calibration), usable[len(usable) // 2])
-    peak = accelerator.peak_flops_for("fp32" if row.precision == "fp32" else "bf16")
-    return row, row.hardware_flops / ((row.measured_s or math.inf) * peak)
 
 
 # ---------------------------------------------------------------------------------------- report
@@ -700,7 +679,7 @@ def _cells(row: Row) -> list[str]:
         alloc = "error"
     else:
         alloc = _gib(row.allocated_bytes)
-    time_error = "calib" if row.calibration and row.kind == "train" else _pct(row.time_error)
+    time_error = _pct(row.time_error)
     return [
         row.name,
         _params(row.params),
@@ -748,13 +727,11 @@ def _abs(values: Iterator[float | None]) -> list[float]:
     return [abs(v) for v in values if v is not None]
 
 
-def summarize(
-    rows: list[Row], device: torch.device, utilization: float | None, calibration: Row | None
-) -> dict[str, Any]:
+def summarize(rows: list[Row], device: torch.device) -> dict[str, Any]:
     memory = _abs(r.memory_error for r in rows if r.status == "ok")
     reserved = _abs(r.reserved_error for r in rows if r.status == "ok")
     tensors = _abs(r.tensor_error for r in rows if r.status == "ok")
-    times = _abs(r.time_error for r in rows if r.kind == "train" and r.status == "ok" and r is not calibration)
+    times = _abs(r.time_error for r in rows if r.kind == "train" and r.status == "ok")
     latency = _abs(r.time_error for r in rows if r.kind == "infer" and r.status == "ok")
     ooms = [r for r in rows if r.status == "oom"]
     wrong_fits = [r.name for r in ooms if r.estimated_fits]
@@ -771,8 +748,6 @@ def summarize(
         "time_median_abs_error": stat(times, statistics.median),
         "time_worst_abs_error": stat(times, max),
         "infer_latency_median_abs_error": stat(latency, statistics.median),
-        "calibration": calibration.name if calibration else None,
-        "utilization": utilization,
         "ooms": [r.name for r in ooms],
         "oom_but_estimated_fits": wrong_fits,
         "errors": errors,
@@ -794,7 +769,7 @@ def summarize(
         f"  estimated reserved peak vs max_memory_reserved: median {show(result['reserved_median_abs_error'])}; "
         f"sum of the parts (as if all peaked together) vs allocated: "
         f"median {show(result['tensor_median_abs_error'])}",
-        f"step time |error| (utilization {show(utilization)} calibrated on {result['calibration']}): "
+        "step time |error| (the kernel model, nothing fitted on these rows): "
         f"median {show(result['time_median_abs_error'])}, worst {show(result['time_worst_abs_error'])}; "
         f"target median <= {TIME_MEDIAN_TARGET:.0%}",
         "inference latency |error| (catalog assumptions, not gated): "
@@ -854,8 +829,8 @@ def pick_accelerator(catalog: Catalog, device: torch.device, override: str | Non
                 f"unknown GPU {props.name!r}: pass --gpu SLUG (see `computewise catalog list accelerators`)"
             )
         return accelerator
-    # Smoke run: a catalog CPU row (for its slug) with nominal figures; calibration cancels the peak
-    # out of training step times, and one device needs no link (a zero bandwidth would give 0/0).
+    # Smoke run: a catalog CPU row (for its slug) with nominal figures (the times are not judged on the
+    # CPU), and one device needs no link (a zero bandwidth would give 0/0).
     base = next(a for a in catalog.accelerators if a.kind == "cpu")
     return replace(
         base,
@@ -938,18 +913,8 @@ def main(argv: list[str] | None = None) -> int:
         took = time.perf_counter() - began
         print(f"[{i}/{len(configs)}] {config.name}: {result.status}, {took:.1f} s", file=sys.stderr, flush=True)
 
-    rows = [
-        _estimate_row(c, m, accelerator, catalog, assumptions, None) for c, m in zip(configs, measured, strict=True)
-    ]
-    calibration, utilization = calibrate(rows, accelerator)
-    if calibration is not None:
-        configs = [replace(c, calibration=c.name == calibration.name) for c in configs]
-        rows = [
-            _estimate_row(c, m, accelerator, catalog, assumptions, utilization) if c.kind == "train" else r
-            for c, m, r in zip(configs, measured, rows, strict=True)
-        ]
-        calibration = next(r for r in rows if r.calibration)
-    summary = summarize(rows, device, utilization, calibration)
+    rows = [_estimate_row(c, m, accelerator, catalog, assumptions) for c, m in zip(configs, measured, strict=True)]
+    summary = summarize(rows, device)
 
     print(format_table(rows))
     print()

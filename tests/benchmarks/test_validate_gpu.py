@@ -60,10 +60,9 @@ def test_ladder_covers_sizes_precisions_recompute_and_inference() -> None:
         assert {c.recompute for c in train} == {"none", "full"}
         assert {c.shape.family for c in train} == {"gpt", "llama"}
         assert any(c.kind == "infer" for c in configs)
-        assert sum(c.calibration for c in configs) == 1
         assert len({c.name for c in configs}) == len(configs)
         quick = vg.ladder(device, quick=True)
-        assert len(quick) == 3 and quick[0].calibration and quick[0].kind == "train"
+        assert len(quick) == 3 and quick[0].kind == "train"
 
 
 def test_cpu_ladder_is_the_gpu_ladder_in_miniature() -> None:
@@ -131,9 +130,7 @@ def test_cpu_quick_run_writes_estimates_and_measurements(tmp_path: Path) -> None
         assert row["estimated_s"] > 0 and row["measured_s"] > 0
         assert row["time_error"] is not None
         assert row["allocated_bytes"] is None and row["memory_note"] == "max_memory_allocated needs CUDA"
-    calibration = [r for r in rows if r["calibration"]]
-    assert len(calibration) == 1 and calibration[0]["time_error"] == pytest.approx(0.0, abs=1e-9)
-    assert data["summary"]["utilization"] > 0
+    assert data["summary"]["time_median_abs_error"] is not None  # every training row judged, none fitted on
     assert data["environment"]["torch"] == torch.__version__
     assert markdown.read_text().count("\n|") == len(rows) + 2  # header, rule, one line per row
 
