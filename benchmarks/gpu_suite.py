@@ -241,11 +241,11 @@ def steps(out: Path, smoke: bool) -> list[Step]:
     train += [] if smoke else ["--warmup", "3", "--markdown", str(out / "train.md")]
     tune = [*CLI, "tune", "examples.tiny_gpt:setup", "--json", "--out", str(out / "tune-best.json")]
     tune += ["--db", f"sqlite:///{out / 'ledger.sqlite'}", "--tokens", "1B"]
-    # The budget bounds the search; the references (naive FP32, largest batch) and the start-up fit in the rest.
-    tune += ["--time-budget", f"{TUNE_SEARCH_S}s"] if not smoke else []
     if smoke:
         tune += ["--device", "cpu", "--config", '{"preset": "smoke"}', "--steps", "2", "--threads", "1"]
         tune += ["--space", "precision=fp32;micro=4,8;checkpointing=off;compile=off;workers=0;fused=off"]
+    else:  # the budget bounds the search; the references (naive FP32, largest batch) and start-up fit in the rest
+        tune += ["--time-budget", f"{TUNE_SEARCH_S}s"]
     serve = [sys.executable, str(ROOT / "benchmarks" / "serve_batching.py"), "--gpu", "--policies", "none,cost"]
     # From 50 req/s, 2 s a probe: about ten probes a policy reach thousands of req/s within the budget.
     serve += ["--slo-p99-ms", f"{SERVE_SLO_MS:g}", "--probe-s", "2", "--low-rps", "50", "--high-rps", "4000"]

@@ -31,6 +31,7 @@ import statistics
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -42,10 +43,21 @@ from computewise.specs import Execution, Framework, InferJob, ModelSpec, Paralle
 MEASURED = Path(__file__).resolve().parent / "data" / "measured"
 DATA = MEASURED / "h100-2026-11-26"
 ACCELERATOR = "h100-sxm"
+
+
+class MeasuredSet(NamedTuple):
+    """One GPU's measured files: their folder, the catalog accelerator they ran on, and the prefix of
+    their rows' names."""
+
+    folder: Path
+    accelerator: str
+    prefix: str
+
+
+H100_SET = MeasuredSet(DATA, ACCELERATOR, "")
 # A second GPU, measured by benchmarks/gpu_suite.py and never fitted on: the ladder's quick rows and
-# GPT-2 124M's trials, each name prefixed "h200 ".
-H200_DATA = MEASURED / "h200-2026-11-28"
-H200 = "h200"
+# GPT-2 124M's trials.
+H200_SET = MeasuredSet(MEASURED / "h200-2026-11-28", "h200", "h200 ")
 # One row per fitted constant, each host-bound: the eager host cost on a decode of the ladder, the
 # Hugging Face modules' on an HF prefill; what training adds to a forward kernel (recording) and
 # what a backward kernel costs (autograd) on one HF training step with and without recompute.
@@ -96,11 +108,12 @@ class Replayed:
         return None if not measured else estimate / measured - 1.0
 
 
-def _ladder_cases(data: Path = DATA, accelerator: str = ACCELERATOR, prefix: str = "") -> list[Case]:
+def _ladder_cases(measured_set: MeasuredSet = H100_SET) -> list[Case]:
     from validate_gpu import GPU_SHAPES, model_spec
 
+    folder, accelerator, prefix = measured_set
     cases = []
-    for row in json.loads((data / "validate.json").read_text())["rows"]:
+    for row in json.loads((folder / "validate.json").read_text())["rows"]:
         if row["status"] != "ok":
             continue
         spec = model_spec(GPU_SHAPES[row["name"].split()[0]])
@@ -157,10 +170,11 @@ def _hf_cases() -> list[Case]:
     return cases
 
 
-def _gpt2_cases(data_dir: Path = DATA, accelerator: str = ACCELERATOR, prefix: str = "") -> list[Case]:
+def _gpt2_cases(measured_set: MeasuredSet = H100_SET) -> list[Case]:
     """GPT-2 124M (nanoGPT-style, flash attention, tied head) from ``train_gpu.py``: fp32 and bf16, eager, compiled
     and compiled with CUDA graphs."""
-    data = json.loads((data_dir / "train.json").read_text())
+    folder, accelerator, prefix = measured_set
+    data = json.loads((folder / "train.json").read_text())
     spec = _gpt2_spec(int(data["workload"]["params"]))
     cases = []
     for trial in data["trials"]:
@@ -205,8 +219,7 @@ def _gpt2_spec(params: int) -> ModelSpec:
 
 
 def cases() -> list[Case]:
-    h200 = (H200_DATA, H200, "h200 ")
-    return [*_ladder_cases(), *_hf_cases(), *_gpt2_cases(), *_ladder_cases(*h200), *_gpt2_cases(*h200)]
+    return [*_ladder_cases(), *_hf_cases(), *_gpt2_cases(), *_ladder_cases(H200_SET), *_gpt2_cases(H200_SET)]
 
 
 def replay(case: Case, assumptions: Assumptions) -> Replayed:
@@ -275,7 +288,7 @@ def track_record_csv(rows: list[Replayed]) -> str:
     from computewise.catalog.track_record import COLUMNS, SCOPES, scope_for
 
     held = [r for r in rows if r.case.name not in FIT_ROWS]
-    gpus = f"benchmarks/replay_measured.py: one H100 SXM ({DATA.name}) or one H200 ({H200_DATA.name})"
+    gpus = f"benchmarks/replay_measured.py: one H100 SXM ({DATA.name}) or one H200 ({H200_SET.folder.name})"
     gpus += ", rows not fitted on"
     lines = [",".join(COLUMNS)]
     for kind in ("train", "infer"):

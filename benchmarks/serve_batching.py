@@ -63,6 +63,13 @@ def ort_has_cuda() -> bool:
     return "CUDAExecutionProvider" in onnxruntime.get_available_providers()
 
 
+def _variants(gpu: bool) -> list[str]:
+    """The variants to export, in order, before the CPU fallback: ONNX Runtime's CUDA one only where it can run."""
+    if not gpu:
+        return [CPU_VARIANT]
+    return [GPU_VARIANT, GPU_TORCH_VARIANT] if ort_has_cuda() else [GPU_TORCH_VARIANT]
+
+
 def export_artifact(work: Path, sentences: list[str], gpu: bool = False) -> Path:
     """MiniLM exported by `computewise optimize`: FP32 fused (CPU) or FP16 (CUDA); batching, not INT8, is under test.
 
@@ -77,8 +84,7 @@ def export_artifact(work: Path, sentences: list[str], gpu: bool = False) -> Path
     inputs = work / "sentences.txt"
     inputs.write_text("\n".join(sentences[:64]) + "\n")
     out = work / "minilm"
-    attempts = ((GPU_VARIANT,) if ort_has_cuda() else ()) + (GPU_TORCH_VARIANT,) if gpu else (CPU_VARIANT,)
-    for attempt in (*attempts, FALLBACK_VARIANT):
+    for attempt in (*_variants(gpu), FALLBACK_VARIANT):
         command = [sys.executable, "-m", "computewise.cli.app", "optimize", str(MODEL_DIR), "--inputs", str(inputs)]
         # --force: the artifact is needed whether or not the variant timed faster than FP32 on this (possibly
         # busy) machine; optimize exports only a winner otherwise, which made the export depend on timing luck.

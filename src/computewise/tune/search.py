@@ -558,9 +558,8 @@ def run_tune(
         """The search of the setup as it is, or of one LoRA rank: pruned with that rank's adapters."""
         ranked = profile if rank is None else profile.with_rank(rank)
         pruning = prune(space.configs(setup.global_batch_size), ranked, capacity, device, assumptions)
-        return _Search(
-            entry, options, device, threads, ranked, space, pruning, capacity, assumptions, progress, trials, rank
-        ).until(deadline_s)
+        search = (entry, options, device, threads, ranked, space, pruning, capacity, assumptions, progress)
+        return _Search(*search, trials, rank, deadline_s)
 
     threads = options.threads or torch.get_num_threads()
     by_rank: dict[int, _Search] = {}
@@ -703,9 +702,11 @@ class _Search:
         progress: ProgressCallback | None,
         trials: TrialExecutorFactory = LocalTrials,
         lora_rank: int | None = None,
+        deadline_s: float | None = None,
     ) -> None:
         self.entry, self.options, self.device, self.threads = entry, options, device, threads
         self.lora_rank = lora_rank
+        self.deadline_s = deadline_s  # perf_counter time after which no search trial starts; None: no bound
         self.first_number = 0  # trials are numbered on from here (the ranks searched before this one)
         self.profile, self.space, self.capacity = profile, space, capacity
         self.assumptions, self.progress, self.trials = assumptions, progress, trials
@@ -719,14 +720,8 @@ class _Search:
         self.growth: Growth | None = None
         self.host: HostBound | None = None
         self.growth_configs: dict[int, TrainConfig] = {}
-        self.deadline_s: float | None = None  # perf_counter time after which no search trial starts
         self.skipped = 0  # planned search trials not run because the time budget was spent
         self._plan(pruning)
-
-    def until(self, deadline_s: float | None) -> _Search:
-        """This search, starting no search trial after ``deadline_s`` (``time.perf_counter``); None: no bound."""
-        self.deadline_s = deadline_s
-        return self
 
     def _out_of_time(self, trials: int = 1) -> bool:
         """Whether the time budget is spent, counting ``trials`` planned trials as not run if it is.
