@@ -192,7 +192,9 @@ def _gpt2_cases(measured_set: MeasuredSet = H100_SET) -> list[Case]:
             precision="bf16" if "bf16" in trial["settings"] else "fp32",
             framework="pytorch",
             execution=execution,
-            loss="eager",  # tiny_gpt's setup.loss calls cross_entropy on the compiled model's logits
+            # tiny_gpt's setup.loss calls cross_entropy on the model's logits: inside the compiled graph only
+            # under compile_loss, and otherwise eager's passes over them even when the model is compiled.
+            loss="standard" if "compile_loss=True" in trial["settings"] else "eager",
         )
         how = "naive" if trial["role"] == "naive" else "cuda-graphs" if graphs else "compiled" if compiled else "eager"
         name = f"{prefix}gpt2-124m {how} {job.precision} mb{micro}"

@@ -19,10 +19,14 @@ into micro-batches with gradient accumulation), so all of them do the same work 
      bisecting, until tune's memory model says the next size cannot fit, a trial runs out of
      memory, throughput stops improving, or the micro-batch is the whole global batch (the
      issue's 35.5 % stopped at 32 of a global 64, using 29.8 of 80 GB);
-  2. **compile modes** at the fastest size: ``torch.compile`` in each of ``--compile-modes``
-     (default ``default,reduce-overhead``: CUDA graphs; add ``max-autotune``, whose kernel
-     benchmarking takes minutes, where the time allows). ``--micro-batches`` replaces the growth
-     with a fixed list, compiled in the first mode; ``--config FILE`` adds the configuration
+  2. **compile modes** at the fastest size and the largest that fit: ``torch.compile`` in each
+     of ``--compile-modes`` (default ``default,reduce-overhead``: CUDA graphs; add
+     ``max-autotune``, whose kernel benchmarking takes minutes, where the time allows), with the
+     loss compiled inside the model's graph (``compile_loss``, which tune tries on its winner), so
+     Inductor fuses the cross-entropy over the 50,304-wide logits; one more row compiles the
+     model alone at the largest size in the first mode, the loss run eagerly on its logits, and
+     the summary prints the ratio of the two. ``--micro-batches`` replaces the growth with a
+     fixed list, compiled in the first mode; ``--config FILE`` adds the configuration
      ``computewise tune --out FILE`` wrote, so the benchmark measures what tune found.
   The fastest of all of them is the tuned row; growth trials are listed as ``growth``.
 
@@ -40,9 +44,9 @@ against the BF16 peak, so the naive row says how much of the GPU plain FP32 leav
 
 Targets (issue 29, one H100 80GB SXM): tuned >= 8x the naive tokens/s, and tuned MFU >= 45 %
 (about 520K tokens/s). Exit status: 0 PASS, 1 FAIL, 2 no CUDA device (or bad arguments).
-``--quick`` trains the tiny default model on the CPU (FP32, no compile, fused AdamW and the
-micro-batch growth or sweep only): a smoke run for ``tests/benchmarks/test_train_gpu_quick.py``,
-with MFU n/a and no verdict.
+``--quick`` trains the tiny default model on the CPU (FP32, fused AdamW and the micro-batch
+growth or sweep; compiled only where ``--compile-modes default`` asks): a smoke run for
+``tests/benchmarks/test_train_gpu_quick.py``, with MFU n/a and no verdict.
 
 Usage
 -----
@@ -61,7 +65,7 @@ import platform
 import statistics
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, cast, get_args
@@ -71,6 +75,8 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # examples.tiny_gpt, from any working directory
+
+from examples.tiny_gpt import settings  # noqa: E402
 
 from computewise.catalog import load_catalog  # noqa: E402
 from computewise.errors import ComputewiseError  # noqa: E402
@@ -242,7 +248,7 @@ def grow(
     trials: list[Trial] = []
 
     def config_at(micro: int) -> TrainConfig:
-        return TrainConfig(precision=_precision(device), micro_batch_size=micro, fused_optimizer=True)
+        return tuned_config(device, micro, None, compile_loss=False)
 
     def fits(micro: int) -> bool:
         return estimate_memory(profile, config_at(micro), kind, assumptions).total_bytes <= capacity.bytes
@@ -266,20 +272,52 @@ def compiled_trials(
     steps: int,
     peak: float | None,
 ) -> list[Trial]:
-    """The tuned settings at each micro-batch, compiled in each mode (eager where ``modes`` is empty)."""
+    """The tuned settings at each micro-batch, compiled in each mode with the loss inside the graph (eager where
+    ``modes`` is empty); then ``loss_outside``'s configuration, the comparison that prices compile_loss."""
     eager: list[CompileMode | None] = [None]
     settings = [
-        TrainConfig(
-            precision=_precision(device),
-            micro_batch_size=micro,
-            compile=mode is not None,
-            compile_mode=mode or "default",
-            fused_optimizer=True,
-        )
+        tuned_config(device, micro, mode, compile_loss=mode is not None)
         for micro in micro_batches
         for mode in (modes or eager)
     ]
+    if modes and micro_batches:
+        settings.append(loss_outside(device, micro_batches, modes))
     return [measure("candidate", workload, config, device, warmup, steps, peak) for config in settings]
+
+
+def tuned_config(device: torch.device, micro: int, mode: CompileMode | None, *, compile_loss: bool) -> TrainConfig:
+    """BF16 on a GPU, fused AdamW, compiled in ``mode`` (eager when None)."""
+    return TrainConfig(
+        precision=_precision(device),
+        micro_batch_size=micro,
+        compile=mode is not None,
+        compile_mode=mode or "default",
+        compile_loss=compile_loss,
+        fused_optimizer=True,
+    )
+
+
+def loss_outside(device: torch.device, micro_batches: list[int], modes: list[CompileMode]) -> TrainConfig:
+    """The model alone compiled, its loss run eagerly on the logits, at the largest size in the first mode."""
+    return tuned_config(device, max(micro_batches), modes[0], compile_loss=False)
+
+
+def loss_in_graph_gain(trials: list[Trial], outside: TrainConfig) -> float | None:
+    """Tokens/s with the loss compiled with the model over ``outside`` (the model alone compiled), same settings."""
+    rates = {trial.settings: trial.tokens_per_s for trial in trials if trial.status == "ok"}
+    inside_rate, outside_rate = rates.get(replace(outside, compile_loss=True).describe()), rates.get(outside.describe())
+    return inside_rate / outside_rate if inside_rate and outside_rate else None
+
+
+def _model_settings(text: str) -> dict[str, Any]:
+    """``--model``'s JSON object of tiny_gpt settings; anything else is a usage error (exit 2)."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as failure:
+        raise argparse.ArgumentTypeError(f"{text!r} is not JSON ({failure})") from failure
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a JSON object of tiny_gpt settings")
+    return value
 
 
 def _precision(device: torch.device) -> PrecisionChoice:
@@ -346,7 +384,13 @@ def _gb(n_bytes: int | None) -> str:
     return "n/a" if n_bytes is None else f"{n_bytes / 1e9:.1f} GB"
 
 
-def summarize(naive: Trial, tuned: Trial | None, verdict_given: bool, growth: Growth | None = None) -> dict[str, Any]:
+def summarize(
+    naive: Trial,
+    tuned: Trial | None,
+    verdict_given: bool,
+    growth: Growth | None = None,
+    loss_gain: float | None = None,
+) -> dict[str, Any]:
     ratio = (
         tuned.tokens_per_s / naive.tokens_per_s
         if tuned is not None and tuned.tokens_per_s and naive.tokens_per_s
@@ -359,6 +403,7 @@ def summarize(naive: Trial, tuned: Trial | None, verdict_given: bool, growth: Gr
         else "tuned / naive tokens/s: n/a (a configuration did not run)",
         f"tuned MFU against the BF16 dense peak: {_share(mfu)} (target >= {TARGET_MFU:.0%})",
         *([growth_line(growth)] if growth is not None else []),
+        *([f"loss compiled with the model / the model alone compiled: {loss_gain:.3f}x tokens/s"] if loss_gain else []),
     ]
     verdict = None
     if verdict_given:
@@ -368,7 +413,7 @@ def summarize(naive: Trial, tuned: Trial | None, verdict_given: bool, growth: Gr
         lines.append(f"verdict: {verdict}")
     else:
         lines.append("no verdict: CPU smoke run (the targets are for a GPU)")
-    return {"ratio": ratio, "tuned_mfu": mfu, "verdict": verdict, "lines": lines}
+    return {"ratio": ratio, "tuned_mfu": mfu, "loss_in_graph_gain": loss_gain, "verdict": verdict, "lines": lines}
 
 
 def format_markdown(workload: Workload, trials: list[Trial], summary: dict[str, Any], env: dict[str, Any]) -> str:
@@ -406,6 +451,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--global-batch", type=int, default=None, help=f"sequences a step (GPU default {GPU_GLOBAL_BATCH})"
     )
     parser.add_argument(
+        "--model",
+        type=_model_settings,
+        default={},
+        metavar="JSON",
+        help='tiny_gpt settings over the default model, e.g. \'{"n_layer": 2, "vocab_size": 50304}\'',
+    )
+    parser.add_argument(
         "--micro-batches", default=None, help="tuned candidates, comma-separated, instead of growing the micro-batch"
     )
     parser.add_argument(
@@ -413,8 +465,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--compile-modes",
-        default=GPU_COMPILE_MODES,
-        help=f"torch.compile modes tried on a GPU, comma-separated (default {GPU_COMPILE_MODES}; also max-autotune)",
+        default=None,
+        help=f"torch.compile modes tried, comma-separated (default on a GPU {GPU_COMPILE_MODES}, also max-autotune; "
+        "on the CPU none: name default to compile there)",
     )
     parser.add_argument("--no-compile", action="store_true", help="tune without torch.compile")
     parser.add_argument("--config", type=Path, metavar="FILE", help="also measure `computewise tune --out FILE`")
@@ -450,8 +503,16 @@ def main(argv: list[str] | None = None) -> int:
             "tiny_gpt (CPU smoke run)",
             {} if args.global_batch is None else {"global_batch": args.global_batch},
         )
+    if args.model:
+        name, model_config = f"{name}, with {json.dumps(args.model)}", {**model_config, **args.model}
+        try:
+            settings(model_config)
+        except ValueError as refused:
+            print(f"--model: {refused}", file=sys.stderr)
+            return 2
     workload = describe_workload(name, model_config)
-    modes = [mode.strip() for mode in args.compile_modes.split(",") if mode.strip()]
+    modes_text = args.compile_modes if args.compile_modes is not None else (GPU_COMPILE_MODES if cuda else "")
+    modes = [mode.strip() for mode in modes_text.split(",") if mode.strip()]
     unknown = [mode for mode in modes if mode not in get_args(CompileMode)]
     if unknown:
         print(
@@ -474,7 +535,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{env['device']}  torch {env['torch']}  CUDA {env['cuda'] or 'n/a'}  BF16 peak {peak_text}", flush=True)
 
     naive = naive_trial(workload, device, warmup, steps, peak)
-    compile_modes = cast(list[CompileMode], modes) if cuda and not args.no_compile else []
+    compile_modes = cast(list[CompileMode], modes) if not args.no_compile else []
     growth = None
     candidates_run: list[Trial] = []
     if candidates is None:
@@ -495,7 +556,10 @@ def main(argv: list[str] | None = None) -> int:
     best = max(measured, key=lambda trial: trial.tokens_per_s or 0.0) if measured else None
     tuned = Trial(**(asdict(best) | {"role": "tuned"})) if best is not None else None
     trials = [naive, *([tuned] if tuned is not None else []), *(t for t in candidates_run if t is not best)]
-    summary = summarize(naive, tuned, verdict_given=cuda, growth=growth)
+    gain = None
+    if compile_modes and candidates:
+        gain = loss_in_graph_gain(candidates_run, loss_outside(device, candidates, compile_modes))
+    summary = summarize(naive, tuned, verdict_given=cuda, growth=growth, loss_gain=gain)
     table = format_markdown(workload, trials, summary, env)
     print(table)
     if args.json:

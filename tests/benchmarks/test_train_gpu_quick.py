@@ -56,6 +56,26 @@ def test_quick_run_measures_naive_and_tuned_and_prints_the_table(tmp_path: Path)
     assert payload["workload"]["global_batch"] == 32 and payload["workload"]["tokens_per_sample"] == 64
 
 
+def test_compiled_candidates_compile_the_loss_and_the_model_alone_is_their_comparison(tmp_path: Path) -> None:
+    out = tmp_path / "train_gpu.json"
+    result = run("--quick", "--micro-batches", "16", "--compile-modes", "default", "--steps", "2", "--json", str(out))
+    assert result.returncode == 0, result.stderr
+    payload = json.loads(out.read_text())
+    compiled = sorted(trial["settings"] for trial in payload["trials"][1:])
+    assert compiled == [
+        "precision=fp32, micro_batch_size=16, compile=True, fused_optimizer=True",
+        "precision=fp32, micro_batch_size=16, compile=True, fused_optimizer=True, compile_loss=True",
+    ]
+    assert all(trial["status"] == "ok" for trial in payload["trials"])
+    rates = {trial["settings"]: trial["tokens_per_s"] for trial in payload["trials"][1:]}
+    gain = payload["summary"]["loss_in_graph_gain"]
+    assert gain == pytest.approx(rates[compiled[1]] / rates[compiled[0]])
+    assert any(
+        line.startswith("loss compiled with the model / the model alone compiled: ")
+        for line in payload["summary"]["lines"]
+    )
+
+
 def test_without_a_list_the_quick_run_grows_the_micro_batch_as_tune_does(tmp_path: Path) -> None:
     out = tmp_path / "train_gpu.json"
     result = run("--quick", "--growth-start", "16", "--steps", "2", "--json", str(out))

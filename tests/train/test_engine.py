@@ -173,6 +173,17 @@ def test_compile_trains_like_eager() -> None:
     assert losses == pytest.approx(eager_losses, abs=1e-4)
 
 
+def test_compile_loss_compiles_the_loss_around_the_model_and_trains_like_eager() -> None:
+    """One graph from tokens to the loss: the model itself stays uncompiled, and the steps are eager's."""
+    config = TrainConfig(micro_batch_size=16)
+    eager, eager_losses = run(gpt(), config, steps=3)
+    compiled, losses = run(gpt(), dataclasses.replace(config, compile=True, compile_loss=True), steps=3)
+    assert compiled.model is compiled.raw_model  # compiled once, inside the loss, not twice
+    assert compiled.loss_fn is not compiled.setup.loss and eager.loss_fn is eager.setup.loss
+    assert losses == pytest.approx(eager_losses, abs=1e-4)
+    assert_close(parameters(compiled), parameters(eager), atol=1e-4)
+
+
 def test_settings_the_model_cannot_honour_are_config_errors() -> None:
     with pytest.raises(ConfigError, match="channels_last needs a CNN"):
         StepEngine.prepare(gpt(), TrainConfig(channels_last=True), device="cpu")

@@ -126,8 +126,21 @@ def test_a_gpu_searches_cuda_graphs_and_max_autotune_and_a_cpu_says_why_it_does_
     assert any(
         "reduce-overhead and max-autotune skipped: CUDA graphs are recorded on NVIDIA GPUs" in n for n in cpu.notes
     )
-    # The loss is the setup's own: the search says what it knows about fusing it, on either device.
-    assert any(note.startswith("fused cross-entropy not") for note in cpu.notes + gpu.notes)
+    # The loss is the setup's own: the search says what it knows about fusing it, on either device,
+    # and tries compiling it with the model (the grid does not; the winner does) on both.
+    assert any(note.startswith("fused linear + cross-entropy not") for note in cpu.notes + gpu.notes)
+    assert gpu.compile_loss == cpu.compile_loss == (False, True)
+
+
+def test_compile_loss_is_a_dimension_whose_first_choice_the_compiled_grid_takes() -> None:
+    space = parse_space("compile=off,on;loss=on", default_space("cpu", PLAIN_CPU))
+    assert space.compile_loss == (True,)
+    configs = space.configs(32)
+    assert {c.compile_loss for c in configs if c.compile} == {True}
+    assert {c.compile_loss for c in configs if not c.compile} == {False}  # nothing to compile it with
+    assert parse_space("compile_loss=off", default_space("cpu", PLAIN_CPU)).compile_loss == (False,)
+    with pytest.raises(SpaceError, match="compile_loss=maybe is not on or off"):
+        parse_space("compile_loss=maybe", default_space("cpu", PLAIN_CPU))
 
 
 def test_compile_modes_are_named_in_the_compile_dimension_and_the_grid_compiles_in_the_first() -> None:

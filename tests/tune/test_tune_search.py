@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import textwrap
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -134,11 +135,15 @@ def test_compilation_is_tried_on_the_finalists_only(tmp_path: Path) -> None:
         record=False,
     )
     result = run_tune(GPT, options)
-    stages = [(t.stage, t.config.compile) for t in result.trials]
-    assert stages.count(("halving", False)) == 2 and stages.count(("compile", True)) == 1
-    compiled = next(t for t in result.trials if t.stage == "compile")
-    assert compiled.result.status == "ok", compiled.result.message
-    assert compiled.result.first_step_s is not None and compiled.result.warmup_s is not None
+    stages = [(t.stage, t.config.compile, t.config.compile_loss) for t in result.trials]
+    assert stages.count(("halving", False, False)) == 2
+    # The finalist compiled, then the same configuration with its loss compiled inside the graph.
+    assert [stage for stage in stages if stage[0] == "compile"] == [("compile", True, False), ("compile", True, True)]
+    compiled = [t for t in result.trials if t.stage == "compile"]
+    assert compiled[1].config == replace(compiled[0].config, compile_loss=True)
+    for trial in compiled:
+        assert trial.result.status == "ok", trial.result.message
+        assert trial.result.first_step_s is not None and trial.result.warmup_s is not None
 
 
 def test_a_compilation_the_planned_run_cannot_repay_neither_wins_nor_tries_slower_modes() -> None:

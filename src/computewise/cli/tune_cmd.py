@@ -35,8 +35,8 @@ _Space = Annotated[
     str | None,
     typer.Option(
         help="Dimensions to try, e.g. 'precision=fp32,bf16;micro=8,16,32;compile=off,on,reduce-overhead'. Others: "
-        "checkpointing, channels_last, workers, fused. Default: what the device runs fast, the micro-batch grown "
-        "until memory or throughput stops it."
+        "compile_loss (the loss compiled with the model), checkpointing, channels_last, workers, fused. Default: "
+        "what the device runs fast, the micro-batch grown until memory or throughput stops it."
     ),
 ]
 _Steps = Annotated[

@@ -118,7 +118,9 @@ class StepEngine:
     """A prepared model, optimizer, scheduler and precision policy; ``step`` runs one optimizer step.
 
     ``model`` is what to call (wrapped and compiled); ``raw_model`` is the same weights unwrapped,
-    whose ``state_dict`` has the user's own key names. ``micro_batch_size`` and
+    whose ``state_dict`` has the user's own key names. ``loss_fn(model, batch)`` is the setup's loss,
+    or under ``compile_loss`` that loss compiled with the model inside it (``model`` is then the
+    uncompiled wrapped module, which evaluation runs eagerly). ``micro_batch_size`` and
     ``accumulation_steps`` are per process: under DDP each rank covers ``global_batch_size /
     world_size`` samples a step.
     """
@@ -128,6 +130,7 @@ class StepEngine:
     device: torch.device
     model: nn.Module
     raw_model: nn.Module
+    loss_fn: Callable[[Any, Any], Any]
     optimizer: torch.optim.Optimizer
     scheduler: Any
     policy: PrecisionPolicy
@@ -182,7 +185,11 @@ class StepEngine:
                 f"compile_mode={config.compile_mode} records CUDA graphs, and this device is {target.type}",
                 "use compile_mode=default (or max-autotune-no-cudagraphs) off a CUDA GPU",
             )
-        if config.compile:
+        loss_fn: Callable[[Any, Any], Any] = setup.loss
+        if config.compile_loss:
+            # One graph from the batch to the scalar loss; the model stays uncompiled so it is not compiled twice.
+            loss_fn = torch.compile(setup.loss, mode=config.compile_mode)
+        elif config.compile:
             model = cast("nn.Module", torch.compile(wrapped, mode=config.compile_mode))
 
         optimizer = cls._build_optimizer(setup, config, wrapped, target)
@@ -193,6 +200,7 @@ class StepEngine:
             device=target,
             model=model,
             raw_model=raw_model,
+            loss_fn=loss_fn,
             optimizer=optimizer,
             scheduler=scheduler,
             policy=policy,
@@ -282,7 +290,7 @@ class StepEngine:
                 torch.compiler.cudagraph_mark_step_begin()  # type: ignore[no-untyped-call]
             with self._gradient_sync(last=index == count - 1):
                 with self.policy.autocast():
-                    loss = self.setup.loss(self.model, self.to_device(batch))
+                    loss = self.loss_fn(self.model, self.to_device(batch))
                 scaled = loss / count
                 (scaler.scale(scaled) if scaler is not None else scaled).backward()
             # A copy: under CUDA graphs the next micro-batch's replay may reuse an output's memory.

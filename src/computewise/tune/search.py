@@ -20,8 +20,10 @@ The order of work, cheapest knowledge first:
    compilation rarely lifts a configuration that eager mode ranked far down;
    ``benchmarks/tune_efficiency.py`` checks the pick against the full grid, compiled included.
    The other compile modes of the space (CUDA graphs, max-autotune) are tried on the fastest
-   compiled configuration, reduce-overhead first when the step is launch-bound; a mode is not
-   tried where it could not repay its compilation within the planned run (``_mode_cannot_pay``).
+   compiled configuration, reduce-overhead first when the step is launch-bound, and then the
+   loss compiled with the model (``compile_loss``: the cross-entropy fuses) on the fastest of
+   those; a variant is not tried where it could not repay its compilation within the planned run
+   (``_cannot_pay``).
 7. **References**, measured like the winner: the naive baseline (FP32, default loader, no compile,
    the largest micro-batch that fits) and the largest-batch rule (the best configuration among
    those at the largest micro-batch that fits); a trial is added only where none was run.
@@ -64,7 +66,7 @@ from computewise.monitor.watch import priced_row
 from computewise.specs.codec import Document, Jsonable, Layout, json_field, json_property
 from computewise.specs.hardware import Accelerator
 from computewise.system.hardware import Hardware, detect_hardware
-from computewise.train.config import CompileMode, TrainConfig, write_config
+from computewise.train.config import TrainConfig, write_config
 from computewise.train.engine import default_device
 from computewise.train.setup import TrainingSetup, load_setup
 from computewise.tune.diagnosis import Diagnosis, diagnose
@@ -790,6 +792,7 @@ class _Search:
                 )
             self.baseline = self._reference(runner, self._naive(), "baseline")
             self._compile_modes(runner)
+            self._compile_loss(runner)
             self.largest_batch = self._largest_batch(runner)
             self._settle()
         finally:
@@ -863,33 +866,54 @@ class _Search:
     def _compile_modes(self, runner: TrialExecutor) -> None:
         """The space's other compile modes on the fastest compiled configuration, where they can pay."""
         extra = list(self.space.compile_modes[1:])
-        compiled = [r for r in self.records if r.ok and r.config.compile and r.config in self.space_configs]
-        if not extra or not compiled:
+        base = self._fastest_compiled()
+        if not extra or base is None:
             return
-        base = min(compiled, key=_rank)
         if self.host is not None and self.host.launch_bound and "reduce-overhead" in extra:
             extra.remove("reduce-overhead")
             extra.insert(0, "reduce-overhead")  # the remedy for a launch-bound step first
         self.planned += len(extra)
         for mode in extra:
-            if self._out_of_time():
-                self.notes.append(f"compile_mode={mode} not tried: the time budget was spent")
-                continue
-            reason = self._mode_cannot_pay(mode, base)
-            if reason is not None:
-                self.notes.append(f"compile_mode={mode} not tried: {reason}")
-                continue
-            config = replace(base.config, compile_mode=mode)
-            self.space_configs.add(config)
-            self.stage_text = f"compile {mode} ({self.top_steps} steps)"
-            self._trial(runner, config, self._estimate(config), "compile", None, self.top_steps)
+            # CUDA graphs save at most the host-side time growth measured; any other mode, the whole step.
+            host_only = mode == "reduce-overhead"
+            self._on_winner(runner, base, replace(base.config, compile_mode=mode), f"compile_mode={mode}", host_only)
 
-    def _mode_cannot_pay(self, mode: CompileMode, base: TrialRecord) -> str | None:
-        """Why ``mode`` cannot repay its compilation within the planned run; None where it might (or no run is given).
+    def _compile_loss(self, runner: TrialExecutor) -> None:
+        """The loss compiled with the model (or not) on the fastest compiled configuration, where it can pay."""
+        base = self._fastest_compiled()
+        extra = [flag for flag in self.space.compile_loss[1:] if base is not None and flag != base.config.compile_loss]
+        if base is None or not extra:
+            return
+        self.planned += len(extra)
+        for flag in extra:
+            self._on_winner(runner, base, replace(base.config, compile_loss=flag), f"compile_loss={flag}", False)
 
-        Its compilation takes at least what the default mode's took (it compiles the same graphs,
-        and more); its saving is at most the whole run's step time, and for CUDA graphs at most
-        the fixed, host-side time growth measured (all CUDA graphs remove).
+    def _fastest_compiled(self) -> TrialRecord | None:
+        compiled = [r for r in self.records if r.ok and r.config.compile and r.config in self.space_configs]
+        return min(compiled, key=_rank) if compiled else None
+
+    def _on_winner(
+        self, runner: TrialExecutor, base: TrialRecord, config: TrainConfig, what: str, host_only: bool
+    ) -> None:
+        """One top-rung trial of ``config`` (``base`` with one compile setting changed), unless it cannot pay."""
+        if self._out_of_time():
+            self.notes.append(f"{what} not tried: the time budget was spent")
+            return
+        reason = self._cannot_pay(base, host_only)
+        if reason is not None:
+            self.notes.append(f"{what} not tried: {reason}")
+            return
+        self.space_configs.add(config)
+        self.stage_text = f"compile {what} ({self.top_steps} steps)"
+        self._trial(runner, config, self._estimate(config), "compile", None, self.top_steps)
+
+    def _cannot_pay(self, base: TrialRecord, host_only: bool) -> str | None:
+        """Why a compile variant of ``base`` cannot repay its compilation within the planned run; None where it
+        might (or no run is given).
+
+        Its compilation takes at least what ``base``'s took (it compiles the same graphs, or more);
+        its saving is at most the whole run's step time, and with ``host_only`` (CUDA graphs) at
+        most the fixed, host-side time growth measured (all CUDA graphs remove).
         """
         run_steps = self._run_steps()
         step_s = base.result.median_step_s
@@ -897,13 +921,13 @@ class _Search:
             return None
         compile_s = _warmup_overhead_s(base.result, self.options.warmup_steps)
         saving_s, what = run_steps * step_s, "all of the planned run's step time"
-        if mode == "reduce-overhead" and self.host is not None:
+        if host_only and self.host is not None:
             saving_s, what = run_steps * self.host.fixed_step_s, "all host-side time of the planned run"
         if saving_s >= compile_s:
             return None
         return (
             f"even saving {what} ({format_duration(saving_s)}) would not repay its compilation, at least the "
-            f"{format_duration(compile_s)} the default mode took"
+            f"{format_duration(compile_s)} that {base.config.describe()} took"
         )
 
     def _run_steps(self) -> float | None:

@@ -1,8 +1,9 @@
 """The search space of ``computewise tune``: which values of each speed setting to try.
 
-Seven dimensions, each a short tuple of choices: precision, micro-batch size (accumulation keeps
-the global batch fixed), activation checkpointing, ``torch.compile`` and its modes, channels-last,
-data-loader workers and the fused optimizer. Defaults come from the device: a GPU tries FP32, TF32
+Eight dimensions, each a short tuple of choices: precision, micro-batch size (accumulation keeps
+the global batch fixed), activation checkpointing, ``torch.compile`` and its modes, whether it
+compiles the loss with the model (so the cross-entropy fuses), channels-last, data-loader workers
+and the fused optimizer. Defaults come from the device: a GPU tries FP32, TF32
 (FP32 matmuls on tensor cores), BF16 and FP16 where it has them, and compiles in the default mode,
 ``reduce-overhead`` (CUDA graphs) and ``max-autotune``; a CPU tries FP32, and BF16 only when it
 computes BF16 natively (AVX512-BF16 or AMX), since emulated BF16 is slower than FP32 and would only
@@ -40,6 +41,7 @@ DIMENSIONS: dict[str, tuple[str, ...]] = {
     "micro": ("micro", "micro_batch", "micro_batch_size", "micro_batch_sizes"),
     "checkpointing": ("checkpointing", "activation_checkpointing", "ckpt"),
     "compile": ("compile", "compile_mode", "compile_modes"),
+    "compile_loss": ("compile_loss", "loss"),
     "channels_last": ("channels_last",),
     "workers": ("workers", "loader_workers"),
     "fused": ("fused", "fused_optimizer"),
@@ -71,7 +73,8 @@ class ModelFacts:
 class SearchSpace(Jsonable):
     """The choices per dimension; ``micro_batch_sizes`` None means the micro-batch is grown (``growth``).
 
-    The grid compiles in the first of ``compile_modes``; the others are tried on the winner only
+    The grid compiles in the first of ``compile_modes``, and compiles the loss with the model as
+    the first of ``compile_loss`` says; the other choices of both are tried on the winner only
     (``search``), where their compilation can pay for itself. Its JSON names each dimension as
     ``--space`` does, the compile modes beside ``compile``.
     """
@@ -83,6 +86,7 @@ class SearchSpace(Jsonable):
         "activation_checkpointing",
         "compile",
         "compile_modes",
+        "compile_loss",
         "channels_last",
         "loader_workers",
         "fused_optimizer",
@@ -98,6 +102,7 @@ class SearchSpace(Jsonable):
     loader_workers: tuple[int, ...] = field(metadata=json_field(name="workers"))
     fused_optimizer: tuple[bool, ...] = field(metadata=json_field(name="fused"))
     compile_modes: tuple[CompileMode, ...] = ("default",)
+    compile_loss: tuple[bool, ...] = (False,)
     notes: tuple[str, ...] = ()
 
     def micro_choices(self, global_batch_size: int) -> tuple[int, ...]:
@@ -162,6 +167,7 @@ class SearchSpace(Jsonable):
                     activation_checkpointing=checkpointing,
                     compile=compiled,
                     compile_mode=self.compile_modes[0] if compiled else "default",
+                    compile_loss=compiled and self.compile_loss[0],
                     channels_last=channels_last,
                     fused_optimizer=fused,
                     loader_workers=workers,
@@ -209,6 +215,7 @@ def default_space(
         loader_workers=(0, workers) if workers > 0 else (0,),
         fused_optimizer=(False, True),
         compile_modes=modes,
+        compile_loss=(False, True),
         notes=tuple(notes),
     )
 
@@ -217,18 +224,19 @@ def fused_cross_entropy_note() -> str:
     """What the search can say about a fused cross-entropy: the loss is the setup's own code, so it only reports.
 
     PyTorch has no fused linear + cross-entropy kernel; Liger-Kernel's (Triton, GPUs) is one where
-    installed. Under ``torch.compile`` Inductor already fuses the log-softmax with the loss.
+    installed. What the search does try is ``compile_loss``: the loss compiled with the model, so
+    Inductor fuses the log-softmax into the loss (it cannot when only the model is compiled).
     """
     import importlib.util
 
     if importlib.util.find_spec("liger_kernel") is not None:
         return (
-            "fused cross-entropy not searched: the loss is the setup's own; Liger-Kernel is installed, so a "
-            "setup may use its LigerFusedLinearCrossEntropyLoss (the logits are never materialised)"
+            "fused linear + cross-entropy not searched: the loss is the setup's own; Liger-Kernel is installed, so "
+            "a setup may use its LigerFusedLinearCrossEntropyLoss (the logits are never materialised)"
         )
     return (
-        "fused cross-entropy not available: PyTorch has no fused linear + cross-entropy kernel and Liger-Kernel "
-        "is not installed; with compile, Inductor fuses the log-softmax into the loss"
+        "fused linear + cross-entropy not available: PyTorch has no such kernel and Liger-Kernel is not installed; "
+        "compile_loss (the loss compiled with the model) lets Inductor fuse the log-softmax into the loss"
     )
 
 
@@ -271,6 +279,8 @@ def _with_dimension(space: SearchSpace, name: str, values: tuple[str, ...]) -> S
     flags = _flags(values, name)
     if name == "checkpointing":
         return replace(space, activation_checkpointing=flags)
+    if name == "compile_loss":
+        return replace(space, compile_loss=flags)
     if name == "channels_last":
         return replace(space, channels_last=flags)
     return replace(space, fused_optimizer=flags)
