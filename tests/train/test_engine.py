@@ -225,7 +225,7 @@ DDP_WORKER = textwrap.dedent(
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     setup = load_setup("examples.tiny_gpt:setup", json.loads(sys.argv[2]))
-    config = TrainConfig(micro_batch_size=4)
+    config = TrainConfig.from_dict(json.loads(sys.argv[4]))
     engine = StepEngine.prepare(setup, config, device="cpu", wrap=DistributedDataParallel)
     batches = make_loader(setup, config, engine.micro_batch_size, 0, rank=rank, world_size=world)
     loss = engine.step([next(batches) for _ in range(engine.accumulation_steps)])
@@ -239,14 +239,20 @@ DDP_WORKER = textwrap.dedent(
 )
 
 
-def test_ddp_with_accumulation_takes_the_single_process_step(tmp_path: Path) -> None:
-    """2 ranks x 4 micro-batches of 4 = the global batch of 32: the same new weights as one process."""
+@pytest.mark.parametrize(
+    "config",
+    [TrainConfig(micro_batch_size=4), TrainConfig(micro_batch_size=4, compile=True, compile_loss=True)],
+    ids=["eager", "compile-loss"],
+)
+def test_ddp_with_accumulation_takes_the_single_process_step(tmp_path: Path, config: TrainConfig) -> None:
+    """2 ranks x 4 micro-batches of 4 = the global batch of 32: the same new weights as one process, also
+    with the loss compiled around the DDP-wrapped model (a tuned configuration scaletest runs)."""
     script, out = tmp_path / "worker.py", tmp_path / "rank0.json"
     script.write_text(DDP_WORKER)
     port = free_port()
     workers = [
         subprocess.Popen(
-            [sys.executable, str(script), str(ROOT), json.dumps(TINY), str(out)],
+            [sys.executable, str(script), str(ROOT), json.dumps(TINY), str(out), json.dumps(config.to_dict())],
             env={
                 **os.environ,
                 "MASTER_ADDR": "127.0.0.1",

@@ -881,9 +881,9 @@ class _Search:
     def _compile_loss(self, runner: TrialExecutor) -> None:
         """The loss compiled with the model (or not) on the fastest compiled configuration, where it can pay."""
         base = self._fastest_compiled()
-        extra = [flag for flag in self.space.compile_loss[1:] if base is not None and flag != base.config.compile_loss]
-        if base is None or not extra:
+        if base is None:
             return
+        extra = [flag for flag in self.space.compile_loss[1:] if flag != base.config.compile_loss]
         self.planned += len(extra)
         for flag in extra:
             self._on_winner(runner, base, replace(base.config, compile_loss=flag), f"compile_loss={flag}", False)
