@@ -50,8 +50,8 @@ class TrainConfig(Jsonable):
     ``compile_mode`` is the mode ``torch.compile`` is given, so it needs ``compile``; so does
     ``compile_loss``, which compiles the setup's loss function, model call included, as one graph
     instead of the model alone: Inductor can then fuse the cross-entropy over the logits (eager's
-    log-softmax reads and writes every FP32 logit several times; on GPT-2 124M that is about 40 GB a
-    step at 64 x 1024 tokens), which it cannot across the compiled model's boundary.
+    log-softmax reads and writes every FP32 logit several times; on GPT-2 124M that is about 40 GB
+    more a step at 64 x 1024 tokens), which it cannot across the compiled model's boundary.
     """
 
     json_description: ClassVar[str] = "A training configuration (train.config.TrainConfig)."
