@@ -88,6 +88,7 @@ def test_launch_latency_is_measured_back_to_back_and_synchronised() -> None:
     assert figure.back_to_back_s.repeats == 10 and figure.synchronised_s.repeats == 200
     for measured in (figure.back_to_back_s, figure.synchronised_s):
         assert 0 < measured.low <= measured.median <= measured.high < 0.01  # a one-element add: microseconds
+    assert figure.matmul_back_to_back_s is None  # a CPU matmul times its arithmetic, not the host's issue rate
 
 
 def _result(launch: tuple[LaunchFigure, ...]) -> BenchResult:
@@ -113,6 +114,10 @@ def test_launch_latency_round_trips_and_a_result_written_before_it_still_reads()
     assert BenchResult.from_dict(data).launch == (LAUNCH,)
     del data["launch"]
     assert BenchResult.from_dict(data).launch == ()
+    on_gpu = LaunchFigure("cuda:0", LAUNCH.back_to_back_s, LAUNCH.synchronised_s, Measured(9e-6, 8.7e-6, 9.4e-6, 10))
+    written = json.loads(json.dumps(_result((on_gpu,)).to_dict()))
+    assert written["launch"][0]["matmul_back_to_back_s"]["median"] == 9e-6
+    assert BenchResult.from_dict(written).launch == (on_gpu,)
 
 
 def test_a_busy_launch_figure_is_named_as_the_calibration_saves_it() -> None:
@@ -127,6 +132,7 @@ def test_the_table_prints_launch_latency_in_microseconds() -> None:
     text = stream.getvalue()
     assert "launch latency (one-element kernel)" in text
     assert "2 (1.9-2.2)" in text and "3 (2.5-4)" in text
+    assert "128^3 mm back to back (us)" in text  # n/a on a CPU: its matmul would time the arithmetic
 
 
 def test_the_calibration_carries_the_main_devices_back_to_back_launch() -> None:
@@ -170,3 +176,4 @@ def test_gpu_int8_runs_on_tensor_cores_not_cuda_cores() -> None:
 def test_gpu_launch_back_to_back_is_below_the_synchronised_round_trip() -> None:
     figure = measure_launch("cuda:0")
     assert 0 < figure.back_to_back_s.median < figure.synchronised_s.median < 1e-3
+    assert figure.matmul_back_to_back_s is not None and 0 < figure.matmul_back_to_back_s.median < 1e-3

@@ -12,9 +12,15 @@ time is the launch. Two figures:
 - ``back_to_back_s``: per call, with calls queued in a loop between one pair of synchronisations:
   the rate at which the host can issue kernels, the cost of a launch-bound step's every kernel;
 - ``synchronised_s``: one call followed by a synchronisation, timed alone: the round trip a
-  ``.item()``, a host-side check or an unbatched request pays.
+  ``.item()``, a host-side check or an unbatched request pays;
+- ``matmul_back_to_back_s`` (GPUs only): a 128^3 TF32 ``torch.mm`` into a preallocated output,
+  queued back to back. Its kernel takes a few microseconds, so this too is the host's issue rate,
+  for a heavier op: the one the first H100 bench timed this way (its matmul sweep at 128, before
+  the sweep moved into CUDA graphs), and so the only figure that compares this host with the one
+  the estimator's host costs were fitted on.
 
-On a CPU there is no queue: both are the dispatcher's cost for one small op.
+On a CPU there is no queue: the first two are the dispatcher's cost for one small op, and a CPU
+matmul would time its arithmetic, so there is no third.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ __all__ = ["measure_launch"]
 _REPEATS = 10
 # Round trips, each timed alone: many, since one microsecond call is at the mercy of the scheduler.
 _SYNCHRONISED_CALLS, _SYNCHRONISED_WARMUP = 200, 20
+_MATMUL_SIZE = 128
 
 
 def measure_launch(device: str) -> LaunchFigure:
@@ -45,4 +52,25 @@ def measure_launch(device: str) -> LaunchFigure:
     back_to_back = time_back_to_back(launch, count=count, warmup=1, repeats=_REPEATS, device=device)
     sync = device_sync(device)
     synchronised = time_repeats(launch, warmup=_SYNCHRONISED_WARMUP, repeats=_SYNCHRONISED_CALLS, sync=sync)
-    return LaunchFigure(device, Measured.of(back_to_back), Measured.of(synchronised))
+    matmul = _matmul_back_to_back(device) if device.startswith("cuda") else None
+    return LaunchFigure(device, Measured.of(back_to_back), Measured.of(synchronised), matmul)
+
+
+def _matmul_back_to_back(device: str) -> Measured:
+    """Seconds per 128^3 TF32 ``torch.mm`` queued back to back: what the first H100 bench timed at 128."""
+    import torch
+
+    a = torch.randn(_MATMUL_SIZE, _MATMUL_SIZE, device=device)
+    b = torch.randn(_MATMUL_SIZE, _MATMUL_SIZE, device=device)
+    out = torch.empty(_MATMUL_SIZE, _MATMUL_SIZE, device=device)
+
+    def product() -> None:
+        torch.mm(a, b, out=out)
+
+    before = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = True
+    try:
+        count = calls_to_fill(product, CALL_S, device=device)
+        return Measured.of(time_back_to_back(product, count=count, warmup=1, repeats=_REPEATS, device=device))
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = before

@@ -111,6 +111,15 @@ class LaunchFigure(Jsonable):
     device: str
     back_to_back_s: Measured
     synchronised_s: Measured
+    matmul_back_to_back_s: Measured | None = field(
+        default=None,
+        metadata=json_field(
+            omit_empty=True,
+            description="Seconds per 128^3 TF32 torch.mm queued back to back on a GPU: the op and timing of the "
+            "first H100 bench's matmul sweep at 128, so this host compares with that one; absent on a CPU and "
+            "from results written before it was measured.",
+        ),
+    )
 
 
 @dataclass(frozen=True)

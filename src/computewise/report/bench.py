@@ -77,11 +77,19 @@ def _bandwidth_grid(r: BenchResult) -> Grid:
 
 
 def _launch_grid(r: BenchResult) -> Grid:
-    """Microseconds per launch of a one-element kernel; a result saved before it was measured has none."""
+    """Microseconds per launch of a one-element kernel (and, on a GPU, of a 128^3 matmul); a result saved
+    before it was measured has none."""
     rows = tuple(
-        (f.device, _spread(f.back_to_back_s, scale=1e6), _spread(f.synchronised_s, scale=1e6)) for f in r.launch
+        (
+            f.device,
+            _spread(f.back_to_back_s, scale=1e6),
+            _spread(f.synchronised_s, scale=1e6),
+            "n/a" if f.matmul_back_to_back_s is None else _spread(f.matmul_back_to_back_s, scale=1e6),
+        )
+        for f in r.launch
     )
-    return Grid(("device", "back to back (us)", "synchronised (us)"), rows, frozenset({1, 2}))
+    headers = ("device", "back to back (us)", "synchronised (us)", "128^3 mm back to back (us)")
+    return Grid(headers, rows, frozenset({1, 2, 3}))
 
 
 def _collectives_grid(r: BenchResult) -> Grid:
