@@ -276,14 +276,11 @@ def compiled_trials(
     """The tuned settings at each micro-batch, compiled in the first mode with the loss inside the graph (eager
     where ``modes`` is empty); the other modes at the largest size only, as tune tries them on its winner only;
     then ``loss_outside``'s configuration, the comparison that prices compile_loss."""
-    if not modes:
+    if not modes or not micro_batches:
         settings = [tuned_config(device, micro, None, compile_loss=False) for micro in micro_batches]
-    elif not micro_batches:
-        settings = []
     else:
-        largest = max(micro_batches)
         settings = [tuned_config(device, micro, modes[0], compile_loss=True) for micro in micro_batches]
-        settings += [tuned_config(device, largest, mode, compile_loss=True) for mode in modes[1:]]
+        settings += [tuned_config(device, max(micro_batches), mode, compile_loss=True) for mode in modes[1:]]
         settings.append(loss_outside(device, micro_batches, modes))
     return [measure("candidate", workload, config, device, warmup, steps, peak) for config in settings]
 

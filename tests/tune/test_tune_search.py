@@ -6,6 +6,7 @@ import json
 import textwrap
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -124,16 +125,16 @@ def test_progress_reports_every_trial_and_the_best_so_far(
     assert updates[0].stage.startswith("rung 1/2")
 
 
+def _short_search(space: str, **options: Any) -> TuneOptions:
+    """Three-step trials on one thread, one compiled finalist, no ledger run: the search tests' common ground."""
+    return TuneOptions(
+        setup_config=TINY_GPT, space=space, steps=3, min_steps=2, threads=1, compile_finalists=1, record=False,
+        **options,
+    )  # fmt: skip
+
+
 def test_compilation_is_tried_on_the_finalists_only(tmp_path: Path) -> None:
-    options = TuneOptions(
-        setup_config=TINY_GPT,
-        space="precision=fp32;micro=4,8;checkpointing=off;compile=off,on;workers=0;fused=off",
-        steps=3,
-        min_steps=2,
-        threads=1,
-        compile_finalists=1,
-        record=False,
-    )
+    options = _short_search("precision=fp32;micro=4,8;checkpointing=off;compile=off,on;workers=0;fused=off")
     result = run_tune(GPT, options)
     stages = [(t.stage, t.config.compile, t.config.compile_loss) for t in result.trials]
     assert stages.count(("halving", False, False)) == 2
@@ -148,15 +149,9 @@ def test_compilation_is_tried_on_the_finalists_only(tmp_path: Path) -> None:
 
 def test_a_compilation_the_planned_run_cannot_repay_neither_wins_nor_tries_slower_modes() -> None:
     # Two steps of 8 x 16 tokens: compiling (seconds on a CPU) can never be repaid by a faster step.
-    options = TuneOptions(
-        setup_config=TINY_GPT,
-        space="precision=fp32;micro=8;checkpointing=off;compile=off,on,max-autotune-no-cudagraphs;workers=0;fused=off",
-        steps=3,
-        min_steps=2,
-        threads=1,
-        compile_finalists=1,
+    options = _short_search(
+        "precision=fp32;micro=8;checkpointing=off;compile=off,on,max-autotune-no-cudagraphs;workers=0;fused=off",
         tokens=256.0,
-        record=False,
     )
     result = run_tune(GPT, options)
     assert [t.stage for t in result.trials].count("compile") == 1  # the default mode only
@@ -170,15 +165,8 @@ def test_a_compilation_the_planned_run_cannot_repay_neither_wins_nor_tries_slowe
 def test_a_spent_time_budget_stops_the_search_after_its_first_trial() -> None:
     """A budget spent before the first trial ends (a millisecond) still leaves that trial's configuration
     to recommend; growth stops there, no halving or compilation trial starts, and the references run."""
-    options = TuneOptions(
-        setup_config=TINY_GPT,
-        space="precision=fp32;checkpointing=off;compile=off,on;workers=0;fused=off,on",
-        steps=3,
-        min_steps=2,
-        threads=1,
-        time_budget_s=0.001,
-        record=False,
-    )
+    space = "precision=fp32;checkpointing=off;compile=off,on;workers=0;fused=off,on"
+    options = _short_search(space, time_budget_s=0.001)
     result = run_tune(GPT, options)
     assert result.growth is not None and result.growth.stopped == "time budget"
     assert [t.stage for t in result.trials] == ["batch-growth", "baseline", "largest-batch"]
